@@ -1,0 +1,117 @@
+"""THE TFRecord schema of the garden.
+
+Every writer (the Beam pipelines), every reader (garden.train's tf.data input) and every
+serving signature imports its feature names, dtypes and shapes from here, so that the three
+can never drift apart. Names follow the original BERT release (`create_pretraining_data.py`).
+
+A spec is a plain dict ``name -> Feature(dtype, length)``: ``dtype`` is ``"int64"`` or
+``"float32"``, ``length`` the fixed number of values per example. It is JSON-serialisable
+(it goes into ``info.json``) and turns into ``tf.io.FixedLenFeature`` for parsing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict, Mapping, Sequence
+
+import numpy as np
+
+FORMAT_VERSION = 1
+
+# Fine-tuning label feature names.
+LABEL_IDS = "label_ids"
+
+
+@dataclasses.dataclass(frozen=True)
+class Feature:
+    dtype: str  # "int64" | "float32"
+    length: int
+
+    def to_json(self) -> dict:
+        return {"dtype": self.dtype, "length": self.length}
+
+
+Spec = Dict[str, Feature]
+
+
+def bert_pretrain_spec(max_seq_length: int, max_predictions_per_seq: int) -> Spec:
+    """BERT MLM+NSP instances (OBJECTIVES.md section 1).
+
+    next_sentence_labels: 1 = B is a random segment, 0 = B is the actual next segment.
+    """
+    return {
+        "input_ids": Feature("int64", max_seq_length),
+        "input_mask": Feature("int64", max_seq_length),
+        "segment_ids": Feature("int64", max_seq_length),
+        "masked_lm_positions": Feature("int64", max_predictions_per_seq),
+        "masked_lm_ids": Feature("int64", max_predictions_per_seq),
+        "masked_lm_weights": Feature("float32", max_predictions_per_seq),
+        "next_sentence_labels": Feature("int64", 1),
+    }
+
+
+def classification_spec(max_seq_length: int) -> Spec:
+    """Sentence (pair) classification: [CLS] A [SEP] (B [SEP]) plus an integer label."""
+    return {
+        "input_ids": Feature("int64", max_seq_length),
+        "input_mask": Feature("int64", max_seq_length),
+        "segment_ids": Feature("int64", max_seq_length),
+        LABEL_IDS: Feature("int64", 1),
+    }
+
+
+def spec_to_json(spec: Spec) -> dict:
+    return {name: f.to_json() for name, f in sorted(spec.items())}
+
+
+def spec_from_json(data: Mapping[str, Mapping]) -> Spec:
+    return {name: Feature(str(v["dtype"]), int(v["length"])) for name, v in data.items()}
+
+
+def serialize_example(spec: Spec, values: Mapping[str, Sequence]) -> bytes:
+    """Serialises one instance as a tf.train.Example, padding each feature with zeros.
+
+    Raises ValueError when a feature is missing, unknown or longer than its spec allows,
+    so a writer can never emit a record the reader would misparse.
+    """
+    import tensorflow as tf  # imported lazily: Beam workers pickle this module
+
+    unknown = set(values) - set(spec)
+    missing = set(spec) - set(values)
+    if unknown or missing:
+        raise ValueError(f"feature mismatch: unknown={sorted(unknown)} missing={sorted(missing)}")
+    feature = {}
+    for name in sorted(spec):
+        f = spec[name]
+        vals = list(values[name])
+        if len(vals) > f.length:
+            raise ValueError(f"feature {name!r} has {len(vals)} values, spec allows {f.length}")
+        vals = vals + [0] * (f.length - len(vals))
+        if f.dtype == "int64":
+            feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=[int(v) for v in vals]))
+        elif f.dtype == "float32":
+            feature[name] = tf.train.Feature(float_list=tf.train.FloatList(value=[float(v) for v in vals]))
+        else:
+            raise ValueError(f"feature {name!r}: unsupported dtype {f.dtype!r}")
+    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+
+def parse_example(spec: Spec, serialized: bytes) -> Dict[str, np.ndarray]:
+    """Eager, numpy-returning parse of one serialized example (tests, inspection)."""
+    import tensorflow as tf
+
+    ex = tf.train.Example.FromString(serialized)
+    out = {}
+    for name, f in spec.items():
+        feat = ex.features.feature[name]
+        vals = feat.int64_list.value if f.dtype == "int64" else feat.float_list.value
+        out[name] = np.asarray(vals, dtype=np.int64 if f.dtype == "int64" else np.float32)
+    return out
+
+
+def tf_parsing_spec(spec: Spec) -> dict:
+    """``name -> tf.io.FixedLenFeature`` for ``tf.io.parse_example``."""
+    import tensorflow as tf
+
+    dtypes = {"int64": tf.int64, "float32": tf.float32}
+    return {name: tf.io.FixedLenFeature([f.length], dtypes[f.dtype]) for name, f in spec.items()}

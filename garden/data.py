@@ -1,0 +1,97 @@
+"""Reading the pipelines' output directories (DESIGN.md "Every pipeline output directory").
+
+The trainer never reads a directory a pipeline has not finished (no COMPLETED marker), and
+never trains a model on data made for another vocabulary or sequence length: each check
+below fails with a message that names the directory and what differs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import posixpath
+from typing import Optional
+
+import tensorflow as tf
+
+from data_pipelines import features
+
+
+class DataDirError(ValueError):
+    """A pipeline output directory is incomplete or does not match the training config."""
+
+
+@dataclasses.dataclass
+class DataDir:
+    path: str
+    info: dict
+    spec: features.Spec
+    files: list
+
+    @property
+    def compressed(self) -> bool:
+        return any(f.endswith(".gz") for f in self.files)
+
+
+def open_data_dir(path: str, *, objective: str, split: str = "train",
+                  vocab_fingerprint: Optional[str] = None, vocab_size: Optional[int] = None,
+                  max_seq_length: Optional[int] = None) -> DataDir:
+    """Checks a pipeline output directory against what the trainer expects."""
+    if not tf.io.gfile.isdir(path):
+        raise DataDirError(f"data directory {path} does not exist")
+    if not tf.io.gfile.exists(posixpath.join(path, "COMPLETED")):
+        raise DataDirError(
+            f"data directory {path} has no COMPLETED marker: the pipeline that writes it did not "
+            f"finish (or is still running). Re-run data_pipelines.make_pretrain for it.")
+    info_path = posixpath.join(path, "info.json")
+    try:
+        with tf.io.gfile.GFile(info_path) as f:
+            info = json.load(f)
+    except (tf.errors.NotFoundError, json.JSONDecodeError) as e:
+        raise DataDirError(f"{info_path} is missing or not valid JSON: {e}") from e
+    if info.get("objective") != objective:
+        raise DataDirError(f"{path} holds data for objective {info.get('objective')!r}, "
+                           f"but the config trains {objective!r}")
+    if vocab_fingerprint is not None and info.get("vocab_fingerprint") != vocab_fingerprint:
+        raise DataDirError(
+            f"{path} was tokenized with vocabulary {info.get('vocab')} "
+            f"({info.get('vocab_fingerprint')}), not the config's vocabulary ({vocab_fingerprint})")
+    if vocab_size is not None and int(info.get("vocab_size", -1)) != vocab_size:
+        raise DataDirError(f"{path} has vocab_size {info.get('vocab_size')}, "
+                           f"the model has {vocab_size}")
+    if max_seq_length is not None and int(info.get("max_seq_length", -1)) != max_seq_length:
+        raise DataDirError(f"{path} has max_seq_length {info.get('max_seq_length')}, "
+                           f"the config expects {max_seq_length}")
+    spec = features.spec_from_json(info["feature_spec"])
+    files = sorted(tf.io.gfile.glob(posixpath.join(path, f"{split}-*-of-*.tfrecord*")))
+    if not files:
+        raise DataDirError(f"{path} has no {split}-*.tfrecord shards")
+    return DataDir(path=path, info=info, spec=spec, files=files)
+
+
+def record_dataset(data: DataDir, *, batch_size: int, seed: int, input_context=None,
+                   shuffle_buffer: int = 10_000, repeat: bool = True,
+                   skip_batches: int = 0) -> tf.data.Dataset:
+    """Parsed, shuffled, batched examples of a checked directory.
+
+    Deterministic for a given seed, so a resumed run can skip the batches it already saw
+    (`skip_batches`) and continue on exactly the examples an uninterrupted run would see.
+    """
+    files = data.files
+    if input_context is not None and input_context.num_input_pipelines > 1:
+        files = files[input_context.input_pipeline_id::input_context.num_input_pipelines]
+        if not files:
+            raise DataDirError(f"{data.path} has fewer shards than input pipelines "
+                               f"({input_context.num_input_pipelines})")
+    ds = tf.data.TFRecordDataset(files, compression_type="GZIP" if data.compressed else "")
+    if repeat:
+        ds = ds.repeat()
+    if shuffle_buffer:
+        ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    ds = ds.batch(batch_size, drop_remainder=repeat)
+    if skip_batches:
+        ds = ds.skip(skip_batches)
+    parsing = features.tf_parsing_spec(data.spec)
+    ds = ds.map(lambda x: tf.io.parse_example(x, parsing), num_parallel_calls=tf.data.AUTOTUNE,
+                deterministic=True)
+    return ds.prefetch(tf.data.AUTOTUNE)

@@ -1,0 +1,130 @@
+"""BERT pretraining (MLM + NSP) as a task of the shared trainer (OBJECTIVES.md section 1).
+
+A task tells garden.train what to build, what to read and what to minimise; the trainer
+owns the loop, the strategy, checkpoints and logging. BERT's published recipe trains 90% of
+its steps on 128-token data and the rest on 512-token data: `phases` lists each phase's
+first step and its data directory, and the second phase simply continues from the first's
+weights and optimizer state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Dict, List, Optional, Sequence
+
+import tensorflow as tf
+
+from data_pipelines import tokenizers
+from garden import data
+from garden.models.bert.pretrainer import BertPretrainer, bert_pretrain_loss
+
+
+@dataclasses.dataclass
+class Phase:
+    start_step: int
+    data_dir: str
+    max_seq_length: int
+
+
+def _phase(entry) -> Phase:
+    if isinstance(entry, Phase):
+        return entry
+    try:
+        return Phase(int(entry["start_step"]), str(entry["data_dir"]), int(entry["max_seq_length"]))
+    except (KeyError, TypeError) as e:
+        raise ValueError(f"a pretraining phase needs start_step, data_dir and max_seq_length; "
+                         f"got {entry!r}") from e
+
+
+def to_model_inputs(batch: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    """Maps the TFRecord feature names (data_pipelines.features) to the model's input names."""
+    return {
+        "token_ids": tf.cast(batch["input_ids"], tf.int32),
+        "segment_ids": tf.cast(batch["segment_ids"], tf.int32),
+        "padding_mask": tf.cast(batch["input_mask"], tf.int32),
+        "masked_lm_positions": tf.cast(batch["masked_lm_positions"], tf.int32),
+    }
+
+
+class BertPretraining:
+    """Masked LM + next sentence prediction on make_pretrain --objective=bert output.
+
+    Args:
+        backbone: callable(default_vocab_size) -> BertBackbone (a gin-configured factory).
+        vocab: path of the WordPiece vocabulary the data was made with; its fingerprint must
+            match the data's info.json, and its size sets the model's vocabulary when the
+            backbone factory leaves vocab_size unset.
+        phases: list of {"start_step", "data_dir", "max_seq_length"}, first one at step 0.
+        shuffle_buffer: examples in the tf.data shuffle buffer.
+    """
+
+    name = "bert_pretraining"
+    objective = "bert"
+
+    def __init__(self, backbone: Callable, vocab: str, phases: Sequence, shuffle_buffer: int = 10_000):
+        self.backbone_fn = backbone
+        self.vocab = vocab
+        self.phases: List[Phase] = sorted((_phase(p) for p in phases), key=lambda p: p.start_step)
+        if not self.phases or self.phases[0].start_step != 0:
+            raise ValueError("BertPretraining.phases must start with a phase at start_step 0")
+        self.shuffle_buffer = shuffle_buffer
+        self._dirs: Optional[List[data.DataDir]] = None
+
+    # -- checks before anything is built -------------------------------------------------
+    def prepare(self) -> None:
+        vocab_tokens = tokenizers.load_vocab(self.vocab)
+        self.vocab_size = len(vocab_tokens)
+        fingerprint = tokenizers.vocab_fingerprint(self.vocab)
+        self._dirs = [
+            data.open_data_dir(p.data_dir, objective=self.objective, vocab_fingerprint=fingerprint,
+                               vocab_size=self.vocab_size, max_seq_length=p.max_seq_length)
+            for p in self.phases
+        ]
+
+    # -- model ---------------------------------------------------------------------------
+    def build_model(self):
+        backbone = self.backbone_fn(default_vocab_size=self.vocab_size)
+        config = backbone.get_config()
+        if config["vocab_size"] != self.vocab_size:
+            raise ValueError(f"the config's backbone has vocab_size {config['vocab_size']}, "
+                             f"the vocabulary {self.vocab} has {self.vocab_size} tokens")
+        max_len = max(p.max_seq_length for p in self.phases)
+        if max_len > config["max_sequence_length"]:
+            raise ValueError(f"data of length {max_len} exceeds the backbone's "
+                             f"max_sequence_length {config['max_sequence_length']}")
+        model = BertPretrainer(backbone)
+        return model, {"model": model, "backbone": backbone}
+
+    @staticmethod
+    def summary_model(backbone):
+        """The model `garden.train --summary` prints for this task."""
+        return BertPretrainer(backbone)
+
+    # -- data ----------------------------------------------------------------------------
+    def schedule(self, train_steps: int):
+        """[(first_step, last_step_exclusive, dataset_fn(input_context, batch, seed, skip))]."""
+        assert self._dirs is not None, "prepare() first"
+        out = []
+        for i, (phase, ddir) in enumerate(zip(self.phases, self._dirs)):
+            end = self.phases[i + 1].start_step if i + 1 < len(self.phases) else train_steps
+            end = min(end, train_steps)
+            if phase.start_step >= end:
+                continue
+
+            def dataset_fn(input_context, batch_size, seed, skip_batches, _d=ddir):
+                return data.record_dataset(_d, batch_size=batch_size, seed=seed,
+                                           input_context=input_context,
+                                           shuffle_buffer=self.shuffle_buffer,
+                                           skip_batches=skip_batches)
+
+            out.append((phase.start_step, end, dataset_fn))
+        return out
+
+    # -- objective -----------------------------------------------------------------------
+    def compute_metrics(self, model, batch, training: bool) -> Dict[str, tf.Tensor]:
+        outputs = model(to_model_inputs(batch), training=training)
+        return bert_pretrain_loss(outputs, batch["masked_lm_ids"], batch["masked_lm_weights"],
+                                  batch["next_sentence_labels"])
+
+    def finish(self, model, model_dir: str) -> dict:
+        return {}

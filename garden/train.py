@@ -1,0 +1,344 @@
+"""`python -m garden.train --config configs/X.gin --model_dir=DIR`: the one trainer.
+
+Every model trains through this loop; what differs between objectives lives in a task object
+(garden/tasks/*) that the gin config picks: it checks and reads the data, builds the model and
+computes the loss. The loop is a custom one over `strategy.distribute_datasets_from_function`
++ `strategy.run` (Keras 3 `model.fit` fails under MultiWorkerMirroredStrategy, and exact
+resume needs control over the input position).
+
+Flags:
+  --config FILE          gin file(s), applied in order (repeatable).
+  --gin_param BINDING    extra gin binding, e.g. --gin_param="DATA_DIR='/data/bert'" (repeatable).
+  --model_dir DIR        checkpoints, TensorBoard logs, operative_config.gin, summary.json.
+  --strategy NAME        auto | one_device | mirrored (default) | multi_worker_mirrored | tpu.
+  --tpu NAME             TPU name or grpc:// address, for --strategy=tpu/auto.
+  --summary              build the configured model, print its summary and parameter count, exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import posixpath
+import signal
+import sys
+import time
+from typing import Optional
+
+import gin
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class ConfigError(ValueError):
+    """The gin configuration cannot be parsed or names something that does not exist."""
+
+
+# --------------------------------------------------------------------------------------
+# Configurable factories (gin stays at this edge; models and tasks take plain arguments).
+# --------------------------------------------------------------------------------------
+@gin.configurable
+def bert_backbone(default_vocab_size: Optional[int] = None, vocab_size: Optional[int] = None,
+                  num_layers: int = 12, hidden_size: int = 768, num_heads: int = 12,
+                  intermediate_size: int = 3072, max_sequence_length: int = 512,
+                  type_vocab_size: int = 2, dropout: float = 0.1,
+                  initializer_range: float = 0.02):
+    """BertBackbone from gin bindings; vocab_size defaults to the task's vocabulary size."""
+    from garden.models.bert.backbone import BertBackbone
+
+    size = vocab_size if vocab_size is not None else default_vocab_size
+    if size is None:
+        raise ConfigError("bert_backbone.vocab_size is unset and no vocabulary gives it: bind "
+                          "bert_backbone.vocab_size or the task's vocab")
+    return BertBackbone(vocab_size=size, num_layers=num_layers, hidden_size=hidden_size,
+                        num_heads=num_heads, intermediate_size=intermediate_size,
+                        max_sequence_length=max_sequence_length, type_vocab_size=type_vocab_size,
+                        dropout=dropout, initializer_range=initializer_range)
+
+
+def _register_tasks():
+    from garden.tasks.bert_pretraining import BertPretraining
+    from garden.tasks.sentence_classification import SentenceClassification
+
+    for cls in (BertPretraining, SentenceClassification):
+        gin.external_configurable(cls, module="garden")
+
+
+# --------------------------------------------------------------------------------------
+# The loop.
+# --------------------------------------------------------------------------------------
+def _format_eta(seconds: float) -> str:
+    seconds = int(max(seconds, 0))
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+def _check_writable(model_dir: str) -> None:
+    import tensorflow as tf
+
+    try:
+        tf.io.gfile.makedirs(model_dir)
+        probe = posixpath.join(model_dir, ".write_test")
+        with tf.io.gfile.GFile(probe, "w") as f:
+            f.write("ok")
+        tf.io.gfile.remove(probe)
+    except (tf.errors.OpError, OSError) as e:
+        raise PermissionError(f"model_dir {model_dir} is not writable: {e}") from e
+
+
+class _Preemption:
+    """Turns SIGTERM into a flag the loop checks after each step, so it can checkpoint."""
+
+    def __init__(self):
+        self.requested = False
+        try:
+            signal.signal(signal.SIGTERM, self._handler)
+        except ValueError:  # not the main thread (e.g. inside some test harnesses)
+            pass
+
+    def _handler(self, signum, frame):
+        self.requested = True
+
+
+@gin.configurable(denylist=["model_dir", "strategy"])
+def train(model_dir: str, strategy, task=gin.REQUIRED, train_steps: int = gin.REQUIRED,
+          global_batch_size: int = gin.REQUIRED, optimizer: str = "adamw",
+          learning_rate: float = 1e-4, warmup_steps: int = 10_000, weight_decay: float = 0.01,
+          adam_beta_1: float = 0.9, adam_beta_2: float = 0.999, adam_epsilon: float = 1e-6,
+          clip_norm: Optional[float] = 1.0, checkpoint_every: int = 1000,
+          keep_checkpoints: int = 3, log_every: int = 100, seed: int = 42,
+          mixed_precision: Optional[str] = None, jit_compile: Optional[bool] = None) -> dict:
+    """Trains `task` for `train_steps` steps of `global_batch_size` examples.
+
+    Resumes from the newest checkpoint in model_dir/checkpoints; writes TensorBoard scalars to
+    model_dir/train, the operative gin config and a final summary.json.
+    """
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from garden import distribute
+    from garden.optimization import create_optimizer
+
+    _check_writable(model_dir)
+    if mixed_precision:
+        keras.mixed_precision.set_global_policy(mixed_precision)
+    task.prepare()
+
+    replicas = strategy.num_replicas_in_sync
+    if global_batch_size % replicas:
+        raise ConfigError(f"global_batch_size {global_batch_size} is not divisible by the "
+                          f"{replicas} replicas of the strategy")
+    if jit_compile is None:
+        # XLA cannot reach other logical CPU devices' variables; on one CPU it only adds
+        # compile time. Keep it for GPUs and TPUs.
+        jit_compile = not distribute.uses_only_cpus(strategy)
+
+    keras.utils.set_random_seed(seed)
+    with strategy.scope():
+        model, items = task.build_model()
+        opt = create_optimizer(optimizer, learning_rate, train_steps, warmup_steps,
+                               weight_decay=weight_decay, beta_1=adam_beta_1, beta_2=adam_beta_2,
+                               epsilon=adam_epsilon)
+        if mixed_precision == "mixed_float16":
+            opt = keras.optimizers.LossScaleOptimizer(opt)
+        opt.build(model.trainable_variables)
+    checkpoint = tf.train.Checkpoint(optimizer=opt, **items)
+    manager = tf.train.CheckpointManager(checkpoint, posixpath.join(model_dir, "checkpoints"),
+                                         max_to_keep=keep_checkpoints)
+    if manager.latest_checkpoint:
+        checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+        print(f"[train] resumed from {manager.latest_checkpoint} at step {int(opt.iterations)}",
+              flush=True)
+    step = int(opt.iterations.numpy())
+
+    with tf.io.gfile.GFile(posixpath.join(model_dir, "operative_config.gin"), "w") as f:
+        f.write(gin.config_str())
+
+    variables = model.trainable_variables
+
+    def step_fn(batch):
+        with tf.GradientTape() as tape:
+            metrics = task.compute_metrics(model, batch, training=True)
+            # Gradients are summed over replicas: divide so the update equals the one of a
+            # single device seeing the whole global batch.
+            loss = metrics["loss"] / replicas
+            if isinstance(opt, keras.optimizers.LossScaleOptimizer):
+                loss = opt.scale_loss(loss)
+        grads = tape.gradient(loss, variables)
+        if isinstance(opt, keras.optimizers.LossScaleOptimizer):
+            grads = [g / opt.dynamic_scale if g is not None else g for g in grads]
+        grad_norm = tf.linalg.global_norm(grads)
+        if clip_norm:
+            grads, _ = tf.clip_by_global_norm(grads, clip_norm, use_norm=grad_norm)
+        opt.apply_gradients(zip(grads, variables))
+        metrics = dict(metrics)
+        metrics["grad_norm"] = grad_norm
+        return metrics
+
+    @tf.function(jit_compile=False)
+    def train_step(iterator):
+        per_replica = strategy.run(tf.function(step_fn, jit_compile=jit_compile)
+                                   if jit_compile else step_fn, args=(next(iterator),))
+        return {k: strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
+                for k, v in per_replica.items()}
+
+    writer = tf.summary.create_file_writer(posixpath.join(model_dir, "train"))
+    preemption = _Preemption()
+    schedule = task.schedule(train_steps)
+    print(f"[train] {task.name}: {train_steps} steps of {global_batch_size} examples on "
+          f"{replicas} replica(s) ({type(strategy).__name__}), XLA {'on' if jit_compile else 'off'}, "
+          f"{model.count_params():,} parameters, model_dir {model_dir}", flush=True)
+
+    last = {}
+    start_time = time.time()
+    start_step = step
+    window_time, window_steps, window_sums = time.time(), 0, {}
+    for first, end, dataset_fn in schedule:
+        if step >= end:
+            continue
+        skip = step - first
+
+        def make_dataset(ctx, _fn=dataset_fn, _skip=skip, _first=first):
+            return _fn(ctx, ctx.get_per_replica_batch_size(global_batch_size), seed + _first, _skip)
+
+        iterator = iter(strategy.distribute_datasets_from_function(make_dataset))
+        while step < end:
+            metrics = {k: float(v) for k, v in train_step(iterator).items()}
+            step += 1
+            if not math.isfinite(metrics["loss"]):
+                raise FloatingPointError(
+                    f"loss is {metrics['loss']} at step {step}; stopping. The last good "
+                    f"checkpoint is kept: {manager.latest_checkpoint}")
+            for k, v in metrics.items():
+                window_sums[k] = window_sums.get(k, 0.0) + v
+            window_steps += 1
+            last = metrics
+            if step % log_every == 0 or step == train_steps:
+                now = time.time()
+                rate = window_steps / max(now - window_time, 1e-9)
+                means = {k: v / window_steps for k, v in window_sums.items()}
+                lr = float(opt.learning_rate if not callable(getattr(opt, "_learning_rate", None))
+                           else opt._learning_rate(opt.iterations))
+                with writer.as_default(step=step):
+                    for k, v in means.items():
+                        tf.summary.scalar(k, v)
+                    tf.summary.scalar("learning_rate", lr)
+                    tf.summary.scalar("steps_per_second", rate)
+                    tf.summary.scalar("examples_per_second", rate * global_batch_size)
+                shown = " ".join(f"{k} {v:.4f}" for k, v in means.items())
+                eta = (train_steps - step) / max(rate, 1e-9)
+                print(f"[train] step {step}/{train_steps} ({100 * step / train_steps:.0f}%) | "
+                      f"{shown} | lr {lr:.2e} | {rate:.1f} steps/s "
+                      f"{rate * global_batch_size:.0f} ex/s | ETA {_format_eta(eta)}", flush=True)
+                window_time, window_steps, window_sums = now, 0, {}
+            if step % checkpoint_every == 0:
+                manager.save(checkpoint_number=step)
+            if preemption.requested:
+                path = manager.save(checkpoint_number=step)
+                print(f"[train] SIGTERM: saved {path} at step {step}; exiting", flush=True)
+                sys.exit(143)
+    writer.flush()
+    if manager.latest_checkpoint is None or not manager.latest_checkpoint.endswith(f"-{step}"):
+        manager.save(checkpoint_number=step)
+    elapsed = time.time() - start_time
+    result = task.finish(model, model_dir)
+    summary = {
+        "task": task.name,
+        "steps": step,
+        "steps_this_run": step - start_step,
+        "seconds_this_run": round(elapsed, 2),
+        "global_batch_size": global_batch_size,
+        "replicas": replicas,
+        "parameters": int(model.count_params()),
+        "final_metrics": last,
+        "checkpoint": manager.latest_checkpoint,
+        **result,
+    }
+    with tf.io.gfile.GFile(posixpath.join(model_dir, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=2, default=lambda o: np.asarray(o).tolist())
+    print(f"[train] done: step {step}, checkpoint {manager.latest_checkpoint}", flush=True)
+    return summary
+
+
+# --------------------------------------------------------------------------------------
+# Command line.
+# --------------------------------------------------------------------------------------
+def parse_config(config_files, bindings) -> None:
+    """Parses gin files and bindings; any error names the file or binding at fault."""
+    gin.clear_config()
+    _register_tasks()
+    for path in config_files:
+        if not os.path.exists(path):
+            raise ConfigError(f"config file not found: {path}")
+    gin.add_config_file_search_path(REPO_ROOT)
+    for path in config_files:
+        gin.add_config_file_search_path(os.path.dirname(os.path.abspath(path)))
+    try:
+        gin.parse_config_files_and_bindings(config_files, bindings, finalize_config=False)
+    except (ValueError, KeyError, SyntaxError, ImportError, IOError) as e:
+        where = ", ".join(config_files + [f"--gin_param={b}" for b in bindings])
+        raise ConfigError(f"invalid configuration ({where}): {e}") from e
+
+
+def build_summary(config_files, bindings) -> int:
+    """Builds the configured model (no data, no macros of data paths needed) and prints it."""
+    parse_config(config_files, bindings)
+    try:
+        reference = gin.query_parameter("train.task")
+    except ValueError as e:
+        raise ConfigError(f"the config binds no train.task: {e}") from e
+    task_cls = reference.configurable.wrapped
+    backbone_fn = gin.query_parameter(f"{reference.selector}.backbone").scoped_configurable_fn
+    vocab_size = None
+    try:
+        vocab = gin.query_parameter(f"{reference.selector}.vocab")
+        if isinstance(vocab, gin.config.ConfigurableReference):  # a %MACRO
+            vocab = vocab.scoped_configurable_fn()
+        from data_pipelines import tokenizers
+
+        vocab_size = len(tokenizers.load_vocab(vocab))
+    except (ValueError, TypeError):
+        pass  # no vocabulary bound or readable: the config must give bert_backbone.vocab_size
+    model = task_cls.summary_model(backbone_fn(default_vocab_size=vocab_size))
+    model.summary(line_length=110)
+    total = model.count_params()
+    print(f"Total parameters: {total:,} ({total / 1e6:.1f}M)")
+    return total
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m garden.train", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", action="append", required=True, help="gin config file(s)")
+    parser.add_argument("--gin_param", action="append", default=[], help="extra gin binding(s)")
+    parser.add_argument("--model_dir", help="output directory (required unless --summary)")
+    parser.add_argument("--strategy", default="mirrored",
+                        help="auto | one_device | mirrored | multi_worker_mirrored | tpu")
+    parser.add_argument("--tpu", default=None, help="TPU name or address")
+    parser.add_argument("--summary", action="store_true",
+                        help="print the configured model's summary and parameter count, then exit")
+    args = parser.parse_args(argv)
+    try:
+        if args.summary:
+            build_summary(args.config, args.gin_param)
+            return 0
+        if not args.model_dir:
+            parser.error("--model_dir is required")
+        parse_config(args.config, args.gin_param)
+        from garden import distribute
+
+        strategy = distribute.create_strategy(args.strategy, args.tpu)
+        train(model_dir=args.model_dir, strategy=strategy)
+    except (ConfigError, PermissionError, FileNotFoundError, FloatingPointError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except ValueError as e:  # data/config mismatches raised by tasks (DataDirError, ...)
+        print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
