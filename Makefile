@@ -1,0 +1,42 @@
+# Two commands set everything up on a fresh machine (see README.md):
+#   make demo   creates/reuses .venv, installs the runtime, runs the whole pipeline on a sample corpus
+#   make test   creates/reuses .venv, installs runtime + test + bench extras, runs the test suite
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+DEMO_DIR ?= demo_out
+PYTEST_ARGS ?=
+
+.PHONY: demo test install install-test clean help
+
+help:
+	@echo "make demo | make test | make install | make install-test | make clean"
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade "pip>=24" "setuptools>=70" wheel
+
+# Re-install only when the requirements change.
+$(VENV)/.runtime-installed: setup.cfg constraints.txt pyproject.toml | $(PY)
+	@echo "== installing the runtime into $(VENV) (pinned by constraints.txt)"
+	$(PIP) install --quiet -c constraints.txt -e .
+	@touch $@
+
+$(VENV)/.test-installed: $(VENV)/.runtime-installed
+	@echo "== installing the test and bench extras into $(VENV)"
+	$(PIP) install --quiet -c constraints.txt -e ".[test,bench]"
+	@touch $@
+
+install: $(VENV)/.runtime-installed
+install-test: $(VENV)/.test-installed
+
+demo: $(VENV)/.runtime-installed
+	$(PY) -m garden.demo --work_dir=$(DEMO_DIR)
+
+test: $(VENV)/.test-installed
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) $(DEMO_DIR) .pytest_cache
