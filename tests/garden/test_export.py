@@ -1,0 +1,229 @@
+"""export_classifier: a tiny BERT classifier exported, then served from a fresh process.
+
+The fresh process imports only tensorflow and tensorflow_text (as a model server would link
+them), with the original vocabulary file moved away, and its probabilities must match the
+in-process Keras model to 1e-5.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from garden import export
+from garden.models.bert.presets import bert_backbone_from_preset
+from garden.tasks.classification import SequenceClassifier
+from garden.tasks.preprocessing import TextEncoder
+
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
+         "the", "movie", "was", "good", "bad", "great", "plot", "##s", "not", ".", "!"]
+LABELS = ["negative", "neutral", "positive"]
+MAX_LEN = 12
+PAIRS = [("The movie was good.", "Great plot!"),
+         ("the plots were bad", "not good"),
+         ("Great great great great great great great", "bad bad bad bad bad bad"),
+         ("", "movie")]
+WARMUP = [("the movie", "was good"), ("bad plot", "")]
+VENV_BIN = os.path.dirname(sys.executable)
+
+# Runs in a fresh interpreter: no garden import, only what a model server has.
+SERVE_SCRIPT = r"""
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # registers FastBertNormalize & co. before loading
+
+args = json.loads(sys.argv[1])
+out = {}
+for name, spec in args["exports"].items():
+    loaded = tf.saved_model.load(spec["dir"])
+    sigs = loaded.signatures
+    text = {"text_a": tf.constant(spec["text_a"])}
+    if spec["text_b"] is not None:
+        text["text_b"] = tf.constant(spec["text_b"])
+    default = sigs["serving_default"](**text)
+    ids = sigs["serving_ids"](**{k: tf.constant(v, tf.int32) for k, v in spec["ids"].items()})
+    examples = []
+    for i, a in enumerate(spec["text_a"]):
+        feature = {"text_a": tf.train.Feature(bytes_list=tf.train.BytesList(value=[a.encode()]))}
+        if spec["text_b"] is not None:
+            feature["text_b"] = tf.train.Feature(
+                bytes_list=tf.train.BytesList(value=[spec["text_b"][i].encode()]))
+        examples.append(tf.train.Example(features=tf.train.Features(feature=feature))
+                        .SerializeToString())
+    classify = sigs["classify"](inputs=tf.constant(examples))
+    asset = loaded.vocab_file.asset_path.numpy().decode()
+    out[name] = {
+        "default": {k: v.numpy().tolist() for k, v in default.items()
+                    if k not in ("label",)},
+        "label": [x.decode() for x in default["label"].numpy()],
+        "ids": {k: v.numpy().tolist() for k, v in ids.items() if k != "label"},
+        "classes": [[x.decode() for x in row] for row in classify["classes"].numpy()],
+        "scores": classify["scores"].numpy().tolist(),
+        "asset_path": asset,
+        "asset_text": open(asset, encoding="utf-8").read(),
+        "inputs": sorted(sigs["serving_default"].structured_input_signature[1]),
+    }
+print("RESULT" + json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    root = tmp_path_factory.mktemp("export")
+    vocab_path = root / "vocab.txt"
+    vocab_text = "\n".join(VOCAB) + "\n"
+    vocab_path.write_text(vocab_text, encoding="utf-8")
+    keras.utils.set_random_seed(7)
+    model = SequenceClassifier(bert_backbone_from_preset("bert_tiny", vocab_size=len(VOCAB)),
+                               num_classes=len(LABELS))
+    common = dict(vocab_path=str(vocab_path), lower_case=True, max_seq_length=MAX_LEN,
+                  label_names=LABELS, export_base=str(root / "exports"), model_name="sentiment")
+    pair_dir = export.export_classifier(model, text_b=True, warmup_texts=WARMUP, **common)
+    single_dir = export.export_classifier(model, text_b=False, **common)
+    # The export must not need the original vocabulary file any more.
+    moved = root / "vocab.moved"
+    shutil.move(str(vocab_path), str(moved))
+    return {"model": model, "pair_dir": pair_dir, "single_dir": single_dir, "root": root,
+            "vocab_text": vocab_text, "vocab_moved": str(moved)}
+
+
+def keras_probabilities(model, vocab_path, texts_a, texts_b):
+    encoder = TextEncoder(vocab_path, lower_case=True, max_seq_length=MAX_LEN)
+    inputs = encoder.encode_numpy(texts_a, texts_b)
+    logits = model({k: tf.constant(v) for k, v in inputs.items()}, training=False)["logits"]
+    return inputs, tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1).numpy()
+
+
+@pytest.fixture(scope="module")
+def served(exported):
+    texts_a = [a for a, _ in PAIRS]
+    texts_b = [b for _, b in PAIRS]
+    ids_pair, probs_pair = keras_probabilities(exported["model"], exported["vocab_moved"],
+                                               texts_a, texts_b)
+    ids_single, probs_single = keras_probabilities(exported["model"], exported["vocab_moved"],
+                                                   texts_a, None)
+    args = {"exports": {
+        "pair": {"dir": exported["pair_dir"], "text_a": texts_a, "text_b": texts_b,
+                 "ids": {k: v.tolist() for k, v in ids_pair.items()}},
+        "single": {"dir": exported["single_dir"], "text_a": texts_a, "text_b": None,
+                   "ids": {k: v.tolist() for k, v in ids_single.items()}},
+    }}
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+    proc = subprocess.run([sys.executable, "-c", SERVE_SCRIPT, json.dumps(args)],
+                          capture_output=True, text=True, timeout=300, env=env,
+                          cwd=str(exported["root"]))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT")][-1]
+    result = json.loads(line[len("RESULT"):])
+    return result, {"pair": probs_pair, "single": probs_single}
+
+
+def test_version_layout_and_increment(exported):
+    base = os.path.join(str(exported["root"]), "exports", "sentiment")
+    assert exported["pair_dir"] == os.path.join(base, "1")
+    assert exported["single_dir"] == os.path.join(base, "2")
+    assert sorted(os.listdir(base)) == ["1", "2"]  # no temporary directory left behind
+    for name in ("saved_model.pb", "variables", "assets/vocab.txt",
+                 "assets.extra/tf_serving_warmup_requests", "assets.extra/garden_export.json"):
+        assert os.path.exists(os.path.join(exported["pair_dir"], name)), name
+    with pytest.raises(export.ExportError, match="already exists"):
+        export.export_classifier(exported["model"], vocab_path=exported["vocab_moved"],
+                                 lower_case=True, max_seq_length=MAX_LEN, label_names=LABELS,
+                                 export_base=os.path.dirname(base), model_name="sentiment",
+                                 version=2)
+
+
+@pytest.mark.parametrize("kind", ["pair", "single"])
+def test_fresh_process_matches_keras(served, kind):
+    result, expected = served
+    got, probs = result[kind], expected[kind]
+    np.testing.assert_allclose(got["default"]["probabilities"], probs, atol=1e-5)
+    np.testing.assert_allclose(got["ids"]["probabilities"], probs, atol=1e-5)
+    np.testing.assert_allclose(got["scores"], probs, atol=1e-5)
+    np.testing.assert_allclose(tf.nn.softmax(got["default"]["logits"]).numpy(), probs, atol=1e-5)
+    assert got["default"]["label_id"] == probs.argmax(-1).tolist()
+    assert got["label"] == [LABELS[i] for i in probs.argmax(-1)]
+    assert got["classes"] == [LABELS] * len(PAIRS)
+    assert got["inputs"] == (["text_a", "text_b"] if kind == "pair" else ["text_a"])
+
+
+def test_vocabulary_is_an_asset_of_the_export(exported, served):
+    result, _ = served
+    for kind, key in (("pair", "pair_dir"), ("single", "single_dir")):
+        assert result[kind]["asset_path"].startswith(exported[key])
+        assert result[kind]["asset_text"] == exported["vocab_text"]
+
+
+def test_saved_model_cli_lists_signatures_and_method_names(exported):
+    proc = subprocess.run([os.path.join(VENV_BIN, "saved_model_cli"), "show", "--all",
+                           "--dir", exported["pair_dir"]], capture_output=True, text=True,
+                          timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    methods = {}
+    current = None
+    for line in proc.stdout.splitlines():
+        if line.startswith("signature_def['"):
+            current = line.split("'")[1]
+        elif "Method name is:" in line and current:
+            methods[current] = line.split("Method name is:")[1].strip()
+    assert methods["serving_default"] == "tensorflow/serving/predict"
+    assert methods["serving_ids"] == "tensorflow/serving/predict"
+    assert methods["classify"] == "tensorflow/serving/classify"
+    assert "inputs['text_b']" in proc.stdout and "outputs['probabilities']" in proc.stdout
+
+
+def test_warmup_requests_parse_back(exported):
+    path = os.path.join(exported["pair_dir"], "assets.extra", "tf_serving_warmup_requests")
+    requests = export.read_warmup_requests(path)
+    # One request per warmup pair, the pairs as one batch, and that batch as ids.
+    assert len(requests) == len(WARMUP) + 2
+    assert {r["model_name"] for r in requests} == {"sentiment"}
+    assert [r["signature_name"] for r in requests] == (
+        ["serving_default"] * (len(WARMUP) + 1) + ["serving_ids"])
+    for request, (a, b) in zip(requests, WARMUP):
+        assert sorted(request["inputs"]) == ["text_a", "text_b"]
+        assert request["inputs"]["text_a"].tolist() == [a.encode()]
+        assert request["inputs"]["text_b"].tolist() == [b.encode()]
+    assert requests[len(WARMUP)]["inputs"]["text_a"].tolist() == [a.encode() for a, _ in WARMUP]
+    ids = requests[-1]["inputs"]
+    assert sorted(ids) == ["padding_mask", "segment_ids", "token_ids"]
+    assert ids["token_ids"].dtype == np.int32 and ids["token_ids"].shape == (len(WARMUP), MAX_LEN)
+    # Single-text export: default warmup texts, text_a only.
+    single = export.read_warmup_requests(
+        os.path.join(exported["single_dir"], "assets.extra", "tf_serving_warmup_requests"))
+    assert all(sorted(r["inputs"]) == ["text_a"] for r in single[:-1])
+
+
+def test_metadata_and_serving_ops(exported):
+    with open(os.path.join(exported["pair_dir"], "assets.extra", "garden_export.json")) as f:
+        meta = json.load(f)
+    assert meta["label_names"] == LABELS and meta["max_seq_length"] == MAX_LEN
+    assert meta["lower_case"] is True and meta["text_b"] is True
+    assert meta["model_name"] == "sentiment" and meta["version"] == 1
+    assert meta["vocab_fingerprint"].startswith("sha256:")
+    assert meta["min_tf_serving_version"] == export.min_tf_serving_version()
+    assert meta["tf_text_ops"] == ["FastBertNormalize", "FastWordpieceTokenizeWithOffsets"]
+
+    report = export.check_serving_ops(exported["pair_dir"])
+    assert report["ok"], report["problems"]
+    assert report["unknown_ops"] == []
+    assert "TFText>RoundRobinTrim" not in export.graph_ops(exported["pair_dir"])
+    # Against tensorflow-text 2.8 (before FastBertNormalizer) the check must fail.
+    old = export.check_serving_ops(exported["pair_dir"], max_tf_text_version="2.8")
+    assert not old["ok"] and any("FastBertNormalize" in p for p in old["problems"])
+
+
+def test_label_count_must_match_logits(exported, tmp_path):
+    vocab = tmp_path / "v.txt"
+    vocab.write_text(exported["vocab_text"], encoding="utf-8")
+    with pytest.raises(ValueError, match="3 logits but 2 label_names"):
+        export.export_classifier(exported["model"], vocab_path=str(vocab), lower_case=True,
+                                 max_seq_length=MAX_LEN, label_names=["a", "b"],
+                                 export_base=str(tmp_path), model_name="m")
+    assert not os.path.exists(tmp_path / "m" / "1")
