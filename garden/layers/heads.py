@@ -1,0 +1,90 @@
+"""Pretraining heads shared by several families (BERT, RoBERTa, ALBERT, ELECTRA, SpanBERT)."""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+from garden.layers.embeddings import truncated_normal
+
+
+@keras.saving.register_keras_serializable(package="garden")
+class MaskedLMHead(keras.layers.Layer):
+    """Masked language model head with the output projection tied to the word table.
+
+    BERT (Devlin et al., 2019; `get_masked_lm_output` in the original run_pretraining.py):
+    gather the hidden states at the masked positions -> dense(E, gelu) -> LayerNorm ->
+    logits = x @ word_table^T + output_bias. E is the width of the word table (H for BERT,
+    the factorized embedding size for ALBERT). The table is the very variable of
+    `token_embedding` (a `keras.layers.ReversibleEmbedding` called with reverse=True), not a
+    copy, so the MLM loss trains the input embeddings too. Logits are float32 whatever the
+    dtype policy, so that the softmax cross-entropy is taken at full precision.
+
+    The embedding layer is an argument, not part of the config: the model that owns both
+    (e.g. BertPretrainer) rebuilds the head from its backbone when it is deserialized.
+
+    Args:
+        token_embedding: keras.layers.ReversibleEmbedding, the word table [V, E].
+        activation: str or callable, activation of the transform (BERT: exact GELU).
+        layer_norm_epsilon: float, LayerNorm epsilon (BERT: 1e-12).
+        initializer_range: float, stddev of the transform kernel initializer.
+        **kwargs: name, dtype, trainable.
+
+    Call args:
+        inputs: float [B, T, H], the encoder output.
+        masked_positions: int [B, P], positions to predict (padding predictions may point at 0).
+
+    Example:
+        head = MaskedLMHead(backbone.token_embedding)
+        logits = head(outputs["sequence_output"], positions)  # [B, P, V] float32
+        loss = keras.losses.sparse_categorical_crossentropy(ids, logits, from_logits=True)
+    """
+
+    def __init__(self, token_embedding, activation="gelu", layer_norm_epsilon: float = 1e-12,
+                 initializer_range: float = 0.02, **kwargs):
+        super().__init__(**kwargs)
+        self.token_embedding = token_embedding
+        self.activation = keras.activations.get(activation)
+        self.layer_norm_epsilon = float(layer_norm_epsilon)
+        self.initializer_range = float(initializer_range)
+
+    def build(self, inputs_shape, masked_positions_shape=None):
+        vocab_size = self.token_embedding.input_dim
+        width = self.token_embedding.output_dim
+        self.transform_dense = keras.layers.Dense(
+            width, activation=self.activation,
+            kernel_initializer=truncated_normal(self.initializer_range),
+            dtype=self.dtype_policy, name="transform_dense")
+        self.transform_dense.build(inputs_shape)
+        self.layer_norm = keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name="layer_norm")
+        self.layer_norm.build(tuple(inputs_shape[:-1]) + (width,))
+        # float32 and never autocast: a vocabulary-sized bias added to float32 logits.
+        self.output_bias = self.add_weight(
+            name="output_bias", shape=(vocab_size,), initializer="zeros", dtype="float32",
+            autocast=False)
+        self.built = True
+
+    def call(self, inputs, masked_positions):
+        positions = ops.expand_dims(ops.cast(masked_positions, "int32"), -1)
+        x = ops.take_along_axis(inputs, positions, axis=1)  # [B, P, H]
+        x = self.transform_dense(x)
+        x = self.layer_norm(x)
+        logits = self.token_embedding(x, reverse=True)
+        return ops.cast(logits, "float32") + self.output_bias
+
+    def compute_output_shape(self, inputs_shape, masked_positions_shape):
+        return tuple(masked_positions_shape) + (self.token_embedding.input_dim,)
+
+    def compute_output_spec(self, inputs, masked_positions):
+        shape = tuple(masked_positions.shape) + (self.token_embedding.input_dim,)
+        return keras.KerasTensor(shape, dtype="float32")
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            activation=keras.activations.serialize(self.activation),
+            layer_norm_epsilon=self.layer_norm_epsilon,
+            initializer_range=self.initializer_range,
+        )
+        return config

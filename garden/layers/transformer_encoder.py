@@ -1,0 +1,150 @@
+"""The Transformer encoder block shared by BERT, RoBERTa, ALBERT, ELECTRA, SpanBERT and DistilBERT."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import keras
+from keras import ops
+
+from garden.layers.embeddings import truncated_normal
+
+
+@keras.saving.register_keras_serializable(package="garden")
+class TransformerEncoderBlock(keras.layers.Layer):
+    """One encoder layer of "Attention Is All You Need" (Vaswani et al., 2017), as BERT uses it.
+
+    Post-LN by default, exactly as BERT (Devlin et al., 2019):
+        a = LayerNorm(x + Dropout(Dense_o(MultiHeadAttention(x))))
+        y = LayerNorm(a + Dropout(Dense_2(GELU(Dense_1(a)))))
+    Attention uses separate query/key/value projections with biases
+    (`keras.layers.MultiHeadAttention`), scaled dot-product scores and dropout on the attention
+    probabilities. `normalize_first=True` gives the pre-LN variant (GPT-2 style).
+
+    Args:
+        num_heads: int, attention heads; hidden size must be divisible by it.
+        intermediate_size: int, width of the feed-forward layer (BERT: 4 * hidden).
+        dropout: float, dropout on the attention output and the feed-forward output.
+        attention_dropout: float or None, dropout on attention probabilities; None = dropout.
+        activation: str or callable, feed-forward activation; "gelu" is the exact erf GELU.
+        layer_norm_epsilon: float, LayerNorm epsilon (BERT: 1e-12).
+        initializer_range: float, stddev of the truncated normal kernel initializers.
+        normalize_first: bool, pre-LN instead of post-LN.
+        **kwargs: name, dtype, trainable.
+
+    Call args:
+        inputs: float [B, T, H].
+        padding_mask: int or bool [B, T], 1 for real tokens; keys at 0 get no attention.
+        attention_mask: int or bool [B, T, T] (1 = may attend), combined with padding_mask.
+
+    Example:
+        block = TransformerEncoderBlock(num_heads=2, intermediate_size=512)
+        x = keras.ops.zeros((2, 16, 128))
+        y = block(x, padding_mask=keras.ops.ones((2, 16), "int32"))  # [2, 16, 128]
+    """
+
+    def __init__(
+        self,
+        num_heads: int,
+        intermediate_size: int,
+        dropout: float = 0.1,
+        attention_dropout: Optional[float] = None,
+        activation="gelu",
+        layer_norm_epsilon: float = 1e-12,
+        initializer_range: float = 0.02,
+        normalize_first: bool = False,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.num_heads = int(num_heads)
+        self.intermediate_size = int(intermediate_size)
+        self.dropout = float(dropout)
+        self.attention_dropout = self.dropout if attention_dropout is None else float(attention_dropout)
+        self.activation = keras.activations.get(activation)
+        self.layer_norm_epsilon = float(layer_norm_epsilon)
+        self.initializer_range = float(initializer_range)
+        self.normalize_first = bool(normalize_first)
+        self.supports_masking = False
+
+    def build(self, inputs_shape, padding_mask_shape=None, attention_mask_shape=None):
+        hidden_size = inputs_shape[-1]
+        if hidden_size % self.num_heads:
+            raise ValueError(f"hidden size {hidden_size} is not divisible by num_heads "
+                             f"{self.num_heads}")
+        common = dict(dtype=self.dtype_policy)
+        # MultiHeadAttention clones the initializer for each of q/k/v/output itself.
+        self.attention = keras.layers.MultiHeadAttention(
+            num_heads=self.num_heads, key_dim=hidden_size // self.num_heads,
+            dropout=self.attention_dropout,
+            kernel_initializer=truncated_normal(self.initializer_range),
+            bias_initializer="zeros", name="attention", **common)
+        self.attention.build(inputs_shape, inputs_shape, inputs_shape)
+        self.attention_dropout_layer = keras.layers.Dropout(self.dropout, name="attention_output_dropout", **common)
+        self.attention_layer_norm = keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, name="attention_layer_norm", **common)
+        self.attention_layer_norm.build(inputs_shape)
+        self.intermediate_dense = keras.layers.Dense(
+            self.intermediate_size, activation=self.activation,
+            kernel_initializer=truncated_normal(self.initializer_range), name="intermediate_dense",
+            **common)
+        self.intermediate_dense.build(inputs_shape)
+        self.output_dense = keras.layers.Dense(
+            hidden_size, kernel_initializer=truncated_normal(self.initializer_range),
+            name="output_dense", **common)
+        self.output_dense.build(tuple(inputs_shape[:-1]) + (self.intermediate_size,))
+        self.output_dropout = keras.layers.Dropout(self.dropout, name="output_dropout", **common)
+        self.output_layer_norm = keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, name="output_layer_norm", **common)
+        self.output_layer_norm.build(inputs_shape)
+        self.built = True
+
+    def _mask(self, padding_mask, attention_mask):
+        mask = None
+        if padding_mask is not None:
+            # [B, S] -> [B, 1, S]: every query position ignores padded keys. Padded query rows
+            # still attend to the real keys, so they stay finite (nothing reads them).
+            mask = ops.expand_dims(ops.cast(padding_mask, "bool"), 1)
+        if attention_mask is not None:
+            attention_mask = ops.cast(attention_mask, "bool")
+            mask = attention_mask if mask is None else ops.logical_and(mask, attention_mask)
+        return mask
+
+    def call(self, inputs, padding_mask=None, attention_mask=None, training=None):
+        mask = self._mask(padding_mask, attention_mask)
+        x = inputs
+        residual = x
+        if self.normalize_first:
+            x = self.attention_layer_norm(x)
+        x = self.attention(x, x, x, attention_mask=mask, training=training)
+        x = self.attention_dropout_layer(x, training=training)
+        x = x + residual
+        if not self.normalize_first:
+            x = self.attention_layer_norm(x)
+
+        residual = x
+        if self.normalize_first:
+            x = self.output_layer_norm(x)
+        x = self.intermediate_dense(x)
+        x = self.output_dense(x)
+        x = self.output_dropout(x, training=training)
+        x = x + residual
+        if not self.normalize_first:
+            x = self.output_layer_norm(x)
+        return x
+
+    def compute_output_shape(self, inputs_shape, padding_mask_shape=None, attention_mask_shape=None):
+        return inputs_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            num_heads=self.num_heads,
+            intermediate_size=self.intermediate_size,
+            dropout=self.dropout,
+            attention_dropout=self.attention_dropout,
+            activation=keras.activations.serialize(self.activation),
+            layer_norm_epsilon=self.layer_norm_epsilon,
+            initializer_range=self.initializer_range,
+            normalize_first=self.normalize_first,
+        )
+        return config

@@ -1,0 +1,124 @@
+"""BERT pretraining heads (masked LM + next sentence prediction) and their loss.
+
+OBJECTIVES.md section 1: the MLM head gathers the masked positions, transforms them
+(dense gelu -> LayerNorm) and scores them against the tied word table plus an output bias; the
+NSP head is dense(2) on the pooled [CLS] output; total loss = MLM + NSP.
+"""
+
+from __future__ import annotations
+
+from typing import Dict
+
+import keras
+import tensorflow as tf
+
+from garden.layers.embeddings import truncated_normal
+from garden.layers.heads import MaskedLMHead
+
+
+@keras.saving.register_keras_serializable(package="garden")
+class BertPretrainer(keras.Model):
+    """A BERT backbone with the masked LM and next sentence heads of Devlin et al. (2019).
+
+    Inputs (dict, int32): token_ids, segment_ids, padding_mask [B, T]; masked_lm_positions
+    [B, P]. Outputs (dict, float32): mlm_logits [B, P, V], nsp_logits [B, 2] (class 1 =
+    "B is a random sentence", as next_sentence_labels). The MLM output projection is the
+    backbone's word table itself (tied).
+
+    Args:
+        backbone: BertBackbone (or any backbone with the same inputs/outputs and a
+            `token_embedding` ReversibleEmbedding).
+        **kwargs: name, trainable.
+
+    Example:
+        pretrainer = BertPretrainer(bert_backbone_from_preset("bert_tiny", vocab_size=1000))
+        outputs = pretrainer({**backbone_inputs, "masked_lm_positions": positions})
+        metrics = bert_pretrain_loss(outputs, masked_lm_ids, masked_lm_weights, labels)
+    """
+
+    def __init__(self, backbone, **kwargs):
+        # === Layers ===
+        dtype = backbone.dtype_policy
+        initializer_range = getattr(backbone, "initializer_range", 0.02)
+        masked_lm_head = MaskedLMHead(
+            backbone.token_embedding, activation="gelu",
+            layer_norm_epsilon=getattr(backbone, "layer_norm_epsilon", 1e-12),
+            initializer_range=initializer_range, dtype=dtype, name="masked_lm_head")
+        # float32 whatever the policy: the logits feed a softmax cross-entropy.
+        next_sentence_head = keras.layers.Dense(
+            2, kernel_initializer=truncated_normal(initializer_range), dtype="float32",
+            name="next_sentence_head")
+
+        # === Functional graph ===
+        inputs = {
+            name: keras.Input(shape=(None,), dtype="int32", name=name)
+            for name in ("token_ids", "segment_ids", "padding_mask", "masked_lm_positions")
+        }
+        backbone_outputs = backbone({k: inputs[k] for k in ("token_ids", "segment_ids", "padding_mask")})
+        mlm_logits = masked_lm_head(backbone_outputs["sequence_output"],
+                                    inputs["masked_lm_positions"])
+        nsp_logits = next_sentence_head(backbone_outputs["pooled_output"])
+        super().__init__(inputs=inputs,
+                         outputs={"mlm_logits": mlm_logits, "nsp_logits": nsp_logits}, **kwargs)
+
+        # === Config ===
+        self.backbone = backbone
+        self.masked_lm_head = masked_lm_head
+        self.next_sentence_head = next_sentence_head
+
+    def get_config(self):
+        return {"name": self.name, "trainable": self.trainable,
+                "backbone": keras.layers.serialize(self.backbone)}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["backbone"] = keras.layers.deserialize(config["backbone"])
+        return cls(**config)
+
+
+def bert_pretrain_loss(outputs: Dict[str, tf.Tensor], masked_lm_ids, masked_lm_weights,
+                       next_sentence_labels) -> Dict[str, tf.Tensor]:
+    """MLM + NSP loss and accuracies of one (per-replica) batch, in plain TF ops.
+
+    mlm_loss = sum(w * nll) / (sum(w) + 1e-5) over the [B, P] predictions, as the original
+    run_pretraining.py: padding predictions (w = 0) count nothing, and a batch without any
+    prediction gives 0 instead of NaN. nsp_loss is the mean cross-entropy over the batch.
+    No Keras metric objects, so it runs inside `strategy.run`; the values are per-replica
+    means, so the trainer divides by the number of replicas when it sums gradients.
+
+    Args:
+        outputs: dict with "mlm_logits" float [B, P, V] and "nsp_logits" float [B, 2].
+        masked_lm_ids: int [B, P], the original ids at the masked positions.
+        masked_lm_weights: float [B, P], 1.0 for real predictions, 0.0 for padding.
+        next_sentence_labels: int [B, 1] or [B]; 1 = B is random, 0 = B is the actual next.
+
+    Returns:
+        dict of float32 scalars: loss (= mlm_loss + nsp_loss), mlm_loss, nsp_loss,
+        mlm_accuracy (weighted by masked_lm_weights), nsp_accuracy.
+    """
+    mlm_logits = tf.cast(outputs["mlm_logits"], tf.float32)
+    nsp_logits = tf.cast(outputs["nsp_logits"], tf.float32)
+    vocab_size = tf.shape(mlm_logits)[-1]
+    ids = tf.reshape(tf.cast(masked_lm_ids, tf.int32), [-1])
+    weights = tf.reshape(tf.cast(masked_lm_weights, tf.float32), [-1])
+    logits = tf.reshape(mlm_logits, [-1, vocab_size])
+
+    nll = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ids, logits=logits)
+    weight_sum = tf.reduce_sum(weights)
+    mlm_loss = tf.reduce_sum(weights * nll) / (weight_sum + 1e-5)
+    mlm_correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), ids), tf.float32)
+    mlm_accuracy = tf.math.divide_no_nan(tf.reduce_sum(weights * mlm_correct), weight_sum)
+
+    labels = tf.reshape(tf.cast(next_sentence_labels, tf.int32), [-1])
+    nsp_loss = tf.reduce_mean(
+        tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=nsp_logits))
+    nsp_accuracy = tf.reduce_mean(tf.cast(
+        tf.equal(tf.argmax(nsp_logits, -1, output_type=tf.int32), labels), tf.float32))
+    return {
+        "loss": mlm_loss + nsp_loss,
+        "mlm_loss": mlm_loss,
+        "nsp_loss": nsp_loss,
+        "mlm_accuracy": mlm_accuracy,
+        "nsp_accuracy": nsp_accuracy,
+    }

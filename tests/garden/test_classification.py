@@ -1,0 +1,88 @@
+import numpy as np
+import keras
+import pytest
+import tensorflow as tf
+
+from garden.models.bert.presets import bert_backbone_from_preset
+from garden.tasks.classification import SequenceClassifier
+
+VOCAB = 60
+
+
+def _inputs(batch=4, length=10, seed=0):
+    rng = np.random.default_rng(seed)
+    token_ids = rng.integers(1, VOCAB, (batch, length)).astype("int32")
+    padding_mask = np.ones((batch, length), "int32")
+    padding_mask[0, 6:] = 0
+    token_ids[padding_mask == 0] = 0
+    return {"token_ids": token_ids, "segment_ids": np.zeros_like(token_ids),
+            "padding_mask": padding_mask}
+
+
+@pytest.fixture(scope="module")
+def classifier():
+    keras.utils.set_random_seed(3)
+    backbone = bert_backbone_from_preset("bert_tiny", vocab_size=VOCAB, num_layers=1)
+    return SequenceClassifier(backbone, num_classes=3, dropout=0.1)
+
+
+def test_logits_shape_and_dtype(classifier):
+    out = classifier(_inputs())
+    assert set(out) == {"logits"}
+    assert tuple(out["logits"].shape) == (4, 3)
+    assert out["logits"].dtype == "float32"
+
+
+def test_logits_are_dense_on_pooled_output(classifier):
+    inputs = _inputs()
+    pooled = classifier.backbone(inputs, training=False)["pooled_output"].numpy()
+    kernel, bias = (w.numpy() for w in classifier.classifier_dense.weights)
+    np.testing.assert_allclose(classifier(inputs, training=False)["logits"].numpy(),
+                               pooled @ kernel + bias, atol=1e-5)
+    assert not bias.any() and 0.01 < kernel.std() < 0.02 and np.abs(kernel).max() <= 0.04 + 1e-6
+    # Dropout 0.1 on the pooled output acts in training only.
+    assert np.abs(classifier(inputs, training=True)["logits"].numpy()
+                  - classifier(inputs, training=False)["logits"].numpy()).max() > 0
+
+
+def test_config_and_save_load_round_trip(classifier, tmp_path):
+    config = classifier.get_config()
+    assert (config["num_classes"], config["dropout"]) == (3, 0.1)
+    clone = SequenceClassifier.from_config(config)
+    assert clone.get_config() == config
+
+    path = str(tmp_path / "classifier.keras")
+    classifier.save(path)
+    loaded = keras.models.load_model(path)
+    assert isinstance(loaded, SequenceClassifier)
+    inputs = _inputs()
+    np.testing.assert_array_equal(loaded(inputs)["logits"].numpy(),
+                                  classifier(inputs)["logits"].numpy())
+
+
+def test_learns_a_token_rule():
+    # Label = whether token 1 occurs in the sequence: a few AdamW steps get the batch right.
+    keras.utils.set_random_seed(4)
+    model = SequenceClassifier(bert_backbone_from_preset("bert_tiny", vocab_size=VOCAB, num_layers=1),
+                               num_classes=2)
+    inputs = _inputs(batch=8, seed=1)
+    inputs["token_ids"][inputs["token_ids"] == 1] = 2
+    labels = np.array([0, 1] * 4, "int32")
+    inputs["token_ids"][labels == 1, 3] = 1
+    optimizer = keras.optimizers.AdamW(learning_rate=1e-3)
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            logits = model(inputs, training=True)["logits"]
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    first = float(step())
+    for _ in range(29):
+        last = float(step())
+    assert last < 0.5 * first, (first, last)
+    predicted = np.argmax(model(inputs, training=False)["logits"].numpy(), -1)
+    np.testing.assert_array_equal(predicted, labels)

@@ -1,0 +1,39 @@
+import pytest
+
+from garden.models.bert.backbone import BertBackbone
+from garden.models.bert.presets import PRESETS, bert_backbone_from_preset
+
+# (layers, hidden, heads, feed-forward) of the released checkpoints.
+PUBLISHED = {
+    "bert_tiny": (2, 128, 2, 512),
+    "bert_mini": (4, 256, 4, 1024),
+    "bert_small": (4, 512, 8, 2048),
+    "bert_medium": (8, 512, 8, 2048),
+    "bert_base": (12, 768, 12, 3072),
+    "bert_large": (24, 1024, 16, 4096),
+}
+
+
+def test_presets_are_the_published_sizes():
+    assert set(PRESETS) == set(PUBLISHED)
+    for name, (layers, hidden, heads, ffn) in PUBLISHED.items():
+        preset = PRESETS[name]
+        assert (preset["num_layers"], preset["hidden_size"], preset["num_heads"],
+                preset["intermediate_size"]) == (layers, hidden, heads, ffn), name
+        assert (preset["vocab_size"], preset["max_sequence_length"], preset["type_vocab_size"]) \
+            == (30522, 512, 2), name
+
+
+def test_from_preset_applies_overrides():
+    backbone = bert_backbone_from_preset("bert_tiny", vocab_size=1000, max_sequence_length=64,
+                                         dropout=0.0)
+    assert isinstance(backbone, BertBackbone)
+    config = backbone.get_config()
+    assert (config["vocab_size"], config["max_sequence_length"], config["dropout"]) == (1000, 64, 0.0)
+    assert (config["num_layers"], config["hidden_size"]) == (2, 128)
+    assert PRESETS["bert_tiny"]["vocab_size"] == 30522  # the preset itself is not modified
+
+
+def test_unknown_preset_names_the_choices():
+    with pytest.raises(ValueError, match="bert_base"):
+        bert_backbone_from_preset("bert_huge")
