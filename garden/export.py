@@ -261,8 +261,8 @@ def export_classifier(model, *, vocab_path: str, lower_case: bool, max_seq_lengt
                               _warmup_pairs(warmup_texts, text_b))
         ops = check_serving_ops(tmp_dir)
         if not ops["ok"]:
-            raise ExportError(f"the export uses ops TF Serving {MIN_TF_SERVING_FOR_TF_TEXT_OPS} lacks: "
-                              f"{ops['problems']}")
+            raise ExportError(f"the export uses ops that TF Serving "
+                              f"{MIN_TF_SERVING_FOR_TF_TEXT_OPS} lacks: {ops['problems']}")
         metadata = {
             "format_version": EXPORT_FORMAT_VERSION,
             "model_name": model_name,
@@ -531,7 +531,8 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m garden.export",
         description="Inspect a classifier export: the tensorflow-text ops it uses, whether TF "
-                    f"Serving >= {MIN_TF_SERVING_FOR_TF_TEXT_OPS} has them, and its warmup requests. "
+                    f"Serving >= {MIN_TF_SERVING_FOR_TF_TEXT_OPS} has them, and its warmup "
+                    "requests. "
                     "Exports are written by the trainer (garden.train) via export_classifier.")
     parser.add_argument("export_dir", help="a version directory <export_base>/<name>/<version>")
     args = parser.parse_args(list(argv) if argv is not None else None)

@@ -65,8 +65,8 @@ def test_pair_truncation_matches_bert_truncate_seq_pair():
                     + [ID[w] for w in words_b[:kb]] + [ID["[SEP]"]])
         expected += [ID["[PAD]"]] * (max_len - len(expected))
         np.testing.assert_array_equal(out["token_ids"][row], expected, err_msg=f"{la}, {lb}")
-        np.testing.assert_array_equal(out["segment_ids"][row],
-                                      [0] * (ka + 2) + [1] * (kb + 1) + [0] * (max_len - ka - kb - 3))
+        segments = [0] * (ka + 2) + [1] * (kb + 1) + [0] * (max_len - ka - kb - 3)
+        np.testing.assert_array_equal(out["segment_ids"][row], segments)
         if la and lb:  # a long pair keeps both sides
             assert ka >= 1 and kb >= 1
     # One case spelled out: 8 + 8 tokens into 6 -> 3 + 3 (ties trim B, so A never loses more).
