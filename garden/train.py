@@ -58,12 +58,20 @@ def bert_backbone(default_vocab_size: Optional[int] = None, vocab_size: Optional
                         dropout=dropout, initializer_range=initializer_range)
 
 
+_REGISTERED = False
+
+
 def _register_tasks():
+    """Makes the task classes configurable as garden.<Name> (once per process)."""
+    global _REGISTERED
+    if _REGISTERED:
+        return
     from garden.tasks.bert_pretraining import BertPretraining
     from garden.tasks.sentence_classification import SentenceClassification
 
     for cls in (BertPretraining, SentenceClassification):
         gin.external_configurable(cls, module="garden")
+    _REGISTERED = True
 
 
 # --------------------------------------------------------------------------------------
@@ -191,7 +199,7 @@ def train(model_dir: str, strategy, task=gin.REQUIRED, train_steps: int = gin.RE
           f"{replicas} replica(s) ({type(strategy).__name__}), XLA {'on' if jit_compile else 'off'}, "
           f"{model.count_params():,} parameters, model_dir {model_dir}", flush=True)
 
-    last = {}
+    last, first_logged = {}, None
     start_time = time.time()
     start_step = step
     window_time, window_steps, window_sums = time.time(), 0, {}
@@ -214,11 +222,12 @@ def train(model_dir: str, strategy, task=gin.REQUIRED, train_steps: int = gin.RE
             for k, v in metrics.items():
                 window_sums[k] = window_sums.get(k, 0.0) + v
             window_steps += 1
-            last = metrics
             if step % log_every == 0 or step == train_steps:
                 now = time.time()
                 rate = window_steps / max(now - window_time, 1e-9)
                 means = {k: v / window_steps for k, v in window_sums.items()}
+                first_logged = first_logged or means
+                last = means
                 lr = float(opt.learning_rate if not callable(getattr(opt, "_learning_rate", None))
                            else opt._learning_rate(opt.iterations))
                 with writer.as_default(step=step):
@@ -252,7 +261,8 @@ def train(model_dir: str, strategy, task=gin.REQUIRED, train_steps: int = gin.RE
         "global_batch_size": global_batch_size,
         "replicas": replicas,
         "parameters": int(model.count_params()),
-        "final_metrics": last,
+        "first_logged_metrics": first_logged,
+        "last_logged_metrics": last,
         "checkpoint": manager.latest_checkpoint,
         **result,
     }

@@ -126,10 +126,12 @@ class SentenceClassification:
                                    max_seq_length=self.max_seq_length)
         if self.init_checkpoint:
             ckpt = self.init_checkpoint
-            if tf.io.gfile.isdir(ckpt):
-                ckpt = tf.train.latest_checkpoint(ckpt)
+            if tf.io.gfile.isdir(ckpt):  # a pretraining model_dir, or its checkpoints/ folder
+                ckpt = (tf.train.latest_checkpoint(posixpath.join(ckpt, "checkpoints"))
+                        or tf.train.latest_checkpoint(ckpt))
                 if ckpt is None:
-                    raise FileNotFoundError(f"no checkpoint in {self.init_checkpoint}")
+                    raise FileNotFoundError(f"no checkpoint in {self.init_checkpoint} "
+                                            f"(nor in its checkpoints/ folder)")
             self._init_path = ckpt
         print(f"[{self.name}] {len(self.train_rows)} train / {len(self.eval_rows)} eval examples, "
               f"labels {self.label_names}", flush=True)
