@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -146,10 +148,6 @@ def test_finetune_from_pretraining_checkpoint_then_export(bert_data, tmp_path):
     assert summary["export_dir"] == str(export_base / "bert_tiny_classifier" / "1")
     assert 0.0 <= summary["eval_accuracy"] <= 1.0 and summary["eval_examples"] > 100
     # The export answers raw text in a fresh process, through its serving signature.
-    from testing import run_module  # noqa: F401  (import check only; we need `python -c`)
-    import subprocess
-    import sys
-
     code = ("import sys, tensorflow as tf, tensorflow_text\n"
             "m = tf.saved_model.load(sys.argv[1])\n"
             "out = m.signatures['serving_default'](text_a=tf.constant(['The for statement.', 'Return a list.']))\n"
