@@ -314,6 +314,10 @@ def build_summary(config_files, bindings) -> int:
     model = task_cls.summary_model(backbone_fn(default_vocab_size=vocab_size))
     model.summary(line_length=110)
     total = model.count_params()
+    backbone = getattr(model, "backbone", None)
+    if backbone is not None:
+        count = backbone.count_params()
+        print(f"Backbone parameters: {count:,} ({count / 1e6:.1f}M)")
     print(f"Total parameters: {total:,} ({total / 1e6:.1f}M)")
     return total
 
