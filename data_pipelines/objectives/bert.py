@@ -1,0 +1,287 @@
+"""BERT pre-training instances: masked LM + next sentence prediction (OBJECTIVES.md section 1).
+
+Plain functions of token ids and an explicit ``numpy.random.Generator``, following the
+original ``create_pretraining_data.py`` step by step (with numpy draws in place of Python's
+``random``):
+
+* ``draw_target_seq_length``: ``max_num_tokens`` (= max_seq_length - 3), or with probability
+  ``short_seq_prob`` ``randint(2, max_num_tokens)``; drawn once per document per dupe pass,
+  as in the original (it is not redrawn between instances of the same pass).
+* ``create_instances_from_document``: accumulate segments (sentences) into a chunk until the
+  target is reached or the document ends; A = the first ``a_end = randint(1, len(chunk)-1)``
+  segments (1 for a single segment); B = a random continuation from another document when the
+  chunk has one segment or with probability 0.5 (the unused segments are put back), otherwise
+  the rest of the chunk. Hence slightly more than half of the pairs are "random next".
+* ``truncate_seq_pair``: while |A|+|B| > max_num_tokens trim the longer side (B on ties),
+  dropping its first or last token with probability 0.5 each.
+* ``create_masked_lm_predictions``: num_to_predict = min(max_predictions_per_seq,
+  max(1, round(len(tokens) * masked_lm_prob))) (15% of 128 -> 19 predictions); candidate
+  groups shuffled and taken while within budget; 80% [MASK], 10% kept, 10% uniform random id
+  over the whole vocabulary.
+
+Instances are returned as dicts keyed like ``features.bert_pretrain_spec`` (unpadded;
+``features.serialize_example`` pads). ``next_sentence_labels`` is 1 for a random B.
+
+The choice of the random other document is a callable, so that the Beam job can draw it from
+a bounded pool of documents (``make_pretrain``) while ``create_instances`` draws from a whole
+in-memory corpus like the original.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from data_pipelines import tokenizers
+
+Segment = Sequence[int]
+Document = Sequence[Segment]
+# Given the instance's Generator, returns another document (a list of non-empty segments).
+RandomDocumentFn = Callable[[np.random.Generator], Document]
+
+
+@dataclasses.dataclass(frozen=True)
+class BertOptions:
+    """The knobs of the BERT objective; defaults are the published recipe."""
+
+    max_seq_length: int = 128
+    max_predictions_per_seq: int = 20
+    masked_lm_prob: float = 0.15
+    short_seq_prob: float = 0.1
+    whole_word_mask: bool = False
+
+    def __post_init__(self):
+        # [CLS] A [SEP] B [SEP] with |A|, |B| >= 1 needs 5 positions.
+        if self.max_seq_length < 5:
+            raise ValueError(f"max_seq_length must be >= 5, got {self.max_seq_length}")
+        if self.max_predictions_per_seq < 1:
+            raise ValueError(f"max_predictions_per_seq must be >= 1, got {self.max_predictions_per_seq}")
+        if not 0.0 <= self.masked_lm_prob <= 1.0:
+            raise ValueError(f"masked_lm_prob must be in [0, 1], got {self.masked_lm_prob}")
+        if not 0.0 <= self.short_seq_prob <= 1.0:
+            raise ValueError(f"short_seq_prob must be in [0, 1], got {self.short_seq_prob}")
+
+    @property
+    def max_num_tokens(self) -> int:
+        return self.max_seq_length - 3
+
+
+@dataclasses.dataclass(frozen=True)
+class BertVocab:
+    """What the objective needs to know about the vocabulary (ids only, no strings at runtime)."""
+
+    cls_id: int
+    sep_id: int
+    mask_id: int
+    vocab_size: int
+    # is_continuation[i]: token i is a "##" word piece (used by whole-word masking).
+    is_continuation: np.ndarray
+
+    @classmethod
+    def from_tokens(cls, tokens: Sequence[str]) -> "BertVocab":
+        index = {t: i for i, t in enumerate(tokens)}
+        missing = [t for t in (tokenizers.CLS, tokenizers.SEP, tokenizers.MASK) if t not in index]
+        if missing:
+            raise ValueError(f"vocabulary lacks reserved tokens {missing}")
+        return cls(
+            cls_id=index[tokenizers.CLS],
+            sep_id=index[tokenizers.SEP],
+            mask_id=index[tokenizers.MASK],
+            vocab_size=len(tokens),
+            is_continuation=np.array([t.startswith("##") for t in tokens], dtype=bool),
+        )
+
+
+def draw_target_seq_length(rng: np.random.Generator, max_num_tokens: int, short_seq_prob: float) -> int:
+    """max_num_tokens, or with prob short_seq_prob a uniform length in [2, max_num_tokens]."""
+    if rng.random() < short_seq_prob:
+        return int(rng.integers(2, max_num_tokens + 1))
+    return max_num_tokens
+
+
+def truncate_seq_pair(tokens_a: List[int], tokens_b: List[int], max_num_tokens: int,
+                      rng: np.random.Generator) -> None:
+    """Trims A and B in place to at most max_num_tokens together.
+
+    Each step trims the longer side (B on ties) at its front or back with prob 0.5. One
+    coin per removed token, drawn in one call; index bookkeeping instead of ``del x[0]``
+    keeps a 1 MB line from costing quadratic time.
+    """
+    excess = len(tokens_a) + len(tokens_b) - max_num_tokens
+    if excess <= 0:
+        return
+    front = rng.random(excess) < 0.5
+    a_lo, a_hi, b_lo, b_hi = 0, len(tokens_a), 0, len(tokens_b)
+    for from_front in front:
+        if a_hi - a_lo > b_hi - b_lo:
+            if from_front:
+                a_lo += 1
+            else:
+                a_hi -= 1
+        else:
+            if from_front:
+                b_lo += 1
+            else:
+                b_hi -= 1
+    tokens_a[:] = tokens_a[a_lo:a_hi]
+    tokens_b[:] = tokens_b[b_lo:b_hi]
+
+
+def create_masked_lm_predictions(
+    tokens: Sequence[int],
+    rng: np.random.Generator,
+    vocab: BertVocab,
+    *,
+    masked_lm_prob: float,
+    max_predictions_per_seq: int,
+    whole_word_mask: bool,
+    special_positions: Optional[Sequence[int]] = None,
+):
+    """Static masking of one sequence.
+
+    Args:
+      tokens: the ids of ``[CLS] A [SEP] B [SEP]``.
+      special_positions: positions never masked; defaults to those holding [CLS] or [SEP].
+
+    Returns:
+      ``(output_tokens, masked_lm_positions, masked_lm_ids)``: positions are sorted and
+      ``masked_lm_ids`` holds the original ids at those positions.
+    """
+    if special_positions is None:
+        special = {i for i, t in enumerate(tokens) if t in (vocab.cls_id, vocab.sep_id)}
+    else:
+        special = set(special_positions)
+    groups: List[List[int]] = []
+    for i, t in enumerate(tokens):
+        if i in special:
+            continue
+        # A "##" piece joins the word before it, unless that word ended at a special token.
+        if whole_word_mask and groups and vocab.is_continuation[t] and groups[-1][-1] == i - 1:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+
+    num_to_predict = min(max_predictions_per_seq, max(1, int(round(len(tokens) * masked_lm_prob))))
+    order = rng.permutation(len(groups))
+    output = list(tokens)
+    chosen: List[int] = []
+    covered = set()
+    for g in order:
+        group = groups[g]
+        if len(chosen) >= num_to_predict:
+            break
+        # As the original: a group that would overshoot the budget is skipped, not split.
+        if len(chosen) + len(group) > num_to_predict:
+            continue
+        if any(i in covered for i in group):
+            continue
+        for i in group:
+            covered.add(i)
+            if rng.random() < 0.8:
+                output[i] = vocab.mask_id
+            elif rng.random() < 0.5:
+                output[i] = tokens[i]
+            else:
+                # Uniform over the whole vocabulary, special tokens included, as the original.
+                output[i] = int(rng.integers(0, vocab.vocab_size))
+            chosen.append(i)
+    chosen.sort()
+    return output, chosen, [int(tokens[i]) for i in chosen]
+
+
+def make_instance(tokens_a: Sequence[int], tokens_b: Sequence[int], is_random_next: bool,
+                  rng: np.random.Generator, vocab: BertVocab, options: BertOptions) -> Dict[str, list]:
+    """Lays out ``[CLS] A [SEP] B [SEP]``, masks it and returns the feature dict (unpadded)."""
+    tokens = [vocab.cls_id, *tokens_a, vocab.sep_id, *tokens_b, vocab.sep_id]
+    if len(tokens) > options.max_seq_length:
+        raise ValueError(f"instance of {len(tokens)} tokens exceeds max_seq_length {options.max_seq_length}")
+    segment_ids = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
+    specials = (0, len(tokens_a) + 1, len(tokens) - 1)
+    output, positions, labels = create_masked_lm_predictions(
+        tokens, rng, vocab,
+        masked_lm_prob=options.masked_lm_prob,
+        max_predictions_per_seq=options.max_predictions_per_seq,
+        whole_word_mask=options.whole_word_mask,
+        special_positions=specials,
+    )
+    return {
+        "input_ids": [int(t) for t in output],
+        "input_mask": [1] * len(output),
+        "segment_ids": segment_ids,
+        "masked_lm_positions": positions,
+        "masked_lm_ids": labels,
+        "masked_lm_weights": [1.0] * len(positions),
+        "next_sentence_labels": [1 if is_random_next else 0],
+    }
+
+
+def create_instances_from_document(
+    document: Document,
+    rng: np.random.Generator,
+    random_document: RandomDocumentFn,
+    vocab: BertVocab,
+    options: BertOptions = BertOptions(),
+) -> List[Dict[str, list]]:
+    """One dupe pass over one document: a list of feature dicts (see module docstring).
+
+    Empty segments are ignored. ``random_document(rng)`` must return a document other than
+    this one (it may return this one when no other exists; B is still non-empty).
+    """
+    document = [list(s) for s in document if len(s)]
+    max_num_tokens = options.max_num_tokens
+    target_seq_length = draw_target_seq_length(rng, max_num_tokens, options.short_seq_prob)
+
+    instances = []
+    chunk: List[List[int]] = []
+    chunk_length = 0
+    i = 0
+    while i < len(document):
+        chunk.append(document[i])
+        chunk_length += len(document[i])
+        if i == len(document) - 1 or chunk_length >= target_seq_length:
+            a_end = 1 if len(chunk) < 2 else int(rng.integers(1, len(chunk)))
+            tokens_a = [t for seg in chunk[:a_end] for t in seg]
+            tokens_b: List[int] = []
+            if len(chunk) == 1 or rng.random() < 0.5:
+                is_random_next = True
+                target_b_length = target_seq_length - len(tokens_a)
+                other = [s for s in random_document(rng) if len(s)]
+                if not other:
+                    raise ValueError("random_document returned a document without tokens")
+                start = int(rng.integers(0, len(other)))
+                for seg in other[start:]:
+                    tokens_b.extend(seg)
+                    if len(tokens_b) >= target_b_length:
+                        break
+                # The segments of the chunk after A were not used: put them back.
+                i -= len(chunk) - a_end
+            else:
+                is_random_next = False
+                tokens_b = [t for seg in chunk[a_end:] for t in seg]
+            truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)
+            instances.append(make_instance(tokens_a, tokens_b, is_random_next, rng, vocab, options))
+            chunk = []
+            chunk_length = 0
+        i += 1
+    return instances
+
+
+def create_instances(documents: Sequence[Document], rng: np.random.Generator, vocab: BertVocab,
+                     options: BertOptions = BertOptions(), dupe_factor: int = 1) -> List[Dict[str, list]]:
+    """In-memory reference driver (small corpora, tests, benchmarks): every document, every
+    dupe pass, random-next documents drawn uniformly from the whole corpus (never the same
+    document unless it is the only one). The Beam job draws from bounded pools instead.
+    """
+    documents = [d for d in ([list(s) for s in doc if len(s)] for doc in documents) if d]
+    instances = []
+    for _ in range(dupe_factor):
+        for index, doc in enumerate(documents):
+            def other(r, index=index):
+                if len(documents) == 1:
+                    return documents[0]
+                j = int(r.integers(0, len(documents) - 1))
+                return documents[j + 1 if j >= index else j]
+            instances.extend(create_instances_from_document(doc, rng, other, vocab, options))
+    return instances
