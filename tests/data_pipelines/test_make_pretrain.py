@@ -1,0 +1,265 @@
+"""The Beam job: exact ids under TestPipeline, end-to-end runs, determinism, bad input, dry run.
+
+Pipeline runs cost seconds each, so the end-to-end run is shared (module fixture) and the
+slow 2-worker multi-processing run happens once.
+"""
+
+import gzip
+import json
+import os
+import shutil
+import socket
+
+import apache_beam as beam
+import numpy as np
+import pytest
+import tensorflow as tf
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from data_pipelines import features, make_pretrain, tokenizers
+from data_pipelines.objectives import bert
+
+CLS, SEP = 2, 3
+# The conftest's vocabulary: [PAD] [UNK] [CLS] [SEP] [MASK], then these words from id 5.
+TINY_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", ".", "a",
+              "dog", "ran", "far", "away", "and", "then", "it", "slept", "sun", "was", "warm", "bird",
+              "sang", "tree", "in", "park", "big", "small", "red", "blue", "day", "night", "##s", "##ed",
+              "##ing"]
+
+
+def token_id(word):
+    return TINY_VOCAB.index(word)
+
+
+def test_vocab_matches_conftest(tiny_vocab):
+    assert tiny_vocab == TINY_VOCAB
+SPEC_32_5 = features.bert_pretrain_spec(32, 5)
+
+
+def _read_records(path):
+    compression = "GZIP" if path.endswith(".gz") else ""
+    return [r.numpy() for r in tf.data.TFRecordDataset(path, compression_type=compression)]
+
+
+def _unmasked(parsed):
+    ids = [int(x) for x in parsed["input_ids"] if True]
+    n = int(parsed["input_mask"].sum())
+    ids = ids[:n]
+    for pos, lab, w in zip(parsed["masked_lm_positions"], parsed["masked_lm_ids"], parsed["masked_lm_weights"]):
+        if w:
+            ids[int(pos)] = int(lab)
+    return ids
+
+
+# ---------------------------------------------------------------------------------------------
+# The transform under TestPipeline
+
+
+def test_create_instances_transform_exact_ids(tmp_path):
+    docs_in = [
+        ("a.txt:0", ["The cat sat .", "A dog ran far away ."]),
+        ("a.txt:1", ["the sun was warm .", "a bird sang in the tree .", "it slept ."]),
+        ("b.txt:0", ["big red dogs ran .", "then the cat slept on the mat ."]),
+    ]
+    opts = bert.BertOptions(max_seq_length=32, max_predictions_per_seq=5)
+    seed, dupes, shards = 7, 6, 3
+
+    # Expected: the same plain functions and seeds, outside Beam (one pool: 3 docs < 1000).
+    tok = tokenizers.wordpiece_tokenizer(TINY_VOCAB, lower_case=True)
+    tokenized = [(doc_id, tok.tokenize(tf.constant(s)).to_list()) for doc_id, s in docs_in]
+    # Hand-checked WordPiece ids: lower-cased, "dogs" -> dog ##s.
+    assert tokenized[0][1] == [[5, 6, 7, 10], [11, 12, 13, 14, 15, 10]]
+    assert tokenized[2][1][0] == [token_id("big"), token_id("red"), token_id("dog"), token_id("##s"),
+                                  token_id("ran"), token_id(".")]
+    vocab = bert.BertVocab.from_tokens(TINY_VOCAB)
+    expected = []
+    for d in range(dupes):
+        instances, _ = make_pretrain.bucket_instances((d, 0), list(reversed(tokenized)), seed=seed,
+                                                      vocab=vocab, options=opts, lengths_of=32)
+        for key, inst in instances:
+            expected.append((make_pretrain.shard_of(key, shards),
+                             (key, make_pretrain.serialize_canonical(SPEC_32_5, inst))))
+    assert len(expected) >= dupes * 3
+
+    # Hand-checked layout: doc a.txt:0 is one chunk of two sentences; when B is the actual next
+    # sentence the (unmasked) instance is exactly [CLS] the cat sat . [SEP] a dog ran far away . [SEP].
+    layouts = [(_unmasked(p), list(p["segment_ids"][:13]), int(p["next_sentence_labels"][0]))
+               for p in (features.parse_example(SPEC_32_5, rec) for _, (key, rec) in expected
+                         if key.split("|")[1] == "a.txt:0")]
+    assert ([2, 5, 6, 7, 10, 3, 11, 12, 13, 14, 15, 10, 3], [0] * 6 + [1] * 7, 0) in layouts
+
+    out_dir = str(tmp_path / "shards")
+    os.makedirs(out_dir)
+    options = PipelineOptions([])
+    with BeamTestPipeline(runner=make_pretrain.make_runner(options), options=options) as p:
+        made = (p | beam.Create(docs_in)
+                | make_pretrain.CreateBertInstances(
+                    vocab_tokens=TINY_VOCAB, lower_case=True, options=opts, dupe_factor=dupes,
+                    seed=seed, num_shards=shards, random_document_pool_size=1000))
+        assert_that(made["instances"], equal_to(expected), label="ExactInstances")
+        written = made["instances"] | make_pretrain.WriteShards(out_dir, shards, compress=True)
+        assert_that(written | beam.Map(lambda s: s.get("shards_written", 0)), equal_to([1] * shards),
+                    label="EveryShardWritten")
+
+    # Shards: gzip TFRecords, each sorted by instance key, holding exactly the expected records.
+    for s in range(shards):
+        path = make_pretrain.shard_name(out_dir, s, shards, compress=True)
+        with open(path, "rb") as f:
+            assert f.read(2) == b"\x1f\x8b"
+        want = [rec for _, (key, rec) in sorted((k, v) for k, v in expected if k == s)]
+        assert _read_records(path) == want
+    assert sorted(os.listdir(out_dir)) == sorted(
+        os.path.basename(make_pretrain.shard_name(out_dir, s, shards, True)) for s in range(shards))
+
+
+# ---------------------------------------------------------------------------------------------
+# End to end
+
+
+def _argv(corpus, vocab, out, *extra):
+    return ["--objective=bert", f"--input={corpus['pattern']}", f"--output_dir={out}", f"--vocab={vocab}",
+            "--max_seq_length=32", "--max_predictions_per_seq=5", "--dupe_factor=3", "--num_shards=3",
+            "--max_line_bytes=200", "--seed=3", "--random_document_pool_size=4", *extra]
+
+
+def _shard_bytes(out):
+    return {f: open(os.path.join(out, f), "rb").read() for f in sorted(os.listdir(out)) if ".tfrecord" in f}
+
+
+@pytest.fixture(scope="module")
+def e2e(tiny_corpus, tiny_vocab_path, tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("e2e") / "out")
+    stats = make_pretrain.run(_argv(tiny_corpus, tiny_vocab_path, out, "--direct_num_workers=1"))
+    return {"out": out, "stats": stats, "bytes": _shard_bytes(out),
+            "mtimes": {f: os.stat(os.path.join(out, f)).st_mtime_ns for f in os.listdir(out)}}
+
+
+def test_output_directory_contents(e2e, tiny_vocab_path):
+    out = e2e["out"]
+    shards = [f"train-{s:05d}-of-00003.tfrecord" for s in range(3)]
+    assert sorted(os.listdir(out)) == sorted(shards + ["info.json", "stats.json", "COMPLETED"])
+    # COMPLETED is written last.
+    assert e2e["mtimes"]["COMPLETED"] == max(e2e["mtimes"].values())
+
+    info = json.load(open(os.path.join(out, "info.json")))
+    assert info["objective"] == "bert" and info["tokenizer"] == "wordpiece" and info["lower_case"] is True
+    assert info["vocab"] == tiny_vocab_path and info["vocab_size"] == len(TINY_VOCAB)
+    assert info["vocab_fingerprint"] == tokenizers.vocab_fingerprint(tiny_vocab_path)
+    assert info["feature_spec"] == features.spec_to_json(SPEC_32_5)
+    assert info["max_seq_length"] == 32 and info["max_predictions_per_seq"] == 5
+    assert info["arguments"]["dupe_factor"] == 3 and info["format_version"] == features.FORMAT_VERSION
+
+    records = {f: _read_records(os.path.join(out, f)) for f in shards}
+    assert info["instances"]["per_shard"] == [len(records[f]) for f in shards]
+    total = sum(len(r) for r in records.values())
+    assert info["instances"]["total"] == total == e2e["stats"]["instances"] > 0
+
+    cat_run = 0
+    for recs in records.values():
+        for rec in recs:
+            parsed = features.parse_example(SPEC_32_5, rec)
+            ids = _unmasked(parsed)
+            assert ids[0] == CLS and ids[-1] == SEP and ids.count(SEP) == 2 and len(ids) <= 32
+            cat_run = max(cat_run, ids.count(token_id("cat")))
+    # The 40-token sentence (longer than max_seq_length) was truncated into valid instances.
+    assert cat_run >= 20
+
+
+def test_stats_count_bad_input(e2e):
+    stats = json.load(open(os.path.join(e2e["out"], "stats.json")))
+    assert stats["files_read"] == 3
+    assert stats["files_empty"] == 1
+    assert stats["lines_skipped"] == {"invalid_utf8": 2, "line_too_long": 1}
+    assert stats["documents_dropped"] == {"empty_document": 1}
+    assert stats["documents_read"] == 10
+    assert sum(stats["sequence_length_histogram"].values()) == stats["instances"]
+    assert sum(stats["instances_per_shard"]) == stats["instances"]
+    assert 0.1 < stats["masked_token_rate"] < 0.2
+    assert 0.4 < stats["nsp_random_fraction"] <= 1.0
+
+
+def test_trainer_reader_accepts_output(e2e, tiny_vocab_path):
+    from garden import data
+
+    d = data.open_data_dir(e2e["out"], objective="bert", vocab_fingerprint=tokenizers.vocab_fingerprint(
+        tiny_vocab_path), vocab_size=len(TINY_VOCAB), max_seq_length=32)
+    assert len(d.files) == 3
+
+
+def test_deterministic_across_reruns_and_worker_counts(e2e, tiny_corpus, tiny_vocab_path, tmp_path):
+    # Same seed again (over the completed directory, so --overwrite) gives the same bytes.
+    make_pretrain.run(_argv(tiny_corpus, tiny_vocab_path, e2e["out"], "--overwrite"))
+    assert _shard_bytes(e2e["out"]) == e2e["bytes"]
+    # Two worker processes: byte-identical shards.
+    out2 = str(tmp_path / "w2")
+    make_pretrain.run(_argv(tiny_corpus, tiny_vocab_path, out2, "--direct_num_workers=2",
+                            "--direct_running_mode=multi_processing"))
+    assert _shard_bytes(out2) == e2e["bytes"]
+    assert json.load(open(os.path.join(out2, "stats.json")))["instances"] == e2e["stats"]["instances"]
+
+
+def test_refuses_completed_directory_without_overwrite(e2e, tiny_corpus, tiny_vocab_path):
+    with pytest.raises(SystemExit, match="COMPLETED.*--overwrite"):
+        make_pretrain.run(_argv(tiny_corpus, tiny_vocab_path, e2e["out"]))
+    assert os.path.exists(os.path.join(e2e["out"], "COMPLETED"))
+
+
+def test_failed_run_leaves_no_completed(e2e, tiny_corpus, tiny_vocab_path, tmp_path, monkeypatch):
+    out = str(tmp_path / "copy")
+    shutil.copytree(e2e["out"], out)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(make_pretrain.WriteShardFn, "process", broken)
+    with pytest.raises(Exception, match="disk full"):
+        make_pretrain.run(_argv(tiny_corpus, tiny_vocab_path, out, "--overwrite"))
+    assert not os.path.exists(os.path.join(out, "COMPLETED"))
+    assert not any(f.endswith(".tfrecord") for f in os.listdir(out)), "stale shards must be removed"
+
+
+def test_clear_errors(tmp_path, tiny_corpus, tiny_vocab_path, capsys):
+    with pytest.raises(SystemExit, match="matches no files"):
+        make_pretrain.run(_argv({"pattern": str(tmp_path / "nothing-*.txt")}, tiny_vocab_path, str(tmp_path / "o")))
+    missing = str(tmp_path / "missing_vocab.txt")
+    with pytest.raises(tokenizers.VocabularyError, match="missing_vocab.txt"):
+        make_pretrain.run(_argv(tiny_corpus, missing, str(tmp_path / "o")))
+    with pytest.raises(SystemExit):
+        make_pretrain.run(["--objective=albert"] + _argv(tiny_corpus, tiny_vocab_path, str(tmp_path / "o"))[1:])
+    assert "invalid choice: 'albert'" in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "o" / "COMPLETED")
+
+
+def test_boolean_flags():
+    args, rest = make_pretrain.parse_args(["--objective=bert", "--input=x", "--output_dir=o", "--vocab=v",
+                                           "--nodo_lower_case", "--whole_word_mask", "--runner=X"])
+    assert args.do_lower_case is False and args.whole_word_mask is True and rest == ["--runner=X"]
+    args, _ = make_pretrain.parse_args(["--objective=bert", "--input=x", "--output_dir=o", "--vocab=v",
+                                        "--do_lower_case=false", "--compress=true"])
+    assert args.do_lower_case is False and args.compress is True
+
+
+# ---------------------------------------------------------------------------------------------
+# Dataflow
+
+
+def test_dataflow_dry_run_builds_job_offline(tmp_path, tiny_vocab_path, monkeypatch):
+    def no_network(*a, **k):
+        raise AssertionError(f"network access during dry run: {a}")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_network)
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    out = str(tmp_path / "dry")
+    result = make_pretrain.run([
+        "--objective=bert", "--input=gs://my-bucket/corpus/*.txt", f"--output_dir={out}",
+        f"--vocab={tiny_vocab_path}", "--runner=DataflowRunner", "--dry_run=True", "--project=my-project",
+        "--region=us-central1", "--temp_location=gs://my-bucket/tmp"])
+    assert result["dry_run"] == os.path.join(out, "dataflow_job.json")
+    job = json.load(open(result["dry_run"]))
+    assert job["job"]["type"] == "JOB_TYPE_BATCH" and job["job"]["name"].startswith("beamapp-")
+    names = {t["uniqueName"] for t in job["pipeline"]["components"]["transforms"].values()}
+    for stage in ("ReadDocuments", "CreateBertInstances", "WriteShards", "SumStats"):
+        assert stage in names
+    assert not os.path.exists(os.path.join(out, "COMPLETED"))

@@ -1,0 +1,102 @@
+"""sample_corpus (real English from the Python installation) and make_vocab (tensorflow-text learner)."""
+
+import hashlib
+import os
+import subprocess
+import sys
+
+import pytest
+
+from data_pipelines import make_vocab, sample_corpus, tokenizers
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sample")
+    # A subprocess: the generator imports much of the standard library.
+    cmd = [sys.executable, "-m", "data_pipelines.sample_corpus", f"--output={root}/corpus",
+           f"--task_output={root}/task"]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=120)
+    return root, done.stdout
+
+
+def test_sample_corpus_shape(sample):
+    root, stdout = sample
+    files = sorted(os.listdir(root / "corpus"))
+    assert files == [f"corpus-{k:05d}-of-00004.txt" for k in range(4)]
+    total = sum(os.path.getsize(root / "corpus" / f) for f in files)
+    assert 700_000 < total < 4_000_000
+    assert "documents" in stdout and "sentences" in stdout and "bytes" in stdout
+    text = (root / "corpus" / files[0]).read_text(encoding="utf-8")
+    docs = text.split("\n\n")
+    assert len(docs) > 50
+    lines = [line for line in text.splitlines() if line]
+    assert all(sample_corpus.MIN_CHARS <= len(line) <= sample_corpus.MAX_CHARS for line in lines)
+    assert not any(line.startswith((">>>", " ", "\t")) for line in text.splitlines())
+
+
+def test_sample_task(sample):
+    root, _ = sample
+    for split, lo, hi in (("train", 2000, 5000), ("dev", 200, 1000)):
+        rows = (root / "task" / f"{split}.tsv").read_text(encoding="utf-8").splitlines()
+        assert rows[0] == "text_a\tlabel"
+        labels = [r.split("\t") for r in rows[1:]]
+        assert lo <= len(labels) <= hi
+        assert all(len(r) == 2 and r[1] in ("reference", "library") and r[0] for r in labels)
+        assert {r[1] for r in labels} == {"reference", "library"}
+    train = {r.split("\t")[0] for r in (root / "task" / "train.tsv").read_text().splitlines()[1:]}
+    dev = {r.split("\t")[0] for r in (root / "task" / "dev.tsv").read_text().splitlines()[1:]}
+    assert not train & dev
+
+
+def test_sample_corpus_deterministic(sample, tmp_path):
+    root, _ = sample
+    sample_corpus.write_corpus(sample_corpus.topic_documents(), str(tmp_path / "a"), 2)
+    sample_corpus.write_corpus(sample_corpus.topic_documents(), str(tmp_path / "b"), 2)
+    digest = lambda d: [hashlib.sha256(open(os.path.join(d, f), "rb").read()).hexdigest() for f in sorted(os.listdir(d))]
+    assert digest(tmp_path / "a") == digest(tmp_path / "b")
+
+
+def test_split_sentences_drops_code():
+    text = """Summary line. Second sentence here is fine!
+
+    >>> print("code")
+    code
+
+    Some paragraph that goes on
+    over two lines. And it ends right here.
+
+        indented_code_block(x, y)
+    """
+    assert sample_corpus.split_sentences(text) == [
+        "Second sentence here is fine!", "Some paragraph that goes on over two lines.", "And it ends right here."]
+
+
+def test_make_vocab_cli(sample, tmp_path):
+    root, _ = sample
+    small = tmp_path / "small.txt"
+    lines = (root / "corpus" / "corpus-00000-of-00004.txt").read_text(encoding="utf-8").splitlines()[:400]
+    small.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "vocab" / "vocab.txt"
+    done = subprocess.run([sys.executable, "-m", "data_pipelines.make_vocab", f"--input={tmp_path}/small*.txt",
+                           f"--output={out}", "--vocab_size=600", "--lower_case", "--lower_thresh=2"],
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    vocab = tokenizers.load_vocab(str(out))
+    assert vocab[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    assert 100 < len(vocab) <= 600 and f"vocab_size={len(vocab)}" in done.stdout
+    assert any(t.startswith("##") for t in vocab) and "the" in vocab
+    tok = tokenizers.wordpiece_tokenizer(vocab, lower_case=True)
+    ids = tok.tokenize(["The module docstring."]).to_list()[0]
+    assert ids and 1 not in ids[:1]  # "the" is known
+
+
+def test_make_vocab_errors(tmp_path):
+    with pytest.raises(make_vocab.InputError, match="matches no files"):
+        make_vocab.match_files(str(tmp_path / "none-*.txt"))
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n  \n", encoding="utf-8")
+    with pytest.raises(make_vocab.InputError, match="no text"):
+        make_vocab.learn_vocab([str(empty)], 100, True)
+    with pytest.raises(SystemExit, match="matches no files"):
+        make_vocab.main([f"--input={tmp_path}/none-*.txt", f"--output={tmp_path}/v.txt", "--vocab_size=100"])
