@@ -60,8 +60,7 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.io import fileio
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import (GoogleCloudOptions, PipelineOptions,
-                                                  StandardOptions, TestOptions)
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, TestOptions
 
 from data_pipelines import features, io as text_io, tokenizers
 from data_pipelines.objectives import bert
@@ -198,7 +197,7 @@ class ReadDocumentsFn(beam.DoFn):
                 _count(stats, "sentences_read", len(sentences))
                 yield f"{rel}:{index}", sentences
         if n == 0 and readable_file.metadata.size_in_bytes == 0:
-            _count(stats, "files_empty")
+            _count(stats, "files_skipped/empty_file")
             _LOG.warning("input file %s is empty", path)
         yield beam.pvalue.TaggedOutput(STATS_TAG, stats)
 
@@ -405,7 +404,7 @@ def format_stats(counters: Dict[str, int], num_shards: int) -> dict:
     per_shard = [counters.get("shard_instances/%05d" % s, 0) for s in range(num_shards)]
     return {
         "files_read": counters.get("files_read", 0),
-        "files_empty": counters.get("files_empty", 0),
+        "files_skipped": group("files_skipped/"),
         "documents_read": counters.get("documents_read", 0),
         "documents_dropped": group("documents_dropped/"),
         "sentences_read": counters.get("sentences_read", 0),
@@ -461,41 +460,50 @@ def _bool(text: str) -> bool:
 def _add_bool(parser, name: str, default: bool, help: str) -> None:
     """--name, --name=true|false and --noname, as absl flags allow."""
     parser.add_argument(f"--{name}", type=_bool, nargs="?", const=True, default=default,
-                        help=f"{help} (default {default}; --no{name} or --{name}=false to turn off)")
+                        help=f"{help} (default {default}; --{name}, --{name}=true|false, --no{name})")
     parser.add_argument(f"--no{name}", dest=name, action="store_false", help=argparse.SUPPRESS)
 
 
 def make_parser() -> argparse.ArgumentParser:
+    head, _, rest = __doc__.partition("\n\n")
     p = argparse.ArgumentParser(
         prog="python -m data_pipelines.make_pretrain",
-        description=__doc__.split("\n\n")[0] + " Any flag not listed here is passed to Beam's "
-        "PipelineOptions (--runner, --direct_num_workers, --direct_running_mode, --project, "
-        "--region, --temp_location, --dry_run ...).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        description=head + "\n\nAny flag not listed here is passed to Beam's PipelineOptions "
+        "(--runner, --direct_num_workers, --direct_running_mode, --project, --region, "
+        "--temp_location, --dry_run ...).",
+        epilog=rest, formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False)  # an abbreviation must never swallow a Beam option
     p.add_argument("--objective", required=True, choices=OBJECTIVES,
-                   help="pre-training objective (OBJECTIVES.md)")
+                   help="pre-training objective (OBJECTIVES.md); only bert so far")
     p.add_argument("--input", required=True, help="glob of text files (local or gs://): one sentence per "
                    "line, blank line between documents; .gz files are decompressed")
     p.add_argument("--output_dir", required=True, help="directory for shards, info.json, stats.json, COMPLETED")
     p.add_argument("--vocab", required=True, help="WordPiece vocabulary (make_vocab output)")
-    p.add_argument("--max_seq_length", type=int, default=128)
-    p.add_argument("--max_predictions_per_seq", type=int, default=20)
-    p.add_argument("--masked_lm_prob", type=float, default=0.15)
+    p.add_argument("--max_seq_length", type=int, default=128, help="tokens per instance (default %(default)s)")
+    p.add_argument("--max_predictions_per_seq", type=int, default=20,
+                   help="cap on masked positions per instance (default %(default)s)")
+    p.add_argument("--masked_lm_prob", type=float, default=0.15,
+                   help="share of tokens to mask, specials included in the count (default %(default)s)")
     p.add_argument("--short_seq_prob", type=float, default=0.1,
-                   help="probability that a document's dupe pass targets a random shorter length")
-    p.add_argument("--dupe_factor", type=int, default=10, help="passes over the corpus, each with fresh masks")
+                   help="probability that a document's dupe pass targets a random shorter length "
+                   "randint(2, max_seq_length-3) (default %(default)s)")
+    p.add_argument("--dupe_factor", type=int, default=10,
+                   help="passes over the corpus, each with fresh masks and pairs (default %(default)s)")
     _add_bool(p, "whole_word_mask", False, "mask whole words (a word's ## pieces together)")
-    _add_bool(p, "do_lower_case", True, "lower-case and strip accents before WordPiece; must match the vocabulary")
-    p.add_argument("--seed", type=int, default=12345)
-    p.add_argument("--num_shards", type=int, default=4, help="output files (each sorted in one worker's memory)")
+    _add_bool(p, "do_lower_case", True,
+              "lower-case and strip accents before WordPiece; must match the vocabulary (make_vocab --lower_case)")
+    p.add_argument("--seed", type=int, default=12345, help="the job's seed (default %(default)s)")
+    p.add_argument("--num_shards", type=int, default=4,
+                   help="output files; each is sorted in one worker's memory, so keep shards to a few "
+                   "hundred MB (default %(default)s)")
     _add_bool(p, "compress", False, "write GZIP-compressed .tfrecord.gz shards")
     _add_bool(p, "overwrite", False, "replace an existing completed output directory")
     p.add_argument("--random_document_pool_size", type=int, default=1000,
                    help="documents per random-next pool: B of a random-next pair is drawn from the other "
                    "documents of a pool of about this size (documents hashed into pools per dupe pass), "
-                   "so no worker needs the whole corpus")
+                   "so no worker needs the whole corpus (default %(default)s)")
     p.add_argument("--max_line_bytes", type=int, default=text_io.DEFAULT_MAX_LINE_BYTES,
-                   help="longer input lines are skipped and counted (line_too_long)")
+                   help="longer input lines are skipped and counted as line_too_long (default %(default)s)")
     return p
 
 

@@ -44,9 +44,8 @@ def _read_records(path):
 
 
 def _unmasked(parsed):
-    ids = [int(x) for x in parsed["input_ids"] if True]
     n = int(parsed["input_mask"].sum())
-    ids = ids[:n]
+    ids = [int(x) for x in parsed["input_ids"][:n]]
     for pos, lab, w in zip(parsed["masked_lm_positions"], parsed["masked_lm_ids"], parsed["masked_lm_weights"]):
         if w:
             ids[int(pos)] = int(lab)
@@ -170,7 +169,7 @@ def test_output_directory_contents(e2e, tiny_vocab_path):
 def test_stats_count_bad_input(e2e):
     stats = json.load(open(os.path.join(e2e["out"], "stats.json")))
     assert stats["files_read"] == 3
-    assert stats["files_empty"] == 1
+    assert stats["files_skipped"] == {"empty_file": 1}
     assert stats["lines_skipped"] == {"invalid_utf8": 2, "line_too_long": 1}
     assert stats["documents_dropped"] == {"empty_document": 1}
     assert stats["documents_read"] == 10
