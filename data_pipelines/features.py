@@ -93,7 +93,11 @@ def serialize_example(spec: Spec, values: Mapping[str, Sequence]) -> bytes:
             feature[name] = tf.train.Feature(float_list=tf.train.FloatList(value=[float(v) for v in vals]))
         else:
             raise ValueError(f"feature {name!r}: unsupported dtype {f.dtype!r}")
-    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+    # A tf.train.Example's features are a protobuf map, serialised in an order that depends on
+    # the process's string hashing: deterministic serialisation sorts the keys, so two workers
+    # write the same bytes for the same instance (byte-identical shards).
+    example = tf.train.Example(features=tf.train.Features(feature=feature))
+    return example.SerializeToString(deterministic=True)
 
 
 def parse_example(spec: Spec, serialized: bytes) -> Dict[str, np.ndarray]:

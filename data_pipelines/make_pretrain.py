@@ -103,20 +103,6 @@ def shard_name(output_dir: str, shard: int, num_shards: int, compress: bool) -> 
     return FileSystems.join(output_dir, f"{SPLIT}-{shard:05d}-of-{num_shards:05d}{suffix}")
 
 
-def serialize_canonical(spec: features.Spec, values) -> bytes:
-    """features.serialize_example with map entries in key order.
-
-    A tf.train.Example's features are a proto map, and protobuf serialises maps in an order
-    that depends on the process's string hash seed, so two workers would write different bytes
-    for the same instance. Deterministic serialisation sorts the map; the parsed values are
-    unchanged.
-    """
-    import tensorflow as tf
-
-    raw = features.serialize_example(spec, values)
-    return tf.train.Example.FromString(raw).SerializeToString(deterministic=True)
-
-
 def num_buckets(num_documents: int, pool_size: int) -> int:
     return max(1, math.ceil(num_documents / pool_size))
 
@@ -249,7 +235,7 @@ class CreateBertInstancesFn(beam.DoFn):
                                             options=self._options,
                                             lengths_of=self._options.max_seq_length)
         for sort_key, inst in instances:
-            yield shard_of(sort_key, self._num_shards), (sort_key, serialize_canonical(self._spec, inst))
+            yield shard_of(sort_key, self._num_shards), (sort_key, features.serialize_example(self._spec, inst))
         yield beam.pvalue.TaggedOutput(STATS_TAG, stats)
 
 

@@ -157,9 +157,9 @@ def train(model_dir: str, strategy, task=gin.REQUIRED, train_steps: int = gin.RE
                                          max_to_keep=keep_checkpoints)
     if manager.latest_checkpoint:
         checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
-        print(f"[train] resumed from {manager.latest_checkpoint} at step {int(opt.iterations)}",
-              flush=True)
     step = int(opt.iterations.numpy())
+    if manager.latest_checkpoint:
+        print(f"[train] resumed from {manager.latest_checkpoint} at step {step}", flush=True)
 
     with tf.io.gfile.GFile(posixpath.join(model_dir, "operative_config.gin"), "w") as f:
         f.write(gin.config_str())

@@ -79,7 +79,7 @@ def test_create_instances_transform_exact_ids(tmp_path):
                                                       vocab=vocab, options=opts, lengths_of=32)
         for key, inst in instances:
             expected.append((make_pretrain.shard_of(key, shards),
-                             (key, make_pretrain.serialize_canonical(SPEC_32_5, inst))))
+                             (key, features.serialize_example(SPEC_32_5, inst))))
     assert len(expected) >= dupes * 3
 
     # Hand-checked layout: doc a.txt:0 is one chunk of two sentences; when B is the actual next

@@ -39,7 +39,7 @@ def _cwd_repo(monkeypatch):
 def test_tiny_pretraining_lowers_the_loss(bert_data, tmp_path):
     model_dir = tmp_path / "run"
     rc = train_lib.main(_pretrain_args(bert_data, model_dir, 120,
-                                       "--gin_param=train.log_every=20",
+                                       "--gin_param=train.log_every=10",
                                        "--gin_param=train.warmup_steps=10"))
     assert rc == 0
     summary = _summary(model_dir)
@@ -148,13 +148,14 @@ def test_finetune_from_pretraining_checkpoint_then_export(bert_data, tmp_path):
     assert summary["export_dir"] == str(export_base / "bert_tiny_classifier" / "1")
     assert 0.0 <= summary["eval_accuracy"] <= 1.0 and summary["eval_examples"] > 100
     # The export answers raw text in a fresh process, through its serving signature.
-    code = ("import sys, tensorflow as tf, tensorflow_text\n"
+    code = ("import json, sys, tensorflow as tf, tensorflow_text\n"
             "m = tf.saved_model.load(sys.argv[1])\n"
             "out = m.signatures['serving_default'](text_a=tf.constant(['The for statement.', 'Return a list.']))\n"
-            "print(out['label'].numpy().tolist(), out['probabilities'].numpy().sum(-1).tolist())\n")
+            "print(json.dumps([[l.decode() for l in out['label'].numpy()],\n"
+            "                  out['probabilities'].numpy().sum(-1).tolist()]))\n")
     proc = subprocess.run([sys.executable, "-c", code, summary["export_dir"]], capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    labels, sums = eval(proc.stdout.strip().splitlines()[-1])
-    assert all(l in (b"library", b"reference") for l in labels)
+    labels, sums = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(labels) == 2 and all(l in ("library", "reference") for l in labels)
     assert all(abs(s - 1.0) < 1e-5 for s in sums)
