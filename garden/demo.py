@@ -37,7 +37,8 @@ for text, label, probs in zip(texts, out["label"].numpy(), out["probabilities"].
 
 
 def _run(step: str, args, env=None) -> float:
-    print(f"\n=== {step}\n$ {' '.join(args)}", flush=True)
+    shown = " ".join("<script>" if "\n" in a else a for a in args)
+    print(f"\n=== {step}\n$ {shown}", flush=True)
     start = time.time()
     proc = subprocess.run(args, cwd=REPO_ROOT, env=env)
     if proc.returncode != 0:
