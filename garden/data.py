@@ -69,28 +69,36 @@ def open_data_dir(path: str, *, objective: str, split: str = "train",
     return DataDir(path=path, info=info, spec=spec, files=files)
 
 
+def shard_batches(ds: tf.data.Dataset, input_context=None, skip_batches: int = 0) -> tf.data.Dataset:
+    """Skips already-seen batches, then deals batches round-robin to the input pipelines.
+
+    Every pipeline reads the same shuffled stream of per-replica batches; pipeline i takes
+    batches i, i+P, i+2P, ... Together the replicas of one step therefore see exactly the
+    examples a single device would see in one global batch, so a run does not depend on how
+    it is distributed, and `skip_batches` (counted in per-replica batches of the whole stream)
+    puts a resumed run back on the batch an uninterrupted run would read next.
+    """
+    if skip_batches:
+        ds = ds.skip(skip_batches)
+    if input_context is not None and input_context.num_input_pipelines > 1:
+        ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+    return ds
+
+
 def record_dataset(data: DataDir, *, batch_size: int, seed: int, input_context=None,
                    shuffle_buffer: int = 10_000, repeat: bool = True,
                    skip_batches: int = 0) -> tf.data.Dataset:
-    """Parsed, shuffled, batched examples of a checked directory.
+    """Parsed, shuffled batches of `batch_size` (per replica) examples of a checked directory.
 
-    Deterministic for a given seed, so a resumed run can skip the batches it already saw
-    (`skip_batches`) and continue on exactly the examples an uninterrupted run would see.
+    Deterministic for a given seed (see shard_batches for distribution and resume).
     """
-    files = data.files
-    if input_context is not None and input_context.num_input_pipelines > 1:
-        files = files[input_context.input_pipeline_id::input_context.num_input_pipelines]
-        if not files:
-            raise DataDirError(f"{data.path} has fewer shards than input pipelines "
-                               f"({input_context.num_input_pipelines})")
-    ds = tf.data.TFRecordDataset(files, compression_type="GZIP" if data.compressed else "")
+    ds = tf.data.TFRecordDataset(data.files, compression_type="GZIP" if data.compressed else "")
     if repeat:
         ds = ds.repeat()
     if shuffle_buffer:
         ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     ds = ds.batch(batch_size, drop_remainder=repeat)
-    if skip_batches:
-        ds = ds.skip(skip_batches)
+    ds = shard_batches(ds, input_context, skip_batches)
     parsing = features.tf_parsing_spec(data.spec)
     ds = ds.map(lambda x: tf.io.parse_example(x, parsing), num_parallel_calls=tf.data.AUTOTUNE,
                 deterministic=True)

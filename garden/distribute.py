@@ -51,3 +51,26 @@ def create_strategy(name: str = "mirrored", tpu: str | None = None) -> tf.distri
 def uses_only_cpus(strategy: tf.distribute.Strategy) -> bool:
     devices = getattr(strategy.extended, "worker_devices", ())
     return all("CPU" in d.upper() for d in devices)
+
+
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
+    """True unless this process is a non-chief worker of a multi-worker strategy."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return True
+    task_type, task_id = resolver.task_type, resolver.task_id
+    if task_type in (None, "chief"):
+        return True
+    has_chief = "chief" in resolver.cluster_spec().as_dict()
+    return task_type == "worker" and task_id == 0 and not has_chief
+
+
+def worker_temp_dir(model_dir: str, strategy: tf.distribute.Strategy) -> str:
+    resolver = strategy.cluster_resolver
+    return os.path.join(model_dir, f".worker_{resolver.task_type}_{resolver.task_id}")
+
+
+def remove_worker_temp_dir(model_dir: str, strategy: tf.distribute.Strategy) -> None:
+    path = worker_temp_dir(model_dir, strategy)
+    if tf.io.gfile.exists(path):
+        tf.io.gfile.rmtree(path)

@@ -12,6 +12,7 @@ Flags:
   --model_dir DIR        checkpoints, TensorBoard logs, operative_config.gin, summary.json.
   --strategy NAME        auto | one_device | mirrored (default) | multi_worker_mirrored | tpu.
   --tpu NAME             TPU name or grpc:// address, for --strategy=tpu/auto.
+  --logical_cpus N       split the CPU into N logical devices (mirrored strategies on a CPU).
   --summary              build the configured model, print its summary and parameter count, exit.
 """
 
@@ -116,8 +117,12 @@ def train(model_dir: str, strategy, task=gin.REQUIRED, train_steps: int = gin.RE
           adam_beta_1: float = 0.9, adam_beta_2: float = 0.999, adam_epsilon: float = 1e-6,
           clip_norm: Optional[float] = 1.0, checkpoint_every: int = 1000,
           keep_checkpoints: int = 3, log_every: int = 100, seed: int = 42,
-          mixed_precision: Optional[str] = None, jit_compile: Optional[bool] = None) -> dict:
+          mixed_precision: Optional[str] = None, jit_compile: Optional[bool] = None,
+          gradient_accumulation_steps: int = 1) -> dict:
     """Trains `task` for `train_steps` steps of `global_batch_size` examples.
+
+    global_batch_size = per-replica batch x replicas x gradient_accumulation_steps; the loss
+    is normalised over the global batch, so the updates do not depend on how it is split.
 
     Resumes from the newest checkpoint in model_dir/checkpoints; writes TensorBoard scalars to
     model_dir/train, the operative gin config and a final summary.json.
@@ -135,9 +140,10 @@ def train(model_dir: str, strategy, task=gin.REQUIRED, train_steps: int = gin.RE
     task.prepare()
 
     replicas = strategy.num_replicas_in_sync
-    if global_batch_size % replicas:
-        raise ConfigError(f"global_batch_size {global_batch_size} is not divisible by the "
-                          f"{replicas} replicas of the strategy")
+    if gradient_accumulation_steps < 1 or global_batch_size % (replicas * gradient_accumulation_steps):
+        raise ConfigError(f"global_batch_size {global_batch_size} is not divisible by "
+                          f"{replicas} replicas x {gradient_accumulation_steps} accumulation steps")
+    micro_batch_size = global_batch_size // gradient_accumulation_steps
     if jit_compile is None:
         # XLA cannot reach other logical CPU devices' variables; on one CPU it only adds
         # compile time. Keep it for GPUs and TPUs.
@@ -152,47 +158,90 @@ def train(model_dir: str, strategy, task=gin.REQUIRED, train_steps: int = gin.RE
         if mixed_precision == "mixed_float16":
             opt = keras.optimizers.LossScaleOptimizer(opt)
         opt.build(model.trainable_variables)
-    checkpoint = tf.train.Checkpoint(optimizer=opt, **items)
-    manager = tf.train.CheckpointManager(checkpoint, posixpath.join(model_dir, "checkpoints"),
-                                         max_to_keep=keep_checkpoints)
-    if manager.latest_checkpoint:
-        checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+    # Dropout draws from Keras seed generators whose states are variables outside the model's
+    # weights: checkpoint them too, so a resumed run draws the same masks as an uninterrupted one.
+    weight_ids = {id(w) for w in model.weights}
+    seed_states = [v for v in model.variables if id(v) not in weight_ids]
+    checkpoint = tf.train.Checkpoint(optimizer=opt, seed_states=seed_states, **items)
+    chief = distribute.is_chief(strategy)
+    checkpoint_dir = posixpath.join(model_dir, "checkpoints")
+    # Every worker of a multi-worker run takes part in saving; only the chief's copy is kept.
+    manager = tf.train.CheckpointManager(
+        checkpoint, checkpoint_dir if chief else distribute.worker_temp_dir(model_dir, strategy),
+        max_to_keep=keep_checkpoints)
+    latest = tf.train.latest_checkpoint(checkpoint_dir)
+    if latest:
+        checkpoint.restore(latest).assert_existing_objects_matched()
     step = int(opt.iterations.numpy())
-    if manager.latest_checkpoint:
-        print(f"[train] resumed from {manager.latest_checkpoint} at step {step}", flush=True)
+    if latest:
+        print(f"[train] resumed from {latest} at step {step}", flush=True)
 
-    with tf.io.gfile.GFile(posixpath.join(model_dir, "operative_config.gin"), "w") as f:
-        f.write(gin.config_str())
+    if chief:
+        with tf.io.gfile.GFile(posixpath.join(model_dir, "operative_config.gin"), "w") as f:
+            f.write(gin.config_str())
 
     variables = model.trainable_variables
+    loss_scaled = isinstance(opt, keras.optimizers.LossScaleOptimizer)
+    # Each step averages over `shares` micro-batches: one per replica and accumulation step.
+    shares = replicas * gradient_accumulation_steps
+    sum_op = tf.distribute.ReduceOp.SUM
 
-    def step_fn(batch):
-        with tf.GradientTape() as tape:
-            metrics = task.compute_metrics(model, batch, training=True)
-            # Gradients are summed over replicas: divide so the update equals the one of a
-            # single device seeing the whole global batch.
-            loss = metrics["loss"] / replicas
-            if isinstance(opt, keras.optimizers.LossScaleOptimizer):
-                loss = opt.scale_loss(loss)
-        grads = tape.gradient(loss, variables)
-        if isinstance(opt, keras.optimizers.LossScaleOptimizer):
-            grads = [g / opt.dynamic_scale if g is not None else g for g in grads]
+    def compute_gradients(micro_batches, weight_shares):
+        """Summed gradients and mean metrics of this replica's micro-batches (XLA-able)."""
+        grads_sum, metric_sums = None, {}
+        for batch in micro_batches:
+            with tf.GradientTape() as tape:
+                metrics = task.compute_metrics(model, batch, training=True,
+                                               weight_shares=weight_shares)
+                loss = metrics["loss"] / shares
+                if loss_scaled:
+                    loss = opt.scale_loss(loss)
+            grads = tape.gradient(loss, variables)
+            # Embedding gradients arrive as IndexedSlices; dense ones can be summed and
+            # all-reduced like the rest.
+            grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
+                     for g, v in zip(grads, variables)]
+            grads_sum = grads if grads_sum is None else [a + g for a, g in zip(grads_sum, grads)]
+            for k, v in metrics.items():
+                metric_sums[k] = metric_sums.get(k, 0.0) + v / len(micro_batches)
+        return grads_sum, metric_sums
+
+    compiled_gradients = (tf.function(compute_gradients, jit_compile=True) if jit_compile
+                          else compute_gradients)
+
+    def step_fn(micro_batches):
+        context = tf.distribute.get_replica_context()
+        # Weighted means (e.g. MLM over masked positions) divide by the weight of the whole
+        # global batch, so the loss does not depend on how the batch is split.
+        local = {}
+        for batch in micro_batches:
+            for k, v in task.loss_weights(batch).items():
+                local[k] = local.get(k, 0.0) + v
+        weight_shares = None
+        if local:
+            weight_shares = {k: v / shares for k, v in context.all_reduce(sum_op, local).items()}
+        grads, metrics = compiled_gradients(micro_batches, weight_shares)
+        # Clip the global (all-replica) gradient, as a single device would.
+        grads = context.all_reduce(sum_op, grads)
+        scale = opt.dynamic_scale if loss_scaled else 1.0
         grad_norm = tf.linalg.global_norm(grads)
         if clip_norm:
-            grads, _ = tf.clip_by_global_norm(grads, clip_norm, use_norm=grad_norm)
-        opt.apply_gradients(zip(grads, variables))
+            grads, _ = tf.clip_by_global_norm(grads, clip_norm * scale, use_norm=grad_norm)
+        # The Keras optimizer sums gradients over replicas again: hand it 1/replicas of the sum.
+        opt.apply_gradients(zip([g / replicas for g in grads], variables))
         metrics = dict(metrics)
-        metrics["grad_norm"] = grad_norm
+        metrics["grad_norm"] = grad_norm / scale
         return metrics
 
-    @tf.function(jit_compile=False)
+    @tf.function
     def train_step(iterator):
-        per_replica = strategy.run(tf.function(step_fn, jit_compile=jit_compile)
-                                   if jit_compile else step_fn, args=(next(iterator),))
+        micro_batches = [next(iterator) for _ in range(gradient_accumulation_steps)]
+        per_replica = strategy.run(step_fn, args=(micro_batches,))
         return {k: strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
                 for k, v in per_replica.items()}
 
-    writer = tf.summary.create_file_writer(posixpath.join(model_dir, "train"))
+    writer = (tf.summary.create_file_writer(posixpath.join(model_dir, "train")) if chief
+              else tf.summary.create_noop_writer())
     preemption = _Preemption()
     schedule = task.schedule(train_steps)
     print(f"[train] {task.name}: {train_steps} steps of {global_batch_size} examples on "
@@ -206,10 +255,11 @@ def train(model_dir: str, strategy, task=gin.REQUIRED, train_steps: int = gin.RE
     for first, end, dataset_fn in schedule:
         if step >= end:
             continue
-        skip = step - first
+        # Batches of the (per-replica) stream already consumed by earlier steps of this phase.
+        skip = (step - first) * gradient_accumulation_steps * replicas
 
         def make_dataset(ctx, _fn=dataset_fn, _skip=skip, _first=first):
-            return _fn(ctx, ctx.get_per_replica_batch_size(global_batch_size), seed + _first, _skip)
+            return _fn(ctx, ctx.get_per_replica_batch_size(micro_batch_size), seed + _first, _skip)
 
         iterator = iter(strategy.distribute_datasets_from_function(make_dataset))
         while step < end:
@@ -252,6 +302,10 @@ def train(model_dir: str, strategy, task=gin.REQUIRED, train_steps: int = gin.RE
     if manager.latest_checkpoint is None or not manager.latest_checkpoint.endswith(f"-{step}"):
         manager.save(checkpoint_number=step)
     elapsed = time.time() - start_time
+    if not chief:
+        distribute.remove_worker_temp_dir(model_dir, strategy)
+        print(f"[train] worker done at step {step}", flush=True)
+        return {"steps": step}
     result = task.finish(model, model_dir)
     summary = {
         "task": task.name,
@@ -331,6 +385,9 @@ def main(argv=None) -> int:
     parser.add_argument("--strategy", default="mirrored",
                         help="auto | one_device | mirrored | multi_worker_mirrored | tpu")
     parser.add_argument("--tpu", default=None, help="TPU name or address")
+    parser.add_argument("--logical_cpus", type=int, default=0,
+                        help="split the host CPU into N logical devices, to run mirrored "
+                             "strategies on a CPU-only machine (tests, debugging)")
     parser.add_argument("--summary", action="store_true",
                         help="print the configured model's summary and parameter count, then exit")
     args = parser.parse_args(argv)
@@ -340,6 +397,12 @@ def main(argv=None) -> int:
             return 0
         if not args.model_dir:
             parser.error("--model_dir is required")
+        if args.logical_cpus:
+            import tensorflow as tf
+
+            cpu = tf.config.list_physical_devices("CPU")[0]
+            tf.config.set_logical_device_configuration(
+                cpu, [tf.config.LogicalDeviceConfiguration()] * args.logical_cpus)
         parse_config(args.config, args.gin_param)
         from garden import distribute
 

@@ -121,10 +121,17 @@ class BertPretraining:
         return out
 
     # -- objective -----------------------------------------------------------------------
-    def compute_metrics(self, model, batch, training: bool) -> Dict[str, tf.Tensor]:
+    @staticmethod
+    def loss_weights(batch) -> Dict[str, tf.Tensor]:
+        """What the weighted MLM mean divides by; the trainer sums it over the global batch."""
+        return {"masked_lm_weights": tf.reduce_sum(tf.cast(batch["masked_lm_weights"], tf.float32))}
+
+    def compute_metrics(self, model, batch, training: bool,
+                        weight_shares: Optional[Dict[str, tf.Tensor]] = None) -> Dict[str, tf.Tensor]:
         outputs = model(to_model_inputs(batch), training=training)
+        denominator = None if weight_shares is None else weight_shares["masked_lm_weights"] + 1e-5
         return bert_pretrain_loss(outputs, batch["masked_lm_ids"], batch["masked_lm_weights"],
-                                  batch["next_sentence_labels"])
+                                  batch["next_sentence_labels"], mlm_denominator=denominator)
 
     def finish(self, model, model_dir: str) -> dict:
         return {}

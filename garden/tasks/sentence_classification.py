@@ -18,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from data_pipelines import tokenizers
+from garden import data
 from garden.tasks.classification import SequenceClassifier
 from garden.tasks.preprocessing import TextEncoder
 
@@ -157,15 +158,12 @@ class SentenceClassification:
         if self.text_b:
             columns["text_b"] = [r["text_b"] for r in rows]
         ds = tf.data.Dataset.from_tensor_slices((columns, labels))
-        if input_context is not None and input_context.num_input_pipelines > 1:
-            ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
         if repeat:
             ds = ds.repeat()
         if shuffle_seed is not None:
             ds = ds.shuffle(len(rows), seed=shuffle_seed, reshuffle_each_iteration=True)
         ds = ds.batch(batch_size, drop_remainder=repeat)
-        if skip:
-            ds = ds.skip(skip)
+        ds = data.shard_batches(ds, input_context, skip)
 
         def encode(cols, label):
             inputs = self.encoder(cols["text_a"], cols.get("text_b"))
@@ -181,7 +179,11 @@ class SentenceClassification:
 
         return [(0, train_steps, dataset_fn)]
 
-    def compute_metrics(self, model, batch, training: bool) -> Dict[str, tf.Tensor]:
+    @staticmethod
+    def loss_weights(batch) -> Dict[str, tf.Tensor]:
+        return {}  # a plain mean over equal-sized batches: nothing to normalise globally
+
+    def compute_metrics(self, model, batch, training: bool, weight_shares=None) -> Dict[str, tf.Tensor]:
         inputs = {k: batch[k] for k in ("token_ids", "segment_ids", "padding_mask")}
         logits = tf.cast(model(inputs, training=training)["logits"], tf.float32)
         labels = tf.cast(batch["label_ids"], tf.int64)

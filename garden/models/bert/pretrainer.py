@@ -78,7 +78,7 @@ class BertPretrainer(keras.Model):
 
 
 def bert_pretrain_loss(outputs: Dict[str, tf.Tensor], masked_lm_ids, masked_lm_weights,
-                       next_sentence_labels) -> Dict[str, tf.Tensor]:
+                       next_sentence_labels, mlm_denominator=None) -> Dict[str, tf.Tensor]:
     """MLM + NSP loss and accuracies of one (per-replica) batch, in plain TF ops.
 
     mlm_loss = sum(w * nll) / (sum(w) + 1e-5) over the [B, P] predictions, as the original
@@ -92,6 +92,9 @@ def bert_pretrain_loss(outputs: Dict[str, tf.Tensor], masked_lm_ids, masked_lm_w
         masked_lm_ids: int [B, P], the original ids at the masked positions.
         masked_lm_weights: float [B, P], 1.0 for real predictions, 0.0 for padding.
         next_sentence_labels: int [B, 1] or [B]; 1 = B is random, 0 = B is the actual next.
+        mlm_denominator: optional float scalar replacing sum(w) + 1e-5. The trainer passes
+            this batch's share of the global weight sum (all replicas and accumulation steps),
+            so that the averaged loss is the global weighted mean however the batch is split.
 
     Returns:
         dict of float32 scalars: loss (= mlm_loss + nsp_loss), mlm_loss, nsp_loss,
@@ -106,7 +109,8 @@ def bert_pretrain_loss(outputs: Dict[str, tf.Tensor], masked_lm_ids, masked_lm_w
 
     nll = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ids, logits=logits)
     weight_sum = tf.reduce_sum(weights)
-    mlm_loss = tf.reduce_sum(weights * nll) / (weight_sum + 1e-5)
+    denominator = weight_sum + 1e-5 if mlm_denominator is None else tf.cast(mlm_denominator, tf.float32)
+    mlm_loss = tf.reduce_sum(weights * nll) / denominator
     mlm_correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), ids), tf.float32)
     mlm_accuracy = tf.math.divide_no_nan(tf.reduce_sum(weights * mlm_correct), weight_sum)
 

@@ -1,0 +1,144 @@
+"""The same global batch gives the same training however it is split: one device, two mirrored
+logical CPUs, two workers under MultiWorkerMirroredStrategy (loopback TF_CONFIG), and gradient
+accumulation. Plus exact resume after SIGKILL. Every run is a real `python -m garden.train`
+process."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from testing import REPO_ROOT
+
+STEPS = 6
+
+
+def _args(bert_data, model_dir, *extra, steps=STEPS, dropout=0.0):
+    phases = [{"start_step": 0, "data_dir": bert_data.data_dir, "max_seq_length": 64}]
+    return ["-m", "garden.train", "--config=configs/bert_tiny.gin", f"--model_dir={model_dir}",
+            f"--gin_param=VOCAB='{bert_data.vocab}'", f"--gin_param=DATA_DIR='{bert_data.data_dir}'",
+            f"--gin_param=garden.BertPretraining.phases={phases!r}",
+            f"--gin_param=train.train_steps={steps}", "--gin_param=train.global_batch_size=16",
+            "--gin_param=train.warmup_steps=2", "--gin_param=train.log_every=1",
+            f"--gin_param=bert_backbone.dropout={dropout}",
+            "--gin_param=garden.BertPretraining.shuffle_buffer=200", *extra]
+
+
+def _env(**extra):
+    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **extra)
+
+
+def _run(args, **env):
+    proc = subprocess.run([sys.executable, *args], cwd=REPO_ROOT, env=_env(**env),
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+def _weights(model_dir):
+    """Every float variable of the newest checkpoint: weights and optimizer slots.
+
+    (tf.train.Checkpoint names a variable by its first path in the object graph, which for
+    most weights runs through the optimizer's list of trainable variables.)
+    """
+    path = tf.train.latest_checkpoint(os.path.join(model_dir, "checkpoints"))
+    reader = tf.train.load_checkpoint(path)
+    dtypes = reader.get_variable_to_dtype_map()
+    names = [n for n in dtypes if dtypes[n].is_floating]
+    assert len(names) > 40
+    return {n: reader.get_tensor(n) for n in names}
+
+
+def _max_diff(a, b):
+    assert a.keys() == b.keys()
+    return max(float(np.max(np.abs(a[k] - b[k]))) for k in a)
+
+
+@pytest.fixture(scope="module")
+def single_device(bert_data, tmp_path_factory):
+    model_dir = tmp_path_factory.mktemp("single")
+    _run(_args(bert_data, model_dir, "--strategy=one_device"))
+    return _weights(model_dir)
+
+
+def test_training_moves_the_weights(bert_data, single_device, tmp_path):
+    # Guard for the comparisons below: a run of fewer steps must differ measurably.
+    _run(_args(bert_data, tmp_path, "--strategy=one_device", steps=STEPS - 1))
+    assert _max_diff(single_device, _weights(tmp_path)) > 1e-4
+
+
+def test_mirrored_two_logical_cpus_match_one_device(bert_data, single_device, tmp_path):
+    proc = _run(_args(bert_data, tmp_path, "--strategy=mirrored", "--logical_cpus=2"))
+    assert "on 2 replica(s) (MirroredStrategy)" in proc.stdout
+    assert _max_diff(single_device, _weights(tmp_path)) < 2e-5
+
+
+def test_gradient_accumulation_matches_one_device(bert_data, single_device, tmp_path):
+    _run(_args(bert_data, tmp_path, "--strategy=one_device",
+               "--gin_param=train.gradient_accumulation_steps=4"))
+    assert _max_diff(single_device, _weights(tmp_path)) < 2e-5
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_workers_match_one_device(bert_data, single_device, tmp_path):
+    workers = [f"127.0.0.1:{_free_port()}", f"127.0.0.1:{_free_port()}"]
+    procs = []
+    for index in range(2):
+        tf_config = json.dumps({"cluster": {"worker": workers},
+                                "task": {"type": "worker", "index": index}})
+        procs.append(subprocess.Popen(
+            [sys.executable, *_args(bert_data, tmp_path, "--strategy=multi_worker_mirrored")],
+            cwd=REPO_ROOT, env=_env(TF_CONFIG=tf_config), stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True))
+    outputs = []
+    for proc in procs:
+        try:
+            out, _ = proc.communicate(timeout=600)
+        finally:
+            proc.kill()
+        outputs.append(out)
+        assert proc.returncode == 0, out[-4000:]
+    assert "on 2 replica(s)" in outputs[0]
+    assert "worker done" in outputs[1]
+    # Only the chief's files remain.
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".worker")]
+    assert _max_diff(single_device, _weights(tmp_path)) < 2e-5
+
+
+def test_sigkill_then_resume_ends_at_the_uninterrupted_weights(bert_data, tmp_path):
+    steps, extra = 10, ["--strategy=one_device", "--gin_param=train.checkpoint_every=3"]
+    reference = tmp_path / "reference"
+    _run(_args(bert_data, reference, *extra, steps=steps, dropout=0.1))
+
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen([sys.executable, *_args(bert_data, killed, *extra, steps=steps,
+                                                    dropout=0.1)],
+                            cwd=REPO_ROOT, env=_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 300
+    for line in proc.stdout:
+        if line.startswith("[train] step 7/"):  # checkpoint at 6, step 7 is done and lost
+            proc.send_signal(signal.SIGKILL)
+            break
+        assert time.time() < deadline
+    proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    assert tf.train.latest_checkpoint(str(killed / "checkpoints")).endswith("ckpt-6")
+
+    resumed = _run(_args(bert_data, killed, *extra, steps=steps, dropout=0.1))
+    assert "at step 6" in resumed.stdout
+    assert _max_diff(_weights(reference), _weights(killed)) < 1e-6
