@@ -23,3 +23,51 @@ def run_module(module: str, *args: str, check: bool = True, timeout: int = 900,
                              f"--- stdout ---\n{proc.stdout[-4000:]}\n"
                              f"--- stderr ---\n{proc.stderr[-4000:]}")
     return proc
+
+
+def python_env(**extra) -> dict:
+    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **extra)
+
+
+def run_python(args, check: bool = True, timeout: int = 600, **env) -> subprocess.CompletedProcess:
+    """Runs `python ARGS...` from the repo root; asserts success unless check=False."""
+    proc = subprocess.run([sys.executable, *args], cwd=REPO_ROOT, env=python_env(**env),
+                          capture_output=True, text=True, timeout=timeout)
+    if check:
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+def pretrain_args(bert_data, model_dir, *extra, steps: int = 6, dropout: float = 0.0) -> list:
+    """`-m garden.train` arguments for a tiny BERT run on the bert_data fixture (seq 64)."""
+    phases = [{"start_step": 0, "data_dir": bert_data.data_dir, "max_seq_length": 64}]
+    return ["-m", "garden.train", "--config=configs/bert_tiny.gin", f"--model_dir={model_dir}",
+            f"--gin_param=VOCAB='{bert_data.vocab}'", f"--gin_param=DATA_DIR='{bert_data.data_dir}'",
+            f"--gin_param=garden.BertPretraining.phases={phases!r}",
+            f"--gin_param=train.train_steps={steps}", "--gin_param=train.global_batch_size=16",
+            "--gin_param=train.warmup_steps=2", "--gin_param=train.log_every=1",
+            f"--gin_param=bert_backbone.dropout={dropout}",
+            "--gin_param=garden.BertPretraining.shuffle_buffer=200", *extra]
+
+
+def checkpoint_floats(model_dir) -> dict:
+    """Every float variable of model_dir's newest checkpoint: weights and optimizer slots.
+
+    (tf.train.Checkpoint names a variable by its first path in the object graph, which for
+    most weights runs through the optimizer's list of trainable variables.)
+    """
+    import tensorflow as tf
+
+    path = tf.train.latest_checkpoint(os.path.join(model_dir, "checkpoints"))
+    reader = tf.train.load_checkpoint(path)
+    dtypes = reader.get_variable_to_dtype_map()
+    names = [n for n in dtypes if dtypes[n].is_floating]
+    assert len(names) > 40
+    return {n: reader.get_tensor(n) for n in names}
+
+
+def max_abs_diff(a: dict, b: dict) -> float:
+    import numpy as np
+
+    assert a.keys() == b.keys()
+    return max(float(np.max(np.abs(a[k] - b[k]))) for k in a)

@@ -13,54 +13,17 @@ import subprocess
 import sys
 import time
 
-import numpy as np
 import pytest
 import tensorflow as tf
 
-from testing import REPO_ROOT
+from testing import REPO_ROOT, checkpoint_floats as _weights, max_abs_diff as _max_diff
+from testing import pretrain_args, python_env as _env, run_python as _run
 
 STEPS = 6
 
 
 def _args(bert_data, model_dir, *extra, steps=STEPS, dropout=0.0):
-    phases = [{"start_step": 0, "data_dir": bert_data.data_dir, "max_seq_length": 64}]
-    return ["-m", "garden.train", "--config=configs/bert_tiny.gin", f"--model_dir={model_dir}",
-            f"--gin_param=VOCAB='{bert_data.vocab}'", f"--gin_param=DATA_DIR='{bert_data.data_dir}'",
-            f"--gin_param=garden.BertPretraining.phases={phases!r}",
-            f"--gin_param=train.train_steps={steps}", "--gin_param=train.global_batch_size=16",
-            "--gin_param=train.warmup_steps=2", "--gin_param=train.log_every=1",
-            f"--gin_param=bert_backbone.dropout={dropout}",
-            "--gin_param=garden.BertPretraining.shuffle_buffer=200", *extra]
-
-
-def _env(**extra):
-    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **extra)
-
-
-def _run(args, **env):
-    proc = subprocess.run([sys.executable, *args], cwd=REPO_ROOT, env=_env(**env),
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc
-
-
-def _weights(model_dir):
-    """Every float variable of the newest checkpoint: weights and optimizer slots.
-
-    (tf.train.Checkpoint names a variable by its first path in the object graph, which for
-    most weights runs through the optimizer's list of trainable variables.)
-    """
-    path = tf.train.latest_checkpoint(os.path.join(model_dir, "checkpoints"))
-    reader = tf.train.load_checkpoint(path)
-    dtypes = reader.get_variable_to_dtype_map()
-    names = [n for n in dtypes if dtypes[n].is_floating]
-    assert len(names) > 40
-    return {n: reader.get_tensor(n) for n in names}
-
-
-def _max_diff(a, b):
-    assert a.keys() == b.keys()
-    return max(float(np.max(np.abs(a[k] - b[k]))) for k in a)
+    return pretrain_args(bert_data, model_dir, *extra, steps=steps, dropout=dropout)
 
 
 @pytest.fixture(scope="module")
