@@ -252,9 +252,10 @@ def train(model_dir: str, strategy, task=gin.REQUIRED, train_steps: int = gin.RE
     start_time = time.time()
     start_step = step
     window_time, window_steps, window_sums = time.time(), 0, {}
-    for first, end, dataset_fn in schedule:
+    for first, end, dataset_fn, description in schedule:
         if step >= end:
             continue
+        print(f"[train] steps {first}-{end}: {description}", flush=True)
         # Batches of the (per-replica) stream already consumed by earlier steps of this phase.
         skip = (step - first) * gradient_accumulation_steps * replicas
 

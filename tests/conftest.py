@@ -22,8 +22,9 @@ from testing import run_module  # noqa: E402
 class BertData:
     corpus_glob: str
     vocab: str
-    data_dir: str
+    data_dir: str  # max_seq_length 64, max_predictions_per_seq 10
     task_dir: str
+    data_dir_128: str  # max_seq_length 128, max_predictions_per_seq 20
 
 
 @pytest.fixture(scope="session")
@@ -40,5 +41,9 @@ def bert_data(tmp_path_factory) -> BertData:
     run_module("data_pipelines.make_pretrain", "--objective=bert", f"--input={first}",
                f"--output_dir={data_dir}", f"--vocab={vocab}", "--max_seq_length=64",
                "--max_predictions_per_seq=10", "--dupe_factor=1", "--num_shards=2")
+    data_dir_128 = root / "pretrain_128"
+    run_module("data_pipelines.make_pretrain", "--objective=bert", f"--input={first}",
+               f"--output_dir={data_dir_128}", f"--vocab={vocab}", "--max_seq_length=128",
+               "--max_predictions_per_seq=20", "--dupe_factor=1", "--num_shards=2", "--seed=7")
     return BertData(corpus_glob=first, vocab=str(vocab), data_dir=str(data_dir),
-                    task_dir=str(task))
+                    task_dir=str(task), data_dir_128=str(data_dir_128))

@@ -102,7 +102,7 @@ class BertPretraining:
 
     # -- data ----------------------------------------------------------------------------
     def schedule(self, train_steps: int):
-        """[(first_step, last_step_exclusive, dataset_fn(input_context, batch, seed, skip))]."""
+        """[(first_step, end_step, dataset_fn(input_context, batch, seed, skip), description)]."""
         assert self._dirs is not None, "prepare() first"
         out = []
         for i, (phase, ddir) in enumerate(zip(self.phases, self._dirs)):
@@ -117,7 +117,8 @@ class BertPretraining:
                                            shuffle_buffer=self.shuffle_buffer,
                                            skip_batches=skip_batches)
 
-            out.append((phase.start_step, end, dataset_fn))
+            out.append((phase.start_step, end, dataset_fn,
+                        f"{ddir.path} (max_seq_length {phase.max_seq_length})"))
         return out
 
     # -- objective -----------------------------------------------------------------------

@@ -177,7 +177,7 @@ class SentenceClassification:
             return self._dataset(self.train_rows, self.train_labels, batch_size, shuffle_seed=seed,
                                  repeat=True, skip=skip_batches, input_context=input_context)
 
-        return [(0, train_steps, dataset_fn)]
+        return [(0, train_steps, dataset_fn, self.train_file)]
 
     @staticmethod
     def loss_weights(batch) -> Dict[str, tf.Tensor]:

@@ -159,3 +159,40 @@ def test_finetune_from_pretraining_checkpoint_then_export(bert_data, tmp_path):
     labels, sums = json.loads(proc.stdout.strip().splitlines()[-1])
     assert len(labels) == 2 and all(l in ("library", "reference") for l in labels)
     assert all(abs(s - 1.0) < 1e-5 for s in sums)
+
+
+def test_two_phases_switch_data_and_continue_from_the_same_weights(bert_data, tmp_path, capsys):
+    # BERT's recipe in miniature: short sequences first, then longer ones from step 4.
+    phases = [{"start_step": 0, "data_dir": bert_data.data_dir, "max_seq_length": 64},
+              {"start_step": 4, "data_dir": bert_data.data_dir_128, "max_seq_length": 128}]
+    args = _pretrain_args(bert_data, tmp_path, 6, f"--gin_param=garden.BertPretraining.phases={phases!r}",
+                          "--gin_param=train.checkpoint_every=5", "--gin_param=train.log_every=1")
+    assert train_lib.main(args) == 0
+    out = capsys.readouterr().out
+    assert f"steps 0-4: {bert_data.data_dir} (max_seq_length 64)" in out
+    assert f"steps 4-6: {bert_data.data_dir_128} (max_seq_length 128)" in out
+    assert out.index("step 4/6") < out.index("steps 4-6:") < out.index("step 5/6")
+    # Resuming inside the second phase goes straight to its data.
+    os.remove(tmp_path / "summary.json")
+    shutil.rmtree(tmp_path / "checkpoints")
+    assert train_lib.main(args[:-2] + ["--gin_param=train.checkpoint_every=5",
+                                       "--gin_param=train.train_steps=5"]) == 0
+    capsys.readouterr()
+    assert train_lib.main(args) == 0
+    out = capsys.readouterr().out
+    assert "at step 5" in out and "steps 0-4" not in out and "steps 4-6" in out
+    assert _summary(tmp_path)["steps"] == 6
+
+
+def test_weight_decay_skips_layer_norm_and_biases():
+    from garden.models.bert.presets import bert_backbone_from_preset
+    from garden.models.bert.pretrainer import BertPretrainer
+    from garden.optimization import create_optimizer
+
+    model = BertPretrainer(bert_backbone_from_preset("bert_tiny", vocab_size=50))
+    opt = create_optimizer("adamw", 1e-3, 100, 10, weight_decay=0.01)
+    opt.build(model.trainable_variables)
+    decayed = {v.path for v in model.trainable_variables if opt._use_weight_decay(v)}
+    assert any(p.endswith("query/kernel") for p in decayed)
+    assert any(p.endswith("token_embedding/embeddings") for p in decayed)
+    assert not [p for p in decayed if p.endswith(("/bias", "/gamma", "/beta"))], decayed
