@@ -118,11 +118,12 @@ def train(model_dir: str, strategy, task=gin.REQUIRED, train_steps: int = gin.RE
           clip_norm: Optional[float] = 1.0, checkpoint_every: int = 1000,
           keep_checkpoints: int = 3, log_every: int = 100, seed: int = 42,
           mixed_precision: Optional[str] = None, jit_compile: Optional[bool] = None,
-          gradient_accumulation_steps: int = 1) -> dict:
+          gradient_accumulation_steps: int = 1, eval_every: int = 0) -> dict:
     """Trains `task` for `train_steps` steps of `global_batch_size` examples.
 
     global_batch_size = per-replica batch x replicas x gradient_accumulation_steps; the loss
     is normalised over the global batch, so the updates do not depend on how it is split.
+    Every `eval_every` steps (0: never) the task's held-out evaluation is logged.
 
     Resumes from the newest checkpoint in model_dir/checkpoints; writes TensorBoard scalars to
     model_dir/train, the operative gin config and a final summary.json.
@@ -248,7 +249,7 @@ def train(model_dir: str, strategy, task=gin.REQUIRED, train_steps: int = gin.RE
           f"{replicas} replica(s) ({type(strategy).__name__}), XLA {'on' if jit_compile else 'off'}, "
           f"{model.count_params():,} parameters, model_dir {model_dir}", flush=True)
 
-    last, first_logged = {}, None
+    last, first_logged, last_eval = {}, None, {}
     start_time = time.time()
     start_step = step
     window_time, window_steps, window_sums = time.time(), 0, {}
@@ -287,12 +288,25 @@ def train(model_dir: str, strategy, task=gin.REQUIRED, train_steps: int = gin.RE
                     tf.summary.scalar("learning_rate", lr)
                     tf.summary.scalar("steps_per_second", rate)
                     tf.summary.scalar("examples_per_second", rate * global_batch_size)
-                shown = " ".join(f"{k} {v:.4f}" for k, v in means.items())
+                    if "tokens" in means:  # per micro-batch and replica: scale to the step
+                        tf.summary.scalar("tokens_per_second", rate * means["tokens"] * shares)
+                shown = " ".join(f"{k} {v:.4f}" for k, v in means.items() if k != "tokens")
                 eta = (train_steps - step) / max(rate, 1e-9)
                 print(f"[train] step {step}/{train_steps} ({100 * step / train_steps:.0f}%) | "
                       f"{shown} | lr {lr:.2e} | {rate:.1f} steps/s "
                       f"{rate * global_batch_size:.0f} ex/s | ETA {_format_eta(eta)}", flush=True)
                 window_time, window_steps, window_sums = now, 0, {}
+            if eval_every and (step % eval_every == 0 or step == train_steps) and chief:
+                results = task.evaluate(model) if hasattr(task, "evaluate") else {}
+                with writer.as_default(step=step):
+                    for k, v in results.items():
+                        if isinstance(v, (int, float)):
+                            tf.summary.scalar(f"eval/{k}", v)
+                if results:
+                    last_eval = {k: v for k, v in results.items() if isinstance(v, (int, float))}
+                    shown = " ".join(f"{k} {v:.4f}" for k, v in results.items()
+                                     if isinstance(v, float))
+                    print(f"[train] eval at step {step} | {shown}", flush=True)
             if step % checkpoint_every == 0:
                 manager.save(checkpoint_number=step)
             if preemption.requested:
@@ -318,6 +332,7 @@ def train(model_dir: str, strategy, task=gin.REQUIRED, train_steps: int = gin.RE
         "parameters": int(model.count_params()),
         "first_logged_metrics": first_logged,
         "last_logged_metrics": last,
+        "last_eval_metrics": last_eval,
         "checkpoint": manager.latest_checkpoint,
         **result,
     }

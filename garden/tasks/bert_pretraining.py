@@ -56,14 +56,24 @@ class BertPretraining:
             backbone factory leaves vocab_size unset.
         phases: list of {"start_step", "data_dir", "max_seq_length"}, first one at step 0.
         shuffle_buffer: examples in the tf.data shuffle buffer.
+        eval_data_dir: a held-out make_pretrain output (e.g. another --seed or held-out
+            documents) evaluated every `train.eval_every` steps; None: no evaluation.
+        eval_max_seq_length: its sequence length (default: the first phase's).
+        eval_batches, eval_batch_size: how much of it each evaluation reads.
     """
 
     name = "bert_pretraining"
     objective = "bert"
 
-    def __init__(self, backbone: Callable, vocab: str, phases: Sequence, shuffle_buffer: int = 10_000):
+    def __init__(self, backbone: Callable, vocab: str, phases: Sequence, shuffle_buffer: int = 10_000,
+                 eval_data_dir: Optional[str] = None, eval_max_seq_length: Optional[int] = None,
+                 eval_batches: int = 50, eval_batch_size: int = 32):
         self.backbone_fn = backbone
         self.vocab = vocab
+        self.eval_data_dir = eval_data_dir
+        self.eval_max_seq_length = eval_max_seq_length
+        self.eval_batches = eval_batches
+        self.eval_batch_size = eval_batch_size
         self.phases: List[Phase] = sorted((_phase(p) for p in phases), key=lambda p: p.start_step)
         if not self.phases or self.phases[0].start_step != 0:
             raise ValueError("BertPretraining.phases must start with a phase at start_step 0")
@@ -80,6 +90,12 @@ class BertPretraining:
                                vocab_size=self.vocab_size, max_seq_length=p.max_seq_length)
             for p in self.phases
         ]
+        self._eval_dir = None
+        if self.eval_data_dir:
+            self._eval_dir = data.open_data_dir(
+                self.eval_data_dir, objective=self.objective, vocab_fingerprint=fingerprint,
+                vocab_size=self.vocab_size,
+                max_seq_length=self.eval_max_seq_length or self.phases[0].max_seq_length)
 
     # -- model ---------------------------------------------------------------------------
     def build_model(self):
@@ -131,8 +147,23 @@ class BertPretraining:
                         weight_shares: Optional[Dict[str, tf.Tensor]] = None) -> Dict[str, tf.Tensor]:
         outputs = model(to_model_inputs(batch), training=training)
         denominator = None if weight_shares is None else weight_shares["masked_lm_weights"] + 1e-5
-        return bert_pretrain_loss(outputs, batch["masked_lm_ids"], batch["masked_lm_weights"],
-                                  batch["next_sentence_labels"], mlm_denominator=denominator)
+        metrics = bert_pretrain_loss(outputs, batch["masked_lm_ids"], batch["masked_lm_weights"],
+                                     batch["next_sentence_labels"], mlm_denominator=denominator)
+        metrics["tokens"] = tf.reduce_sum(tf.cast(batch["input_mask"], tf.float32))
+        return metrics
+
+    def evaluate(self, model) -> Dict[str, float]:
+        """Mean metrics over the first eval_batches batches of eval_data_dir ({} without one)."""
+        if self._eval_dir is None:
+            return {}
+        ds = data.record_dataset(self._eval_dir, batch_size=self.eval_batch_size, seed=0,
+                                 shuffle_buffer=0, repeat=False).take(self.eval_batches)
+        sums, count = {}, 0
+        for batch in ds:
+            for k, v in self.compute_metrics(model, batch, training=False).items():
+                sums[k] = sums.get(k, 0.0) + float(v)
+            count += 1
+        return {k: v / count for k, v in sums.items() if k != "tokens"} if count else {}
 
     def finish(self, model, model_dir: str) -> dict:
         return {}

@@ -196,3 +196,30 @@ def test_weight_decay_skips_layer_norm_and_biases():
     assert any(p.endswith("query/kernel") for p in decayed)
     assert any(p.endswith("token_embedding/embeddings") for p in decayed)
     assert not [p for p in decayed if p.endswith(("/bias", "/gamma", "/beta"))], decayed
+
+
+def test_periodic_evaluation_on_held_out_data(bert_data, tmp_path, capsys):
+    args = _pretrain_args(bert_data, tmp_path, 10, "--gin_param=train.eval_every=5",
+                          f"--gin_param=garden.BertPretraining.eval_data_dir='{bert_data.data_dir_128}'",
+                          "--gin_param=garden.BertPretraining.eval_max_seq_length=128",
+                          "--gin_param=garden.BertPretraining.eval_batches=3")
+    assert train_lib.main(args) == 0
+    out = capsys.readouterr().out
+    assert "eval at step 5 |" in out and "eval at step 10 |" in out
+    evals = _summary(tmp_path)["last_eval_metrics"]
+    assert evals["mlm_loss"] > 0 and 0.0 <= evals["nsp_accuracy"] <= 1.0
+    # The scalars reach TensorBoard.
+    import tensorflow as tf
+
+    tags = set()
+    for path in (tmp_path / "train").glob("events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            tags.update(v.tag for v in event.summary.value)
+    assert {"eval/mlm_loss", "loss", "learning_rate", "tokens_per_second", "grad_norm"} <= tags
+
+
+def test_eval_data_of_another_length_is_refused(bert_data, tmp_path, capsys):
+    args = _pretrain_args(bert_data, tmp_path, 2,
+                          f"--gin_param=garden.BertPretraining.eval_data_dir='{bert_data.data_dir_128}'")
+    assert train_lib.main(args) == 2
+    assert "max_seq_length 128" in capsys.readouterr().err
