@@ -7,6 +7,7 @@ user would type them, on a small corpus built from the Python installation's own
   2. data_pipelines.make_vocab      WordPiece vocabulary (tensorflow-text learner)
   3. data_pipelines.make_pretrain   masked MLM+NSP TFRecords (Apache Beam, DirectRunner)
   4. garden.train bert_tiny.gin     a few hundred steps of BERT-tiny pretraining
+                                    (garden.report draws its curves to bert_tiny/curves.png)
   5. garden.train classification    fine-tuning from that checkpoint + SavedModel export
   6. a fresh process loads the export and classifies raw sentences via serving_default
 """
@@ -84,6 +85,8 @@ def main(argv=None) -> int:
         py, "-m", "garden.train", "--config=configs/bert_tiny.gin", f"--model_dir={pretrain_dir}",
         f"--gin_param=VOCAB='{vocab}'", f"--gin_param=DATA_DIR='{data}'",
         f"--gin_param=train.train_steps={args.pretrain_steps}"], env)
+    _run("4/6 (curves) render the pretraining curves",
+         [py, "-m", "garden.report", f"--model_dir={pretrain_dir}"], env)
     _run("5/6 fine-tune + export", [
         py, "-m", "garden.train", "--config=configs/finetune/classification_tiny.gin",
         f"--model_dir={finetune_dir}", f"--gin_param=VOCAB='{vocab}'",

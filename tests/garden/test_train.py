@@ -223,3 +223,21 @@ def test_eval_data_of_another_length_is_refused(bert_data, tmp_path, capsys):
                           f"--gin_param=garden.BertPretraining.eval_data_dir='{bert_data.data_dir_128}'")
     assert train_lib.main(args) == 2
     assert "max_seq_length 128" in capsys.readouterr().err
+
+
+def test_report_renders_the_curves_of_a_run(bert_data, tmp_path, capsys):
+    from garden import report
+
+    args = _pretrain_args(bert_data, tmp_path, 6, "--gin_param=train.log_every=2",
+                          "--gin_param=train.eval_every=3",
+                          f"--gin_param=garden.BertPretraining.eval_data_dir='{bert_data.data_dir}'",
+                          "--gin_param=garden.BertPretraining.eval_batches=2")
+    assert train_lib.main(args) == 0
+    series = report.read_scalars(str(tmp_path))
+    assert [s for s, _ in series["loss"]] == [2, 4, 6]
+    assert [s for s, _ in series["eval/mlm_loss"]] == [3, 6]
+    assert report.main([f"--model_dir={tmp_path}"]) == 0
+    png = (tmp_path / "curves.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000
+    assert report.main([f"--model_dir={tmp_path / 'nothing'}"]) == 2
+    assert "no TensorBoard event files" in capsys.readouterr().err
