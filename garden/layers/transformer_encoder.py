@@ -30,6 +30,12 @@ class TransformerEncoderBlock(keras.layers.Layer):
         layer_norm_epsilon: float, LayerNorm epsilon (BERT: 1e-12).
         initializer_range: float, stddev of the truncated normal kernel initializers.
         normalize_first: bool, pre-LN instead of post-LN.
+        share_attention_with: TransformerEncoderBlock or None; when given, this block uses that
+            block's attention projections and attention LayerNorm (the same variables), as in
+            ALBERT's shared-attention ablation (Lan et al., 2020, table 4). Not part of the
+            config: the model that owns both blocks recreates the link when deserialized.
+        share_feedforward_with: TransformerEncoderBlock or None; likewise for the two
+            feed-forward dense layers and the output LayerNorm (ALBERT's shared-FFN ablation).
         **kwargs: name, dtype, trainable.
 
     Call args:
@@ -53,6 +59,8 @@ class TransformerEncoderBlock(keras.layers.Layer):
         layer_norm_epsilon: float = 1e-12,
         initializer_range: float = 0.02,
         normalize_first: bool = False,
+        share_attention_with: Optional["TransformerEncoderBlock"] = None,
+        share_feedforward_with: Optional["TransformerEncoderBlock"] = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -64,6 +72,10 @@ class TransformerEncoderBlock(keras.layers.Layer):
         self.layer_norm_epsilon = float(layer_norm_epsilon)
         self.initializer_range = float(initializer_range)
         self.normalize_first = bool(normalize_first)
+        # Plain references, deliberately not tracked: the donor is a layer of the owning model
+        # in its own right; build() adopts (and so tracks) only the donated sublayers.
+        object.__setattr__(self, "share_attention_with", share_attention_with)
+        object.__setattr__(self, "share_feedforward_with", share_feedforward_with)
         self.supports_masking = False
 
     def build(self, inputs_shape, padding_mask_shape=None, attention_mask_shape=None):
@@ -72,6 +84,20 @@ class TransformerEncoderBlock(keras.layers.Layer):
             raise ValueError(f"hidden size {hidden_size} is not divisible by num_heads "
                              f"{self.num_heads}")
         common = dict(dtype=self.dtype_policy)
+        for donor in (self.share_attention_with, self.share_feedforward_with):
+            if donor is not None and not donor.built:
+                donor.build(inputs_shape)
+        self._build_attention(inputs_shape, common)
+        self._build_feedforward(inputs_shape, common)
+        self.built = True
+
+    def _build_attention(self, inputs_shape, common):
+        hidden_size = inputs_shape[-1]
+        if self.share_attention_with is not None:
+            self.attention = self.share_attention_with.attention
+            self.attention_dropout_layer = keras.layers.Dropout(self.dropout, name="attention_output_dropout", **common)
+            self.attention_layer_norm = self.share_attention_with.attention_layer_norm
+            return
         # MultiHeadAttention clones the initializer for each of q/k/v/output itself.
         self.attention = keras.layers.MultiHeadAttention(
             num_heads=self.num_heads, key_dim=hidden_size // self.num_heads,
@@ -83,6 +109,16 @@ class TransformerEncoderBlock(keras.layers.Layer):
         self.attention_layer_norm = keras.layers.LayerNormalization(
             epsilon=self.layer_norm_epsilon, name="attention_layer_norm", **common)
         self.attention_layer_norm.build(inputs_shape)
+
+    def _build_feedforward(self, inputs_shape, common):
+        hidden_size = inputs_shape[-1]
+        if self.share_feedforward_with is not None:
+            donor = self.share_feedforward_with
+            self.intermediate_dense = donor.intermediate_dense
+            self.output_dense = donor.output_dense
+            self.output_dropout = keras.layers.Dropout(self.dropout, name="output_dropout", **common)
+            self.output_layer_norm = donor.output_layer_norm
+            return
         self.intermediate_dense = keras.layers.Dense(
             self.intermediate_size, activation=self.activation,
             kernel_initializer=truncated_normal(self.initializer_range), name="intermediate_dense",
@@ -96,7 +132,6 @@ class TransformerEncoderBlock(keras.layers.Layer):
         self.output_layer_norm = keras.layers.LayerNormalization(
             epsilon=self.layer_norm_epsilon, name="output_layer_norm", **common)
         self.output_layer_norm.build(inputs_shape)
-        self.built = True
 
     def _mask(self, padding_mask, attention_mask):
         mask = None
