@@ -1,0 +1,19 @@
+"""ELECTRA (Clark et al., 2020): towers, replaced token detection pretrainer and loss, presets,
+Hugging Face weight import."""
+
+from garden.models.electra.backbone import ElectraBackbone
+from garden.models.electra.presets import (GENERATORS, PRESETS, PRETRAINING,
+                                           electra_backbone_from_preset,
+                                           electra_generator_from_preset,
+                                           electra_pretrainer_from_preset)
+from garden.models.electra.pretrainer import (ElectraDiscriminator, ElectraDiscriminatorHead,
+                                              ElectraGenerator, ElectraMasking,
+                                              ElectraPretrainer, ElectraReplacement,
+                                              electra_mask, electra_pretrain_loss,
+                                              electra_replace)
+
+__all__ = ["ElectraBackbone", "ElectraDiscriminator", "ElectraDiscriminatorHead",
+           "ElectraGenerator", "ElectraMasking", "ElectraPretrainer", "ElectraReplacement",
+           "electra_mask", "electra_replace", "electra_pretrain_loss", "PRESETS", "GENERATORS",
+           "PRETRAINING", "electra_backbone_from_preset", "electra_generator_from_preset",
+           "electra_pretrainer_from_preset"]

@@ -1,0 +1,174 @@
+"""ELECTRA encoder: shareable E-wide embeddings -> projection to H -> post-LN Transformer blocks."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import keras
+
+from garden.layers.embeddings import TransformerEmbeddings, truncated_normal
+from garden.layers.transformer_encoder import TransformerEncoderBlock
+
+
+@keras.saving.register_keras_serializable(package="garden")
+class ElectraBackbone(keras.Model):
+    """One ELECTRA tower, the discriminator or the generator (Clark et al., 2020, "ELECTRA:
+    Pre-training Text Encoders as Discriminators Rather Than Generators", arXiv:2003.10555).
+
+    BERT's encoder (the shared `TransformerEncoderBlock`) on embeddings that are E wide: word,
+    position and token-type tables summed -> LayerNorm -> dropout, then this tower's own dense
+    E -> H ("embeddings_project") when E != H. The embedding block stops at width E because the
+    generator and the discriminator share it (tables and LayerNorm) while each projects to its
+    own hidden size; pass the discriminator's `embeddings` to the generator to share them.
+    There is no pooler: Hugging Face's ElectraModel has none, and ELECTRA's classifiers read the
+    [CLS] state through their own dense layer.
+
+    Inputs (dict, int32 [B, T]): token_ids, segment_ids, padding_mask (1 = real token).
+    Outputs (dict): sequence_output [B, T, H].
+
+    Args:
+        vocab_size: int, word-piece vocabulary size (ELECTRA uses BERT's uncased 30522).
+        num_layers: int, Transformer blocks L.
+        hidden_size: int, hidden width H.
+        num_heads: int, attention heads A (H must be divisible by A).
+        intermediate_size: int, feed-forward width.
+        embedding_size: int, width E of the embedding tables (small: 128; base/large: E = H).
+        max_sequence_length: int, rows of the learned position table (512).
+        type_vocab_size: int, token types / segments (2).
+        dropout: float, dropout on embeddings, attention probabilities and block outputs (0.1).
+        initializer_range: float, stddev of every truncated normal initializer (0.02).
+        layer_norm_epsilon: float, LayerNorm epsilon (1e-12).
+        dtype: None, str or keras.DTypePolicy for every layer (e.g. "mixed_bfloat16").
+        embeddings: optional TransformerEmbeddings (hidden_size = E, no projection) to reuse
+            instead of making one: the generator takes the discriminator's. Not part of the
+            config; ElectraPretrainer re-ties it when it is deserialized.
+
+    Example:
+        backbone = ElectraBackbone(vocab_size=1000, num_layers=2, hidden_size=64, num_heads=2, intermediate_size=256, embedding_size=32)
+        ids = np.ones((2, 16), "int32")
+        out = backbone({"token_ids": ids, "segment_ids": 0 * ids, "padding_mask": ids})
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        num_layers: int,
+        hidden_size: int,
+        num_heads: int,
+        intermediate_size: int,
+        embedding_size: int,
+        max_sequence_length: int = 512,
+        type_vocab_size: int = 2,
+        dropout: float = 0.1,
+        initializer_range: float = 0.02,
+        layer_norm_epsilon: float = 1e-12,
+        dtype=None,
+        embeddings: Optional[TransformerEmbeddings] = None,
+        **kwargs,
+    ):
+        # === Layers ===
+        if embeddings is None:
+            embeddings = TransformerEmbeddings(
+                vocab_size=vocab_size, hidden_size=embedding_size,
+                max_sequence_length=max_sequence_length, type_vocab_size=type_vocab_size,
+                dropout=dropout, initializer_range=initializer_range,
+                layer_norm_epsilon=layer_norm_epsilon, dtype=dtype, name="embeddings")
+        else:
+            _check_shared_embeddings(embeddings, vocab_size, embedding_size, max_sequence_length,
+                                     type_vocab_size)
+        embeddings_project = None
+        if embedding_size != hidden_size:
+            embeddings_project = keras.layers.Dense(
+                hidden_size, kernel_initializer=truncated_normal(initializer_range),
+                dtype=dtype, name="embeddings_project")
+        encoder_blocks = [
+            TransformerEncoderBlock(
+                num_heads=num_heads, intermediate_size=intermediate_size, dropout=dropout,
+                activation="gelu", layer_norm_epsilon=layer_norm_epsilon,
+                initializer_range=initializer_range, dtype=dtype,
+                name=f"transformer_layer_{i}")
+            for i in range(num_layers)
+        ]
+
+        # === Functional graph ===
+        token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
+        segment_ids = keras.Input(shape=(None,), dtype="int32", name="segment_ids")
+        padding_mask = keras.Input(shape=(None,), dtype="int32", name="padding_mask")
+        x = embeddings(token_ids, segment_ids)
+        if embeddings_project is not None:
+            x = embeddings_project(x)
+        for block in encoder_blocks:
+            x = block(x, padding_mask=padding_mask)
+        super().__init__(
+            inputs={"token_ids": token_ids, "segment_ids": segment_ids,
+                    "padding_mask": padding_mask},
+            outputs={"sequence_output": x},
+            **kwargs)
+
+        # === Config ===
+        self.embeddings = embeddings
+        self.embeddings_project = embeddings_project
+        self.encoder_blocks = encoder_blocks
+        self.vocab_size = int(vocab_size)
+        self.num_layers = int(num_layers)
+        self.hidden_size = int(hidden_size)
+        self.num_heads = int(num_heads)
+        self.intermediate_size = int(intermediate_size)
+        self.embedding_size = int(embedding_size)
+        self.max_sequence_length = int(max_sequence_length)
+        self.type_vocab_size = int(type_vocab_size)
+        self.dropout = float(dropout)
+        self.initializer_range = float(initializer_range)
+        self.layer_norm_epsilon = float(layer_norm_epsilon)
+        # A functional Model ignores a dtype argument; set it so heads built on top can follow.
+        self._dtype_arg = dtype
+        if dtype is not None:
+            self.dtype_policy = keras.dtype_policies.get(dtype)
+
+    @property
+    def token_embedding(self) -> keras.layers.ReversibleEmbedding:
+        """The word-piece table layer [V, E]; the generator's MLM head projects onto it (tied)."""
+        return self.embeddings.token_embedding
+
+    def get_config(self):
+        dtype = self._dtype_arg
+        if isinstance(dtype, keras.DTypePolicy):
+            dtype = keras.dtype_policies.serialize(dtype)
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "vocab_size": self.vocab_size,
+            "num_layers": self.num_layers,
+            "hidden_size": self.hidden_size,
+            "num_heads": self.num_heads,
+            "intermediate_size": self.intermediate_size,
+            "embedding_size": self.embedding_size,
+            "max_sequence_length": self.max_sequence_length,
+            "type_vocab_size": self.type_vocab_size,
+            "dropout": self.dropout,
+            "initializer_range": self.initializer_range,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+            "dtype": dtype,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if isinstance(config.get("dtype"), dict):
+            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
+        return cls(**config)
+
+
+def _check_shared_embeddings(embeddings, vocab_size, embedding_size, max_sequence_length,
+                             type_vocab_size):
+    """A shared embedding block must be exactly the tables this tower would have made."""
+    got = (embeddings.vocab_size, embeddings.hidden_size, embeddings.max_sequence_length,
+           embeddings.type_vocab_size, embeddings.projection is None)
+    want = (int(vocab_size), int(embedding_size), int(max_sequence_length), int(type_vocab_size),
+            True)
+    if got != want:
+        raise ValueError(
+            "shared embeddings do not fit this tower: (vocab_size, embedding width, "
+            f"max_sequence_length, type_vocab_size, no projection) is {got}, expected {want}; "
+            "build both towers with the same vocab_size, embedding_size, max_sequence_length "
+            "and type_vocab_size")
