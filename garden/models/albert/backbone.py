@@ -1,0 +1,213 @@
+"""ALBERT encoder: factorized embeddings (V x E, then E -> H) -> cross-layer shared post-LN
+Transformer blocks -> tanh pooler on [CLS]."""
+
+from __future__ import annotations
+
+from typing import List
+
+import keras
+
+from garden.layers.embeddings import TransformerEmbeddings, truncated_normal
+from garden.layers.transformer_encoder import TransformerEncoderBlock
+
+# What `share` may say, and which parts of a Transformer block every layer then has in common.
+SHARING_MODES = ("all", "attention", "ffn", "none")
+
+
+@keras.saving.register_keras_serializable(package="garden")
+def gelu_approximate(x):
+    """GELU with the tanh approximation, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+
+    The original ALBERT code's `gelu` and Hugging Face's "gelu_new": ALBERT v2 configs use it.
+    Keras's "gelu" string is the exact erf form, which differs by up to ~1e-3.
+    """
+    return keras.activations.gelu(x, approximate=True)
+
+
+def get_activation(name):
+    """Maps a config activation name to a function: "gelu_new" is the tanh approximation
+    (as in Hugging Face configs); every other name ("gelu" = exact erf, "relu", ...) is Keras's."""
+    if name in ("gelu_new", "gelu_approximate", "gelu_pytorch_tanh"):
+        return gelu_approximate
+    return keras.activations.get(name)
+
+
+@keras.saving.register_keras_serializable(package="garden")
+class AlbertBackbone(keras.Model):
+    """ALBERT (Lan et al., 2020, "ALBERT: A Lite BERT for Self-supervised Learning of Language
+    Representations", arXiv:1909.11942) as a Keras functional model.
+
+    BERT's encoder with two parameter reductions (section 3.1): the word, position and token-type
+    tables are E wide (E = 128 for every released size) and a dense layer maps E -> H after
+    their LayerNorm; and the L Transformer layers share parameters across depth. With
+    share="all" (the released models) layer i runs block i // (L / num_groups), so one group
+    means one set of layer weights applied L times. share="attention" or "ffn" shares only that
+    half of each block (the ablation of table 4), share="none" gives L independent blocks.
+    The shared encoder block and embeddings are garden.layers' (the same as BERT's).
+
+    Inputs (dict, int32 [B, T]): token_ids, segment_ids, padding_mask (1 = real token).
+    Outputs (dict): sequence_output [B, T, H]; pooled_output [B, H] = tanh(dense(h[:, 0])).
+    The constructor arguments are the config; `get_config()` returns them.
+
+    Args:
+        vocab_size: int, SentencePiece vocabulary size (released models: 30000).
+        num_layers: int, Transformer layers L (applications of a block).
+        hidden_size: int, hidden width H.
+        num_heads: int, attention heads A (H must be divisible by A).
+        intermediate_size: int, feed-forward width (4H).
+        embedding_size: int, width E of the embedding tables (128).
+        max_sequence_length: int, rows of the learned position table (512).
+        type_vocab_size: int, token types / segments (2).
+        num_groups: int, distinct blocks when share="all" (Hugging Face num_hidden_groups);
+            must divide num_layers.
+        share: str, cross-layer sharing: "all", "attention", "ffn" or "none".
+        dropout: float, dropout on embeddings, attention probabilities and block outputs
+            (ALBERT v2: 0.0; v1: 0.1).
+        initializer_range: float, stddev of every truncated normal initializer (0.02).
+        layer_norm_epsilon: float, LayerNorm epsilon (1e-12).
+        activation: str, feed-forward activation; "gelu_new" = tanh-approximate GELU (v2),
+            "gelu" = exact erf GELU.
+        dtype: None, str or keras.DTypePolicy for every layer (e.g. "mixed_bfloat16").
+
+    Example:
+        backbone = AlbertBackbone(vocab_size=1000, num_layers=4, hidden_size=128, num_heads=2, intermediate_size=512)
+        ids = np.ones((2, 16), "int32")
+        out = backbone({"token_ids": ids, "segment_ids": 0 * ids, "padding_mask": ids})
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        num_layers: int,
+        hidden_size: int,
+        num_heads: int,
+        intermediate_size: int,
+        embedding_size: int = 128,
+        max_sequence_length: int = 512,
+        type_vocab_size: int = 2,
+        num_groups: int = 1,
+        share: str = "all",
+        dropout: float = 0.0,
+        initializer_range: float = 0.02,
+        layer_norm_epsilon: float = 1e-12,
+        activation: str = "gelu_new",
+        dtype=None,
+        **kwargs,
+    ):
+        if share not in SHARING_MODES:
+            raise ValueError(f"share={share!r}: choose one of {SHARING_MODES}")
+        if num_groups < 1 or num_layers % num_groups:
+            raise ValueError(f"num_groups={num_groups} must divide num_layers={num_layers}")
+        if num_groups != 1 and share != "all":
+            raise ValueError(f"num_groups={num_groups} only applies to share='all' "
+                             f"(got share={share!r})")
+
+        # === Layers ===
+        embeddings = TransformerEmbeddings(
+            vocab_size=vocab_size, hidden_size=hidden_size,
+            max_sequence_length=max_sequence_length, type_vocab_size=type_vocab_size,
+            embedding_size=embedding_size, dropout=dropout, initializer_range=initializer_range,
+            layer_norm_epsilon=layer_norm_epsilon, dtype=dtype, name="embeddings")
+        encoder_blocks = _encoder_blocks(
+            num_layers, num_groups, share, num_heads=num_heads,
+            intermediate_size=intermediate_size, dropout=dropout,
+            activation=get_activation(activation), layer_norm_epsilon=layer_norm_epsilon,
+            initializer_range=initializer_range, dtype=dtype)
+        pooler = keras.layers.Dense(
+            hidden_size, activation="tanh", kernel_initializer=truncated_normal(initializer_range),
+            dtype=dtype, name="pooler_dense")
+
+        # === Functional graph ===
+        token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
+        segment_ids = keras.Input(shape=(None,), dtype="int32", name="segment_ids")
+        padding_mask = keras.Input(shape=(None,), dtype="int32", name="padding_mask")
+        x = embeddings(token_ids, segment_ids)
+        layers_per_group = num_layers // len(encoder_blocks) if share == "all" else 1
+        for i in range(num_layers):
+            x = encoder_blocks[i // layers_per_group](x, padding_mask=padding_mask)
+        sequence_output = x
+        pooled_output = pooler(x[:, 0, :])
+        super().__init__(
+            inputs={"token_ids": token_ids, "segment_ids": segment_ids,
+                    "padding_mask": padding_mask},
+            outputs={"sequence_output": sequence_output, "pooled_output": pooled_output},
+            **kwargs)
+
+        # === Config ===
+        self.embeddings = embeddings
+        self.encoder_blocks = encoder_blocks
+        self.pooler = pooler
+        self.vocab_size = int(vocab_size)
+        self.num_layers = int(num_layers)
+        self.hidden_size = int(hidden_size)
+        self.num_heads = int(num_heads)
+        self.intermediate_size = int(intermediate_size)
+        self.embedding_size = int(embedding_size)
+        self.max_sequence_length = int(max_sequence_length)
+        self.type_vocab_size = int(type_vocab_size)
+        self.num_groups = int(num_groups)
+        self.share = share
+        self.dropout = float(dropout)
+        self.initializer_range = float(initializer_range)
+        self.layer_norm_epsilon = float(layer_norm_epsilon)
+        self.activation = activation
+        # A functional Model ignores a dtype argument; set it so heads built on top can follow.
+        self._dtype_arg = dtype
+        if dtype is not None:
+            self.dtype_policy = keras.dtype_policies.get(dtype)
+
+    @property
+    def token_embedding(self) -> keras.layers.ReversibleEmbedding:
+        """The E-wide word table layer; the MLM head projects onto its (tied) weights."""
+        return self.embeddings.token_embedding
+
+    def block_for_layer(self, index: int) -> TransformerEncoderBlock:
+        """The block that layer `index` (0-based, < num_layers) runs."""
+        if self.share == "all":
+            return self.encoder_blocks[index // (self.num_layers // self.num_groups)]
+        return self.encoder_blocks[index]
+
+    def get_config(self):
+        dtype = self._dtype_arg
+        if isinstance(dtype, keras.DTypePolicy):
+            dtype = keras.dtype_policies.serialize(dtype)
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "vocab_size": self.vocab_size,
+            "num_layers": self.num_layers,
+            "hidden_size": self.hidden_size,
+            "num_heads": self.num_heads,
+            "intermediate_size": self.intermediate_size,
+            "embedding_size": self.embedding_size,
+            "max_sequence_length": self.max_sequence_length,
+            "type_vocab_size": self.type_vocab_size,
+            "num_groups": self.num_groups,
+            "share": self.share,
+            "dropout": self.dropout,
+            "initializer_range": self.initializer_range,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+            "activation": self.activation,
+            "dtype": dtype,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if isinstance(config.get("dtype"), dict):
+            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
+        return cls(**config)
+
+
+def _encoder_blocks(num_layers: int, num_groups: int, share: str,
+                    **block_args) -> List[TransformerEncoderBlock]:
+    """The distinct blocks: num_groups of them for share="all", otherwise one per layer, the
+    later ones borrowing the first block's attention ("attention") or feed-forward ("ffn")."""
+    if share == "all":
+        return [TransformerEncoderBlock(name=f"transformer_layer_{g}", **block_args)
+                for g in range(num_groups)]
+    first = TransformerEncoderBlock(name="transformer_layer_0", **block_args)
+    donors = {"attention": dict(share_attention_with=first),
+              "ffn": dict(share_feedforward_with=first), "none": {}}[share]
+    return [first] + [TransformerEncoderBlock(name=f"transformer_layer_{i}", **donors, **block_args)
+                      for i in range(1, num_layers)]

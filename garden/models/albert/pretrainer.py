@@ -1,0 +1,113 @@
+"""ALBERT pretraining heads (masked LM projected to E + sentence order prediction) and loss.
+
+OBJECTIVES.md section 2: the MLM head gathers the masked positions, maps them H -> E
+(dense with the backbone's activation -> LayerNorm) and scores them against the tied E-wide
+word table plus an output bias; the SOP head is dense(2) on the pooled [CLS] output; total loss =
+MLM + SOP. Both heads are garden's shared layers, composed as in BertPretrainer.
+"""
+
+from __future__ import annotations
+
+from typing import Dict
+
+import keras
+import tensorflow as tf
+
+from garden.layers.embeddings import truncated_normal
+from garden.layers.heads import MaskedLMHead
+from garden.models.albert.backbone import get_activation
+from garden.models.bert.pretrainer import bert_pretrain_loss
+
+
+@keras.saving.register_keras_serializable(package="garden")
+class AlbertPretrainer(keras.Model):
+    """An ALBERT backbone with the masked LM and sentence order heads of Lan et al. (2020,
+    "ALBERT: A Lite BERT for Self-supervised Learning of Language Representations", section 3.1).
+
+    Inputs (dict, int32): token_ids, segment_ids, padding_mask [B, T]; masked_lm_positions
+    [B, P]. Outputs (dict, float32): mlm_logits [B, P, V], sop_logits [B, 2] (class 1 = "the two
+    segments are swapped", as the next_sentence_labels feature of ALBERT data). The MLM
+    transform ends at width E and its output projection is the backbone's E-wide word table
+    itself (tied), as in the original and Hugging Face's AlbertMLMHead.
+
+    Args:
+        backbone: AlbertBackbone.
+        **kwargs: name, trainable.
+
+    Example:
+        pretrainer = AlbertPretrainer(albert_backbone_from_preset("albert_base", vocab_size=1000))
+        outputs = pretrainer({**backbone_inputs, "masked_lm_positions": positions})
+        metrics = albert_pretrain_loss(outputs, masked_lm_ids, masked_lm_weights, labels)
+    """
+
+    def __init__(self, backbone, **kwargs):
+        # === Layers ===
+        dtype = backbone.dtype_policy
+        masked_lm_head = MaskedLMHead(
+            backbone.token_embedding, activation=get_activation(backbone.activation),
+            layer_norm_epsilon=backbone.layer_norm_epsilon,
+            initializer_range=backbone.initializer_range, dtype=dtype, name="masked_lm_head")
+        # float32 whatever the policy: the logits feed a softmax cross-entropy.
+        sentence_order_head = keras.layers.Dense(
+            2, kernel_initializer=truncated_normal(backbone.initializer_range), dtype="float32",
+            name="sentence_order_head")
+
+        # === Functional graph ===
+        inputs = {
+            name: keras.Input(shape=(None,), dtype="int32", name=name)
+            for name in ("token_ids", "segment_ids", "padding_mask", "masked_lm_positions")
+        }
+        backbone_outputs = backbone(
+            {k: inputs[k] for k in ("token_ids", "segment_ids", "padding_mask")})
+        mlm_logits = masked_lm_head(backbone_outputs["sequence_output"],
+                                    inputs["masked_lm_positions"])
+        sop_logits = sentence_order_head(backbone_outputs["pooled_output"])
+        super().__init__(inputs=inputs,
+                         outputs={"mlm_logits": mlm_logits, "sop_logits": sop_logits}, **kwargs)
+
+        # === Config ===
+        self.backbone = backbone
+        self.masked_lm_head = masked_lm_head
+        self.sentence_order_head = sentence_order_head
+
+    def get_config(self):
+        return {"name": self.name, "trainable": self.trainable,
+                "backbone": keras.layers.serialize(self.backbone)}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["backbone"] = keras.layers.deserialize(config["backbone"])
+        return cls(**config)
+
+
+def albert_pretrain_loss(outputs: Dict[str, tf.Tensor], masked_lm_ids, masked_lm_weights,
+                         sentence_order_labels, mlm_denominator=None) -> Dict[str, tf.Tensor]:
+    """MLM + SOP loss and accuracies of one (per-replica) batch, in plain TF ops.
+
+    The formulas are BERT's (`bert_pretrain_loss`, which this calls): mlm_loss =
+    sum(w * nll) / (sum(w) + 1e-5), sop_loss = mean cross-entropy over the batch; SOP takes
+    NSP's place. Runs inside `strategy.run` (no Keras metric objects).
+
+    Args:
+        outputs: dict with "mlm_logits" float [B, P, V] and "sop_logits" float [B, 2].
+        masked_lm_ids: int [B, P], the original ids at the masked positions.
+        masked_lm_weights: float [B, P], 1.0 for real predictions, 0.0 for padding.
+        sentence_order_labels: int [B, 1] or [B]; 1 = segments swapped, 0 = in order (the
+            next_sentence_labels feature of ALBERT data).
+        mlm_denominator: optional float scalar replacing sum(w) + 1e-5 (see bert_pretrain_loss).
+
+    Returns:
+        dict of float32 scalars: loss (= mlm_loss + sop_loss), mlm_loss, sop_loss,
+        mlm_accuracy (weighted by masked_lm_weights), sop_accuracy.
+    """
+    metrics = bert_pretrain_loss(
+        {"mlm_logits": outputs["mlm_logits"], "nsp_logits": outputs["sop_logits"]},
+        masked_lm_ids, masked_lm_weights, sentence_order_labels, mlm_denominator=mlm_denominator)
+    return {
+        "loss": metrics["loss"],
+        "mlm_loss": metrics["mlm_loss"],
+        "sop_loss": metrics["nsp_loss"],
+        "mlm_accuracy": metrics["mlm_accuracy"],
+        "sop_accuracy": metrics["nsp_accuracy"],
+    }
