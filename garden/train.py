@@ -19,6 +19,7 @@ Flags:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -96,6 +97,20 @@ def _check_writable(model_dir: str) -> None:
         raise PermissionError(f"model_dir {model_dir} is not writable: {e}") from e
 
 
+@contextlib.contextmanager
+def _dtype_policy(name: Optional[str]):
+    """Sets Keras' (process-global) dtype policy for the run and restores it afterwards."""
+    import keras
+
+    previous = keras.mixed_precision.global_policy()
+    if name:
+        keras.mixed_precision.set_global_policy(name)
+    try:
+        yield
+    finally:
+        keras.mixed_precision.set_global_policy(previous)
+
+
 class _Preemption:
     """Turns SIGTERM into a flag the loop checks after each step, so it can checkpoint."""
 
@@ -136,210 +151,209 @@ def train(model_dir: str, strategy, task=gin.REQUIRED, train_steps: int = gin.RE
     from garden.optimization import create_optimizer
 
     _check_writable(model_dir)
-    if mixed_precision:
-        keras.mixed_precision.set_global_policy(mixed_precision)
-    task.prepare()
+    with _dtype_policy(mixed_precision):
+        task.prepare()
 
-    replicas = strategy.num_replicas_in_sync
-    if gradient_accumulation_steps < 1 or global_batch_size % (replicas * gradient_accumulation_steps):
-        raise ConfigError(f"global_batch_size {global_batch_size} is not divisible by "
-                          f"{replicas} replicas x {gradient_accumulation_steps} accumulation steps")
-    micro_batch_size = global_batch_size // gradient_accumulation_steps
-    if jit_compile is None:
-        # XLA cannot reach other logical CPU devices' variables; on one CPU it only adds
-        # compile time. Keep it for GPUs and TPUs.
-        jit_compile = not distribute.uses_only_cpus(strategy)
+        replicas = strategy.num_replicas_in_sync
+        if gradient_accumulation_steps < 1 or global_batch_size % (replicas * gradient_accumulation_steps):
+            raise ConfigError(f"global_batch_size {global_batch_size} is not divisible by "
+                              f"{replicas} replicas x {gradient_accumulation_steps} accumulation steps")
+        micro_batch_size = global_batch_size // gradient_accumulation_steps
+        if jit_compile is None:
+            # XLA cannot reach other logical CPU devices' variables; on one CPU it only adds
+            # compile time. Keep it for GPUs and TPUs.
+            jit_compile = not distribute.uses_only_cpus(strategy)
 
-    keras.utils.set_random_seed(seed)
-    with strategy.scope():
-        model, items = task.build_model()
-        opt = create_optimizer(optimizer, learning_rate, train_steps, warmup_steps,
-                               weight_decay=weight_decay, beta_1=adam_beta_1, beta_2=adam_beta_2,
-                               epsilon=adam_epsilon)
-        if mixed_precision == "mixed_float16":
-            opt = keras.optimizers.LossScaleOptimizer(opt)
-        opt.build(model.trainable_variables)
-    # Dropout draws from Keras seed generators whose states are variables outside the model's
-    # weights: checkpoint them too, so a resumed run draws the same masks as an uninterrupted one.
-    weight_ids = {id(w) for w in model.weights}
-    seed_states = [v for v in model.variables if id(v) not in weight_ids]
-    checkpoint = tf.train.Checkpoint(optimizer=opt, seed_states=seed_states, **items)
-    chief = distribute.is_chief(strategy)
-    checkpoint_dir = posixpath.join(model_dir, "checkpoints")
-    # Every worker of a multi-worker run takes part in saving; only the chief's copy is kept.
-    manager = tf.train.CheckpointManager(
-        checkpoint, checkpoint_dir if chief else distribute.worker_temp_dir(model_dir, strategy),
-        max_to_keep=keep_checkpoints)
-    latest = tf.train.latest_checkpoint(checkpoint_dir)
-    if latest:
-        checkpoint.restore(latest).assert_existing_objects_matched()
-    step = int(opt.iterations.numpy())
-    if latest:
-        print(f"[train] resumed from {latest} at step {step}", flush=True)
+        keras.utils.set_random_seed(seed)
+        with strategy.scope():
+            model, items = task.build_model()
+            opt = create_optimizer(optimizer, learning_rate, train_steps, warmup_steps,
+                                   weight_decay=weight_decay, beta_1=adam_beta_1, beta_2=adam_beta_2,
+                                   epsilon=adam_epsilon)
+            if mixed_precision == "mixed_float16":
+                opt = keras.optimizers.LossScaleOptimizer(opt)
+            opt.build(model.trainable_variables)
+        # Dropout draws from Keras seed generators whose states are variables outside the model's
+        # weights: checkpoint them too, so a resumed run draws the same masks as an uninterrupted one.
+        weight_ids = {id(w) for w in model.weights}
+        seed_states = [v for v in model.variables if id(v) not in weight_ids]
+        checkpoint = tf.train.Checkpoint(optimizer=opt, seed_states=seed_states, **items)
+        chief = distribute.is_chief(strategy)
+        checkpoint_dir = posixpath.join(model_dir, "checkpoints")
+        # Every worker of a multi-worker run takes part in saving; only the chief's copy is kept.
+        manager = tf.train.CheckpointManager(
+            checkpoint, checkpoint_dir if chief else distribute.worker_temp_dir(model_dir, strategy),
+            max_to_keep=keep_checkpoints)
+        latest = tf.train.latest_checkpoint(checkpoint_dir)
+        if latest:
+            checkpoint.restore(latest).assert_existing_objects_matched()
+        step = int(opt.iterations.numpy())
+        if latest:
+            print(f"[train] resumed from {latest} at step {step}", flush=True)
 
-    if chief:
-        with tf.io.gfile.GFile(posixpath.join(model_dir, "operative_config.gin"), "w") as f:
-            f.write(gin.config_str())
+        if chief:
+            with tf.io.gfile.GFile(posixpath.join(model_dir, "operative_config.gin"), "w") as f:
+                f.write(gin.config_str())
 
-    variables = model.trainable_variables
-    loss_scaled = isinstance(opt, keras.optimizers.LossScaleOptimizer)
-    # Each step averages over `shares` micro-batches: one per replica and accumulation step.
-    shares = replicas * gradient_accumulation_steps
-    sum_op = tf.distribute.ReduceOp.SUM
+        variables = model.trainable_variables
+        loss_scaled = isinstance(opt, keras.optimizers.LossScaleOptimizer)
+        # Each step averages over `shares` micro-batches: one per replica and accumulation step.
+        shares = replicas * gradient_accumulation_steps
+        sum_op = tf.distribute.ReduceOp.SUM
 
-    def compute_gradients(micro_batches, weight_shares):
-        """Summed gradients and mean metrics of this replica's micro-batches (XLA-able)."""
-        grads_sum, metric_sums = None, {}
-        for batch in micro_batches:
-            with tf.GradientTape() as tape:
-                metrics = task.compute_metrics(model, batch, training=True,
-                                               weight_shares=weight_shares)
-                loss = metrics["loss"] / shares
-                if loss_scaled:
-                    loss = opt.scale_loss(loss)
-            grads = tape.gradient(loss, variables)
-            # Embedding gradients arrive as IndexedSlices; dense ones can be summed and
-            # all-reduced like the rest.
-            grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
-                     for g, v in zip(grads, variables)]
-            grads_sum = grads if grads_sum is None else [a + g for a, g in zip(grads_sum, grads)]
-            for k, v in metrics.items():
-                metric_sums[k] = metric_sums.get(k, 0.0) + v / len(micro_batches)
-        return grads_sum, metric_sums
+        def compute_gradients(micro_batches, weight_shares):
+            """Summed gradients and mean metrics of this replica's micro-batches (XLA-able)."""
+            grads_sum, metric_sums = None, {}
+            for batch in micro_batches:
+                with tf.GradientTape() as tape:
+                    metrics = task.compute_metrics(model, batch, training=True,
+                                                   weight_shares=weight_shares)
+                    loss = metrics["loss"] / shares
+                    if loss_scaled:
+                        loss = opt.scale_loss(loss)
+                grads = tape.gradient(loss, variables)
+                # Embedding gradients arrive as IndexedSlices; dense ones can be summed and
+                # all-reduced like the rest.
+                grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
+                         for g, v in zip(grads, variables)]
+                grads_sum = grads if grads_sum is None else [a + g for a, g in zip(grads_sum, grads)]
+                for k, v in metrics.items():
+                    metric_sums[k] = metric_sums.get(k, 0.0) + v / len(micro_batches)
+            return grads_sum, metric_sums
 
-    compiled_gradients = (tf.function(compute_gradients, jit_compile=True) if jit_compile
-                          else compute_gradients)
+        compiled_gradients = (tf.function(compute_gradients, jit_compile=True) if jit_compile
+                              else compute_gradients)
 
-    def step_fn(micro_batches):
-        context = tf.distribute.get_replica_context()
-        # Weighted means (e.g. MLM over masked positions) divide by the weight of the whole
-        # global batch, so the loss does not depend on how the batch is split.
-        local = {}
-        for batch in micro_batches:
-            for k, v in task.loss_weights(batch).items():
-                local[k] = local.get(k, 0.0) + v
-        weight_shares = None
-        if local:
-            weight_shares = {k: v / shares for k, v in context.all_reduce(sum_op, local).items()}
-        grads, metrics = compiled_gradients(micro_batches, weight_shares)
-        # Clip the global (all-replica) gradient, as a single device would.
-        grads = context.all_reduce(sum_op, grads)
-        scale = opt.dynamic_scale if loss_scaled else 1.0
-        grad_norm = tf.linalg.global_norm(grads)
-        if clip_norm:
-            grads, _ = tf.clip_by_global_norm(grads, clip_norm * scale, use_norm=grad_norm)
-        # The Keras optimizer sums gradients over replicas again: hand it 1/replicas of the sum.
-        opt.apply_gradients(zip([g / replicas for g in grads], variables))
-        metrics = dict(metrics)
-        metrics["grad_norm"] = grad_norm / scale
-        return metrics
+        def step_fn(micro_batches):
+            context = tf.distribute.get_replica_context()
+            # Weighted means (e.g. MLM over masked positions) divide by the weight of the whole
+            # global batch, so the loss does not depend on how the batch is split.
+            local = {}
+            for batch in micro_batches:
+                for k, v in task.loss_weights(batch).items():
+                    local[k] = local.get(k, 0.0) + v
+            weight_shares = None
+            if local:
+                weight_shares = {k: v / shares for k, v in context.all_reduce(sum_op, local).items()}
+            grads, metrics = compiled_gradients(micro_batches, weight_shares)
+            # Clip the global (all-replica) gradient, as a single device would.
+            grads = context.all_reduce(sum_op, grads)
+            scale = opt.dynamic_scale if loss_scaled else 1.0
+            grad_norm = tf.linalg.global_norm(grads)
+            if clip_norm:
+                grads, _ = tf.clip_by_global_norm(grads, clip_norm * scale, use_norm=grad_norm)
+            # The Keras optimizer sums gradients over replicas again: hand it 1/replicas of the sum.
+            opt.apply_gradients(zip([g / replicas for g in grads], variables))
+            metrics = dict(metrics)
+            metrics["grad_norm"] = grad_norm / scale
+            return metrics
 
-    @tf.function
-    def train_step(iterator):
-        micro_batches = [next(iterator) for _ in range(gradient_accumulation_steps)]
-        per_replica = strategy.run(step_fn, args=(micro_batches,))
-        return {k: strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
-                for k, v in per_replica.items()}
+        @tf.function
+        def train_step(iterator):
+            micro_batches = [next(iterator) for _ in range(gradient_accumulation_steps)]
+            per_replica = strategy.run(step_fn, args=(micro_batches,))
+            return {k: strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
+                    for k, v in per_replica.items()}
 
-    writer = (tf.summary.create_file_writer(posixpath.join(model_dir, "train")) if chief
-              else tf.summary.create_noop_writer())
-    preemption = _Preemption()
-    schedule = task.schedule(train_steps)
-    print(f"[train] {task.name}: {train_steps} steps of {global_batch_size} examples on "
-          f"{replicas} replica(s) ({type(strategy).__name__}), XLA {'on' if jit_compile else 'off'}, "
-          f"{model.count_params():,} parameters, model_dir {model_dir}", flush=True)
+        writer = (tf.summary.create_file_writer(posixpath.join(model_dir, "train")) if chief
+                  else tf.summary.create_noop_writer())
+        preemption = _Preemption()
+        schedule = task.schedule(train_steps)
+        print(f"[train] {task.name}: {train_steps} steps of {global_batch_size} examples on "
+              f"{replicas} replica(s) ({type(strategy).__name__}), XLA {'on' if jit_compile else 'off'}, "
+              f"{model.count_params():,} parameters, model_dir {model_dir}", flush=True)
 
-    last, first_logged, last_eval = {}, None, {}
-    start_time = time.time()
-    start_step = step
-    window_time, window_steps, window_sums = time.time(), 0, {}
-    for first, end, dataset_fn, description in schedule:
-        if step >= end:
-            continue
-        print(f"[train] steps {first}-{end}: {description}", flush=True)
-        # Batches of the (per-replica) stream already consumed by earlier steps of this phase.
-        skip = (step - first) * gradient_accumulation_steps * replicas
+        last, first_logged, last_eval = {}, None, {}
+        start_time = time.time()
+        start_step = step
+        window_time, window_steps, window_sums = time.time(), 0, {}
+        for first, end, dataset_fn, description in schedule:
+            if step >= end:
+                continue
+            print(f"[train] steps {first}-{end}: {description}", flush=True)
+            # Batches of the (per-replica) stream already consumed by earlier steps of this phase.
+            skip = (step - first) * gradient_accumulation_steps * replicas
 
-        def make_dataset(ctx, _fn=dataset_fn, _skip=skip, _first=first):
-            return _fn(ctx, ctx.get_per_replica_batch_size(micro_batch_size), seed + _first, _skip)
+            def make_dataset(ctx, _fn=dataset_fn, _skip=skip, _first=first):
+                return _fn(ctx, ctx.get_per_replica_batch_size(micro_batch_size), seed + _first, _skip)
 
-        iterator = iter(strategy.distribute_datasets_from_function(make_dataset))
-        while step < end:
-            metrics = {k: float(v) for k, v in train_step(iterator).items()}
-            step += 1
-            if not math.isfinite(metrics["loss"]):
-                raise FloatingPointError(
-                    f"loss is {metrics['loss']} at step {step}; stopping. The last good "
-                    f"checkpoint is kept: {manager.latest_checkpoint}")
-            for k, v in metrics.items():
-                window_sums[k] = window_sums.get(k, 0.0) + v
-            window_steps += 1
-            if step % log_every == 0 or step == train_steps:
-                now = time.time()
-                rate = window_steps / max(now - window_time, 1e-9)
-                means = {k: v / window_steps for k, v in window_sums.items()}
-                first_logged = first_logged or means
-                last = means
-                lr = float(opt.learning_rate if not callable(getattr(opt, "_learning_rate", None))
-                           else opt._learning_rate(opt.iterations))
-                with writer.as_default(step=step):
-                    for k, v in means.items():
-                        tf.summary.scalar(k, v)
-                    tf.summary.scalar("learning_rate", lr)
-                    tf.summary.scalar("steps_per_second", rate)
-                    tf.summary.scalar("examples_per_second", rate * global_batch_size)
-                    if "tokens" in means:  # per micro-batch and replica: scale to the step
-                        tf.summary.scalar("tokens_per_second", rate * means["tokens"] * shares)
-                shown = " ".join(f"{k} {v:.4f}" for k, v in means.items() if k != "tokens")
-                eta = (train_steps - step) / max(rate, 1e-9)
-                print(f"[train] step {step}/{train_steps} ({100 * step / train_steps:.0f}%) | "
-                      f"{shown} | lr {lr:.2e} | {rate:.1f} steps/s "
-                      f"{rate * global_batch_size:.0f} ex/s | ETA {_format_eta(eta)}", flush=True)
-                window_time, window_steps, window_sums = now, 0, {}
-            if eval_every and (step % eval_every == 0 or step == train_steps) and chief:
-                results = task.evaluate(model) if hasattr(task, "evaluate") else {}
-                with writer.as_default(step=step):
-                    for k, v in results.items():
-                        if isinstance(v, (int, float)):
-                            tf.summary.scalar(f"eval/{k}", v)
-                if results:
-                    last_eval = {k: v for k, v in results.items() if isinstance(v, (int, float))}
-                    shown = " ".join(f"{k} {v:.4f}" for k, v in results.items()
-                                     if isinstance(v, float))
-                    print(f"[train] eval at step {step} | {shown}", flush=True)
-            if step % checkpoint_every == 0:
-                manager.save(checkpoint_number=step)
-            if preemption.requested:
-                path = manager.save(checkpoint_number=step)
-                print(f"[train] SIGTERM: saved {path} at step {step}; exiting", flush=True)
-                sys.exit(143)
-    writer.flush()
-    if manager.latest_checkpoint is None or not manager.latest_checkpoint.endswith(f"-{step}"):
-        manager.save(checkpoint_number=step)
-    elapsed = time.time() - start_time
-    if not chief:
-        distribute.remove_worker_temp_dir(model_dir, strategy)
-        print(f"[train] worker done at step {step}", flush=True)
-        return {"steps": step}
-    result = task.finish(model, model_dir)
-    summary = {
-        "task": task.name,
-        "steps": step,
-        "steps_this_run": step - start_step,
-        "seconds_this_run": round(elapsed, 2),
-        "global_batch_size": global_batch_size,
-        "replicas": replicas,
-        "parameters": int(model.count_params()),
-        "first_logged_metrics": first_logged,
-        "last_logged_metrics": last,
-        "last_eval_metrics": last_eval,
-        "checkpoint": manager.latest_checkpoint,
-        **result,
-    }
-    with tf.io.gfile.GFile(posixpath.join(model_dir, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=2, default=lambda o: np.asarray(o).tolist())
-    print(f"[train] done: step {step}, checkpoint {manager.latest_checkpoint}", flush=True)
-    return summary
+            iterator = iter(strategy.distribute_datasets_from_function(make_dataset))
+            while step < end:
+                metrics = {k: float(v) for k, v in train_step(iterator).items()}
+                step += 1
+                if not math.isfinite(metrics["loss"]):
+                    raise FloatingPointError(
+                        f"loss is {metrics['loss']} at step {step}; stopping. The last good "
+                        f"checkpoint is kept: {manager.latest_checkpoint}")
+                for k, v in metrics.items():
+                    window_sums[k] = window_sums.get(k, 0.0) + v
+                window_steps += 1
+                if step % log_every == 0 or step == train_steps:
+                    now = time.time()
+                    rate = window_steps / max(now - window_time, 1e-9)
+                    means = {k: v / window_steps for k, v in window_sums.items()}
+                    first_logged = first_logged or means
+                    last = means
+                    lr = float(opt.learning_rate if not callable(getattr(opt, "_learning_rate", None))
+                               else opt._learning_rate(opt.iterations))
+                    with writer.as_default(step=step):
+                        for k, v in means.items():
+                            tf.summary.scalar(k, v)
+                        tf.summary.scalar("learning_rate", lr)
+                        tf.summary.scalar("steps_per_second", rate)
+                        tf.summary.scalar("examples_per_second", rate * global_batch_size)
+                        if "tokens" in means:  # per micro-batch and replica: scale to the step
+                            tf.summary.scalar("tokens_per_second", rate * means["tokens"] * shares)
+                    shown = " ".join(f"{k} {v:.4f}" for k, v in means.items() if k != "tokens")
+                    eta = (train_steps - step) / max(rate, 1e-9)
+                    print(f"[train] step {step}/{train_steps} ({100 * step / train_steps:.0f}%) | "
+                          f"{shown} | lr {lr:.2e} | {rate:.1f} steps/s "
+                          f"{rate * global_batch_size:.0f} ex/s | ETA {_format_eta(eta)}", flush=True)
+                    window_time, window_steps, window_sums = now, 0, {}
+                if eval_every and (step % eval_every == 0 or step == train_steps) and chief:
+                    results = task.evaluate(model) if hasattr(task, "evaluate") else {}
+                    with writer.as_default(step=step):
+                        for k, v in results.items():
+                            if isinstance(v, (int, float)):
+                                tf.summary.scalar(f"eval/{k}", v)
+                    if results:
+                        last_eval = {k: v for k, v in results.items() if isinstance(v, (int, float))}
+                        shown = " ".join(f"{k} {v:.4f}" for k, v in results.items()
+                                         if isinstance(v, float))
+                        print(f"[train] eval at step {step} | {shown}", flush=True)
+                if step % checkpoint_every == 0:
+                    manager.save(checkpoint_number=step)
+                if preemption.requested:
+                    path = manager.save(checkpoint_number=step)
+                    print(f"[train] SIGTERM: saved {path} at step {step}; exiting", flush=True)
+                    sys.exit(143)
+        writer.flush()
+        if manager.latest_checkpoint is None or not manager.latest_checkpoint.endswith(f"-{step}"):
+            manager.save(checkpoint_number=step)
+        elapsed = time.time() - start_time
+        if not chief:
+            distribute.remove_worker_temp_dir(model_dir, strategy)
+            print(f"[train] worker done at step {step}", flush=True)
+            return {"steps": step}
+        result = task.finish(model, model_dir)
+        summary = {
+            "task": task.name,
+            "steps": step,
+            "steps_this_run": step - start_step,
+            "seconds_this_run": round(elapsed, 2),
+            "global_batch_size": global_batch_size,
+            "replicas": replicas,
+            "parameters": int(model.count_params()),
+            "first_logged_metrics": first_logged,
+            "last_logged_metrics": last,
+            "last_eval_metrics": last_eval,
+            "checkpoint": manager.latest_checkpoint,
+            **result,
+        }
+        with tf.io.gfile.GFile(posixpath.join(model_dir, "summary.json"), "w") as f:
+            json.dump(summary, f, indent=2, default=lambda o: np.asarray(o).tolist())
+        print(f"[train] done: step {step}, checkpoint {manager.latest_checkpoint}", flush=True)
+        return summary
 
 
 # --------------------------------------------------------------------------------------

@@ -241,3 +241,21 @@ def test_report_renders_the_curves_of_a_run(bert_data, tmp_path, capsys):
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000
     assert report.main([f"--model_dir={tmp_path / 'nothing'}"]) == 2
     assert "no TensorBoard event files" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
+def test_mixed_precision_trains_and_restores_the_policy(bert_data, tmp_path, policy):
+    import keras
+
+    args = _pretrain_args(bert_data, tmp_path, 4, f"--gin_param=train.mixed_precision='{policy}'",
+                          "--gin_param=train.log_every=2")
+    assert train_lib.main(args) == 0
+    metrics = _summary(tmp_path)["last_logged_metrics"]
+    assert 0 < metrics["loss"] < 20
+    assert keras.mixed_precision.global_policy().name == "float32"
+    # Weights stay float32 in the checkpoint (variables are float32 under mixed policies).
+    import tensorflow as tf
+
+    ckpt = tf.train.latest_checkpoint(str(tmp_path / "checkpoints"))
+    dtypes = tf.train.load_checkpoint(ckpt).get_variable_to_dtype_map()
+    assert not [n for n, d in dtypes.items() if d in (tf.bfloat16, tf.float16)]
