@@ -133,12 +133,15 @@ def train(model_dir: str, strategy, task=gin.REQUIRED, train_steps: int = gin.RE
           clip_norm: Optional[float] = 1.0, checkpoint_every: int = 1000,
           keep_checkpoints: int = 3, log_every: int = 100, seed: int = 42,
           mixed_precision: Optional[str] = None, jit_compile: Optional[bool] = None,
-          gradient_accumulation_steps: int = 1, eval_every: int = 0) -> dict:
+          gradient_accumulation_steps: int = 1, eval_every: int = 0,
+          lr_schedule: str = "linear", lr_power: float = 1.0, end_learning_rate: float = 0.0) -> dict:
     """Trains `task` for `train_steps` steps of `global_batch_size` examples.
 
     global_batch_size = per-replica batch x replicas x gradient_accumulation_steps; the loss
     is normalised over the global batch, so the updates do not depend on how it is split.
     Every `eval_every` steps (0: never) the task's held-out evaluation is logged.
+    lr_schedule: 'linear' (BERT), 'polynomial' (power lr_power, to end_learning_rate) or
+    'slanted_triangular' (ULMFiT, rising for warmup_steps).
 
     Resumes from the newest checkpoint in model_dir/checkpoints; writes TensorBoard scalars to
     model_dir/train, the operative gin config and a final summary.json.
@@ -169,7 +172,8 @@ def train(model_dir: str, strategy, task=gin.REQUIRED, train_steps: int = gin.RE
             model, items = task.build_model()
             opt = create_optimizer(optimizer, learning_rate, train_steps, warmup_steps,
                                    weight_decay=weight_decay, beta_1=adam_beta_1, beta_2=adam_beta_2,
-                                   epsilon=adam_epsilon)
+                                   epsilon=adam_epsilon, schedule=lr_schedule, power=lr_power,
+                                   end_learning_rate=end_learning_rate)
             if mixed_precision == "mixed_float16":
                 opt = keras.optimizers.LossScaleOptimizer(opt)
             opt.build(model.trainable_variables)

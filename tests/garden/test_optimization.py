@@ -1,0 +1,67 @@
+"""Schedules and optimizers of garden.optimization against their closed forms."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from garden.optimization import SlantedTriangular, WarmupPolynomialDecay, create_optimizer
+
+
+def _values(schedule, steps):
+    return np.array([float(schedule(s)) for s in steps])
+
+
+def test_warmup_then_linear_decay():
+    schedule = WarmupPolynomialDecay(1e-4, decay_steps=1000, warmup_steps=100)
+    got = _values(schedule, [0, 50, 100, 550, 1000, 2000])
+    np.testing.assert_allclose(got, [0, 5e-5, 1e-4, 5e-5, 0, 0], atol=1e-12)
+
+
+def test_polynomial_decay_to_an_end_rate():
+    schedule = WarmupPolynomialDecay(1.0, decay_steps=110, warmup_steps=10, end_learning_rate=0.1,
+                                     power=2.0)
+    # Halfway through the decay: 0.1 + 0.9 * 0.5**2.
+    np.testing.assert_allclose(_values(schedule, [60]), [0.1 + 0.9 * 0.25], rtol=1e-6)
+
+
+def test_slanted_triangular_matches_ulmfit_equation():
+    total, cut_frac, ratio, peak = 1000, 0.1, 32.0, 0.01
+    schedule = SlantedTriangular(peak, total, cut_frac=cut_frac, ratio=ratio)
+    cut = int(total * cut_frac)
+    for t in [0, 37, 100, 101, 640, 1000]:
+        p = t / cut if t < cut else 1 - (t - cut) / (cut * (1 / cut_frac - 1))
+        expected = peak * (1 + p * (ratio - 1)) / ratio
+        assert float(schedule(t)) == pytest.approx(expected, rel=1e-5)
+    assert float(schedule(cut)) == pytest.approx(peak)
+    assert float(schedule(total)) == pytest.approx(peak / ratio)
+
+
+@pytest.mark.parametrize("name", ["adamw", "lamb"])
+def test_optimizers_minimise_a_quadratic_without_decaying_biases(name):
+    import keras
+
+    layer = keras.layers.Dense(1)
+    layer.build((None, 2))
+    opt = create_optimizer(name, 0.05, train_steps=200, warmup_steps=0, weight_decay=0.1)
+    opt.build(layer.trainable_variables)
+    assert opt._use_weight_decay(layer.kernel) and not opt._use_weight_decay(layer.bias)
+    x = np.array([[1.0, 2.0], [3.0, -1.0], [0.5, 0.5]], np.float32)
+    y = x @ np.array([[1.5], [-2.0]], np.float32) + 0.7
+    import tensorflow as tf
+
+    losses = []
+    for _ in range(200):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((layer(x) - y) ** 2)
+        grads = tape.gradient(loss, layer.trainable_variables)
+        opt.apply_gradients(zip(grads, layer.trainable_variables))
+        losses.append(float(loss))
+    assert losses[-1] < 0.05 * losses[0]
+
+
+def test_unknown_names_are_errors():
+    with pytest.raises(ValueError, match="unknown optimizer"):
+        create_optimizer("sgdd", 0.1, 10, 1)
+    with pytest.raises(ValueError, match="unknown learning-rate schedule"):
+        create_optimizer("adamw", 0.1, 10, 1, schedule="cosine")
