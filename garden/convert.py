@@ -1,0 +1,341 @@
+"""Import pretrained weights into garden models: Hugging Face, original TF1 and Model Garden.
+
+    python -m garden.convert --source=huggingface --model=bert --input=HF_DIR --output=OUT
+    python -m garden.convert --source=tf1 --model=bert --input=bert_model.ckpt \
+        --config=bert_config.json --output=OUT
+    python -m garden.convert --source=model_garden --model=bert --input=CKPT_PREFIX \
+        --config=encoder_config.json --output=OUT
+
+OUT receives backbone.keras, pretrainer.keras when the checkpoint has pretraining heads, and
+convert_info.json (source, family, input, config, parameter counts). The Python API returns the
+same models: `load_huggingface`, `load_tf1`, `load_model_garden`, each
+`{"backbone": keras.Model, "pretrainer": keras.Model or None}`.
+
+Every family implements `garden/models/<family>/conversion.py::from_huggingface(config,
+weights)` (and `from_tf1` where original TF1 checkpoints exist); the table below is the only
+dispatch. torch, transformers and tf-models-official are optional: torch is imported only
+to read pytorch_model.bin, official only to read a Model Garden checkpoint.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import os
+import sys
+from typing import Dict, Optional, Tuple
+
+import numpy as np
+
+FAMILIES = {
+    "bert": "garden.models.bert.conversion",
+    "roberta": "garden.models.roberta.conversion",
+    "albert": "garden.models.albert.conversion",
+    "electra": "garden.models.electra.conversion",
+    "distilbert": "garden.models.distilbert.conversion",
+}
+
+# config.json "model_type" values each family accepts: a BERT checkpoint passed as
+# --model=roberta fails here with a clear message instead of deep inside a mapping table.
+HF_MODEL_TYPES = {
+    "bert": ("bert",),
+    "roberta": ("roberta",),
+    "albert": ("albert",),
+    "electra": ("electra",),
+    "distilbert": ("distilbert",),
+}
+
+SOURCES = ("huggingface", "tf1", "model_garden")
+
+
+def family_module(family: str):
+    """The conversion module of `family`, with a clear error when it is unknown or unwritten."""
+    if family not in FAMILIES:
+        raise ValueError(f"unknown model family {family!r}; choose one of {sorted(FAMILIES)}")
+    name = FAMILIES[family]
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        if e.name is not None and name.startswith(e.name):
+            raise NotImplementedError(
+                f"no converter for {family!r} yet: {name.replace('.', '/')}.py does not "
+                "exist") from e
+        raise
+
+
+def _converter(family: str, function: str):
+    module = family_module(family)
+    if not hasattr(module, function):
+        raise NotImplementedError(f"{FAMILIES[family]} has no {function}(config, weights)")
+    return getattr(module, function)
+
+
+# --- Hugging Face -----------------------------------------------------------------------------
+
+def read_huggingface_dir(path_or_dir: str) -> Tuple[Dict, Dict[str, np.ndarray]]:
+    """(config, weights) of a Hugging Face checkpoint directory (or a weights file in one).
+
+    Reads config.json and, in this order, model.safetensors, model.safetensors.index.json
+    (sharded), pytorch_model.bin. Weights come back as numpy arrays under their state-dict
+    names; nothing is downloaded.
+    """
+    directory = path_or_dir if os.path.isdir(path_or_dir) else os.path.dirname(path_or_dir)
+    config_path = os.path.join(directory, "config.json")
+    if not os.path.exists(config_path):
+        raise FileNotFoundError(f"{config_path} not found: a Hugging Face checkpoint directory "
+                                "holds config.json next to its weights")
+    with open(config_path) as f:
+        config = json.load(f)
+
+    candidates = ([path_or_dir] if os.path.isfile(path_or_dir) else
+                  [os.path.join(directory, n) for n in
+                   ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")])
+    for path in candidates:
+        if not os.path.exists(path):
+            continue
+        if path.endswith(".safetensors"):
+            from safetensors.numpy import load_file
+            return config, load_file(path)
+        if path.endswith(".safetensors.index.json"):
+            from safetensors.numpy import load_file
+            with open(path) as f:
+                shards = sorted(set(json.load(f)["weight_map"].values()))
+            weights = {}
+            for shard in shards:
+                weights.update(load_file(os.path.join(directory, shard)))
+            return config, weights
+        if path.endswith(".bin"):
+            import torch  # optional dependency: only pytorch_model.bin needs it
+
+            state = torch.load(path, map_location="cpu", weights_only=True)
+            return config, {k: v.detach().float().numpy() if v.is_floating_point()
+                            else v.numpy() for k, v in state.items()}
+        raise ValueError(f"{path}: expected a .safetensors or pytorch_model.bin file")
+    raise FileNotFoundError(f"no model.safetensors or pytorch_model.bin in {directory}")
+
+
+def load_huggingface(path_or_dir: str, family: str) -> Dict:
+    """Garden models from a local Hugging Face checkpoint directory.
+
+    Example:
+        models = load_huggingface("/ckpt/bert-base-uncased", "bert")
+        models["backbone"], models["pretrainer"]  # pretrainer is None without heads
+    """
+    if family not in FAMILIES:
+        raise ValueError(f"unknown model family {family!r}; choose one of {sorted(FAMILIES)}")
+    config, weights = read_huggingface_dir(path_or_dir)
+    model_type = config.get("model_type")
+    if model_type is not None and model_type not in HF_MODEL_TYPES[family]:
+        raise ValueError(f"{path_or_dir} holds a {model_type!r} checkpoint (config.json "
+                         f"model_type), not {family!r}; pass the matching --model")
+    return _converter(family, "from_huggingface")(config, weights)
+
+
+# --- original TF1 checkpoints -----------------------------------------------------------------
+
+def _read_json(config) -> Dict:
+    if isinstance(config, (str, os.PathLike)):
+        with open(config) as f:
+            return json.load(f)
+    return dict(config)
+
+
+def load_tf1(checkpoint_prefix: str, family: str, config) -> Dict:
+    """Garden models from an original name-based TF1 checkpoint (google-research/bert style).
+
+    Args:
+        checkpoint_prefix: e.g. ".../uncased_L-12_H-768_A-12/bert_model.ckpt".
+        family: "bert" (others once their conversion module has `from_tf1`).
+        config: the bert_config.json dict (or its path).
+    """
+    import tensorflow as tf
+
+    convert = _converter(family, "from_tf1")
+    reader = tf.train.load_checkpoint(checkpoint_prefix)
+    weights = {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
+    return convert(_read_json(config), weights)
+
+
+# --- tf-models-official (Model Garden) encoders -----------------------------------------------
+
+def _gelu_exact(x: np.ndarray) -> np.ndarray:
+    return 0.5 * x * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2.0)))
+
+
+def _gelu_tanh(x: np.ndarray) -> np.ndarray:
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def _check_activation(encoder, allow_approximate_gelu: bool) -> None:
+    """Probes the encoder's feed-forward activation numerically: its config stores only a
+    name, and Model Garden's default ("gelu" through tf_utils, or BertEncoder's own default)
+    is the tanh approximation while the garden backbone computes the exact GELU."""
+    block = encoder.transformer_layers[0]
+    activation = block._inner_activation  # the callable the block applies
+    if isinstance(activation, str):
+        import tf_keras
+
+        activation = tf_keras.activations.get(activation)
+    x = np.linspace(-5.0, 5.0, 201).astype(np.float32)
+    y = np.asarray(activation(x), np.float64)
+    if np.max(np.abs(y - _gelu_exact(x))) < 1e-5:
+        return
+    if np.max(np.abs(y - _gelu_tanh(x))) < 1e-5:
+        gap = float(np.max(np.abs(_gelu_tanh(x) - _gelu_exact(x))))
+        if allow_approximate_gelu:
+            print(f"garden.convert: the encoder uses the tanh-approximate GELU; the garden "
+                  f"backbone uses the exact one (pointwise difference up to {gap:.1e})",
+                  file=sys.stderr)
+            return
+        raise ValueError(
+            "the Model Garden encoder uses the tanh-approximate GELU (its default) but the "
+            f"garden BertBackbone computes the exact GELU (they differ by up to {gap:.1e} "
+            "pointwise, so outputs will not match to 1e-4); pass allow_approximate_gelu=True "
+            "(--allow_approximate_gelu) to convert anyway")
+    raise ValueError("the Model Garden encoder's feed-forward activation is not GELU; the "
+                     "garden BertBackbone cannot represent it")
+
+
+def model_garden_encoder_kwargs(config: Dict) -> Dict:
+    """BertEncoder constructor arguments from either `BertEncoder.get_config()` or Model
+    Garden's `BertEncoderConfig` (the `encoder.bert` block of its YAML experiment configs)."""
+    from official.modeling import tf_utils
+
+    config = dict(config)
+    if "inner_dim" in config:  # BertEncoder.get_config()
+        kwargs = {k: config[k] for k in (
+            "vocab_size", "hidden_size", "num_layers", "num_attention_heads",
+            "max_sequence_length", "type_vocab_size", "inner_dim", "output_dropout",
+            "attention_dropout", "embedding_width", "norm_first") if k in config}
+        if "inner_activation" in config:
+            import tf_keras
+
+            kwargs["inner_activation"] = tf_keras.activations.get(config["inner_activation"])
+        return kwargs
+    # BertEncoderConfig: its hidden_activation goes through tf_utils.get_activation, where
+    # "gelu" is the tanh approximation.
+    return dict(
+        vocab_size=config["vocab_size"], hidden_size=config.get("hidden_size", 768),
+        num_layers=config.get("num_layers", 12),
+        num_attention_heads=config.get("num_attention_heads", 12),
+        max_sequence_length=config.get("max_position_embeddings", 512),
+        type_vocab_size=config.get("type_vocab_size", 2),
+        inner_dim=config.get("intermediate_size", 3072),
+        inner_activation=tf_utils.get_activation(config.get("hidden_activation", "gelu")),
+        output_dropout=config.get("dropout_rate", 0.1),
+        attention_dropout=config.get("attention_dropout_rate", 0.1),
+        embedding_width=config.get("embedding_size"),
+        norm_first=config.get("norm_first", False))
+
+
+def load_model_garden(checkpoint_or_encoder, family: str = "bert", config=None,
+                      checkpoint_key: str = "encoder",
+                      allow_approximate_gelu: bool = False) -> Dict:
+    """Garden backbone from a tf-models-official `BertEncoder` or a checkpoint of one.
+
+    Args:
+        checkpoint_or_encoder: a built `official.nlp.modeling.networks.BertEncoder` (tf_keras),
+            or the prefix of an object-based checkpoint holding one under `checkpoint_key`
+            (as `tf.train.Checkpoint(encoder=encoder).save(prefix)` writes, which is how Model
+            Garden publishes its BERT encoders).
+        family: "bert".
+        config: for a checkpoint, the encoder's config (dict or JSON path): either
+            `BertEncoder.get_config()` or a Model Garden `BertEncoderConfig` dict.
+        checkpoint_key: the checkpoint's attribute that holds the encoder.
+        allow_approximate_gelu: accept an encoder with the tanh-approximate GELU (Model
+            Garden's default) although the garden computes the exact one.
+
+    Returns:
+        {"backbone": BertBackbone, "pretrainer": None}.
+    """
+    convert = _converter(family, "from_model_garden")
+    if isinstance(checkpoint_or_encoder, (str, os.PathLike)):
+        import tensorflow as tf
+        from official.nlp.modeling.networks import BertEncoder
+
+        if config is None:
+            raise ValueError("a Model Garden checkpoint needs --config (the encoder config)")
+        encoder = BertEncoder(**model_garden_encoder_kwargs(_read_json(config)))
+        status = tf.train.Checkpoint(**{checkpoint_key: encoder}).read(str(checkpoint_or_encoder))
+        # Every encoder variable must come from the checkpoint: no silent partial restore.
+        try:
+            status.assert_existing_objects_matched()
+        except AssertionError as e:
+            raise ValueError(f"{checkpoint_or_encoder} does not hold every variable of a "
+                             f"BertEncoder built from this config under {checkpoint_key!r}: "
+                             f"{e}") from e
+        status.expect_partial()  # optimizer slots etc. may be in the checkpoint too
+    else:
+        encoder = checkpoint_or_encoder
+    _check_activation(encoder, allow_approximate_gelu)
+    weights = {v.name: v.numpy() for v in encoder.weights}
+    return convert(encoder.get_config(), weights)
+
+
+# --- command line -----------------------------------------------------------------------------
+
+def convert(source: str, family: str, input_path: str, config_path: Optional[str] = None,
+            allow_approximate_gelu: bool = False) -> Tuple[Dict, Dict]:
+    """(models, config used) for one source; the CLI's work without the writing."""
+    if source == "huggingface":
+        config, _ = read_huggingface_dir(input_path) if config_path is None else (
+            _read_json(config_path), None)
+        return load_huggingface(input_path, family), config
+    if source == "tf1":
+        if config_path is None:
+            raise ValueError("--source=tf1 needs --config=bert_config.json")
+        config = _read_json(config_path)
+        return load_tf1(input_path, family, config), config
+    if source == "model_garden":
+        config = None if config_path is None else _read_json(config_path)
+        models = load_model_garden(input_path, family, config,
+                                   allow_approximate_gelu=allow_approximate_gelu)
+        return models, config
+    raise ValueError(f"unknown --source {source!r}; choose one of {SOURCES}")
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m garden.convert", allow_abbrev=False,
+        description="Convert a pretrained checkpoint into garden Keras models.")
+    parser.add_argument("--source", required=True, choices=SOURCES)
+    parser.add_argument("--model", required=True, choices=sorted(FAMILIES),
+                        help="model family of the checkpoint")
+    parser.add_argument("--input", required=True,
+                        help="huggingface: checkpoint directory; tf1 / model_garden: "
+                             "checkpoint prefix")
+    parser.add_argument("--output", required=True, help="directory to write the models to")
+    parser.add_argument("--config", default=None,
+                        help="tf1: bert_config.json; model_garden: encoder config JSON")
+    parser.add_argument("--allow_approximate_gelu", action="store_true",
+                        help="model_garden: accept the tanh-approximate GELU of Model "
+                             "Garden's default encoder (the garden uses the exact GELU)")
+    args = parser.parse_args(argv)
+
+    models, config = convert(args.source, args.model, args.input, args.config,
+                             args.allow_approximate_gelu)
+    os.makedirs(args.output, exist_ok=True)
+    written = {}
+    for key in ("backbone", "pretrainer"):
+        model = models.get(key)
+        if model is None:
+            continue
+        path = os.path.join(args.output, f"{key}.keras")
+        model.save(path)
+        written[key] = {"path": path, "parameters": int(model.count_params())}
+    info = {"source": args.source, "family": args.model, "input": os.path.abspath(args.input),
+            "config": config, "models": written}
+    with open(os.path.join(args.output, "convert_info.json"), "w") as f:
+        json.dump(info, f, indent=2, sort_keys=True)
+    print(f"converted {args.source} {args.model} checkpoint {args.input}")
+    for key, entry in written.items():
+        print(f"  {key}: {entry['parameters']:,} parameters -> {entry['path']}")
+    print(f"  info: {os.path.join(args.output, 'convert_info.json')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""Helpers for the weight-import parity tests: reference models built here, never downloaded.
+
+torch and transformers are imported lazily (they are the optional bench extra).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Dict
+
+import numpy as np
+
+
+def max_abs_diff(a, b) -> float:
+    """max |a - b| over all elements, after casting both to float64 numpy arrays."""
+    a = np.asarray(a, np.float64)
+    b = np.asarray(b, np.float64)
+    assert a.shape == b.shape, f"shapes differ: {a.shape} vs {b.shape}"
+    return float(np.max(np.abs(a - b)))
+
+
+def torch_state_dict_to_numpy(model) -> Dict[str, np.ndarray]:
+    """A torch module's state dict as numpy float32 arrays (tied tensors appear under each
+    of their names, as in the state dict)."""
+    return {k: v.detach().cpu().float().numpy() if v.is_floating_point() else v.cpu().numpy()
+            for k, v in model.state_dict().items()}
+
+
+def randomize_torch_(model, seed: int = 0, scale: float = 0.1):
+    """Overwrites every float parameter: weights ~N(0, scale), LayerNorm weights ~1+N(0, 0.2).
+
+    At the default 0.02 initialisation the pre-activations are so small that the exact and
+    the tanh GELU (or a transposed small kernel) agree to ~1e-6 and a 1e-4 tolerance could not
+    fail; these weights make every path of the network matter. Tied parameters stay tied
+    (they are one Parameter).
+    """
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            noise = torch.randn(p.shape, generator=gen, dtype=p.dtype)
+            if "LayerNorm.weight" in name or name.endswith("layer_norm.weight"):
+                p.copy_(1.0 + 0.2 * noise)
+            else:
+                p.copy_(scale * noise)
+    return model
+
+
+def save_hf_dir(model, directory: str, safetensors: bool = True) -> str:
+    """Writes a Hugging Face checkpoint directory offline: config.json + model.safetensors
+    (save_pretrained drops tied duplicates), or config.json + pytorch_model.bin holding the
+    full state dict (tied duplicates included, as older checkpoints have them).
+
+    transformers 5 writes safetensors whatever safe_serialization says, so the .bin is
+    written with torch.save, the way transformers 4 wrote it.
+    """
+    os.makedirs(directory, exist_ok=True)
+    if safetensors:
+        model.save_pretrained(directory)
+    else:
+        import torch
+
+        model.config.save_pretrained(directory)
+        torch.save(model.state_dict(), os.path.join(directory, "pytorch_model.bin"))
+    return directory
+
+
+def random_bert_inputs(batch: int, length: int, vocab_size: int, seed: int = 0,
+                       num_predictions: int = 5):
+    """Token ids, two segments, right padding of varying length, and masked positions.
+
+    Row b has length - 3*b real tokens (so row 0 is unpadded and the others are padded);
+    segment 1 starts halfway through the real tokens; masked positions are distinct real
+    positions (never [CLS]), sorted.
+    """
+    rng = np.random.default_rng(seed)
+    token_ids = rng.integers(1, vocab_size, size=(batch, length)).astype("int32")
+    padding_mask = np.zeros((batch, length), "int32")
+    segment_ids = np.zeros((batch, length), "int32")
+    positions = np.zeros((batch, num_predictions), "int32")
+    for b in range(batch):
+        real = max(num_predictions + 2, length - 3 * b)
+        padding_mask[b, :real] = 1
+        segment_ids[b, real // 2:real] = 1
+        token_ids[b, real:] = 0
+        positions[b] = np.sort(rng.choice(np.arange(1, real), num_predictions, replace=False))
+    return {"token_ids": token_ids, "segment_ids": segment_ids,
+            "padding_mask": padding_mask}, positions
+
+
+# Original google-research/bert variable names for a Hugging Face BERT parameter, written out
+# independently of garden/models/bert/conversion.py so that the TF1 test checks that table.
+def hf_bert_to_tf1_name(name: str):
+    """(TF1 variable name, transpose?) for a Hugging Face BertForPreTraining parameter, or
+    None for a parameter TF1 does not store separately (the tied decoder)."""
+    name = name[len("bert."):] if name.startswith("bert.") else name
+    if name in ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias"):
+        return None
+    if name == "cls.seq_relationship.weight":
+        return "cls/seq_relationship/output_weights", False  # [2, H] in both
+    if name == "cls.seq_relationship.bias":
+        return "cls/seq_relationship/output_bias", False
+    if name == "cls.predictions.bias":
+        return "cls/predictions/output_bias", False
+    prefix = "" if name.startswith("cls.") else "bert/"
+    tf_name = name.replace("encoder.layer.", "encoder/layer_").replace(".", "/")
+    tf_name = tf_name.replace("LayerNorm/weight", "LayerNorm/gamma")
+    tf_name = tf_name.replace("LayerNorm/bias", "LayerNorm/beta")
+    tf_name = tf_name.replace("/weight", "/kernel")
+    if tf_name.startswith("embeddings/") and tf_name.endswith("_embeddings/kernel"):
+        tf_name = tf_name[:-len("/kernel")]
+        return prefix + tf_name, False
+    transpose = tf_name.endswith("/kernel")  # torch Linear [out, in] -> TF1 [in, out]
+    return prefix + tf_name, transpose
+
+
+def write_tf1_checkpoint(weights: Dict[str, np.ndarray], prefix: str, extra=()) -> str:
+    """Writes a name-based TF1 checkpoint (what tf.compat.v1.train.Saver writes, as the
+    original run_pretraining.py did) with one variable per (name, array); `extra` adds more
+    (e.g. Adam slots). Returns the checkpoint prefix."""
+    import tensorflow as tf
+
+    items = list(weights.items()) + list(extra)
+    with tf.Graph().as_default():
+        variables = [tf.compat.v1.Variable(value, name=name) for name, value in items]
+        saver = tf.compat.v1.train.Saver(variables)
+        with tf.compat.v1.Session() as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            return saver.save(sess, prefix)
+
+
+def hf_bert_to_tf1_weights(hf_weights: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+    out = {}
+    for name, value in hf_weights.items():
+        mapped = hf_bert_to_tf1_name(name)
+        if mapped is None or name.endswith("position_ids"):
+            continue
+        tf_name, transpose = mapped
+        out[tf_name] = np.ascontiguousarray(value.T if transpose else value)
+    return out
