@@ -30,7 +30,8 @@ class PositionEmbedding(keras.layers.Layer):
     """Learned absolute position embeddings (Devlin et al., 2019, section 3).
 
     Returns the first T rows of a [max_sequence_length, width] table, broadcast over the batch,
-    for an input of shape [B, T, ...]. Position i of every sequence gets row i.
+    for an input of shape [B, T, ...]. Position i of every sequence gets row i, unless explicit
+    `position_ids` [B, T] are given (RoBERTa's padding-offset positions): then those rows.
 
     Args:
         max_sequence_length: int, number of rows (BERT: 512).
@@ -57,10 +58,12 @@ class PositionEmbedding(keras.layers.Layer):
         )
         self.built = True
 
-    def call(self, inputs):
+    def call(self, inputs, position_ids=None):
         shape = ops.shape(inputs)
         seq_len = shape[1]
         table = ops.convert_to_tensor(self.position_embeddings)
+        if position_ids is not None:
+            return ops.take(table, ops.cast(position_ids, "int32"), axis=0)
         rows = ops.slice(table, (0, 0), (seq_len, shape[-1]))
         return ops.broadcast_to(ops.expand_dims(rows, 0), shape)
 
@@ -158,9 +161,10 @@ class TransformerEmbeddings(keras.layers.Layer):
             self.projection.build(x_shape)
         self.built = True
 
-    def call(self, token_ids, segment_ids=None, training=None):
+    def call(self, token_ids, segment_ids=None, training=None, position_ids=None):
         x = self.token_embedding(token_ids)
-        x = x + self.position_embedding(x)
+        # position_ids None: rows 0..T-1 (BERT); RoBERTa passes its padding-offset positions.
+        x = x + self.position_embedding(x, position_ids=position_ids)
         if self.segment_embedding is not None:
             if segment_ids is None:
                 segment_ids = ops.zeros_like(token_ids)
