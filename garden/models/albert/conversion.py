@@ -5,7 +5,9 @@ arrays (garden.convert reads safetensors / pytorch_model.bin) and returns our mo
 weights. It understands AlbertModel (names without a prefix) and the models that wrap it under
 `albert.` (AlbertForPreTraining, ...), with the heads `predictions.*` (masked LM) and
 `sop_classifier.*` (sentence order). Every checkpoint name must be used and every weight of our
-model filled: anything else is a ValueError that names the offenders.
+model filled: anything else is a ValueError that names the offenders. (So an AlbertForMaskedLM
+saved by transformers, which has neither the pooler nor the SOP head, is refused rather than
+returned with freshly initialised parts.)
 
 torch.nn.Linear stores [out, in]; Keras Dense kernels are [in, out], and the
 MultiHeadAttention projections are [H, heads, head_dim] (query/key/value) and
