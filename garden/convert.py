@@ -23,6 +23,7 @@ import importlib
 import json
 import math
 import os
+import re
 import sys
 from typing import Dict, Optional, Tuple
 
@@ -73,6 +74,20 @@ def _converter(family: str, function: str):
 
 # --- Hugging Face -----------------------------------------------------------------------------
 
+def _hf_directory(path_or_dir: str) -> str:
+    return path_or_dir if os.path.isdir(path_or_dir) else os.path.dirname(path_or_dir)
+
+
+def read_huggingface_config(path_or_dir: str) -> Dict:
+    """The parsed config.json of a Hugging Face checkpoint directory (or of a file in one)."""
+    config_path = os.path.join(_hf_directory(path_or_dir), "config.json")
+    if not os.path.exists(config_path):
+        raise FileNotFoundError(f"{config_path} not found: a Hugging Face checkpoint directory "
+                                "holds config.json next to its weights")
+    with open(config_path) as f:
+        return json.load(f)
+
+
 def read_huggingface_dir(path_or_dir: str) -> Tuple[Dict, Dict[str, np.ndarray]]:
     """(config, weights) of a Hugging Face checkpoint directory (or a weights file in one).
 
@@ -80,14 +95,8 @@ def read_huggingface_dir(path_or_dir: str) -> Tuple[Dict, Dict[str, np.ndarray]]
     (sharded), pytorch_model.bin. Weights come back as numpy arrays under their state-dict
     names; nothing is downloaded.
     """
-    directory = path_or_dir if os.path.isdir(path_or_dir) else os.path.dirname(path_or_dir)
-    config_path = os.path.join(directory, "config.json")
-    if not os.path.exists(config_path):
-        raise FileNotFoundError(f"{config_path} not found: a Hugging Face checkpoint directory "
-                                "holds config.json next to its weights")
-    with open(config_path) as f:
-        config = json.load(f)
-
+    directory = _hf_directory(path_or_dir)
+    config = read_huggingface_config(directory)
     candidates = ([path_or_dir] if os.path.isfile(path_or_dir) else
                   [os.path.join(directory, n) for n in
                    ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")])
@@ -259,13 +268,15 @@ def load_model_garden(checkpoint_or_encoder, family: str = "bert", config=None,
         encoder = BertEncoder(**model_garden_encoder_kwargs(_read_json(config)))
         status = tf.train.Checkpoint(**{checkpoint_key: encoder}).read(str(checkpoint_or_encoder))
         # Every encoder variable must come from the checkpoint: no silent partial restore.
+        status.expect_partial()  # optimizer slots etc. may be in the checkpoint too
         try:
             status.assert_existing_objects_matched()
         except AssertionError as e:
+            # TF's message prints whole arrays; keep the variable names (first 10 of them).
+            names = re.findall(r"<tf\.Variable '([^']+)'", str(e)) or [str(e)[:300]]
             raise ValueError(f"{checkpoint_or_encoder} does not hold every variable of a "
-                             f"BertEncoder built from this config under {checkpoint_key!r}: "
-                             f"{e}") from e
-        status.expect_partial()  # optimizer slots etc. may be in the checkpoint too
+                             f"BertEncoder built from this config under {checkpoint_key!r} "
+                             f"(check the config): missing e.g. {names}") from None
     else:
         encoder = checkpoint_or_encoder
     _check_activation(encoder, allow_approximate_gelu)
@@ -279,9 +290,9 @@ def convert(source: str, family: str, input_path: str, config_path: Optional[str
             allow_approximate_gelu: bool = False) -> Tuple[Dict, Dict]:
     """(models, config used) for one source; the CLI's work without the writing."""
     if source == "huggingface":
-        config, _ = read_huggingface_dir(input_path) if config_path is None else (
-            _read_json(config_path), None)
-        return load_huggingface(input_path, family), config
+        if config_path is not None:
+            raise ValueError("--source=huggingface reads config.json from --input; drop --config")
+        return load_huggingface(input_path, family), read_huggingface_config(input_path)
     if source == "tf1":
         if config_path is None:
             raise ValueError("--source=tf1 needs --config=bert_config.json")

@@ -214,7 +214,7 @@ def test_model_garden_encoder_and_checkpoint(tmp_path):
     _check_parity(models, ref, with_heads=False)
 
 
-def test_model_garden_default_approximate_gelu_is_refused_unless_allowed():
+def test_model_garden_default_approximate_gelu_is_refused_unless_allowed(tmp_path):
     encoder = _model_garden_encoder()  # BertEncoder's default: tanh-approximate GELU
     with pytest.raises(ValueError, match="tanh-approximate GELU"):
         convert.load_model_garden(encoder, "bert")
@@ -224,6 +224,24 @@ def test_model_garden_default_approximate_gelu_is_refused_unless_allowed():
     # The weights are all there; only the activation differs, visibly at these weight scales.
     diff = max_abs_diff(out["sequence_output"], ref["expected"]["sequence_output"])
     assert TOL < diff < 0.1, diff
+
+    # A checkpoint described by Model Garden's own BertEncoderConfig, whose "gelu" is the
+    # tanh approximation (official.modeling.tf_utils.get_activation).
+    import tensorflow as tf
+
+    prefix = tf.train.Checkpoint(encoder=encoder).write(str(tmp_path / "encoder"))
+    encoder_config = dict(vocab_size=99, hidden_size=32, num_layers=2, num_attention_heads=4,
+                          intermediate_size=37, max_position_embeddings=64, type_vocab_size=2,
+                          hidden_activation="gelu")
+    with pytest.raises(ValueError, match="tanh-approximate GELU"):
+        convert.load_model_garden(prefix, "bert", encoder_config)
+    from_ckpt = convert.load_model_garden(prefix, "bert", encoder_config,
+                                          allow_approximate_gelu=True)
+    assert max_abs_diff(from_ckpt["backbone"](ref["inputs"])["sequence_output"],
+                        out["sequence_output"]) == 0.0
+    # A config with more layers than the checkpoint: a partial restore is refused.
+    with pytest.raises(ValueError, match="does not hold every variable"):
+        convert.load_model_garden(prefix, "bert", dict(encoder_config, num_layers=3))
 
 
 # --- published size ---------------------------------------------------------------------------
