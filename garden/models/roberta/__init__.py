@@ -1,0 +1,8 @@
+"""RoBERTa (Liu et al., 2019): backbone, masked LM pretrainer and loss, presets, HF import."""
+
+from garden.models.roberta.backbone import RobertaBackbone, padding_offset_positions
+from garden.models.roberta.presets import PRESETS, roberta_backbone_from_preset
+from garden.models.roberta.pretrainer import RobertaPretrainer, roberta_pretrain_loss
+
+__all__ = ["RobertaBackbone", "RobertaPretrainer", "roberta_pretrain_loss", "PRESETS",
+           "roberta_backbone_from_preset", "padding_offset_positions"]

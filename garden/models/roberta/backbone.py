@@ -1,0 +1,157 @@
+"""RoBERTa encoder: BERT's encoder blocks under RoBERTa's embeddings (padding-offset positions,
+one token type, no segment input) -> tanh pooler on <s>."""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+from garden.layers.embeddings import TransformerEmbeddings, truncated_normal
+from garden.layers.transformer_encoder import TransformerEncoderBlock
+
+
+def padding_offset_positions(token_ids, padding_idx: int):
+    """RoBERTa's position ids (fairseq `make_positions`, HF `create_position_ids_from_input_ids`).
+
+    Real tokens count from padding_idx + 1; padding tokens get padding_idx itself:
+        position = cumsum(token != padding_idx) * (token != padding_idx) + padding_idx
+    e.g. padding_idx 1, tokens [0, 31, 2, 1, 1] -> positions [2, 3, 4, 1, 1]. Hence a table of
+    max_sequence_length + padding_idx + 1 rows (512 + 1 + 1 = 514 for the released models).
+    """
+    real = ops.cast(ops.not_equal(token_ids, padding_idx), "int32")
+    return ops.cumsum(real, axis=1) * real + padding_idx
+
+
+@keras.saving.register_keras_serializable(package="garden")
+class RobertaBackbone(keras.Model):
+    """RoBERTa (Liu et al., 2019, "RoBERTa: A Robustly Optimized BERT Pretraining Approach",
+    arXiv:1907.11692) as a Keras functional model.
+
+    The encoder is BERT's (post-LN blocks, exact GELU); what differs is the input: no segment
+    input, and learned positions offset by the padding id (see `padding_offset_positions`). The
+    released checkpoints keep a one-row token-type table, added at every position; it is kept
+    here so that weights import one to one and parameter counts equal the reference (124.6M
+    for roberta_base). The pooler (tanh dense on <s>) is that of Hugging Face's RobertaModel.
+
+    Inputs (dict, int32 [B, T]): token_ids, padding_mask (1 = real token). Padding must use
+    token id `padding_idx` (positions are computed from the ids, as in fairseq).
+    Outputs (dict): sequence_output [B, T, H]; pooled_output [B, H] = tanh(dense(h[:, 0])).
+
+    Args:
+        vocab_size: int, byte-level BPE vocabulary size (50265).
+        num_layers: int, Transformer blocks L.
+        hidden_size: int, hidden width H.
+        num_heads: int, attention heads A (H must be divisible by A).
+        intermediate_size: int, feed-forward width (4H).
+        max_sequence_length: int, longest input (512); the position table has
+            max_sequence_length + padding_idx + 1 rows.
+        padding_idx: int, id of <pad> (1); positions start at padding_idx + 1.
+        dropout: float, dropout on embeddings, attention probabilities and block outputs (0.1).
+        initializer_range: float, stddev of every truncated normal initializer (0.02).
+        layer_norm_epsilon: float, LayerNorm epsilon (1e-5, fairseq's default).
+        dtype: None, str or keras.DTypePolicy for every layer (e.g. "mixed_bfloat16").
+
+    Example:
+        backbone = RobertaBackbone(vocab_size=1000, num_layers=2, hidden_size=128, num_heads=2, intermediate_size=512)
+        ids = np.array([[0, 42, 43, 2, 1, 1]], "int32")
+        out = backbone({"token_ids": ids, "padding_mask": (ids != 1).astype("int32")})
+    """
+
+    def __init__(
+        self,
+        vocab_size: int = 50265,
+        num_layers: int = 12,
+        hidden_size: int = 768,
+        num_heads: int = 12,
+        intermediate_size: int = 3072,
+        max_sequence_length: int = 512,
+        padding_idx: int = 1,
+        dropout: float = 0.1,
+        initializer_range: float = 0.02,
+        layer_norm_epsilon: float = 1e-5,
+        dtype=None,
+        **kwargs,
+    ):
+        # === Layers ===
+        embeddings = TransformerEmbeddings(
+            vocab_size=vocab_size, hidden_size=hidden_size,
+            max_sequence_length=max_sequence_length + padding_idx + 1, type_vocab_size=1,
+            dropout=dropout, initializer_range=initializer_range,
+            layer_norm_epsilon=layer_norm_epsilon, dtype=dtype, name="embeddings")
+        encoder_blocks = [
+            TransformerEncoderBlock(
+                num_heads=num_heads, intermediate_size=intermediate_size, dropout=dropout,
+                activation="gelu", layer_norm_epsilon=layer_norm_epsilon,
+                initializer_range=initializer_range, dtype=dtype,
+                name=f"transformer_layer_{i}")
+            for i in range(num_layers)
+        ]
+        pooler = keras.layers.Dense(
+            hidden_size, activation="tanh", kernel_initializer=truncated_normal(initializer_range),
+            dtype=dtype, name="pooler_dense")
+
+        # === Functional graph ===
+        token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
+        padding_mask = keras.Input(shape=(None,), dtype="int32", name="padding_mask")
+        position_ids = padding_offset_positions(token_ids, padding_idx)
+        # No segment ids: the one-row token-type table adds row 0 everywhere.
+        x = embeddings(token_ids, position_ids=position_ids)
+        for block in encoder_blocks:
+            x = block(x, padding_mask=padding_mask)
+        sequence_output = x
+        pooled_output = pooler(x[:, 0, :])
+        super().__init__(
+            inputs={"token_ids": token_ids, "padding_mask": padding_mask},
+            outputs={"sequence_output": sequence_output, "pooled_output": pooled_output},
+            **kwargs)
+
+        # === Config ===
+        self.embeddings = embeddings
+        self.encoder_blocks = encoder_blocks
+        self.pooler = pooler
+        self.vocab_size = int(vocab_size)
+        self.num_layers = int(num_layers)
+        self.hidden_size = int(hidden_size)
+        self.num_heads = int(num_heads)
+        self.intermediate_size = int(intermediate_size)
+        self.max_sequence_length = int(max_sequence_length)
+        self.padding_idx = int(padding_idx)
+        self.dropout = float(dropout)
+        self.initializer_range = float(initializer_range)
+        self.layer_norm_epsilon = float(layer_norm_epsilon)
+        # A functional Model ignores a dtype argument; set it so heads built on top can follow.
+        self._dtype_arg = dtype
+        if dtype is not None:
+            self.dtype_policy = keras.dtype_policies.get(dtype)
+
+    @property
+    def token_embedding(self) -> keras.layers.ReversibleEmbedding:
+        """The BPE table layer; the MLM head projects onto its (tied) weights."""
+        return self.embeddings.token_embedding
+
+    def get_config(self):
+        dtype = self._dtype_arg
+        if isinstance(dtype, keras.DTypePolicy):
+            dtype = keras.dtype_policies.serialize(dtype)
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "vocab_size": self.vocab_size,
+            "num_layers": self.num_layers,
+            "hidden_size": self.hidden_size,
+            "num_heads": self.num_heads,
+            "intermediate_size": self.intermediate_size,
+            "max_sequence_length": self.max_sequence_length,
+            "padding_idx": self.padding_idx,
+            "dropout": self.dropout,
+            "initializer_range": self.initializer_range,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+            "dtype": dtype,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if isinstance(config.get("dtype"), dict):
+            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
+        return cls(**config)

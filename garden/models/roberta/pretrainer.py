@@ -1,0 +1,101 @@
+"""RoBERTa pretraining head (masked LM only, no NSP) and its loss.
+
+OBJECTIVES.md section 3: one segment, no next sentence prediction; the masks are drawn afresh
+each time a sequence is seen (dynamic masking, in the input pipeline), so the model itself is
+BERT's MLM head on the RoBERTa backbone: gather the masked positions -> dense(H, gelu) ->
+LayerNorm -> logits on the tied BPE table + output bias (fairseq `RobertaLMHead`).
+"""
+
+from __future__ import annotations
+
+from typing import Dict
+
+import keras
+import tensorflow as tf
+
+from garden.layers.heads import MaskedLMHead
+
+
+@keras.saving.register_keras_serializable(package="garden")
+class RobertaPretrainer(keras.Model):
+    """A RoBERTa backbone with the masked LM head of Liu et al. (2019); no NSP head.
+
+    Inputs (dict, int32): token_ids, padding_mask [B, T]; masked_lm_positions [B, P].
+    Outputs (dict, float32): mlm_logits [B, P, V]. The output projection is the backbone's
+    word table itself (tied), as in fairseq and Hugging Face (`lm_head.decoder`).
+
+    Args:
+        backbone: RobertaBackbone (or any backbone with inputs token_ids/padding_mask, a
+            sequence_output and a `token_embedding` ReversibleEmbedding).
+        **kwargs: name, trainable.
+
+    Example:
+        pretrainer = RobertaPretrainer(roberta_backbone_from_preset("roberta_base", num_layers=2))
+        outputs = pretrainer({"token_ids": ids, "padding_mask": mask, "masked_lm_positions": pos})
+        metrics = roberta_pretrain_loss(outputs, masked_lm_ids, masked_lm_weights)
+    """
+
+    def __init__(self, backbone, **kwargs):
+        # === Layers ===
+        masked_lm_head = MaskedLMHead(
+            backbone.token_embedding, activation="gelu",
+            layer_norm_epsilon=getattr(backbone, "layer_norm_epsilon", 1e-5),
+            initializer_range=getattr(backbone, "initializer_range", 0.02),
+            dtype=backbone.dtype_policy, name="masked_lm_head")
+
+        # === Functional graph ===
+        inputs = {
+            name: keras.Input(shape=(None,), dtype="int32", name=name)
+            for name in ("token_ids", "padding_mask", "masked_lm_positions")
+        }
+        backbone_outputs = backbone({k: inputs[k] for k in ("token_ids", "padding_mask")})
+        mlm_logits = masked_lm_head(backbone_outputs["sequence_output"],
+                                    inputs["masked_lm_positions"])
+        super().__init__(inputs=inputs, outputs={"mlm_logits": mlm_logits}, **kwargs)
+
+        # === Config ===
+        self.backbone = backbone
+        self.masked_lm_head = masked_lm_head
+
+    def get_config(self):
+        return {"name": self.name, "trainable": self.trainable,
+                "backbone": keras.layers.serialize(self.backbone)}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["backbone"] = keras.layers.deserialize(config["backbone"])
+        return cls(**config)
+
+
+def roberta_pretrain_loss(outputs: Dict[str, tf.Tensor], masked_lm_ids, masked_lm_weights,
+                          mlm_denominator=None) -> Dict[str, tf.Tensor]:
+    """Masked LM loss and accuracy of one (per-replica) batch, in plain TF ops.
+
+    loss = sum(w * nll) / (sum(w) + 1e-5) over the [B, P] predictions, exactly BERT's MLM term
+    (padding predictions with w = 0 count nothing; no prediction at all gives 0, not NaN).
+    Runs inside `strategy.run` (no Keras metric objects).
+
+    Args:
+        outputs: dict with "mlm_logits" float [B, P, V].
+        masked_lm_ids: int [B, P], the original ids at the masked positions.
+        masked_lm_weights: float [B, P], 1.0 for real predictions, 0.0 for padding.
+        mlm_denominator: optional float scalar replacing sum(w) + 1e-5 (the trainer's share
+            of the global weight sum, so the loss is the global mean however the batch is split).
+
+    Returns:
+        dict of float32 scalars: loss (= mlm_loss), mlm_loss, mlm_accuracy.
+    """
+    mlm_logits = tf.cast(outputs["mlm_logits"], tf.float32)
+    vocab_size = tf.shape(mlm_logits)[-1]
+    ids = tf.reshape(tf.cast(masked_lm_ids, tf.int32), [-1])
+    weights = tf.reshape(tf.cast(masked_lm_weights, tf.float32), [-1])
+    logits = tf.reshape(mlm_logits, [-1, vocab_size])
+
+    nll = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ids, logits=logits)
+    weight_sum = tf.reduce_sum(weights)
+    denominator = weight_sum + 1e-5 if mlm_denominator is None else tf.cast(mlm_denominator, tf.float32)
+    mlm_loss = tf.reduce_sum(weights * nll) / denominator
+    correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), ids), tf.float32)
+    mlm_accuracy = tf.math.divide_no_nan(tf.reduce_sum(weights * correct), weight_sum)
+    return {"loss": mlm_loss, "mlm_loss": mlm_loss, "mlm_accuracy": mlm_accuracy}
