@@ -206,8 +206,9 @@ def from_huggingface(config: dict, weights: Dict[str, np.ndarray]) -> dict:
 
     unexpected = sorted(n for n in names - w.used if not n.endswith(_BUFFERS))
     if w.missing or unexpected:
+        kind = ("ElectraForPreTraining" if has_disc else
+                "ElectraForMaskedLM" if has_gen else "ElectraModel")
         raise ValueError(
-            f"the checkpoint does not fit an ELECTRA of this config "
-            f"({'ElectraForPreTraining' if has_disc else 'ElectraForMaskedLM' if has_gen else 'ElectraModel'}"
-            f", prefix {prefix!r}): missing {sorted(w.missing)}; unexpected {unexpected}")
+            f"the checkpoint does not fit an ELECTRA of this config (read as {kind}, prefix "
+            f"{prefix!r}): missing {sorted(w.missing)}; unexpected {unexpected}")
     return {"backbone": backbone, "pretrainer": pretrainer}
