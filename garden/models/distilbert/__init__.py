@@ -1,0 +1,12 @@
+"""DistilBERT (Sanh et al., 2019): backbone, MLM head, distillation from a BERT teacher,
+preset, HF import."""
+
+from garden.models.distilbert.backbone import DistilBertBackbone
+from garden.models.distilbert.distiller import (TEACHER_LAYERS, DistilBertDistiller,
+                                                distillation_loss, init_student_from_teacher)
+from garden.models.distilbert.presets import PRESETS, distilbert_backbone_from_preset
+from garden.models.distilbert.pretrainer import DistilBertPretrainer
+
+__all__ = ["DistilBertBackbone", "DistilBertPretrainer", "DistilBertDistiller",
+           "distillation_loss", "init_student_from_teacher", "TEACHER_LAYERS", "PRESETS",
+           "distilbert_backbone_from_preset"]

@@ -1,0 +1,65 @@
+"""DistilBERT's masked LM head: the student's own MLM output (Sanh et al., 2019).
+
+The same head as BERT's (Hugging Face DistilBertForMaskedLM: vocab_transform -> gelu ->
+vocab_layer_norm -> vocab_projector tied to the word table + bias). The distillation objective
+that trains it against a teacher lives in distiller.py.
+"""
+
+from __future__ import annotations
+
+import keras
+
+from garden.layers.heads import MaskedLMHead
+
+
+@keras.saving.register_keras_serializable(package="garden")
+class DistilBertPretrainer(keras.Model):
+    """A DistilBERT backbone with the masked LM head (tied output projection).
+
+    Inputs (dict, int32): token_ids, padding_mask [B, T]; masked_lm_positions [B, P].
+    Outputs (dict): mlm_logits float32 [B, P, V]; sequence_output [B, T, H] (the last hidden
+    states, which the distillation's cosine loss aligns with the teacher's).
+
+    Args:
+        backbone: DistilBertBackbone.
+        **kwargs: name, trainable.
+
+    Example:
+        student = DistilBertPretrainer(distilbert_backbone_from_preset("distilbert_base"))
+        out = student({"token_ids": ids, "padding_mask": mask, "masked_lm_positions": positions})
+        out["mlm_logits"]  # [B, P, 30522]
+    """
+
+    def __init__(self, backbone, **kwargs):
+        # === Layers ===
+        masked_lm_head = MaskedLMHead(
+            backbone.token_embedding, activation="gelu",
+            layer_norm_epsilon=getattr(backbone, "layer_norm_epsilon", 1e-12),
+            initializer_range=getattr(backbone, "initializer_range", 0.02),
+            dtype=backbone.dtype_policy, name="masked_lm_head")
+
+        # === Functional graph ===
+        inputs = {
+            name: keras.Input(shape=(None,), dtype="int32", name=name)
+            for name in ("token_ids", "padding_mask", "masked_lm_positions")
+        }
+        sequence_output = backbone(
+            {k: inputs[k] for k in ("token_ids", "padding_mask")})["sequence_output"]
+        mlm_logits = masked_lm_head(sequence_output, inputs["masked_lm_positions"])
+        super().__init__(inputs=inputs,
+                         outputs={"mlm_logits": mlm_logits, "sequence_output": sequence_output},
+                         **kwargs)
+
+        # === Config ===
+        self.backbone = backbone
+        self.masked_lm_head = masked_lm_head
+
+    def get_config(self):
+        return {"name": self.name, "trainable": self.trainable,
+                "backbone": keras.layers.serialize(self.backbone)}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["backbone"] = keras.layers.deserialize(config["backbone"])
+        return cls(**config)

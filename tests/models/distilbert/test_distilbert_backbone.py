@@ -1,0 +1,80 @@
+import numpy as np
+import keras
+import pytest
+
+from garden.models.distilbert.backbone import DistilBertBackbone
+from garden.models.distilbert.presets import PRESETS, distilbert_backbone_from_preset
+from garden.models.distilbert.pretrainer import DistilBertPretrainer
+
+VOCAB = 99
+TINY = dict(vocab_size=VOCAB, num_layers=2, hidden_size=32, num_heads=4, intermediate_size=37,
+            max_sequence_length=64)
+
+
+def _inputs():
+    rng = np.random.default_rng(0)
+    token_ids = rng.integers(1, VOCAB, (2, 10)).astype("int32")
+    padding_mask = np.ones((2, 10), "int32")
+    padding_mask[1, 6:] = 0
+    token_ids[padding_mask == 0] = 0
+    return {"token_ids": token_ids, "padding_mask": padding_mask}
+
+
+@pytest.fixture(scope="module")
+def backbone():
+    keras.utils.set_random_seed(5)
+    return DistilBertBackbone(**TINY)
+
+
+def test_inputs_outputs_and_shapes(backbone):
+    assert set(backbone.input) == {"token_ids", "padding_mask"}
+    out = backbone(_inputs())
+    assert set(out) == {"sequence_output"}  # no pooler
+    assert tuple(out["sequence_output"].shape) == (2, 10, 32)
+    # No token types: only word and position tables.
+    assert backbone.embeddings.segment_embedding is None
+    assert not any("segment" in w.path or "pooler" in w.path for w in backbone.weights)
+
+
+def test_config_round_trip_and_keras_file(backbone, tmp_path):
+    config = backbone.get_config()
+    expected = dict(TINY, dropout=0.1, attention_dropout=0.1, initializer_range=0.02,
+                    layer_norm_epsilon=1e-12, dtype=None)
+    assert {k: config[k] for k in expected} == expected
+    assert DistilBertBackbone.from_config(config).get_config() == config
+    assert backbone.encoder_blocks[0].attention_dropout == 0.1
+
+    path = str(tmp_path / "distilbert.keras")
+    backbone.save(path)
+    loaded = keras.models.load_model(path)
+    assert isinstance(loaded, DistilBertBackbone)
+    np.testing.assert_array_equal(loaded(_inputs())["sequence_output"].numpy(),
+                                  backbone(_inputs())["sequence_output"].numpy())
+
+
+def test_pretrainer_shapes_tie_and_keras_file(backbone, tmp_path):
+    student = DistilBertPretrainer(backbone)
+    inputs = dict(_inputs(), masked_lm_positions=np.array([[1, 2], [3, 4]], "int32"))
+    out = student(inputs)
+    assert tuple(out["mlm_logits"].shape) == (2, 2, VOCAB)
+    assert tuple(out["sequence_output"].shape) == (2, 10, 32)
+    assert student.masked_lm_head.token_embedding.embeddings is backbone.token_embedding.embeddings
+    assert DistilBertPretrainer.from_config(student.get_config()).get_config() == student.get_config()
+    path = str(tmp_path / "student.keras")
+    student.save(path)
+    loaded = keras.models.load_model(path)
+    np.testing.assert_array_equal(loaded(inputs)["mlm_logits"].numpy(), out["mlm_logits"].numpy())
+
+
+def test_preset_and_parameter_count_equal_hugging_face():
+    assert PRESETS["distilbert_base"] == dict(vocab_size=30522, num_layers=6, hidden_size=768,
+                                              num_heads=12, intermediate_size=3072,
+                                              max_sequence_length=512)
+    with pytest.raises(ValueError, match="distilbert_base"):
+        distilbert_backbone_from_preset("distilbert_large")
+    ours = distilbert_backbone_from_preset("distilbert_base").count_params()
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    with torch.device("meta"):
+        reference = transformers.DistilBertModel(transformers.DistilBertConfig())  # the defaults
+    assert ours == sum(p.numel() for p in reference.parameters()) == 66_362_880  # "66M"
