@@ -1,4 +1,3 @@
-import time
 
 import numpy as np
 import keras
@@ -194,11 +193,9 @@ def test_tiny_pretrainer_overfits_a_fixed_batch():
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return metrics
 
-    start = time.time()
     first = train_step()
     for _ in range(49):
         last = train_step()
-    assert time.time() - start < 20
     first_loss, last_loss = float(first["loss"]), float(last["loss"])
     # ln(100) + ln(2) = 5.3 at the start; memorising 23 predictions and 8 labels drives it down.
     assert first_loss > 4.0
