@@ -1,0 +1,818 @@
+"""BERT pretraining step throughput: ours against Model Garden and keras-hub, in one run.
+
+Every contender trains the same architecture on the same synthetic batch (random word pieces,
+two segments, no padding, 20 masked positions, random next-sentence labels), float32, dropout
+0.1, AdamW at lr 1e-4 (linear warmup + decay schedule, weight decay 0.01 with the LayerNorm /
+bias exclusions) and gradients clipped to global norm 1.0:
+
+- ours: garden BertPretrainer(BertBackbone) trained by a copy of garden.train's step
+  (MirroredStrategy over the CPU as `--strategy=mirrored` builds it, GradientTape over the
+  task's compute_metrics, all-reduce, clip_by_global_norm, Keras AdamW from
+  garden.optimization.create_optimizer), in a tf.function; once with XLA off (the trainer's
+  default on a CPU) and once with `jit_compile=True` on the gradient function (as on GPUs).
+- Model Garden: BertPretrainerV2 on networks.BertEncoder with a next-sentence
+  ClassificationHead, built and stepped by official.nlp.tasks.masked_lm.MaskedLMTask
+  (build_model / train_step with its tf_keras metrics) under a tf.function, optimizer from
+  official.modeling.optimization.OptimizerFactory ("adamw" = legacy AdamWeightDecay, which
+  clips to global norm 1.0 itself), as Model Garden's own trainer does.
+- keras-hub: keras_hub.models.BertMaskedLM(BertBackbone): masked LM only (no NSP head, hence a
+  little less work than the others), compiled with keras AdamW(global_clipnorm=1.0) and
+  trained with `model.fit` (the way keras-hub is meant to be trained; `--keras_hub_mode`
+  also offers a train_on_batch loop).
+
+Each contender runs in its own process, one after the other: tf_keras (Model Garden) and
+Keras 3 keep separate global state (dtype policies, seed generators, name scopes), a
+process starts with TensorFlow's thread pools and allocator cold, and the peak memory of one
+does not weigh on the next. The matmul peak (large square and transformer-shaped fp32
+tf.linalg.matmul) is measured in its own process before and after them; MFU uses the best.
+
+    python -m benchmarks.train_step --output_json=/tmp/train_step.json
+    python -m benchmarks.train_step --configs=small,base
+
+See benchmarks/README.md for the FLOP count and how to read the output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import glob
+import importlib.metadata
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Dict, List, Optional
+
+import psutil
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# The issue's configs: "small" is L4 H512 A8 FFN2048; "base" is BERT-base. BERT-base at batch 32
+# takes ~25 s a step on 2 cores, so its default batch is 8 (--base_batch_size).
+CONFIGS = {
+    "small": dict(num_layers=4, hidden_size=512, num_heads=8, intermediate_size=2048,
+                  batch_size=32, steps=20, warmup=3),
+    "base": dict(num_layers=12, hidden_size=768, num_heads=12, intermediate_size=3072,
+                 batch_size=8, steps=8, warmup=2),
+}
+COMMON = dict(vocab_size=30522, seq_length=128, predictions=20, max_sequence_length=512,
+              type_vocab_size=2, dropout=0.1)
+OPTIMIZER = dict(learning_rate=1e-4, weight_decay=0.01, epsilon=1e-6, clip_norm=1.0,
+                 train_steps=10_000, warmup_steps=100)
+CONTENDERS = ("ours", "ours_xla", "model_garden", "keras_hub")
+OPTIONAL_CONTENDERS = ("model_garden_xla", "keras_hub_xla")
+SEED = 1234
+CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+def log(msg: str) -> None:
+    print(f"[{datetime.datetime.now():%H:%M:%S}] {msg}", flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# FLOPs
+
+
+def step_flops(cfg: dict, cls_dense_layers: int, nsp: bool) -> dict:
+    """Model FLOPs of one training step (matmuls only), training = 3 x forward.
+
+    Forward, per step (B batch, T tokens, L layers, H hidden, F ffn, P predictions, V vocab):
+      encoder dense layers  2 * B*T * L * (4*H*H + 2*H*F)     q, k, v, output; ffn in and out
+      attention             2 * B * L * 2*T*T*H               scores q.k and probabilities.v
+      MLM head              2 * B*P * (H*H + H*V)             transform dense; tied projection
+      [CLS] heads           2 * B * (cls_dense_layers*H*H + 2*H if nsp)
+    Embedding lookups, LayerNorm, softmax, GELU, dropout and the optimizer are not counted
+    (no matmul). Backward = 2 x forward (gradients for inputs and for weights).
+    """
+    b, t, n = cfg["batch_size"], cfg["seq_length"], cfg["num_layers"]
+    h, f, p, v = cfg["hidden_size"], cfg["intermediate_size"], cfg["predictions"], cfg["vocab_size"]
+    dense = 2 * b * t * n * (4 * h * h + 2 * h * f)
+    attention = 2 * b * n * 2 * t * t * h
+    mlm = 2 * b * p * (h * h + h * v)
+    cls = 2 * b * (cls_dense_layers * h * h + (2 * h if nsp else 0))
+    forward = dense + attention + mlm + cls
+    return {"dense": dense, "attention": attention, "mlm_head": mlm, "cls_heads": cls,
+            "forward": forward, "train": 3 * forward}
+
+
+# Trained [CLS] dense layers: ours = pooler (+ NSP dense(2)); Model Garden = the encoder's
+# pooler + ClassificationHead(inner_dim=H) (+ dense(2)); keras-hub's pooler output is unused.
+FLOP_HEADS = {"ours": (1, True), "model_garden": (2, True), "keras_hub": (0, False)}
+
+
+def flops_for(contender: str, cfg: dict) -> dict:
+    family = contender.replace("_xla", "")
+    return step_flops(cfg, *FLOP_HEADS[family])
+
+
+# ---------------------------------------------------------------------------------------------
+# Worker side (runs in a child process: `--_worker NAME --_result FILE`)
+
+
+def synthetic_batch(cfg: dict, seed: int = SEED) -> Dict[str, "np.ndarray"]:
+    """One batch in the TFRecord feature names of data_pipelines.features (BERT originals)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    b, t, p = cfg["batch_size"], cfg["seq_length"], cfg["predictions"]
+    ids = rng.integers(1000, cfg["vocab_size"], size=(b, t), dtype=np.int32)
+    ids[:, 0] = 101  # [CLS]
+    segment = np.zeros((b, t), np.int32)
+    segment[:, t // 2:] = 1
+    positions = np.sort(np.stack([rng.choice(np.arange(1, t), p, replace=False)
+                                  for _ in range(b)]), axis=1).astype(np.int32)
+    masked_ids = np.take_along_axis(ids, positions, axis=1)
+    ids_masked = ids.copy()
+    np.put_along_axis(ids_masked, positions, 103, axis=1)  # [MASK]
+    return {
+        "input_ids": ids_masked,
+        "input_mask": np.ones((b, t), np.int32),
+        "segment_ids": segment,
+        "masked_lm_positions": positions,
+        "masked_lm_ids": masked_ids,
+        "masked_lm_weights": np.ones((b, p), np.float32),
+        "next_sentence_labels": rng.integers(0, 2, size=(b, 1), dtype=np.int32),
+    }
+
+
+class StepTimer:
+    """Times `warmup` untimed then `steps` timed calls of `step()` (which must block)."""
+
+    def __init__(self, warmup: int, steps: int):
+        self.warmup, self.steps = warmup, steps
+
+    def run(self, step) -> dict:
+        t0 = time.perf_counter()
+        first_loss = None
+        for i in range(self.warmup):
+            loss = step()
+            first_loss = first_loss if first_loss is not None else loss
+        warmup_s = time.perf_counter() - t0
+        proc = psutil.Process()
+        cpu0, machine0 = proc.cpu_times(), psutil.cpu_times()
+        times, losses = [], []
+        start = time.perf_counter()
+        last = start
+        for _ in range(self.steps):
+            losses.append(step())
+            now = time.perf_counter()
+            times.append(now - last)
+            last = now
+        wall = last - start
+        cpu1, machine1 = proc.cpu_times(), psutil.cpu_times()
+        own = (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)
+        busy = _busy_s(machine1) - _busy_s(machine0)
+        return {
+            "warmup_s": warmup_s, "wall_s": wall, "step_s": times,
+            "median_step_s": sorted(times)[len(times) // 2],
+            "cpu_s": own, "cores_used": own / wall,
+            "other_load_cores": max(0.0, busy - own) / wall,
+            "first_loss": first_loss, "last_loss": losses[-1],
+        }
+
+
+def _busy_s(t) -> float:
+    return t.user + t.nice + t.system + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0)
+
+
+def worker_peak(cfg: dict, args) -> dict:
+    """fp32 matmul peak: large square and transformer-shaped ([B*T, H] x [H, F]) products."""
+    import tensorflow as tf
+
+    shapes = {"square_4096": (4096, 4096, 4096),
+              "ffn_shaped": (cfg["batch_size"] * cfg["seq_length"], cfg["hidden_size"],
+                             cfg["intermediate_size"])}
+    out = {}
+    for name, (m, k, n) in shapes.items():
+        a = tf.random.stateless_normal([m, k], seed=[1, 2])
+        b = tf.random.stateless_normal([k, n], seed=[3, 4])
+
+        @tf.function
+        def mm(a, b):
+            return tf.linalg.matmul(a, b)
+
+        mm(a, b).numpy()
+        flops = 2 * m * k * n
+        best, total, reps = float("inf"), 0.0, 0
+        # ~1 s of repetitions per shape after warm-up; the best repetition is the peak.
+        while total < args.peak_seconds or reps < 3:
+            t = time.perf_counter()
+            mm(a, b).numpy()
+            d = time.perf_counter() - t
+            best, total, reps = min(best, d), total + d, reps + 1
+        out[name] = {"m": m, "k": k, "n": n, "best_gflops": flops / best / 1e9,
+                     "mean_gflops": flops * reps / total / 1e9, "reps": reps}
+    return {"shapes": out}
+
+
+def _ours_model(cfg: dict):
+    from garden.models.bert.backbone import BertBackbone
+    from garden.models.bert.pretrainer import BertPretrainer
+
+    backbone = BertBackbone(
+        vocab_size=cfg["vocab_size"], num_layers=cfg["num_layers"],
+        hidden_size=cfg["hidden_size"], num_heads=cfg["num_heads"],
+        intermediate_size=cfg["intermediate_size"],
+        max_sequence_length=cfg["max_sequence_length"],
+        type_vocab_size=cfg["type_vocab_size"], dropout=cfg["dropout"])
+    return BertPretrainer(backbone)
+
+
+def _ours_task():
+    """garden.tasks.bert_pretraining's compute_metrics / loss_weights, without data on disk."""
+    from garden.tasks.bert_pretraining import BertPretraining
+
+    return BertPretraining(backbone=None, vocab="unused",
+                           phases=[{"start_step": 0, "data_dir": "unused", "max_seq_length": 128}])
+
+
+def worker_ours(cfg: dict, args, jit_compile: bool) -> dict:
+    """garden.train's step (one replica, no accumulation), copied from train()."""
+    import keras
+    import tensorflow as tf
+
+    from garden import distribute
+    from garden.optimization import create_optimizer
+
+    keras.utils.set_random_seed(SEED)
+    strategy = distribute.create_strategy(args.ours_strategy)
+    task = _ours_task()
+    with strategy.scope():
+        model = _ours_model(cfg)
+        opt = create_optimizer("adamw", OPTIMIZER["learning_rate"], OPTIMIZER["train_steps"],
+                               OPTIMIZER["warmup_steps"], weight_decay=OPTIMIZER["weight_decay"],
+                               epsilon=OPTIMIZER["epsilon"])
+        opt.build(model.trainable_variables)
+    variables = model.trainable_variables
+    replicas = strategy.num_replicas_in_sync
+    shares = replicas
+    sum_op = tf.distribute.ReduceOp.SUM
+    clip_norm = OPTIMIZER["clip_norm"]
+
+    def compute_gradients(micro_batches, weight_shares):
+        grads_sum, metric_sums = None, {}
+        for batch in micro_batches:
+            with tf.GradientTape() as tape:
+                metrics = task.compute_metrics(model, batch, training=True,
+                                               weight_shares=weight_shares)
+                loss = metrics["loss"] / shares
+            grads = tape.gradient(loss, variables)
+            grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
+                     for g, v in zip(grads, variables)]
+            grads_sum = grads if grads_sum is None else [a + g for a, g in zip(grads_sum, grads)]
+            for k, v in metrics.items():
+                metric_sums[k] = metric_sums.get(k, 0.0) + v / len(micro_batches)
+        return grads_sum, metric_sums
+
+    compiled_gradients = (tf.function(compute_gradients, jit_compile=True) if jit_compile
+                          else compute_gradients)
+
+    def weight_shares_of(micro_batches):
+        context = tf.distribute.get_replica_context()
+        local = {}
+        for batch in micro_batches:
+            for k, v in task.loss_weights(batch).items():
+                local[k] = local.get(k, 0.0) + v
+        return {k: v / shares for k, v in context.all_reduce(sum_op, local).items()}
+
+    def step_fn(micro_batches):
+        context = tf.distribute.get_replica_context()
+        weight_shares = weight_shares_of(micro_batches)
+        grads, metrics = compiled_gradients(micro_batches, weight_shares)
+        grads = context.all_reduce(sum_op, grads)
+        grad_norm = tf.linalg.global_norm(grads)
+        grads, _ = tf.clip_by_global_norm(grads, clip_norm, use_norm=grad_norm)
+        opt.apply_gradients(zip([g / replicas for g in grads], variables))
+        metrics = dict(metrics)
+        metrics["grad_norm"] = grad_norm
+        return metrics
+
+    @tf.function
+    def train_step(iterator):
+        micro_batches = [next(iterator)]
+        per_replica = strategy.run(step_fn, args=(micro_batches,))
+        return {k: strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
+                for k, v in per_replica.items()}
+
+    batch = synthetic_batch(cfg)
+    dataset = tf.data.Dataset.from_tensors(batch).repeat()
+    iterator = iter(strategy.distribute_datasets_from_function(lambda ctx: dataset))
+
+    def step():
+        # As garden.train's loop: every metric comes back to Python after each step.
+        return {k: float(v) for k, v in train_step(iterator).items()}["loss"]
+
+    result = StepTimer(args.warmup, args.steps).run(step)
+    result["parameters"] = int(model.count_params())
+    result["strategy"] = type(strategy).__name__
+    if args.profile and not jit_compile:
+        result["profile"] = profile_ours(cfg, args, strategy, task, model, compiled_gradients,
+                                         train_step, iterator, step)
+    return result
+
+
+def profile_ours(cfg, args, strategy, task, model, compute_gradients, train_step, iterator,
+                 step) -> dict:
+    """Where our step's time goes: phase split, then an op-level tf.profiler trace."""
+    import tensorflow as tf
+
+    batch = next(iter(tf.data.Dataset.from_tensors(synthetic_batch(cfg))))
+
+    @tf.function
+    def forward(batch):
+        def fn(batch):
+            return task.compute_metrics(model, batch, training=True)["loss"]
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(fn, args=(batch,)), axis=None)
+
+    @tf.function
+    def forward_backward(batch):
+        def fn(batch):
+            grads, metrics = compute_gradients([batch], None)
+            return metrics["loss"] + 0 * tf.add_n([tf.reduce_sum(g[:1]) for g in grads])
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(fn, args=(batch,)), axis=None)
+
+    def timed(fn, n):
+        out = fn()  # traces on the first call
+        if hasattr(out, "numpy"):
+            out.numpy()
+        t = time.perf_counter()
+        for _ in range(n):
+            out = fn()
+            if hasattr(out, "numpy"):
+                out.numpy()
+        return (time.perf_counter() - t) / n
+
+    n = args.profile_steps
+    phases = {
+        "forward_s": timed(lambda: forward(batch), n),
+        "forward_backward_s": timed(lambda: forward_backward(batch), n),
+        "step_s": timed(step, n),
+    }
+    phases["backward_s"] = phases["forward_backward_s"] - phases["forward_s"]
+    phases["optimizer_and_rest_s"] = phases["step_s"] - phases["forward_backward_s"]
+
+    logdir = tempfile.mkdtemp(prefix="train_step_profile_")
+    tf.profiler.experimental.start(logdir)
+    for _ in range(n):
+        step()
+    tf.profiler.experimental.stop()
+    ops = op_stats(logdir)
+    return {"phases": phases, "trace_steps": n, "logdir": logdir, **ops}
+
+
+def op_stats(logdir: str, top: int = 15) -> dict:
+    """Self time per op type and per op from the xplane trace (TensorBoard's framework_op_stats)."""
+    from tensorflow.python.profiler.internal import _pywrap_profiler_plugin as plugin
+
+    paths = glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)
+    if not paths:
+        return {"op_stats_error": f"no trace under {logdir}"}
+    raw, _ = plugin.xspace_to_tools_data(paths, "framework_op_stats", {})
+    tables = json.loads(raw)
+    table = tables[0] if isinstance(tables, list) else tables
+    cols = [c["id"] for c in table["cols"]]
+    by_type: Dict[str, float] = {}
+    by_op: Dict[str, float] = {}
+    total = 0.0
+    for row in table["rows"]:
+        r = dict(zip(cols, [c.get("v") if c else None for c in row["c"]]))
+        self_us = float(r.get("total_self_time") or 0.0)
+        if r.get("type") in ("IDLE",):
+            continue
+        total += self_us
+        by_type[r["type"]] = by_type.get(r["type"], 0.0) + self_us
+        by_op[f"{r['type']}: {r['operation']}"] = by_op.get(f"{r['type']}: {r['operation']}", 0.0) + self_us
+
+    def ranked(d):
+        return [{"name": k, "self_ms": v / 1e3, "share": v / total if total else 0.0}
+                for k, v in sorted(d.items(), key=lambda kv: -kv[1])[:top]]
+
+    return {"op_self_total_ms": total / 1e3, "top_op_types": ranked(by_type),
+            "top_ops": ranked(by_op)}
+
+
+def _pkg_resources_shim() -> None:
+    """official.nlp.tasks imports tensorflow_hub, which wants pkg_resources.parse_version only;
+    setuptools (pkg_resources) is not in the venv, so give it packaging's parse."""
+    import importlib.util
+    import types
+
+    if importlib.util.find_spec("pkg_resources") is None:
+        from packaging.version import parse
+
+        sys.modules["pkg_resources"] = types.SimpleNamespace(parse_version=parse)
+
+
+def worker_model_garden(cfg: dict, args, jit_compile: bool) -> dict:
+    _pkg_resources_shim()
+    import tensorflow as tf
+    import tf_keras
+    from official.modeling import optimization
+    from official.nlp.configs import bert, encoders
+    from official.nlp.data import pretrain_dataloader
+    from official.nlp.tasks import masked_lm
+
+    tf_keras.utils.set_random_seed(SEED)
+    h = cfg["hidden_size"]
+    encoder = encoders.EncoderConfig(type="bert", bert=encoders.BertEncoderConfig(
+        vocab_size=cfg["vocab_size"], hidden_size=h, num_layers=cfg["num_layers"],
+        num_attention_heads=cfg["num_heads"], intermediate_size=cfg["intermediate_size"],
+        dropout_rate=cfg["dropout"], attention_dropout_rate=cfg["dropout"],
+        max_position_embeddings=cfg["max_sequence_length"],
+        type_vocab_size=cfg["type_vocab_size"]))
+    task_config = masked_lm.MaskedLMConfig(
+        model=bert.PretrainerConfig(encoder=encoder, cls_heads=[bert.ClsHeadConfig(
+            inner_dim=h, num_classes=2, dropout_rate=cfg["dropout"], name="next_sentence")]),
+        train_data=pretrain_dataloader.BertPretrainDataConfig(
+            seq_length=cfg["seq_length"], max_predictions_per_seq=cfg["predictions"],
+            use_next_sentence_label=True))
+    task = masked_lm.MaskedLMTask(task_config)
+    model = task.build_model()
+    metrics = task.build_metrics(training=True)
+    # As official/nlp/configs/experiments (bert/pretraining): legacy AdamWeightDecay, its own
+    # global-norm clip (gradient_clip_norm=1.0), polynomial decay with linear warmup.
+    opt_config = optimization.OptimizationConfig({
+        "optimizer": {"type": "adamw", "adamw": {
+            "weight_decay_rate": OPTIMIZER["weight_decay"], "epsilon": OPTIMIZER["epsilon"],
+            "exclude_from_weight_decay": ["LayerNorm", "layer_norm", "bias"],
+            "gradient_clip_norm": OPTIMIZER["clip_norm"]}},
+        "learning_rate": {"type": "polynomial", "polynomial": {
+            "initial_learning_rate": OPTIMIZER["learning_rate"],
+            "decay_steps": OPTIMIZER["train_steps"], "end_learning_rate": 0.0}},
+        "warmup": {"type": "linear", "linear": {"warmup_steps": OPTIMIZER["warmup_steps"]}},
+    })
+    factory = optimization.OptimizerFactory(opt_config)
+    opt = factory.build_optimizer(factory.build_learning_rate())
+
+    b = synthetic_batch(cfg)
+    inputs = {
+        "input_word_ids": b["input_ids"], "input_mask": b["input_mask"],
+        "input_type_ids": b["segment_ids"], "masked_lm_positions": b["masked_lm_positions"],
+        "masked_lm_ids": b["masked_lm_ids"], "masked_lm_weights": b["masked_lm_weights"],
+        "next_sentence_labels": b["next_sentence_labels"],
+    }
+    iterator = iter(tf.data.Dataset.from_tensors(inputs).repeat())
+
+    @tf.function(jit_compile=jit_compile)
+    def train_step(inputs):
+        return task.train_step(inputs, model, opt, metrics)
+
+    @tf.function
+    def run(iterator):
+        # Orbit's loop: the batch comes from the iterator inside the traced step.
+        return train_step(next(iterator))
+
+    def step():
+        return {k: float(v) for k, v in run(iterator).items()}["loss"]
+
+    result = StepTimer(args.warmup, args.steps).run(step)
+    result["parameters"] = int(model.count_params())
+    return result
+
+
+def worker_keras_hub(cfg: dict, args, jit_compile: bool) -> dict:
+    import keras
+    import keras_hub
+    import tensorflow as tf
+
+    from garden.optimization import WarmupPolynomialDecay
+
+    keras.utils.set_random_seed(SEED)
+    backbone = keras_hub.models.BertBackbone(
+        vocabulary_size=cfg["vocab_size"], num_layers=cfg["num_layers"],
+        num_heads=cfg["num_heads"], hidden_dim=cfg["hidden_size"],
+        intermediate_dim=cfg["intermediate_size"], dropout=cfg["dropout"],
+        max_sequence_length=cfg["max_sequence_length"], num_segments=cfg["type_vocab_size"])
+    model = keras_hub.models.BertMaskedLM(backbone, preprocessor=None)
+    opt = keras.optimizers.AdamW(
+        learning_rate=WarmupPolynomialDecay(OPTIMIZER["learning_rate"], OPTIMIZER["train_steps"],
+                                            OPTIMIZER["warmup_steps"]),
+        weight_decay=OPTIMIZER["weight_decay"], epsilon=OPTIMIZER["epsilon"],
+        global_clipnorm=OPTIMIZER["clip_norm"])
+    opt.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
+    # keras-hub's MaskedLM.compile defaults: sparse CE from logits, weighted accuracy.
+    model.compile(optimizer=opt, jit_compile=jit_compile)
+    b = synthetic_batch(cfg)
+    x = {"token_ids": b["input_ids"], "segment_ids": b["segment_ids"],
+         "padding_mask": b["input_mask"], "mask_positions": b["masked_lm_positions"]}
+    y, sw = b["masked_lm_ids"], b["masked_lm_weights"]
+
+    if args.keras_hub_mode == "train_on_batch":
+        x_t = {k: tf.constant(v) for k, v in x.items()}
+        y_t, sw_t = tf.constant(y), tf.constant(sw)
+
+        def step():
+            return float(model.train_on_batch(x_t, y_t, sample_weight=sw_t, return_dict=True)["loss"])
+
+        result = StepTimer(args.warmup, args.steps).run(step)
+    else:
+        result = _fit_timed(model, tf.data.Dataset.from_tensors((x, y, sw)).repeat(), args)
+    result["parameters"] = int(model.count_params())
+    result["mode"] = args.keras_hub_mode
+    return result
+
+
+def _fit_timed(model, dataset, args) -> dict:
+    """model.fit for `warmup` steps, then a second fit of `steps` timed by a callback."""
+    import keras
+
+    class Times(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.ends, self.losses = [], []
+
+        def on_train_batch_begin(self, batch, logs=None):
+            if batch == 0:
+                self.begin = time.perf_counter()
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.ends.append(time.perf_counter())
+            self.losses.append(float(logs["loss"]))
+
+    t0 = time.perf_counter()
+    first = Times()
+    model.fit(dataset, steps_per_epoch=args.warmup, epochs=1, verbose=0, callbacks=[first])
+    warmup_s = time.perf_counter() - t0
+    timer = Times()
+    proc = psutil.Process()
+    cpu0, machine0 = proc.cpu_times(), psutil.cpu_times()
+    model.fit(dataset, steps_per_epoch=args.steps, epochs=1, verbose=0, callbacks=[timer])
+    cpu1, machine1 = proc.cpu_times(), psutil.cpu_times()
+    starts = [timer.begin] + timer.ends[:-1]
+    times = [e - s for s, e in zip(starts, timer.ends)]
+    wall = timer.ends[-1] - timer.begin
+    # CPU and load are over the whole second fit call (a little wider than the timed steps).
+    fit_wall = sum(times) + 1e-9
+    own = (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)
+    busy = _busy_s(machine1) - _busy_s(machine0)
+    return {
+        "warmup_s": warmup_s, "wall_s": wall, "step_s": times,
+        "median_step_s": sorted(times)[len(times) // 2],
+        "cpu_s": own, "cores_used": own / fit_wall,
+        "other_load_cores": max(0.0, busy - own) / fit_wall,
+        "first_loss": first.losses[0], "last_loss": timer.losses[-1],
+    }
+
+
+def run_worker(args) -> None:
+    cfg = {**COMMON, **CONFIGS[args.config]}
+    cfg["batch_size"] = args.batch_size or cfg["batch_size"]
+    name = args._worker
+    t0 = time.perf_counter()
+    if name == "peak":
+        result = worker_peak(cfg, args)
+    elif name in ("ours", "ours_xla"):
+        result = worker_ours(cfg, args, jit_compile=name.endswith("_xla"))
+    elif name in ("model_garden", "model_garden_xla"):
+        result = worker_model_garden(cfg, args, jit_compile=name.endswith("_xla"))
+    elif name in ("keras_hub", "keras_hub_xla"):
+        result = worker_keras_hub(cfg, args, jit_compile=name.endswith("_xla"))
+    else:
+        raise ValueError(f"unknown worker {name!r}")
+    result["process_s"] = time.perf_counter() - t0
+    result["peak_rss_mib"] = psutil.Process().memory_info().rss / (1 << 20)
+    with open(args._result, "w") as f:
+        json.dump(result, f)
+
+
+# ---------------------------------------------------------------------------------------------
+# Driver side
+
+
+def spawn(name: str, config: str, args, batch_size: int, work_dir: str) -> dict:
+    result_path = os.path.join(work_dir, f"{config}-{name}.json")
+    log_path = os.path.join(work_dir, f"{config}-{name}.log")
+    cmd = [sys.executable, "-m", "benchmarks.train_step", "--_worker", name,
+           "--_result", result_path, "--configs", config, "--batch_size", str(batch_size),
+           "--warmup", str(args.warmup_of[config]), "--steps", str(args.steps_of[config]),
+           "--keras_hub_mode", args.keras_hub_mode, "--ours_strategy", args.ours_strategy,
+           "--profile_steps", str(args.profile_steps), "--peak_seconds", str(args.peak_seconds),
+           "--profile" if args.profile else "--no-profile"]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
+    log(f"{config}/{name}: starting (log {log_path})")
+    t = time.perf_counter()
+    with open(log_path, "wb") as out:
+        rc = subprocess.call(cmd, cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    if rc != 0:
+        with open(log_path, "rb") as f:
+            tail = f.read()[-3000:].decode("utf-8", "replace")
+        raise RuntimeError(f"{config}/{name} exited with {rc}; last lines of {log_path}:\n{tail}")
+    with open(result_path) as f:
+        result = json.load(f)
+    log(f"{config}/{name}: done in {time.perf_counter() - t:.0f} s")
+    return result
+
+
+def summarise(name: str, cfg: dict, r: dict, peaks: dict) -> dict:
+    tokens = cfg["batch_size"] * cfg["seq_length"]
+    steps = len(r["step_s"])
+    flops = flops_for(name, cfg)
+    tps = tokens * steps / r["wall_s"]
+    achieved = flops["train"] * steps / r["wall_s"]
+    row = {
+        "contender": name, "tokens_per_s": tps, "median_step_s": r["median_step_s"],
+        "tokens_per_s_median": tokens / r["median_step_s"],
+        # What the rate would be with every core to itself, if CPU time is the work done:
+        # less disturbed by other jobs than the wall clock (see README).
+        "tokens_per_cpu_s_x_cores": tokens * steps / r["cpu_s"] * CORES,
+        "achieved_gflops": achieved / 1e9, "train_flops_per_step": flops["train"],
+        "flops": flops, "parameters": r.get("parameters"),
+        "other_load_cores": r["other_load_cores"], "cores_used": r["cores_used"],
+        "warmup_s": r["warmup_s"], "first_loss": r["first_loss"], "last_loss": r["last_loss"],
+    }
+    for peak_name, gflops in peaks.items():
+        row[f"mfu_{peak_name}"] = achieved / 1e9 / gflops
+    return row
+
+
+def best_peaks(peak_runs: List[dict]) -> Dict[str, float]:
+    names = peak_runs[0]["shapes"].keys()
+    return {n: max(p["shapes"][n]["best_gflops"] for p in peak_runs) for n in names}
+
+
+def format_table(config: str, cfg: dict, rows: List[dict], peaks: Dict[str, float],
+                 peak_runs: List[dict]) -> str:
+    lines = [f"== {config}: L{cfg['num_layers']} H{cfg['hidden_size']} A{cfg['num_heads']} "
+             f"FFN{cfg['intermediate_size']} V{cfg['vocab_size']} seq {cfg['seq_length']} "
+             f"pred {cfg['predictions']} batch {cfg['batch_size']}, "
+             f"{rows[0]['train_flops_per_step'] / 1e9:.1f} GFLOP/step (ours)"]
+    for i, p in enumerate(peak_runs):
+        when = "before" if i == 0 else "after"
+        lines.append("peak fp32 matmul (" + when + "): " + ", ".join(
+            f"{n} {v['m']}x{v['k']}x{v['n']} best {v['best_gflops']:.1f} / mean "
+            f"{v['mean_gflops']:.1f} GFLOP/s" for n, v in p["shapes"].items()))
+    header = ("contender", "tokens/s", "median tok/s", f"tok/CPU-s x{CORES}", "GFLOP/s",
+              "MFU square", "MFU ffn", "cores used", "other load", "loss first->last")
+    table = [header]
+    for r in rows:
+        table.append((r["contender"], f"{r['tokens_per_s']:.0f}", f"{r['tokens_per_s_median']:.0f}",
+                      f"{r['tokens_per_cpu_s_x_cores']:.0f}", f"{r['achieved_gflops']:.1f}", f"{100 * r['mfu_square_4096']:.1f}%",
+                      f"{100 * r['mfu_ffn_shaped']:.1f}%", f"{r['cores_used']:.2f}",
+                      f"{r['other_load_cores']:.2f}",
+                      f"{r['first_loss']:.2f}->{r['last_loss']:.2f}"))
+    widths = [max(len(str(row[i])) for row in table) for i in range(len(header))]
+    for row in table:
+        lines.append("  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w)
+                               for i, (c, w) in enumerate(zip(row, widths))))
+    return "\n".join(lines)
+
+
+def ratios(rows: List[dict]) -> dict:
+    by = {r["contender"]: r for r in rows}
+    peers = [r for r in rows if not r["contender"].startswith("ours")]
+    out = {}
+    if not peers:
+        return out
+    faster = max(peers, key=lambda r: r["tokens_per_s"])
+    out["faster_peer"] = faster["contender"]
+    for name in ("ours", "ours_xla"):
+        if name in by:
+            out[f"{name}/faster_peer"] = by[name]["tokens_per_s"] / faster["tokens_per_s"]
+            for p in peers:
+                out[f"{name}/{p['contender']}"] = by[name]["tokens_per_s"] / p["tokens_per_s"]
+    return out
+
+
+def format_profile(profile: dict) -> str:
+    ph = profile["phases"]
+    lines = [f"ours, where a step goes ({profile['trace_steps']} steps each; XLA off):",
+             f"  forward+loss {ph['forward_s']:.2f} s | backward {ph['backward_s']:.2f} s | "
+             f"clip+all-reduce+AdamW+rest {ph['optimizer_and_rest_s']:.2f} s | "
+             f"step {ph['step_s']:.2f} s"]
+    if profile["trace_steps"] < 3 or min(ph.values()) < 0:
+        lines.append("  (phase times are differences of separately timed runs: with few steps or "
+                     "other load they are noise; trust the op table)")
+    if "top_op_types" in profile:
+        lines.append(f"  op self time over the traced steps: {profile['op_self_total_ms']:.0f} ms "
+                     "(ops on 2 inter-op threads overlap, so this can exceed the wall time)")
+        lines.append("  top op types:")
+        for t in profile["top_op_types"][:12]:
+            lines.append(f"    {100 * t['share']:5.1f}%  {t['self_ms']:8.0f} ms  {t['name']}")
+        lines.append("  top ops:")
+        for t in profile["top_ops"][:12]:
+            lines.append(f"    {100 * t['share']:5.1f}%  {t['self_ms']:8.0f} ms  {t['name'][:110]}")
+    return "\n".join(lines)
+
+
+def machine_info() -> dict:
+    model = platform.processor() or "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    versions = {}
+    for dist in ("tensorflow", "keras", "keras-hub", "tf-keras", "tf-models-official"):
+        try:
+            versions[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            versions[dist] = None
+    return {
+        "cpu_model": model,
+        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "load_average_at_start": os.getloadavg(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "versions": versions,
+    }
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(prog="python -m benchmarks.train_step",
+                                description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--configs", default="small", help="comma-separated: small, base")
+    p.add_argument("--contenders", default=",".join(CONTENDERS),
+                   help="comma-separated, from " + ", ".join(CONTENDERS + OPTIONAL_CONTENDERS))
+    p.add_argument("--steps", type=int, help="timed steps (default: 20 small, 8 base)")
+    p.add_argument("--warmup", type=int, help="untimed steps first (default: 3 small, 2 base)")
+    p.add_argument("--batch_size", type=int, help="override the config's batch (small 32, base 8)")
+    p.add_argument("--keras_hub_mode", default="fit", choices=["fit", "train_on_batch"])
+    p.add_argument("--ours_strategy", default="mirrored",
+                   help="garden.distribute.create_strategy name for ours (the trainer's default)")
+    p.add_argument("--profile", action=argparse.BooleanOptionalAction, default=True,
+                   help="after ours' timing, split its step into phases and trace it")
+    p.add_argument("--profile_steps", type=int, default=3)
+    p.add_argument("--peak_seconds", type=float, default=3.0,
+                   help="repetition time per matmul shape when measuring the peak")
+    p.add_argument("--work_dir", help="logs and per-contender results (default: a temp dir)")
+    p.add_argument("--output_json")
+    p.add_argument("--_worker", help=argparse.SUPPRESS)
+    p.add_argument("--_result", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    configs = [c for c in args.configs.split(",") if c]
+    unknown = [c for c in configs if c not in CONFIGS]
+    if unknown or not configs:
+        p.error(f"--configs takes {', '.join(CONFIGS)}; got {args.configs!r}")
+    args.config_list = configs
+    args.config = configs[0]
+    contenders = [c for c in args.contenders.split(",") if c]
+    bad = [c for c in contenders if c not in CONTENDERS + OPTIONAL_CONTENDERS]
+    if bad:
+        p.error(f"unknown contender(s) {bad}")
+    args.contender_list = contenders
+    args.steps_of = {c: args.steps or CONFIGS[c]["steps"] for c in configs}
+    args.warmup_of = {c: args.warmup if args.warmup is not None else CONFIGS[c]["warmup"]
+                      for c in configs}
+    if args._worker:
+        args.steps, args.warmup = args.steps_of[args.config], args.warmup_of[args.config]
+    return args
+
+
+def main(argv=None) -> dict:
+    args = parse_args(argv)
+    if args._worker:
+        run_worker(args)
+        return {}
+    work_dir = os.path.abspath(args.work_dir or tempfile.mkdtemp(prefix="bench_train_step_"))
+    os.makedirs(work_dir, exist_ok=True)
+    machine = machine_info()
+    log(f"{machine['cores']} cores ({machine['cpu_model']}), load average "
+        f"{', '.join(f'{x:.2f}' for x in machine['load_average_at_start'])}; work dir {work_dir}")
+    report = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "machine": machine,
+              "argv": sys.argv[1:] if argv is None else list(argv), "optimizer": OPTIMIZER,
+              "configs": {}}
+    texts = []
+    for config in args.config_list:
+        cfg = {**COMMON, **CONFIGS[config]}
+        cfg["batch_size"] = args.batch_size or cfg["batch_size"]
+        peak_runs = [spawn("peak", config, args, cfg["batch_size"], work_dir)]
+        results = {}
+        for name in args.contender_list:
+            results[name] = spawn(name, config, args, cfg["batch_size"], work_dir)
+            log(f"  {name}: {cfg['batch_size'] * cfg['seq_length'] * len(results[name]['step_s']) / results[name]['wall_s']:.0f} tokens/s, "
+                f"other load {results[name]['other_load_cores']:.2f} cores")
+        peak_runs.append(spawn("peak", config, args, cfg["batch_size"], work_dir))
+        peaks = best_peaks(peak_runs)
+        rows = [summarise(n, cfg, results[n], peaks) for n in args.contender_list]
+        text = format_table(config, cfg, rows, peaks, peak_runs)
+        rat = ratios(rows)
+        if rat:
+            text += "\nratios (tokens/s): " + ", ".join(
+                f"{k} {v:.2f}" for k, v in rat.items() if k != "faster_peer")
+            text += f" (faster peer: {rat['faster_peer']})"
+        profile = results.get("ours", {}).get("profile")
+        if profile:
+            text += "\n" + format_profile(profile)
+        texts.append(text)
+        print(text, flush=True)
+        report["configs"][config] = {"config": cfg, "peaks": peak_runs, "best_peaks_gflops": peaks,
+                                     "rows": rows, "ratios": rat, "raw": results}
+    report["load_average_at_end"] = os.getloadavg()
+    print("\n\n".join(texts))
+    if args.output_json:
+        with open(args.output_json, "w") as f:
+            json.dump(report, f, indent=2)
+        log(f"wrote {args.output_json}")
+    return report
+
+
+if __name__ == "__main__":
+    main()
