@@ -51,14 +51,20 @@ def test_gradient_accumulation_matches_one_device(bert_data, single_device, tmp_
     assert _max_diff(single_device, _weights(tmp_path)) < 2e-5
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _free_ports(count):
+    """Distinct free loopback ports (all bound at once, so none is handed out twice)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
 
 
 def test_two_workers_match_one_device(bert_data, single_device, tmp_path):
-    workers = [f"127.0.0.1:{_free_port()}", f"127.0.0.1:{_free_port()}"]
+    workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
     procs = []
     for index in range(2):
         tf_config = json.dumps({"cluster": {"worker": workers},
@@ -74,7 +80,9 @@ def test_two_workers_match_one_device(bert_data, single_device, tmp_path):
         finally:
             proc.kill()
         outputs.append(out)
-        assert proc.returncode == 0, out[-4000:]
+    for proc in procs:
+        assert proc.returncode == 0, "\n".join(f"--- worker {i} (exit {p.returncode}) ---\n{o[-3000:]}"
+                                                for i, (p, o) in enumerate(zip(procs, outputs)))
     assert "on 2 replica(s)" in outputs[0]
     assert "worker done" in outputs[1]
     # Only the chief's files remain.
