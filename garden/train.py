@@ -298,8 +298,7 @@ def train(model_dir: str, strategy, task=gin.REQUIRED, train_steps: int = gin.RE
                     means = {k: v / window_steps for k, v in window_sums.items()}
                     first_logged = first_logged or means
                     last = means
-                    lr = float(opt.learning_rate if not callable(getattr(opt, "_learning_rate", None))
-                               else opt._learning_rate(opt.iterations))
+                    lr = float(opt.learning_rate)  # the schedule at the current iteration
                     with writer.as_default(step=step):
                         for k, v in means.items():
                             tf.summary.scalar(k, v)

@@ -4,14 +4,12 @@ Pipeline runs cost seconds each, so the end-to-end run is shared (module fixture
 slow 2-worker multi-processing run happens once.
 """
 
-import gzip
 import json
 import os
 import shutil
 import socket
 
 import apache_beam as beam
-import numpy as np
 import pytest
 import tensorflow as tf
 from apache_beam.options.pipeline_options import PipelineOptions

@@ -16,7 +16,7 @@ MultiHeadAttention projections are [H, heads, head_dim] (query/key/value) and
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Mapping, Optional
+from typing import Callable, Dict, Mapping
 
 import numpy as np
 

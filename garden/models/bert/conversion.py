@@ -22,7 +22,7 @@ Layout differences handled here (checked numerically in tests/test_convert_bert.
 from __future__ import annotations
 
 import re
-from typing import Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Callable, Dict, Iterable, List, Tuple
 
 import numpy as np
 

@@ -4,7 +4,7 @@ import pytest
 import tensorflow as tf
 
 from garden.models.bert.pretrainer import BertPretrainer, bert_pretrain_loss
-from garden.models.bert.presets import PRESETS, bert_backbone_from_preset
+from garden.models.bert.presets import bert_backbone_from_preset
 
 import bert_reference as ref
 
