@@ -34,7 +34,8 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from data_pipelines import tokenizers
+from data_pipelines import features, tokenizers
+from data_pipelines.objectives import base
 
 Segment = Sequence[int]
 Document = Sequence[Segment]
@@ -285,3 +286,85 @@ def create_instances(documents: Sequence[Document], rng: np.random.Generator, vo
                 return documents[j + 1 if j >= index else j]
             instances.extend(create_instances_from_document(doc, rng, other, vocab, options))
     return instances
+
+
+# ---------------------------------------------------------------------------------------------
+# The objective as the Beam job sees it (data_pipelines/objectives/base.py).
+
+
+def vocab_from_base(vocab: base.Vocab, objective: str = "bert") -> BertVocab:
+    return BertVocab(cls_id=vocab.special("cls", objective), sep_id=vocab.special("sep", objective),
+                     mask_id=vocab.special("mask", objective), vocab_size=vocab.size,
+                     is_continuation=~np.asarray(vocab.is_word_start, dtype=bool))
+
+
+def add_masking_flags(group, *, whole_word_default: bool, max_predictions_default: int = 20) -> None:
+    group.add_argument("--max_predictions_per_seq", type=int, default=max_predictions_default,
+                       help="cap on masked positions per instance (default %(default)s)")
+    group.add_argument("--masked_lm_prob", type=float, default=0.15,
+                       help="share of tokens to mask, specials included in the count (default %(default)s)")
+    base.add_bool(group, "whole_word_mask", whole_word_default,
+                  "mask whole words (a word's continuation pieces together)")
+
+
+def _add_flags(group) -> None:
+    add_masking_flags(group, whole_word_default=False)
+    group.add_argument("--short_seq_prob", type=float, default=0.1,
+                       help="probability that a document's dupe pass targets a random shorter length "
+                       "randint(2, max_seq_length-3) (default %(default)s)")
+
+
+def _make_options(args) -> BertOptions:
+    return BertOptions(max_seq_length=args.max_seq_length, max_predictions_per_seq=args.max_predictions_per_seq,
+                       masked_lm_prob=args.masked_lm_prob, short_seq_prob=args.short_seq_prob,
+                       whole_word_mask=args.whole_word_mask)
+
+
+def pool_random_document(docs: Sequence[base.Doc], pos: int, ctx: base.PoolContext) -> RandomDocumentFn:
+    """B of a random-next pair: a uniformly drawn other document of the pool (the pool is a
+    hash-random sample of the corpus, so this is a uniformly random other document)."""
+    def random_document(rng):
+        if len(docs) == 1:
+            ctx.count("random_next_same_document")
+            return docs[0].segments
+        j = int(rng.integers(0, len(docs) - 1))
+        return docs[j + 1 if j >= pos else j].segments
+    return random_document
+
+
+def count_masked_instance(ctx: base.PoolContext, inst: Dict[str, list]) -> None:
+    ctx.count("real_tokens", len(inst["input_ids"]))
+    ctx.count("masked_tokens", len(inst["masked_lm_positions"]))
+    ctx.count("nsp_random", inst["next_sentence_labels"][0])
+
+
+def _create(docs: Sequence[base.Doc], ctx: base.PoolContext):
+    vocab = vocab_from_base(ctx.vocab)
+    for pos, doc in enumerate(docs):
+        rng = ctx.rng(doc.id)
+        instances = create_instances_from_document(doc.segments, rng, pool_random_document(docs, pos, ctx),
+                                                   vocab, ctx.options)
+        for index, inst in enumerate(instances):
+            count_masked_instance(ctx, inst)
+            yield f"{doc.id}|{index}", inst
+
+
+def masked_lm_summary(counters) -> dict:
+    return {
+        # masked / real tokens (specials included): ~0.15 up to rounding and the max_pred cap.
+        "masked_token_rate": base.rate(counters, "masked_tokens", "real_tokens"),
+        "nsp_random_fraction": base.rate(counters, "nsp_random", "instances"),
+        "random_next_same_document": counters.get("random_next_same_document", 0),
+    }
+
+
+OBJECTIVE = base.Objective(
+    name="bert",
+    recipe="BERT (Devlin et al. 2019): masked LM + next sentence prediction, static masks, WordPiece",
+    tokenizer="wordpiece",
+    add_flags=_add_flags,
+    make_options=_make_options,
+    feature_spec=lambda o: features.bert_pretrain_spec(o.max_seq_length, o.max_predictions_per_seq),
+    create_instances=_create,
+    summarize=masked_lm_summary,
+)

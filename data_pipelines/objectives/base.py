@@ -1,0 +1,193 @@
+"""What every pre-training objective gives the Beam job, and what the job gives it back.
+
+An objective is a plain record (``Objective``) of functions; ``data_pipelines.make_pretrain``
+knows nothing objective-specific. The job:
+
+1. reads documents and tokenizes them with the objective's tokenizer kind into ``Doc`` records
+   (sentences -> lists of piece ids; ERNIE-style objectives also get unit spans);
+2. for each dupe pass d (``--dupe_factor``; objectives that mask dynamically default to 1),
+   hashes every document into a *pool* of about ``--random_document_pool_size`` documents
+   (``sha256(seed, d, doc id) % num_pools``), so that no worker ever needs the whole corpus;
+3. calls ``objective.create_instances(docs, ctx)`` once per (dupe pass, pool), with the
+   pool's documents sorted by id and a ``PoolContext`` for randomness and counters;
+4. keys each instance by ``sha256(seed, dupe, instance key)``, which decides its shard and
+   its place in the shard (the fixed-seed shuffle), and writes the features with
+   ``features.serialize_example(objective.feature_spec(options), features)``.
+
+Per-document objectives (BERT, ALBERT, SpanBERT, ERNIE, ELECTRA) loop over the pool's
+documents; random-next/SOP draw the other document from the pool; packing objectives
+(RoBERTa FULL-SENTENCES, GPT-2, T5, XLNet, BART) concatenate the pool's documents in the
+given order (the last partial block of a pool is the only loss, and is counted).
+
+Randomness: ``ctx.rng(*key)`` is a numpy Generator seeded from ``sha256(seed, dupe, *key)``;
+use the document id (per-document objectives) or the first document id of a block
+(packing objectives) as the key, so results do not depend on sharding, retries, the runner
+or the number of workers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from data_pipelines import features
+
+# Roles of special tokens. A tokenizer kind maps each role it has to an id, e.g. WordPiece
+# cls -> [CLS]; byte-level BPE cls -> <s>, sep -> </s>, eod -> <|endoftext|>; SentencePiece
+# (ALBERT/XLNet/T5 style) cls -> [CLS]/<cls>, eod -> <eod>, eos -> </s>.
+ROLES = ("pad", "unk", "cls", "sep", "mask", "bos", "eos", "eod")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Vocab:
+    """What objectives may know about a vocabulary: ids, roles and word starts. No strings
+    are looked up per element.
+
+    tokens: the piece of every id (for messages and tests).
+    specials: role -> id (see ROLES); only the roles this vocabulary has.
+    special_ids: every control id (never a masking candidate, never a random replacement).
+    is_word_start: bool per id; True for a piece that starts a word (WordPiece: no "##";
+      SentencePiece: starts with U+2581; byte-level BPE: starts with "\u0120") and for specials.
+    name: the vocabulary's path, for error messages.
+    """
+
+    tokens: Tuple[str, ...]
+    specials: Mapping[str, int]
+    special_ids: frozenset
+    is_word_start: np.ndarray
+    name: str = "<vocab>"
+
+    @property
+    def size(self) -> int:
+        return len(self.tokens)
+
+    def special(self, role: str, objective: str = "") -> int:
+        """The id of a role, or a clear error naming the vocabulary and what to do."""
+        try:
+            return self.specials[role]
+        except KeyError:
+            who = f"objective {objective} " if objective else ""
+            raise VocabularyRoleError(
+                f"{who}needs a {role!r} token but vocabulary {self.name} has none "
+                f"(it has {sorted(self.specials)}); build one with make_vocab --tokenizer=...") from None
+
+
+class VocabularyRoleError(ValueError):
+    pass
+
+
+def make_vocab(tokens: Sequence[str], roles: Mapping[str, str], *, word_start: Callable[[str], bool],
+               control: Sequence[str] = (), name: str = "<vocab>") -> Vocab:
+    """A Vocab from its pieces. ``roles``: role -> piece (roles whose piece is absent are left
+    out); ``control``: further pieces that are special (e.g. T5 sentinels, <unk>);
+    ``word_start(piece)``: whether a piece starts a word."""
+    tokens = tuple(tokens)
+    index = {t: i for i, t in enumerate(tokens)}
+    specials = {role: index[piece] for role, piece in roles.items() if piece in index}
+    special_ids = frozenset(specials.values()) | frozenset(index[t] for t in control if t in index)
+    starts = np.array([word_start(t) for t in tokens], dtype=bool)
+    if special_ids:
+        starts[sorted(special_ids)] = True
+    return Vocab(tokens=tokens, specials=specials, special_ids=special_ids, is_word_start=starts, name=name)
+
+
+@dataclasses.dataclass
+class Doc:
+    """A tokenized document.
+
+    id: stable id ("relative/path:index" or "path:line" for JSONL).
+    segments: its sentences as non-empty lists of piece ids.
+    units: only for objectives with ``wants_units``: per segment, sorted non-overlapping
+      (start, end) piece spans (end exclusive) of multi-word units (phrases, entities).
+    """
+
+    id: str
+    segments: List[List[int]]
+    units: Optional[List[List[Tuple[int, int]]]] = None
+
+
+class PoolContext:
+    """Randomness, counters and shared data for one ``create_instances`` call."""
+
+    def __init__(self, seed: int, dupe: int, vocab: Vocab, options: Any,
+                 unigram_counts: Optional[np.ndarray] = None):
+        self.seed = seed
+        self.dupe = dupe
+        self.vocab = vocab
+        self.options = options
+        # Corpus token counts per id (length vocab.size), for objectives with wants_unigram.
+        self.unigram_counts = unigram_counts
+        self.stats: Dict[str, int] = {}
+
+    def rng(self, *key) -> np.random.Generator:
+        digest = hashlib.sha256("\x1f".join(["rng", str(self.seed), str(self.dupe)] + [str(k) for k in key])
+                                .encode("utf-8")).digest()
+        return np.random.default_rng(int.from_bytes(digest[:16], "big"))
+
+    def count(self, name: str, n: int = 1) -> None:
+        """Adds ``n`` to counter ``name`` (summed over the job into stats.json["counters"])."""
+        if n:
+            self.stats[name] = self.stats.get(name, 0) + int(n)
+
+
+# create_instances(docs, ctx) -> iterator of (instance key, {feature name: list of values}).
+# The key must be unique within the (dupe, pool) call, e.g. f"{doc.id}|{index}".
+CreateInstancesFn = Callable[[Sequence[Doc], PoolContext], Iterator[Tuple[str, Dict[str, Sequence]]]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Objective:
+    """One pre-training objective as the Beam job sees it.
+
+    name: the --objective value.
+    recipe: one line naming the paper and the recipe (shown in --help).
+    tokenizer: the default tokenizer kind: "wordpiece" | "sentencepiece" | "bpe".
+    add_flags: adds the objective's own flags to an argparse group; help texts give the
+      published default (and the code default where OBJECTIVES.md says they differ).
+    make_options: argparse namespace (common + own flags) -> the objective's frozen options;
+      raises ValueError for a bad combination.
+    feature_spec: options -> features.Spec of the written tf.train.Examples.
+    create_instances: see CreateInstancesFn.
+    defaults: overrides of the common flags' defaults (e.g. {"max_seq_length": 512,
+      "dupe_factor": 40} for ALBERT).
+    summarize: counters (summed over the job) -> extra stats.json entries (rates, means).
+    wants_units: the job attaches unit spans to each Doc (ERNIE).
+    wants_unigram: the job counts corpus piece frequencies first (SpanBERT replacements).
+    """
+
+    name: str
+    recipe: str
+    tokenizer: str
+    add_flags: Callable[[argparse._ArgumentGroup], None]
+    make_options: Callable[[argparse.Namespace], Any]
+    feature_spec: Callable[[Any], features.Spec]
+    create_instances: CreateInstancesFn
+    defaults: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    summarize: Optional[Callable[[Mapping[str, int]], Dict[str, Any]]] = None
+    wants_units: bool = False
+    wants_unigram: bool = False
+
+
+def _bool(text: str) -> bool:
+    value = str(text).strip().lower()
+    if value in ("1", "true", "yes", "y", "t"):
+        return True
+    if value in ("0", "false", "no", "n", "f"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected a boolean (true/false), got {text!r}")
+
+
+def add_bool(parser, name: str, default: bool, help: str) -> None:
+    """--name, --name=true|false and --noname, as absl flags allow."""
+    parser.add_argument(f"--{name}", type=_bool, nargs="?", const=True, default=default,
+                        help=f"{help} (default {default}; --{name}, --{name}=true|false, --no{name})")
+    parser.add_argument(f"--no{name}", dest=name, action="store_false", help=argparse.SUPPRESS)
+
+
+def rate(counters: Mapping[str, int], numerator: str, denominator: str) -> float:
+    d = counters.get(denominator, 0)
+    return counters.get(numerator, 0) / d if d else 0.0
