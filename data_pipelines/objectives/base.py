@@ -157,6 +157,8 @@ class Objective:
     summarize: counters (summed over the job) -> extra stats.json entries (rates, means).
     wants_units: the job attaches unit spans to each Doc (ERNIE).
     wants_unigram: the job counts corpus piece frequencies first (SpanBERT replacements).
+    find_units: how the job turns a sentence's annotations (or, without any, a heuristic)
+      into unit spans for Doc.units.
     """
 
     name: str
@@ -170,6 +172,10 @@ class Objective:
     summarize: Optional[Callable[[Mapping[str, int]], Dict[str, Any]]] = None
     wants_units: bool = False
     wants_unigram: bool = False
+    # With wants_units: (sentence text, piece byte starts, piece byte ends, annotated unit
+    # byte spans of the sentence or None) -> piece spans (start, end) of the units.
+    find_units: Optional[Callable[[str, Sequence[int], Sequence[int], Optional[Sequence[Tuple[int, int]]]],
+                                  List[Tuple[int, int]]]] = None
 
 
 def _bool(text: str) -> bool:
