@@ -119,3 +119,33 @@ def tf_parsing_spec(spec: Spec) -> dict:
 
     dtypes = {"int64": tf.int64, "float32": tf.float32}
     return {name: tf.io.FixedLenFeature([f.length], dtypes[f.dtype]) for name, f in spec.items()}
+
+
+def roberta_pretrain_spec(max_seq_length: int) -> Spec:
+    """RoBERTa packed blocks (OBJECTIVES.md section 3): ``<s>`` + up to max_seq_length - 1
+    pieces, UNMASKED; the input pipeline (data_pipelines.dynamic) adds masked_lm_positions,
+    masked_lm_ids and masked_lm_weights afresh every time a block is read."""
+    return {
+        "input_ids": Feature("int64", max_seq_length),
+        "input_mask": Feature("int64", max_seq_length),
+    }
+
+
+def gpt2_pretrain_spec(max_seq_length: int) -> Spec:
+    """GPT-2 causal LM blocks (OBJECTIVES.md section 11): max_seq_length consecutive pieces of
+    the concatenated documents (<|endoftext|> after each). No label feature: the model's
+    labels are input_ids shifted left by one."""
+    return {
+        "input_ids": Feature("int64", max_seq_length),
+        "input_mask": Feature("int64", max_seq_length),
+    }
+
+
+def electra_pretrain_spec(max_seq_length: int) -> Spec:
+    """ELECTRA unmasked sequences (OBJECTIVES.md section 6): [CLS] A [SEP] (B [SEP]); the
+    model masks in the graph."""
+    return {
+        "input_ids": Feature("int64", max_seq_length),
+        "input_mask": Feature("int64", max_seq_length),
+        "segment_ids": Feature("int64", max_seq_length),
+    }
