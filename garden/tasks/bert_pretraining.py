@@ -60,6 +60,9 @@ class BertPretraining:
             documents) evaluated every `train.eval_every` steps; None: no evaluation.
         eval_max_seq_length: its sequence length (default: the first phase's).
         eval_batches, eval_batch_size: how much of it each evaluation reads.
+        objective: the objective name the data's info.json must record (default "bert").
+            "ernie" data (make_pretrain --objective=ernie: knowledge-unit masking) has exactly
+            BERT's features, so ERNIE 1.0 trains through this task with objective="ernie".
     """
 
     name = "bert_pretraining"
@@ -67,7 +70,10 @@ class BertPretraining:
 
     def __init__(self, backbone: Callable, vocab: str, phases: Sequence, shuffle_buffer: int = 10_000,
                  eval_data_dir: Optional[str] = None, eval_max_seq_length: Optional[int] = None,
-                 eval_batches: int = 50, eval_batch_size: int = 32):
+                 eval_batches: int = 50, eval_batch_size: int = 32,
+                 objective: Optional[str] = None):
+        if objective is not None:
+            self.objective = str(objective)
         self.backbone_fn = backbone
         self.vocab = vocab
         self.eval_data_dir = eval_data_dir
@@ -99,6 +105,12 @@ class BertPretraining:
 
     # -- model ---------------------------------------------------------------------------
     def build_model(self):
+        backbone = self._checked_backbone()
+        model = BertPretrainer(backbone)
+        return model, {"model": model, "backbone": backbone}
+
+    def _checked_backbone(self):
+        """The configured backbone, checked against the vocabulary and the data's lengths."""
         backbone = self.backbone_fn(default_vocab_size=self.vocab_size)
         config = backbone.get_config()
         if config["vocab_size"] != self.vocab_size:
@@ -108,8 +120,7 @@ class BertPretraining:
         if max_len > config["max_sequence_length"]:
             raise ValueError(f"data of length {max_len} exceeds the backbone's "
                              f"max_sequence_length {config['max_sequence_length']}")
-        model = BertPretrainer(backbone)
-        return model, {"model": model, "backbone": backbone}
+        return backbone
 
     @staticmethod
     def summary_model(backbone):

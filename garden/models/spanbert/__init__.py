@@ -1,0 +1,8 @@
+"""SpanBERT (Joshi et al., 2020): the BERT backbone with masked LM and span boundary heads."""
+
+from garden.models.spanbert.presets import PRESETS, SBO, spanbert_pretrainer_from_preset
+from garden.models.spanbert.pretrainer import (SBO_INPUTS, SpanBertPretrainer, SpanBoundaryHead,
+                                               spanbert_pretrain_loss)
+
+__all__ = ["SpanBertPretrainer", "SpanBoundaryHead", "spanbert_pretrain_loss", "SBO_INPUTS",
+           "PRESETS", "SBO", "spanbert_pretrainer_from_preset"]
