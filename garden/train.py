@@ -68,10 +68,14 @@ def _register_tasks():
     global _REGISTERED
     if _REGISTERED:
         return
+    from garden import backbones  # noqa: F401  (registers the families' gin factories)
     from garden.tasks.bert_pretraining import BertPretraining
+    from garden.tasks.masked_lm_pretraining import (AlbertPretraining, ElectraPretraining,
+                                                    RobertaPretraining)
     from garden.tasks.sentence_classification import SentenceClassification
 
-    for cls in (BertPretraining, SentenceClassification):
+    for cls in (BertPretraining, SentenceClassification, RobertaPretraining, AlbertPretraining,
+                ElectraPretraining):
         gin.external_configurable(cls, module="garden")
     _REGISTERED = True
 
@@ -111,6 +115,27 @@ def _dtype_policy(name: Optional[str]):
         keras.mixed_precision.set_global_policy(previous)
 
 
+def _measure_peak_flops(mixed_precision: Optional[str]) -> float:
+    """FLOP/s of a large square matmul on the first device (the MFU denominator), in the
+    compute dtype of the run."""
+    import tensorflow as tf
+
+    dtype = {"mixed_bfloat16": tf.bfloat16, "mixed_float16": tf.float16}.get(mixed_precision or "", tf.float32)
+    gpu = bool(tf.config.list_logical_devices("GPU"))
+    n = 8192 if gpu else 2048
+    with tf.device("/GPU:0" if gpu else "/CPU:0"):
+        a = tf.random.normal([n, n], dtype=tf.float32)
+        a = tf.cast(a, dtype)
+        matmul = tf.function(lambda x: tf.reduce_sum(tf.cast(tf.matmul(x, x)[0, :1], tf.float32)))
+        matmul(a).numpy()  # warm-up / trace
+        reps, start = 0, time.perf_counter()
+        while reps < 3 or time.perf_counter() - start < 0.3:
+            matmul(a).numpy()
+            reps += 1
+        seconds = time.perf_counter() - start
+    return 2.0 * n ** 3 * reps / seconds
+
+
 class _Preemption:
     """Turns SIGTERM into a flag the loop checks after each step, so it can checkpoint."""
 
@@ -134,7 +159,8 @@ def train(model_dir: str, strategy, task=gin.REQUIRED, train_steps: int = gin.RE
           keep_checkpoints: int = 3, log_every: int = 100, seed: int = 42,
           mixed_precision: Optional[str] = None, jit_compile: Optional[bool] = None,
           gradient_accumulation_steps: int = 1, eval_every: int = 0,
-          lr_schedule: str = "linear", lr_power: float = 1.0, end_learning_rate: float = 0.0) -> dict:
+          lr_schedule: str = "linear", lr_power: float = 1.0, end_learning_rate: float = 0.0,
+          layer_decay: Optional[float] = None, peak_flops: Optional[float] = None) -> dict:
     """Trains `task` for `train_steps` steps of `global_batch_size` examples.
 
     global_batch_size = per-replica batch x replicas x gradient_accumulation_steps; the loss
@@ -142,6 +168,12 @@ def train(model_dir: str, strategy, task=gin.REQUIRED, train_steps: int = gin.RE
     Every `eval_every` steps (0: never) the task's held-out evaluation is logged.
     lr_schedule: 'linear' (BERT), 'polynomial' (power lr_power, to end_learning_rate) or
     'slanted_triangular' (ULMFiT, rising for warmup_steps).
+    layer_decay: layer-wise learning-rate decay for fine-tuning (ELECTRA: 0.8, large 0.9):
+    the task head at the full rate, each Transformer layer below at `layer_decay` times the
+    rate of the one above (garden.optimization.layerwise_multiplier).
+    peak_flops: the accelerator's peak FLOP/s for the MFU scalar; None: measured at start
+    with a large matmul on the first device (MFU = 6 x non-embedding parameters x tokens/s
+    / peak, attention FLOPs left out, so it is a lower bound).
 
     Resumes from the newest checkpoint in model_dir/checkpoints; writes TensorBoard scalars to
     model_dir/train, the operative gin config and a final summary.json.
@@ -170,10 +202,14 @@ def train(model_dir: str, strategy, task=gin.REQUIRED, train_steps: int = gin.RE
         keras.utils.set_random_seed(seed)
         with strategy.scope():
             model, items = task.build_model()
+            num_layers = None
+            if layer_decay is not None and "backbone" in items:
+                num_layers = items["backbone"].get_config().get("num_layers")
             opt = create_optimizer(optimizer, learning_rate, train_steps, warmup_steps,
                                    weight_decay=weight_decay, beta_1=adam_beta_1, beta_2=adam_beta_2,
                                    epsilon=adam_epsilon, schedule=lr_schedule, power=lr_power,
-                                   end_learning_rate=end_learning_rate)
+                                   end_learning_rate=end_learning_rate, layer_decay=layer_decay,
+                                   num_layers=num_layers)
             if mixed_precision == "mixed_float16":
                 opt = keras.optimizers.LossScaleOptimizer(opt)
             opt.build(model.trainable_variables)
@@ -259,6 +295,9 @@ def train(model_dir: str, strategy, task=gin.REQUIRED, train_steps: int = gin.RE
             return {k: strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
                     for k, v in per_replica.items()}
 
+        # Model FLOPs per trained token: 6 x non-embedding parameters (forward 2, backward 4).
+        flops_per_token = 6.0 * sum(int(np.prod(v.shape)) for v in variables if "embedding" not in v.path)
+        peak = peak_flops or _measure_peak_flops(mixed_precision)
         writer = (tf.summary.create_file_writer(posixpath.join(model_dir, "train")) if chief
                   else tf.summary.create_noop_writer())
         preemption = _Preemption()
@@ -267,7 +306,7 @@ def train(model_dir: str, strategy, task=gin.REQUIRED, train_steps: int = gin.RE
               f"{replicas} replica(s) ({type(strategy).__name__}), XLA {'on' if jit_compile else 'off'}, "
               f"{model.count_params():,} parameters, model_dir {model_dir}", flush=True)
 
-        last, first_logged, last_eval = {}, None, {}
+        last, first_logged, last_eval, last_mfu = {}, None, {}, None
         start_time = time.time()
         start_step = step
         window_time, window_steps, window_sums = time.time(), 0, {}
@@ -306,12 +345,17 @@ def train(model_dir: str, strategy, task=gin.REQUIRED, train_steps: int = gin.RE
                         tf.summary.scalar("steps_per_second", rate)
                         tf.summary.scalar("examples_per_second", rate * global_batch_size)
                         if "tokens" in means:  # per micro-batch and replica: scale to the step
-                            tf.summary.scalar("tokens_per_second", rate * means["tokens"] * shares)
+                            tokens_per_second = rate * means["tokens"] * shares
+                            tf.summary.scalar("tokens_per_second", tokens_per_second)
+                            last_mfu = flops_per_token * tokens_per_second / peak
+                            tf.summary.scalar("mfu", last_mfu)
                     shown = " ".join(f"{k} {v:.4f}" for k, v in means.items() if k != "tokens")
                     eta = (train_steps - step) / max(rate, 1e-9)
                     print(f"[train] step {step}/{train_steps} ({100 * step / train_steps:.0f}%) | "
                           f"{shown} | lr {lr:.2e} | {rate:.1f} steps/s "
-                          f"{rate * global_batch_size:.0f} ex/s | ETA {_format_eta(eta)}", flush=True)
+                          f"{rate * global_batch_size:.0f} ex/s"
+                          + (f" MFU {100 * last_mfu:.1f}%" if last_mfu is not None else "")
+                          + f" | ETA {_format_eta(eta)}", flush=True)
                     window_time, window_steps, window_sums = now, 0, {}
                 if eval_every and (step % eval_every == 0 or step == train_steps) and chief:
                     results = task.evaluate(model) if hasattr(task, "evaluate") else {}
@@ -347,6 +391,9 @@ def train(model_dir: str, strategy, task=gin.REQUIRED, train_steps: int = gin.RE
             "global_batch_size": global_batch_size,
             "replicas": replicas,
             "parameters": int(model.count_params()),
+            "flops_per_token": flops_per_token,
+            "peak_flops": peak,
+            "mfu_last_window": last_mfu,
             "first_logged_metrics": first_logged,
             "last_logged_metrics": last,
             "last_eval_metrics": last_eval,

@@ -1,0 +1,109 @@
+"""gin factories of the encoder families' backbones (the edge of the config system).
+
+`garden.train`'s `bert_backbone` builds BERT; the factories here build the other families from
+their presets (garden/models/<family>/presets.py): an experiment file names a preset and
+overrides only what differs (a tiny twin: `num_layers = 2`, `hidden_size = 128`, ...). Each
+factory takes `default_vocab_size` from the task (the vocabulary the data was made with), which
+the config's own `vocab_size` overrides; with neither (e.g. `garden.train --summary` without a
+vocabulary) the preset's published vocabulary size is used. Models never import gin: only these
+functions are configurable.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Optional
+
+import gin
+
+
+def _config(presets: Dict[str, Dict], family: str, preset: str, default_vocab_size: Optional[int],
+            **given) -> Dict:
+    """The preset's config with the bound (non-None) values over it; vocab_size from the
+    binding, else the task's vocabulary, else the preset."""
+    if preset not in presets:
+        raise ValueError(f"unknown {family} preset {preset!r}; choose one of {sorted(presets)}")
+    config = dict(presets[preset])
+    if given.get("vocab_size") is None and default_vocab_size is not None:
+        given["vocab_size"] = default_vocab_size
+    config.update({k: v for k, v in given.items() if v is not None})
+    return config
+
+
+@gin.configurable
+def roberta_backbone(default_vocab_size: Optional[int] = None,
+                     default_padding_idx: Optional[int] = None, preset: str = "roberta_base",
+                     vocab_size: Optional[int] = None, num_layers: Optional[int] = None,
+                     hidden_size: Optional[int] = None, num_heads: Optional[int] = None,
+                     intermediate_size: Optional[int] = None,
+                     max_sequence_length: Optional[int] = None, padding_idx: Optional[int] = None,
+                     dropout: Optional[float] = None, initializer_range: Optional[float] = None):
+    """RobertaBackbone of `preset` ("roberta_base" | "roberta_large") with the bound overrides.
+
+    padding_idx (the <pad> id, which RoBERTa's positions are offset by) defaults to the task's
+    vocabulary's <pad> (`default_padding_idx`), else the preset's 1 (fairseq's dictionary).
+    """
+    from garden.models.roberta.backbone import RobertaBackbone
+    from garden.models.roberta.presets import PRESETS
+
+    if padding_idx is None:
+        padding_idx = default_padding_idx
+    return RobertaBackbone(**_config(
+        PRESETS, "RoBERTa", preset, default_vocab_size, vocab_size=vocab_size,
+        num_layers=num_layers, hidden_size=hidden_size, num_heads=num_heads,
+        intermediate_size=intermediate_size, max_sequence_length=max_sequence_length,
+        padding_idx=padding_idx, dropout=dropout, initializer_range=initializer_range))
+
+
+@gin.configurable
+def albert_backbone(default_vocab_size: Optional[int] = None, preset: str = "albert_base",
+                    vocab_size: Optional[int] = None, num_layers: Optional[int] = None,
+                    hidden_size: Optional[int] = None, num_heads: Optional[int] = None,
+                    intermediate_size: Optional[int] = None, embedding_size: Optional[int] = None,
+                    max_sequence_length: Optional[int] = None, num_groups: Optional[int] = None,
+                    share: Optional[str] = None, dropout: Optional[float] = None,
+                    activation: Optional[str] = None, initializer_range: Optional[float] = None):
+    """AlbertBackbone of `preset` ("albert_base" | "albert_large" | "albert_xlarge" |
+    "albert_xxlarge", Lan et al. 2020 table 1) with the bound overrides."""
+    from garden.models.albert.backbone import AlbertBackbone
+    from garden.models.albert.presets import PRESETS
+
+    return AlbertBackbone(**_config(
+        PRESETS, "ALBERT", preset, default_vocab_size, vocab_size=vocab_size,
+        num_layers=num_layers, hidden_size=hidden_size, num_heads=num_heads,
+        intermediate_size=intermediate_size, embedding_size=embedding_size,
+        max_sequence_length=max_sequence_length, num_groups=num_groups, share=share,
+        dropout=dropout, activation=activation, initializer_range=initializer_range))
+
+
+@gin.configurable
+def electra_towers(default_vocab_size: Optional[int] = None, preset: str = "electra_small",
+                   vocab_size: Optional[int] = None, num_layers: Optional[int] = None,
+                   hidden_size: Optional[int] = None, num_heads: Optional[int] = None,
+                   intermediate_size: Optional[int] = None, embedding_size: Optional[int] = None,
+                   max_sequence_length: Optional[int] = None, dropout: Optional[float] = None,
+                   generator_hidden_size: Optional[int] = None,
+                   generator_num_heads: Optional[int] = None,
+                   generator_intermediate_size: Optional[int] = None) -> Dict:
+    """ELECTRA's two towers of `preset` ("electra_small" | "electra_base" | "electra_large",
+    Clark et al. 2020 tables 6-7): {"generator", "discriminator"}, sharing one embeddings layer.
+
+    The shared overrides (depth, vocabulary, E, dropout) apply to both towers; the
+    discriminator takes hidden_size/num_heads/intermediate_size, the generator its own
+    generator_* values (default: the preset's published fraction of the discriminator).
+    """
+    from garden.models.electra.backbone import ElectraBackbone
+    from garden.models.electra.presets import GENERATORS, PRESETS
+
+    shared = _config(PRESETS, "ELECTRA", preset, default_vocab_size, vocab_size=vocab_size,
+                     num_layers=num_layers, embedding_size=embedding_size,
+                     max_sequence_length=max_sequence_length, dropout=dropout)
+    discriminator_config = {**shared, **{k: v for k, v in dict(
+        hidden_size=hidden_size, num_heads=num_heads,
+        intermediate_size=intermediate_size).items() if v is not None}}
+    generator_config = {**shared, **GENERATORS[preset], **{k: v for k, v in dict(
+        hidden_size=generator_hidden_size, num_heads=generator_num_heads,
+        intermediate_size=generator_intermediate_size).items() if v is not None}}
+    discriminator = ElectraBackbone(**discriminator_config, name="discriminator")
+    generator = ElectraBackbone(**generator_config, embeddings=discriminator.embeddings,
+                                name="generator")
+    return {"generator": generator, "discriminator": discriminator}
