@@ -149,3 +149,31 @@ def electra_pretrain_spec(max_seq_length: int) -> Spec:
         "input_mask": Feature("int64", max_seq_length),
         "segment_ids": Feature("int64", max_seq_length),
     }
+
+
+def t5_pretrain_spec(inputs_length: int, targets_length: int) -> Spec:
+    """T5 span corruption (OBJECTIVES.md section 8): encoder ``inputs`` (kept pieces, one
+    sentinel per noise span, EOS) and decoder ``targets`` (sentinel + noise run per span, EOS).
+    Zero (SentencePiece <pad>) pads both; ids run up to the SentencePiece size + sentinels."""
+    return {
+        "inputs": Feature("int64", inputs_length),
+        "targets": Feature("int64", targets_length),
+    }
+
+
+def bart_pretrain_spec(max_seq_length: int) -> Spec:
+    """BART denoising (OBJECTIVES.md section 9).
+
+    input_ids / input_mask: the noised block <s> ... </s> and its real positions.
+    labels: the clean block <s> ... </s>; decoder_input_ids: labels shifted right with </s> as
+    the decoder start token (fairseq BART's prev_output_tokens, Hugging Face's
+    decoder_start_token_id). decoder_input_mask marks the real positions of both, because
+    zero is a real id (<s>) in a RoBERTa-style byte-level BPE vocabulary.
+    """
+    return {
+        "input_ids": Feature("int64", max_seq_length),
+        "input_mask": Feature("int64", max_seq_length),
+        "labels": Feature("int64", max_seq_length),
+        "decoder_input_ids": Feature("int64", max_seq_length),
+        "decoder_input_mask": Feature("int64", max_seq_length),
+    }
