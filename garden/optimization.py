@@ -8,6 +8,9 @@ matches variable names ("gamma"/"beta" of LayerNorm, "bias").
 
 from __future__ import annotations
 
+import re
+from typing import Callable, Optional
+
 import keras
 
 # Keras 3 variable names are the short attribute names of their layer.
@@ -113,19 +116,85 @@ def create_schedule(name, learning_rate, train_steps, warmup_steps, end_learning
     raise ValueError(f"unknown learning-rate schedule {name!r}; expected one of {SCHEDULES}")
 
 
+_LAYER = re.compile(r"(?:^|/)transformer_layer_(\d+)/")
+
+
+def layer_depth(path: str, num_layers: int) -> int:
+    """Depth of a variable for layer-wise LR decay, as ELECTRA counts it: embeddings 0,
+    Transformer layer i -> i + 1, pooler num_layers + 1, everything else (task heads)
+    num_layers + 2."""
+    m = _LAYER.search(path)
+    if m:
+        return int(m.group(1)) + 1
+    if re.search(r"(?:^|/)embeddings?(?:/|_)", path) or "embedding" in path.split("/")[0]:
+        return 0
+    if "pooler" in path:
+        return num_layers + 1
+    return num_layers + 2
+
+
+def layerwise_multiplier(num_layers: int, decay: float) -> Callable[[str], float]:
+    """path -> decay ** (num_layers + 2 - depth): the head learns at the full rate, each layer
+    below it at `decay` times the rate of the one above (ELECTRA fine-tuning: 0.8 for
+    base/small, 0.9 for large; Clark et al. 2020, appendix)."""
+    def multiplier(path: str) -> float:
+        return float(decay) ** (num_layers + 2 - layer_depth(path, num_layers))
+    return multiplier
+
+
+def _with_layerwise_decay(cls, multiplier: Callable[[str], float]):
+    """`cls` (a Keras optimizer class) whose per-variable learning rate, and with it the
+    decoupled weight decay, is scaled by multiplier(variable.path)."""
+
+    def rate(variable) -> float:
+        # The TF backend hands update_step the backing tf.Variable ("a/b/kernel:0"), not the
+        # Keras Variable with its .path.
+        path = getattr(variable, "path", None) or variable.name.split(":")[0]
+        return multiplier(path)
+
+    class LayerwiseDecay(cls):
+        def update_step(self, gradient, variable, learning_rate):
+            return super().update_step(gradient, variable, learning_rate * rate(variable))
+
+        def _apply_weight_decay(self, variables):
+            if self.weight_decay is None:
+                return
+            for variable in variables:
+                if self._use_weight_decay(variable):
+                    lr = keras.ops.cast(self.learning_rate, variable.dtype) * rate(variable)
+                    wd = keras.ops.cast(self.weight_decay, variable.dtype)
+                    variable.assign(variable - variable * wd * lr)
+
+    LayerwiseDecay.__name__ = f"LayerwiseDecay{cls.__name__}"
+    return LayerwiseDecay
+
+
 def create_optimizer(name, learning_rate, train_steps, warmup_steps, weight_decay=0.01,
                      beta_1=0.9, beta_2=0.999, epsilon=1e-6, end_learning_rate=0.0, power=1.0,
-                     schedule="linear"):
-    """AdamW (BERT) or LAMB with a learning-rate schedule and the weight-decay exclusions."""
+                     schedule="linear", layer_decay: Optional[float] = None,
+                     num_layers: Optional[int] = None):
+    """AdamW (BERT) or LAMB with a learning-rate schedule and the weight-decay exclusions.
+
+    layer_decay: with num_layers, layer-wise learning-rate decay for fine-tuning (ELECTRA):
+        see layerwise_multiplier. None: one rate for every variable.
+    """
     schedule = create_schedule(schedule, learning_rate, train_steps, warmup_steps,
                                end_learning_rate=end_learning_rate, power=power)
-    if name == "adamw":
-        optimizer = keras.optimizers.AdamW(learning_rate=schedule, weight_decay=weight_decay,
-                                           beta_1=beta_1, beta_2=beta_2, epsilon=epsilon)
-    elif name == "lamb":
-        optimizer = keras.optimizers.Lamb(learning_rate=schedule, beta_1=beta_1, beta_2=beta_2,
-                                          epsilon=epsilon, weight_decay=weight_decay or None)
-    else:
+    classes = {"adamw": keras.optimizers.AdamW, "lamb": keras.optimizers.Lamb}
+    if name not in classes:
         raise ValueError(f"unknown optimizer {name!r}; expected 'adamw' or 'lamb'")
+    cls = classes[name]
+    if layer_decay is not None:
+        if not num_layers:
+            raise ValueError("layer_decay needs the backbone's num_layers")
+        if not 0.0 < layer_decay <= 1.0:
+            raise ValueError(f"layer_decay must be in (0, 1], got {layer_decay}")
+        cls = _with_layerwise_decay(cls, layerwise_multiplier(num_layers, layer_decay))
+    if name == "adamw":
+        optimizer = cls(learning_rate=schedule, weight_decay=weight_decay,
+                        beta_1=beta_1, beta_2=beta_2, epsilon=epsilon)
+    else:
+        optimizer = cls(learning_rate=schedule, beta_1=beta_1, beta_2=beta_2,
+                        epsilon=epsilon, weight_decay=weight_decay or None)
     optimizer.exclude_from_weight_decay(var_names=list(NO_DECAY_NAMES))
     return optimizer

@@ -206,7 +206,10 @@ def test_periodic_evaluation_on_held_out_data(bert_data, tmp_path, capsys):
     assert train_lib.main(args) == 0
     out = capsys.readouterr().out
     assert "eval at step 5 |" in out and "eval at step 10 |" in out
-    evals = _summary(tmp_path)["last_eval_metrics"]
+    summary = _summary(tmp_path)
+    evals = summary["last_eval_metrics"]
+    # MFU = 6 x non-embedding parameters x tokens/s over a matmul peak measured at start.
+    assert summary["peak_flops"] > 1e9 and 0.0 < summary["mfu_last_window"] < 1.0
     assert evals["mlm_loss"] > 0 and 0.0 <= evals["nsp_accuracy"] <= 1.0
     # The scalars reach TensorBoard.
     import tensorflow as tf
@@ -215,7 +218,7 @@ def test_periodic_evaluation_on_held_out_data(bert_data, tmp_path, capsys):
     for path in (tmp_path / "train").glob("events.out.tfevents.*"):
         for event in tf.compat.v1.train.summary_iterator(str(path)):
             tags.update(v.tag for v in event.summary.value)
-    assert {"eval/mlm_loss", "loss", "learning_rate", "tokens_per_second", "grad_norm"} <= tags
+    assert {"eval/mlm_loss", "loss", "learning_rate", "tokens_per_second", "grad_norm", "mfu"} <= tags
 
 
 def test_eval_data_of_another_length_is_refused(bert_data, tmp_path, capsys):
