@@ -30,7 +30,7 @@ in-memory corpus like the original.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Collection, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -130,6 +130,40 @@ def truncate_seq_pair(tokens_a: List[int], tokens_b: List[int], max_num_tokens: 
     tokens_b[:] = tokens_b[b_lo:b_hi]
 
 
+def candidate_groups(tokens: Sequence[int], special: Collection[int], is_continuation: np.ndarray,
+                     whole_word_mask: bool) -> List[List[int]]:
+    """Masking candidates in order: one group per non-special position, or with whole-word
+    masking one group per word (a continuation piece joins the word before it, unless that
+    word ended at a special token)."""
+    groups: List[List[int]] = []
+    for i, t in enumerate(tokens):
+        if i in special:
+            continue
+        if whole_word_mask and groups and is_continuation[t] and groups[-1][-1] == i - 1:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return groups
+
+
+def replace_token(token: int, rng: np.random.Generator, vocab: BertVocab) -> int:
+    """BERT's 80/10/10: [MASK] with prob 0.8, else the original or a random id, 0.5 each.
+
+    The random id is uniform over the whole vocabulary, special tokens included, as the
+    original (``vocab_words[rng.randint(0, len(vocab_words) - 1)]``).
+    """
+    if rng.random() < 0.8:
+        return vocab.mask_id
+    if rng.random() < 0.5:
+        return int(token)
+    return int(rng.integers(0, vocab.vocab_size))
+
+
+def masked_lm_budget(num_tokens: int, masked_lm_prob: float, max_predictions_per_seq: int) -> int:
+    """min(max_predictions_per_seq, max(1, round(num_tokens * masked_lm_prob))): 15% of 128 -> 19."""
+    return min(max_predictions_per_seq, max(1, int(round(num_tokens * masked_lm_prob))))
+
+
 def create_masked_lm_predictions(
     tokens: Sequence[int],
     rng: np.random.Generator,
@@ -139,32 +173,28 @@ def create_masked_lm_predictions(
     max_predictions_per_seq: int,
     whole_word_mask: bool,
     special_positions: Optional[Sequence[int]] = None,
+    groups: Optional[Sequence[Sequence[int]]] = None,
 ):
     """Static masking of one sequence.
 
     Args:
       tokens: the ids of ``[CLS] A [SEP] B [SEP]``.
       special_positions: positions never masked; defaults to those holding [CLS] or [SEP].
+      groups: the candidate groups (lists of positions masked together), overriding the ones
+        ``candidate_groups`` would build (ERNIE passes its phrase/entity units here).
 
     Returns:
       ``(output_tokens, masked_lm_positions, masked_lm_ids)``: positions are sorted and
       ``masked_lm_ids`` holds the original ids at those positions.
     """
-    if special_positions is None:
-        special = {i for i, t in enumerate(tokens) if t in (vocab.cls_id, vocab.sep_id)}
-    else:
-        special = set(special_positions)
-    groups: List[List[int]] = []
-    for i, t in enumerate(tokens):
-        if i in special:
-            continue
-        # A "##" piece joins the word before it, unless that word ended at a special token.
-        if whole_word_mask and groups and vocab.is_continuation[t] and groups[-1][-1] == i - 1:
-            groups[-1].append(i)
+    if groups is None:
+        if special_positions is None:
+            special = {i for i, t in enumerate(tokens) if t in (vocab.cls_id, vocab.sep_id)}
         else:
-            groups.append([i])
+            special = set(special_positions)
+        groups = candidate_groups(tokens, special, vocab.is_continuation, whole_word_mask)
 
-    num_to_predict = min(max_predictions_per_seq, max(1, int(round(len(tokens) * masked_lm_prob))))
+    num_to_predict = masked_lm_budget(len(tokens), masked_lm_prob, max_predictions_per_seq)
     order = rng.permutation(len(groups))
     output = list(tokens)
     chosen: List[int] = []
@@ -180,32 +210,41 @@ def create_masked_lm_predictions(
             continue
         for i in group:
             covered.add(i)
-            if rng.random() < 0.8:
-                output[i] = vocab.mask_id
-            elif rng.random() < 0.5:
-                output[i] = tokens[i]
-            else:
-                # Uniform over the whole vocabulary, special tokens included, as the original.
-                output[i] = int(rng.integers(0, vocab.vocab_size))
+            output[i] = replace_token(tokens[i], rng, vocab)
             chosen.append(i)
     chosen.sort()
     return output, chosen, [int(tokens[i]) for i in chosen]
 
 
-def make_instance(tokens_a: Sequence[int], tokens_b: Sequence[int], is_random_next: bool,
-                  rng: np.random.Generator, vocab: BertVocab, options: BertOptions) -> Dict[str, list]:
-    """Lays out ``[CLS] A [SEP] B [SEP]``, masks it and returns the feature dict (unpadded)."""
+def layout_pair(tokens_a: Sequence[int], tokens_b: Sequence[int], vocab: BertVocab,
+                max_seq_length: int):
+    """``[CLS] A [SEP] B [SEP]`` -> (tokens, segment_ids, special positions).
+
+    A occupies positions 1..|A|, B positions |A|+2..|A|+|B|+1.
+    """
     tokens = [vocab.cls_id, *tokens_a, vocab.sep_id, *tokens_b, vocab.sep_id]
-    if len(tokens) > options.max_seq_length:
-        raise ValueError(f"instance of {len(tokens)} tokens exceeds max_seq_length {options.max_seq_length}")
+    if len(tokens) > max_seq_length:
+        raise ValueError(f"instance of {len(tokens)} tokens exceeds max_seq_length {max_seq_length}")
     segment_ids = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
-    specials = (0, len(tokens_a) + 1, len(tokens) - 1)
+    return tokens, segment_ids, (0, len(tokens_a) + 1, len(tokens) - 1)
+
+
+def make_instance(tokens_a: Sequence[int], tokens_b: Sequence[int], is_random_next: bool,
+                  rng: np.random.Generator, vocab: BertVocab, options: BertOptions,
+                  groups: Optional[Sequence[Sequence[int]]] = None) -> Dict[str, list]:
+    """Lays out ``[CLS] A [SEP] B [SEP]``, masks it and returns the feature dict (unpadded).
+
+    ``groups``: optional masking candidate groups as positions of the laid-out sequence (see
+    ``layout_pair``); by default the (whole-)word groups of ``candidate_groups``.
+    """
+    tokens, segment_ids, specials = layout_pair(tokens_a, tokens_b, vocab, options.max_seq_length)
     output, positions, labels = create_masked_lm_predictions(
         tokens, rng, vocab,
         masked_lm_prob=options.masked_lm_prob,
         max_predictions_per_seq=options.max_predictions_per_seq,
         whole_word_mask=options.whole_word_mask,
         special_positions=specials,
+        groups=groups,
     )
     return {
         "input_ids": [int(t) for t in output],
@@ -216,6 +255,67 @@ def make_instance(tokens_a: Sequence[int], tokens_b: Sequence[int], is_random_ne
         "masked_lm_weights": [1.0] * len(positions),
         "next_sentence_labels": [1 if is_random_next else 0],
     }
+
+
+def iterate_pairs(
+    document: Document,
+    rng: np.random.Generator,
+    random_document: RandomDocumentFn,
+    options: BertOptions,
+    *,
+    sentence_order: bool = False,
+) -> Iterator[Tuple[list, list, int]]:
+    """The (A, B, label) pairs of one dupe pass over one document, truncated to fit.
+
+    BERT (``sentence_order=False``): label 1 when B is a random continuation from another
+    document (always for a single-segment chunk, else with prob 0.5), 0 when B is the rest of
+    the chunk. ALBERT's sentence-order prediction (``sentence_order=True``): a single-segment
+    chunk still takes a random B (label 1); otherwise with prob 0.5 A and B are swapped
+    (label 1), else kept in order (label 0), as ALBERT's create_pretraining_data.py.
+
+    The pair building only slices and concatenates segments, so their elements may be any
+    values (ERNIE passes (id, unit) pairs to follow its units through truncation). This is a
+    generator: the caller's draws for pair k (masking) happen before pair k+1 is built.
+    """
+    document = [list(s) for s in document if len(s)]
+    max_num_tokens = options.max_num_tokens
+    target_seq_length = draw_target_seq_length(rng, max_num_tokens, options.short_seq_prob)
+
+    chunk: List[list] = []
+    chunk_length = 0
+    i = 0
+    while i < len(document):
+        chunk.append(document[i])
+        chunk_length += len(document[i])
+        if i == len(document) - 1 or chunk_length >= target_seq_length:
+            a_end = 1 if len(chunk) < 2 else int(rng.integers(1, len(chunk)))
+            tokens_a = [t for seg in chunk[:a_end] for t in seg]
+            tokens_b: list = []
+            if len(chunk) == 1 or (not sentence_order and rng.random() < 0.5):
+                label = 1
+                target_b_length = target_seq_length - len(tokens_a)
+                other = [s for s in random_document(rng) if len(s)]
+                if not other:
+                    raise ValueError("random_document returned a document without tokens")
+                start = int(rng.integers(0, len(other)))
+                for seg in other[start:]:
+                    tokens_b.extend(seg)
+                    if len(tokens_b) >= target_b_length:
+                        break
+                # The segments of the chunk after A were not used: put them back.
+                i -= len(chunk) - a_end
+            elif sentence_order and rng.random() < 0.5:
+                label = 1
+                tokens_b = [t for seg in chunk[a_end:] for t in seg]
+                tokens_a, tokens_b = tokens_b, tokens_a
+            else:
+                label = 0
+                tokens_b = [t for seg in chunk[a_end:] for t in seg]
+            truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)
+            yield tokens_a, tokens_b, label
+            chunk = []
+            chunk_length = 0
+        i += 1
 
 
 def create_instances_from_document(
@@ -230,43 +330,8 @@ def create_instances_from_document(
     Empty segments are ignored. ``random_document(rng)`` must return a document other than
     this one (it may return this one when no other exists; B is still non-empty).
     """
-    document = [list(s) for s in document if len(s)]
-    max_num_tokens = options.max_num_tokens
-    target_seq_length = draw_target_seq_length(rng, max_num_tokens, options.short_seq_prob)
-
-    instances = []
-    chunk: List[List[int]] = []
-    chunk_length = 0
-    i = 0
-    while i < len(document):
-        chunk.append(document[i])
-        chunk_length += len(document[i])
-        if i == len(document) - 1 or chunk_length >= target_seq_length:
-            a_end = 1 if len(chunk) < 2 else int(rng.integers(1, len(chunk)))
-            tokens_a = [t for seg in chunk[:a_end] for t in seg]
-            tokens_b: List[int] = []
-            if len(chunk) == 1 or rng.random() < 0.5:
-                is_random_next = True
-                target_b_length = target_seq_length - len(tokens_a)
-                other = [s for s in random_document(rng) if len(s)]
-                if not other:
-                    raise ValueError("random_document returned a document without tokens")
-                start = int(rng.integers(0, len(other)))
-                for seg in other[start:]:
-                    tokens_b.extend(seg)
-                    if len(tokens_b) >= target_b_length:
-                        break
-                # The segments of the chunk after A were not used: put them back.
-                i -= len(chunk) - a_end
-            else:
-                is_random_next = False
-                tokens_b = [t for seg in chunk[a_end:] for t in seg]
-            truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)
-            instances.append(make_instance(tokens_a, tokens_b, is_random_next, rng, vocab, options))
-            chunk = []
-            chunk_length = 0
-        i += 1
-    return instances
+    return [make_instance(a, b, label == 1, rng, vocab, options)
+            for a, b, label in iterate_pairs(document, rng, random_document, options)]
 
 
 def create_instances(documents: Sequence[Document], rng: np.random.Generator, vocab: BertVocab,
@@ -320,15 +385,21 @@ def _make_options(args) -> BertOptions:
                        whole_word_mask=args.whole_word_mask)
 
 
-def pool_random_document(docs: Sequence[base.Doc], pos: int, ctx: base.PoolContext) -> RandomDocumentFn:
+def pool_random_document(docs: Sequence[base.Doc], pos: int, ctx: base.PoolContext,
+                         segments_of: Optional[Callable[[int], Document]] = None) -> RandomDocumentFn:
     """B of a random-next pair: a uniformly drawn other document of the pool (the pool is a
-    hash-random sample of the corpus, so this is a uniformly random other document)."""
+    hash-random sample of the corpus, so this is a uniformly random other document).
+
+    ``segments_of(j)``: the segments to return for document j of the pool (default
+    ``docs[j].segments``; ERNIE returns them tagged with their units)."""
+    if segments_of is None:
+        segments_of = lambda j: docs[j].segments  # noqa: E731
     def random_document(rng):
         if len(docs) == 1:
             ctx.count("random_next_same_document")
-            return docs[0].segments
+            return segments_of(0)
         j = int(rng.integers(0, len(docs) - 1))
-        return docs[j + 1 if j >= pos else j].segments
+        return segments_of(j + 1 if j >= pos else j)
     return random_document
 
 
