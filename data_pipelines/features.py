@@ -177,3 +177,45 @@ def bart_pretrain_spec(max_seq_length: int) -> Spec:
         "decoder_input_ids": Feature("int64", max_seq_length),
         "decoder_input_mask": Feature("int64", max_seq_length),
     }
+
+
+def albert_pretrain_spec(max_seq_length: int, max_predictions_per_seq: int) -> Spec:
+    """ALBERT MLM + sentence-order prediction (OBJECTIVES.md section 2): the BERT features
+    plus ``token_boundary`` (1 for word-start pieces and special tokens, from the unmasked
+    sequence). next_sentence_labels: 1 = A and B swapped (or B random for a single-segment
+    chunk), 0 = in order."""
+    return {
+        "input_ids": Feature("int64", max_seq_length),
+        "input_mask": Feature("int64", max_seq_length),
+        "segment_ids": Feature("int64", max_seq_length),
+        "token_boundary": Feature("int64", max_seq_length),
+        "masked_lm_positions": Feature("int64", max_predictions_per_seq),
+        "masked_lm_ids": Feature("int64", max_predictions_per_seq),
+        "masked_lm_weights": Feature("float32", max_predictions_per_seq),
+        "next_sentence_labels": Feature("int64", 1),
+    }
+
+
+def spanbert_pretrain_spec(max_seq_length: int, max_predictions_per_seq: int) -> Spec:
+    """SpanBERT span masking + span boundary objective (OBJECTIVES.md section 4).
+
+    [CLS] block [SEP], one segment (segment_ids all 0), no NSP. The SBO features are aligned
+    with masked_lm_positions (one entry per masked piece): span_left_positions /
+    span_right_positions are the positions just outside the piece's (merged) span
+    (start - 1, end + 1), span_relative_positions its 0-based offset in the span (clipped to
+    14 where the offset is >= 15), sbo_weights 1.0 when the piece is an SBO target: the span
+    touches neither edge of the block (its boundaries are not [CLS] / [SEP]) and the offset
+    is < 15, else 0.0.
+    """
+    return {
+        "input_ids": Feature("int64", max_seq_length),
+        "input_mask": Feature("int64", max_seq_length),
+        "segment_ids": Feature("int64", max_seq_length),
+        "masked_lm_positions": Feature("int64", max_predictions_per_seq),
+        "masked_lm_ids": Feature("int64", max_predictions_per_seq),
+        "masked_lm_weights": Feature("float32", max_predictions_per_seq),
+        "span_left_positions": Feature("int64", max_predictions_per_seq),
+        "span_right_positions": Feature("int64", max_predictions_per_seq),
+        "span_relative_positions": Feature("int64", max_predictions_per_seq),
+        "sbo_weights": Feature("float32", max_predictions_per_seq),
+    }
