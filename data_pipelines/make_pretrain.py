@@ -1,22 +1,26 @@
-"""Pre-training TFRecords with Apache Beam: `python -m data_pipelines.make_pretrain --objective=bert`.
+"""Pre-training TFRecords with Apache Beam: `python -m data_pipelines.make_pretrain --objective=NAME`.
 
-Input: text files matched by --input (local or gs://), one sentence per line, a blank line
-between documents (see data_pipelines/io.py). Output in --output_dir:
+Objectives (data_pipelines/objectives/, OBJECTIVES.md): bert, albert, roberta, spanbert, ernie,
+electra, xlnet, t5, bart, gpt2; `--objective=NAME --help` lists an objective's own flags
+and their published defaults. Input (--input): text files (local or gs://) with one sentence
+per line and a blank line between documents; JSONL files (one document per line, --text_field,
+split into sentences by data_pipelines/io.py); or tfds:NAME[/CONFIG][:SPLIT] read from a
+locally prepared tensorflow-datasets dataset. Output in --output_dir:
 ``train-NNNNN-of-MMMMM.tfrecord[.gz]`` (every shard, even empty ones), ``stats.json``,
 ``info.json`` and ``COMPLETED`` (last, only after the pipeline succeeded).
 
 The job (DirectRunner by default; any Beam runner, every unknown flag goes to Beam's
 PipelineOptions: --runner, --direct_num_workers, --direct_running_mode, --project, ...):
 
-  ReadDocuments        match the glob, read files in chunks, split into documents
-                       (bad lines, empty files and empty documents are counted and skipped)
-  TokenizeDocuments    tensorflow-text FastBertTokenizer, one batched call per document
-  CreateBertInstances  per dupe pass, documents are hashed into buckets ("random-next pools");
-                       each bucket is grouped and turned into instances by the plain functions
-                       of data_pipelines/objectives/bert.py
+  ReadDocuments        match the glob (or the tfds shards), read files in chunks, split into
+                       documents (bad lines, empty files and documents are counted and skipped)
+  CreateInstances      Tokenize: the objective's tokenizer (WordPiece / SentencePiece / byte-level
+                       BPE, tensorflow-text or keras-hub ops), one batched call per document;
+                       per dupe pass, documents are hashed into pools; each pool is grouped and
+                       turned into instances by the objective's plain functions
   WriteShards          each instance gets a stable key; shard = key % num_shards; a shard is
                        sorted by key and written as one TFRecord file (temp name, then rename)
-  stats                per-file / per-bucket / per-shard counters combined into stats.json
+  stats                per-file / per-pool / per-shard counters combined into stats.json
 
 Random-next documents. The original draws B from any document of the whole corpus, which needs
 the corpus in one process. Here, for each dupe pass d, document x goes to bucket
@@ -46,6 +50,7 @@ proto) to ``<output_dir>/dataflow_job.json`` (stdout when output_dir is not loca
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import logging
@@ -62,12 +67,12 @@ from apache_beam.io import fileio
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, TestOptions
 
-from data_pipelines import features, io as text_io, tokenizers
-from data_pipelines.objectives import bert
+from data_pipelines import features, io as text_io, objectives, tokenizers
+from data_pipelines.objectives import base
 
 _LOG = logging.getLogger("data_pipelines.make_pretrain")
 
-OBJECTIVES = ("bert",)  # other objectives plug in here
+OBJECTIVES = objectives.NAMES
 SPLIT = "train"
 COUNTERS = "make_pretrain"  # Beam metrics namespace
 STATS_TAG = "stats"
@@ -83,15 +88,9 @@ def stable_hash(*parts) -> int:
     return int.from_bytes(digest[:8], "big")
 
 
-def element_rng(seed: int, document_id: str, dupe: int) -> np.random.Generator:
-    """The Generator of one (document, dupe pass): all of its instances' draws come from it."""
-    digest = hashlib.sha256(f"rng\x1f{seed}\x1f{document_id}\x1f{dupe}".encode("utf-8")).digest()
-    return np.random.default_rng(int.from_bytes(digest[:16], "big"))
-
-
-def instance_sort_key(seed: int, document_id: str, dupe: int, index: int) -> str:
+def instance_sort_key(seed: int, dupe: int, instance_key: str) -> str:
     """Unique, stable key of an instance; its hash part decides the shard and the order."""
-    return f"{stable_hash('instance', seed, document_id, dupe, index):016x}|{document_id}|{dupe}|{index}"
+    return f"{stable_hash('instance', seed, dupe, instance_key):016x}|{dupe}|{instance_key}"
 
 
 def shard_of(sort_key: str, num_shards: int) -> int:
@@ -107,6 +106,10 @@ def num_buckets(num_documents: int, pool_size: int) -> int:
     return max(1, math.ceil(num_documents / pool_size))
 
 
+def pool_of(seed: int, dupe: int, doc_id: str, pools: int) -> int:
+    return stable_hash("bucket", seed, dupe, doc_id) % pools
+
+
 def _count(stats: Dict[str, int], name: str, n: int = 1) -> None:
     """Adds to the stats record and to the Beam counter of the same name."""
     if n:
@@ -120,35 +123,59 @@ def length_bin(length: int, max_seq_length: int) -> str:
     return f"{lo:04d}-{lo + width - 1:04d}"
 
 
-def bucket_instances(key, documents, *, seed: int, vocab: bert.BertVocab, options: bert.BertOptions,
-                     lengths_of: int) -> tuple:
-    """Instances of one random-next pool: ([(sort_key, feature dict)], stats dict).
+# The feature whose non-padding length is an instance's length in the histogram.
+_LENGTH_FEATURES = ("input_ids", "inputs", "input_k")
 
-    ``documents``: (document id, segments) pairs of one (dupe, bucket) group, in any order.
+
+def pool_instances(key, docs: Sequence[base.Doc], *, objective: base.Objective, seed: int,
+                   vocab: base.Vocab, options, lengths_of: int,
+                   unigram_counts: Optional[np.ndarray] = None) -> tuple:
+    """Instances of one (dupe pass, pool): ([(sort_key, feature dict)], stats dict).
+
+    ``docs``: the pool's documents in any order; they are sorted by id first, because the
+    order in which a runner groups them is not deterministic and ids are.
     """
     dupe, _ = key
-    docs = sorted(documents, key=lambda d: d[0])  # group order is not deterministic; ids are
-    stats: Dict[str, int] = {}
+    docs = sorted(docs, key=lambda d: d.id)
+    ctx = base.PoolContext(seed, dupe, vocab, options, unigram_counts)
     out = []
-    for pos, (doc_id, segments) in enumerate(docs):
-        def random_document(rng, pos=pos):
-            if len(docs) == 1:
-                _count(stats, "random_next_same_document")
-                return docs[0][1]
-            j = int(rng.integers(0, len(docs) - 1))
-            return docs[j + 1 if j >= pos else j][1]
-
-        rng = element_rng(seed, doc_id, dupe)
-        instances = bert.create_instances_from_document(segments, rng, random_document, vocab, options)
-        for index, inst in enumerate(instances):
-            out.append((instance_sort_key(seed, doc_id, dupe, index), inst))
-            n = len(inst["input_ids"])
-            _count(stats, "instances")
-            _count(stats, "real_tokens", n)
-            _count(stats, "masked_tokens", len(inst["masked_lm_positions"]))
-            _count(stats, "nsp_random", inst["next_sentence_labels"][0])
-            _count(stats, "seq_len/" + length_bin(n, lengths_of))
+    for instance_key, feats in objective.create_instances(docs, ctx):
+        out.append((instance_sort_key(seed, dupe, instance_key), feats))
+        ctx.count("instances")
+        for name in _LENGTH_FEATURES:
+            if name in feats:
+                n = sum(1 for t in feats[name] if t != 0) if name != "input_ids" else len(feats[name])
+                ctx.count("seq_len/" + length_bin(max(n, 1), lengths_of))
+                break
+    stats: Dict[str, int] = {}
+    for name, n in ctx.stats.items():
+        _count(stats, name, n)
     return out, stats
+
+
+def tokenize_document(tokenizer, objective: base.Objective, doc_id: str, sentences: Sequence[str],
+                      units: Optional[Sequence] = None) -> Tuple[Optional[base.Doc], Dict[str, int]]:
+    """Sentences -> a base.Doc of non-empty piece-id segments (None if nothing is left)."""
+    stats: Dict[str, int] = {}
+    if objective.wants_units:
+        ids, starts, ends = tokenizer.tokenize_with_offsets(list(sentences))
+    else:
+        ids = tokenizer.tokenize(list(sentences))
+    segments, doc_units = [], []
+    for i, pieces in enumerate(ids):
+        if not len(pieces):
+            _count(stats, "sentences_dropped/no_tokens")
+            continue
+        segments.append([int(t) for t in pieces])
+        if objective.wants_units:
+            annotated = units[i] if units is not None else None
+            found = objective.find_units(sentences[i], starts[i], ends[i], annotated)
+            _count(stats, "units_annotated" if annotated is not None else "units_heuristic", len(found))
+            doc_units.append([(int(a), int(b)) for a, b in found])
+    if not segments:
+        _count(stats, "documents_dropped/no_tokens")
+        return None, stats
+    return base.Doc(doc_id, segments, doc_units if objective.wants_units else None), stats
 
 
 # ---------------------------------------------------------------------------------------------
@@ -156,11 +183,19 @@ def bucket_instances(key, documents, *, seed: int, vocab: bert.BertVocab, option
 
 
 class ReadDocumentsFn(beam.DoFn):
-    """ReadableFile -> (document id, [sentences]); a stats record per file on STATS_TAG."""
+    """ReadableFile -> (document id, [sentences], units or None); stats on STATS_TAG.
 
-    def __init__(self, pattern: str, max_line_bytes: int):
+    Text files: one sentence per line, blank line between documents (id "path:index").
+    JSONL files: one document per line, text in ``text_field`` (id "path:line").
+    """
+
+    def __init__(self, pattern: str, max_line_bytes: int, input_format: str = "text",
+                 text_field: str = "text", units_field: Optional[str] = None):
         self._pattern = pattern
         self._max_line_bytes = max_line_bytes
+        self._format = input_format
+        self._text_field = text_field
+        self._units_field = units_field
 
     def process(self, readable_file):
         path = readable_file.metadata.path
@@ -177,63 +212,129 @@ class ReadDocumentsFn(beam.DoFn):
 
         n = 0
         with readable_file.open() as f:
-            for index, sentences in enumerate(text_io.read_documents(f, on_skip, self._max_line_bytes)):
+            if self._format == "jsonl":
+                docs = ((f"{rel}:{line}", sentences, units) for line, sentences, units in text_io.read_jsonl_documents(
+                    f, on_skip, self._text_field, self._units_field, self._max_line_bytes))
+            else:
+                docs = ((f"{rel}:{index}", sentences, None) for index, sentences in enumerate(
+                    text_io.read_documents(f, on_skip, self._max_line_bytes)))
+            for doc_id, sentences, units in docs:
                 n += 1
                 _count(stats, "documents_read")
                 _count(stats, "sentences_read", len(sentences))
-                yield f"{rel}:{index}", sentences
+                yield doc_id, sentences, units
         if n == 0 and readable_file.metadata.size_in_bytes == 0:
             _count(stats, "files_skipped/empty_file")
             _LOG.warning("input file %s is empty", path)
         yield beam.pvalue.TaggedOutput(STATS_TAG, stats)
 
 
-class TokenizeDocumentFn(beam.DoFn):
-    """(id, [sentences]) -> (id, [[piece ids]]): one batched FastBertTokenizer call per document."""
+class ReadTfdsShardFn(beam.DoFn):
+    """(tfds name, data_dir, split, shard index) -> documents of that shard of a prepared
+    tensorflow-datasets dataset (nothing is downloaded: the dataset must exist in data_dir)."""
 
-    def __init__(self, vocab_tokens: Sequence[str], lower_case: bool):
-        self._vocab = list(vocab_tokens)
-        self._lower_case = lower_case
-        self._tokenizer = None
-
-    def setup(self):
-        self._tokenizer = tokenizers.wordpiece_tokenizer(self._vocab, self._lower_case)
+    def __init__(self, text_field: str):
+        self._text_field = text_field
 
     def process(self, element):
-        import tensorflow as tf
+        import tensorflow_datasets as tfds
 
-        doc_id, sentences = element
-        ids = self._tokenizer.tokenize(tf.constant(sentences, dtype=tf.string)).to_list()
-        segments = [s for s in ids if s]
+        name, data_dir, split, shard = element
+        builder = tfds.builder(name, data_dir=data_dir)
+        ds = builder.as_dataset(split=f"{split}[{shard}shard]", shuffle_files=False)
         stats: Dict[str, int] = {}
-        _count(stats, "sentences_dropped/no_tokens", len(ids) - len(segments))
-        if segments:
-            yield doc_id, segments
-        else:
-            _count(stats, "documents_dropped/no_tokens")
+        _count(stats, "files_read")
+        for index, example in enumerate(tfds.as_numpy(ds)):
+            value = example.get(self._text_field) if isinstance(example, dict) else None
+            if not isinstance(value, bytes):
+                _count(stats, "lines_skipped/" + text_io.NO_TEXT)
+                continue
+            try:
+                text = value.decode("utf-8")
+            except UnicodeDecodeError:
+                _count(stats, "lines_skipped/" + text_io.INVALID_UTF8)
+                continue
+            sentences = [text[a:b] for a, b in text_io.split_sentences(text.replace("\x00", " "))]
+            if not sentences:
+                _count(stats, "documents_dropped/" + text_io.EMPTY_DOCUMENT)
+                continue
+            _count(stats, "documents_read")
+            _count(stats, "sentences_read", len(sentences))
+            yield f"{split}[{shard}shard]:{index}", sentences, None
+        yield beam.pvalue.TaggedOutput(STATS_TAG, stats)
+
+
+class TokenizeDocumentFn(beam.DoFn):
+    """(id, [sentences], units) -> base.Doc: one batched tokenizer call per document."""
+
+    def __init__(self, objective_name: str, tokenizer_kind: str, vocab_path: str, lower_case: bool):
+        self._objective_name = objective_name
+        self._kind = tokenizer_kind
+        self._vocab_path = vocab_path
+        self._lower_case = lower_case
+        self._tokenizer = None
+        self._objective = None
+
+    def setup(self):
+        self._tokenizer = tokenizers.load_tokenizer(self._kind, self._vocab_path, lower_case=self._lower_case)
+        self._objective = objectives.get(self._objective_name)
+
+    def process(self, element):
+        doc_id, sentences, units = element
+        doc, stats = tokenize_document(self._tokenizer, self._objective, doc_id, sentences, units)
+        if doc is not None:
+            yield doc
         if stats:
             yield beam.pvalue.TaggedOutput(STATS_TAG, stats)
 
 
-class CreateBertInstancesFn(beam.DoFn):
-    """((dupe, bucket), [(id, segments)]) -> (shard, (sort key, serialized tf.Example))."""
+class CountPiecesFn(beam.CombineFn):
+    """Corpus piece counts (a vector of vocab_size int64) for objectives with wants_unigram."""
 
-    def __init__(self, seed: int, vocab_tokens: Sequence[str], options: bert.BertOptions, num_shards: int):
+    def __init__(self, vocab_size: int):
+        self._size = vocab_size
+
+    def create_accumulator(self):
+        return np.zeros(self._size, np.int64)
+
+    def add_input(self, acc, doc):
+        for seg in doc.segments:
+            acc += np.bincount(np.asarray(seg, np.int64), minlength=self._size)[:self._size]
+        return acc
+
+    def merge_accumulators(self, accs):
+        out = np.zeros(self._size, np.int64)
+        for acc in accs:
+            out += acc
+        return out
+
+    def extract_output(self, acc):
+        return acc
+
+
+class CreateInstancesFn(beam.DoFn):
+    """((dupe, pool), [Doc]) -> (shard, (sort key, serialized tf.Example))."""
+
+    def __init__(self, objective_name: str, seed: int, vocab: base.Vocab, options, num_shards: int,
+                 lengths_of: int):
+        self._objective_name = objective_name
         self._seed = seed
-        self._vocab_tokens = list(vocab_tokens)
+        self._vocab = vocab
         self._options = options
         self._num_shards = num_shards
-        self._vocab = None
-        self._spec = features.bert_pretrain_spec(options.max_seq_length, options.max_predictions_per_seq)
+        self._lengths_of = lengths_of
+        self._objective = None
+        self._spec = None
 
     def setup(self):
-        self._vocab = bert.BertVocab.from_tokens(self._vocab_tokens)
+        self._objective = objectives.get(self._objective_name)
+        self._spec = self._objective.feature_spec(self._options)
 
-    def process(self, element):
-        key, documents = element
-        instances, stats = bucket_instances(key, documents, seed=self._seed, vocab=self._vocab,
-                                            options=self._options,
-                                            lengths_of=self._options.max_seq_length)
+    def process(self, element, unigram_counts=None):
+        key, docs = element
+        instances, stats = pool_instances(key, docs, objective=self._objective, seed=self._seed,
+                                          vocab=self._vocab, options=self._options,
+                                          lengths_of=self._lengths_of, unigram_counts=unigram_counts)
         for sort_key, inst in instances:
             yield shard_of(sort_key, self._num_shards), (sort_key, features.serialize_example(self._spec, inst))
         yield beam.pvalue.TaggedOutput(STATS_TAG, stats)
@@ -292,56 +393,86 @@ class SumDictsFn(beam.CombineFn):
 
 
 class ReadDocuments(beam.PTransform):
-    """Glob -> (document id, [sentences]); stats records in the ``stats`` output."""
+    """Input -> (document id, [sentences], units or None); stats records in the ``stats`` output.
 
-    def __init__(self, pattern: str, max_line_bytes: int = text_io.DEFAULT_MAX_LINE_BYTES):
+    ``pattern``: a glob of text/JSONL files, or ``tfds:NAME[/CONFIG][:SPLIT]`` (with
+    ``tfds_data_dir``) for a tensorflow-datasets dataset prepared locally.
+    """
+
+    def __init__(self, pattern: str, max_line_bytes: int = text_io.DEFAULT_MAX_LINE_BYTES,
+                 input_format: str = "text", text_field: str = "text", units_field: Optional[str] = None,
+                 tfds_data_dir: Optional[str] = None, tfds_shards: Sequence[int] = ()):
         super().__init__()
         self._pattern = pattern
         self._max_line_bytes = max_line_bytes
+        self._format = input_format
+        self._text_field = text_field
+        self._units_field = units_field
+        self._tfds_data_dir = tfds_data_dir
+        self._tfds_shards = list(tfds_shards)
 
     def expand(self, pbegin):
+        if self._format == "tfds":
+            name, split = parse_tfds(self._pattern)
+            return (pbegin
+                    | "TfdsShards" >> beam.Create([(name, self._tfds_data_dir, split, s) for s in self._tfds_shards])
+                    | "Reshuffle" >> beam.Reshuffle()
+                    | "ReadTfds" >> beam.ParDo(ReadTfdsShardFn(self._text_field))
+                    .with_outputs(STATS_TAG, main="documents"))
         return (pbegin
                 | "Match" >> fileio.MatchFiles(self._pattern)
                 | "Open" >> fileio.ReadMatches()
-                | "Split" >> beam.ParDo(ReadDocumentsFn(self._pattern, self._max_line_bytes))
+                | "Split" >> beam.ParDo(ReadDocumentsFn(self._pattern, self._max_line_bytes, self._format,
+                                                        self._text_field, self._units_field))
                 .with_outputs(STATS_TAG, main="documents"))
 
 
-class CreateBertInstances(beam.PTransform):
-    """(document id, [sentences]) -> (shard, (sort key, serialized example)) + stats records.
+class CreateInstances(beam.PTransform):
+    """(document id, [sentences], units) -> (shard, (sort key, serialized example)) + stats.
 
     Output: a dict with ``instances`` and ``stats`` PCollections.
     """
 
-    def __init__(self, *, vocab_tokens: Sequence[str], lower_case: bool, options: bert.BertOptions,
-                 dupe_factor: int, seed: int, num_shards: int, random_document_pool_size: int):
+    def __init__(self, *, objective: str, tokenizer_kind: str, vocab_path: str, vocab: base.Vocab,
+                 lower_case: bool, options, dupe_factor: int, seed: int, num_shards: int,
+                 random_document_pool_size: int, lengths_of: int):
         super().__init__()
-        self._vocab_tokens = list(vocab_tokens)
+        self._objective = objective
+        self._kind = tokenizer_kind
+        self._vocab_path = vocab_path
+        self._vocab = vocab
         self._lower_case = lower_case
         self._options = options
         self._dupe_factor = dupe_factor
         self._seed = seed
         self._num_shards = num_shards
         self._pool_size = random_document_pool_size
+        self._lengths_of = lengths_of
 
     def expand(self, documents):
         tokenized = documents | "Tokenize" >> beam.ParDo(
-            TokenizeDocumentFn(self._vocab_tokens, self._lower_case)).with_outputs(STATS_TAG, main="docs")
+            TokenizeDocumentFn(self._objective, self._kind, self._vocab_path, self._lower_case)
+        ).with_outputs(STATS_TAG, main="docs")
         docs = tokenized.docs
         num_docs = beam.pvalue.AsSingleton(docs | "CountDocuments" >> beam.combiners.Count.Globally())
         seed, dupes, pool = self._seed, self._dupe_factor, self._pool_size
 
-        def to_buckets(doc, n_docs):
+        def to_pools(doc, n_docs):
             n = num_buckets(n_docs, pool)
             for d in range(dupes):
-                yield (d, stable_hash("bucket", seed, d, doc[0]) % n), doc
+                yield (d, pool_of(seed, d, doc.id, n)), doc
 
+        side = {}
+        if objectives.get(self._objective).wants_unigram:
+            side["unigram_counts"] = beam.pvalue.AsSingleton(
+                docs | "CountPieces" >> beam.CombineGlobally(CountPiecesFn(self._vocab.size)))
         instances = (docs
-                     | "AssignPools" >> beam.FlatMap(to_buckets, num_docs).with_output_types(
-                         Tuple[Tuple[int, int], Tuple[str, List[List[int]]]])
+                     | "AssignPools" >> beam.FlatMap(to_pools, num_docs).with_output_types(
+                         Tuple[Tuple[int, int], Any])
                      | "GroupPools" >> beam.GroupByKey()
-                     | "Instances" >> beam.ParDo(CreateBertInstancesFn(
-                         self._seed, self._vocab_tokens, self._options, self._num_shards))
+                     | "Instances" >> beam.ParDo(CreateInstancesFn(
+                         self._objective, self._seed, self._vocab, self._options, self._num_shards,
+                         self._lengths_of), **side)
                      .with_outputs(STATS_TAG, main="instances"))
         stats = ((tokenized[STATS_TAG], instances[STATS_TAG])
                  | "FlattenStats" >> beam.Flatten())
@@ -369,26 +500,25 @@ class WriteShards(beam.PTransform):
 class WriteJson(beam.DoFn):
     """Writes the one combined stats dict as stats.json (the only element of its input)."""
 
-    def __init__(self, path: str, num_shards: int):
+    def __init__(self, path: str, num_shards: int, objective: str):
         self._path = path
         self._num_shards = num_shards
+        self._objective = objective
 
     def process(self, counters):
-        stats = format_stats(counters, self._num_shards)
+        stats = format_stats(counters, self._num_shards, objectives.get(self._objective))
         with FileSystems.create(self._path) as f:
             f.write(json.dumps(stats, indent=2, sort_keys=True).encode("utf-8"))
         yield stats
 
 
-def format_stats(counters: Dict[str, int], num_shards: int) -> dict:
+def format_stats(counters: Dict[str, int], num_shards: int, objective: Optional[base.Objective] = None) -> dict:
     """The human-facing stats.json layout of the summed counters."""
     def group(prefix):
         return {k[len(prefix):]: v for k, v in sorted(counters.items()) if k.startswith(prefix)}
 
-    instances = counters.get("instances", 0)
-    real = counters.get("real_tokens", 0)
     per_shard = [counters.get("shard_instances/%05d" % s, 0) for s in range(num_shards)]
-    return {
+    stats = {
         "files_read": counters.get("files_read", 0),
         "files_skipped": group("files_skipped/"),
         "documents_read": counters.get("documents_read", 0),
@@ -396,88 +526,101 @@ def format_stats(counters: Dict[str, int], num_shards: int) -> dict:
         "sentences_read": counters.get("sentences_read", 0),
         "sentences_dropped": group("sentences_dropped/"),
         "lines_skipped": group("lines_skipped/"),
-        "instances": instances,
+        "instances": counters.get("instances", 0),
         "instances_per_shard": per_shard,
-        "real_tokens": real,
+        "real_tokens": counters.get("real_tokens", 0),
         "masked_tokens": counters.get("masked_tokens", 0),
-        # masked / real tokens (specials included): ~0.15 up to rounding and the max_pred cap.
-        "masked_token_rate": counters.get("masked_tokens", 0) / real if real else 0.0,
-        "nsp_random_fraction": counters.get("nsp_random", 0) / instances if instances else 0.0,
-        "random_next_same_document": counters.get("random_next_same_document", 0),
         "sequence_length_histogram": group("seq_len/"),
         "counters": dict(sorted(counters.items())),
     }
+    if objective is not None and objective.summarize is not None:
+        stats.update(objective.summarize(counters))
+    return stats
 
 
-def build_pipeline(p: beam.Pipeline, args, vocab_tokens: Sequence[str]) -> None:
+def build_pipeline(p: beam.Pipeline, args, vocab: base.Vocab) -> None:
     """Adds the whole job to ``p`` (no I/O happens until it runs)."""
-    options = bert.BertOptions(
-        max_seq_length=args.max_seq_length,
-        max_predictions_per_seq=args.max_predictions_per_seq,
-        masked_lm_prob=args.masked_lm_prob,
-        short_seq_prob=args.short_seq_prob,
-        whole_word_mask=args.whole_word_mask,
-    )
-    read = p | "ReadDocuments" >> ReadDocuments(args.input, args.max_line_bytes)
-    made = read.documents | "CreateBertInstances" >> CreateBertInstances(
-        vocab_tokens=vocab_tokens, lower_case=args.do_lower_case, options=options,
-        dupe_factor=args.dupe_factor, seed=args.seed, num_shards=args.num_shards,
-        random_document_pool_size=args.random_document_pool_size)
+    objective = objectives.get(args.objective)
+    options = objective.make_options(args)
+    read = p | "ReadDocuments" >> ReadDocuments(
+        args.input, args.max_line_bytes, args.input_format, args.text_field, args.units_field,
+        args.tfds_data_dir, getattr(args, "tfds_shards", ()))
+    made = read.documents | "CreateInstances" >> CreateInstances(
+        objective=args.objective, tokenizer_kind=args.tokenizer, vocab_path=args.vocab, vocab=vocab,
+        lower_case=args.do_lower_case, options=options, dupe_factor=args.dupe_factor, seed=args.seed,
+        num_shards=args.num_shards, random_document_pool_size=args.random_document_pool_size,
+        lengths_of=args.max_seq_length)
     written = made["instances"] | "WriteShards" >> WriteShards(args.output_dir, args.num_shards, args.compress)
     _ = ((read[STATS_TAG], made["stats"], written)
          | "AllStats" >> beam.Flatten()
          | "SumStats" >> beam.CombineGlobally(SumDictsFn())
-         | "WriteStats" >> beam.ParDo(WriteJson(FileSystems.join(args.output_dir, "stats.json"), args.num_shards)))
+         | "WriteStats" >> beam.ParDo(WriteJson(FileSystems.join(args.output_dir, "stats.json"),
+                                                args.num_shards, args.objective)))
 
 
 # ---------------------------------------------------------------------------------------------
 # Command line
 
-
-def _bool(text: str) -> bool:
-    value = str(text).strip().lower()
-    if value in ("1", "true", "yes", "y", "t"):
-        return True
-    if value in ("0", "false", "no", "n", "f"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected a boolean (true/false), got {text!r}")
+_bool = base._bool
+_add_bool = base.add_bool
 
 
-def _add_bool(parser, name: str, default: bool, help: str) -> None:
-    """--name, --name=true|false and --noname, as absl flags allow."""
-    parser.add_argument(f"--{name}", type=_bool, nargs="?", const=True, default=default,
-                        help=f"{help} (default {default}; --{name}, --{name}=true|false, --no{name})")
-    parser.add_argument(f"--no{name}", dest=name, action="store_false", help=argparse.SUPPRESS)
+def parse_tfds(spec: str) -> Tuple[str, str]:
+    """"tfds:NAME[/CONFIG][:SPLIT]" -> ("NAME[/CONFIG]", SPLIT (default "train"))."""
+    body = spec[len("tfds:"):]
+    name, _, split = body.partition(":")
+    if not name:
+        raise ValueError(f"--input={spec}: expected tfds:NAME[/CONFIG][:SPLIT]")
+    return name, split or "train"
 
 
-def make_parser() -> argparse.ArgumentParser:
+def input_format(args) -> str:
+    if args.input_format != "auto":
+        return args.input_format
+    if args.input.startswith("tfds:"):
+        return "tfds"
+    if args.input.endswith((".jsonl", ".jsonl.gz", ".json", ".json.gz")):
+        return "jsonl"
+    return "text"
+
+
+def make_parser(objective: Optional[base.Objective] = None) -> argparse.ArgumentParser:
     head, _, rest = __doc__.partition("\n\n")
     p = argparse.ArgumentParser(
         prog="python -m data_pipelines.make_pretrain",
         description=head + "\n\nAny flag not listed here is passed to Beam's PipelineOptions "
         "(--runner, --direct_num_workers, --direct_running_mode, --project, --region, "
-        "--temp_location, --dry_run ...).",
+        "--temp_location, --dry_run ...). `--objective=NAME --help` lists that objective's own flags.",
         epilog=rest, formatter_class=argparse.RawDescriptionHelpFormatter,
         allow_abbrev=False)  # an abbreviation must never swallow a Beam option
-    p.add_argument("--objective", required=True, choices=OBJECTIVES,
-                   help="pre-training objective (OBJECTIVES.md); only bert so far")
-    p.add_argument("--input", required=True, help="glob of text files (local or gs://): one sentence per "
-                   "line, blank line between documents; .gz files are decompressed")
+    p.add_argument("--objective", required=True, choices=objectives.NAMES,
+                   help="pre-training objective (OBJECTIVES.md): " + ", ".join(objectives.NAMES))
+    p.add_argument("--input", required=True,
+                   help="glob of text files (local or gs://; .gz decompressed): one sentence per line, blank "
+                   "line between documents; or JSONL files (one document per line, see --text_field); or "
+                   "tfds:NAME[/CONFIG][:SPLIT] for a tensorflow-datasets dataset prepared in --tfds_data_dir")
+    p.add_argument("--input_format", choices=("auto", "text", "jsonl", "tfds"), default="auto",
+                   help="auto: tfds: prefix -> tfds, *.jsonl / *.json(.gz) -> jsonl, else text (default %(default)s)")
+    p.add_argument("--text_field", default="text",
+                   help="JSONL / tfds field holding a document's text; it is split into sentences at newlines "
+                   "and at . ! ? followed by a capitalised word (data_pipelines/io.py) (default %(default)s)")
+    p.add_argument("--units_field", default=None,
+                   help="JSONL field with [start, end) character spans of phrases/entities for unit masking "
+                   "(ernie); without it ernie uses its documented heuristic")
+    p.add_argument("--tfds_data_dir", default=None,
+                   help="tensorflow-datasets data_dir holding the prepared dataset (nothing is downloaded)")
     p.add_argument("--output_dir", required=True, help="directory for shards, info.json, stats.json, COMPLETED")
-    p.add_argument("--vocab", required=True, help="WordPiece vocabulary (make_vocab output)")
+    p.add_argument("--vocab", required=True,
+                   help="vocabulary from data_pipelines.make_vocab: vocab.txt (wordpiece), *.model "
+                   "(sentencepiece) or vocab.json with merges.txt beside it (bpe)")
+    p.add_argument("--tokenizer", choices=("wordpiece", "sentencepiece", "bpe"), default=None,
+                   help="tokenizer kind of --vocab (default: the objective's: " + ", ".join(
+                       f"{n}={_objective_tokenizer(n)}" for n in objectives.NAMES) + ")")
     p.add_argument("--max_seq_length", type=int, default=128, help="tokens per instance (default %(default)s)")
-    p.add_argument("--max_predictions_per_seq", type=int, default=20,
-                   help="cap on masked positions per instance (default %(default)s)")
-    p.add_argument("--masked_lm_prob", type=float, default=0.15,
-                   help="share of tokens to mask, specials included in the count (default %(default)s)")
-    p.add_argument("--short_seq_prob", type=float, default=0.1,
-                   help="probability that a document's dupe pass targets a random shorter length "
-                   "randint(2, max_seq_length-3) (default %(default)s)")
     p.add_argument("--dupe_factor", type=int, default=10,
                    help="passes over the corpus, each with fresh masks and pairs (default %(default)s)")
-    _add_bool(p, "whole_word_mask", False, "mask whole words (a word's ## pieces together)")
     _add_bool(p, "do_lower_case", True,
-              "lower-case and strip accents before WordPiece; must match the vocabulary (make_vocab --lower_case)")
+              "lower-case before tokenizing; must match the vocabulary (make_vocab --lower_case)")
     p.add_argument("--seed", type=int, default=12345, help="the job's seed (default %(default)s)")
     p.add_argument("--num_shards", type=int, default=4,
                    help="output files; each is sorted in one worker's memory, so keep shards to a few "
@@ -485,25 +628,67 @@ def make_parser() -> argparse.ArgumentParser:
     _add_bool(p, "compress", False, "write GZIP-compressed .tfrecord.gz shards")
     _add_bool(p, "overwrite", False, "replace an existing completed output directory")
     p.add_argument("--random_document_pool_size", type=int, default=1000,
-                   help="documents per random-next pool: B of a random-next pair is drawn from the other "
-                   "documents of a pool of about this size (documents hashed into pools per dupe pass), "
-                   "so no worker needs the whole corpus (default %(default)s)")
+                   help="documents per pool: random-next/SOP partners are drawn from, and packing objectives "
+                   "concatenate, the documents of a pool of about this size (documents hashed into pools per "
+                   "dupe pass), so no worker needs the whole corpus (default %(default)s)")
     p.add_argument("--max_line_bytes", type=int, default=text_io.DEFAULT_MAX_LINE_BYTES,
                    help="longer input lines are skipped and counted as line_too_long (default %(default)s)")
+    if objective is not None:
+        group = p.add_argument_group(f"--objective={objective.name}: {objective.recipe}")
+        objective.add_flags(group)
+        p.set_defaults(**objective.defaults)
     return p
 
 
+def _objective_tokenizer(name: str) -> str:
+    try:
+        return objectives.get(name).tokenizer
+    except ImportError:
+        return "?"
+
+
 def parse_args(argv: Optional[Sequence[str]] = None):
-    """Our flags and the rest (Beam pipeline options)."""
-    parser = make_parser()
+    """Our flags (common + the objective's) and the rest (Beam pipeline options)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    pre.add_argument("--objective", choices=objectives.NAMES)
+    known, _ = pre.parse_known_args(argv)
+    objective = objectives.get(known.objective) if known.objective else None
+    parser = make_parser(objective)
     args, beam_args = parser.parse_known_args(argv)
-    for name in ("max_seq_length", "max_predictions_per_seq", "dupe_factor", "num_shards",
-                 "random_document_pool_size", "max_line_bytes"):
+    for name in ("max_seq_length", "dupe_factor", "num_shards", "random_document_pool_size", "max_line_bytes"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be >= 1, got {getattr(args, name)}")
-    if args.max_seq_length < 5:
-        parser.error("--max_seq_length must be >= 5 ([CLS] A [SEP] B [SEP])")
+    unknown = _unknown_beam_args(beam_args)
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)} (neither flags of --objective="
+                     f"{objective.name} nor Beam pipeline options; see --help)")
+    args.tokenizer = args.tokenizer or objective.tokenizer
+    args.input_format = input_format(args)
+    try:
+        objective.make_options(args)
+    except ValueError as e:
+        parser.error(f"--objective={objective.name}: {e}")
     return args, beam_args
+
+
+def _unknown_beam_args(beam_args: Sequence[str]) -> List[str]:
+    """The flags among ``beam_args`` that no registered Beam PipelineOptions class defines
+    (Beam itself would only log and drop them, so a typo would silently change nothing)."""
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    seen, todo = set(), [PipelineOptions]
+    while todo:
+        cls = todo.pop()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        todo.extend(cls.__subclasses__())
+        try:
+            cls._add_argparse_args(parser)
+        except argparse.ArgumentError:
+            pass  # an option defined by two classes: the first registration stands
+    _, unknown = parser.parse_known_args(list(beam_args))
+    return [a for a in unknown if a.startswith("--")]
 
 
 def make_runner(options: PipelineOptions):
@@ -553,7 +738,11 @@ def _prepare_output_dir(output_dir: str, overwrite: bool) -> None:
         os.makedirs(output_dir, exist_ok=True)
 
 
-def _check_input(pattern: str) -> List[str]:
+def _check_input(args) -> List[str]:
+    """The input's files (or tfds shards); a clear error when there are none."""
+    if args.input_format == "tfds":
+        return _tfds_shards(args)
+    pattern = args.input
     try:
         matched = FileSystems.match([pattern])[0].metadata_list
     except Exception as e:  # Beam raises BeamIOError for an unreachable scheme or bucket
@@ -561,6 +750,24 @@ def _check_input(pattern: str) -> List[str]:
     if not matched:
         raise SystemExit(f"error: --input={pattern} matches no files; check the path/glob")
     return sorted(m.path for m in matched)
+
+
+def _tfds_shards(args) -> List[str]:
+    """Sets args.tfds_shards to the shard indices of the split; nothing is downloaded."""
+    import tensorflow_datasets as tfds
+
+    name, split = parse_tfds(args.input)
+    try:
+        builder = tfds.builder(name, data_dir=args.tfds_data_dir)
+        info = builder.info.splits[split]
+    except Exception as e:  # tfds raises several kinds for a missing dataset/config/split
+        raise SystemExit(f"error: --input={args.input}: cannot open the prepared tensorflow-datasets "
+                         f"dataset in --tfds_data_dir={args.tfds_data_dir} ({type(e).__name__}: {e}); "
+                         f"prepare it first (tfds build / builder.download_and_prepare())") from e
+    if not info.num_examples:
+        raise SystemExit(f"error: --input={args.input} has no examples in split {split!r}")
+    args.tfds_shards = list(range(info.num_shards))
+    return [f"{name}:{split}[{i}shard]" for i in args.tfds_shards]
 
 
 def _dry_run(options: PipelineOptions) -> bool:
@@ -597,30 +804,33 @@ def _save_dataflow_job(result, output_dir: str) -> Optional[str]:
 def run(argv: Optional[Sequence[str]] = None) -> dict:
     """Runs the job; returns the stats (or, for a dry run, {"dry_run": path})."""
     args, beam_args = parse_args(argv)
+    objective = objectives.get(args.objective)
+    options = objective.make_options(args)
     pipeline_options = PipelineOptions(beam_args)
     dry_run = _dry_run(pipeline_options)
     runner = pipeline_options.view_as(StandardOptions).runner or "DirectRunner"
 
-    vocab_tokens = tokenizers.load_vocab(args.vocab)  # clear VocabularyError naming the file
-    fingerprint = tokenizers.vocab_fingerprint(args.vocab)
-    _LOG.info("vocabulary %s: %d tokens (%s)", args.vocab, len(vocab_tokens), fingerprint)
+    # Clear VocabularyError naming the file; the Vocab (ids, roles) travels to the workers.
+    tokenizer = tokenizers.load_tokenizer(args.tokenizer, args.vocab, lower_case=args.do_lower_case)
+    vocab = tokenizer.vocab
+    _LOG.info("vocabulary %s (%s): %d pieces (%s)", args.vocab, args.tokenizer, vocab.size, tokenizer.fingerprint)
 
     if dry_run:
         # Nothing is listed, read or written but the job description: a gs:// glob or output
         # dir would need credentials and network.
         p = beam.Pipeline(options=pipeline_options)
-        build_pipeline(p, args, vocab_tokens)
+        build_pipeline(p, args, vocab)
         result = p.run()  # DataflowRunner with dry_run translates the job and returns at once
         return {"dry_run": _save_dataflow_job(result, args.output_dir)}
 
-    files = _check_input(args.input)
+    files = _check_input(args)
     _LOG.info("input %s: %d files", args.input, len(files))
     _prepare_output_dir(args.output_dir, args.overwrite)
 
     _LOG.info("running %s: objective=%s dupe_factor=%d max_seq_length=%d num_shards=%d -> %s",
               runner, args.objective, args.dupe_factor, args.max_seq_length, args.num_shards, args.output_dir)
     p = beam.Pipeline(runner=make_runner(pipeline_options), options=pipeline_options)
-    build_pipeline(p, args, vocab_tokens)
+    build_pipeline(p, args, vocab)
     result = p.run()
     result.wait_until_finish()
     state = str(result.state)
@@ -634,20 +844,23 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     if missing:
         raise SystemExit(f"error: pipeline finished but shards are missing: {missing[:3]}")
 
-    spec = features.bert_pretrain_spec(args.max_seq_length, args.max_predictions_per_seq)
+    spec = objective.feature_spec(options)
+    arguments = {k: v for k, v in vars(args).items() if k != "tfds_shards"}
     info = {
         "format_version": features.FORMAT_VERSION,
         "objective": args.objective,
+        "recipe": objective.recipe,
         "split": SPLIT,
-        "arguments": {**vars(args), "beam_args": list(beam_args)},
-        "tokenizer": "wordpiece",
+        "arguments": {**arguments, "beam_args": list(beam_args)},
+        "options": dataclasses.asdict(options) if dataclasses.is_dataclass(options) else str(options),
+        "tokenizer": args.tokenizer,
         "lower_case": args.do_lower_case,
         "vocab": args.vocab,
-        "vocab_size": len(vocab_tokens),
-        "vocab_fingerprint": fingerprint,
+        "vocab_size": vocab.size,
+        "vocab_fingerprint": tokenizer.fingerprint,
         "feature_spec": features.spec_to_json(spec),
         "max_seq_length": args.max_seq_length,
-        "max_predictions_per_seq": args.max_predictions_per_seq,
+        "max_predictions_per_seq": getattr(args, "max_predictions_per_seq", None),
         "compression": "GZIP" if args.compress else None,
         "files": [posixpath.basename(f) for f in shard_files],
         "instances": {"total": stats["instances"], "per_shard": stats["instances_per_shard"]},
@@ -657,9 +870,7 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
 
     _LOG.info("files read %d, documents read %d (dropped %s), lines skipped %s",
               stats["files_read"], stats["documents_read"], stats["documents_dropped"], stats["lines_skipped"])
-    _LOG.info("instances %d in %d shards, masked-token rate %.4f, NSP random fraction %.4f",
-              stats["instances"], args.num_shards, stats["masked_token_rate"], stats["nsp_random_fraction"])
-    print(f"wrote {stats['instances']} instances to {args.output_dir} "
+    print(f"wrote {stats['instances']} {args.objective} instances to {args.output_dir} "
           f"({args.num_shards} shards, stats.json, info.json, COMPLETED)")
     return stats
 
@@ -668,7 +879,7 @@ def main(argv=None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         run(argv)
-    except tokenizers.VocabularyError as e:
+    except (tokenizers.VocabularyError, base.VocabularyRoleError) as e:
         raise SystemExit(f"error: {e}") from e
 
 

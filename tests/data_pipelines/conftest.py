@@ -35,18 +35,19 @@ def tiny_vocab_path(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny_corpus(tmp_path_factory):
     """Three files with the bad inputs make_pretrain must count and skip:
-    an invalid UTF-8 line, an over-long line (with --max_line_bytes=200), an empty file, a
+    an invalid UTF-8 line, a line with a NUL byte, a one-sentence document, an over-long line (with --max_line_bytes=200), an empty file, a
     document made only of bad lines, whitespace-only separator lines, a sentence longer than
     max_seq_length."""
     root = tmp_path_factory.mktemp("corpus")
     docs = [_sentences(k, 6 + k % 5) for k in range(12)]
-    a = "\n\n".join("\n".join(d) for d in docs[:6]) + "\n"
+    # ... and a one-sentence document at the end of part-a.
+    a = "\n\n".join("\n".join(d) for d in docs[:6]) + "\n\nthe dog ran .\n"
     # A whitespace-only line separates documents; a 40-token sentence (> max_seq_length 32)
     # of 159 bytes (< --max_line_bytes=200); a 400-byte line (> 200) is skipped.
     long_sentence = " ".join(["cat"] * 40)
     b = ("\n".join(docs[6]) + "\n   \t \n" + "\n".join(docs[7]) + "\n" + long_sentence + "\n\n")
     b_bytes = b.encode("utf-8")
-    b_bytes += b"the cat \xff\xfe sat .\n" + "\n".join(docs[8]).encode("utf-8") + b"\n\n"
+    b_bytes += b"the cat \xff\xfe sat .\nthe \x00 dog .\n" + "\n".join(docs[8]).encode("utf-8") + b"\n\n"
     b_bytes += ("dog " * 100).encode("utf-8") + b"\n\xc3\x28 bad\n\n"  # a document of bad lines only
     b_bytes += "\n".join(docs[9] + docs[10]).encode("utf-8") + b"\n"
     (root / "part-a.txt").write_text(a, encoding="utf-8")

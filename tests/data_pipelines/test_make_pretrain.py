@@ -17,7 +17,7 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from data_pipelines import features, make_pretrain, tokenizers
-from data_pipelines.objectives import bert
+from data_pipelines.objectives import base, bert
 
 CLS, SEP = 2, 3
 # The conftest's vocabulary: [PAD] [UNK] [CLS] [SEP] [MASK], then these words from id 5.
@@ -54,27 +54,33 @@ def _unmasked(parsed):
 # The transform under TestPipeline
 
 
-def test_create_instances_transform_exact_ids(tmp_path):
+def _wordpiece_vocab(tokens):
+    return base.make_vocab(tokens, {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]",
+                                    "mask": "[MASK]"}, word_start=lambda t: not t.startswith("##"))
+
+
+def test_create_instances_transform_exact_ids(tmp_path, tiny_vocab_path):
     docs_in = [
-        ("a.txt:0", ["The cat sat .", "A dog ran far away ."]),
-        ("a.txt:1", ["the sun was warm .", "a bird sang in the tree .", "it slept ."]),
-        ("b.txt:0", ["big red dogs ran .", "then the cat slept on the mat ."]),
+        ("a.txt:0", ["The cat sat .", "A dog ran far away ."], None),
+        ("a.txt:1", ["the sun was warm .", "a bird sang in the tree .", "it slept ."], None),
+        ("b.txt:0", ["big red dogs ran .", "then the cat slept on the mat ."], None),
     ]
     opts = bert.BertOptions(max_seq_length=32, max_predictions_per_seq=5)
     seed, dupes, shards = 7, 6, 3
 
     # Expected: the same plain functions and seeds, outside Beam (one pool: 3 docs < 1000).
     tok = tokenizers.wordpiece_tokenizer(TINY_VOCAB, lower_case=True)
-    tokenized = [(doc_id, tok.tokenize(tf.constant(s)).to_list()) for doc_id, s in docs_in]
+    tokenized = [(doc_id, tok.tokenize(tf.constant(s)).to_list()) for doc_id, s, _ in docs_in]
     # Hand-checked WordPiece ids: lower-cased, "dogs" -> dog ##s.
     assert tokenized[0][1] == [[5, 6, 7, 10], [11, 12, 13, 14, 15, 10]]
     assert tokenized[2][1][0] == [token_id("big"), token_id("red"), token_id("dog"), token_id("##s"),
                                   token_id("ran"), token_id(".")]
-    vocab = bert.BertVocab.from_tokens(TINY_VOCAB)
+    vocab = _wordpiece_vocab(TINY_VOCAB)
+    docs = [base.Doc(doc_id, segments) for doc_id, segments in reversed(tokenized)]
     expected = []
     for d in range(dupes):
-        instances, _ = make_pretrain.bucket_instances((d, 0), list(reversed(tokenized)), seed=seed,
-                                                      vocab=vocab, options=opts, lengths_of=32)
+        instances, _ = make_pretrain.pool_instances((d, 0), docs, objective=bert.OBJECTIVE, seed=seed,
+                                                    vocab=vocab, options=opts, lengths_of=32)
         for key, inst in instances:
             expected.append((make_pretrain.shard_of(key, shards),
                              (key, features.serialize_example(SPEC_32_5, inst))))
@@ -84,7 +90,7 @@ def test_create_instances_transform_exact_ids(tmp_path):
     # sentence the (unmasked) instance is exactly [CLS] the cat sat . [SEP] a dog ran far away . [SEP].
     layouts = [(_unmasked(p), list(p["segment_ids"][:13]), int(p["next_sentence_labels"][0]))
                for p in (features.parse_example(SPEC_32_5, rec) for _, (key, rec) in expected
-                         if key.split("|")[1] == "a.txt:0")]
+                         if key.split("|")[2] == "a.txt:0")]
     assert ([2, 5, 6, 7, 10, 3, 11, 12, 13, 14, 15, 10, 3], [0] * 6 + [1] * 7, 0) in layouts
 
     out_dir = str(tmp_path / "shards")
@@ -92,9 +98,10 @@ def test_create_instances_transform_exact_ids(tmp_path):
     options = PipelineOptions([])
     with BeamTestPipeline(runner=make_pretrain.make_runner(options), options=options) as p:
         made = (p | beam.Create(docs_in)
-                | make_pretrain.CreateBertInstances(
-                    vocab_tokens=TINY_VOCAB, lower_case=True, options=opts, dupe_factor=dupes,
-                    seed=seed, num_shards=shards, random_document_pool_size=1000))
+                | make_pretrain.CreateInstances(
+                    objective="bert", tokenizer_kind="wordpiece", vocab_path=tiny_vocab_path, vocab=vocab,
+                    lower_case=True, options=opts, dupe_factor=dupes, seed=seed, num_shards=shards,
+                    random_document_pool_size=1000, lengths_of=32))
         assert_that(made["instances"], equal_to(expected), label="ExactInstances")
         written = made["instances"] | make_pretrain.WriteShards(out_dir, shards, compress=True)
         assert_that(written | beam.Map(lambda s: s.get("shards_written", 0)), equal_to([1] * shards),
@@ -168,9 +175,9 @@ def test_stats_count_bad_input(e2e):
     stats = json.load(open(os.path.join(e2e["out"], "stats.json")))
     assert stats["files_read"] == 3
     assert stats["files_skipped"] == {"empty_file": 1}
-    assert stats["lines_skipped"] == {"invalid_utf8": 2, "line_too_long": 1}
+    assert stats["lines_skipped"] == {"invalid_utf8": 2, "line_too_long": 1, "nul_byte": 1}
     assert stats["documents_dropped"] == {"empty_document": 1}
-    assert stats["documents_read"] == 10
+    assert stats["documents_read"] == 11
     assert sum(stats["sequence_length_histogram"].values()) == stats["instances"]
     assert sum(stats["instances_per_shard"]) == stats["instances"]
     assert 0.1 < stats["masked_token_rate"] < 0.2
@@ -224,8 +231,14 @@ def test_clear_errors(tmp_path, tiny_corpus, tiny_vocab_path, capsys):
     with pytest.raises(tokenizers.VocabularyError, match="missing_vocab.txt"):
         make_pretrain.run(_argv(tiny_corpus, missing, str(tmp_path / "o")))
     with pytest.raises(SystemExit):
-        make_pretrain.run(["--objective=albert"] + _argv(tiny_corpus, tiny_vocab_path, str(tmp_path / "o"))[1:])
-    assert "invalid choice: 'albert'" in capsys.readouterr().err
+        make_pretrain.run(["--objective=albart"] + _argv(tiny_corpus, tiny_vocab_path, str(tmp_path / "o"))[1:])
+    assert "invalid choice: 'albart'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # the objective's own checks, as a usage error
+        make_pretrain.run(_argv(tiny_corpus, tiny_vocab_path, str(tmp_path / "o"), "--max_seq_length=4"))
+    assert "max_seq_length must be >= 5" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # a typo is neither ours nor Beam's: refused, not ignored
+        make_pretrain.run(_argv(tiny_corpus, tiny_vocab_path, str(tmp_path / "o"), "--dupe_facter=2"))
+    assert "--dupe_facter" in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "o" / "COMPLETED")
 
 
@@ -257,6 +270,6 @@ def test_dataflow_dry_run_builds_job_offline(tmp_path, tiny_vocab_path, monkeypa
     job = json.load(open(result["dry_run"]))
     assert job["job"]["type"] == "JOB_TYPE_BATCH" and job["job"]["name"].startswith("beamapp-")
     names = {t["uniqueName"] for t in job["pipeline"]["components"]["transforms"].values()}
-    for stage in ("ReadDocuments", "CreateBertInstances", "WriteShards", "SumStats"):
+    for stage in ("ReadDocuments", "CreateInstances", "WriteShards", "SumStats"):
         assert stage in names
     assert not os.path.exists(os.path.join(out, "COMPLETED"))
