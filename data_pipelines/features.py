@@ -219,3 +219,23 @@ def spanbert_pretrain_spec(max_seq_length: int, max_predictions_per_seq: int) ->
         "span_relative_positions": Feature("int64", max_predictions_per_seq),
         "sbo_weights": Feature("float32", max_predictions_per_seq),
     }
+
+
+def xlnet_pretrain_spec(seq_len: int, num_predict: int) -> Spec:
+    """XLNet permutation-LM instances (OBJECTIVES.md section 7; data_pipelines/objectives/xlnet.py).
+
+    The 2-D features are flattened row-major: perm_mask[i * seq_len + j] = 1 means position
+    i cannot attend to j; target_mapping[k * seq_len + p] = 1 when the k-th target sits at
+    position p (zero rows after the last target). The 0/1 matrices are int64 (one byte per
+    value packed on disk, against four for float32); readers cast them to float. input_q and
+    target_mask are float32, as the original input function's weights.
+    """
+    return {
+        "input_k": Feature("int64", seq_len),
+        "input_q": Feature("float32", seq_len),
+        "seg_id": Feature("int64", seq_len),
+        "perm_mask": Feature("int64", seq_len * seq_len),
+        "target_mapping": Feature("int64", num_predict * seq_len),
+        "target": Feature("int64", num_predict),
+        "target_mask": Feature("float32", num_predict),
+    }

@@ -1,0 +1,493 @@
+"""XLNet pre-training instances: permutation language modelling (OBJECTIVES.md section 7).
+
+Yang et al. 2019, "XLNet: Generalized Autoregressive Pretraining for Language Understanding";
+the published recipe (seq_len 512, reuse_len 256, perm_size 256, num_predict 85,
+mask_alpha 6, mask_beta 1, SentencePiece 32k, <eod> between documents). What the original
+``data_utils.py`` does in two steps -- ``create_tfrecords`` at preprocessing time and
+``_local_perm`` in the training input function -- is done here once, so the written records
+already hold the permutation mask (one factorization order per instance, drawn from the
+instance's own Generator; the original redrew it every epoch).
+
+The stream (``build_stream``)
+  The pool's documents (sorted by id) are concatenated into one token stream. Every sentence
+  gets a sentence id that flips from sentence to sentence; ``<eod>`` (role "eod") goes
+  between documents and, as the original's ``use_eod`` handling does, keeps the id of the
+  sentence before it (it ends that document's last sentence, so a cut may follow it but not
+  precede it).
+
+An instance (``create_instances_from_stream``), one per stride of ``reuse_len`` tokens
+  ``stream[i : i+reuse_len]  A <sep> B <sep> <cls>``, exactly ``max_seq_length`` tokens.
+  * The first ``reuse_len`` tokens are the "reuse" half: the plain stream, whose hidden
+    states the model caches as Transformer-XL memory for the next instance, which starts
+    ``reuse_len`` tokens later (block i+1's reuse half is where block i's A began).
+  * A and B fill ``tot_len = max_seq_length - reuse_len - 3`` tokens (``split_a_and_b``, the
+    original's ``_split_a_and_b``): A starts right after the reuse half; the sentence
+    boundaries strictly within ``tot_len`` tokens are the cut points. With probability 0.5
+    (always when there is no cut point) A ends at a random cut point (or at the first
+    boundary past ``tot_len``) and B is a random run of whole sentences from anywhere in the
+    pool's stream (``label 0``); otherwise A ends at a random cut point and B is the real
+    continuation up to the first boundary past ``tot_len`` (``label 1``). The longer of A and
+    B is then trimmed at its right end until ``|A| + |B| == tot_len``. Like the original, a
+    block that would need a token past the end of the stream ends the pool (its tail is
+    counted in ``dropped/tail_tokens``). The original had no use for the label (XLNet dropped
+    NSP); it is only counted (``b_random``).
+  * seg_id: 0 for the reuse half, A and its <sep>; 1 for B and its <sep>; 2 for <cls> (last).
+
+Prediction targets (``sample_mask``, the original's ``_sample_mask``)
+  Drawn separately in the reuse half (goal ``num_predict - num_predict // 2``: 43 of 256) and
+  in the rest (goal ``num_predict // 2``: 42 of 256), 85 of 512 in all. Repeatedly: draw n in
+  1..5 with p(n) proportional to 1/n (0.438, 0.219, 0.146, 0.109, 0.088), clip it to the
+  goal left, take a context of ``ctx = n * mask_alpha // mask_beta`` tokens (6n), skip
+  ``l_ctx`` ~ uniform{0..ctx-1} tokens, move to the next word start, mask the span, and
+  continue ``ctx - l_ctx`` tokens after it. The span is n *pieces* long by default: the
+  original's end search tests the span's first piece instead of the current one, so every
+  piece counts as a new "word" -- the known bug, which the released XLNet data have, so
+  ``span_unit="piece"`` is the default; ``span_unit="word"`` counts n whole words (pieces
+  after the first that do not start a word join the span). A span must end before the end of
+  the half (as in the original). The goal is then topped up with single positions drawn
+  uniformly among the unmasked ones. Word starts are SentencePiece pieces beginning with
+  U+2581, special tokens, pieces beginning with "<" and single ASCII punctuation pieces
+  (the original's ``_is_start_piece``).
+
+  One deliberate difference: the original could mask <sep>/<cls> (its input function then
+  dropped them as targets and padded, "extra padding due to CLS/SEP introduced after
+  prepro"), so some instances carried fewer than 85 targets. Here <sep>/<cls> positions are
+  taken out of a span and never drawn as top-ups, so every instance has exactly num_predict
+  targets whenever its halves have enough other tokens (counted: ``func_positions_unmasked``).
+  <eod> is an ordinary token (it can be a target), as in the original.
+
+Permutation mask (``local_perm_mask``, the original's ``_local_perm`` with
+``perm_size = reuse_len`` on each half, then the block assembly of its ``get_dataset``)
+  Each half gets its own uniformly random factorization order. Within a half, with
+  "context" = non-target, non-functional tokens and "functional" = <sep>/<cls>:
+  * context tokens come first in the order: everyone in the half sees them, and they see
+    only each other (no target leaks into them);
+  * a target sees the context and the targets/functional tokens strictly before it in the
+    order, never itself;
+  * a functional token sees the context, itself, and targets/functional tokens before it.
+  Across halves: the reuse half sees nothing of the second half (its states become memory
+  that the next instance's targets attend to), and the second half sees all of the reuse half.
+  ``perm_mask[i, j] = 1`` means i cannot attend to j.
+
+Features (``features.xlnet_pretrain_spec``; row-major flattening of the 2-D ones):
+  input_k [seq_len] int64: the tokens.
+  input_q [seq_len] float32: 1.0 at target positions (the query stream's inputs).
+  seg_id [seq_len] int64: 0/1/2 as above.
+  perm_mask [seq_len * seq_len] int64: row i, column j at i * seq_len + j.
+  target_mapping [num_predict * seq_len] int64: row k one-hot at the k-th target position
+    (targets in increasing position), zero rows after the last target.
+  target [num_predict] int64: the target tokens (= input_k at their positions), 0-padded.
+  target_mask [num_predict] float32: 1.0 for a real target, 0.0 for padding.
+The 0/1 matrices are int64 because a packed int64 list stores a 0/1 value in one byte, a
+float list in four (perm_mask at 512: 256 KiB instead of 1 MiB per example); readers cast
+them to float. input_q and target_mask are float32 like the original input function's
+weights.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import string
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from data_pipelines import features
+from data_pipelines.objectives import base
+
+MAX_GRAM = 5
+SPAN_UNITS = ("piece", "word")
+# The original's _is_start_piece punctuation set (it lists '"' twice and lacks "'", "<" "=" ">",
+# though "<" is covered by its startswith("<") test).
+_START_PUNCTUATION = frozenset('!"#$%&()*+,-./:;?@[\\]^_`{|}~')
+
+
+@dataclasses.dataclass(frozen=True)
+class XLNetOptions:
+    """The knobs of the XLNet objective; defaults are the published recipe."""
+
+    max_seq_length: int = 512
+    reuse_len: int = 256
+    num_predict: int = 85
+    mask_alpha: int = 6
+    mask_beta: int = 1
+    span_unit: str = "piece"
+
+    def __post_init__(self):
+        if not 1 <= self.reuse_len <= self.max_seq_length - 5:
+            # reuse half + A <sep> B <sep> <cls> with |A|, |B| >= 1.
+            raise ValueError(f"reuse_len must be in [1, max_seq_length - 5 = {self.max_seq_length - 5}], "
+                             f"got {self.reuse_len}")
+        if self.num_predict < 0:
+            raise ValueError(f"num_predict must be >= 0, got {self.num_predict}")
+        if self.num_predict_reuse > self.reuse_len or self.num_predict_rest > self.tot_len:
+            raise ValueError(f"num_predict {self.num_predict} does not fit: {self.num_predict_reuse} targets in the "
+                             f"reuse half of {self.reuse_len} and {self.num_predict_rest} in the "
+                             f"{self.tot_len} non-special tokens of the rest")
+        if not 1 <= self.mask_beta <= self.mask_alpha:
+            raise ValueError(f"need 1 <= mask_beta <= mask_alpha, got alpha={self.mask_alpha} beta={self.mask_beta}")
+        if self.span_unit not in SPAN_UNITS:
+            raise ValueError(f"span_unit must be one of {SPAN_UNITS}, got {self.span_unit!r}")
+
+    @property
+    def tot_len(self) -> int:
+        """Tokens of A and B together: the rest minus <sep> <sep> <cls>."""
+        return self.max_seq_length - self.reuse_len - 3
+
+    @property
+    def num_predict_rest(self) -> int:
+        return self.num_predict // 2
+
+    @property
+    def num_predict_reuse(self) -> int:
+        return self.num_predict - self.num_predict // 2
+
+
+@dataclasses.dataclass(frozen=True)
+class XLNetVocab:
+    sep_id: int
+    cls_id: int
+    eod_id: int
+    # is_start[id]: the piece starts a word in the sense of the original's _is_start_piece.
+    is_start: np.ndarray
+
+
+def vocab_from_base(vocab: base.Vocab, objective: str = "xlnet") -> XLNetVocab:
+    starts = np.asarray(vocab.is_word_start, dtype=bool).copy()
+    starts |= np.array([t.startswith("<") or t in _START_PUNCTUATION for t in vocab.tokens], dtype=bool)
+    return XLNetVocab(sep_id=vocab.special("sep", objective), cls_id=vocab.special("cls", objective),
+                      eod_id=vocab.special("eod", objective), is_start=starts)
+
+
+# ---------------------------------------------------------------------------------------------
+# The stream and A/B.
+
+
+def build_stream(documents: Sequence[Sequence[Sequence[int]]], eod_id: int) -> Tuple[np.ndarray, np.ndarray]:
+    """(tokens, sentence ids) of the documents concatenated with <eod> between them.
+
+    Sentence ids alternate 0/1 per sentence; <eod> takes the id of the sentence before it.
+    Empty sentences and documents without tokens are skipped.
+    """
+    tokens: List[int] = []
+    sent_ids: List[int] = []
+    sid = 0
+    first = True
+    for doc in documents:
+        sentences = [list(s) for s in doc if len(s)]
+        if not sentences:
+            continue
+        if not first:
+            # Ends the previous document's last sentence (same id), as the original's use_eod.
+            tokens.append(eod_id)
+            sent_ids.append(sent_ids[-1])
+        first = False
+        for sentence in sentences:
+            tokens.extend(sentence)
+            sent_ids.extend([sid] * len(sentence))
+            sid ^= 1
+    return np.asarray(tokens, dtype=np.int64), np.asarray(sent_ids, dtype=np.int8)
+
+
+def sentence_boundaries(sent_ids: np.ndarray) -> np.ndarray:
+    """Positions b where a new sentence starts (sent_ids[b] != sent_ids[b - 1]), ascending."""
+    return np.flatnonzero(sent_ids[1:] != sent_ids[:-1]) + 1
+
+
+def split_a_and_b(sent_ids: np.ndarray, boundaries: np.ndarray, begin: int, tot_len: int,
+                  rng: np.random.Generator) -> Optional[Tuple[int, int, int, int, bool]]:
+    """A and B for the block whose A starts at ``begin`` (the original's _split_a_and_b).
+
+    Returns ``(a_begin, a_end, b_begin, b_end, is_next)`` with ``a_end - a_begin + b_end -
+    b_begin == tot_len``, or None when the stream is too short (the pool's last block).
+    """
+    data_len = len(sent_ids)
+    if begin + tot_len >= data_len:
+        return None
+    # Boundaries after begin: those less than tot_len away are cut points; the first one at
+    # least tot_len away (or the end of the stream) is where the real continuation stops.
+    lo = int(np.searchsorted(boundaries, begin, side="right"))
+    hi = int(np.searchsorted(boundaries, begin + tot_len, side="left"))
+    cut_points = boundaries[lo:hi]
+    end_idx = int(boundaries[hi]) if hi < len(boundaries) else data_len
+
+    a_begin = begin
+    if len(cut_points) == 0 or rng.random() < 0.5:
+        is_next = False
+        a_end = end_idx if len(cut_points) == 0 else int(cut_points[rng.integers(len(cut_points))])
+        b_len = max(1, tot_len - (a_end - a_begin))
+        # data_len - 1 as the original (it kept one token after B for its LM target).
+        b_begin = int(rng.integers(0, data_len - 1 - b_len + 1))
+        b_end = b_begin + b_len
+        # Widen B to whole sentences.
+        while b_begin > 0 and sent_ids[b_begin - 1] == sent_ids[b_begin]:
+            b_begin -= 1
+        while b_end < data_len - 1 and sent_ids[b_end - 1] == sent_ids[b_end]:
+            b_end += 1
+    else:
+        is_next = True
+        a_end = int(cut_points[rng.integers(len(cut_points))])
+        b_begin, b_end = a_end, end_idx
+
+    # Trim the longer side at its right end, one token at a time in the original; in closed form:
+    excess = (a_end - a_begin) + (b_end - b_begin) - tot_len
+    if excess > 0:
+        a_len, b_len = a_end - a_begin, b_end - b_begin
+        # Trimming the longer (B on ties) until both are within one of each other, then alternating.
+        take = min(excess, abs(a_len - b_len))
+        if a_len > b_len:
+            a_len -= take
+        else:
+            b_len -= take
+        rest = excess - take
+        # Now |a_len - b_len| <= 0 or rest == 0; from a tie the original trims B, then A, ...
+        b_len -= (rest + 1) // 2
+        a_len -= rest // 2
+        a_end, b_end = a_begin + a_len, b_begin + b_len
+    # The original also needs the token after A and after B (its LM targets).
+    if a_end >= data_len or b_end >= data_len:
+        return None
+    return a_begin, a_end, b_begin, b_end, is_next
+
+
+# ---------------------------------------------------------------------------------------------
+# Targets and the permutation mask.
+
+
+def span_length_probs(max_gram: int = MAX_GRAM) -> np.ndarray:
+    """p(n) proportional to 1/n for n = 1..max_gram."""
+    p = 1.0 / np.arange(1, max_gram + 1)
+    return p / p.sum()
+
+
+def sample_mask(is_start: np.ndarray, rng: np.random.Generator, goal: Optional[int], *, mask_alpha: int = 6,
+                mask_beta: int = 1, span_unit: str = "piece", max_gram: int = MAX_GRAM,
+                forbidden: Optional[np.ndarray] = None) -> Tuple[np.ndarray, List[Tuple[int, int]]]:
+    """Targets of one half (the original's _sample_mask, see the module docstring).
+
+    Args:
+      is_start: bool per position: the piece starts a word.
+      goal: number of targets; None: spans only, no limit and no top-up.
+      forbidden: bool per position that must not be a target (<sep>/<cls>).
+
+    Returns:
+      (mask, spans): bool per position; the (begin, end) of every span drawn (before
+      forbidden positions are taken out).
+    """
+    seg_len = len(is_start)
+    mask = np.zeros(seg_len, dtype=bool)
+    probs = span_length_probs(max_gram)
+    spans: List[Tuple[int, int]] = []
+    num = 0
+    cur = 0
+    while cur < seg_len:
+        if goal is not None and num >= goal:
+            break
+        n = int(rng.choice(max_gram, p=probs)) + 1
+        if goal is not None:
+            n = min(n, goal - num)
+        ctx_size = (n * mask_alpha) // mask_beta
+        l_ctx = int(rng.integers(ctx_size))
+        r_ctx = ctx_size - l_ctx
+        beg = cur + l_ctx
+        while beg < seg_len and not is_start[beg]:
+            beg += 1
+        if beg >= seg_len:
+            break
+        if span_unit == "piece":
+            end = beg + n
+        else:
+            # n words: stop at the start of the (n+1)-th word.
+            end, words = beg + 1, 1
+            while end < seg_len:
+                if is_start[end]:
+                    words += 1
+                    if words > n:
+                        break
+                end += 1
+        # As the original: a span reaching the end of the half ends the sampling.
+        if end >= seg_len:
+            break
+        mask[beg:end] = True
+        spans.append((beg, end))
+        num += end - beg
+        cur = end + r_ctx
+    if forbidden is not None:
+        mask &= ~forbidden
+    if goal is not None:
+        missing = goal - int(mask.sum())
+        if missing > 0:
+            free = ~mask if forbidden is None else ~mask & ~forbidden
+            candidates = np.flatnonzero(free)
+            picks = rng.choice(candidates, size=min(missing, len(candidates)), replace=False)
+            mask[picks] = True
+    return mask, spans
+
+
+def local_perm_mask(is_target: np.ndarray, is_func: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """perm_mask of one half (the original's _local_perm): 1 = row cannot attend to column.
+
+    order[i] is position i's rank in the factorization order (a permutation of 0..len-1).
+    """
+    context = ~is_target & ~is_func
+    # Context tokens get the smallest rank (-1): visible to all, seeing only each other.
+    rank = np.where(context, -1, order)
+    # Targets cannot see themselves; functional tokens and context can.
+    self_rank = np.where(is_target, rank, rank + 1)
+    return (self_rank[:, None] <= rank[None, :]) & ~context[None, :]
+
+
+def make_instance(tokens: np.ndarray, reuse_len: int, rng: np.random.Generator, vocab: XLNetVocab,
+                  options: XLNetOptions) -> Tuple[Dict[str, list], Dict[str, int]]:
+    """Targets, permutation mask and features of one laid-out sequence; (features, counts)."""
+    seq_len = len(tokens)
+    is_func = (tokens == vocab.sep_id) | (tokens == vocab.cls_id)
+    is_start = vocab.is_start[tokens]
+    kw = dict(mask_alpha=options.mask_alpha, mask_beta=options.mask_beta, span_unit=options.span_unit)
+    mask_0, spans_0 = sample_mask(is_start[:reuse_len], rng, options.num_predict_reuse,
+                                  forbidden=is_func[:reuse_len], **kw)
+    mask_1, spans_1 = sample_mask(is_start[reuse_len:], rng, options.num_predict_rest,
+                                  forbidden=is_func[reuse_len:], **kw)
+    is_target = np.concatenate([mask_0, mask_1])
+
+    rest = seq_len - reuse_len
+    perm = np.ones((seq_len, seq_len), dtype=np.int64)
+    perm[:reuse_len, :reuse_len] = local_perm_mask(mask_0, is_func[:reuse_len], rng.permutation(reuse_len))
+    perm[reuse_len:, reuse_len:] = local_perm_mask(mask_1, is_func[reuse_len:], rng.permutation(rest))
+    # The second half sees the whole reuse half; the reuse half sees none of the second
+    # (ones, from the initialisation).
+    perm[reuse_len:, :reuse_len] = 0
+
+    positions = np.flatnonzero(is_target)
+    mapping = np.zeros((len(positions), seq_len), dtype=np.int64)
+    mapping[np.arange(len(positions)), positions] = 1
+    feats = {
+        "input_k": tokens.tolist(),
+        "input_q": is_target.astype(np.float32).tolist(),
+        "perm_mask": perm.reshape(-1).tolist(),
+        "target_mapping": mapping.reshape(-1).tolist(),
+        "target": tokens[positions].tolist(),
+        "target_mask": [1.0] * len(positions),
+    }
+    spans = spans_0 + spans_1
+    counts = {"targets": len(positions), "spans": len(spans), "span_tokens": sum(e - b for b, e in spans),
+              "func_positions_unmasked": int(sum(is_func[b:e].sum() for b, e in spans_1)
+                                             + sum(is_func[b:e].sum() for b, e in spans_0))}
+    # Span lengths in pieces (word spans may be longer than 5 pieces).
+    for b, e in spans:
+        key = f"span_len/{min(e - b, 10)}"
+        counts[key] = counts.get(key, 0) + 1
+    return feats, counts
+
+
+def create_instances_from_stream(tokens: np.ndarray, sent_ids: np.ndarray, rng_for_block, vocab: XLNetVocab,
+                                 options: XLNetOptions) -> Iterator[Tuple[int, Dict[str, list], Dict[str, int]]]:
+    """Yields ``(block index, features, counts)`` for every block of the stream.
+
+    ``rng_for_block(k)`` gives block k's Generator. The last counts dict (block index -1, no
+    features) holds ``tail_tokens``: stream tokens never placed in a reuse half.
+    """
+    seq_len, reuse_len = options.max_seq_length, options.reuse_len
+    boundaries = sentence_boundaries(sent_ids)
+    sep, cls = np.array([vocab.sep_id]), np.array([vocab.cls_id])
+    i, block = 0, 0
+    while i + seq_len <= len(tokens):
+        rng = rng_for_block(block)
+        split = split_a_and_b(sent_ids, boundaries, i + reuse_len, options.tot_len, rng)
+        if split is None:
+            break
+        a_begin, a_end, b_begin, b_end, is_next = split
+        seq = np.concatenate([tokens[i:i + reuse_len], tokens[a_begin:a_end], sep, tokens[b_begin:b_end], sep, cls])
+        feats, counts = make_instance(seq, reuse_len, rng, vocab, options)
+        a_len, b_len = a_end - a_begin, b_end - b_begin
+        feats["seg_id"] = [0] * (reuse_len + a_len + 1) + [1] * (b_len + 1) + [2]
+        counts["b_random"] = int(not is_next)
+        yield block, feats, counts
+        i += reuse_len
+        block += 1
+    yield -1, {}, {"tail_tokens": len(tokens) - i}
+
+
+# ---------------------------------------------------------------------------------------------
+# The objective as the Beam job sees it (data_pipelines/objectives/base.py).
+
+
+def _add_flags(group) -> None:
+    group.add_argument("--reuse_len", type=int, default=None,
+                       help="tokens of the reuse half (cached as memory by the model) and the stride between "
+                       "instances (default max_seq_length / 2: 256 of the published 512)")
+    group.add_argument("--num_predict", type=int, default=85,
+                       help="targets per instance, num_predict - num_predict//2 in the reuse half and num_predict//2 "
+                       "in the rest (default %(default)s, of 512 tokens)")
+    group.add_argument("--mask_alpha", type=int, default=6,
+                       help="context size per span token: a span of n gets n*alpha/beta tokens (default %(default)s)")
+    group.add_argument("--mask_beta", type=int, default=1,
+                       help="tokens masked per mask_alpha tokens of context (default %(default)s)")
+    group.add_argument("--span_unit", choices=SPAN_UNITS, default="piece",
+                       help="unit of the span length n in 1..5: 'piece' = what the original code and the released "
+                       "XLNet data do (its word-end test is buggy, so n pieces starting at a word start), 'word' = "
+                       "n whole words as the paper intends (default %(default)s)")
+
+
+def _make_options(args) -> XLNetOptions:
+    reuse_len = args.reuse_len if args.reuse_len is not None else args.max_seq_length // 2
+    return XLNetOptions(max_seq_length=args.max_seq_length, reuse_len=reuse_len, num_predict=args.num_predict,
+                        mask_alpha=args.mask_alpha, mask_beta=args.mask_beta, span_unit=args.span_unit)
+
+
+def _create(docs: Sequence[base.Doc], ctx: base.PoolContext):
+    options: XLNetOptions = ctx.options
+    vocab = vocab_from_base(ctx.vocab)
+    kept = [d for d in docs if any(len(s) for s in d.segments)]
+    ctx.count("dropped/empty_document", len(docs) - len(kept))
+    if not kept:
+        return
+    tokens, sent_ids = build_stream([d.segments for d in kept], vocab.eod_id)
+    ctx.count("stream_tokens", len(tokens))
+    ctx.count("eod_tokens", len(kept) - 1)
+    first = kept[0].id
+    produced = 0
+    for block, feats, counts in create_instances_from_stream(
+            tokens, sent_ids, lambda k: ctx.rng(first, k), vocab, options):
+        if block < 0:
+            ctx.count("dropped/tail_tokens", counts["tail_tokens"])
+            break
+        produced += 1
+        ctx.count("real_tokens", len(feats["input_k"]))
+        for name, n in counts.items():
+            ctx.count(name, n)
+        yield f"{first}|{block}", feats
+    if not produced:
+        # The pool's stream is shorter than one sequence (or one block): nothing written.
+        ctx.count("dropped/short_pool")
+
+
+def _summarize(counters) -> dict:
+    spans = counters.get("spans", 0)
+    span_len = {f"span_len_fraction/{n}": base.rate(counters, f"span_len/{n}", "spans") for n in range(1, 11)
+                if counters.get(f"span_len/{n}")}
+    return {
+        # 85 of 512 -> 0.166.
+        "target_rate": base.rate(counters, "targets", "real_tokens"),
+        "targets_per_instance": base.rate(counters, "targets", "instances"),
+        # Slightly above 0.5: a block without a cut point always takes a random B.
+        "b_random_fraction": base.rate(counters, "b_random", "instances"),
+        # Pieces per span: sum 1/n * n / sum 1/n = 5 / 2.283 = 2.19 for piece spans of 1..5.
+        "mean_span_length": counters.get("span_tokens", 0) / spans if spans else 0.0,
+        "span_target_fraction": base.rate(counters, "span_tokens", "targets"),
+        "tail_token_fraction": base.rate(counters, "dropped/tail_tokens", "stream_tokens"),
+        **span_len,
+    }
+
+
+OBJECTIVE = base.Objective(
+    name="xlnet",
+    recipe="XLNet (Yang et al. 2019): permutation LM, 85 span targets of 512, reuse half for memory, SentencePiece",
+    tokenizer="sentencepiece",
+    add_flags=_add_flags,
+    make_options=_make_options,
+    feature_spec=lambda o: features.xlnet_pretrain_spec(o.max_seq_length, o.num_predict),
+    create_instances=_create,
+    defaults={"max_seq_length": 512, "dupe_factor": 1},
+    summarize=_summarize,
+)
