@@ -27,8 +27,10 @@ followed by ``</s>``, the blank line between documents becoming a lone ``</s>``;
 The last, partial block of a pool (FULL-SENTENCES) or of each document (DOC-SENTENCES) is
 written too, shorter and zero-padded by ``features.serialize_example`` (``input_mask`` says
 where the real tokens end): nothing of the input is dropped. Counted: ``blocks``,
-``partial_blocks``, ``real_tokens`` (``<s>`` and ``</s>`` included), ``positions``
-(blocks * max_seq_length), ``document_separators``, ``sentences_split``.
+``partial_blocks`` (blocks shorter than max_seq_length: the last one, and those that whole-
+sentence packing left room in), ``real_tokens`` (``<s>`` and ``</s>`` included), ``positions``
+(blocks * max_seq_length; fill rate = real_tokens / positions), ``document_separators``,
+``sentences_split``, ``dropped/empty_document`` (a document without pieces: nothing to pack).
 
 Masking is dynamic (a fresh mask every time a block is read), so it is not done here:
 ``data_pipelines.dynamic`` masks in the tf.data input pipeline. dupe_factor defaults to 1.
