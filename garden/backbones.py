@@ -107,3 +107,26 @@ def electra_towers(default_vocab_size: Optional[int] = None, preset: str = "elec
     generator = ElectraBackbone(**generator_config, embeddings=discriminator.embeddings,
                                 name="generator")
     return {"generator": generator, "discriminator": discriminator}
+
+
+@gin.configurable
+def distilbert_backbone(default_vocab_size: Optional[int] = None, preset: str = "distilbert_base",
+                        vocab_size: Optional[int] = None, num_layers: Optional[int] = None,
+                        hidden_size: Optional[int] = None, num_heads: Optional[int] = None,
+                        intermediate_size: Optional[int] = None,
+                        max_sequence_length: Optional[int] = None,
+                        dropout: Optional[float] = None,
+                        attention_dropout: Optional[float] = None,
+                        initializer_range: Optional[float] = None):
+    """DistilBertBackbone of `preset` ("distilbert_base": L6 H768, Sanh et al. 2019) with the
+    bound overrides: the student of garden.Distillation. Its width, heads and feed-forward size
+    must equal the teacher's (its layers are copied from the teacher)."""
+    from garden.models.distilbert.backbone import DistilBertBackbone
+    from garden.models.distilbert.presets import PRESETS
+
+    return DistilBertBackbone(**_config(
+        PRESETS, "DistilBERT", preset, default_vocab_size, vocab_size=vocab_size,
+        num_layers=num_layers, hidden_size=hidden_size, num_heads=num_heads,
+        intermediate_size=intermediate_size, max_sequence_length=max_sequence_length,
+        dropout=dropout, attention_dropout=attention_dropout,
+        initializer_range=initializer_range))

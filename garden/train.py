@@ -70,12 +70,14 @@ def _register_tasks():
         return
     from garden import backbones  # noqa: F401  (registers the families' gin factories)
     from garden.tasks.bert_pretraining import BertPretraining
+    from garden.tasks.distillation import Distillation
     from garden.tasks.masked_lm_pretraining import (AlbertPretraining, ElectraPretraining,
                                                     RobertaPretraining)
     from garden.tasks.sentence_classification import SentenceClassification
+    from garden.tasks.spanbert_pretraining import SpanBertPretraining
 
     for cls in (BertPretraining, SentenceClassification, RobertaPretraining, AlbertPretraining,
-                ElectraPretraining):
+                ElectraPretraining, SpanBertPretraining, Distillation):
         gin.external_configurable(cls, module="garden")
     _REGISTERED = True
 
