@@ -194,6 +194,24 @@ def sentence_boundaries(sent_ids: np.ndarray) -> np.ndarray:
     return np.flatnonzero(sent_ids[1:] != sent_ids[:-1]) + 1
 
 
+def trim_pair_lengths(a_len: int, b_len: int, tot_len: int) -> Tuple[int, int]:
+    """The lengths the original's trimming loop leaves: while a_len + b_len > tot_len, drop the
+    last token of the longer side (B on ties). In closed form, so that a B widened over a
+    megabyte-long sentence costs no loop."""
+    excess = a_len + b_len - tot_len
+    if excess <= 0:
+        return a_len, b_len
+    # First the longer side alone, down to the length of the other ...
+    take = min(excess, abs(a_len - b_len))
+    if a_len > b_len:
+        a_len -= take
+    else:
+        b_len -= take
+    rest = excess - take
+    # ... then, from a tie, B, A, B, A, ...
+    return a_len - rest // 2, b_len - (rest + 1) // 2
+
+
 def split_a_and_b(sent_ids: np.ndarray, boundaries: np.ndarray, begin: int, tot_len: int,
                   rng: np.random.Generator) -> Optional[Tuple[int, int, int, int, bool]]:
     """A and B for the block whose A starts at ``begin`` (the original's _split_a_and_b).
@@ -219,31 +237,19 @@ def split_a_and_b(sent_ids: np.ndarray, boundaries: np.ndarray, begin: int, tot_
         # data_len - 1 as the original (it kept one token after B for its LM target).
         b_begin = int(rng.integers(0, data_len - 1 - b_len + 1))
         b_end = b_begin + b_len
-        # Widen B to whole sentences.
-        while b_begin > 0 and sent_ids[b_begin - 1] == sent_ids[b_begin]:
-            b_begin -= 1
-        while b_end < data_len - 1 and sent_ids[b_end - 1] == sent_ids[b_end]:
-            b_end += 1
+        # Widen B to whole sentences: back to the sentence start (or 0), on to the next
+        # sentence start (or data_len - 1); the original steps token by token.
+        k = int(np.searchsorted(boundaries, b_begin, side="right"))
+        b_begin = int(boundaries[k - 1]) if k > 0 else 0
+        k = int(np.searchsorted(boundaries, b_end, side="left"))
+        b_end = min(int(boundaries[k]) if k < len(boundaries) else data_len - 1, data_len - 1)
     else:
         is_next = True
         a_end = int(cut_points[rng.integers(len(cut_points))])
         b_begin, b_end = a_end, end_idx
 
-    # Trim the longer side at its right end, one token at a time in the original; in closed form:
-    excess = (a_end - a_begin) + (b_end - b_begin) - tot_len
-    if excess > 0:
-        a_len, b_len = a_end - a_begin, b_end - b_begin
-        # Trimming the longer (B on ties) until both are within one of each other, then alternating.
-        take = min(excess, abs(a_len - b_len))
-        if a_len > b_len:
-            a_len -= take
-        else:
-            b_len -= take
-        rest = excess - take
-        # Now |a_len - b_len| <= 0 or rest == 0; from a tie the original trims B, then A, ...
-        b_len -= (rest + 1) // 2
-        a_len -= rest // 2
-        a_end, b_end = a_begin + a_len, b_begin + b_len
+    a_len, b_len = trim_pair_lengths(a_end - a_begin, b_end - b_begin, tot_len)
+    a_end, b_end = a_begin + a_len, b_begin + b_len
     # The original also needs the token after A and after B (its LM targets).
     if a_end >= data_len or b_end >= data_len:
         return None
