@@ -264,14 +264,15 @@ def iterate_pairs(
     options: BertOptions,
     *,
     sentence_order: bool = False,
-) -> Iterator[Tuple[list, list, int]]:
-    """The (A, B, label) pairs of one dupe pass over one document, truncated to fit.
+) -> Iterator[Tuple[list, list, int, bool]]:
+    """The (A, B, label, random_b) pairs of one dupe pass over one document, truncated to fit.
 
     BERT (``sentence_order=False``): label 1 when B is a random continuation from another
     document (always for a single-segment chunk, else with prob 0.5), 0 when B is the rest of
     the chunk. ALBERT's sentence-order prediction (``sentence_order=True``): a single-segment
     chunk still takes a random B (label 1); otherwise with prob 0.5 A and B are swapped
     (label 1), else kept in order (label 0), as ALBERT's create_pretraining_data.py.
+    ``random_b``: B was drawn from another document (for BERT, the same as label 1).
 
     The pair building only slices and concatenates segments, so their elements may be any
     values (ERNIE passes (id, unit) pairs to follow its units through truncation). This is a
@@ -291,7 +292,8 @@ def iterate_pairs(
             a_end = 1 if len(chunk) < 2 else int(rng.integers(1, len(chunk)))
             tokens_a = [t for seg in chunk[:a_end] for t in seg]
             tokens_b: list = []
-            if len(chunk) == 1 or (not sentence_order and rng.random() < 0.5):
+            random_b = len(chunk) == 1 or (not sentence_order and rng.random() < 0.5)
+            if random_b:
                 label = 1
                 target_b_length = target_seq_length - len(tokens_a)
                 other = [s for s in random_document(rng) if len(s)]
@@ -312,7 +314,7 @@ def iterate_pairs(
                 label = 0
                 tokens_b = [t for seg in chunk[a_end:] for t in seg]
             truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)
-            yield tokens_a, tokens_b, label
+            yield tokens_a, tokens_b, label, random_b
             chunk = []
             chunk_length = 0
         i += 1
@@ -331,7 +333,7 @@ def create_instances_from_document(
     this one (it may return this one when no other exists; B is still non-empty).
     """
     return [make_instance(a, b, label == 1, rng, vocab, options)
-            for a, b, label in iterate_pairs(document, rng, random_document, options)]
+            for a, b, label, _ in iterate_pairs(document, rng, random_document, options)]
 
 
 def create_instances(documents: Sequence[Document], rng: np.random.Generator, vocab: BertVocab,
