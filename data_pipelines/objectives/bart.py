@@ -19,7 +19,7 @@ Face's ``decoder_start_token_id`` for BART). The encoder reads the block after
      is deleted); 0: the span is deleted; -1: every piece of the span becomes <mask>.
    A fraction ``mask_random`` of the spans gets random pieces instead of <mask>.
    Spans may overlap, as in fairseq (a span whose start another span covers is swallowed),
-   so the realised share of masked words is below the budget (about 0.26 for 0.3 with
+   so the realised share of masked words is below the budget (about 0.27 for 0.3 with
    lambda 3); stats.json reports both (``mask_budget_rate``, ``masked_word_rate``);
 3. token deletion (``delete_ratio``, the paper's fifth noise, off by default):
    ceil(ratio * pieces) random non-special pieces are removed; it runs after masking so it
