@@ -223,6 +223,29 @@ def replace_spans(tokens: List[int], spans: Sequence[Tuple[int, int]], rng: np.r
     return fates
 
 
+def span_targets(block: Sequence[int], spans: Sequence[Tuple[int, int]]) -> Dict[str, list]:
+    """MLM + SBO targets of ``[CLS] block [SEP]`` for the given merged block spans.
+
+    One entry per masked piece, in position order (spans sorted): the piece's position
+    (block position + 1), its original id, the span's boundary positions (start - 1, end + 1
+    in the laid-out sequence), its offset in the span (clipped to MAX_SBO_TARGETS - 1) and its
+    SBO weight (1.0 for a span touching neither block edge and an offset < MAX_SBO_TARGETS).
+    """
+    out = {name: [] for name in ("masked_lm_positions", "masked_lm_ids", "span_left_positions",
+                                 "span_right_positions", "span_relative_positions", "sbo_weights")}
+    for s, e in spans:
+        interior = s > 0 and e < len(block) - 1
+        for offset, k in enumerate(range(s, e + 1)):
+            out["masked_lm_positions"].append(k + 1)
+            out["masked_lm_ids"].append(int(block[k]))
+            out["span_left_positions"].append(s)        # (s + 1) - 1
+            out["span_right_positions"].append(e + 2)   # (e + 1) + 1
+            out["span_relative_positions"].append(min(offset, MAX_SBO_TARGETS - 1))
+            out["sbo_weights"].append(1.0 if interior and offset < MAX_SBO_TARGETS else 0.0)
+    out["masked_lm_weights"] = [1.0] * len(out["masked_lm_positions"])
+    return out
+
+
 def make_instance(block: Sequence[int], rng: np.random.Generator, *, cls_id: int, sep_id: int, mask_id: int,
                   is_word_start: np.ndarray, sampler: UnigramSampler, options: SpanBertOptions,
                   length_probabilities: np.ndarray):
@@ -232,30 +255,12 @@ def make_instance(block: Sequence[int], rng: np.random.Generator, *, cls_id: int
     spans, sampled = sample_spans(is_word_start[block], rng, budget, length_probabilities)
     masked_block = list(block)
     fates = replace_spans(masked_block, spans, rng, mask_id, sampler, options.replacement == "per_span")
-
-    positions, labels, left, right, relative, weights = [], [], [], [], [], []
-    for s, e in spans:
-        # Block position k is position k + 1 of the laid-out sequence.
-        interior = s > 0 and e < len(block) - 1
-        for offset, k in enumerate(range(s, e + 1)):
-            positions.append(k + 1)
-            labels.append(block[k])
-            left.append(s)          # (s + 1) - 1
-            right.append(e + 2)     # (e + 1) + 1
-            relative.append(min(offset, MAX_SBO_TARGETS - 1))
-            weights.append(1.0 if interior and offset < MAX_SBO_TARGETS else 0.0)
     input_ids = [cls_id, *masked_block, sep_id]
     return {
         "input_ids": input_ids,
         "input_mask": [1] * len(input_ids),
         "segment_ids": [0] * len(input_ids),
-        "masked_lm_positions": positions,
-        "masked_lm_ids": labels,
-        "masked_lm_weights": [1.0] * len(positions),
-        "span_left_positions": left,
-        "span_right_positions": right,
-        "span_relative_positions": relative,
-        "sbo_weights": weights,
+        **span_targets(block, spans),
     }, spans, fates, sampled
 
 
