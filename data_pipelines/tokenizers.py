@@ -208,12 +208,14 @@ class TextTokenizer:
         return self._module
 
     def tokenize(self, texts: Sequence[str]) -> List[List[int]]:
-        """Ids of each text (eager, batched): the in-graph module run on chunks of texts."""
+        """Ids of each text (eager, batched): the in-graph module's ops run on chunks of texts."""
         import tensorflow as tf
 
         out: List[List[int]] = []
         for i in range(0, len(texts), _CHUNK):
-            ids = self._module(tf.constant(list(texts[i:i + _CHUNK]), dtype=tf.string))
+            # module.tokenize: the ops of module.__call__ run eagerly (WordPiece and SentencePiece
+            # are one op each, and eager skips the tf.function call: 28 vs 23 MB per CPU-second).
+            ids = self._module.tokenize(tf.constant(list(texts[i:i + _CHUNK]), dtype=tf.string))
             out.extend(_ragged_to_lists(ids.flat_values.numpy(), ids.row_splits.numpy()))
         return out
 
@@ -355,9 +357,12 @@ def _graph_modules():
             super().__init__(name="wordpiece_tokenizer")
             self.tokenizer = wordpiece_tokenizer(vocab, lower_case)
 
+        def tokenize(self, text):
+            return self.tokenizer.tokenize(text)
+
         @tf.function(input_signature=spec)
         def __call__(self, text):
-            return self.tokenizer.tokenize(text)
+            return self.tokenize(text)
 
     class SentencePieceModule(tf.Module):
         def __init__(self, model: bytes, lower_case: bool):
@@ -371,9 +376,12 @@ def _graph_modules():
         def lower(self, text):
             return tf.strings.lower(text, encoding="utf-8") if self.lower_case else text
 
+        def tokenize(self, text):
+            return tf.cast(self.tokenizer.tokenize(self.lower(text)), tf.int64)
+
         @tf.function(input_signature=spec)
         def __call__(self, text):
-            return tf.cast(self.tokenizer.tokenize(self.lower(text)), tf.int64)
+            return self.tokenize(text)
 
     class BytePairModule(tf.Module):
         def __init__(self, vocabulary: Dict[str, int], merges: List[str], lower_case: bool):
@@ -398,6 +406,10 @@ def _graph_modules():
             if not isinstance(ids, tf.RaggedTensor):
                 ids = tf.RaggedTensor.from_tensor(ids)
             return tf.cast(ids, tf.int64)
+
+        # keras-hub's graph runs a while loop over merges with a lookup cache: as a graph it is
+        # faster than op by op (0.91 vs 0.74 MB per CPU-second), so eager calls use it too.
+        tokenize = __call__
 
     return WordPieceModule, SentencePieceModule, BytePairModule
 
