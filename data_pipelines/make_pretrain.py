@@ -313,7 +313,7 @@ class CountPiecesFn(beam.CombineFn):
 
 
 class CreateInstancesFn(beam.DoFn):
-    """((dupe, pool), [Doc]) -> (shard, (sort key, serialized tf.Example))."""
+    """((dupe, pool), [Doc]) -> (shard, [(sort key, serialized tf.Example)]) per shard."""
 
     def __init__(self, objective_name: str, seed: int, vocab: base.Vocab, options, num_shards: int,
                  lengths_of: int):
@@ -335,13 +335,19 @@ class CreateInstancesFn(beam.DoFn):
         instances, stats = pool_instances(key, docs, objective=self._objective, seed=self._seed,
                                           vocab=self._vocab, options=self._options,
                                           lengths_of=self._lengths_of, unigram_counts=unigram_counts)
+        # One element per (pool, shard) rather than per instance: Beam's per-element cost
+        # (coding, shuffling) would otherwise exceed the cost of making the instance.
+        by_shard: Dict[int, list] = {}
         for sort_key, inst in instances:
-            yield shard_of(sort_key, self._num_shards), (sort_key, features.serialize_example(self._spec, inst))
+            by_shard.setdefault(shard_of(sort_key, self._num_shards), []).append(
+                (sort_key, features.serialize_example(self._spec, inst)))
+        for shard, records in sorted(by_shard.items()):
+            yield shard, records
         yield beam.pvalue.TaggedOutput(STATS_TAG, stats)
 
 
 class WriteShardFn(beam.DoFn):
-    """(shard, [(sort key, record) | None]) -> the shard file, written under a temporary name
+    """(shard, [[(sort key, record)] | None]) -> the shard file, written under a temporary name
     and renamed, so a retried or speculative bundle never leaves a half-written shard."""
 
     def __init__(self, output_dir: str, num_shards: int, compress: bool):
@@ -352,8 +358,8 @@ class WriteShardFn(beam.DoFn):
     def process(self, element):
         import tensorflow as tf
 
-        shard, items = element
-        records = sorted(x for x in items if x is not None)
+        shard, groups = element  # lists of (sort key, record) from the pools, or None
+        records = sorted(x for group in groups if group is not None for x in group)
         final = shard_name(self._output_dir, shard, self._num_shards, self._compress)
         tmp = f"{final}.tmp-{uuid.uuid4().hex}"
         options = tf.io.TFRecordOptions(compression_type="GZIP" if self._compress else "")
@@ -428,7 +434,7 @@ class ReadDocuments(beam.PTransform):
 
 
 class CreateInstances(beam.PTransform):
-    """(document id, [sentences], units) -> (shard, (sort key, serialized example)) + stats.
+    """(document id, [sentences], units) -> (shard, [(sort key, serialized example)]) + stats.
 
     Output: a dict with ``instances`` and ``stats`` PCollections.
     """
@@ -480,7 +486,7 @@ class CreateInstances(beam.PTransform):
 
 
 class WriteShards(beam.PTransform):
-    """(shard, (sort key, record)) -> every shard file (empty ones too); yields stats records."""
+    """(shard, [(sort key, record)]) -> every shard file (empty ones too); yields stats records."""
 
     def __init__(self, output_dir: str, num_shards: int, compress: bool):
         super().__init__()

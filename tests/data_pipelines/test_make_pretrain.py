@@ -102,7 +102,8 @@ def test_create_instances_transform_exact_ids(tmp_path, tiny_vocab_path):
                     objective="bert", tokenizer_kind="wordpiece", vocab_path=tiny_vocab_path, vocab=vocab,
                     lower_case=True, options=opts, dupe_factor=dupes, seed=seed, num_shards=shards,
                     random_document_pool_size=1000, lengths_of=32))
-        assert_that(made["instances"], equal_to(expected), label="ExactInstances")
+        flat = made["instances"] | beam.FlatMap(lambda e: [(e[0], record) for record in e[1]])
+        assert_that(flat, equal_to(expected), label="ExactInstances")
         written = made["instances"] | make_pretrain.WriteShards(out_dir, shards, compress=True)
         assert_that(written | beam.Map(lambda s: s.get("shards_written", 0)), equal_to([1] * shards),
                     label="EveryShardWritten")
