@@ -241,6 +241,10 @@ class Distillation:
         # after build_model).
         init_student_from_teacher(student, teacher, self.teacher_layers)
         model = DistilBertDistiller(student, teacher)
+        # A subclassed model: build it (one tiny call) so that the trainer can count and
+        # collect its variables.
+        ones = tf.ones([1, 2], tf.int32)
+        model({"token_ids": ones, "padding_mask": ones, "masked_lm_positions": ones[:, :1]})
         # The checkpoint holds the student (what a user keeps); the teacher is reloaded from
         # its own checkpoint at every start.
         return model, {"model": student, "backbone": student_backbone}
