@@ -171,6 +171,14 @@ def test_layout_and_mask_rate(per_span):
         masked += len(inst["masked_lm_positions"])
         block += n
     assert 0.15 <= masked / block < 0.15 + len(instances) / block  # ceil adds < 1 per block
+    # Anchors are uniform over the block: blocks have about as many masked pieces in their
+    # first half as in their second (spans are correlated, hence the loose bound).
+    halves = [0, 0]
+    for inst in instances:
+        n = len(inst["input_ids"]) - 2
+        for p in inst["masked_lm_positions"]:
+            halves[p > n / 2] += 1
+    assert sum(halves) > 1000 and 0.45 < halves[0] / sum(halves) < 0.55
     assert "unigram_fallback" not in stats  # counts were given
 
 
