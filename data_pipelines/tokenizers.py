@@ -14,7 +14,8 @@ Three kinds, each learnt by ``data_pipelines.make_vocab --tokenizer=KIND``:
   with its ``merges.txt`` beside it (``X-vocab.json`` pairs with ``X-merges.txt``); the path
   that names it is the vocab.json (or the folder holding both). Tokenized by keras-hub's
   BytePairTokenizer (TF graph implementation of GPT-2's encoder). GPT-2 and RoBERTa are cased:
-  pipelines should pass ``lower_case=False`` for it.
+  pipelines should pass ``lower_case=False`` for it. Known keras-hub limitation: it uses
+  U+096C (Devanagari digit six) as an internal marker and drops that character from the text.
 
 One implementation per kind: ``TextTokenizer.tokenize`` (eager, used by the Beam job) runs
 the very module that ``TextTokenizer.in_graph()`` returns for tf.function and SavedModel
