@@ -202,25 +202,27 @@ class UnigramSampler:
 
 
 def replace_spans(tokens: List[int], spans: Sequence[Tuple[int, int]], rng: np.random.Generator,
-                  mask_id: int, sampler: UnigramSampler, per_span: bool) -> List[str]:
+                  mask_id: int, sampler: UnigramSampler, per_span: bool) -> Tuple[List[str], int]:
     """Applies 80% [MASK] / 10% unigram sample / 10% kept to the spans of ``tokens`` in place.
 
     Returns the fate of each span ("mask", "random", "keep"; per_token: "mixed" unless all
-    pieces agree), for statistics.
+    pieces agree) and the number of sampled replacement pieces, for statistics.
     """
     fates = []
+    sampled = 0
     for s, e in spans:
         draws = [rng.random()] * (e - s + 1) if per_span else list(rng.random(e - s + 1))
         kinds = ["mask" if u < 0.8 else "random" if u < 0.9 else "keep" for u in draws]
         randoms = [i for i, k in zip(range(s, e + 1), kinds) if k == "random"]
         replacement = dict(zip(randoms, sampler.sample(rng, len(randoms)))) if randoms else {}
+        sampled += len(randoms)
         for i, k in zip(range(s, e + 1), kinds):
             if k == "mask":
                 tokens[i] = mask_id
             elif k == "random":
                 tokens[i] = replacement[i]
         fates.append(kinds[0] if len(set(kinds)) == 1 else "mixed")
-    return fates
+    return fates, sampled
 
 
 def span_targets(block: Sequence[int], spans: Sequence[Tuple[int, int]]) -> Dict[str, list]:
@@ -249,19 +251,20 @@ def span_targets(block: Sequence[int], spans: Sequence[Tuple[int, int]]) -> Dict
 def make_instance(block: Sequence[int], rng: np.random.Generator, *, cls_id: int, sep_id: int, mask_id: int,
                   is_word_start: np.ndarray, sampler: UnigramSampler, options: SpanBertOptions,
                   length_probabilities: np.ndarray):
-    """``[CLS] block [SEP]`` with span masking: (feature dict, merged block spans, fates, sampled)."""
+    """``[CLS] block [SEP]`` with span masking: (feature dict, merged block spans, span fates,
+    sampled spans, number of unigram-sampled pieces)."""
     block = [int(t) for t in block]
     budget = min(options.max_predictions_per_seq, math.ceil(options.masked_lm_prob * len(block)))
     spans, sampled = sample_spans(is_word_start[block], rng, budget, length_probabilities)
     masked_block = list(block)
-    fates = replace_spans(masked_block, spans, rng, mask_id, sampler, options.replacement == "per_span")
+    fates, replaced = replace_spans(masked_block, spans, rng, mask_id, sampler, options.replacement == "per_span")
     input_ids = [cls_id, *masked_block, sep_id]
     return {
         "input_ids": input_ids,
         "input_mask": [1] * len(input_ids),
         "segment_ids": [0] * len(input_ids),
         **span_targets(block, spans),
-    }, spans, fates, sampled
+    }, spans, fates, sampled, replaced
 
 
 # ---------------------------------------------------------------------------------------------
@@ -307,7 +310,7 @@ def _create(docs: Sequence[base.Doc], ctx: base.PoolContext):
             ctx.count("dropped/empty_document")
             continue
         for index, block in enumerate(blocks):
-            inst, spans, fates, sampled = make_instance(
+            inst, spans, fates, sampled, replaced = make_instance(
                 block, rng, cls_id=cls_id, sep_id=sep_id, mask_id=mask_id, is_word_start=is_word_start,
                 sampler=sampler, options=options, length_probabilities=probabilities)
             ctx.count("real_tokens", len(inst["input_ids"]))
@@ -319,9 +322,10 @@ def _create(docs: Sequence[base.Doc], ctx: base.PoolContext):
             ctx.count("sampled_span_words", sum(n for _, _, n in sampled))
             for fate in fates:
                 ctx.count(f"span_fate/{fate}")
+            ctx.count("unigram_replaced_tokens", replaced)
             if sampler.fallback:
-                ctx.count("unigram_fallback", fates.count("random") if options.replacement == "per_span"
-                          else sum(1 for f in fates if f in ("random", "mixed")))
+                # Replacements drawn uniformly because the job supplied no unigram counts.
+                ctx.count("unigram_fallback", replaced)
             yield f"{doc.id}|{index}", inst
 
 

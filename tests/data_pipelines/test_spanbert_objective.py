@@ -183,7 +183,7 @@ def test_layout_and_mask_rate(per_span):
 
 
 def test_per_span_replacement_80_10_10(per_span):
-    _, _, instances, _ = per_span
+    _, _, instances, stats = per_span
     spans = {"mask": 0, "keep": 0, "random": 0}
     replacements = []
     for inst in instances:
@@ -196,6 +196,7 @@ def test_per_span_replacement_80_10_10(per_span):
     n = sum(spans.values())
     assert n > 500
     assert _within(spans["mask"], n, 0.8) and _within(spans["random"], n, 0.1) and _within(spans["keep"], n, 0.1)
+    assert stats["unigram_replaced_tokens"] == len(replacements)
     # Unigram counts 1 : 3 -> the second replacement id 3/4 of the time; specials never.
     assert _within(replacements.count(REPLACEMENT[1]), len(replacements), 0.75)
 
@@ -268,7 +269,7 @@ def test_unigram_fallback_is_uniform_over_non_special_ids_and_counted():
     docs = _docs(np.random.default_rng(5), 30, 20, 10)
     opts = spanbert.SpanBertOptions(max_seq_length=64, max_predictions_per_seq=10)
     instances, stats = _run(docs, vocab, opts, counts=None)
-    assert stats["unigram_fallback"] > 0
+    assert stats["unigram_fallback"] == stats["unigram_replaced_tokens"] > 0
     sampler = spanbert.UnigramSampler(None, vocab.size, vocab.special_ids)
     draws = sampler.sample(np.random.default_rng(6), 20000)
     assert not set(draws) & set(vocab.special_ids)
