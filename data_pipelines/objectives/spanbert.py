@@ -23,7 +23,9 @@ section 4; Joshi et al. 2020, "SpanBERT", and its fairseq-based pretraining code
   and the offset is below 15 (the original's max_pair_targets); offsets of 15 and more are
   written as 14 (with weight 0) so that a 15-row position table can always gather them.
 
-Positions are of the laid-out sequence ([CLS] at 0).
+Positions are of the laid-out sequence ([CLS] at 0). Masks are static, drawn here: the
+original draws fresh ones every epoch; --dupe_factor (the job's default, 10) writes that many
+differently masked copies of every block.
 """
 
 from __future__ import annotations
