@@ -110,6 +110,8 @@ def serialize_example(spec: Spec, values: Mapping[str, Sequence]) -> bytes:
 
 
 def _varint(n: int) -> bytes:
+    if _table and 0 <= n < _TABLE_SIZE:
+        return _table[n]
     out = bytearray()
     while True:
         byte = n & 0x7F
@@ -130,7 +132,8 @@ def _varints(values: List[int], zeros: int) -> bytes:
     as 10-byte two's complement). Small values come from a table of precomputed encodings:
     one list lookup per value instead of bit twiddling."""
     if not _table:
-        _table.extend(_varint(v) for v in range(_TABLE_SIZE))
+        encoded = [_varint(v) for v in range(_TABLE_SIZE)]  # built whole, then published
+        _table.extend(encoded)
     if values and (min(values) < 0 or max(values) >= _TABLE_SIZE):
         body = b"".join(_varint(int(v) & 0xFFFFFFFFFFFFFFFF) for v in values)
     else:
