@@ -89,7 +89,11 @@ def main(argv=None) -> None:
     p.add_argument("--output_json", default=None)
     args = p.parse_args(argv)
 
-    work = tempfile.mkdtemp(prefix="bench_tokenizers_")
+    with tempfile.TemporaryDirectory(prefix="bench_tokenizers_") as work:
+        run(args, work)
+
+
+def run(args, work: str) -> None:
     corpus_dir = args.corpus_dir
     if corpus_dir is None:
         corpus_dir = os.path.join(work, "corpus")
@@ -139,7 +143,7 @@ def main(argv=None) -> None:
                      "HF tokenizers ByteLevelBPE"))
 
     print()
-    print(f"| kind | vocab | ours MB/CPU-s | peer MB/CPU-s | ratio (CPU) | ours MB/s wall | peer MB/s wall "
+    print("| kind | vocab | ours MB/CPU-s | peer MB/CPU-s | ratio (CPU) | ours MB/s wall | peer MB/s wall "
           f"| same ids | peer |")
     print("|---|---|---|---|---|---|---|---|---|")
     report = []

@@ -10,7 +10,6 @@ byte-level BPE) and the byte-level BPE's own lossless byte map.
 import gzip
 import json
 import shutil
-import unicodedata
 
 import pytest
 
