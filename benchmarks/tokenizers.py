@@ -144,7 +144,7 @@ def run(args, work: str) -> None:
 
     print()
     print("| kind | vocab | ours MB/CPU-s | peer MB/CPU-s | ratio (CPU) | ours MB/s wall | peer MB/s wall "
-          f"| same ids | peer |")
+          "| same ids | peer |")
     print("|---|---|---|---|---|---|---|---|---|")
     report = []
     for kind, size, ours_m, peer_m, peer_name in rows:
