@@ -16,6 +16,7 @@ MultiHeadAttention projections are [H, heads, head_dim] (query/key/value) and
 
 from __future__ import annotations
 
+import re
 from typing import Callable, Dict, Mapping
 
 import numpy as np
@@ -167,3 +168,113 @@ def _check_tied(names: Dict[str, np.ndarray], unused: set, copy: str, original: 
     if original in names and not np.array_equal(names[copy], names[original]):
         raise ValueError(f"{copy} differs from {original}: this model ties them (one variable)")
     unused.discard(copy)
+
+
+# --- original Google ALBERT (TF1, name-based checkpoints) -------------------------------------
+
+# (TF1 variable name pattern, Hugging Face name, transpose): the released google-research/albert
+# checkpoints (modeling.py scopes). Kernels of tf.layers.dense are [in, out], torch Linear
+# weights [out, in]; cls/seq_relationship/output_weights is already [2, H] (used with
+# transpose_b). Converting the names and then going through from_huggingface keeps one set of
+# shape checks and one report of missing / unexpected weights.
+_TF1_RULES = [
+    (r"bert/embeddings/(word|position|token_type)_embeddings", r"embeddings.\1_embeddings.weight", False),
+    (r"bert/embeddings/LayerNorm/gamma", "embeddings.LayerNorm.weight", False),
+    (r"bert/embeddings/LayerNorm/beta", "embeddings.LayerNorm.bias", False),
+    (r"bert/encoder/embedding_hidden_mapping_in/kernel", "encoder.embedding_hidden_mapping_in.weight", True),
+    (r"bert/encoder/embedding_hidden_mapping_in/bias", "encoder.embedding_hidden_mapping_in.bias", False),
+    (r"bert/encoder/transformer/group_(\d+)/inner_group_0/attention_1/self/(query|key|value)/kernel",
+     r"encoder.albert_layer_groups.\1.albert_layers.0.attention.\2.weight", True),
+    (r"bert/encoder/transformer/group_(\d+)/inner_group_0/attention_1/self/(query|key|value)/bias",
+     r"encoder.albert_layer_groups.\1.albert_layers.0.attention.\2.bias", False),
+    (r"bert/encoder/transformer/group_(\d+)/inner_group_0/attention_1/output/dense/kernel",
+     r"encoder.albert_layer_groups.\1.albert_layers.0.attention.dense.weight", True),
+    (r"bert/encoder/transformer/group_(\d+)/inner_group_0/attention_1/output/dense/bias",
+     r"encoder.albert_layer_groups.\1.albert_layers.0.attention.dense.bias", False),
+    (r"bert/encoder/transformer/group_(\d+)/inner_group_0/LayerNorm/gamma",
+     r"encoder.albert_layer_groups.\1.albert_layers.0.attention.LayerNorm.weight", False),
+    (r"bert/encoder/transformer/group_(\d+)/inner_group_0/LayerNorm/beta",
+     r"encoder.albert_layer_groups.\1.albert_layers.0.attention.LayerNorm.bias", False),
+    (r"bert/encoder/transformer/group_(\d+)/inner_group_0/ffn_1/intermediate/dense/kernel",
+     r"encoder.albert_layer_groups.\1.albert_layers.0.ffn.weight", True),
+    (r"bert/encoder/transformer/group_(\d+)/inner_group_0/ffn_1/intermediate/dense/bias",
+     r"encoder.albert_layer_groups.\1.albert_layers.0.ffn.bias", False),
+    (r"bert/encoder/transformer/group_(\d+)/inner_group_0/ffn_1/intermediate/output/dense/kernel",
+     r"encoder.albert_layer_groups.\1.albert_layers.0.ffn_output.weight", True),
+    (r"bert/encoder/transformer/group_(\d+)/inner_group_0/ffn_1/intermediate/output/dense/bias",
+     r"encoder.albert_layer_groups.\1.albert_layers.0.ffn_output.bias", False),
+    (r"bert/encoder/transformer/group_(\d+)/inner_group_0/LayerNorm_1/gamma",
+     r"encoder.albert_layer_groups.\1.albert_layers.0.full_layer_layer_norm.weight", False),
+    (r"bert/encoder/transformer/group_(\d+)/inner_group_0/LayerNorm_1/beta",
+     r"encoder.albert_layer_groups.\1.albert_layers.0.full_layer_layer_norm.bias", False),
+    (r"bert/pooler/dense/kernel", "pooler.weight", True),
+    (r"bert/pooler/dense/bias", "pooler.bias", False),
+    (r"cls/predictions/transform/dense/kernel", "predictions.dense.weight", True),
+    (r"cls/predictions/transform/dense/bias", "predictions.dense.bias", False),
+    (r"cls/predictions/transform/LayerNorm/gamma", "predictions.LayerNorm.weight", False),
+    (r"cls/predictions/transform/LayerNorm/beta", "predictions.LayerNorm.bias", False),
+    (r"cls/predictions/output_bias", "predictions.bias", False),
+    (r"cls/seq_relationship/output_weights", "sop_classifier.classifier.weight", False),
+    (r"cls/seq_relationship/output_bias", "sop_classifier.classifier.bias", False),
+]
+# Not model weights: optimizer slots (Adam / LAMB), step counters.
+_TF1_IGNORED = (r"/adam_[mv]$", r"/(lamb|Lamb)_[mv]$", r"^global_step$", r"^bad_steps$",
+                r"^loss_scale$", r"^good_steps$")
+
+
+def _rename_tf1(weights: Mapping[str, np.ndarray], rules, ignored, source: str) -> Dict[str, np.ndarray]:
+    """TF1 variable names -> Hugging Face names (transposing dense kernels); a name that no rule
+    knows is a ValueError naming it, so nothing is silently dropped."""
+    compiled = [(re.compile(f"^{p}$"), r, t) for p, r, t in rules]
+    skip = [re.compile(p) for p in ignored]
+    out, unknown = {}, []
+    for name, value in weights.items():
+        if any(s.search(name) for s in skip):
+            continue
+        for pattern, replacement, transpose in compiled:
+            if pattern.match(name):
+                value = np.asarray(value)
+                out[pattern.sub(replacement, name)] = value.T if transpose else value
+                break
+        else:
+            unknown.append(name)
+    if unknown:
+        raise ValueError(f"{source} checkpoint has variables this converter does not know: "
+                         f"{sorted(unknown)[:20]}")
+    return out
+
+
+def hf_config_from_tf1(config: Mapping) -> Dict:
+    """The albert_config.json of an original checkpoint, as a Hugging Face AlbertConfig dict.
+
+    Google's ALBERT modeling.py computes "gelu" with the tanh approximation, which Hugging Face
+    calls "gelu_new" (its converted ALBERT configs say so); the other names are shared.
+    """
+    config = dict(config)
+    if config.get("hidden_act", "gelu") == "gelu":
+        config["hidden_act"] = "gelu_new"
+    if config.get("net_structure_type", 0) != 0:
+        raise ValueError(f"albert_config net_structure_type={config['net_structure_type']} is "
+                         "not supported (every released ALBERT uses 0)")
+    return config
+
+
+def from_tf1(config: Mapping, weights: Mapping[str, np.ndarray]) -> Dict:
+    """Builds our ALBERT from an original google-research/albert TF1 checkpoint.
+
+    Args:
+        config: the albert_config.json dict (vocab_size, embedding_size, hidden_size,
+            num_hidden_layers, num_hidden_groups, inner_group_num, ...).
+        weights: variable name (e.g. "bert/encoder/transformer/group_0/inner_group_0/
+            attention_1/self/query/kernel") -> array, as tf.train.load_checkpoint reads them.
+            Optimizer slots and global_step are skipped.
+
+    Returns:
+        {"backbone": AlbertBackbone, "pretrainer": AlbertPretrainer or None}; the pretrainer
+        when the checkpoint holds the cls/predictions and cls/seq_relationship heads.
+
+    Example:
+        models = garden.convert.load_tf1("albert_base/model.ckpt-best", "albert", "albert_base/albert_config.json")
+    """
+    renamed = _rename_tf1(weights, _TF1_RULES, _TF1_IGNORED, "TF1 ALBERT")
+    return from_huggingface(hf_config_from_tf1(config), renamed)
