@@ -640,6 +640,7 @@ def make_parser(objective: Optional[base.Objective] = None) -> argparse.Argument
     p.add_argument("--max_line_bytes", type=int, default=text_io.DEFAULT_MAX_LINE_BYTES,
                    help="longer input lines are skipped and counted as line_too_long (default %(default)s)")
     if objective is not None:
+        p.description += f"\n\n--objective={objective.name}: {objective.recipe}."
         group = p.add_argument_group(f"--objective={objective.name}: {objective.recipe}")
         objective.add_flags(group)
         p.set_defaults(**objective.defaults)

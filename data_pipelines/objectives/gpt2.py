@@ -131,6 +131,6 @@ OBJECTIVE = base.Objective(
     make_options=_make_options,
     feature_spec=lambda o: features.gpt2_pretrain_spec(o.max_seq_length),
     create_instances=_create,
-    defaults={"max_seq_length": 1024, "dupe_factor": 1},
+    defaults={"max_seq_length": 1024, "dupe_factor": 1, "do_lower_case": False},
     summarize=_summarize,
 )

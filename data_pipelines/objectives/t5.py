@@ -282,6 +282,6 @@ OBJECTIVE = base.Objective(
     make_options=_make_options,
     feature_spec=_feature_spec,
     create_instances=_create,
-    defaults={"max_seq_length": 512, "dupe_factor": 1},
+    defaults={"max_seq_length": 512, "dupe_factor": 1, "do_lower_case": False},
     summarize=_summarize,
 )

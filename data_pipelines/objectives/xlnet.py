@@ -494,6 +494,6 @@ OBJECTIVE = base.Objective(
     make_options=_make_options,
     feature_spec=lambda o: features.xlnet_pretrain_spec(o.max_seq_length, o.num_predict),
     create_instances=_create,
-    defaults={"max_seq_length": 512, "dupe_factor": 1},
+    defaults={"max_seq_length": 512, "dupe_factor": 1, "do_lower_case": False},
     summarize=_summarize,
 )
