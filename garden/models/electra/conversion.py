@@ -212,3 +212,144 @@ def from_huggingface(config: dict, weights: Dict[str, np.ndarray]) -> dict:
             f"the checkpoint does not fit an ELECTRA of this config (read as {kind}, prefix "
             f"{prefix!r}): missing {sorted(w.missing)}; unexpected {unexpected}")
     return {"backbone": backbone, "pretrainer": pretrainer}
+
+
+# --- original Google ELECTRA (TF1, name-based checkpoints) ------------------------------------
+
+# (TF1 pattern, Hugging Face name, transpose) for one tower. google-research/electra scopes the
+# discriminator "electra/..." and the generator "generator/..." (its embeddings are the
+# discriminator's "electra/embeddings/..." unless untied); tf.layers.dense kernels are [in, out],
+# torch Linear weights [out, in]. Converting the names and going through from_huggingface keeps
+# one set of shape checks and one report of missing / unexpected weights.
+def _tower_rules(scope: str):
+    layer = rf"{scope}/encoder/layer_(\d+)/"
+    hf = r"electra.encoder.layer.\1."
+    rules = [
+        (rf"{scope}/embeddings_project/kernel", "electra.embeddings_project.weight", True),
+        (rf"{scope}/embeddings_project/bias", "electra.embeddings_project.bias", False),
+        (layer + r"attention/self/(query|key|value)/kernel", hf + r"attention.self.\2.weight", True),
+        (layer + r"attention/self/(query|key|value)/bias", hf + r"attention.self.\2.bias", False),
+        (layer + r"attention/output/dense/kernel", hf + "attention.output.dense.weight", True),
+        (layer + r"attention/output/dense/bias", hf + "attention.output.dense.bias", False),
+        (layer + r"attention/output/LayerNorm/gamma", hf + "attention.output.LayerNorm.weight", False),
+        (layer + r"attention/output/LayerNorm/beta", hf + "attention.output.LayerNorm.bias", False),
+        (layer + r"intermediate/dense/kernel", hf + "intermediate.dense.weight", True),
+        (layer + r"intermediate/dense/bias", hf + "intermediate.dense.bias", False),
+        (layer + r"output/dense/kernel", hf + "output.dense.weight", True),
+        (layer + r"output/dense/bias", hf + "output.dense.bias", False),
+        (layer + r"output/LayerNorm/gamma", hf + "output.LayerNorm.weight", False),
+        (layer + r"output/LayerNorm/beta", hf + "output.LayerNorm.bias", False),
+    ]
+    return rules
+
+
+def _embedding_rules(scope: str):
+    return [
+        (rf"{scope}/embeddings/(word|position|token_type)_embeddings",
+         r"electra.embeddings.\1_embeddings.weight", False),
+        (rf"{scope}/embeddings/LayerNorm/gamma", "electra.embeddings.LayerNorm.weight", False),
+        (rf"{scope}/embeddings/LayerNorm/beta", "electra.embeddings.LayerNorm.bias", False),
+    ]
+
+
+_DISCRIMINATOR_HEAD_RULES = [
+    (r"discriminator_predictions/dense/kernel", "discriminator_predictions.dense.weight", True),
+    (r"discriminator_predictions/dense/bias", "discriminator_predictions.dense.bias", False),
+    (r"discriminator_predictions/dense_1/kernel", "discriminator_predictions.dense_prediction.weight", True),
+    (r"discriminator_predictions/dense_1/bias", "discriminator_predictions.dense_prediction.bias", False),
+]
+_GENERATOR_HEAD_RULES = [
+    (r"generator_predictions/dense/kernel", "generator_predictions.dense.weight", True),
+    (r"generator_predictions/dense/bias", "generator_predictions.dense.bias", False),
+    (r"generator_predictions/LayerNorm/gamma", "generator_predictions.LayerNorm.weight", False),
+    (r"generator_predictions/LayerNorm/beta", "generator_predictions.LayerNorm.bias", False),
+    (r"generator_predictions/output_bias", "generator_lm_head.bias", False),
+]
+# Not model weights: optimizer slots, step counters.
+_TF1_IGNORED = (r"/adam_[mv]$", r"^global_step$")
+
+
+def _rename(weights: Dict[str, np.ndarray], rules) -> Dict[str, np.ndarray]:
+    import re
+
+    out = {}
+    for name, value in weights.items():
+        for pattern, replacement, transpose in rules:
+            if re.fullmatch(pattern, name):
+                value = np.asarray(value)
+                out[re.sub(f"^{pattern}$", replacement, name)] = value.T if transpose else value
+                break
+    return out
+
+
+def _generator_config(config: dict, weights: Dict[str, np.ndarray]) -> dict:
+    """The generator's ElectraConfig: the discriminator's with the generator's sizes, read from
+    its weights (ELECTRA's get_generator_config: hidden = fraction x H, FFN = 4 x hidden, heads =
+    max(1, hidden // 64), same depth unless generator_layers < 1) unless the config gives
+    generator_hidden_size / generator_num_hidden_layers / generator_num_attention_heads /
+    generator_intermediate_size."""
+    query = weights["generator/encoder/layer_0/attention/self/query/kernel"]
+    hidden = int(config.get("generator_hidden_size") or query.shape[1])
+    layers = sum(1 for n in weights
+                 if n.startswith("generator/encoder/layer_") and n.endswith("/attention/self/query/kernel"))
+    ffn = weights["generator/encoder/layer_0/intermediate/dense/kernel"].shape[1]
+    return {**config, "hidden_size": hidden,
+            "num_hidden_layers": int(config.get("generator_num_hidden_layers") or layers),
+            "num_attention_heads": int(config.get("generator_num_attention_heads")
+                                       or max(1, hidden // 64)),
+            "intermediate_size": int(config.get("generator_intermediate_size") or ffn)}
+
+
+def from_tf1(config: dict, weights: Dict[str, np.ndarray]) -> dict:
+    """Garden ELECTRA models from an original google-research/electra TF1 checkpoint.
+
+    A pretraining checkpoint holds both towers; this returns the discriminator (what
+    fine-tuning uses) as "backbone" / "pretrainer" and, when the generator is there, the
+    generator (with its own copy of the shared embeddings) as "generator".
+
+    Args:
+        config: the model's hyperparameters as an ElectraConfig-style dict (vocab_size,
+            hidden_size, num_hidden_layers, num_attention_heads, intermediate_size,
+            embedding_size, ...; the released checkpoints' sizes are in their paper / in
+            garden/models/electra/presets.py). The generator's sizes are read from its weights
+            unless generator_* keys give them. ELECTRA's TF1 "gelu" is the tanh approximation;
+            the garden's ELECTRA (like Hugging Face's import of these checkpoints) uses the
+            exact GELU, as for BERT.
+        weights: variable name (e.g. "electra/encoder/layer_0/attention/self/query/kernel") ->
+            array, as tf.train.load_checkpoint reads them. Adam slots and global_step are skipped.
+
+    Returns:
+        {"backbone": ElectraBackbone, "pretrainer": ElectraDiscriminator or None,
+         "generator": ElectraGenerator or None}.
+
+    Example:
+        models = garden.convert.load_tf1("electra_small/electra_small", "electra", "electra_small_config.json")
+    """
+    import re
+
+    weights = {n: v for n, v in weights.items()
+               if not any(re.search(p, n) for p in _TF1_IGNORED)}
+    discriminator_rules = _embedding_rules("electra") + _tower_rules("electra") + _DISCRIMINATOR_HEAD_RULES
+    has_generator = any(n.startswith("generator/") for n in weights)
+    untied = any(n.startswith("generator/embeddings/") for n in weights)
+    generator_rules = ((_embedding_rules("generator") if untied else _embedding_rules("electra"))
+                       + _tower_rules("generator") + _GENERATOR_HEAD_RULES)
+    known = set()
+    for rules in (discriminator_rules, generator_rules if has_generator else []):
+        for name in weights:
+            if any(re.fullmatch(p, name) for p, _, _ in rules):
+                known.add(name)
+    unknown = sorted(set(weights) - known)
+    if unknown:
+        raise ValueError(f"TF1 ELECTRA checkpoint has variables this converter does not know: "
+                         f"{unknown[:20]}")
+    if "embedding_size" not in config and "electra/embeddings/word_embeddings" in weights:
+        config = {**config, "embedding_size": int(weights["electra/embeddings/word_embeddings"].shape[1])}
+
+    models = from_huggingface(config, _rename(weights, discriminator_rules))
+    models["generator"] = None
+    if has_generator:
+        generator = from_huggingface(_generator_config(config, weights),
+                                     _rename(weights, generator_rules))
+        models["generator"] = generator["pretrainer"]
+    return models
