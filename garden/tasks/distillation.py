@@ -161,10 +161,25 @@ def _saved_variables(prefix: str, key: str) -> Optional[int]:
 
 
 def load_teacher(path: str, backbone) -> BertPretrainer:
-    """A BertPretrainer on `backbone` with every weight restored from the garden checkpoint
-    `path` (as garden.train saves it: the pretrainer under "model"); a checkpoint that does
-    not hold all of them (another architecture) is a ValueError."""
+    """A BertPretrainer on `backbone` with every weight restored from `path`: a garden.train
+    model_dir or checkpoint prefix (the pretrainer saved under "model"), or a saved
+    BertPretrainer .keras file (garden.convert's pretrainer.keras of a Hugging Face or TF1
+    BERT). A source that does not hold all of them (another architecture) is a ValueError."""
     teacher = BertPretrainer(backbone)
+    if path.endswith(".keras"):  # e.g. garden.convert's pretrainer.keras (HF / TF1 BERT)
+        import keras
+
+        saved = keras.models.load_model(path)
+        if not isinstance(saved, BertPretrainer):
+            raise ValueError(f"teacher {path} holds a {type(saved).__name__}, not a "
+                             "BertPretrainer (convert a checkpoint with its pretraining heads)")
+        shapes = [tuple(w.shape) for w in saved.weights]
+        if shapes != [tuple(w.shape) for w in teacher.weights]:
+            raise ValueError(f"teacher {path} does not fit the configured teacher backbone "
+                             f"{backbone.get_config()}: its config is "
+                             f"{saved.backbone.get_config()}")
+        teacher.set_weights(saved.get_weights())
+        return teacher
     prefix = teacher_checkpoint(path)
     status = tf.train.Checkpoint(model=teacher).read(prefix)
     status.expect_partial()  # the optimizer and the trainer's seed states are not wanted
@@ -191,7 +206,8 @@ class Distillation:
             @distilbert_backbone).
         teacher_backbone: callable(default_vocab_size) -> BertBackbone of the teacher's
             architecture (gin: e.g. @teacher/bert_backbone).
-        teacher: a garden.train model_dir of a BERT run, or a checkpoint prefix.
+        teacher: a garden.train model_dir of a BERT run, a checkpoint prefix, or a saved
+            BertPretrainer .keras file (garden.convert's pretrainer.keras).
         vocab: the WordPiece vocabulary of the data (fingerprint-checked).
         data_dir: make_pretrain --objective=bert output; max_seq_length: its length.
         teacher_layers: teacher layer copied into each student layer ([0,2,4,7,9,11] for a

@@ -21,8 +21,8 @@ from garden import data as data_lib
 from garden import train as train_lib
 from garden.models.bert.backbone import BertBackbone
 from garden.models.distilbert.backbone import DistilBertBackbone
-from garden.tasks.distillation import (Distillation, distillation_mask, token_weights,
-                                       unmask_bert_batch)
+from garden.tasks.distillation import (Distillation, distillation_mask, load_teacher,
+                                       token_weights, unmask_bert_batch)
 from testing import checkpoint_floats, pretrain_args, run_module
 
 
@@ -205,6 +205,20 @@ def test_student_is_initialised_from_the_chosen_teacher_layers(data):
     assert items["model"] is student
     # Only the student trains.
     assert {id(v) for v in model.trainable_variables} == {id(v) for v in student.trainable_variables}
+
+
+def test_teacher_from_a_saved_keras_pretrainer(data, tmp_path):
+    # garden.convert writes pretrainer.keras (Hugging Face / TF1 BERT): a teacher too.
+    size = dict(vocab_size=_vocab_size(data.vocab), hidden_size=128, num_heads=2,
+                intermediate_size=512)
+    teacher = load_teacher(data.teacher, BertBackbone(num_layers=TEACHER_LAYERS, **size))
+    path = str(tmp_path / "pretrainer.keras")
+    teacher.save(path)
+    again = load_teacher(path, BertBackbone(num_layers=TEACHER_LAYERS, **size))
+    for a, b in zip(teacher.weights, again.weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    with pytest.raises(ValueError, match="does not fit"):
+        load_teacher(path, BertBackbone(num_layers=2, **size))
 
 
 @pytest.mark.parametrize("teacher_layers", [2, 6])  # the checkpoint's teacher has 4
