@@ -155,8 +155,9 @@ def load_tf1(checkpoint_prefix: str, family: str, config) -> Dict:
 
     Args:
         checkpoint_prefix: e.g. ".../uncased_L-12_H-768_A-12/bert_model.ckpt".
-        family: "bert" (others once their conversion module has `from_tf1`).
-        config: the bert_config.json dict (or its path).
+        family: "bert", "albert" or "electra" (the families with original Google TF1 releases).
+        config: the release's config JSON dict (or its path): bert_config.json,
+            albert_config.json, or ELECTRA's discriminator config.
     """
     import tensorflow as tf
 
@@ -295,7 +296,8 @@ def convert(source: str, family: str, input_path: str, config_path: Optional[str
         return load_huggingface(input_path, family), read_huggingface_config(input_path)
     if source == "tf1":
         if config_path is None:
-            raise ValueError("--source=tf1 needs --config=bert_config.json")
+            raise ValueError("--source=tf1 needs --config=<the release's config JSON> "
+                             "(bert_config.json / albert_config.json / ELECTRA's config)")
         config = _read_json(config_path)
         return load_tf1(input_path, family, config), config
     if source == "model_garden":
@@ -320,7 +322,8 @@ def main(argv=None) -> int:
                              "checkpoint prefix")
     parser.add_argument("--output", required=True, help="directory to write the models to")
     parser.add_argument("--config", default=None,
-                        help="tf1: bert_config.json; model_garden: encoder config JSON")
+                        help="tf1: the release's config JSON (bert_config.json, albert_config.json, "
+                        "ELECTRA's); model_garden: encoder config JSON")
     parser.add_argument("--allow_approximate_gelu", action="store_true",
                         help="model_garden: accept the tanh-approximate GELU of Model "
                              "Garden's default encoder (the garden uses the exact GELU)")
