@@ -189,14 +189,23 @@ class TextTokenizer:
     lower_case: whether text is lower-cased first (must match make_vocab --lower_case).
     """
 
-    def __init__(self, kind: str, path: str, vocab, fingerprint: str, lower_case: bool, module):
+    def __init__(self, kind: str, path: str, vocab, fingerprint: str, lower_case: bool, make_module):
         self.kind = kind
         self.path = path
         self.vocab = vocab
         self.fingerprint = fingerprint
         self.lower_case = lower_case
-        self._module = module
+        # Built on first use: a caller that only needs the vocabulary and its fingerprint
+        # (make_pretrain's launcher) skips building the TF tokenizer (about 1 s of CPU).
+        self._make_module = make_module
+        self._module_instance = None
         self._piece_bytes: Optional[List[bytes]] = None
+
+    @property
+    def _module(self):
+        if self._module_instance is None:
+            self._module_instance = self._make_module()
+        return self._module_instance
 
     def __repr__(self) -> str:
         return (f"TextTokenizer(kind={self.kind!r}, path={self.path!r}, size={self.vocab.size}, "
@@ -452,7 +461,7 @@ def _load_wordpiece(path: str, lower_case: bool) -> TextTokenizer:
         word_start=lambda t: not t.startswith("##"), name=path)
     wordpiece, _, _ = _graph_modules()
     return TextTokenizer("wordpiece", path, vocab, vocab_fingerprint(path), lower_case,
-                         wordpiece(tokens, lower_case))
+                         lambda: wordpiece(tokens, lower_case))
 
 
 def _load_sentencepiece(path: str, lower_case: bool) -> TextTokenizer:
@@ -482,7 +491,7 @@ def _load_sentencepiece(path: str, lower_case: bool) -> TextTokenizer:
                             control=control, name=path)
     _, sentencepiece, _ = _graph_modules()
     return TextTokenizer("sentencepiece", path, vocab, vocab_fingerprint(path), lower_case,
-                         sentencepiece(model, lower_case))
+                         lambda: sentencepiece(model, lower_case))
 
 
 def _load_bpe(path: str, lower_case: bool) -> TextTokenizer:
@@ -520,4 +529,4 @@ def _load_bpe(path: str, lower_case: bool) -> TextTokenizer:
                             control=BPE_SPECIALS, name=vocab_path)
     _, _, bpe = _graph_modules()
     return TextTokenizer("bpe", vocab_path, vocab, _fingerprint_files([vocab_path, merges_path]),
-                         lower_case, bpe(vocabulary, merges, lower_case))
+                         lower_case, lambda: bpe(vocabulary, merges, lower_case))
