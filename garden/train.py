@@ -444,9 +444,10 @@ def build_summary(config_files, bindings) -> int:
             vocab = vocab.scoped_configurable_fn()
         from data_pipelines import tokenizers
 
-        vocab_size = len(tokenizers.load_vocab(vocab))
+        kind = tokenizers.detect_kind(vocab)  # vocab.txt, *.model or vocab.json
+        vocab_size = tokenizers.load_tokenizer(kind, vocab).vocab.size
     except (ValueError, TypeError):
-        pass  # no vocabulary bound or readable: the config must give bert_backbone.vocab_size
+        pass  # no vocabulary bound or readable: the factory's preset (or binding) sizes it
     model = task_cls.summary_model(backbone_fn(default_vocab_size=vocab_size))
     model.summary(line_length=110)
     total = model.count_params()
