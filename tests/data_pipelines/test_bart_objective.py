@@ -319,6 +319,7 @@ def test_flags_defaults_are_bart_large_and_help_names_code_defaults():
     help_text = " ".join(parser.format_help().split())
     assert "code default 0.5" in help_text and "code default 0" in help_text
     assert bart.OBJECTIVE.tokenizer == "bpe"
-    assert bart.OBJECTIVE.defaults == {"max_seq_length": 512, "dupe_factor": 1}
+    # BART-large: 512 tokens, dynamic-style single pass, cased byte-level BPE.
+    assert bart.OBJECTIVE.defaults == {"max_seq_length": 512, "dupe_factor": 1, "do_lower_case": False}
     with pytest.raises(ValueError):
         bart.BartOptions(mask_length="span")
