@@ -201,8 +201,9 @@ def score(task, model, batch_size: int = 32, num_batches: int = 20) -> Dict[str,
     targets, sentence_labels = [], []
     sums: Dict[str, float] = {}
     weights_of = {"mlm_accuracy": "mlm", "mlm_loss": "mlm", "nsp_accuracy": "sentence",
-                  "sop_accuracy": "sentence"}
-    counts = {"mlm": 0.0, "sentence": 0.0}
+                  "sop_accuracy": "sentence", "sbo_accuracy": "sbo", "sbo_loss": "sbo"}
+    counts = {"mlm": 0.0, "sentence": 0.0, "sbo": 0.0}
+    sbo_targets = []
     disc_scores, disc_labels = [], []
     is_electra = type(task).__name__ == "ElectraPretraining"
     for batch in _eval_batches(task, batch_size, num_batches):
@@ -221,7 +222,12 @@ def score(task, model, batch_size: int = 32, num_batches: int = 20) -> Dict[str,
             if "next_sentence_labels" in batch:
                 labels = batch["next_sentence_labels"].numpy().reshape(-1)
                 sentence_labels.append(labels)
-        n = {"mlm": float(w.sum()), "sentence": float(len(sentence_labels[-1])) if sentence_labels else 0.0}
+        n = {"mlm": float(w.sum()), "sentence": float(len(sentence_labels[-1])) if sentence_labels else 0.0,
+             "sbo": 0.0}
+        if not is_electra and "sbo_weights" in batch:  # SpanBERT: the span-boundary predictions
+            sw = batch["sbo_weights"].numpy()
+            n["sbo"] = float(sw.sum())
+            sbo_targets.append(ids[sw > 0])
         targets.append(ids[w > 0])
         for k, v in metrics.items():
             group = weights_of.get(k)
@@ -234,6 +240,11 @@ def score(task, model, batch_size: int = 32, num_batches: int = 20) -> Dict[str,
     result["mlm_predictions"] = int(counts["mlm"])
     result["mlm_constant_guess_accuracy"] = guess["accuracy"]
     result["mlm_unigram_entropy"] = guess["entropy"]
+    if sbo_targets:
+        sbo_guess = _constant_guess(np.concatenate(sbo_targets))
+        result["sbo_predictions"] = int(counts["sbo"])
+        result["sbo_constant_guess_accuracy"] = sbo_guess["accuracy"]
+        result["sbo_unigram_entropy"] = sbo_guess["entropy"]
     if sentence_labels:
         labels = np.concatenate(sentence_labels)
         result["sentence_majority_rate"] = float(max(labels.mean(), 1 - labels.mean()))
@@ -287,6 +298,13 @@ def table(results: Sequence[dict]) -> str:
                     f"| {_fmt(r.get('mlm_unigram_entropy'), 2)} | {_fmt(sentence)} "
                     f"| {_fmt(r.get('sentence_majority_rate'))} | {_fmt(r.get('disc_auc'))} "
                     f"| {r['train_seconds']} |")
+    sbo = [r for r in results if "sbo_accuracy" in r]
+    if sbo:
+        rows += ["", "| family | SBO acc. | best constant | SBO loss | unigram entropy | SBO predictions |",
+                 "|---|---|---|---|---|---|"]
+        rows += [f"| {r['family']} | {_fmt(r['sbo_accuracy'])} | {_fmt(r['sbo_constant_guess_accuracy'])} "
+                 f"| {_fmt(r.get('sbo_loss'), 2)} | {_fmt(r['sbo_unigram_entropy'], 2)} | {r['sbo_predictions']} |"
+                 for r in sbo]
     return "\n".join(rows)
 
 
