@@ -36,6 +36,24 @@ def _phase(entry) -> Phase:
                          f"got {entry!r}") from e
 
 
+def phase_schedule(phases: Sequence[Phase], dirs: Sequence["data.DataDir"], train_steps: int,
+                   dataset_fn: Callable) -> list:
+    """The trainer's schedule of a phased pretraining task: one entry per phase that has steps,
+    (first_step, end_step, fn(input_context, batch_size, seed, skip_batches), description),
+    where fn reads that phase's data directory through ``dataset_fn(ddir, ...)``."""
+    out = []
+    for i, (phase, ddir) in enumerate(zip(phases, dirs)):
+        end = min(phases[i + 1].start_step if i + 1 < len(phases) else train_steps, train_steps)
+        if phase.start_step >= end:
+            continue
+
+        def fn(input_context, batch_size, seed, skip_batches, _d=ddir):
+            return dataset_fn(_d, input_context, batch_size, seed, skip_batches)
+
+        out.append((phase.start_step, end, fn, f"{ddir.path} (max_seq_length {phase.max_seq_length})"))
+    return out
+
+
 def to_model_inputs(batch: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
     """Maps the TFRecord feature names (data_pipelines.features) to the model's input names."""
     return {
@@ -131,22 +149,14 @@ class BertPretraining:
     def schedule(self, train_steps: int):
         """[(first_step, end_step, dataset_fn(input_context, batch, seed, skip), description)]."""
         assert self._dirs is not None, "prepare() first"
-        out = []
-        for i, (phase, ddir) in enumerate(zip(self.phases, self._dirs)):
-            end = self.phases[i + 1].start_step if i + 1 < len(self.phases) else train_steps
-            end = min(end, train_steps)
-            if phase.start_step >= end:
-                continue
 
-            def dataset_fn(input_context, batch_size, seed, skip_batches, _d=ddir):
-                return data.record_dataset(_d, batch_size=batch_size, seed=seed,
-                                           input_context=input_context,
-                                           shuffle_buffer=self.shuffle_buffer,
-                                           skip_batches=skip_batches)
+        def dataset_fn(ddir, input_context, batch_size, seed, skip_batches):
+            return data.record_dataset(ddir, batch_size=batch_size, seed=seed,
+                                       input_context=input_context,
+                                       shuffle_buffer=self.shuffle_buffer,
+                                       skip_batches=skip_batches)
 
-            out.append((phase.start_step, end, dataset_fn,
-                        f"{ddir.path} (max_seq_length {phase.max_seq_length})"))
-        return out
+        return phase_schedule(self.phases, self._dirs, train_steps, dataset_fn)
 
     # -- objective -----------------------------------------------------------------------
     @staticmethod

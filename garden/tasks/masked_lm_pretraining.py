@@ -30,7 +30,7 @@ import tensorflow as tf
 
 from data_pipelines import tokenizers
 from garden import data
-from garden.tasks.bert_pretraining import Phase, _phase
+from garden.tasks.bert_pretraining import Phase, _phase, phase_schedule
 
 # ----------------------------------------------------------------------------------------
 # Vocabularies of every tokenizer kind.
@@ -188,19 +188,11 @@ class EncoderPretraining:
     def schedule(self, train_steps: int):
         """[(first_step, end_step, dataset_fn(input_context, batch, seed, skip), description)]."""
         assert self._dirs is not None, "prepare() first"
-        out = []
-        for i, (phase, ddir) in enumerate(zip(self.phases, self._dirs)):
-            end = self.phases[i + 1].start_step if i + 1 < len(self.phases) else train_steps
-            end = min(end, train_steps)
-            if phase.start_step >= end:
-                continue
 
-            def dataset_fn(input_context, batch_size, seed, skip_batches, _d=ddir):
-                return self._dataset(_d, batch_size, seed, input_context, skip_batches)
+        def dataset_fn(ddir, input_context, batch_size, seed, skip_batches):
+            return self._dataset(ddir, batch_size, seed, input_context, skip_batches)
 
-            out.append((phase.start_step, end, dataset_fn,
-                        f"{ddir.path} (max_seq_length {phase.max_seq_length})"))
-        return out
+        return phase_schedule(self.phases, self._dirs, train_steps, dataset_fn)
 
     def evaluate(self, model) -> Dict[str, float]:
         """Mean metrics over the first eval_batches batches of eval_data_dir ({} without one).
