@@ -226,16 +226,8 @@ def albert_pretrain_spec(max_seq_length: int, max_predictions_per_seq: int) -> S
     plus ``token_boundary`` (1 for word-start pieces and special tokens, from the unmasked
     sequence). next_sentence_labels: 1 = A and B swapped (or B random for a single-segment
     chunk), 0 = in order."""
-    return {
-        "input_ids": Feature("int64", max_seq_length),
-        "input_mask": Feature("int64", max_seq_length),
-        "segment_ids": Feature("int64", max_seq_length),
-        "token_boundary": Feature("int64", max_seq_length),
-        "masked_lm_positions": Feature("int64", max_predictions_per_seq),
-        "masked_lm_ids": Feature("int64", max_predictions_per_seq),
-        "masked_lm_weights": Feature("float32", max_predictions_per_seq),
-        "next_sentence_labels": Feature("int64", 1),
-    }
+    return {**bert_pretrain_spec(max_seq_length, max_predictions_per_seq),
+            "token_boundary": Feature("int64", max_seq_length)}
 
 
 def spanbert_pretrain_spec(max_seq_length: int, max_predictions_per_seq: int) -> Spec:
@@ -249,13 +241,10 @@ def spanbert_pretrain_spec(max_seq_length: int, max_predictions_per_seq: int) ->
     touches neither edge of the block (its boundaries are not [CLS] / [SEP]) and the offset
     is < 15, else 0.0.
     """
+    mlm = {k: f for k, f in bert_pretrain_spec(max_seq_length, max_predictions_per_seq).items()
+           if k != "next_sentence_labels"}  # no NSP
     return {
-        "input_ids": Feature("int64", max_seq_length),
-        "input_mask": Feature("int64", max_seq_length),
-        "segment_ids": Feature("int64", max_seq_length),
-        "masked_lm_positions": Feature("int64", max_predictions_per_seq),
-        "masked_lm_ids": Feature("int64", max_predictions_per_seq),
-        "masked_lm_weights": Feature("float32", max_predictions_per_seq),
+        **mlm,
         "span_left_positions": Feature("int64", max_predictions_per_seq),
         "span_right_positions": Feature("int64", max_predictions_per_seq),
         "span_relative_positions": Feature("int64", max_predictions_per_seq),

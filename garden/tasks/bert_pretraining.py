@@ -54,6 +54,17 @@ def phase_schedule(phases: Sequence[Phase], dirs: Sequence["data.DataDir"], trai
     return out
 
 
+def mean_metrics(task, model, dataset) -> Dict[str, float]:
+    """Mean of task.compute_metrics over the batches of `dataset` (inference mode), without
+    the "tokens" count; {} for an empty dataset."""
+    sums, count = {}, 0
+    for batch in dataset:
+        for k, v in task.compute_metrics(model, batch, training=False).items():
+            sums[k] = sums.get(k, 0.0) + float(v)
+        count += 1
+    return {k: v / count for k, v in sums.items() if k != "tokens"} if count else {}
+
+
 def to_model_inputs(batch: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
     """Maps the TFRecord feature names (data_pipelines.features) to the model's input names."""
     return {
@@ -179,12 +190,7 @@ class BertPretraining:
             return {}
         ds = data.record_dataset(self._eval_dir, batch_size=self.eval_batch_size, seed=0,
                                  shuffle_buffer=0, repeat=False).take(self.eval_batches)
-        sums, count = {}, 0
-        for batch in ds:
-            for k, v in self.compute_metrics(model, batch, training=False).items():
-                sums[k] = sums.get(k, 0.0) + float(v)
-            count += 1
-        return {k: v / count for k, v in sums.items() if k != "tokens"} if count else {}
+        return mean_metrics(self, model, ds)
 
     def finish(self, model, model_dir: str) -> dict:
         return {}

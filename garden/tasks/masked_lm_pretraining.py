@@ -30,7 +30,7 @@ import tensorflow as tf
 
 from data_pipelines import tokenizers
 from garden import data
-from garden.tasks.bert_pretraining import Phase, _phase, phase_schedule
+from garden.tasks.bert_pretraining import Phase, _phase, mean_metrics, phase_schedule
 
 # ----------------------------------------------------------------------------------------
 # Vocabularies of every tokenizer kind.
@@ -202,12 +202,7 @@ class EncoderPretraining:
             return {}
         ds = self._dataset(self._eval_dir, self.eval_batch_size, seed=0, shuffle_buffer=0,
                            repeat=False).take(self.eval_batches)
-        sums, count = {}, 0
-        for batch in ds:
-            for k, v in self.compute_metrics(model, batch, training=False).items():
-                sums[k] = sums.get(k, 0.0) + float(v)
-            count += 1
-        return {k: v / count for k, v in sums.items() if k != "tokens"} if count else {}
+        return mean_metrics(self, model, ds)
 
     def finish(self, model, model_dir: str) -> dict:
         return {}
