@@ -25,8 +25,10 @@ import math
 import os
 import posixpath
 import signal
+import socket
 import sys
 import time
+import uuid
 from typing import Optional
 
 import gin
@@ -95,7 +97,10 @@ def _check_writable(model_dir: str) -> None:
 
     try:
         tf.io.gfile.makedirs(model_dir)
-        probe = posixpath.join(model_dir, ".write_test")
+        # A name of its own: workers of one job share model_dir, and one worker's probe
+        # must not be removed under another's feet.
+        probe = posixpath.join(model_dir, f".write_test-{socket.gethostname()}-{os.getpid()}-"
+                                          f"{uuid.uuid4().hex}")
         with tf.io.gfile.GFile(probe, "w") as f:
             f.write("ok")
         tf.io.gfile.remove(probe)

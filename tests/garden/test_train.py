@@ -121,6 +121,30 @@ def test_unwritable_model_dir_fails_at_start(bert_data, tmp_path, capsys):
     assert "not writable" in capsys.readouterr().err
 
 
+def test_write_check_of_a_shared_model_dir_is_safe_to_run_at_once(tmp_path):
+    # Every worker of a multi-worker job checks the one model_dir at start. Their probes must
+    # not collide: with one probe name, one worker removed the file another had just written
+    # and the other failed with "No such file or directory".
+    import threading
+
+    errors = []
+
+    def check():
+        try:
+            for _ in range(50):
+                train_lib._check_writable(str(tmp_path))
+        except Exception as e:  # noqa: BLE001 - collected and reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=check) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+    assert os.listdir(tmp_path) == []
+
+
 def test_summary_of_bert_large_reports_about_335m(capsys):
     assert train_lib.main(["--config=configs/bert_large.gin", "--summary"]) == 0
     out = capsys.readouterr().out
