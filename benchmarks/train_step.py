@@ -45,7 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import psutil
 
@@ -77,7 +77,7 @@ def log(msg: str) -> None:
 # FLOPs
 
 
-def step_flops(cfg: dict, cls_dense_layers: int, nsp: bool) -> dict:
+def step_flops(cfg: dict, cls_dense_layers: int, nsp: bool, last_block_rows: Optional[int] = None) -> dict:
     """Model FLOPs of one training step (matmuls only), training = 3 x forward.
 
     Forward, per step (B batch, T tokens, L layers, H hidden, F ffn, P predictions, V vocab):
@@ -87,6 +87,11 @@ def step_flops(cfg: dict, cls_dense_layers: int, nsp: bool) -> dict:
       [CLS] heads           2 * B * (cls_dense_layers*H*H + 2*H if nsp)
     Embedding lookups, LayerNorm, softmax, GELU, dropout and the optimizer are not counted
     (no matmul). Backward = 2 x forward (gradients for inputs and for weights).
+
+    "train" is the model's count, the same for every contender (MFU in the PaLM sense).
+    "executed" is what the contender's program multiplies: with `last_block_rows` = R (ours:
+    R = 1 + P, [CLS] and the masked positions) the last block computes keys and values for
+    all T rows but queries, attention output, feed-forward and the attention products for R.
     """
     b, t, n = cfg["batch_size"], cfg["seq_length"], cfg["num_layers"]
     h, f, p, v = cfg["hidden_size"], cfg["intermediate_size"], cfg["predictions"], cfg["vocab_size"]
@@ -95,8 +100,14 @@ def step_flops(cfg: dict, cls_dense_layers: int, nsp: bool) -> dict:
     mlm = 2 * b * p * (h * h + h * v)
     cls = 2 * b * (cls_dense_layers * h * h + (2 * h if nsp else 0))
     forward = dense + attention + mlm + cls
+    executed = forward
+    if last_block_rows is not None:
+        r = last_block_rows
+        last_full = 2 * b * t * (4 * h * h + 2 * h * f) + 2 * b * 2 * t * t * h
+        last_rows = 2 * b * t * 2 * h * h + 2 * b * r * (2 * h * h + 2 * h * f) + 2 * b * 2 * r * t * h
+        executed = forward - last_full + last_rows
     return {"dense": dense, "attention": attention, "mlm_head": mlm, "cls_heads": cls,
-            "forward": forward, "train": 3 * forward}
+            "forward": forward, "train": 3 * forward, "executed_train": 3 * executed}
 
 
 # Trained [CLS] dense layers: ours = pooler (+ NSP dense(2)); Model Garden = the encoder's
@@ -106,7 +117,9 @@ FLOP_HEADS = {"ours": (1, True), "model_garden": (2, True), "keras_hub": (0, Fal
 
 def flops_for(contender: str, cfg: dict) -> dict:
     family = contender.replace("_xla", "")
-    return step_flops(cfg, *FLOP_HEADS[family])
+    # Ours' BertPretrainer runs its last block for [CLS] and the masked positions only.
+    rows = 1 + cfg["predictions"] if family == "ours" else None
+    return step_flops(cfg, *FLOP_HEADS[family], last_block_rows=rows)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -620,12 +633,14 @@ def summarise(name: str, cfg: dict, r: dict, peaks: dict) -> dict:
         # less disturbed by other jobs than the wall clock (see README).
         "tokens_per_cpu_s_x_cores": tokens * steps / r["cpu_s"] * CORES,
         "achieved_gflops": achieved / 1e9, "train_flops_per_step": flops["train"],
+        "executed_gflops": flops["executed_train"] * steps / r["wall_s"] / 1e9,
         "flops": flops, "parameters": r.get("parameters"),
         "other_load_cores": r["other_load_cores"], "cores_used": r["cores_used"],
         "warmup_s": r["warmup_s"], "first_loss": r["first_loss"], "last_loss": r["last_loss"],
     }
     for peak_name, gflops in peaks.items():
         row[f"mfu_{peak_name}"] = achieved / 1e9 / gflops
+        row[f"executed_fu_{peak_name}"] = row["executed_gflops"] / gflops
     return row
 
 
@@ -646,12 +661,14 @@ def format_table(config: str, cfg: dict, rows: List[dict], peaks: Dict[str, floa
             f"{n} {v['m']}x{v['k']}x{v['n']} best {v['best_gflops']:.1f} / mean "
             f"{v['mean_gflops']:.1f} GFLOP/s" for n, v in p["shapes"].items()))
     header = ("contender", "tokens/s", "median tok/s", f"tok/CPU-s x{CORES}", "GFLOP/s",
-              "MFU square", "MFU ffn", "cores used", "other load", "loss first->last")
+              "MFU square", "MFU ffn", "exec. GFLOP/s", "exec. square", "cores used",
+              "other load", "loss first->last")
     table = [header]
     for r in rows:
         table.append((r["contender"], f"{r['tokens_per_s']:.0f}", f"{r['tokens_per_s_median']:.0f}",
                       f"{r['tokens_per_cpu_s_x_cores']:.0f}", f"{r['achieved_gflops']:.1f}", f"{100 * r['mfu_square_4096']:.1f}%",
-                      f"{100 * r['mfu_ffn_shaped']:.1f}%", f"{r['cores_used']:.2f}",
+                      f"{100 * r['mfu_ffn_shaped']:.1f}%", f"{r['executed_gflops']:.1f}",
+                      f"{100 * r['executed_fu_square_4096']:.1f}%", f"{r['cores_used']:.2f}",
                       f"{r['other_load_cores']:.2f}",
                       f"{r['first_loss']:.2f}->{r['last_loss']:.2f}"))
     widths = [max(len(str(row[i])) for row in table) for i in range(len(header))]

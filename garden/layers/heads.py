@@ -32,7 +32,8 @@ class MaskedLMHead(keras.layers.Layer):
 
     Call args:
         inputs: float [B, T, H], the encoder output.
-        masked_positions: int [B, P], positions to predict (padding predictions may point at 0).
+        masked_positions: int [B, P], positions to predict (padding predictions may point at 0),
+            or None when `inputs` already holds just those rows ([B, P, H]).
 
     Example:
         head = MaskedLMHead(backbone.token_embedding)
@@ -65,19 +66,23 @@ class MaskedLMHead(keras.layers.Layer):
             autocast=False)
         self.built = True
 
-    def call(self, inputs, masked_positions):
-        positions = ops.expand_dims(ops.cast(masked_positions, "int32"), -1)
-        x = ops.take_along_axis(inputs, positions, axis=1)  # [B, P, H]
+    def call(self, inputs, masked_positions=None):
+        x = inputs
+        if masked_positions is not None:
+            positions = ops.expand_dims(ops.cast(masked_positions, "int32"), -1)
+            x = ops.take_along_axis(inputs, positions, axis=1)  # [B, P, H]
         x = self.transform_dense(x)
         x = self.layer_norm(x)
         logits = self.token_embedding(x, reverse=True)
         return ops.cast(logits, "float32") + self.output_bias
 
-    def compute_output_shape(self, inputs_shape, masked_positions_shape):
-        return tuple(masked_positions_shape) + (self.token_embedding.input_dim,)
+    def compute_output_shape(self, inputs_shape, masked_positions_shape=None):
+        rows = inputs_shape[:-1] if masked_positions_shape is None else masked_positions_shape
+        return tuple(rows) + (self.token_embedding.input_dim,)
 
-    def compute_output_spec(self, inputs, masked_positions):
-        shape = tuple(masked_positions.shape) + (self.token_embedding.input_dim,)
+    def compute_output_spec(self, inputs, masked_positions=None):
+        rows = inputs.shape[:-1] if masked_positions is None else masked_positions.shape
+        shape = tuple(rows) + (self.token_embedding.input_dim,)
         return keras.KerasTensor(shape, dtype="float32")
 
     def get_config(self):

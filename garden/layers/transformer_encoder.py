@@ -42,6 +42,8 @@ class TransformerEncoderBlock(keras.layers.Layer):
         inputs: float [B, T, H].
         padding_mask: int or bool [B, T], 1 for real tokens; keys at 0 get no attention.
         attention_mask: int or bool [B, T, T] (1 = may attend), combined with padding_mask.
+        output_positions: int [B, P] or None; when given, only these rows are computed and
+            the output is [B, P, H] (equal to those rows of the full output).
 
     Example:
         block = TransformerEncoderBlock(num_heads=2, intermediate_size=512)
@@ -144,13 +146,21 @@ class TransformerEncoderBlock(keras.layers.Layer):
             mask = attention_mask if mask is None else ops.logical_and(mask, attention_mask)
         return mask
 
-    def call(self, inputs, padding_mask=None, attention_mask=None, training=None):
+    def call(self, inputs, padding_mask=None, attention_mask=None, training=None,
+             output_positions=None):
         mask = self._mask(padding_mask, attention_mask)
-        x = inputs
-        residual = x
-        if self.normalize_first:
-            x = self.attention_layer_norm(x)
-        x = self.attention(x, x, x, attention_mask=mask, training=training)
+        keys = self.attention_layer_norm(inputs) if self.normalize_first else inputs
+        query, residual = keys, inputs
+        if output_positions is not None:
+            # Only these rows of the output are wanted (e.g. a pretrainer's last block needs
+            # [CLS] and the masked positions): every row attends to all keys, and each output
+            # row depends on its own query row alone, so the rest need not be computed.
+            rows = ops.expand_dims(ops.cast(output_positions, "int32"), -1)
+            query = ops.take_along_axis(keys, rows, axis=1)
+            residual = ops.take_along_axis(inputs, rows, axis=1)
+            if mask is not None and attention_mask is not None:  # [B, T, S]: its query rows
+                mask = ops.take_along_axis(mask, rows, axis=1)
+        x = self.attention(query, keys, keys, attention_mask=mask, training=training)
         x = self.attention_dropout_layer(x, training=training)
         x = x + residual
         if not self.normalize_first:
@@ -167,7 +177,10 @@ class TransformerEncoderBlock(keras.layers.Layer):
             x = self.output_layer_norm(x)
         return x
 
-    def compute_output_shape(self, inputs_shape, padding_mask_shape=None, attention_mask_shape=None):
+    def compute_output_shape(self, inputs_shape, padding_mask_shape=None, attention_mask_shape=None,
+                             output_positions_shape=None):
+        if output_positions_shape is not None:
+            return tuple(output_positions_shape) + (inputs_shape[-1],)
         return inputs_shape
 
     def get_config(self):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import keras
+from keras import ops
 
 from garden.layers.embeddings import TransformerEmbeddings, truncated_normal
 from garden.layers.transformer_encoder import TransformerEncoderBlock
@@ -102,6 +103,29 @@ class BertBackbone(keras.Model):
         self._dtype_arg = dtype
         if dtype is not None:
             self.dtype_policy = keras.dtype_policies.get(dtype)
+
+    def outputs_at(self, inputs, positions):
+        """The sequence output at `positions` and the pooled output, computing less.
+
+        Equal (up to float rounding, and dropout's random draws) to gathering `positions`
+        from `self(inputs)["sequence_output"]`, but the last block computes only the rows the
+        caller reads ([CLS] for the pooler and `positions`): a pretraining head that looks at
+        20 of 128 positions skips about 85% of that block's attention and feed-forward work.
+
+        Args:
+            inputs: dict of token_ids, segment_ids, padding_mask [B, T] (symbolic or eager).
+            positions: int [B, P].
+
+        Returns:
+            (sequence rows [B, P, H], pooled_output [B, H]).
+        """
+        positions = ops.cast(positions, "int32")
+        x = self.embeddings(inputs["token_ids"], inputs["segment_ids"])
+        for block in self.encoder_blocks[:-1]:
+            x = block(x, padding_mask=inputs["padding_mask"])
+        rows = ops.concatenate([ops.zeros_like(positions[:, :1]), positions], axis=1)
+        y = self.encoder_blocks[-1](x, padding_mask=inputs["padding_mask"], output_positions=rows)
+        return y[:, 1:, :], self.pooler(y[:, 0, :])
 
     @property
     def token_embedding(self) -> keras.layers.ReversibleEmbedding:

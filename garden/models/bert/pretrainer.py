@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from garden.layers.embeddings import truncated_normal
 from garden.layers.heads import MaskedLMHead
+from garden.models.bert.backbone import BertBackbone
 
 
 @keras.saving.register_keras_serializable(package="garden")
@@ -54,10 +55,19 @@ class BertPretrainer(keras.Model):
             name: keras.Input(shape=(None,), dtype="int32", name=name)
             for name in ("token_ids", "segment_ids", "padding_mask", "masked_lm_positions")
         }
-        backbone_outputs = backbone({k: inputs[k] for k in ("token_ids", "segment_ids", "padding_mask")})
-        mlm_logits = masked_lm_head(backbone_outputs["sequence_output"],
-                                    inputs["masked_lm_positions"])
-        nsp_logits = next_sentence_head(backbone_outputs["pooled_output"])
+        backbone_inputs = {k: inputs[k] for k in ("token_ids", "segment_ids", "padding_mask")}
+        if isinstance(backbone, BertBackbone):
+            # The heads read [CLS] and the masked positions only: the last block computes
+            # just those rows (BertBackbone.outputs_at). Same outputs, less work.
+            masked_rows, pooled_output = backbone.outputs_at(backbone_inputs,
+                                                             inputs["masked_lm_positions"])
+            mlm_logits = masked_lm_head(masked_rows)
+        else:
+            backbone_outputs = backbone(backbone_inputs)
+            mlm_logits = masked_lm_head(backbone_outputs["sequence_output"],
+                                        inputs["masked_lm_positions"])
+            pooled_output = backbone_outputs["pooled_output"]
+        nsp_logits = next_sentence_head(pooled_output)
         super().__init__(inputs=inputs,
                          outputs={"mlm_logits": mlm_logits, "nsp_logits": nsp_logits}, **kwargs)
 
