@@ -1,4 +1,5 @@
-"""Does each objective learn? `python -m benchmarks.objectives_learn [--steps=300] [--families=...]`
+"""Does each objective learn? `python -m benchmarks.objectives_learn [--steps=300] [--families=...]
+[--train_files=1] [--learning_rate=...]`
 
 Each family's tiny config (configs/<family>_tiny.gin) is trained for a short CPU run on data the
 real tools build from the sample corpus (data_pipelines.sample_corpus -> make_vocab ->
@@ -12,11 +13,16 @@ what a model that ignores the context can do:
   NSP / SOP acc.    vs the majority label's rate (about 50%)
   ELECTRA disc. AUC vs 0.5 (scikit-learn's roc_auc_score over every real token; "replaced" is
                     the positive class), with the generator's MLM accuracy as above
-
-Families: bert, roberta, albert, electra, spanbert (each when its objective and tiny config
-exist). DistilBERT needs a trained teacher and is not scored here yet. The training goes
+  DistilBERT        the student's MLM accuracy vs the best constant guess, on held-out batches
+                    masked as its training masks them (rare pieces favoured); its BERT tiny
+                    teacher, trained here first on the same data for as many steps, is scored
+                    on its own data and on those very batches
+Every margin is also given in standard errors (binomial for accuracies, Hanley-McNeil for the
+AUC). Families: bert, roberta, albert, electra, spanbert, distilbert (each when its objective and
+tiny config exist). Training data: corpus file 0, or with --train_files=N the first N files
+other than the held-out file 1; the vocabulary always comes from file 0. The training goes
 through `garden.train.train` in this process, exactly as `python -m garden.train` would run it.
-tests/garden/test_family_training.py runs a cheaper variant of `run_family` for one family.
+tests/garden/test_family_training.py runs cheaper variants of `run_family` (ALBERT, DistilBERT).
 """
 
 from __future__ import annotations
@@ -52,6 +58,8 @@ FAMILIES: Dict[str, Family] = {
     "albert": Family("configs/albert_tiny.gin", "AlbertPretraining", "albert", "sentencepiece", True),
     "electra": Family("configs/electra_tiny.gin", "ElectraPretraining", "electra", "wordpiece", False),
     "spanbert": Family("configs/spanbert_tiny.gin", "SpanBertPretraining", "spanbert", "wordpiece", True),
+    # Distilled from a BERT tiny teacher trained here first, on the same BERT data.
+    "distilbert": Family("configs/distilbert_tiny.gin", "Distillation", "bert", "wordpiece", True),
 }
 
 
@@ -87,6 +95,29 @@ def sample_corpus(root: str) -> List[str]:
     return sorted(glob.glob(os.path.join(out, "*.txt")))
 
 
+HELD_OUT = 1  # index of the held-out corpus file (the same in every run, so scores compare)
+
+
+def training_corpus(root: str, files: Sequence[str], train_files: int = 1) -> str:
+    """make_pretrain --input for the first `train_files` corpus files other than the held-out
+    one: file 0 itself for one file (as before), else a directory of copies, globbed."""
+    others = [f for i, f in enumerate(files) if i != HELD_OUT]
+    if not 1 <= train_files <= len(others):
+        raise ValueError(f"train_files must be 1..{len(others)} (the sample corpus has "
+                         f"{len(files)} files, one held out), got {train_files}")
+    if train_files == 1:
+        return others[0]
+    out = os.path.join(root, f"corpus-train{train_files}")
+    if not os.path.exists(os.path.join(out, "COMPLETED")):
+        import shutil
+
+        os.makedirs(out, exist_ok=True)
+        for f in others[:train_files]:
+            shutil.copy(f, out)
+        open(os.path.join(out, "COMPLETED"), "w").close()
+    return os.path.join(out, "*.txt")
+
+
 def vocabulary(root: str, kind: str, corpus_file: str, vocab_size: int) -> str:
     """make_vocab --tokenizer=kind on one corpus file; returns the path the pipelines take."""
     path = {"wordpiece": os.path.join(root, f"wordpiece-{vocab_size}.txt"),
@@ -101,9 +132,10 @@ def vocabulary(root: str, kind: str, corpus_file: str, vocab_size: int) -> str:
 
 def pretrain_data(root: str, name: str, vocab: str, corpus_file: str, max_seq_length: int,
                   dupe_factor: int, tag: str, seed: int = 12345) -> str:
-    """make_pretrain --objective=<family's> output for one corpus file."""
+    """make_pretrain --objective=<family's> output for one corpus file (or glob). Families of
+    one objective (bert, distilbert) share it."""
     family = FAMILIES[name]
-    out = os.path.join(root, f"{name}-{tag}-{max_seq_length}")
+    out = os.path.join(root, f"{family.objective}-{tag}-{max_seq_length}")
     if not os.path.exists(os.path.join(out, "COMPLETED")):
         args = [f"--objective={family.objective}", f"--input={corpus_file}", f"--output_dir={out}",
                 f"--vocab={vocab}", f"--tokenizer={family.tokenizer}",
@@ -123,18 +155,24 @@ def pretrain_data(root: str, name: str, vocab: str, corpus_file: str, max_seq_le
 
 def bindings(name: str, vocab: str, train_dir: str, eval_dir: str, max_seq_length: int,
              steps: int, batch_size: int, learning_rate: Optional[float] = None,
-             extra: Sequence[str] = ()) -> List[str]:
-    """gin bindings that point a tiny config at the built data."""
+             extra: Sequence[str] = (), teacher: Optional[str] = None) -> List[str]:
+    """gin bindings that point a tiny config at the built data (DistilBERT: and its teacher,
+    a BERT tiny model_dir; its task reads no held-out data, `score` does)."""
     family = FAMILIES[name]
     task = f"garden.{family.task}"
-    phases = [{"start_step": 0, "data_dir": train_dir, "max_seq_length": max_seq_length}]
-    out = [f"VOCAB = '{vocab}'", f"DATA_DIR = '{train_dir}'", f"{task}.phases = {phases!r}",
-           f"{task}.eval_data_dir = '{eval_dir}'", f"train.train_steps = {steps}",
+    out = [f"VOCAB = '{vocab}'", f"DATA_DIR = '{train_dir}'", f"train.train_steps = {steps}",
            f"train.global_batch_size = {batch_size}", f"train.warmup_steps = {max(1, steps // 10)}",
            f"train.log_every = {max(1, steps // 10)}", f"train.checkpoint_every = {steps}",
            # Skip the trainer's matmul peak measurement: MFU means nothing here.
            "train.peak_flops = 1e12"]
-    if family.task not in ("BertPretraining", "SpanBertPretraining"):
+    if family.task == "Distillation":
+        if teacher is None:
+            raise ValueError("distilbert needs teacher= (a BERT tiny model_dir)")
+        out += [f"TEACHER = '{teacher}'", f"{task}.max_seq_length = {max_seq_length}"]
+    else:
+        phases = [{"start_step": 0, "data_dir": train_dir, "max_seq_length": max_seq_length}]
+        out += [f"{task}.phases = {phases!r}", f"{task}.eval_data_dir = '{eval_dir}'"]
+    if family.task not in ("BertPretraining", "SpanBertPretraining", "Distillation"):
         out.append(f"{task}.tokenizer = '{family.tokenizer}'")
     if learning_rate is not None:
         out.append(f"train.learning_rate = {learning_rate}")
@@ -176,9 +214,20 @@ def _restored_task(name: str, model_dir: str, gin_bindings: Sequence[str]):
     return task, model
 
 
-def _eval_batches(task, batch_size: int, num_batches: int):
+def _eval_batches(task, batch_size: int, num_batches: int, eval_dir: Optional[str] = None):
     from garden import data
 
+    if type(task).__name__ == "Distillation":
+        # The task reads no held-out data: unmask the held-out BERT data and mask it afresh
+        # as training does (rare pieces favoured), with seed 0.
+        from data_pipelines import tokenizers
+
+        ddir = data.open_data_dir(eval_dir, objective=task.objective,
+                                  vocab_fingerprint=tokenizers.vocab_fingerprint(task.vocab),
+                                  vocab_size=task.vocab_size, max_seq_length=task.max_seq_length)
+        ds = data.record_dataset(ddir, batch_size=batch_size, seed=0, shuffle_buffer=0,
+                                 repeat=False)
+        return task._masked(ds, seed=0, first_index=0, stride=1).take(num_batches)
     if hasattr(task, "_dataset"):  # RoBERTa / ELECTRA: masks and seeds added per batch
         ds = task._dataset(task._eval_dir, batch_size, seed=0, shuffle_buffer=0, repeat=False)
     else:
@@ -196,8 +245,26 @@ def _constant_guess(targets: np.ndarray) -> Dict[str, float]:
     return {"accuracy": float(p.max()), "entropy": float(-(p * np.log(p)).sum())}
 
 
-def score(task, model, batch_size: int = 32, num_batches: int = 20) -> Dict[str, float]:
-    """Held-out metrics of a trained model and the context-free baselines they must beat."""
+def _mlm_metrics(logits, ids, weights) -> Dict[str, float]:
+    """Weighted MLM accuracy and loss (nats) of logits [B, P, V] at ids [B, P]."""
+    import tensorflow as tf
+
+    logits = tf.cast(logits, tf.float32)
+    ids = tf.cast(ids, tf.int32)
+    w = tf.cast(weights, tf.float32)
+    nll = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ids, logits=logits)
+    correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), ids), tf.float32)
+    total = float(tf.reduce_sum(w))
+    return {"mlm_accuracy": float(tf.reduce_sum(w * correct)) / max(total, 1e-9),
+            "mlm_loss": float(tf.reduce_sum(w * nll)) / max(total, 1e-9)}
+
+
+def score(task, model, batch_size: int = 32, num_batches: int = 20,
+          eval_dir: Optional[str] = None) -> Dict[str, float]:
+    """Held-out metrics of a trained model and the context-free baselines they must beat.
+
+    DistilBERT (a Distillation task; `eval_dir` = held-out BERT data): the student's MLM
+    metrics, and as teacher_mlm_* the teacher's on the very same masked batches."""
     targets, sentence_labels = [], []
     sums: Dict[str, float] = {}
     weights_of = {"mlm_accuracy": "mlm", "mlm_loss": "mlm", "nsp_accuracy": "sentence",
@@ -206,8 +273,17 @@ def score(task, model, batch_size: int = 32, num_batches: int = 20) -> Dict[str,
     sbo_targets = []
     disc_scores, disc_labels = [], []
     is_electra = type(task).__name__ == "ElectraPretraining"
-    for batch in _eval_batches(task, batch_size, num_batches):
-        if is_electra:
+    is_distillation = type(task).__name__ == "Distillation"
+    teacher_sums = {"mlm_accuracy": 0.0, "mlm_loss": 0.0}
+    for batch in _eval_batches(task, batch_size, num_batches, eval_dir):
+        if is_distillation:
+            outputs = model({k: batch[k] for k in ("token_ids", "padding_mask", "masked_lm_positions")},
+                            training=False)
+            ids, w = batch["masked_lm_ids"].numpy(), batch["masked_lm_weights"].numpy()
+            metrics = _mlm_metrics(outputs["student_logits"], ids, w)
+            for k, v in _mlm_metrics(outputs["teacher_logits"], ids, w).items():
+                teacher_sums[k] += v * float(w.sum())
+        elif is_electra:
             from garden.models.electra.pretrainer import electra_pretrain_loss
 
             outputs = model(task.model_inputs(batch), training=False)
@@ -224,7 +300,7 @@ def score(task, model, batch_size: int = 32, num_batches: int = 20) -> Dict[str,
                 sentence_labels.append(labels)
         n = {"mlm": float(w.sum()), "sentence": float(len(sentence_labels[-1])) if sentence_labels else 0.0,
              "sbo": 0.0}
-        if not is_electra and "sbo_weights" in batch:  # SpanBERT: the span-boundary predictions
+        if "sbo_weights" in batch:  # SpanBERT: the span-boundary predictions
             sw = batch["sbo_weights"].numpy()
             n["sbo"] = float(sw.sum())
             sbo_targets.append(ids[sw > 0])
@@ -236,6 +312,8 @@ def score(task, model, batch_size: int = 32, num_batches: int = 20) -> Dict[str,
         for g in counts:
             counts[g] += n[g]
     result = {k: v / counts[weights_of[k]] for k, v in sums.items() if counts[weights_of[k]]}
+    if is_distillation and counts["mlm"]:
+        result.update({f"teacher_{k}": v / counts["mlm"] for k, v in teacher_sums.items()})
     guess = _constant_guess(np.concatenate(targets) if targets else np.zeros(0, np.int64))
     result["mlm_predictions"] = int(counts["mlm"])
     result["mlm_constant_guess_accuracy"] = guess["accuracy"]
@@ -261,49 +339,143 @@ def score(task, model, batch_size: int = 32, num_batches: int = 20) -> Dict[str,
 
 def run_family(name: str, root: str, *, steps: int, batch_size: int = 32, max_seq_length: int = 128,
                vocab_size: int = 2000, dupe_factor: int = 3, learning_rate: Optional[float] = None,
-               eval_batches: int = 20, extra: Sequence[str] = ()) -> dict:
+               eval_batches: int = 20, train_files: int = 1, extra: Sequence[str] = ()) -> dict:
     """Builds the family's data (if not there), trains its tiny config, scores it held out."""
     family = FAMILIES[name]
     files = sample_corpus(root)
-    train_file, eval_file = files[0], files[1]
-    vocab = vocabulary(root, family.tokenizer, train_file, vocab_size)
+    # The vocabulary always comes from file 0, so every run of a family scores the same pieces.
+    vocab = vocabulary(root, family.tokenizer, files[0], vocab_size)
     dupes = dupe_factor if family.static_masks else 1  # dynamic objectives mask afresh anyway
-    train_dir = pretrain_data(root, name, vocab, train_file, max_seq_length, dupes, "train")
-    eval_dir = pretrain_data(root, name, vocab, eval_file, max_seq_length, 1, "eval")
+    tag = "train" if train_files == 1 else f"train{train_files}"
+    if family.static_masks and dupes != 3:
+        tag += f"-dupe{dupes}"
+    train_dir = pretrain_data(root, name, vocab, training_corpus(root, files, train_files),
+                              max_seq_length, dupes, tag)
+    eval_dir = pretrain_data(root, name, vocab, files[HELD_OUT], max_seq_length, 1, "eval")
+    teacher, teacher_result = None, None
+    if family.task == "Distillation":
+        teacher, teacher_result = bert_teacher(
+            root, vocab, train_dir, eval_dir, max_seq_length=max_seq_length, steps=steps,
+            batch_size=batch_size, learning_rate=learning_rate, eval_batches=eval_batches)
     gin_bindings = bindings(name, vocab, train_dir, eval_dir, max_seq_length, steps, batch_size,
-                            learning_rate, extra)
+                            learning_rate, extra, teacher=teacher)
     model_dir = tempfile.mkdtemp(prefix=f"{name}-", dir=root)
     start = time.time()
     summary = train_family(name, model_dir, gin_bindings)
     seconds = time.time() - start
     task, model = _restored_task(name, model_dir, gin_bindings)
-    result = score(task, model, batch_size=batch_size, num_batches=eval_batches)
+    result = score(task, model, batch_size=batch_size, num_batches=eval_batches, eval_dir=eval_dir)
     result.update(family=name, steps=steps, train_seconds=round(seconds, 1),
-                  parameters=summary["parameters"], model_dir=model_dir)
+                  parameters=summary["parameters"], model_dir=model_dir, train_files=train_files)
+    if teacher_result is not None:
+        result["teacher"] = teacher_result
     return result
+
+
+def bert_teacher(root: str, vocab: str, train_dir: str, eval_dir: str, *, max_seq_length: int,
+                 steps: int, batch_size: int, learning_rate: Optional[float],
+                 eval_batches: int):
+    """DistilBERT's teacher: BERT tiny trained `steps` steps on the BERT data (reused when the
+    work dir already holds that run's last checkpoint); its model_dir and held-out scores."""
+    import tensorflow as tf
+
+    lr = "" if learning_rate is None else f"-lr{learning_rate:g}"
+    model_dir = os.path.join(root, f"bert-teacher-{os.path.basename(train_dir)}-{steps}{lr}")
+    gin_bindings = bindings("bert", vocab, train_dir, eval_dir, max_seq_length, steps, batch_size,
+                            learning_rate)
+    latest = tf.train.latest_checkpoint(os.path.join(model_dir, "checkpoints"))
+    seconds = 0.0
+    if not (latest and latest.endswith(f"-{steps}")):
+        start = time.time()
+        train_family("bert", model_dir, gin_bindings)
+        seconds = time.time() - start
+    task, model = _restored_task("bert", model_dir, gin_bindings)
+    result = score(task, model, batch_size=batch_size, num_batches=eval_batches)
+    result.update(family="bert (teacher)", steps=steps, train_seconds=round(seconds, 1),
+                  parameters=model.count_params(), model_dir=model_dir)
+    return model_dir, result
+
+
+def margin_in_standard_errors(value: float, baseline: float, n: int) -> float:
+    """(value - baseline) in binomial standard errors of the baseline rate over n trials:
+    sqrt(p (1 - p) / n), p = baseline (e.g. 0.039 over 10.5k predictions -> 0.0019)."""
+    if not n or not 0 < baseline < 1:
+        return float("nan")
+    return (value - baseline) / math.sqrt(baseline * (1 - baseline) / n)
+
+
+def auc_margin_in_standard_errors(auc: float, positives: int, negatives: int) -> float:
+    """(auc - 0.5) in standard errors of an AUC of 0.5 (Hanley & McNeil 1982, whose formula
+    at A = 1/2 is sqrt((n1 + n0 + 1) / (12 n1 n0))). Tokens of one sequence are not
+    independent, so this overstates the margin somewhat."""
+    if not positives or not negatives:
+        return float("nan")
+    return (auc - 0.5) / math.sqrt((positives + negatives + 1) / (12.0 * positives * negatives))
+
+
+def margins(result: dict) -> dict:
+    """The result's margins over its baselines, in standard errors (see the functions above)."""
+    out = {}
+    if "mlm_accuracy" in result:
+        out["mlm_margin_se"] = margin_in_standard_errors(
+            result["mlm_accuracy"], result["mlm_constant_guess_accuracy"], result["mlm_predictions"])
+    if "sbo_accuracy" in result:
+        out["sbo_margin_se"] = margin_in_standard_errors(
+            result["sbo_accuracy"], result["sbo_constant_guess_accuracy"], result["sbo_predictions"])
+    sentence = result.get("nsp_accuracy", result.get("sop_accuracy"))
+    if sentence is not None and "sentence_majority_rate" in result:
+        out["sentence_margin_se"] = margin_in_standard_errors(
+            sentence, result["sentence_majority_rate"], result["sentence_examples"])
+    if "disc_auc" in result:
+        positives = round(result["replaced_fraction"] * result["disc_tokens"])
+        out["disc_auc_margin_se"] = auc_margin_in_standard_errors(
+            result["disc_auc"], positives, result["disc_tokens"] - positives)
+    return out
 
 
 def _fmt(value, digits=3) -> str:
     return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
 
 
-def table(results: Sequence[dict]) -> str:
-    rows = ["| family | steps | MLM acc. | best constant | MLM loss | unigram entropy | NSP/SOP acc. "
-            "| majority | disc. AUC | train s |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+def _rows(results: Sequence[dict]) -> List[dict]:
+    """Each result, DistilBERT's preceded by its teacher's and followed by the teacher's scores
+    on the student's batches."""
+    rows = []
     for r in results:
+        if "teacher" in r:
+            rows.append(r["teacher"])
+        rows.append(r)
+        if "teacher_mlm_accuracy" in r:
+            same = {k: r[k] for k in ("mlm_predictions", "mlm_constant_guess_accuracy",
+                                      "mlm_unigram_entropy")}
+            rows.append(dict(same, family="(its teacher, same batches)", steps=r["steps"],
+                             train_seconds="-", mlm_accuracy=r["teacher_mlm_accuracy"],
+                             mlm_loss=r["teacher_mlm_loss"]))
+    return rows
+
+
+def table(results: Sequence[dict]) -> str:
+    rows = ["| family | steps | train files | MLM acc. | best constant | margin (SE) | MLM loss "
+            "| unigram entropy | NSP/SOP acc. | majority | margin (SE) | disc. AUC | margin (SE) "
+            "| train s |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in _rows(results):
         sentence = r.get("nsp_accuracy", r.get("sop_accuracy"))
-        rows.append(f"| {r['family']} | {r['steps']} | {_fmt(r.get('mlm_accuracy'))} "
-                    f"| {_fmt(r.get('mlm_constant_guess_accuracy'))} | {_fmt(r.get('mlm_loss'), 2)} "
+        m = margins(r)
+        rows.append(f"| {r['family']} | {r['steps']} | {r.get('train_files', 1)} "
+                    f"| {_fmt(r.get('mlm_accuracy'))} | {_fmt(r.get('mlm_constant_guess_accuracy'))} "
+                    f"| {_fmt(m.get('mlm_margin_se'), 0)} | {_fmt(r.get('mlm_loss'), 2)} "
                     f"| {_fmt(r.get('mlm_unigram_entropy'), 2)} | {_fmt(sentence)} "
-                    f"| {_fmt(r.get('sentence_majority_rate'))} | {_fmt(r.get('disc_auc'))} "
+                    f"| {_fmt(r.get('sentence_majority_rate'))} | {_fmt(m.get('sentence_margin_se'), 1)} "
+                    f"| {_fmt(r.get('disc_auc'))} | {_fmt(m.get('disc_auc_margin_se'), 0)} "
                     f"| {r['train_seconds']} |")
     sbo = [r for r in results if "sbo_accuracy" in r]
     if sbo:
-        rows += ["", "| family | SBO acc. | best constant | SBO loss | unigram entropy | SBO predictions |",
-                 "|---|---|---|---|---|---|"]
+        rows += ["", "| family | SBO acc. | best constant | margin (SE) | SBO loss | unigram entropy "
+                 "| SBO predictions |", "|---|---|---|---|---|---|---|"]
         rows += [f"| {r['family']} | {_fmt(r['sbo_accuracy'])} | {_fmt(r['sbo_constant_guess_accuracy'])} "
-                 f"| {_fmt(r.get('sbo_loss'), 2)} | {_fmt(r['sbo_unigram_entropy'], 2)} | {r['sbo_predictions']} |"
+                 f"| {_fmt(margins(r)['sbo_margin_se'], 0)} | {_fmt(r.get('sbo_loss'), 2)} "
+                 f"| {_fmt(r['sbo_unigram_entropy'], 2)} | {r['sbo_predictions']} |"
                  for r in sbo]
     return "\n".join(rows)
 
@@ -320,7 +492,12 @@ def main(argv=None) -> int:
     parser.add_argument("--vocab_size", type=int, default=2000)
     parser.add_argument("--dupe_factor", type=int, default=3,
                         help="dupe_factor of the statically masked objectives' training data")
-    parser.add_argument("--eval_batches", type=int, default=20)
+    parser.add_argument("--eval_batches", type=int, default=20,
+                        help="held-out batches scored (at most the held-out file's ~650 sequences)")
+    parser.add_argument("--train_files", type=int, default=1,
+                        help="sample-corpus files to train on (1..3; file 1 is always held out)")
+    parser.add_argument("--learning_rate", type=float, default=None,
+                        help="override every trained config's train.learning_rate")
     parser.add_argument("--work_dir", default=None, help="where data and runs go (default: a temp dir)")
     parser.add_argument("--json", default=None, help="also write the results to this JSON file")
     args = parser.parse_args(argv)
@@ -337,9 +514,11 @@ def main(argv=None) -> int:
         print(f"[objectives_learn] {name}: building data and training {args.steps} steps", flush=True)
         result = run_family(name, root, steps=args.steps, batch_size=args.batch_size,
                             max_seq_length=args.max_seq_length, vocab_size=args.vocab_size,
-                            dupe_factor=args.dupe_factor, eval_batches=args.eval_batches)
-        print(f"[objectives_learn] {name}: {json.dumps({k: v for k, v in result.items() if k != 'model_dir'})}",
-              flush=True)
+                            dupe_factor=args.dupe_factor, eval_batches=args.eval_batches,
+                            train_files=args.train_files, learning_rate=args.learning_rate)
+        result.update(margins(result))
+        shown = {k: v for k, v in result.items() if k not in ("model_dir", "teacher")}
+        print(f"[objectives_learn] {name}: {json.dumps(shown)}", flush=True)
         results.append(result)
     print(table(results))
     if args.json:
