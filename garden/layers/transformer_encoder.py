@@ -7,6 +7,7 @@ from typing import Optional
 import keras
 from keras import ops
 
+from garden.layers.attention import MultiHeadAttention
 from garden.layers.embeddings import truncated_normal
 
 
@@ -18,7 +19,8 @@ class TransformerEncoderBlock(keras.layers.Layer):
         a = LayerNorm(x + Dropout(Dense_o(MultiHeadAttention(x))))
         y = LayerNorm(a + Dropout(Dense_2(GELU(Dense_1(a)))))
     Attention uses separate query/key/value projections with biases
-    (`keras.layers.MultiHeadAttention`), scaled dot-product scores and dropout on the attention
+    (`garden.layers.attention.MultiHeadAttention`: the weights of Keras' layer, computed
+    with 2-D matmuls), scaled dot-product scores and dropout on the attention
     probabilities. `normalize_first=True` gives the pre-LN variant (GPT-2 style).
 
     Args:
@@ -101,7 +103,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
             self.attention_layer_norm = self.share_attention_with.attention_layer_norm
             return
         # MultiHeadAttention clones the initializer for each of q/k/v/output itself.
-        self.attention = keras.layers.MultiHeadAttention(
+        self.attention = MultiHeadAttention(
             num_heads=self.num_heads, key_dim=hidden_size // self.num_heads,
             dropout=self.attention_dropout,
             kernel_initializer=truncated_normal(self.initializer_range),
@@ -160,7 +162,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
             residual = ops.take_along_axis(inputs, rows, axis=1)
             if mask is not None and attention_mask is not None:  # [B, T, S]: its query rows
                 mask = ops.take_along_axis(mask, rows, axis=1)
-        x = self.attention(query, keys, keys, attention_mask=mask, training=training)
+        x = self.attention(query, keys, attention_mask=mask, training=training)
         x = self.attention_dropout_layer(x, training=training)
         x = x + residual
         if not self.normalize_first:

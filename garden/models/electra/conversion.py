@@ -122,12 +122,12 @@ def _load_backbone(backbone: ElectraBackbone, w: _Weights, prefix: str):
         attention = block.attention
         for ours, theirs in (("query", "query"), ("key", "key"), ("value", "value")):
             kernel, bias = w.linear(p + "attention.self." + theirs)
-            dense = getattr(attention, f"_{ours}_dense")
+            dense = getattr(attention, f"{ours}_dense")
             _assign(dense.kernel, kernel, p + "attention.self." + theirs)  # [H, A*d] -> [H, A, d]
             _assign(dense.bias, bias, p + "attention.self." + theirs)
         kernel, bias = w.linear(p + "attention.output.dense")
-        _assign(attention._output_dense.kernel, kernel, p + "attention.output.dense")  # -> [A, d, H]
-        _assign(attention._output_dense.bias, bias, p + "attention.output.dense")
+        _assign(attention.output_dense.kernel, kernel, p + "attention.output.dense")  # -> [A, d, H]
+        _assign(attention.output_dense.bias, bias, p + "attention.output.dense")
         for layer, name in ((block.attention_layer_norm, "attention.output.LayerNorm"),
                             (block.output_layer_norm, "output.LayerNorm")):
             gamma, beta = w.layer_norm(p + name)
