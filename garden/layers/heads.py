@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import keras
 from keras import ops
+import tensorflow as tf
 
 from garden.layers.embeddings import truncated_normal
 
@@ -73,7 +74,11 @@ class MaskedLMHead(keras.layers.Layer):
             x = ops.take_along_axis(inputs, positions, axis=1)  # [B, P, H]
         x = self.transform_dense(x)
         x = self.layer_norm(x)
-        logits = self.token_embedding(x, reverse=True)
+        # x @ table^T, what token_embedding(x, reverse=True) computes, with the transpose in
+        # the matmul: the table's gradient then comes out [V, E] without a transpose of its own.
+        rows = ops.reshape(x, (-1, ops.shape(x)[-1]))
+        logits = tf.linalg.matmul(rows, self.token_embedding.embeddings, transpose_b=True)
+        logits = ops.reshape(logits, tuple(ops.shape(x)[:-1]) + (self.token_embedding.input_dim,))
         return ops.cast(logits, "float32") + self.output_bias
 
     def compute_output_shape(self, inputs_shape, masked_positions_shape=None):
