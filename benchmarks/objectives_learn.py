@@ -214,12 +214,13 @@ def _restored_task(name: str, model_dir: str, gin_bindings: Sequence[str]):
     return task, model
 
 
-def _eval_batches(task, batch_size: int, num_batches: int, eval_dir: Optional[str] = None):
+def _eval_batches(task, batch_size: int, num_batches: int, eval_dir: Optional[str] = None,
+                  static_masks: bool = False):
     from garden import data
 
     if type(task).__name__ == "Distillation":
         # The task reads no held-out data: unmask the held-out BERT data and mask it afresh
-        # as training does (rare pieces favoured), with seed 0.
+        # as training does (rare pieces favoured), with seed 0; or keep BERT's static masks.
         from data_pipelines import tokenizers
 
         ddir = data.open_data_dir(eval_dir, objective=task.objective,
@@ -227,6 +228,11 @@ def _eval_batches(task, batch_size: int, num_batches: int, eval_dir: Optional[st
                                   vocab_size=task.vocab_size, max_seq_length=task.max_seq_length)
         ds = data.record_dataset(ddir, batch_size=batch_size, seed=0, shuffle_buffer=0,
                                  repeat=False)
+        if static_masks:
+            names = {"token_ids": "input_ids", "padding_mask": "input_mask",
+                     "masked_lm_positions": "masked_lm_positions",
+                     "masked_lm_ids": "masked_lm_ids", "masked_lm_weights": "masked_lm_weights"}
+            return ds.map(lambda b: {k: b[v] for k, v in names.items()}).take(num_batches)
         return task._masked(ds, seed=0, first_index=0, stride=1).take(num_batches)
     if hasattr(task, "_dataset"):  # RoBERTa / ELECTRA: masks and seeds added per batch
         ds = task._dataset(task._eval_dir, batch_size, seed=0, shuffle_buffer=0, repeat=False)
@@ -260,11 +266,12 @@ def _mlm_metrics(logits, ids, weights) -> Dict[str, float]:
 
 
 def score(task, model, batch_size: int = 32, num_batches: int = 20,
-          eval_dir: Optional[str] = None) -> Dict[str, float]:
+          eval_dir: Optional[str] = None, static_masks: bool = False) -> Dict[str, float]:
     """Held-out metrics of a trained model and the context-free baselines they must beat.
 
     DistilBERT (a Distillation task; `eval_dir` = held-out BERT data): the student's MLM
-    metrics, and as teacher_mlm_* the teacher's on the very same masked batches."""
+    metrics, and as teacher_mlm_* the teacher's on the very same masked batches: masked as
+    the student's training masks them, or with static_masks, BERT's own masks of that data."""
     targets, sentence_labels = [], []
     sums: Dict[str, float] = {}
     weights_of = {"mlm_accuracy": "mlm", "mlm_loss": "mlm", "nsp_accuracy": "sentence",
@@ -275,7 +282,7 @@ def score(task, model, batch_size: int = 32, num_batches: int = 20,
     is_electra = type(task).__name__ == "ElectraPretraining"
     is_distillation = type(task).__name__ == "Distillation"
     teacher_sums = {"mlm_accuracy": 0.0, "mlm_loss": 0.0}
-    for batch in _eval_batches(task, batch_size, num_batches, eval_dir):
+    for batch in _eval_batches(task, batch_size, num_batches, eval_dir, static_masks):
         if is_distillation:
             outputs = model({k: batch[k] for k in ("token_ids", "padding_mask", "masked_lm_positions")},
                             training=False)
@@ -339,7 +346,8 @@ def score(task, model, batch_size: int = 32, num_batches: int = 20,
 
 def run_family(name: str, root: str, *, steps: int, batch_size: int = 32, max_seq_length: int = 128,
                vocab_size: int = 2000, dupe_factor: int = 3, learning_rate: Optional[float] = None,
-               eval_batches: int = 20, train_files: int = 1, extra: Sequence[str] = ()) -> dict:
+               eval_batches: int = 20, train_files: int = 1, eval_dupe_factor: int = 1,
+               extra: Sequence[str] = ()) -> dict:
     """Builds the family's data (if not there), trains its tiny config, scores it held out."""
     family = FAMILIES[name]
     files = sample_corpus(root)
@@ -351,7 +359,11 @@ def run_family(name: str, root: str, *, steps: int, batch_size: int = 32, max_se
         tag += f"-dupe{dupes}"
     train_dir = pretrain_data(root, name, vocab, training_corpus(root, files, train_files),
                               max_seq_length, dupes, tag)
-    eval_dir = pretrain_data(root, name, vocab, files[HELD_OUT], max_seq_length, 1, "eval")
+    # More passes over the held-out file give more sentence-pair examples (fresh splits and
+    # swaps of the same documents): 609 ALBERT pairs in one pass, ~5x that in five.
+    eval_dupes = eval_dupe_factor if family.static_masks else 1
+    eval_dir = pretrain_data(root, name, vocab, files[HELD_OUT], max_seq_length, eval_dupes,
+                             "eval" if eval_dupes == 1 else f"eval-dupe{eval_dupes}")
     teacher, teacher_result = None, None
     if family.task == "Distillation":
         teacher, teacher_result = bert_teacher(
@@ -369,6 +381,10 @@ def run_family(name: str, root: str, *, steps: int, batch_size: int = 32, max_se
                   parameters=summary["parameters"], model_dir=model_dir, train_files=train_files)
     if teacher_result is not None:
         result["teacher"] = teacher_result
+        # Both again on BERT's own (uniform) masks of the held-out data: the teacher's task.
+        result["on_bert_masks"] = score(task, model, batch_size=batch_size,
+                                        num_batches=eval_batches, eval_dir=eval_dir,
+                                        static_masks=True)
     return result
 
 
@@ -441,16 +457,26 @@ def _rows(results: Sequence[dict]) -> List[dict]:
     """Each result, DistilBERT's preceded by its teacher's and followed by the teacher's scores
     on the student's batches."""
     rows = []
+
+    def student_and_teacher(r, student, masks):
+        same = {k: r[k] for k in ("mlm_predictions", "mlm_constant_guess_accuracy",
+                                  "mlm_unigram_entropy")}
+        return [dict(same, family=f"{student} ({masks})", steps=student_steps,
+                     train_seconds=seconds, mlm_accuracy=r["mlm_accuracy"], mlm_loss=r["mlm_loss"]),
+                dict(same, family=f"its teacher ({masks})", steps=student_steps,
+                     train_seconds="-", mlm_accuracy=r["teacher_mlm_accuracy"],
+                     mlm_loss=r["teacher_mlm_loss"])]
+
     for r in results:
+        if "teacher_mlm_accuracy" not in r:
+            rows.append(r)
+            continue
+        student_steps, seconds = r["steps"], r["train_seconds"]
         if "teacher" in r:
             rows.append(r["teacher"])
-        rows.append(r)
-        if "teacher_mlm_accuracy" in r:
-            same = {k: r[k] for k in ("mlm_predictions", "mlm_constant_guess_accuracy",
-                                      "mlm_unigram_entropy")}
-            rows.append(dict(same, family="(its teacher, same batches)", steps=r["steps"],
-                             train_seconds="-", mlm_accuracy=r["teacher_mlm_accuracy"],
-                             mlm_loss=r["teacher_mlm_loss"]))
+        rows += student_and_teacher(r, r["family"], "distillation masks")
+        if "on_bert_masks" in r:
+            rows += student_and_teacher(r["on_bert_masks"], r["family"], "BERT's masks")
     return rows
 
 
@@ -493,9 +519,11 @@ def main(argv=None) -> int:
     parser.add_argument("--dupe_factor", type=int, default=3,
                         help="dupe_factor of the statically masked objectives' training data")
     parser.add_argument("--eval_batches", type=int, default=20,
-                        help="held-out batches scored (at most the held-out file's ~650 sequences)")
+                        help="held-out batches scored (one pass over the held-out file: ~650 sequences)")
     parser.add_argument("--train_files", type=int, default=1,
                         help="sample-corpus files to train on (1..3; file 1 is always held out)")
+    parser.add_argument("--eval_dupe_factor", type=int, default=1,
+                        help="dupe_factor of the statically masked objectives' held-out data")
     parser.add_argument("--learning_rate", type=float, default=None,
                         help="override every trained config's train.learning_rate")
     parser.add_argument("--work_dir", default=None, help="where data and runs go (default: a temp dir)")
@@ -515,9 +543,10 @@ def main(argv=None) -> int:
         result = run_family(name, root, steps=args.steps, batch_size=args.batch_size,
                             max_seq_length=args.max_seq_length, vocab_size=args.vocab_size,
                             dupe_factor=args.dupe_factor, eval_batches=args.eval_batches,
-                            train_files=args.train_files, learning_rate=args.learning_rate)
+                            train_files=args.train_files, learning_rate=args.learning_rate,
+                            eval_dupe_factor=args.eval_dupe_factor)
         result.update(margins(result))
-        shown = {k: v for k, v in result.items() if k not in ("model_dir", "teacher")}
+        shown = {k: v for k, v in result.items() if k not in ("model_dir", "teacher", "on_bert_masks")}
         print(f"[objectives_learn] {name}: {json.dumps(shown)}", flush=True)
         results.append(result)
     print(table(results))
