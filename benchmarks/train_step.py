@@ -5,10 +5,10 @@ two segments, no padding, 20 masked positions, random next-sentence labels), flo
 0.1, AdamW at lr 1e-4 (linear warmup + decay schedule, weight decay 0.01 with the LayerNorm /
 bias exclusions) and gradients clipped to global norm 1.0:
 
-- ours: garden BertPretrainer(BertBackbone) trained by a copy of garden.train's step
+- ours: garden BertPretrainer(BertBackbone) trained by garden.train's own step (make_train_step)
   (MirroredStrategy over the CPU as `--strategy=mirrored` builds it, GradientTape over the
-  task's compute_metrics, all-reduce, clip_by_global_norm, Keras AdamW from
-  garden.optimization.create_optimizer), in a tf.function; once with XLA off (the trainer's
+  task's compute_metrics, all-reduce, global-norm clipping, garden.optimization's AdamW:
+  Keras' AdamW with TensorFlow's fused Adam kernel), in a tf.function; once with XLA off (the trainer's
   default on a CPU) and once with `jit_compile=True` on the gradient function (as on GPUs).
 - Model Garden: BertPretrainerV2 on networks.BertEncoder with a next-sentence
   ClassificationHead, built and stepped by official.nlp.tasks.masked_lm.MaskedLMTask
@@ -244,12 +244,13 @@ def _ours_task():
 
 
 def worker_ours(cfg: dict, args, jit_compile: bool) -> dict:
-    """garden.train's step (one replica, no accumulation), copied from train()."""
+    """garden.train's step (garden.train.make_train_step: one replica, no accumulation)."""
     import keras
     import tensorflow as tf
 
     from garden import distribute
     from garden.optimization import create_optimizer
+    from garden.train import make_train_step
 
     keras.utils.set_random_seed(SEED)
     strategy = distribute.create_strategy(args.ours_strategy)
@@ -260,56 +261,8 @@ def worker_ours(cfg: dict, args, jit_compile: bool) -> dict:
                                OPTIMIZER["warmup_steps"], weight_decay=OPTIMIZER["weight_decay"],
                                epsilon=OPTIMIZER["epsilon"])
         opt.build(model.trainable_variables)
-    variables = model.trainable_variables
-    replicas = strategy.num_replicas_in_sync
-    shares = replicas
-    sum_op = tf.distribute.ReduceOp.SUM
-    clip_norm = OPTIMIZER["clip_norm"]
-
-    def compute_gradients(micro_batches, weight_shares):
-        grads_sum, metric_sums = None, {}
-        for batch in micro_batches:
-            with tf.GradientTape() as tape:
-                metrics = task.compute_metrics(model, batch, training=True,
-                                               weight_shares=weight_shares)
-                loss = metrics["loss"] / shares
-            grads = tape.gradient(loss, variables)
-            grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
-                     for g, v in zip(grads, variables)]
-            grads_sum = grads if grads_sum is None else [a + g for a, g in zip(grads_sum, grads)]
-            for k, v in metrics.items():
-                metric_sums[k] = metric_sums.get(k, 0.0) + v / len(micro_batches)
-        return grads_sum, metric_sums
-
-    compiled_gradients = (tf.function(compute_gradients, jit_compile=True) if jit_compile
-                          else compute_gradients)
-
-    def weight_shares_of(micro_batches):
-        context = tf.distribute.get_replica_context()
-        local = {}
-        for batch in micro_batches:
-            for k, v in task.loss_weights(batch).items():
-                local[k] = local.get(k, 0.0) + v
-        return {k: v / shares for k, v in context.all_reduce(sum_op, local).items()}
-
-    def step_fn(micro_batches):
-        context = tf.distribute.get_replica_context()
-        weight_shares = weight_shares_of(micro_batches)
-        grads, metrics = compiled_gradients(micro_batches, weight_shares)
-        grads = context.all_reduce(sum_op, grads)
-        grad_norm = tf.linalg.global_norm(grads)
-        grads, _ = tf.clip_by_global_norm(grads, clip_norm, use_norm=grad_norm)
-        opt.apply_gradients(zip([g / replicas for g in grads], variables))
-        metrics = dict(metrics)
-        metrics["grad_norm"] = grad_norm
-        return metrics
-
-    @tf.function
-    def train_step(iterator):
-        micro_batches = [next(iterator)]
-        per_replica = strategy.run(step_fn, args=(micro_batches,))
-        return {k: strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
-                for k, v in per_replica.items()}
+    train_step, compiled_gradients = make_train_step(strategy, task, model, opt, 1,
+                                                     OPTIMIZER["clip_norm"], jit_compile)
 
     batch = synthetic_batch(cfg)
     dataset = tf.data.Dataset.from_tensors(batch).repeat()

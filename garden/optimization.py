@@ -116,6 +116,40 @@ def create_schedule(name, learning_rate, train_steps, warmup_steps, end_learning
     raise ValueError(f"unknown learning-rate schedule {name!r}; expected one of {SCHEDULES}")
 
 
+@keras.saving.register_keras_serializable(package="garden")
+class AdamW(keras.optimizers.AdamW):
+    """Keras' AdamW whose Adam update runs as TensorFlow's fused `ResourceApplyAdam` kernel.
+
+    Same arithmetic as keras.optimizers.AdamW (m += (g - m)(1 - b1), v += (g^2 - v)(1 - b2),
+    w -= lr sqrt(1 - b2^t) / (1 - b1^t) m / (sqrt(v) + eps); the decoupled weight decay stays
+    Keras' own step), same slots and checkpoints, but one pass over each variable instead of
+    about ten element-wise ops: 310 -> 130 ms a step for BERT-base's 85M encoder weights on
+    2 CPU cores (benchmarks/README.md, train_step). Falls back to Keras' update for amsgrad
+    and for variables that have no TensorFlow resource handle.
+
+    Example:
+        opt = AdamW(learning_rate=1e-4, weight_decay=0.01, epsilon=1e-6)
+        opt.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
+    """
+
+    def update_step(self, gradient, variable, learning_rate):
+        handle = getattr(variable, "handle", None)
+        if self.amsgrad or handle is None or keras.backend.backend() != "tensorflow":
+            return super().update_step(gradient, variable, learning_rate)
+        import tensorflow as tf
+
+        dtype = variable.dtype
+        index = self._get_variable_index(variable)
+        m, v = self._momentums[index], self._velocities[index]
+        step = tf.cast(self.iterations + 1, dtype)
+        beta_1, beta_2 = tf.cast(self.beta_1, dtype), tf.cast(self.beta_2, dtype)
+        tf.raw_ops.ResourceApplyAdam(
+            var=handle, m=m.value.handle, v=v.value.handle,
+            beta1_power=tf.pow(beta_1, step), beta2_power=tf.pow(beta_2, step),
+            lr=tf.cast(learning_rate, dtype), beta1=beta_1, beta2=beta_2,
+            epsilon=tf.cast(self.epsilon, dtype), grad=tf.convert_to_tensor(gradient, dtype))
+
+
 _LAYER = re.compile(r"(?:^|/)transformer_layer_(\d+)/")
 
 
@@ -180,7 +214,7 @@ def create_optimizer(name, learning_rate, train_steps, warmup_steps, weight_deca
     """
     schedule = create_schedule(schedule, learning_rate, train_steps, warmup_steps,
                                end_learning_rate=end_learning_rate, power=power)
-    classes = {"adamw": keras.optimizers.AdamW, "lamb": keras.optimizers.Lamb}
+    classes = {"adamw": AdamW, "lamb": keras.optimizers.Lamb}
     if name not in classes:
         raise ValueError(f"unknown optimizer {name!r}; expected 'adamw' or 'lamb'")
     cls = classes[name]

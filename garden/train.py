@@ -92,6 +92,13 @@ def _format_eta(seconds: float) -> str:
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
+def _progress_bar(step: int, total: int, width: int = 20) -> str:
+    """A text bar that reads the same in a terminal and in a log file: 7 of 20 -> [=======>............]."""
+    filled = min(width, width * step // max(total, 1))
+    head = ">" if filled < width else ""
+    return "[" + "=" * filled + head + "." * (width - filled - len(head)) + "]"
+
+
 def _check_writable(model_dir: str) -> None:
     import tensorflow as tf
 
@@ -155,6 +162,92 @@ class _Preemption:
 
     def _handler(self, signum, frame):
         self.requested = True
+
+
+def make_train_step(strategy, task, model, opt, gradient_accumulation_steps: int = 1,
+                    clip_norm: Optional[float] = 1.0, jit_compile: bool = False):
+    """The training step of `garden.train` (also what benchmarks/train_step.py times).
+
+    Returns (train_step, compute_gradients): train_step(iterator) is a tf.function that takes
+    `gradient_accumulation_steps` micro-batches per replica from the distributed iterator,
+    all-reduces the summed gradients, clips their global norm, applies `opt` and returns the
+    replica-mean metrics (with "grad_norm"); compute_gradients(micro_batches, weight_shares)
+    is its per-replica part (XLA-compiled with jit_compile).
+    """
+    import keras
+    import tensorflow as tf
+
+    variables = model.trainable_variables
+    replicas = strategy.num_replicas_in_sync
+    loss_scaled = isinstance(opt, keras.optimizers.LossScaleOptimizer)
+    # Each step averages over `shares` micro-batches: one per replica and accumulation step.
+    shares = replicas * gradient_accumulation_steps
+    sum_op = tf.distribute.ReduceOp.SUM
+
+    def compute_gradients(micro_batches, weight_shares):
+        """Summed gradients and mean metrics of this replica's micro-batches (XLA-able)."""
+        grads_sum, metric_sums = None, {}
+        for batch in micro_batches:
+            with tf.GradientTape() as tape:
+                metrics = task.compute_metrics(model, batch, training=True,
+                                               weight_shares=weight_shares)
+                loss = metrics["loss"] / shares
+                if loss_scaled:
+                    loss = opt.scale_loss(loss)
+            grads = tape.gradient(loss, variables)
+            # Embedding gradients arrive as IndexedSlices; dense ones can be summed and
+            # all-reduced like the rest.
+            grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
+                     for g, v in zip(grads, variables)]
+            grads_sum = grads if grads_sum is None else [a + g for a, g in zip(grads_sum, grads)]
+            for k, v in metrics.items():
+                metric_sums[k] = metric_sums.get(k, 0.0) + v / len(micro_batches)
+        return grads_sum, metric_sums
+
+    compiled_gradients = (tf.function(compute_gradients, jit_compile=True) if jit_compile
+                          else compute_gradients)
+
+    def step_fn(micro_batches):
+        context = tf.distribute.get_replica_context()
+        # Weighted means (e.g. MLM over masked positions) divide by the weight of the whole
+        # global batch, so the loss does not depend on how the batch is split.
+        local = {}
+        for batch in micro_batches:
+            for k, v in task.loss_weights(batch).items():
+                local[k] = local.get(k, 0.0) + v
+        weight_shares = None
+        if local:
+            weight_shares = {k: v / shares for k, v in context.all_reduce(sum_op, local).items()}
+        grads, metrics = compiled_gradients(micro_batches, weight_shares)
+        # Clip the global (all-replica) gradient, as a single device would.
+        grads = context.all_reduce(sum_op, grads)
+        scale = opt.dynamic_scale if loss_scaled else 1.0
+        grad_norm = tf.linalg.global_norm(grads)
+        # One multiply per gradient does both the clipping (tf.clip_by_global_norm's factor,
+        # NaN for a non-finite norm) and the 1/replicas that the Keras optimizer expects (it
+        # sums the gradients over replicas again); none at all for one replica without clip.
+        factor = None
+        if clip_norm:
+            limit = clip_norm * scale
+            factor = tf.where(tf.math.is_finite(grad_norm), limit * tf.minimum(1.0 / grad_norm, 1.0 / limit),
+                              float("nan"))
+        if replicas > 1:
+            factor = 1.0 / replicas if factor is None else factor / replicas
+        if factor is not None:
+            grads = [g * tf.cast(factor, g.dtype) for g in grads]
+        opt.apply_gradients(zip(grads, variables))
+        metrics = dict(metrics)
+        metrics["grad_norm"] = grad_norm / scale
+        return metrics
+
+    @tf.function
+    def train_step(iterator):
+        micro_batches = [next(iterator) for _ in range(gradient_accumulation_steps)]
+        per_replica = strategy.run(step_fn, args=(micro_batches,))
+        return {k: strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
+                for k, v in per_replica.items()}
+
+    return train_step, compiled_gradients
 
 
 @gin.configurable(denylist=["model_dir", "strategy"])
@@ -243,64 +336,9 @@ def train(model_dir: str, strategy, task=gin.REQUIRED, train_steps: int = gin.RE
                 f.write(gin.config_str())
 
         variables = model.trainable_variables
-        loss_scaled = isinstance(opt, keras.optimizers.LossScaleOptimizer)
-        # Each step averages over `shares` micro-batches: one per replica and accumulation step.
         shares = replicas * gradient_accumulation_steps
-        sum_op = tf.distribute.ReduceOp.SUM
-
-        def compute_gradients(micro_batches, weight_shares):
-            """Summed gradients and mean metrics of this replica's micro-batches (XLA-able)."""
-            grads_sum, metric_sums = None, {}
-            for batch in micro_batches:
-                with tf.GradientTape() as tape:
-                    metrics = task.compute_metrics(model, batch, training=True,
-                                                   weight_shares=weight_shares)
-                    loss = metrics["loss"] / shares
-                    if loss_scaled:
-                        loss = opt.scale_loss(loss)
-                grads = tape.gradient(loss, variables)
-                # Embedding gradients arrive as IndexedSlices; dense ones can be summed and
-                # all-reduced like the rest.
-                grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
-                         for g, v in zip(grads, variables)]
-                grads_sum = grads if grads_sum is None else [a + g for a, g in zip(grads_sum, grads)]
-                for k, v in metrics.items():
-                    metric_sums[k] = metric_sums.get(k, 0.0) + v / len(micro_batches)
-            return grads_sum, metric_sums
-
-        compiled_gradients = (tf.function(compute_gradients, jit_compile=True) if jit_compile
-                              else compute_gradients)
-
-        def step_fn(micro_batches):
-            context = tf.distribute.get_replica_context()
-            # Weighted means (e.g. MLM over masked positions) divide by the weight of the whole
-            # global batch, so the loss does not depend on how the batch is split.
-            local = {}
-            for batch in micro_batches:
-                for k, v in task.loss_weights(batch).items():
-                    local[k] = local.get(k, 0.0) + v
-            weight_shares = None
-            if local:
-                weight_shares = {k: v / shares for k, v in context.all_reduce(sum_op, local).items()}
-            grads, metrics = compiled_gradients(micro_batches, weight_shares)
-            # Clip the global (all-replica) gradient, as a single device would.
-            grads = context.all_reduce(sum_op, grads)
-            scale = opt.dynamic_scale if loss_scaled else 1.0
-            grad_norm = tf.linalg.global_norm(grads)
-            if clip_norm:
-                grads, _ = tf.clip_by_global_norm(grads, clip_norm * scale, use_norm=grad_norm)
-            # The Keras optimizer sums gradients over replicas again: hand it 1/replicas of the sum.
-            opt.apply_gradients(zip([g / replicas for g in grads], variables))
-            metrics = dict(metrics)
-            metrics["grad_norm"] = grad_norm / scale
-            return metrics
-
-        @tf.function
-        def train_step(iterator):
-            micro_batches = [next(iterator) for _ in range(gradient_accumulation_steps)]
-            per_replica = strategy.run(step_fn, args=(micro_batches,))
-            return {k: strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
-                    for k, v in per_replica.items()}
+        train_step, _ = make_train_step(strategy, task, model, opt, gradient_accumulation_steps,
+                                        clip_norm, jit_compile)
 
         # Model FLOPs per trained token: 6 x non-embedding parameters (forward 2, backward 4).
         flops_per_token = 6.0 * sum(int(np.prod(v.shape)) for v in variables if "embedding" not in v.path)
@@ -358,7 +396,8 @@ def train(model_dir: str, strategy, task=gin.REQUIRED, train_steps: int = gin.RE
                             tf.summary.scalar("mfu", last_mfu)
                     shown = " ".join(f"{k} {v:.4f}" for k, v in means.items() if k != "tokens")
                     eta = (train_steps - step) / max(rate, 1e-9)
-                    print(f"[train] step {step}/{train_steps} ({100 * step / train_steps:.0f}%) | "
+                    print(f"[train] step {step}/{train_steps} {_progress_bar(step, train_steps)} "
+                          f"{100 * step / train_steps:.0f}% | "
                           f"{shown} | lr {lr:.2e} | {rate:.1f} steps/s "
                           f"{rate * global_batch_size:.0f} ex/s"
                           + (f" MFU {100 * last_mfu:.1f}%" if last_mfu is not None else "")

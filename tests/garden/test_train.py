@@ -64,9 +64,19 @@ def test_resume_continues_from_the_saved_step(bert_data, tmp_path, capsys):
     assert train_lib.main(_pretrain_args(bert_data, model_dir, 30, *args)) == 0
     out = capsys.readouterr().out
     assert "resumed from" in out and "at step 20" in out
+    # Progress: a bar, the share done and an ETA on every log line.
+    assert "[train] step 30/30 [====================] 100% |" in out
+    assert "[train] step 20/30" not in out and "ETA 0:00:00" in out
     summary = _summary(model_dir)
     assert summary["steps"] == 30 and summary["steps_this_run"] == 10
     assert summary["checkpoint"].endswith("ckpt-30")
+
+
+def test_progress_bar_fills_with_the_steps():
+    assert train_lib._progress_bar(0, 20) == "[>" + "." * 19 + "]"
+    assert train_lib._progress_bar(7, 20) == "[=======>............]"
+    assert train_lib._progress_bar(10, 40, width=8) == "[==>.....]"
+    assert train_lib._progress_bar(40, 40, width=8) == "[========]"
 
 
 def test_refuses_data_without_completed(bert_data, tmp_path, capsys):
