@@ -254,19 +254,25 @@ def test_electra_batches_carry_a_seed_per_stream_position_and_weights_match(fami
 # ----------------------------------------------------------------------------------------
 
 
+def _train_and_score(family: str, vocab: str, data_dir: str, root: str, steps: int,
+                     extra=(), num_batches: int = 20) -> dict:
+    """The benchmark's path for one family's tiny config: train `steps` steps of 32 on
+    `data_dir` (shuffle buffer 1000), restore the model and score it on the same data."""
+    spec = learn.FAMILIES[family]
+    bindings = learn.bindings(family, vocab, data_dir, data_dir, SEQ, steps=steps, batch_size=32,
+                              extra=[*extra, f"garden.{spec.task}.shuffle_buffer = 1000"])
+    model_dir = os.path.join(root, f"learn-{family}")
+    learn.train_family(family, model_dir, bindings)
+    task, model = learn._restored_task(family, model_dir, bindings)
+    return learn.score(task, model, batch_size=32, num_batches=num_batches)
+
+
 def test_albert_mlm_beats_the_constant_guess_after_a_short_run(family_data):
     """The tiny ALBERT config (lr 2e-2, no dropout), 200 steps of 32 on the training data: its
     MLM accuracy must beat always guessing the most frequent target by 5 binomial standard
     errors of that guess over the n predictions scored. (Measured: 0.13 vs 0.055, n = 6255.)"""
-    spec = learn.FAMILIES["albert"]
-    model_dir = os.path.join(family_data.root, "learn-albert")
-    bindings = learn.bindings("albert", family_data.vocab["albert"], family_data.data["albert"],
-                              family_data.data["albert"], SEQ, steps=200, batch_size=32,
-                              extra=["albert_backbone.dropout = 0.0",
-                                     f"garden.{spec.task}.shuffle_buffer = 1000"])
-    learn.train_family("albert", model_dir, bindings)
-    task, model = learn._restored_task("albert", model_dir, bindings)
-    result = learn.score(task, model, batch_size=32, num_batches=20)
+    result = _train_and_score("albert", family_data.vocab["albert"], family_data.data["albert"],
+                              family_data.root, 200, extra=["albert_backbone.dropout = 0.0"])
     n, p0 = result["mlm_predictions"], result["mlm_constant_guess_accuracy"]
     assert n > 4000  # 20 batches x 32 sequences x ~10 predictions (15% of 64)
     margin = 5 * math.sqrt(p0 * (1 - p0) / n)  # 0.055 over 6255 -> 0.014
@@ -315,14 +321,8 @@ def test_electra_discriminator_beats_chance_after_a_short_run(family_data):
     real token must exceed 0.5 by 5 Hanley-McNeil standard errors. Tokens of one sequence are
     not independent, so the AUC must also clear 0.55 outright. (Measured in the benchmark at
     seq 128 on 3 files: 0.728.)"""
-    spec = learn.FAMILIES["electra"]
-    model_dir = os.path.join(family_data.root, "learn-electra")
-    bindings = learn.bindings("electra", family_data.vocab["electra"], family_data.data["electra"],
-                              family_data.data["electra"], SEQ, steps=50, batch_size=32,
-                              extra=[f"garden.{spec.task}.shuffle_buffer = 1000"])
-    learn.train_family("electra", model_dir, bindings)
-    task, model = learn._restored_task("electra", model_dir, bindings)
-    result = learn.score(task, model, batch_size=32, num_batches=10)
+    result = _train_and_score("electra", family_data.vocab["electra"], family_data.data["electra"],
+                              family_data.root, 50, num_batches=10)
     assert result["disc_tokens"] > 15_000  # 10 batches x 32 sequences x ~60 real tokens
     assert 0.05 < result["replaced_fraction"] < 0.2, result  # ~15% masked, most replaced
     assert learn.margins(result)["disc_auc_margin_se"] > 5, result
@@ -339,13 +339,8 @@ def test_spanbert_span_boundary_head_beats_the_constant_guess(family_data):
     vocab = family_data.vocab["electra"]
     corpus = learn.sample_corpus(root)[0]
     span_data = learn.pretrain_data(root, "spanbert", vocab, corpus, SEQ, 1, "train")
-    bindings = learn.bindings("spanbert", vocab, span_data, span_data, SEQ, steps=300,
-                              batch_size=32, extra=["bert_backbone.dropout = 0.0",
-                                                    "garden.SpanBertPretraining.shuffle_buffer = 1000"])
-    model_dir = os.path.join(root, "learn-spanbert")
-    learn.train_family("spanbert", model_dir, bindings)
-    task, model = learn._restored_task("spanbert", model_dir, bindings)
-    result = learn.score(task, model, batch_size=32, num_batches=20)
+    result = _train_and_score("spanbert", vocab, span_data, root, 300,
+                              extra=["bert_backbone.dropout = 0.0"])
     assert result["sbo_predictions"] > 2000, result
     m = learn.margins(result)
     assert m["sbo_margin_se"] > 4, (m, result)
@@ -357,14 +352,7 @@ def test_roberta_mlm_beats_the_constant_guess_after_a_short_run(family_data):
     input pipeline) on byte-level BPE blocks of 64: held out as the benchmark scores it (the
     pipeline's masks with seed 0), its MLM accuracy must beat the best constant guess by 5
     binomial standard errors. (The benchmark at seq 128: 0.058 vs 0.036 over 13k.)"""
-    spec = learn.FAMILIES["roberta"]
-    model_dir = os.path.join(family_data.root, "learn-roberta")
-    bindings = learn.bindings("roberta", family_data.vocab["roberta"], family_data.data["roberta"],
-                              family_data.data["roberta"], SEQ, steps=300, batch_size=32,
-                              extra=["roberta_backbone.dropout = 0.0",
-                                     f"garden.{spec.task}.shuffle_buffer = 1000"])
-    learn.train_family("roberta", model_dir, bindings)
-    task, model = learn._restored_task("roberta", model_dir, bindings)
-    result = learn.score(task, model, batch_size=32, num_batches=20)
+    result = _train_and_score("roberta", family_data.vocab["roberta"], family_data.data["roberta"],
+                              family_data.root, 300, extra=["roberta_backbone.dropout = 0.0"])
     assert result["mlm_predictions"] > 2000, result
     assert learn.margins(result)["mlm_margin_se"] > 5, result
