@@ -12,25 +12,32 @@ locally prepared tensorflow-datasets dataset. Output in --output_dir:
 The job (DirectRunner by default; any Beam runner, every unknown flag goes to Beam's
 PipelineOptions: --runner, --direct_num_workers, --direct_running_mode, --project, ...):
 
-  ReadDocuments        match the glob (or the tfds shards), read files in chunks, split into
-                       documents (bad lines, empty files and documents are counted and skipped)
-  CreateInstances      Tokenize: the objective's tokenizer (WordPiece / SentencePiece / byte-level
-                       BPE, tensorflow-text or keras-hub ops), one batched call per document;
-                       per dupe pass, documents are hashed into pools; each pool is grouped and
-                       turned into instances by the objective's plain functions
-  WriteShards          each instance gets a stable key; shard = key % num_shards; a shard is
-                       sorted by key and written as one TFRecord file (temp name, then rename)
+  ReadDocuments        match the glob (or the tfds shards); per file, read documents in order
+                       (bad lines, empty files and documents are counted and skipped), cut them
+                       into chunks of pool_size/8 consecutive documents, tokenize each chunk in
+                       one batched call (WordPiece / SentencePiece / byte-level BPE,
+                       tensorflow-text or keras-hub ops) and write it to a work file
+  CreateInstances      per dupe pass, chunks are hashed into pools of ~pool_size documents;
+                       each pool is turned into instances by the objective's plain functions,
+                       serialized, sorted by (shard, key) and written to one work file
+  WriteShards          per shard, the pools' key-sorted ranges are merged (k-way, streaming)
+                       into one TFRecord file (temp name, then rename)
   stats                per-file / per-pool / per-shard counters combined into stats.json
 
+Bulk data never travels through the runner: tokenized chunks and serialized instances go
+through work files in ``<output_dir>/_work-<run id>/`` (Beam FileSystems, so gs:// works),
+and the PCollections carry only descriptors (chunk ids, file ranges, counters). A worker holds
+one chunk, one pool, or one block per pool range while merging a shard, so memory does not
+grow with the corpus, whatever the runner; the work directory is removed when the run ends
+(and by the next run over the same output_dir if the process was killed).
+
 Random-next documents. The original draws B from any document of the whole corpus, which needs
-the corpus in one process. Here, for each dupe pass d, document x goes to bucket
-``sha256(seed, d, x) % num_buckets`` with ``num_buckets = ceil(num_documents /
---random_document_pool_size)`` (num_documents counted by Beam), and B is drawn uniformly among
-the other documents of x's bucket. A bucket holds ~pool_size documents (default 1000), so no
-worker ever holds more than that, the pools differ from one dupe pass to the next, and for any
-corpus much larger than one document the distribution of B is the same as the original's
-(a uniformly random other document). A bucket with a single document (tiny corpora) draws B
-from that same document; this is counted as ``random_next_same_document``.
+the corpus in one process. Here, for each dupe pass d, chunk c goes to pool
+``sha256(seed, d, c) % num_pools`` with ``num_pools = ceil(num_chunks / 8)`` (num_chunks
+counted by Beam), and B is drawn uniformly among the other documents of the pool: ~pool_size
+documents from 8 places of the corpus, regrouped in every dupe pass, so no worker ever holds
+more than that. A pool with a single document (tiny corpora) draws B from that same document;
+this is counted as ``random_next_same_document``.
 
 Determinism. Every random draw comes from a numpy Generator seeded with
 ``sha256(seed, document id, dupe index)``; a document id is the file path relative to the
@@ -39,7 +46,10 @@ before use and shards by instance key, so the bytes written do not depend on the
 number of workers, bundle boundaries or retries. The key order is also the fixed-seed shuffle
 of the instances that the original does in memory.
 
-Scale notes: one shard is sorted in memory by one worker; choose --num_shards so that a shard
+Scale notes: a shard is merged from the pools' sorted ranges, reading 64 KiB of each range at
+a time, so a merge holds 64 KiB per (dupe pass, pool) (a 10 GB corpus at the default pool size
+and dupe_factor: about 100k ranges, 6 GB; raise --random_document_pool_size for such corpora,
+or lower dupe_factor and run several seeds); choose --num_shards so that a shard
 is a few hundred MB at most. On Dataflow, ship this package to the workers (e.g.
 ``--setup_file`` or ``--extra_package``) and keep --vocab readable at submission time (its
 fingerprint goes into info.json). ``--runner=DataflowRunner --dry_run=True`` builds the job
@@ -52,14 +62,18 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import hashlib
+import heapq
 import json
 import logging
 import math
 import os
+import pickle
 import posixpath
+import shutil
+import struct
 import sys
 import uuid
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import apache_beam as beam
 import numpy as np
@@ -76,6 +90,7 @@ OBJECTIVES = objectives.NAMES
 SPLIT = "train"
 COUNTERS = "make_pretrain"  # Beam metrics namespace
 STATS_TAG = "stats"
+WORK_PREFIX = "_work-"  # <output_dir>/_work-<run id>/: chunk and pool files of a run
 
 
 # ---------------------------------------------------------------------------------------------
@@ -153,40 +168,149 @@ def pool_instances(key, docs: Sequence[base.Doc], *, objective: base.Objective, 
     return out, stats
 
 
+def tokenize_documents(tokenizer, objective: base.Objective,
+                       documents: Sequence[Tuple[str, Sequence[str], Optional[Sequence]]],
+                       stats: Dict[str, int]) -> List[base.Doc]:
+    """(id, sentences, units) documents -> base.Docs of non-empty piece-id segments.
+
+    All sentences of the batch go to the tokenizer in one call (a call per document costs
+    about 4x more per MB: see benchmarks/README.md, Tokenizers). Sentences without pieces and
+    documents left empty are dropped and counted in ``stats``.
+    """
+    flat = [s for _, sentences, _ in documents for s in sentences]
+    if objective.wants_units:
+        ids, starts, ends = tokenizer.tokenize_with_offsets(flat)
+    else:
+        ids = tokenizer.tokenize(flat)
+    out: List[base.Doc] = []
+    k = 0
+    for doc_id, sentences, units in documents:
+        segments, doc_units = [], []
+        for i in range(len(sentences)):
+            pieces = ids[k + i]
+            if not len(pieces):
+                _count(stats, "sentences_dropped/no_tokens")
+                continue
+            segments.append([int(t) for t in pieces])
+            if objective.wants_units:
+                annotated = units[i] if units is not None else None
+                found = objective.find_units(sentences[i], starts[k + i], ends[k + i], annotated)
+                _count(stats, "units_annotated" if annotated is not None else "units_heuristic", len(found))
+                doc_units.append([(int(a), int(b)) for a, b in found])
+        k += len(sentences)
+        if not segments:
+            _count(stats, "documents_dropped/no_tokens")
+            continue
+        out.append(base.Doc(doc_id, segments, doc_units if objective.wants_units else None))
+    return out
+
+
 def tokenize_document(tokenizer, objective: base.Objective, doc_id: str, sentences: Sequence[str],
                       units: Optional[Sequence] = None) -> Tuple[Optional[base.Doc], Dict[str, int]]:
-    """Sentences -> a base.Doc of non-empty piece-id segments (None if nothing is left)."""
+    """One document through ``tokenize_documents``: (base.Doc or None, stats)."""
     stats: Dict[str, int] = {}
-    if objective.wants_units:
-        ids, starts, ends = tokenizer.tokenize_with_offsets(list(sentences))
-    else:
-        ids = tokenizer.tokenize(list(sentences))
-    segments, doc_units = [], []
-    for i, pieces in enumerate(ids):
-        if not len(pieces):
-            _count(stats, "sentences_dropped/no_tokens")
+    docs = tokenize_documents(tokenizer, objective, [(doc_id, sentences, units)], stats)
+    return (docs[0] if docs else None), stats
+
+
+# ---------------------------------------------------------------------------------------------
+# Work files. Bulk data (tokenized documents, serialized instances) moves between the stages
+# through files under ``<output_dir>/_work-<run id>/``, written and read with Beam's
+# FileSystems (local or gs://); the PCollections carry only small descriptors. So no runner,
+# the in-process DirectRunner included, ever holds the corpus: a worker holds one chunk of
+# documents, one pool, or the merge buffers of one shard.
+
+# Chunk of documents: what one source (file or tfds shard) contributes, a run of consecutive
+# documents. A pool is made of whole chunks: POOL_CHUNKS chunks of pool_size / POOL_CHUNKS
+# documents, so a random-next partner comes from 8 places of the corpus (hashed anew per dupe
+# pass), and a tokenizer call sees a few thousand sentences.
+POOL_CHUNKS = 8
+_ENTRY = struct.Struct("<HI")  # pool files: (key length, record length), key, record
+_READ_BLOCK = 64 << 10  # per pool range while merging a shard
+
+
+def documents_per_chunk(pool_size: int) -> int:
+    return max(1, pool_size // POOL_CHUNKS)
+
+
+def chunks_per_pool(pool_size: int) -> int:
+    return max(1, math.ceil(pool_size / documents_per_chunk(pool_size)))
+
+
+def _write_file(path: str, data: bytes) -> None:
+    """Writes ``data`` to ``path`` under a temporary name, then renames it: a retried or
+    speculative bundle never leaves a half-written file behind a name another stage reads."""
+    tmp = f"{path}.tmp-{uuid.uuid4().hex}"
+    with FileSystems.create(tmp) as f:
+        f.write(data)
+    if FileSystems.exists(path):
+        FileSystems.delete([path])
+    FileSystems.rename([tmp], [path])
+
+
+def _read_file(path: str) -> bytes:
+    with FileSystems.open(path, compression_type="uncompressed") as f:
+        return f.read()
+
+
+def write_chunk(path: str, docs: Sequence[base.Doc]) -> None:
+    _write_file(path, pickle.dumps([(d.id, d.segments, d.units) for d in docs], protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def read_chunk(path: str) -> List[base.Doc]:
+    return [base.Doc(doc_id, segments, units) for doc_id, segments, units in pickle.loads(_read_file(path))]
+
+
+def encode_entries(entries: Sequence[Tuple[str, bytes]]) -> bytes:
+    """(sort key, record) pairs -> bytes of a pool file range."""
+    parts = []
+    for key, record in entries:
+        k = key.encode("ascii")
+        parts.append(_ENTRY.pack(len(k), len(record)))
+        parts.append(k)
+        parts.append(record)
+    return b"".join(parts)
+
+
+def read_entries(path: str, offset: int, length: int, block: int = _READ_BLOCK) -> Iterator[Tuple[str, bytes]]:
+    """The (sort key, record) pairs of a range of a pool file, read ``block`` bytes at a time
+    (the file is opened per block, so a merge over many ranges holds no file handles)."""
+    pos, end = offset, offset + length
+    buf, i = b"", 0  # entries are parsed at buf[i:]; buf is only replaced on a refill
+    while True:
+        left = len(buf) - i
+        need = _ENTRY.size + sum(_ENTRY.unpack_from(buf, i)) if left >= _ENTRY.size else _ENTRY.size
+        if left < need:
+            if pos >= end:
+                if left:
+                    raise ValueError(f"{path}: truncated entry at byte {pos - left} (a corrupt work file)")
+                return
+            with FileSystems.open(path, compression_type="uncompressed") as f:
+                f.seek(pos)
+                more = f.read(min(max(block, need - left), end - pos))
+            if not more:
+                raise ValueError(f"{path}: ends at byte {pos}, expected {end} (a corrupt work file)")
+            pos += len(more)
+            buf, i = buf[i:] + more, 0
             continue
-        segments.append([int(t) for t in pieces])
-        if objective.wants_units:
-            annotated = units[i] if units is not None else None
-            found = objective.find_units(sentences[i], starts[i], ends[i], annotated)
-            _count(stats, "units_annotated" if annotated is not None else "units_heuristic", len(found))
-            doc_units.append([(int(a), int(b)) for a, b in found])
-    if not segments:
-        _count(stats, "documents_dropped/no_tokens")
-        return None, stats
-    return base.Doc(doc_id, segments, doc_units if objective.wants_units else None), stats
+        key_len, rec_len = _ENTRY.unpack_from(buf, i)
+        start = i + _ENTRY.size
+        i = start + key_len + rec_len
+        yield buf[start:start + key_len].decode("ascii"), buf[start + key_len:i]
 
 
 # ---------------------------------------------------------------------------------------------
 # DoFns
 
 
-class ReadDocumentsFn(beam.DoFn):
-    """ReadableFile -> (document id, [sentences], units or None); stats on STATS_TAG.
+class DocumentSource:
+    """Documents of one input element: a text/JSONL file (a Beam ReadableFile) or a tfds shard.
 
+    ``documents(element, stats)`` -> (source id, iterator of (document id, [sentences], units
+    or None)); bad lines, empty files and documents are counted into ``stats`` and skipped.
     Text files: one sentence per line, blank line between documents (id "path:index").
     JSONL files: one document per line, text in ``text_field`` (id "path:line").
+    tfds: one document per example, text in ``text_field`` (id "split[Nshard]:index").
     """
 
     def __init__(self, pattern: str, max_line_bytes: int, input_format: str = "text",
@@ -197,10 +321,16 @@ class ReadDocumentsFn(beam.DoFn):
         self._text_field = text_field
         self._units_field = units_field
 
-    def process(self, readable_file):
+    def documents(self, element, stats: Dict[str, int]):
+        if self._format == "tfds":
+            name, data_dir, split, shard = element
+            return f"{split}[{shard}shard]", self._tfds_documents(name, data_dir, split, shard, stats)
+        path = element.metadata.path
+        return text_io.relative_path(path, self._pattern), self._file_documents(element, stats)
+
+    def _file_documents(self, readable_file, stats):
         path = readable_file.metadata.path
         rel = text_io.relative_path(path, self._pattern)
-        stats: Dict[str, int] = {}
         _count(stats, "files_read")
 
         def on_skip(reason, line_no):
@@ -226,23 +356,12 @@ class ReadDocumentsFn(beam.DoFn):
         if n == 0 and readable_file.metadata.size_in_bytes == 0:
             _count(stats, "files_skipped/empty_file")
             _LOG.warning("input file %s is empty", path)
-        yield beam.pvalue.TaggedOutput(STATS_TAG, stats)
 
-
-class ReadTfdsShardFn(beam.DoFn):
-    """(tfds name, data_dir, split, shard index) -> documents of that shard of a prepared
-    tensorflow-datasets dataset (nothing is downloaded: the dataset must exist in data_dir)."""
-
-    def __init__(self, text_field: str):
-        self._text_field = text_field
-
-    def process(self, element):
+    def _tfds_documents(self, name, data_dir, split, shard, stats):
         import tensorflow_datasets as tfds
 
-        name, data_dir, split, shard = element
         builder = tfds.builder(name, data_dir=data_dir)
         ds = builder.as_dataset(split=f"{split}[{shard}shard]", shuffle_files=False)
-        stats: Dict[str, int] = {}
         _count(stats, "files_read")
         for index, example in enumerate(tfds.as_numpy(ds)):
             value = example.get(self._text_field) if isinstance(example, dict) else None
@@ -261,17 +380,24 @@ class ReadTfdsShardFn(beam.DoFn):
             _count(stats, "documents_read")
             _count(stats, "sentences_read", len(sentences))
             yield f"{split}[{shard}shard]:{index}", sentences, None
-        yield beam.pvalue.TaggedOutput(STATS_TAG, stats)
 
 
-class TokenizeDocumentFn(beam.DoFn):
-    """(id, [sentences], units) -> base.Doc: one batched tokenizer call per document."""
+class TokenizeChunksFn(beam.DoFn):
+    """An input element -> (chunk id, chunk file, documents) per chunk of ``docs_per_chunk``
+    consecutive documents, tokenized with one batched call per chunk and written to
+    ``<work_dir>/chunks/``; stats on STATS_TAG; per-chunk piece counts on "unigram" when the
+    objective wants the corpus unigram distribution."""
 
-    def __init__(self, objective_name: str, tokenizer_kind: str, vocab_path: str, lower_case: bool):
+    def __init__(self, source: DocumentSource, objective_name: str, tokenizer_kind: str, vocab_path: str,
+                 lower_case: bool, work_dir: str, docs_per_chunk: int, vocab_size: int):
+        self._source = source
         self._objective_name = objective_name
         self._kind = tokenizer_kind
         self._vocab_path = vocab_path
         self._lower_case = lower_case
+        self._work_dir = work_dir
+        self._docs_per_chunk = docs_per_chunk
+        self._vocab_size = vocab_size
         self._tokenizer = None
         self._objective = None
 
@@ -280,16 +406,34 @@ class TokenizeDocumentFn(beam.DoFn):
         self._objective = objectives.get(self._objective_name)
 
     def process(self, element):
-        doc_id, sentences, units = element
-        doc, stats = tokenize_document(self._tokenizer, self._objective, doc_id, sentences, units)
-        if doc is not None:
-            yield doc
-        if stats:
-            yield beam.pvalue.TaggedOutput(STATS_TAG, stats)
+        stats: Dict[str, int] = {}
+        source_id, documents = self._source.documents(element, stats)
+        batch, index = [], 0
+        for document in documents:
+            batch.append(document)
+            if len(batch) == self._docs_per_chunk:
+                yield from self._flush(source_id, index, batch, stats)
+                batch, index = [], index + 1
+        if batch:
+            yield from self._flush(source_id, index, batch, stats)
+        yield beam.pvalue.TaggedOutput(STATS_TAG, stats)
+
+    def _flush(self, source_id, index, batch, stats):
+        docs = tokenize_documents(self._tokenizer, self._objective, batch, stats)
+        if not docs:
+            return
+        chunk_id = f"{source_id}#{index:06d}"
+        path = FileSystems.join(self._work_dir, "chunks", f"{stable_hash('chunk', chunk_id):016x}.pkl")
+        write_chunk(path, docs)
+        _count(stats, "chunks")
+        yield chunk_id, path, len(docs)
+        if self._objective.wants_unigram:
+            pieces = np.fromiter((t for d in docs for s in d.segments for t in s), np.int64)
+            yield beam.pvalue.TaggedOutput("unigram", np.bincount(pieces, minlength=self._vocab_size)[:self._vocab_size])
 
 
-class CountPiecesFn(beam.CombineFn):
-    """Corpus piece counts (a vector of vocab_size int64) for objectives with wants_unigram."""
+class SumArraysFn(beam.CombineFn):
+    """Sums the per-chunk piece counts into the corpus counts (a vector of vocab_size int64)."""
 
     def __init__(self, vocab_size: int):
         self._size = vocab_size
@@ -297,9 +441,8 @@ class CountPiecesFn(beam.CombineFn):
     def create_accumulator(self):
         return np.zeros(self._size, np.int64)
 
-    def add_input(self, acc, doc):
-        for seg in doc.segments:
-            acc += np.bincount(np.asarray(seg, np.int64), minlength=self._size)[:self._size]
+    def add_input(self, acc, counts):
+        acc += counts
         return acc
 
     def merge_accumulators(self, accs):
@@ -313,16 +456,22 @@ class CountPiecesFn(beam.CombineFn):
 
 
 class CreateInstancesFn(beam.DoFn):
-    """((dupe, pool), [Doc]) -> (shard, [(sort key, serialized tf.Example)]) per shard."""
+    """((dupe, pool), [(chunk id, chunk file)]) -> (shard, (pool file, offset, length, count))
+    for each shard the pool's instances go to.
+
+    The pool's instances are serialized, sorted by (shard, sort key) and written as one file
+    to ``<work_dir>/pools/``; a shard's records are one contiguous, key-sorted range of it.
+    """
 
     def __init__(self, objective_name: str, seed: int, vocab: base.Vocab, options, num_shards: int,
-                 lengths_of: int):
+                 lengths_of: int, work_dir: str):
         self._objective_name = objective_name
         self._seed = seed
         self._vocab = vocab
         self._options = options
         self._num_shards = num_shards
         self._lengths_of = lengths_of
+        self._work_dir = work_dir
         self._objective = None
         self._spec = None
 
@@ -331,24 +480,37 @@ class CreateInstancesFn(beam.DoFn):
         self._spec = self._objective.feature_spec(self._options)
 
     def process(self, element, unigram_counts=None):
-        key, docs = element
+        key, chunks = element
+        docs = [doc for _, path in sorted(chunks) for doc in read_chunk(path)]
         instances, stats = pool_instances(key, docs, objective=self._objective, seed=self._seed,
                                           vocab=self._vocab, options=self._options,
                                           lengths_of=self._lengths_of, unigram_counts=unigram_counts)
-        # One element per (pool, shard) rather than per instance: Beam's per-element cost
-        # (coding, shuffling) would otherwise exceed the cost of making the instance.
-        by_shard: Dict[int, list] = {}
-        for sort_key, inst in instances:
-            by_shard.setdefault(shard_of(sort_key, self._num_shards), []).append(
-                (sort_key, features.serialize_example(self._spec, inst)))
-        for shard, records in sorted(by_shard.items()):
-            yield shard, records
+        entries = sorted((shard_of(sort_key, self._num_shards), sort_key, features.serialize_example(self._spec, inst))
+                         for sort_key, inst in instances)
+        del instances
+        dupe, pool = key
+        path = FileSystems.join(self._work_dir, "pools", f"{dupe:05d}-{pool:07d}.bin")
+        ranges, parts, offset = [], [], 0
+        start = 0
+        while start < len(entries):
+            shard = entries[start][0]
+            end = start
+            while end < len(entries) and entries[end][0] == shard:
+                end += 1
+            data = encode_entries([(k, r) for _, k, r in entries[start:end]])
+            parts.append(data)
+            ranges.append((shard, (path, offset, len(data), end - start)))
+            offset += len(data)
+            start = end
+        _write_file(path, b"".join(parts))
+        yield from ranges
         yield beam.pvalue.TaggedOutput(STATS_TAG, stats)
 
 
 class WriteShardFn(beam.DoFn):
-    """(shard, [[(sort key, record)] | None]) -> the shard file, written under a temporary name
-    and renamed, so a retried or speculative bundle never leaves a half-written shard."""
+    """(shard, [(pool file, offset, length, count) | None]) -> the shard file: the pools' key-sorted
+    ranges merged (a k-way merge, so memory holds one block per range, not the shard), written
+    under a temporary name and renamed, so a retried bundle never leaves a half-written shard."""
 
     def __init__(self, output_dir: str, num_shards: int, compress: bool):
         self._output_dir = output_dir
@@ -358,17 +520,23 @@ class WriteShardFn(beam.DoFn):
     def process(self, element):
         import tensorflow as tf
 
-        shard, groups = element  # lists of (sort key, record) from the pools, or None
-        records = sorted(x for group in groups if group is not None for x in group)
+        shard, ranges = element
+        ranges = sorted(r for r in ranges if r is not None)
+        expected = sum(r[3] for r in ranges)
         final = shard_name(self._output_dir, shard, self._num_shards, self._compress)
         tmp = f"{final}.tmp-{uuid.uuid4().hex}"
         options = tf.io.TFRecordOptions(compression_type="GZIP" if self._compress else "")
+        written = 0
         with tf.io.TFRecordWriter(tmp, options) as writer:
-            for _, record in records:
+            for _, record in heapq.merge(*(read_entries(path, offset, length)
+                                           for path, offset, length, _ in ranges)):
                 writer.write(record)
+                written += 1
+        if written != expected:
+            raise RuntimeError(f"shard {shard}: merged {written} records, the pools announced {expected}")
         tf.io.gfile.rename(tmp, final, overwrite=True)
         stats: Dict[str, int] = {}
-        _count(stats, "shard_instances/%05d" % shard, len(records))
+        _count(stats, "shard_instances/%05d" % shard, written)
         _count(stats, "shards_written")
         yield stats
 
@@ -399,94 +567,90 @@ class SumDictsFn(beam.CombineFn):
 
 
 class ReadDocuments(beam.PTransform):
-    """Input -> (document id, [sentences], units or None); stats records in the ``stats`` output.
+    """Input -> (chunk id, chunk file, documents) descriptors: documents read, tokenized and
+    written to ``<work_dir>/chunks/`` a chunk at a time. Outputs: ``chunks``, ``stats`` and
+    ``unigram`` (per-chunk piece counts, only when the objective wants them).
 
     ``pattern``: a glob of text/JSONL files, or ``tfds:NAME[/CONFIG][:SPLIT]`` (with
     ``tfds_data_dir``) for a tensorflow-datasets dataset prepared locally.
     """
 
-    def __init__(self, pattern: str, max_line_bytes: int = text_io.DEFAULT_MAX_LINE_BYTES,
-                 input_format: str = "text", text_field: str = "text", units_field: Optional[str] = None,
+    def __init__(self, pattern: str, *, objective: str, tokenizer_kind: str, vocab_path: str, vocab_size: int,
+                 lower_case: bool, work_dir: str, docs_per_chunk: int,
+                 max_line_bytes: int = text_io.DEFAULT_MAX_LINE_BYTES, input_format: str = "text",
+                 text_field: str = "text", units_field: Optional[str] = None,
                  tfds_data_dir: Optional[str] = None, tfds_shards: Sequence[int] = ()):
         super().__init__()
         self._pattern = pattern
-        self._max_line_bytes = max_line_bytes
         self._format = input_format
-        self._text_field = text_field
-        self._units_field = units_field
         self._tfds_data_dir = tfds_data_dir
         self._tfds_shards = list(tfds_shards)
+        self._fn = TokenizeChunksFn(
+            DocumentSource(pattern, max_line_bytes, input_format, text_field, units_field),
+            objective, tokenizer_kind, vocab_path, lower_case, work_dir, docs_per_chunk, vocab_size)
 
     def expand(self, pbegin):
         if self._format == "tfds":
             name, split = parse_tfds(self._pattern)
-            return (pbegin
-                    | "TfdsShards" >> beam.Create([(name, self._tfds_data_dir, split, s) for s in self._tfds_shards])
-                    | "Reshuffle" >> beam.Reshuffle()
-                    | "ReadTfds" >> beam.ParDo(ReadTfdsShardFn(self._text_field))
-                    .with_outputs(STATS_TAG, main="documents"))
-        return (pbegin
-                | "Match" >> fileio.MatchFiles(self._pattern)
-                | "Open" >> fileio.ReadMatches()
-                | "Split" >> beam.ParDo(ReadDocumentsFn(self._pattern, self._max_line_bytes, self._format,
-                                                        self._text_field, self._units_field))
-                .with_outputs(STATS_TAG, main="documents"))
+            sources = (pbegin
+                       | "TfdsShards" >> beam.Create([(name, self._tfds_data_dir, split, s) for s in self._tfds_shards])
+                       | "Reshuffle" >> beam.Reshuffle())
+        else:
+            sources = (pbegin
+                       | "Match" >> fileio.MatchFiles(self._pattern)
+                       | "Open" >> fileio.ReadMatches())
+        return sources | "TokenizeChunks" >> beam.ParDo(self._fn).with_outputs(STATS_TAG, "unigram", main="chunks")
 
 
 class CreateInstances(beam.PTransform):
-    """(document id, [sentences], units) -> (shard, [(sort key, serialized example)]) + stats.
+    """(chunk id, chunk file, documents) -> (shard, (pool file, offset, length, count)); stats.
 
-    Output: a dict with ``instances`` and ``stats`` PCollections.
+    Per dupe pass d, chunk c goes to pool ``sha256(seed, d, c) % num_pools`` with
+    ``num_pools = ceil(num_chunks / chunks_per_pool)``; each pool's instances are made by the
+    objective and written to one pool file. Output: a dict with ``ranges`` and ``stats``.
     """
 
-    def __init__(self, *, objective: str, tokenizer_kind: str, vocab_path: str, vocab: base.Vocab,
-                 lower_case: bool, options, dupe_factor: int, seed: int, num_shards: int,
-                 random_document_pool_size: int, lengths_of: int):
+    def __init__(self, *, objective: str, vocab: base.Vocab, options, dupe_factor: int, seed: int,
+                 num_shards: int, random_document_pool_size: int, lengths_of: int, work_dir: str,
+                 unigram=None):
         super().__init__()
         self._objective = objective
-        self._kind = tokenizer_kind
-        self._vocab_path = vocab_path
         self._vocab = vocab
-        self._lower_case = lower_case
         self._options = options
         self._dupe_factor = dupe_factor
         self._seed = seed
         self._num_shards = num_shards
         self._pool_size = random_document_pool_size
         self._lengths_of = lengths_of
+        self._work_dir = work_dir
+        self._unigram = unigram
 
-    def expand(self, documents):
-        tokenized = documents | "Tokenize" >> beam.ParDo(
-            TokenizeDocumentFn(self._objective, self._kind, self._vocab_path, self._lower_case)
-        ).with_outputs(STATS_TAG, main="docs")
-        docs = tokenized.docs
-        num_docs = beam.pvalue.AsSingleton(docs | "CountDocuments" >> beam.combiners.Count.Globally())
-        seed, dupes, pool = self._seed, self._dupe_factor, self._pool_size
+    def expand(self, chunks):
+        num_chunks = beam.pvalue.AsSingleton(chunks | "CountChunks" >> beam.combiners.Count.Globally())
+        seed, dupes, per_pool = self._seed, self._dupe_factor, chunks_per_pool(self._pool_size)
 
-        def to_pools(doc, n_docs):
-            n = num_buckets(n_docs, pool)
+        def to_pools(chunk, n_chunks):
+            chunk_id, path, _ = chunk
+            n = num_buckets(n_chunks, per_pool)
             for d in range(dupes):
-                yield (d, pool_of(seed, d, doc.id, n)), doc
+                yield (d, pool_of(seed, d, chunk_id, n)), (chunk_id, path)
 
         side = {}
         if objectives.get(self._objective).wants_unigram:
             side["unigram_counts"] = beam.pvalue.AsSingleton(
-                docs | "CountPieces" >> beam.CombineGlobally(CountPiecesFn(self._vocab.size)))
-        instances = (docs
-                     | "AssignPools" >> beam.FlatMap(to_pools, num_docs).with_output_types(
-                         Tuple[Tuple[int, int], Any])
-                     | "GroupPools" >> beam.GroupByKey()
-                     | "Instances" >> beam.ParDo(CreateInstancesFn(
-                         self._objective, self._seed, self._vocab, self._options, self._num_shards,
-                         self._lengths_of), **side)
-                     .with_outputs(STATS_TAG, main="instances"))
-        stats = ((tokenized[STATS_TAG], instances[STATS_TAG])
-                 | "FlattenStats" >> beam.Flatten())
-        return {"instances": instances.instances, "stats": stats}
+                self._unigram | "CountPieces" >> beam.CombineGlobally(SumArraysFn(self._vocab.size)))
+        made = (chunks
+                | "AssignPools" >> beam.FlatMap(to_pools, num_chunks).with_output_types(Tuple[Tuple[int, int], Any])
+                | "GroupPools" >> beam.GroupByKey()
+                | "Instances" >> beam.ParDo(CreateInstancesFn(
+                    self._objective, self._seed, self._vocab, self._options, self._num_shards,
+                    self._lengths_of, self._work_dir), **side)
+                .with_outputs(STATS_TAG, main="ranges"))
+        return {"ranges": made.ranges, "stats": made[STATS_TAG]}
 
 
 class WriteShards(beam.PTransform):
-    """(shard, [(sort key, record)]) -> every shard file (empty ones too); yields stats records."""
+    """(shard, pool file range) -> every shard file (empty ones too); yields stats records."""
 
     def __init__(self, output_dir: str, num_shards: int, compress: bool):
         super().__init__()
@@ -494,10 +658,10 @@ class WriteShards(beam.PTransform):
         self._num_shards = num_shards
         self._compress = compress
 
-    def expand(self, keyed_records):
-        all_shards = (keyed_records.pipeline
+    def expand(self, ranges):
+        all_shards = (ranges.pipeline
                       | "ShardIds" >> beam.Create([(s, None) for s in range(self._num_shards)]))
-        return ((keyed_records, all_shards)
+        return ((ranges, all_shards)
                 | "WithEmptyShards" >> beam.Flatten().with_output_types(Tuple[int, Any])
                 | "GroupShards" >> beam.GroupByKey()
                 | "Write" >> beam.ParDo(WriteShardFn(self._output_dir, self._num_shards, self._compress)))
@@ -544,19 +708,27 @@ def format_stats(counters: Dict[str, int], num_shards: int, objective: Optional[
     return stats
 
 
-def build_pipeline(p: beam.Pipeline, args, vocab: base.Vocab) -> None:
-    """Adds the whole job to ``p`` (no I/O happens until it runs)."""
+def work_dir_of(output_dir: str, run_id: str) -> str:
+    return FileSystems.join(output_dir, f"{WORK_PREFIX}{run_id}")
+
+
+def build_pipeline(p: beam.Pipeline, args, vocab: base.Vocab, work_dir: str) -> None:
+    """Adds the whole job to ``p`` (no I/O happens until it runs); bulk data goes through
+    ``work_dir``, which the caller removes after the run."""
     objective = objectives.get(args.objective)
     options = objective.make_options(args)
     read = p | "ReadDocuments" >> ReadDocuments(
-        args.input, args.max_line_bytes, args.input_format, args.text_field, args.units_field,
-        args.tfds_data_dir, getattr(args, "tfds_shards", ()))
-    made = read.documents | "CreateInstances" >> CreateInstances(
-        objective=args.objective, tokenizer_kind=args.tokenizer, vocab_path=args.vocab, vocab=vocab,
-        lower_case=args.do_lower_case, options=options, dupe_factor=args.dupe_factor, seed=args.seed,
+        args.input, objective=args.objective, tokenizer_kind=args.tokenizer, vocab_path=args.vocab,
+        vocab_size=vocab.size, lower_case=args.do_lower_case, work_dir=work_dir,
+        docs_per_chunk=documents_per_chunk(args.random_document_pool_size),
+        max_line_bytes=args.max_line_bytes, input_format=args.input_format, text_field=args.text_field,
+        units_field=args.units_field, tfds_data_dir=args.tfds_data_dir,
+        tfds_shards=getattr(args, "tfds_shards", ()))
+    made = read.chunks | "CreateInstances" >> CreateInstances(
+        objective=args.objective, vocab=vocab, options=options, dupe_factor=args.dupe_factor, seed=args.seed,
         num_shards=args.num_shards, random_document_pool_size=args.random_document_pool_size,
-        lengths_of=args.max_seq_length)
-    written = made["instances"] | "WriteShards" >> WriteShards(args.output_dir, args.num_shards, args.compress)
+        lengths_of=args.max_seq_length, work_dir=work_dir, unigram=read.unigram)
+    written = made["ranges"] | "WriteShards" >> WriteShards(args.output_dir, args.num_shards, args.compress)
     _ = ((read[STATS_TAG], made["stats"], written)
          | "AllStats" >> beam.Flatten()
          | "SumStats" >> beam.CombineGlobally(SumDictsFn())
@@ -635,8 +807,9 @@ def make_parser(objective: Optional[base.Objective] = None) -> argparse.Argument
     _add_bool(p, "overwrite", False, "replace an existing completed output directory")
     p.add_argument("--random_document_pool_size", type=int, default=1000,
                    help="documents per pool: random-next/SOP partners are drawn from, and packing objectives "
-                   "concatenate, the documents of a pool of about this size (documents hashed into pools per "
-                   "dupe pass), so no worker needs the whole corpus (default %(default)s)")
+                   "concatenate, the documents of a pool of about this size (chunks of pool_size/8 consecutive "
+                   "documents hashed into pools per dupe pass), so no worker needs the whole corpus "
+                   "(default %(default)s)")
     p.add_argument("--max_line_bytes", type=int, default=text_io.DEFAULT_MAX_LINE_BYTES,
                    help="longer input lines are skipped and counted as line_too_long (default %(default)s)")
     if objective is not None:
@@ -741,8 +914,22 @@ def _prepare_output_dir(output_dir: str, overwrite: bool) -> None:
     if stale:
         _LOG.info("removing %d stale files from %s", len(stale), output_dir)
         FileSystems.delete(stale)
+    _remove_work_dirs(output_dir)  # an interrupted run's chunk and pool files
     if _is_local(output_dir):
         os.makedirs(output_dir, exist_ok=True)
+
+
+def _remove_work_dirs(output_dir: str) -> None:
+    """Deletes every ``_work-*`` directory (chunk and pool files) of ``output_dir``."""
+    if _is_local(output_dir):
+        if os.path.isdir(output_dir):
+            for name in os.listdir(output_dir):
+                if name.startswith(WORK_PREFIX):
+                    shutil.rmtree(os.path.join(output_dir, name), ignore_errors=True)
+        return
+    found = FileSystems.match([FileSystems.join(output_dir, WORK_PREFIX + "*")])[0].metadata_list
+    if found:
+        FileSystems.delete([m.path for m in found])
 
 
 def _check_input(args) -> List[str]:
@@ -826,7 +1013,7 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
         # Nothing is listed, read or written but the job description: a gs:// glob or output
         # dir would need credentials and network.
         p = beam.Pipeline(options=pipeline_options)
-        build_pipeline(p, args, vocab)
+        build_pipeline(p, args, vocab, work_dir_of(args.output_dir, "dry-run"))
         result = p.run()  # DataflowRunner with dry_run translates the job and returns at once
         return {"dry_run": _save_dataflow_job(result, args.output_dir)}
 
@@ -836,10 +1023,14 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
 
     _LOG.info("running %s: objective=%s dupe_factor=%d max_seq_length=%d num_shards=%d -> %s",
               runner, args.objective, args.dupe_factor, args.max_seq_length, args.num_shards, args.output_dir)
+    work_dir = work_dir_of(args.output_dir, uuid.uuid4().hex[:12])
     p = beam.Pipeline(runner=make_runner(pipeline_options), options=pipeline_options)
-    build_pipeline(p, args, vocab)
-    result = p.run()
-    result.wait_until_finish()
+    build_pipeline(p, args, vocab, work_dir)
+    try:
+        result = p.run()
+        result.wait_until_finish()
+    finally:
+        _remove_work_dirs(args.output_dir)
     state = str(result.state)
     if "DONE" not in state:
         raise SystemExit(f"error: pipeline ended in state {state}; {args.output_dir} is not COMPLETED")

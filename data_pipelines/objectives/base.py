@@ -6,8 +6,9 @@ knows nothing objective-specific. The job:
 1. reads documents and tokenizes them with the objective's tokenizer kind into ``Doc`` records
    (sentences -> lists of piece ids; ERNIE-style objectives also get unit spans);
 2. for each dupe pass d (``--dupe_factor``; objectives that mask dynamically default to 1),
-   hashes every document into a *pool* of about ``--random_document_pool_size`` documents
-   (``sha256(seed, d, doc id) % num_pools``), so that no worker ever needs the whole corpus;
+   hashes chunks of consecutive documents (1/8 of a pool each) into *pools* of about
+   ``--random_document_pool_size`` documents (``sha256(seed, d, chunk id) % num_pools``), so
+   that no worker ever needs the whole corpus;
 3. calls ``objective.create_instances(docs, ctx)`` once per (dupe pass, pool), with the
    pool's documents sorted by id and a ``PoolContext`` for randomness and counters;
 4. keys each instance by ``sha256(seed, dupe, instance key)``, which decides its shard and

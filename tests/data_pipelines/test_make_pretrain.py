@@ -59,18 +59,26 @@ def _wordpiece_vocab(tokens):
                                     "mask": "[MASK]"}, word_start=lambda t: not t.startswith("##"))
 
 
-def test_create_instances_transform_exact_ids(tmp_path, tiny_vocab_path):
+def test_pipeline_stages_exact_ids(tmp_path, tiny_vocab_path):
+    texts = {
+        "a.txt": "The cat sat .\nA dog ran far away .\n\nthe sun was warm .\na bird sang in the tree .\nit slept .\n",
+        "b.txt": "big red dogs ran .\nthen the cat slept on the mat .\n",
+    }
+    os.makedirs(tmp_path / "in")
+    for name, text in texts.items():
+        (tmp_path / "in" / name).write_text(text)
     docs_in = [
-        ("a.txt:0", ["The cat sat .", "A dog ran far away ."], None),
-        ("a.txt:1", ["the sun was warm .", "a bird sang in the tree .", "it slept ."], None),
-        ("b.txt:0", ["big red dogs ran .", "then the cat slept on the mat ."], None),
+        ("a.txt:0", ["The cat sat .", "A dog ran far away ."]),
+        ("a.txt:1", ["the sun was warm .", "a bird sang in the tree .", "it slept ."]),
+        ("b.txt:0", ["big red dogs ran .", "then the cat slept on the mat ."]),
     ]
     opts = bert.BertOptions(max_seq_length=32, max_predictions_per_seq=5)
     seed, dupes, shards = 7, 6, 3
 
-    # Expected: the same plain functions and seeds, outside Beam (one pool: 3 docs < 1000).
+    # Expected: the same plain functions and seeds, outside Beam (one pool: 2 chunks of at
+    # most 125 documents, fewer than the 8 chunks of a 1000-document pool).
     tok = tokenizers.wordpiece_tokenizer(TINY_VOCAB, lower_case=True)
-    tokenized = [(doc_id, tok.tokenize(tf.constant(s)).to_list()) for doc_id, s, _ in docs_in]
+    tokenized = [(doc_id, tok.tokenize(tf.constant(s)).to_list()) for doc_id, s in docs_in]
     # Hand-checked WordPiece ids: lower-cased, "dogs" -> dog ##s.
     assert tokenized[0][1] == [[5, 6, 7, 10], [11, 12, 13, 14, 15, 10]]
     assert tokenized[2][1][0] == [token_id("big"), token_id("red"), token_id("dog"), token_id("##s"),
@@ -94,17 +102,23 @@ def test_create_instances_transform_exact_ids(tmp_path, tiny_vocab_path):
     assert ([2, 5, 6, 7, 10, 3, 11, 12, 13, 14, 15, 10, 3], [0] * 6 + [1] * 7, 0) in layouts
 
     out_dir = str(tmp_path / "shards")
+    work_dir = str(tmp_path / "shards" / "_work-test")
     os.makedirs(out_dir)
     options = PipelineOptions([])
     with BeamTestPipeline(runner=make_pretrain.make_runner(options), options=options) as p:
-        made = (p | beam.Create(docs_in)
-                | make_pretrain.CreateInstances(
-                    objective="bert", tokenizer_kind="wordpiece", vocab_path=tiny_vocab_path, vocab=vocab,
-                    lower_case=True, options=opts, dupe_factor=dupes, seed=seed, num_shards=shards,
-                    random_document_pool_size=1000, lengths_of=32))
-        flat = made["instances"] | beam.FlatMap(lambda e: [(e[0], record) for record in e[1]])
+        read = p | make_pretrain.ReadDocuments(
+            str(tmp_path / "in" / "*.txt"), objective="bert", tokenizer_kind="wordpiece",
+            vocab_path=tiny_vocab_path, vocab_size=vocab.size, lower_case=True, work_dir=work_dir,
+            docs_per_chunk=make_pretrain.documents_per_chunk(1000))
+        assert_that(read.chunks | beam.Map(lambda c: (c[0], c[2])), equal_to([("a.txt#000000", 2), ("b.txt#000000", 1)]),
+                    label="Chunks")
+        made = read.chunks | make_pretrain.CreateInstances(
+            objective="bert", vocab=vocab, options=opts, dupe_factor=dupes, seed=seed, num_shards=shards,
+            random_document_pool_size=1000, lengths_of=32, work_dir=work_dir)
+        flat = made["ranges"] | beam.FlatMap(
+            lambda e: [(e[0], entry) for entry in make_pretrain.read_entries(*e[1][:3])])
         assert_that(flat, equal_to(expected), label="ExactInstances")
-        written = made["instances"] | make_pretrain.WriteShards(out_dir, shards, compress=True)
+        written = made["ranges"] | make_pretrain.WriteShards(out_dir, shards, compress=True)
         assert_that(written | beam.Map(lambda s: s.get("shards_written", 0)), equal_to([1] * shards),
                     label="EveryShardWritten")
 
@@ -115,8 +129,22 @@ def test_create_instances_transform_exact_ids(tmp_path, tiny_vocab_path):
             assert f.read(2) == b"\x1f\x8b"
         want = [rec for _, (key, rec) in sorted((k, v) for k, v in expected if k == s)]
         assert _read_records(path) == want
-    assert sorted(os.listdir(out_dir)) == sorted(
+    assert sorted(f for f in os.listdir(out_dir) if not f.startswith("_work-")) == sorted(
         os.path.basename(make_pretrain.shard_name(out_dir, s, shards, True)) for s in range(shards))
+
+
+def test_pool_file_ranges_round_trip_and_refuse_truncation(tmp_path):
+    entries = [(f"{i:016x}|0|d:{i}", bytes([i % 256]) * (i * 37 % 300)) for i in range(500)]
+    data = make_pretrain.encode_entries(entries)
+    path = str(tmp_path / "pool.bin")
+    with open(path, "wb") as f:
+        f.write(b"xx" + data)
+    # Small blocks: entries straddle block boundaries.
+    assert list(make_pretrain.read_entries(path, 2, len(data), block=64)) == entries
+    with open(path, "wb") as f:
+        f.write(b"xx" + data[:-5])
+    with pytest.raises(ValueError, match="pool.bin"):
+        list(make_pretrain.read_entries(path, 2, len(data), block=64))
 
 
 # ---------------------------------------------------------------------------------------------
