@@ -4,36 +4,53 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Mapping
 
 import tensorflow as tf
 
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
 
 
-def _tf_config_workers() -> int:
+def _tf_config_workers(tf_config: str | None) -> int:
+    """Tasks that train in the TF_CONFIG cluster: its workers plus its chief (0 without one)."""
     try:
-        cluster = json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster", {})
+        cluster = json.loads(tf_config or "{}").get("cluster", {})
     except json.JSONDecodeError as e:
         raise ValueError(f"TF_CONFIG is not valid JSON: {e}") from e
     return len(cluster.get("worker", [])) + len(cluster.get("chief", []))
 
 
-def create_strategy(name: str = "mirrored", tpu: str | None = None) -> tf.distribute.Strategy:
-    """Builds the strategy named on the command line.
+def resolve_strategy_name(requested: str, *, tpu: str | None, tf_config: str | None,
+                          num_gpus: int, num_cpus: int = 1,
+                          environ: Mapping[str, str] | None = None) -> str:
+    """The strategy `requested` stands for: itself, or what "auto" picks on this machine.
 
-    auto: TPU when --tpu is given, multi-worker when TF_CONFIG names several workers,
-    otherwise mirrored over the local devices (GPUs, or the CPU).
+    auto: "tpu" when a TPU is configured (--tpu, or the TPU_NAME environment variable that
+    TPUClusterResolver itself reads); "multi_worker_mirrored" when TF_CONFIG names two or more
+    workers (a chief counts as one); "mirrored" over the local GPUs, or over the CPU when it
+    is split into several logical devices (--logical_cpus); else "one_device" on the CPU.
     """
-    if name not in STRATEGIES:
-        raise ValueError(f"unknown --strategy={name!r}; expected one of {', '.join(STRATEGIES)}")
-    if name == "auto":
-        if tpu:
-            name = "tpu"
-        elif _tf_config_workers() > 1:
-            name = "multi_worker_mirrored"
-        else:
-            name = "mirrored"
+    if requested not in STRATEGIES:
+        raise ValueError(f"unknown --strategy={requested!r}; expected one of {', '.join(STRATEGIES)}")
+    if requested != "auto":
+        return requested
+    environ = os.environ if environ is None else environ
+    if tpu or environ.get("TPU_NAME"):
+        return "tpu"
+    if _tf_config_workers(tf_config) > 1:
+        return "multi_worker_mirrored"
+    if num_gpus > 0 or num_cpus > 1:
+        return "mirrored"
+    return "one_device"
+
+
+def create_strategy(name: str = "mirrored", tpu: str | None = None) -> tf.distribute.Strategy:
+    """Builds the strategy named on the command line ("auto": see resolve_strategy_name)."""
+    name = resolve_strategy_name(name, tpu=tpu, tf_config=os.environ.get("TF_CONFIG"),
+                                 num_gpus=len(tf.config.list_logical_devices("GPU")),
+                                 num_cpus=len(tf.config.list_logical_devices("CPU")))
     if name == "tpu":
+        # With no --tpu, TPUClusterResolver finds the TPU from TPU_NAME (or the Cloud TPU VM).
         resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu or "")
         tf.config.experimental_connect_to_cluster(resolver)
         tf.tpu.experimental.initialize_tpu_system(resolver)

@@ -11,7 +11,10 @@ Flags:
   --gin_param BINDING    extra gin binding, e.g. --gin_param="DATA_DIR='/data/bert'" (repeatable).
   --model_dir DIR        checkpoints, TensorBoard logs, operative_config.gin, summary.json.
   --strategy NAME        auto | one_device | mirrored (default) | multi_worker_mirrored | tpu.
-  --tpu NAME             TPU name or grpc:// address, for --strategy=tpu/auto.
+                         auto: tpu when --tpu or the TPU_NAME environment variable is set,
+                         multi_worker_mirrored when TF_CONFIG names two or more workers,
+                         mirrored over the local GPUs (or --logical_cpus), else one_device (CPU).
+  --tpu NAME             TPU name or grpc:// address, for --strategy=tpu/auto (default: TPU_NAME).
   --logical_cpus N       split the CPU into N logical devices (mirrored strategies on a CPU).
   --summary              build the configured model, print its summary and parameter count, exit.
 """
@@ -310,7 +313,8 @@ def train(model_dir: str, strategy, task=gin.REQUIRED, train_steps: int = gin.RE
                                    epsilon=adam_epsilon, schedule=lr_schedule, power=lr_power,
                                    end_learning_rate=end_learning_rate, layer_decay=layer_decay,
                                    num_layers=num_layers)
-            if mixed_precision == "mixed_float16":
+            loss_scaled = mixed_precision == "mixed_float16"
+            if loss_scaled:
                 opt = keras.optimizers.LossScaleOptimizer(opt)
             opt.build(model.trainable_variables)
         # Dropout draws from Keras seed generators whose states are variables outside the model's
@@ -373,6 +377,15 @@ def train(model_dir: str, strategy, task=gin.REQUIRED, train_steps: int = gin.RE
                     raise FloatingPointError(
                         f"loss is {metrics['loss']} at step {step}; stopping. The last good "
                         f"checkpoint is kept: {manager.latest_checkpoint}")
+                # A finite loss can still have a NaN/Inf gradient (e.g. sqrt or norm at 0):
+                # this step has already put it into the weights, so stop before they are saved.
+                # Under loss scaling (mixed_float16) an overflowing gradient is expected: the
+                # LossScaleOptimizer skips that step and lowers the scale.
+                if not loss_scaled and not math.isfinite(metrics["grad_norm"]):
+                    raise FloatingPointError(
+                        f"gradient global norm is {metrics['grad_norm']} at step {step} (loss "
+                        f"{metrics['loss']:.4f}); stopping. The last good checkpoint is kept: "
+                        f"{manager.latest_checkpoint}")
                 for k, v in metrics.items():
                     window_sums[k] = window_sums.get(k, 0.0) + v
                 window_steps += 1
@@ -510,8 +523,13 @@ def main(argv=None) -> int:
     parser.add_argument("--gin_param", action="append", default=[], help="extra gin binding(s)")
     parser.add_argument("--model_dir", help="output directory (required unless --summary)")
     parser.add_argument("--strategy", default="mirrored",
-                        help="auto | one_device | mirrored | multi_worker_mirrored | tpu")
-    parser.add_argument("--tpu", default=None, help="TPU name or address")
+                        help="auto | one_device | mirrored | multi_worker_mirrored | tpu. auto picks "
+                             "tpu when --tpu or the TPU_NAME environment variable is set, "
+                             "multi_worker_mirrored when TF_CONFIG names two or more workers, "
+                             "mirrored over the local GPUs (or --logical_cpus), else one_device "
+                             "on the CPU")
+    parser.add_argument("--tpu", default=None,
+                        help="TPU name or address (default: the TPU_NAME environment variable)")
     parser.add_argument("--logical_cpus", type=int, default=0,
                         help="split the host CPU into N logical devices, to run mirrored "
                              "strategies on a CPU-only machine (tests, debugging)")

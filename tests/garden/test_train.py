@@ -296,3 +296,86 @@ def test_mixed_precision_trains_and_restores_the_policy(bert_data, tmp_path, pol
     ckpt = tf.train.latest_checkpoint(str(tmp_path / "checkpoints"))
     dtypes = tf.train.load_checkpoint(ckpt).get_variable_to_dtype_map()
     assert not [n for n, d in dtypes.items() if d in (tf.bfloat16, tf.float16)]
+
+
+def test_xla_on_one_cpu_device_trains_and_lowers_the_loss(bert_data, tmp_path, capsys):
+    # jit_compile defaults to off on CPUs; forced on, the per-replica gradient computation is
+    # one XLA cluster on the CPU device and must still learn.
+    model_dir = tmp_path / "run"
+    rc = train_lib.main(_pretrain_args(bert_data, model_dir, 40, "--strategy=one_device",
+                                       "--gin_param=train.jit_compile=True",
+                                       "--gin_param=train.log_every=10",
+                                       "--gin_param=train.warmup_steps=5",
+                                       "--gin_param=train.peak_flops=1e12"))
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "on 1 replica(s) (OneDeviceStrategy), XLA on" in out
+    summary = _summary(model_dir)
+    first, last = summary["first_logged_metrics"], summary["last_logged_metrics"]
+    # Means over steps 1-10 and 31-40: MLM starts near ln(2000) = 7.6.
+    assert first["mlm_loss"] > 5.0
+    assert last["mlm_loss"] < first["mlm_loss"] - 0.5, (first, last)
+    assert last["loss"] < first["loss"]
+
+
+def test_non_finite_gradient_with_a_finite_loss_stops_and_keeps_the_good_checkpoint(
+        bert_data, tmp_path, capsys, monkeypatch):
+    import tensorflow as tf
+
+    from garden.tasks.bert_pretraining import BertPretraining
+
+    # From the 4th step on, add the Euclidean norm of a zero vector that depends on a weight w,
+    # sqrt(sum((w - stop_gradient(w))^2)), as a distance between identical vectors would in a
+    # real model: it adds exactly 0 to the loss, but d sqrt(x)/dx = inf at x = 0 meets
+    # d x/dw = 0, so w's gradient is 0 * inf = NaN. (Before: sqrt(x + 1) - 1, also exactly 0,
+    # with a zero gradient.)
+    calls = tf.Variable(0, dtype=tf.int64, trainable=False)
+    compute_metrics = BertPretraining.compute_metrics
+
+    def poisoned(self, model, batch, training, weight_shares=None):
+        metrics = dict(compute_metrics(self, model, batch, training, weight_shares))
+        if training:
+            calls.assign_add(1)
+            w = model.trainable_variables[0]
+            x = tf.reduce_sum(tf.square(w - tf.stop_gradient(w)))
+            c = tf.where(calls >= 4, 0.0, 1.0)
+            metrics["loss"] = metrics["loss"] + (tf.sqrt(x + c) - tf.sqrt(c))
+        return metrics
+
+    monkeypatch.setattr(BertPretraining, "compute_metrics", poisoned)
+    model_dir = tmp_path / "run"
+    rc = train_lib.main(_pretrain_args(bert_data, model_dir, 10, "--strategy=one_device",
+                                       "--gin_param=train.checkpoint_every=1",
+                                       "--gin_param=train.log_every=1",
+                                       "--gin_param=train.peak_flops=1e12"))
+    assert rc == 2
+    captured = capsys.readouterr()
+    err = captured.err
+    assert "gradient global norm is nan at step 4" in err, captured.out[-2000:] + err[-2000:]
+    # The loss of that step was finite and logged nowhere as NaN.
+    assert "loss is nan" not in err
+    latest = tf.train.latest_checkpoint(str(model_dir / "checkpoints"))
+    assert latest is not None and latest.endswith("ckpt-3"), latest
+    assert f"The last good checkpoint is kept: {latest}" in err
+    reader = tf.train.load_checkpoint(latest)
+    for name, dtype in reader.get_variable_to_dtype_map().items():
+        if dtype.is_floating:
+            assert tf.reduce_all(tf.math.is_finite(reader.get_tensor(name))), name
+
+
+def test_refuses_data_made_for_another_objective(bert_data, tmp_path, capsys):
+    # The same shards, but info.json says make_pretrain wrote them for RoBERTa.
+    data_copy = tmp_path / "data"
+    shutil.copytree(bert_data.data_dir, data_copy)
+    info = json.loads((data_copy / "info.json").read_text())
+    assert info["objective"] == "bert"
+    info["objective"] = "roberta"
+    (data_copy / "info.json").write_text(json.dumps(info))
+    phases = [{"start_step": 0, "data_dir": str(data_copy), "max_seq_length": 64}]
+    rc = train_lib.main(_pretrain_args(bert_data, tmp_path / "run", 5,
+                                       f"--gin_param=garden.BertPretraining.phases={phases!r}"))
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "DataDirError" in err and str(data_copy) in err
+    assert "objective 'roberta', but the config trains 'bert'" in err
+    assert not (tmp_path / "run" / "checkpoints").exists()
