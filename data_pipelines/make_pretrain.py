@@ -1082,4 +1082,9 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    # Run the importable module's main, not this __main__ copy: Beam pickles DoFns by
+    # reference to their module, and __main__'s classes and globals would be pickled by value
+    # (a struct.Struct global cannot be) and be unknown to a remote worker.
+    from data_pipelines import make_pretrain as _module
+
+    _module.main(sys.argv[1:])
