@@ -110,6 +110,16 @@ def electra_towers(default_vocab_size: Optional[int] = None, preset: str = "elec
 
 
 @gin.configurable
+def electra_discriminator(default_vocab_size: Optional[int] = None):
+    """The discriminator tower of `electra_towers`, for fine-tuning (Clark et al. 2020 fine-tune
+    the discriminator only). It takes electra_towers' bindings, so a pretraining size file
+    (configs/models/electra_tiny.gin) sizes the fine-tuned backbone exactly as the checkpoint's;
+    restore it from the pretraining checkpoint's `discriminator` object. The generator tower
+    built alongside is dropped."""
+    return electra_towers(default_vocab_size=default_vocab_size)["discriminator"]
+
+
+@gin.configurable
 def distilbert_backbone(default_vocab_size: Optional[int] = None, preset: str = "distilbert_base",
                         vocab_size: Optional[int] = None, num_layers: Optional[int] = None,
                         hidden_size: Optional[int] = None, num_heads: Optional[int] = None,

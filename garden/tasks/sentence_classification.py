@@ -4,6 +4,11 @@ Reads TSV, CSV or JSONL files with the columns `text_a`, optional `text_b` and `
 tokenizes them in tf.data with the same in-graph encoder the export uses (so serving sees
 exactly the training ids), fine-tunes from a pretraining checkpoint and exports a SavedModel
 for TensorFlow Serving (OBJECTIVES.md section 12: pooled output -> dropout 0.1 -> dense).
+
+The backbone's weights come from one object of the pretraining checkpoint: `backbone` for the
+families whose pretraining task saves it under that name (BERT, RoBERTa, ALBERT, SpanBERT,
+DistilBERT), `discriminator` for ELECTRA (its generator is dropped; OBJECTIVES.md section 6),
+with `init_checkpoint_object` naming which.
 """
 
 from __future__ import annotations
@@ -73,6 +78,16 @@ def read_examples(path: str, text_b: bool = False) -> List[dict]:
     return rows
 
 
+def checkpoint_objects(path: str) -> List[str]:
+    """Names of the top-level objects of a tf.train.Checkpoint (e.g. model, backbone,
+    generator, discriminator, optimizer), read from its object graph."""
+    from tensorflow.core.protobuf import trackable_object_graph_pb2
+
+    graph = trackable_object_graph_pb2.TrackableObjectGraph()
+    graph.ParseFromString(tf.train.load_checkpoint(path).get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+    return [child.local_name for child in graph.nodes[0].children]
+
+
 class SentenceClassification:
     """Fine-tunes a pretrained backbone on a labelled text file and exports it.
 
@@ -84,8 +99,11 @@ class SentenceClassification:
         lower_case: must match the vocabulary's pretraining.
         text_b: whether the task has a second sentence.
         label_names: the classes in order; default: sorted labels of the train file.
-        init_checkpoint: pretraining model_dir or checkpoint prefix to start from (its
-            `backbone` object); None trains from scratch.
+        init_checkpoint: pretraining model_dir or checkpoint prefix to start from; None
+            trains from scratch.
+        init_checkpoint_object: the object of that checkpoint the backbone is restored from:
+            "backbone" (the default), or "discriminator" for an ELECTRA pretraining model_dir
+            (configs/finetune/classification_electra_tiny.gin).
         dropout: dropout before the classification layer.
         export_base, model_name: where the SavedModel goes (<export_base>/<model_name>/<version>).
     """
@@ -95,7 +113,7 @@ class SentenceClassification:
     def __init__(self, backbone: Callable, vocab: str, train_file: str, eval_file: str,
                  max_seq_length: int = 128, lower_case: bool = True, text_b: bool = False,
                  label_names: Optional[Sequence[str]] = None, init_checkpoint: Optional[str] = None,
-                 dropout: float = 0.1, export_base: Optional[str] = None,
+                 init_checkpoint_object: str = "backbone", dropout: float = 0.1, export_base: Optional[str] = None,
                  model_name: str = "classifier"):
         self.backbone_fn = backbone
         self.vocab = vocab
@@ -106,6 +124,7 @@ class SentenceClassification:
         self.text_b = text_b
         self.label_names = list(label_names) if label_names else None
         self.init_checkpoint = init_checkpoint
+        self.init_checkpoint_object = init_checkpoint_object
         self.dropout = dropout
         self.export_base = export_base
         self.model_name = model_name
@@ -133,6 +152,15 @@ class SentenceClassification:
                 if ckpt is None:
                     raise FileNotFoundError(f"no checkpoint in {self.init_checkpoint} "
                                             f"(nor in its checkpoints/ folder)")
+            objects = checkpoint_objects(ckpt)
+            if self.init_checkpoint_object not in objects:
+                hint = (" (an ELECTRA pretraining checkpoint: bind garden.SentenceClassification"
+                        ".init_checkpoint_object = 'discriminator', as configs/finetune/"
+                        "classification_electra_tiny.gin does)" if "discriminator" in objects
+                        else "")
+                raise ValueError(f"checkpoint {ckpt} has no {self.init_checkpoint_object!r} "
+                                 f"object to initialise the backbone from; it holds "
+                                 f"{sorted(objects)}{hint}")
             self._init_path = ckpt
         print(f"[{self.name}] {len(self.train_rows)} train / {len(self.eval_rows)} eval examples, "
               f"labels {self.label_names}", flush=True)
@@ -140,12 +168,15 @@ class SentenceClassification:
     def build_model(self):
         backbone = self.backbone_fn(default_vocab_size=len(self.vocab_tokens))
         if self.init_checkpoint:
-            status = tf.train.Checkpoint(backbone=backbone).read(self._init_path)
+            status = tf.train.Checkpoint(
+                **{self.init_checkpoint_object: backbone}).read(self._init_path)
             status.expect_partial()
             status.assert_existing_objects_matched()
-            print(f"[{self.name}] backbone initialised from {self._init_path}", flush=True)
+            print(f"[{self.name}] backbone initialised from {self._init_path} "
+                  f"(its {self.init_checkpoint_object!r})", flush=True)
         model = SequenceClassifier(backbone, num_classes=len(self.label_names), dropout=self.dropout)
-        return model, {"model": model}
+        # "backbone" lets garden.train size layer-wise LR decay (train.layer_decay) from it.
+        return model, {"model": model, "backbone": backbone}
 
     @staticmethod
     def summary_model(backbone):

@@ -20,11 +20,13 @@ class ElectraBackbone(keras.Model):
     E -> H ("embeddings_project") when E != H. The embedding block stops at width E because the
     generator and the discriminator share it (tables and LayerNorm) while each projects to its
     own hidden size; pass the discriminator's `embeddings` to the generator to share them.
-    There is no pooler: Hugging Face's ElectraModel has none, and ELECTRA's classifiers read the
-    [CLS] state through their own dense layer.
+    There is no pooler dense (Hugging Face's ElectraModel has none): `pooled_output` is the
+    [CLS] token's final hidden state as is, as in the original code (google-research/electra
+    model/modeling.py: `self.pooled_output = self.sequence_output[:, 0]`), whose GLUE
+    classifier is dropout(0.1) -> dense(num_labels) on it: garden's SequenceClassifier.
 
     Inputs (dict, int32 [B, T]): token_ids, segment_ids, padding_mask (1 = real token).
-    Outputs (dict): sequence_output [B, T, H].
+    Outputs (dict): sequence_output [B, T, H]; pooled_output [B, H] = sequence_output[:, 0].
 
     Args:
         vocab_size: int, word-piece vocabulary size (ELECTRA uses BERT's uncased 30522).
@@ -102,7 +104,7 @@ class ElectraBackbone(keras.Model):
         super().__init__(
             inputs={"token_ids": token_ids, "segment_ids": segment_ids,
                     "padding_mask": padding_mask},
-            outputs={"sequence_output": x},
+            outputs={"sequence_output": x, "pooled_output": x[:, 0, :]},
             **kwargs)
 
         # === Config ===

@@ -32,8 +32,13 @@ def backbone():
 
 def test_output_shapes_and_no_pooler(backbone):
     out = backbone(_inputs(batch=3, length=10, real_lengths=(10, 4, 1)))
-    assert set(out) == {"sequence_output"}  # HF ElectraModel has no pooler either
+    assert set(out) == {"sequence_output", "pooled_output"}
     assert tuple(out["sequence_output"].shape) == (3, 10, 32)
+    # No pooler dense (HF ElectraModel has none): the pooled output is the [CLS] state itself,
+    # as the original's get_pooled_output, and no layer holds pooler weights.
+    np.testing.assert_array_equal(out["pooled_output"].numpy(),
+                                  out["sequence_output"].numpy()[:, 0])
+    assert not [w.path for w in backbone.weights if "pool" in w.path]
     # Tables at E = 16, this tower's own projection to H = 32.
     assert tuple(backbone.token_embedding.embeddings.shape) == (VOCAB, 16)
     assert tuple(backbone.embeddings_project.kernel.shape) == (16, 32)
