@@ -1,0 +1,68 @@
+"""Every BERT preset has exactly the parameters of Hugging Face's BertModel of the published
+architecture (google-research/bert's releases: the compact models of Turc et al. 2019, base
+and large of Devlin et al. 2019), in total and part by part (embeddings, each Transformer layer,
+pooler), so a wrong feed-forward width or a missing bias names the part at fault.
+
+The Hugging Face models are really instantiated (BERT-large: 335M float32 parameters, about
+5 s and 1.7 GB here), our backbones too (BERT-large: about 14 s); each is freed after its test.
+BERT-base is covered by tests/test_convert_bert.py.
+"""
+
+from __future__ import annotations
+
+import gc
+
+import keras
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from garden.models.bert.presets import PRESETS, bert_backbone_from_preset  # noqa: E402
+
+# (layers, hidden, heads, feed-forward) as published, written out rather than read from PRESETS.
+PUBLISHED = {
+    "bert_tiny": (2, 128, 2, 512),
+    "bert_mini": (4, 256, 4, 1024),
+    "bert_small": (4, 512, 8, 2048),
+    "bert_medium": (8, 512, 8, 2048),
+    "bert_large": (24, 1024, 16, 4096),
+}
+# BertModel totals (with the pooler) of the uncased releases, vocabulary 30522.
+TOTALS = {
+    "bert_tiny": 4_385_920,
+    "bert_mini": 11_170_560,
+    "bert_small": 28_763_648,
+    "bert_medium": 41_373_184,
+    "bert_large": 335_141_888,
+}
+
+
+def _count(module) -> int:
+    return sum(p.numel() for p in module.parameters())
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_preset_has_hugging_face_parameter_count(name):
+    layers, hidden, heads, ffn = PUBLISHED[name]
+    torch.manual_seed(0)
+    hf = transformers.BertModel(transformers.BertConfig(
+        vocab_size=30522, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+        intermediate_size=ffn, max_position_embeddings=512, type_vocab_size=2))
+    expected = {"total": _count(hf), "embeddings": _count(hf.embeddings),
+                "layers": [_count(layer) for layer in hf.encoder.layer],
+                "pooler": _count(hf.pooler)}
+    del hf
+    gc.collect()
+
+    backbone = bert_backbone_from_preset(name)
+    got = {"total": backbone.count_params(), "embeddings": backbone.embeddings.count_params(),
+           "layers": [block.count_params() for block in backbone.encoder_blocks],
+           "pooler": backbone.pooler.count_params()}
+    del backbone
+    keras.backend.clear_session()
+    gc.collect()
+
+    assert got == expected, name
+    assert got["total"] == TOTALS[name]
+    assert (PRESETS[name]["num_layers"], PRESETS[name]["hidden_size"]) == (layers, hidden)
