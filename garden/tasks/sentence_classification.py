@@ -113,7 +113,8 @@ class SentenceClassification:
     def __init__(self, backbone: Callable, vocab: str, train_file: str, eval_file: str,
                  max_seq_length: int = 128, lower_case: bool = True, text_b: bool = False,
                  label_names: Optional[Sequence[str]] = None, init_checkpoint: Optional[str] = None,
-                 init_checkpoint_object: str = "backbone", dropout: float = 0.1, export_base: Optional[str] = None,
+                 init_checkpoint_object: str = "backbone", dropout: float = 0.1,
+                 export_base: Optional[str] = None,
                  model_name: str = "classifier"):
         self.backbone_fn = backbone
         self.vocab = vocab

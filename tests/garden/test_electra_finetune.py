@@ -1,6 +1,7 @@
 """ELECTRA fine-tuning starts from the pretraining run's discriminator (OBJECTIVES.md section 6):
-a tiny ELECTRA pretraining through `garden.train`, then configs/finetune/classification_electra_tiny.gin
-on its model_dir, then the export answering raw text in a fresh process.
+a tiny ELECTRA pretraining through `garden.train`, then
+configs/finetune/classification_electra_tiny.gin on its model_dir, then the export answering
+raw text in a fresh process.
 
 The pretraining here gives the generator the discriminator's sizes (H128 A2 FFN512 instead of
 the tiny config's H32), so restoring the wrong tower would succeed silently: only the values
@@ -40,6 +41,7 @@ SAME_SIZE_GENERATOR = ("electra_towers.generator_hidden_size=128",
 class Pretrained:
     vocab: str
     task_dir: str  # train.tsv / dev.tsv, labels library / reference
+    eval_file: str  # the first 128 rows of dev.tsv (evaluation is not what is tested here)
     model_dir: str
     checkpoint: str
 
@@ -58,6 +60,11 @@ def pretrained(tmp_path_factory) -> Pretrained:
     corpus, task_dir = os.path.join(root, "corpus"), os.path.join(root, "task")
     run_module("data_pipelines.sample_corpus", f"--output={corpus}", f"--task_output={task_dir}")
     first = sorted(glob.glob(os.path.join(corpus, "*.txt")))[0]
+    eval_file = os.path.join(root, "dev-128.tsv")
+    with open(os.path.join(task_dir, "dev.tsv"), encoding="utf-8") as f:
+        lines = f.readlines()
+    with open(eval_file, "w", encoding="utf-8") as f:
+        f.writelines(lines[:129])  # header + 128 rows
     vocab = learn.vocabulary(root, "wordpiece", first, 1000)
     data_dir = learn.pretrain_data(root, "electra", vocab, first, SEQ, 1, "train")
     model_dir = os.path.join(root, "pretrain")
@@ -74,12 +81,13 @@ def pretrained(tmp_path_factory) -> Pretrained:
     assert train_lib.main(args) == 0
     keras.backend.clear_session()
     checkpoint = tf.train.latest_checkpoint(os.path.join(model_dir, "checkpoints"))
-    return Pretrained(vocab=vocab, task_dir=task_dir, model_dir=model_dir, checkpoint=checkpoint)
+    return Pretrained(vocab=vocab, task_dir=task_dir, eval_file=eval_file, model_dir=model_dir,
+                      checkpoint=checkpoint)
 
 
 def _finetune_bindings(p: Pretrained, model_dir: str, steps: int, export_base=None) -> list:
     return [f"VOCAB = '{p.vocab}'", f"TRAIN_FILE = '{p.task_dir}/train.tsv'",
-            f"EVAL_FILE = '{p.task_dir}/dev.tsv'", f"INIT_CHECKPOINT = '{p.model_dir}'",
+            f"EVAL_FILE = '{p.eval_file}'", f"INIT_CHECKPOINT = '{p.model_dir}'",
             f"EXPORT_BASE = {export_base!r}", f"TRAIN_STEPS = {steps}",
             "train.global_batch_size = 16", "train.warmup_steps = 1", "train.log_every = 1",
             "train.peak_flops = 1e12", f"garden.SentenceClassification.max_seq_length = {SEQ}"]
@@ -148,7 +156,7 @@ def test_finetuning_starts_from_the_discriminator_then_trains_and_exports(pretra
     assert summary["task"] == "sentence_classification" and summary["steps"] == 4
     # A fresh two-class head: cross-entropy near ln 2 at the first step.
     assert abs(summary["first_logged_metrics"]["loss"] - math.log(2)) < 0.3, summary
-    assert summary["eval_examples"] > 100 and 0.0 <= summary["eval_accuracy"] <= 1.0
+    assert summary["eval_examples"] == 128 and 0.0 <= summary["eval_accuracy"] <= 1.0
     operative = (ft_dir / "operative_config.gin").read_text()
     assert "init_checkpoint_object = 'discriminator'" in operative
     assert "layer_decay = 0.8" in operative
@@ -157,7 +165,8 @@ def test_finetuning_starts_from_the_discriminator_then_trains_and_exports(pretra
     # 3. The export answers raw text in a fresh process with no garden import.
     code = ("import json, sys, tensorflow as tf, tensorflow_text\n"
             "m = tf.saved_model.load(sys.argv[1])\n"
-            "out = m.signatures['serving_default'](text_a=tf.constant(['The for statement.', 'Return a list.']))\n"
+            "texts = tf.constant(['The for statement.', 'Return a list.'])\n"
+            "out = m.signatures['serving_default'](text_a=texts)\n"
             "print(json.dumps([[l.decode() for l in out['label'].numpy()],\n"
             "                  out['probabilities'].numpy().sum(-1).tolist()]))\n")
     proc = subprocess.run([sys.executable, "-c", code, summary["export_dir"]], capture_output=True,
