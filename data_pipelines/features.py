@@ -12,8 +12,9 @@ A spec is a plain dict ``name -> Feature(dtype, length)``: ``dtype`` is ``"int64
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import struct
-from typing import Dict, List, Mapping, Sequence
+from typing import Dict, List, Mapping, Sequence, Tuple
 
 import numpy as np
 
@@ -107,6 +108,87 @@ def serialize_example(spec: Spec, values: Mapping[str, Sequence]) -> bytes:
         entries.append(b"\x0a" + _varint(len(entry)) + entry)  # Features.feature map entry
     features_bytes = b"".join(entries)
     return b"\x0a" + _varint(len(features_bytes)) + features_bytes  # Example.features
+
+
+def serialize_examples(spec: Spec, instances: Sequence[Mapping[str, Sequence]]) -> List[bytes]:
+    """``serialize_example`` of many instances at once: the same bytes, about 10x cheaper.
+
+    Each feature of all the instances becomes one zero-padded [N, length] matrix whose varints
+    (int64) or little-endian floats are encoded by numpy in one pass; only the few bytes of
+    message headers are put together per instance (from a cache keyed by payload length).
+    """
+    if not instances:
+        return []
+    names = sorted(spec)
+    for inst in instances:
+        if len(inst) != len(names) or any(name not in inst for name in names):
+            serialize_example(spec, inst)  # raises the per-instance error
+    n = len(instances)
+    pieces = []  # per feature: (name, payload bytes, row offsets as a list)
+    for name in names:
+        f = spec[name]
+        lengths = np.fromiter((len(inst[name]) for inst in instances), np.int64, n)
+        if lengths.max() > f.length:
+            i = int(np.argmax(lengths))
+            raise ValueError(f"feature {name!r} has {int(lengths[i])} values, spec allows {f.length}")
+        if f.dtype not in ("int64", "float32"):
+            raise ValueError(f"feature {name!r}: unsupported dtype {f.dtype!r}")
+        dtype = np.int64 if f.dtype == "int64" else np.float32
+        flat = np.fromiter(itertools.chain.from_iterable(inst[name] for inst in instances), dtype, int(lengths.sum()))
+        matrix = np.zeros((n, f.length), dtype)
+        matrix[np.arange(f.length) < lengths[:, None]] = flat
+        if f.dtype == "int64":
+            payload, row_bytes = _varint_rows(matrix)
+        else:
+            payload, row_bytes = matrix.astype("<f4").tobytes(), np.full(n, 4 * f.length, np.int64)
+        offsets = np.concatenate([[0], np.cumsum(row_bytes)]).tolist()
+        pieces.append((name, b"\x1a" if f.dtype == "int64" else b"\x12", payload, offsets))
+    headers: Dict[tuple, bytes] = {}
+    out = []
+    for i in range(n):
+        parts = []
+        for name, field, payload, offsets in pieces:
+            a, b = offsets[i], offsets[i + 1]
+            header = headers.get((name, b - a))
+            if header is None:
+                header = headers[(name, b - a)] = _feature_header(name, field, b - a)
+            parts.append(header)
+            parts.append(payload[a:b])
+        body = b"".join(parts)
+        out.append(b"\x0a" + _varint(len(body)) + body)
+    return out
+
+
+def _feature_header(name: str, field: bytes, payload_length: int) -> bytes:
+    """The bytes of a Features map entry up to its packed payload (see serialize_example)."""
+    key = name.encode("utf-8")
+    value_list = 1 + len(_varint(payload_length)) + payload_length
+    feature = len(field) + len(_varint(value_list)) + value_list
+    key_part = b"\x0a" + _varint(len(key)) + key
+    entry = len(key_part) + 1 + len(_varint(feature)) + feature
+    return (b"\x0a" + _varint(entry) + key_part + b"\x12" + _varint(feature) + field + _varint(value_list)
+            + b"\x0a" + _varint(payload_length))
+
+
+_ROWS_PER_PASS = 256  # bounds the [rows, length, bytes] intermediates of _varint_rows
+
+
+def _varint_rows(matrix: np.ndarray) -> Tuple[bytes, np.ndarray]:
+    """Protobuf varints of an [N, L] int64 matrix, row-major: (bytes, bytes per row).
+    Negative values take 10 bytes (two's complement), as protobuf writes int64."""
+    chunks, row_bytes = [], []
+    for start in range(0, len(matrix), _ROWS_PER_PASS):
+        u = matrix[start:start + _ROWS_PER_PASS].astype(np.int64).view(np.uint64)
+        width = np.ones(u.shape, np.int64)
+        for k in range(1, 10):
+            width += u >= np.uint64(1 << (7 * k))
+        widest = int(width.max()) if width.size else 1
+        k = np.arange(widest, dtype=np.uint64)
+        groups = ((u[..., None] >> (np.uint64(7) * k)) & np.uint64(0x7F)).astype(np.uint8)
+        groups |= ((np.arange(widest) < (width[..., None] - 1)).astype(np.uint8) << 7)
+        chunks.append(groups[np.arange(widest) < width[..., None]].tobytes())
+        row_bytes.append(width.sum(axis=1))
+    return b"".join(chunks), np.concatenate(row_bytes) if row_bytes else np.zeros(0, np.int64)
 
 
 def _varint(n: int) -> bytes:

@@ -48,3 +48,34 @@ def test_encoder_refuses_bad_instances():
         features.serialize_example(spec, {**good, "extra": [1]})
     with pytest.raises(ValueError, match="missing=\\['input_ids'\\]"):
         features.serialize_example(spec, {k: v for k, v in good.items() if k != "input_ids"})
+
+
+def test_batch_encoder_writes_the_same_bytes_as_the_single_one():
+    rng = np.random.default_rng(1)
+    spec = {**features.bert_pretrain_spec(64, 10), "zz_big": features.Feature("int64", 7),
+            "perm": features.Feature("float32", 40)}
+    instances = []
+    for trial in range(600):  # more rows than one encoding pass (256)
+        values = {}
+        for name, f in spec.items():
+            n = int(rng.integers(0, f.length + 1))
+            if f.dtype == "float32":
+                values[name] = rng.normal(size=n).astype(np.float32).tolist()
+            elif name == "zz_big":
+                values[name] = [0, 127, 128, 2 ** 35 + 3, -1, -(2 ** 63), 2 ** 63 - 1][:n]
+            else:
+                values[name] = rng.integers(0, [2, 200, 70000][trial % 3], size=n).tolist()
+        instances.append(values)
+    got = features.serialize_examples(spec, instances)
+    assert got == [features.serialize_example(spec, v) for v in instances]
+    assert got[:20] == [_proto_bytes(spec, v) for v in instances[:20]]
+    assert features.serialize_examples(spec, []) == []
+
+
+def test_batch_encoder_refuses_bad_instances():
+    spec = features.bert_pretrain_spec(8, 2)
+    good = {k: [1] * f.length for k, f in spec.items()}
+    with pytest.raises(ValueError, match="spec allows 2"):
+        features.serialize_examples(spec, [good, {**good, "masked_lm_ids": [1, 2, 3]}])
+    with pytest.raises(ValueError, match="missing=\\['input_ids'\\]"):
+        features.serialize_examples(spec, [good, {k: v for k, v in good.items() if k != "input_ids"}])
