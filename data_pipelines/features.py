@@ -113,30 +113,63 @@ def serialize_example(spec: Spec, values: Mapping[str, Sequence]) -> bytes:
 def serialize_examples(spec: Spec, instances: Sequence[Mapping[str, Sequence]]) -> List[bytes]:
     """``serialize_example`` of many instances at once: the same bytes, about 10x cheaper.
 
-    Each feature of all the instances becomes one zero-padded [N, length] matrix whose varints
-    (int64) or little-endian floats are encoded by numpy in one pass; only the few bytes of
-    message headers are put together per instance (from a cache keyed by payload length).
+    Each feature of all the instances becomes one zero-padded [N, length] matrix
+    (``columns_of``), encoded by ``serialize_columns``.
     """
     if not instances:
         return []
-    names = sorted(spec)
     for inst in instances:
-        if len(inst) != len(names) or any(name not in inst for name in names):
+        if len(inst) != len(spec) or any(name not in inst for name in spec):
             serialize_example(spec, inst)  # raises the per-instance error
+    columns, lengths = columns_of(spec, instances)
+    return serialize_columns(spec, columns, lengths)
+
+
+def columns_of(spec: Spec, instances: Sequence[Mapping[str, Sequence]]):
+    """Per-instance feature dicts -> ({name: zero-padded [N, length] matrix}, {name: [N] value counts})."""
     n = len(instances)
-    pieces = []  # per feature: (name, payload bytes, row offsets as a list)
-    for name in names:
-        f = spec[name]
-        lengths = np.fromiter((len(inst[name]) for inst in instances), np.int64, n)
-        if lengths.max() > f.length:
-            i = int(np.argmax(lengths))
-            raise ValueError(f"feature {name!r} has {int(lengths[i])} values, spec allows {f.length}")
-        if f.dtype not in ("int64", "float32"):
-            raise ValueError(f"feature {name!r}: unsupported dtype {f.dtype!r}")
+    columns, lengths = {}, {}
+    for name, f in spec.items():
+        counts = np.fromiter((len(inst[name]) for inst in instances), np.int64, n)
+        _check_lengths(name, f, counts)
         dtype = np.int64 if f.dtype == "int64" else np.float32
-        flat = np.fromiter(itertools.chain.from_iterable(inst[name] for inst in instances), dtype, int(lengths.sum()))
+        flat = np.fromiter(itertools.chain.from_iterable(inst[name] for inst in instances), dtype, int(counts.sum()))
         matrix = np.zeros((n, f.length), dtype)
-        matrix[np.arange(f.length) < lengths[:, None]] = flat
+        matrix[np.arange(f.length) < counts[:, None]] = flat
+        columns[name], lengths[name] = matrix, counts
+    return columns, lengths
+
+
+def _check_lengths(name: str, f: Feature, counts: np.ndarray) -> None:
+    if f.dtype not in ("int64", "float32"):
+        raise ValueError(f"feature {name!r}: unsupported dtype {f.dtype!r}")
+    if len(counts) and counts.max() > f.length:
+        i = int(np.argmax(counts))
+        raise ValueError(f"feature {name!r} has {int(counts[i])} values, spec allows {f.length}")
+
+
+def serialize_columns(spec: Spec, columns: Mapping[str, np.ndarray], lengths: Mapping[str, np.ndarray]) -> List[bytes]:
+    """tf.train.Example bytes (as ``serialize_example``) of N instances given as columns:
+    ``columns[name]`` an [N, <= length] matrix, zero beyond each row's ``lengths[name]``
+    values (narrower matrices are zero-padded to the spec's length).
+
+    The varints (int64) or little-endian floats of each matrix are encoded by numpy in one
+    pass; only the few bytes of message headers are put together per instance (from a cache
+    keyed by payload length).
+    """
+    if set(columns) != set(spec):
+        raise ValueError(f"feature mismatch: unknown={sorted(set(columns) - set(spec))} "
+                         f"missing={sorted(set(spec) - set(columns))}")
+    n = len(next(iter(columns.values()))) if columns else 0
+    pieces = []  # per feature: (name, field, payload bytes, row offsets as a list)
+    for name in sorted(spec):
+        f = spec[name]
+        _check_lengths(name, f, np.asarray(lengths[name]))
+        matrix = np.asarray(columns[name])
+        if matrix.shape[0] != n or matrix.ndim != 2 or matrix.shape[1] > f.length:
+            raise ValueError(f"feature {name!r}: columns of shape {matrix.shape}, expected ({n}, <= {f.length})")
+        if matrix.shape[1] < f.length:
+            matrix = np.pad(matrix, ((0, 0), (0, f.length - matrix.shape[1])))
         if f.dtype == "int64":
             payload, row_bytes = _varint_rows(matrix)
         else:
@@ -176,11 +209,16 @@ _ROWS_PER_PASS = 256  # bounds the [rows, length, bytes] intermediates of _varin
 def _varint_rows(matrix: np.ndarray) -> Tuple[bytes, np.ndarray]:
     """Protobuf varints of an [N, L] int64 matrix, row-major: (bytes, bytes per row).
     Negative values take 10 bytes (two's complement), as protobuf writes int64."""
+    if matrix.size and 0 <= matrix.min() and matrix.max() < 128:  # one byte each: the value itself
+        return matrix.astype(np.uint8).tobytes(), np.full(len(matrix), matrix.shape[1], np.int64)
     chunks, row_bytes = [], []
     for start in range(0, len(matrix), _ROWS_PER_PASS):
         u = matrix[start:start + _ROWS_PER_PASS].astype(np.int64).view(np.uint64)
         width = np.ones(u.shape, np.int64)
+        top = int(u.max()) if u.size else 0
         for k in range(1, 10):
+            if top < (1 << (7 * k)):
+                break
             width += u >= np.uint64(1 << (7 * k))
         widest = int(width.max()) if width.size else 1
         k = np.arange(widest, dtype=np.uint64)

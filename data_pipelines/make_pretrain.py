@@ -145,9 +145,9 @@ _LENGTH_FEATURES = ("input_ids", "inputs", "input_k")
 
 
 def pool_instances(key, docs: Sequence[base.Doc], *, objective: base.Objective, seed: int,
-                   vocab: base.Vocab, options, lengths_of: int,
+                   vocab: base.Vocab, options, lengths_of: int, spec: features.Spec,
                    unigram_counts: Optional[np.ndarray] = None) -> tuple:
-    """Instances of one (dupe pass, pool): ([(sort_key, feature dict)], stats dict).
+    """Instances of one (dupe pass, pool): ([(sort key, serialized tf.Example)], stats dict).
 
     ``docs``: the pool's documents in any order; they are sorted by id first, because the
     order in which a runner groups them is not deterministic and ids are.
@@ -155,15 +155,38 @@ def pool_instances(key, docs: Sequence[base.Doc], *, objective: base.Objective, 
     dupe, _ = key
     docs = sorted(docs, key=lambda d: d.id)
     ctx = base.PoolContext(seed, dupe, vocab, options, unigram_counts)
-    out = []
-    for instance_key, feats in objective.create_instances(docs, ctx):
-        out.append((instance_sort_key(seed, dupe, instance_key), feats))
+    out: List[Tuple[str, bytes]] = []
+    pending_keys, pending = [], []  # per-instance dicts, serialized together
+
+    def flush():
+        out.extend(zip(pending_keys, features.serialize_examples(spec, pending)))
+        pending_keys.clear()
+        pending.clear()
+
+    for item in objective.create_instances(docs, ctx):
+        if isinstance(item, base.InstanceBatch):
+            flush()
+            keys = [instance_sort_key(seed, dupe, k) for k in item.keys]
+            out.extend(zip(keys, features.serialize_columns(spec, item.columns, item.lengths)))
+            ctx.count("instances", len(item))
+            for name in _LENGTH_FEATURES:
+                if name in item.columns:
+                    n = (item.lengths[name] if name == "input_ids"
+                         else (np.asarray(item.columns[name]) != 0).sum(axis=1))
+                    for length in np.maximum(n, 1).tolist():
+                        ctx.count("seq_len/" + length_bin(length, lengths_of))
+                    break
+            continue
+        instance_key, feats = item
+        pending_keys.append(instance_sort_key(seed, dupe, instance_key))
+        pending.append(feats)
         ctx.count("instances")
         for name in _LENGTH_FEATURES:
             if name in feats:
                 n = sum(1 for t in feats[name] if t != 0) if name != "input_ids" else len(feats[name])
                 ctx.count("seq_len/" + length_bin(max(n, 1), lengths_of))
                 break
+    flush()
     stats: Dict[str, int] = {}
     for name, n in ctx.stats.items():
         _count(stats, name, n)
@@ -504,13 +527,11 @@ class CreateInstancesFn(beam.DoFn):
     def _pool(self, element, unigram_counts):
         key, chunks = element
         docs = [doc for _, path in sorted(chunks) for doc in read_chunk(path)]
-        instances, stats = pool_instances(key, docs, objective=self._objective, seed=self._seed,
-                                          vocab=self._vocab, options=self._options,
-                                          lengths_of=self._lengths_of, unigram_counts=unigram_counts)
-        records = features.serialize_examples(self._spec, [inst for _, inst in instances])
-        entries = sorted((shard_of(sort_key, self._num_shards), sort_key, record)
-                         for (sort_key, _), record in zip(instances, records))
-        del instances, records
+        records, stats = pool_instances(key, docs, objective=self._objective, seed=self._seed,
+                                        vocab=self._vocab, options=self._options, lengths_of=self._lengths_of,
+                                        spec=self._spec, unigram_counts=unigram_counts)
+        entries = sorted((shard_of(sort_key, self._num_shards), sort_key, record) for sort_key, record in records)
+        del records
         dupe, pool = key
         path = FileSystems.join(self._work_dir, "pools", f"{dupe:05d}-{pool:07d}.bin")
         ranges, parts, offset = [], [], 0

@@ -135,8 +135,28 @@ class PoolContext:
             self.stats[name] = self.stats.get(name, 0) + int(n)
 
 
-# create_instances(docs, ctx) -> iterator of (instance key, {feature name: list of values}).
-# The key must be unique within the (dupe, pool) call, e.g. f"{doc.id}|{index}".
+@dataclasses.dataclass
+class InstanceBatch:
+    """Many instances as padded columns, which an objective may yield instead of one
+    (key, feature dict) pair per instance: the job serializes columns without building a
+    dict per instance (``features.serialize_columns``).
+
+    keys: the instances' keys (unique within the create_instances call).
+    columns: feature name -> [N, <= spec length] array, zero beyond the real values.
+    lengths: feature name -> [N] number of real values per row.
+    """
+
+    keys: List[str]
+    columns: Dict[str, np.ndarray]
+    lengths: Dict[str, np.ndarray]
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+
+# create_instances(docs, ctx) -> iterator of (instance key, {feature name: list of values})
+# pairs, or of InstanceBatch objects. A key must be unique within the (dupe, pool) call,
+# e.g. f"{doc.id}|{index}".
 CreateInstancesFn = Callable[[Sequence[Doc], PoolContext], Iterator[Tuple[str, Dict[str, Sequence]]]]
 
 

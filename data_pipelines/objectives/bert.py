@@ -231,13 +231,7 @@ def mask_sequences(sequences: Sequence[Sequence[int]], special_positions: Sequen
                    rng: np.random.Generator, vocab: BertVocab, *, masked_lm_prob: float = 0.15,
                    max_predictions_per_seq: int = 20, budgets: Optional[Sequence[int]] = None):
     """Static masking of many sequences at once, with one-position candidate groups (no
-    whole-word masking): what the original's group loop does when no group can overlap or
-    overshoot the budget, vectorised over the batch.
-
-    Per sequence: num_to_predict = ``masked_lm_budget(len, masked_lm_prob,
-    max_predictions_per_seq)`` (or ``budgets``) positions drawn uniformly without replacement
-    among the positions not in its ``special_positions`` (random keys, the smallest win), then
-    80% [MASK], 10% kept, 10% a uniform random id, each drawn independently.
+    whole-word masking); see ``mask_matrix``.
 
     Returns ``(outputs, positions, labels)``: per sequence, the masked ids, the sorted masked
     positions and the original ids there (lists of ints).
@@ -246,35 +240,54 @@ def mask_sequences(sequences: Sequence[Sequence[int]], special_positions: Sequen
     if n == 0:
         return [], [], []
     lengths = np.fromiter((len(s) for s in sequences), np.int64, n)
-    width = int(lengths.max())
-    cols = np.arange(width)
-    real = cols < lengths[:, None]
-    tokens = np.zeros((n, width), np.int64)
-    tokens[real] = np.fromiter(itertools.chain.from_iterable(sequences), np.int64, int(lengths.sum()))
-    allowed = real.copy()
+    tokens = np.zeros((n, int(lengths.max())), np.int64)
+    tokens[np.arange(tokens.shape[1]) < lengths[:, None]] = np.fromiter(
+        itertools.chain.from_iterable(sequences), np.int64, int(lengths.sum()))
     special_rows = [i for i, sp in enumerate(special_positions) for _ in sp]
-    allowed[special_rows, [p for sp in special_positions for p in sp]] = False
+    special_cols = [p for sp in special_positions for p in sp]
     if budgets is None:
         budgets = [masked_lm_budget(int(m), masked_lm_prob, max_predictions_per_seq) for m in lengths.tolist()]
-    k = np.minimum(np.asarray(budgets, np.int64), allowed.sum(axis=1))
+    output, rows, positions, labels = mask_matrix(tokens, lengths, (special_rows, special_cols),
+                                                  np.asarray(budgets, np.int64), rng, vocab)
+    ends = np.cumsum(np.bincount(rows, minlength=n)).tolist()
+    starts = [0] + ends[:-1]
+    positions, labels = positions.tolist(), labels.tolist()
+    outputs = [row[:m] for row, m in zip(output.tolist(), lengths.tolist())]
+    return (outputs, [positions[a:b] for a, b in zip(starts, ends)], [labels[a:b] for a, b in zip(starts, ends)])
+
+
+def mask_matrix(tokens: np.ndarray, lengths: np.ndarray, special: Tuple[Sequence[int], Sequence[int]],
+                budgets: np.ndarray, rng: np.random.Generator, vocab: BertVocab):
+    """The masking of ``mask_sequences`` on an [N, W] matrix of ids (row i real up to
+    lengths[i]); ``special``: (rows, columns) of positions never masked.
+
+    Per row: min(budget, candidates) positions drawn uniformly without replacement among the
+    real, non-special positions (random keys, the smallest win: what the original's loop over
+    shuffled one-position groups takes), then 80% [MASK], 10% kept, 10% a uniform random id
+    over the whole vocabulary, each drawn independently.
+
+    Returns ``(output, rows, positions, labels)``: the masked [N, W] ids, and per masked
+    position (row-major, so each row's positions ascend) its row, column and original id.
+    """
+    n, width = tokens.shape
+    cols = np.arange(width)
+    allowed = cols < lengths[:, None]
+    allowed[special] = False
+    k = np.minimum(budgets, allowed.sum(axis=1))
     keys = rng.random((n, width))
     keys[~allowed] = 2.0  # never among the first k
     order = np.argsort(keys, axis=1, kind="stable")
     take = cols < k[:, None]
     chosen = np.zeros((n, width), bool)
     chosen[np.nonzero(take)[0], order[take]] = True
-    rows, positions = np.nonzero(chosen)  # row-major: each row's positions sorted
+    rows, positions = np.nonzero(chosen)
     labels = tokens[rows, positions]
     replace = rng.random(len(rows))
     keep = rng.random(len(rows))
     random_ids = rng.integers(0, vocab.vocab_size, len(rows))
     output = tokens.copy()
     output[rows, positions] = np.where(replace < 0.8, vocab.mask_id, np.where(keep < 0.5, labels, random_ids))
-    ends = np.cumsum(chosen.sum(axis=1)).tolist()
-    starts = [0] + ends[:-1]
-    positions, labels = positions.tolist(), labels.tolist()
-    outputs = [row[:m] for row, m in zip(output.tolist(), lengths.tolist())]
-    return (outputs, [positions[a:b] for a, b in zip(starts, ends)], [labels[a:b] for a, b in zip(starts, ends)])
+    return output, rows, positions, labels
 
 
 def layout_pair(tokens_a: Sequence[int], tokens_b: Sequence[int], vocab: BertVocab,
@@ -320,6 +333,50 @@ def _features(output, segment_ids, positions, labels, is_random_next: bool) -> D
         "masked_lm_weights": [1.0] * len(positions),
         "next_sentence_labels": [1 if is_random_next else 0],
     }
+
+
+def make_batch(keys: Sequence[str], pairs: Sequence[Tuple[Sequence[int], Sequence[int], int, bool]],
+               rng: np.random.Generator, vocab: BertVocab, options: BertOptions) -> base.InstanceBatch:
+    """``make_instances`` as columns (base.InstanceBatch), for one-position masking: the same
+    layout, the same ``mask_matrix`` draws in the same order, without a dict per instance."""
+    n = len(pairs)
+    len_a = np.fromiter((len(a) for a, _, _, _ in pairs), np.int64, n)
+    len_b = np.fromiter((len(b) for _, b, _, _ in pairs), np.int64, n)
+    lengths = len_a + len_b + 3
+    if n and lengths.max() > options.max_seq_length:
+        raise ValueError(f"instance of {int(lengths.max())} tokens exceeds max_seq_length {options.max_seq_length}")
+    cls, sep = (vocab.cls_id,), (vocab.sep_id,)
+    flat = np.fromiter(itertools.chain.from_iterable(
+        piece for a, b, _, _ in pairs for piece in (cls, a, sep, b, sep)), np.int64, int(lengths.sum()))
+    # As wide as the longest row (serialize_columns pads): mask_matrix then draws exactly what
+    # mask_sequences draws for the same pairs.
+    cols = np.arange(int(lengths.max()) if n else 0)
+    real = cols < lengths[:, None]
+    tokens = np.zeros((n, len(cols)), np.int64)
+    tokens[real] = flat
+    rows = np.repeat(np.arange(n), 3)
+    specials = np.stack([np.zeros(n, np.int64), len_a + 1, lengths - 1], axis=1).ravel()
+    budgets = np.minimum(options.max_predictions_per_seq,
+                         np.maximum(1, np.round(lengths * options.masked_lm_prob).astype(np.int64)))
+    output, mrows, positions, labels = mask_matrix(tokens, lengths, (rows, specials), budgets, rng, vocab)
+    counts = np.bincount(mrows, minlength=n)
+    slot = np.arange(len(mrows)) - np.repeat(np.cumsum(counts) - counts, counts)
+    p = options.max_predictions_per_seq
+    lm_positions, lm_ids, lm_weights = (np.zeros((n, p), np.int64), np.zeros((n, p), np.int64),
+                                        np.zeros((n, p), np.float32))
+    lm_positions[mrows, slot] = positions
+    lm_ids[mrows, slot] = labels
+    lm_weights[mrows, slot] = 1.0
+    nsp = np.fromiter((label for _, _, label, _ in pairs), np.int64, n)[:, None]
+    columns = {
+        "input_ids": output, "input_mask": real.astype(np.int64),
+        "segment_ids": (real & (cols > (len_a + 1)[:, None])).astype(np.int64),
+        "masked_lm_positions": lm_positions, "masked_lm_ids": lm_ids, "masked_lm_weights": lm_weights,
+        "next_sentence_labels": nsp,
+    }
+    seq = {name: lengths for name in ("input_ids", "input_mask", "segment_ids")}
+    lm = {name: counts for name in ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")}
+    return base.InstanceBatch(list(keys), columns, {**seq, **lm, "next_sentence_labels": np.ones(n, np.int64)})
 
 
 def make_instances(pairs: Sequence[Tuple[Sequence[int], Sequence[int], int, bool]], rng: np.random.Generator,
@@ -504,10 +561,17 @@ def _create(docs: Sequence[base.Doc], ctx: base.PoolContext):
             pairs.append(pair)
     if not pairs:
         return
-    instances = make_instances(pairs, ctx.rng("masks", docs[0].id), vocab, ctx.options)
-    for key, inst in zip(keys, instances):
-        count_masked_instance(ctx, inst)
-        yield key, inst
+    rng = ctx.rng("masks", docs[0].id)
+    if ctx.options.whole_word_mask:
+        for key, inst in zip(keys, make_instances(pairs, rng, vocab, ctx.options)):
+            count_masked_instance(ctx, inst)
+            yield key, inst
+        return
+    batch = make_batch(keys, pairs, rng, vocab, ctx.options)
+    ctx.count("real_tokens", int(batch.lengths["input_ids"].sum()))
+    ctx.count("masked_tokens", int(batch.lengths["masked_lm_ids"].sum()))
+    ctx.count("nsp_random", int(batch.columns["next_sentence_labels"].sum()))
+    yield batch
 
 
 def masked_lm_summary(counters) -> dict:

@@ -265,3 +265,24 @@ def test_features_round_trip_padded():
             assert parsed[name].shape == (f.length,)
             np.testing.assert_array_equal(parsed[name][:len(values)], values)
             assert not parsed[name][len(values):].any(), f"{name} not zero-padded"
+
+
+def test_columnar_batch_equals_the_per_instance_dicts():
+    """make_batch (the Beam job's path) writes exactly the records of make_instances for the
+    same pairs and Generator state."""
+    from data_pipelines.objectives import bert as b
+
+    vocab = b.BertVocab(cls_id=2, sep_id=3, mask_id=4, vocab_size=300, is_continuation=np.zeros(300, bool))
+    opts = b.BertOptions(max_seq_length=40, max_predictions_per_seq=5)
+    rng = np.random.default_rng(3)
+    pairs = []
+    for _ in range(200):
+        la = int(rng.integers(1, 20))
+        lb = int(rng.integers(1, 38 - la))
+        pairs.append((rng.integers(5, 300, la).tolist(), rng.integers(5, 300, lb).tolist(),
+                      int(rng.integers(0, 2)), False))
+    spec = features.bert_pretrain_spec(40, 5)
+    dicts = b.make_instances(pairs, np.random.default_rng(9), vocab, opts)
+    batch = b.make_batch([str(i) for i in range(len(pairs))], pairs, np.random.default_rng(9), vocab, opts)
+    assert features.serialize_columns(spec, batch.columns, batch.lengths) == features.serialize_examples(spec, dicts)
+    assert batch.keys == [str(i) for i in range(len(pairs))]

@@ -53,7 +53,7 @@ def test_encoder_refuses_bad_instances():
 def test_batch_encoder_writes_the_same_bytes_as_the_single_one():
     rng = np.random.default_rng(1)
     spec = {**features.bert_pretrain_spec(64, 10), "zz_big": features.Feature("int64", 7),
-            "perm": features.Feature("float32", 40)}
+            "perm": features.Feature("float32", 40), "one_byte": features.Feature("int64", 9)}
     instances = []
     for trial in range(600):  # more rows than one encoding pass (256)
         values = {}
@@ -63,6 +63,8 @@ def test_batch_encoder_writes_the_same_bytes_as_the_single_one():
                 values[name] = rng.normal(size=n).astype(np.float32).tolist()
             elif name == "zz_big":
                 values[name] = [0, 127, 128, 2 ** 35 + 3, -1, -(2 ** 63), 2 ** 63 - 1][:n]
+            elif name == "one_byte":  # every value of the column < 128: encoded as the values
+                values[name] = rng.integers(0, 128, size=n).tolist()
             else:
                 values[name] = rng.integers(0, [2, 200, 70000][trial % 3], size=n).tolist()
         instances.append(values)

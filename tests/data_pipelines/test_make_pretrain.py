@@ -87,11 +87,10 @@ def test_pipeline_stages_exact_ids(tmp_path, tiny_vocab_path):
     docs = [base.Doc(doc_id, segments) for doc_id, segments in reversed(tokenized)]
     expected = []
     for d in range(dupes):
-        instances, _ = make_pretrain.pool_instances((d, 0), docs, objective=bert.OBJECTIVE, seed=seed,
-                                                    vocab=vocab, options=opts, lengths_of=32)
-        for key, inst in instances:
-            expected.append((make_pretrain.shard_of(key, shards),
-                             (key, features.serialize_example(SPEC_32_5, inst))))
+        records, _ = make_pretrain.pool_instances((d, 0), docs, objective=bert.OBJECTIVE, seed=seed,
+                                                  vocab=vocab, options=opts, lengths_of=32, spec=SPEC_32_5)
+        for key, record in records:
+            expected.append((make_pretrain.shard_of(key, shards), (key, record)))
     assert len(expected) >= dupes * 3
 
     # Hand-checked layout: doc a.txt:0 is one chunk of two sentences; when B is the actual next
