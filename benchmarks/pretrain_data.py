@@ -609,6 +609,20 @@ def format_report(records: List[dict], ratio_rows: List[dict]) -> str:
           _fmt(q["net_instances_per_s_per_core"]), _fmt(q["net_instances_per_cpu_s"]),
           _fmt(q["tokens_per_cpu_s"]), _fmt(q["peak_rss"]), _fmt(q["peak_pss"]), _fmt(q["instances"], ".3f"))
          for q in ratio_rows])
+    ours = {r["workers"]: r for r in records if r["tool"] == "ours"}
+    if 1 in ours and len(ours) > 1:
+        lines += ["", "ours with N workers against 1 worker (wall-clock speed-up; net: start-up runs subtracted):"]
+        one = ours[1]
+        rows = []
+        for w, r in sorted(ours.items()):
+            if w == 1:
+                continue
+            net = None
+            if r["startup"] and one["startup"]:
+                net = _ratio(one["wall_s"] - one["startup"]["wall_s"], r["wall_s"] - r["startup"]["wall_s"])
+            rows.append((f"w={w}", _fmt(_ratio(one["wall_s"], r["wall_s"])), _fmt(net),
+                         _fmt(_ratio(one["cpu_s"], r["cpu_s"]))))
+        lines += _columns(("ours", "speed-up", "net speed-up", "CPU s w=1 / w=N"), rows)
     lines += ["", "what was written (read back with tf.data and data_pipelines.features):"]
     rows = []
     for r in records:
