@@ -556,7 +556,9 @@ RATIO_KEYS = {  # ratio name -> record field
 
 def ratios(records: List[dict]) -> List[dict]:
     """ours / Model Garden for each run of ours."""
-    theirs = next(r for r in records if r["tool"] == "model_garden")
+    theirs = next((r for r in records if r["tool"] == "model_garden"), None)
+    if theirs is None:
+        return []
     return [{"ours_workers": ours["workers"],
              **{name: _ratio(ours.get(key), theirs.get(key)) for name, key in RATIO_KEYS.items()}}
             for ours in records if ours["tool"] == "ours"]
@@ -601,14 +603,15 @@ def format_report(records: List[dict], ratio_rows: List[dict]) -> str:
               _fmt(r["startup"]["peak_rss_mib"], ".0f"),
               _fmt(r["net_instances_per_s_per_core"], ".1f"), _fmt(r["net_instances_per_cpu_s"], ".1f"))
              for r in records if r["startup"]])
-    lines += ["", "ours / Model Garden (throughput above 1: ours is faster; memory above 1: ours uses more):"]
-    lines += _columns(
-        ("ours", "per core", "per CPU-s", "net per core", "net per CPU-s", "tokens/CPU-s",
-         "peak RSS", "peak PSS", "instances"),
-        [(f"w={q['ours_workers']}", _fmt(q["instances_per_s_per_core"]), _fmt(q["instances_per_cpu_s"]),
-          _fmt(q["net_instances_per_s_per_core"]), _fmt(q["net_instances_per_cpu_s"]),
-          _fmt(q["tokens_per_cpu_s"]), _fmt(q["peak_rss"]), _fmt(q["peak_pss"]), _fmt(q["instances"], ".3f"))
-         for q in ratio_rows])
+    if ratio_rows:
+        lines += ["", "ours / Model Garden (throughput above 1: ours is faster; memory above 1: ours uses more):"]
+        lines += _columns(
+            ("ours", "per core", "per CPU-s", "net per core", "net per CPU-s", "tokens/CPU-s",
+             "peak RSS", "peak PSS", "instances"),
+            [(f"w={q['ours_workers']}", _fmt(q["instances_per_s_per_core"]), _fmt(q["instances_per_cpu_s"]),
+              _fmt(q["net_instances_per_s_per_core"]), _fmt(q["net_instances_per_cpu_s"]),
+              _fmt(q["tokens_per_cpu_s"]), _fmt(q["peak_rss"]), _fmt(q["peak_pss"]), _fmt(q["instances"], ".3f"))
+             for q in ratio_rows])
     ours = {r["workers"]: r for r in records if r["tool"] == "ours"}
     if 1 in ours and len(ours) > 1:
         lines += ["", "ours with N workers against 1 worker (wall-clock speed-up; net: start-up runs subtracted):"]
@@ -698,6 +701,9 @@ def parse_args(argv=None):
     p.add_argument("--measure_startup", action=argparse.BooleanOptionalAction, default=True,
                    help="also run each command on 2 documents to measure its fixed cost and "
                    "report rates net of it")
+    p.add_argument("--model_garden", action=argparse.BooleanOptionalAction, default=True,
+                   help="also run Model Garden's create_pretraining_data (--no-model_garden: ours only, e.g. "
+                   "to measure worker scaling on a corpus too large to wait for the reference)")
     p.add_argument("--output_json", help="also write the figures here")
     args = p.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
@@ -741,13 +747,13 @@ def _benchmark(args, work_dir: str) -> dict:
 
     # Timed runs one after another; TensorFlow is imported into this process only afterwards,
     # so it cannot compete with the tools being measured.
-    runs = [run_model_garden(corpus, vocab, work_dir, args.dupe_factor)]
+    runs = [run_model_garden(corpus, vocab, work_dir, args.dupe_factor)] if args.model_garden else []
     for workers in args.worker_counts:
         runs.append(run_ours(args, corpus, vocab, work_dir, args.dupe_factor, workers))
     startups: List[Optional[Run]] = [None] * len(runs)
     if args.measure_startup:
         tiny = startup_corpus(corpus, work_dir)
-        startups = [run_model_garden(tiny, vocab, work_dir, 1, name="startup_model_garden")]
+        startups = [run_model_garden(tiny, vocab, work_dir, 1, name="startup_model_garden")] if args.model_garden else []
         for workers in args.worker_counts:
             startups.append(run_ours(args, tiny, vocab, work_dir, 1, workers, name="startup_ours"))
 

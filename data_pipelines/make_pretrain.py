@@ -119,12 +119,12 @@ def shard_name(output_dir: str, shard: int, num_shards: int, compress: bool) -> 
     return FileSystems.join(output_dir, f"{SPLIT}-{shard:05d}-of-{num_shards:05d}{suffix}")
 
 
-def num_buckets(num_documents: int, pool_size: int) -> int:
-    return max(1, math.ceil(num_documents / pool_size))
+def num_buckets(num_items: int, per_bucket: int) -> int:
+    return max(1, math.ceil(num_items / per_bucket))
 
 
-def pool_of(seed: int, dupe: int, doc_id: str, pools: int) -> int:
-    return stable_hash("bucket", seed, dupe, doc_id) % pools
+def pool_of(seed: int, dupe: int, chunk_id: str, pools: int) -> int:
+    return stable_hash("bucket", seed, dupe, chunk_id) % pools
 
 
 def _count(stats: Dict[str, int], name: str, n: int = 1) -> None:
@@ -228,14 +228,6 @@ def tokenize_documents(tokenizer, objective: base.Objective,
             continue
         out.append(base.Doc(doc_id, segments, doc_units if objective.wants_units else None))
     return out
-
-
-def tokenize_document(tokenizer, objective: base.Objective, doc_id: str, sentences: Sequence[str],
-                      units: Optional[Sequence] = None) -> Tuple[Optional[base.Doc], Dict[str, int]]:
-    """One document through ``tokenize_documents``: (base.Doc or None, stats)."""
-    stats: Dict[str, int] = {}
-    docs = tokenize_documents(tokenizer, objective, [(doc_id, sentences, units)], stats)
-    return (docs[0] if docs else None), stats
 
 
 @contextlib.contextmanager
