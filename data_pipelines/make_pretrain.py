@@ -60,6 +60,7 @@ proto) to ``<output_dir>/dataflow_job.json`` (stdout when output_dir is not loca
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import dataclasses
 import gc
@@ -173,8 +174,8 @@ def pool_instances(key, docs: Sequence[base.Doc], *, objective: base.Objective, 
                 if name in item.columns:
                     n = (item.lengths[name] if name == "input_ids"
                          else (np.asarray(item.columns[name]) != 0).sum(axis=1))
-                    for length in np.maximum(n, 1).tolist():
-                        ctx.count("seq_len/" + length_bin(length, lengths_of))
+                    for length, count in collections.Counter(np.maximum(n, 1).tolist()).items():
+                        ctx.count("seq_len/" + length_bin(length, lengths_of), count)
                     break
             continue
         instance_key, feats = item
