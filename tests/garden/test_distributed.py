@@ -91,24 +91,28 @@ def test_two_workers_match_one_device(bert_data, single_device, tmp_path):
 
 
 def test_sigkill_then_resume_ends_at_the_uninterrupted_weights(bert_data, tmp_path):
+    """Killed twice (mid-interval after the first checkpoint, then again in the resumed run),
+    the same command ends at the uninterrupted run's weights."""
     steps, extra = 10, ["--strategy=one_device", "--gin_param=train.checkpoint_every=3"]
     reference = tmp_path / "reference"
     _run(_args(bert_data, reference, *extra, steps=steps, dropout=0.1))
 
     killed = tmp_path / "killed"
-    proc = subprocess.Popen([sys.executable, *_args(bert_data, killed, *extra, steps=steps,
-                                                    dropout=0.1)],
-                            cwd=REPO_ROOT, env=_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    deadline = time.time() + 300
-    for line in proc.stdout:
-        if line.startswith("[train] step 7/"):  # checkpoint at 6, step 7 is done and lost
-            proc.send_signal(signal.SIGKILL)
-            break
-        assert time.time() < deadline
-    proc.wait(timeout=60)
-    assert proc.returncode == -signal.SIGKILL
-    assert tf.train.latest_checkpoint(str(killed / "checkpoints")).endswith("ckpt-6")
+    for kill_after, kept in ((4, "ckpt-3"), (8, "ckpt-6")):
+        proc = subprocess.Popen([sys.executable, *_args(bert_data, killed, *extra, steps=steps,
+                                                        dropout=0.1)],
+                                cwd=REPO_ROOT, env=_env(), stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        deadline = time.time() + 300
+        for line in proc.stdout:
+            # e.g. checkpoint at 6, step 8 done and lost
+            if line.startswith(f"[train] step {kill_after}/"):
+                proc.send_signal(signal.SIGKILL)
+                break
+            assert time.time() < deadline
+        proc.wait(timeout=60)
+        assert proc.returncode == -signal.SIGKILL
+        assert tf.train.latest_checkpoint(str(killed / "checkpoints")).endswith(kept)
 
     resumed = _run(_args(bert_data, killed, *extra, steps=steps, dropout=0.1))
     assert "at step 6" in resumed.stdout
