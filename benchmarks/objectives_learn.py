@@ -3,7 +3,8 @@
 
 Each family's tiny config (configs/<family>_tiny.gin) is trained for a short CPU run on data the
 real tools build from the sample corpus (data_pipelines.sample_corpus -> make_vocab ->
-make_pretrain), then scored on held-out data (another corpus file, same vocabulary) against
+make_pretrain; or with --corpus=ordered from data_pipelines.ordered_corpus, procedures whose
+sentence order the text gives away), then scored on held-out data (another corpus file, same vocabulary) against
 what a model that ignores the context can do:
 
   MLM accuracy      vs the best constant guess: always predicting the most frequent target
@@ -93,6 +94,26 @@ def sample_corpus(root: str) -> List[str]:
     if not glob.glob(os.path.join(out, "*.txt")):
         _run("data_pipelines.sample_corpus", f"--output={out}")
     return sorted(glob.glob(os.path.join(out, "*.txt")))
+
+
+def ordered_corpus(root: str, seed: int = 0) -> List[str]:
+    """The procedures of data_pipelines.ordered_corpus (four files of ~230 KB, markers on):
+    documents whose sentence order can be read from the text, for SOP."""
+    out = os.path.join(root, "corpus")
+    if not glob.glob(os.path.join(out, "*.txt")):
+        _run("data_pipelines.ordered_corpus", f"--output={out}", f"--seed={seed}")
+    return sorted(glob.glob(os.path.join(out, "*.txt")))
+
+
+CORPORA = {"sample": sample_corpus, "ordered": ordered_corpus}
+
+
+def corpus_root(root: str, corpus: str) -> str:
+    """Where one corpus' files, vocabularies and data go: the work dir itself for the sample
+    corpus (as before), a subdirectory named after any other."""
+    if corpus not in CORPORA:
+        raise ValueError(f"unknown corpus {corpus!r}; choose from {', '.join(CORPORA)}")
+    return root if corpus == "sample" else os.path.join(root, corpus)
 
 
 HELD_OUT = 1  # index of the held-out corpus file (the same in every run, so scores compare)
@@ -347,10 +368,12 @@ def score(task, model, batch_size: int = 32, num_batches: int = 20,
 def run_family(name: str, root: str, *, steps: int, batch_size: int = 32, max_seq_length: int = 128,
                vocab_size: int = 2000, dupe_factor: int = 3, learning_rate: Optional[float] = None,
                eval_batches: int = 20, train_files: int = 1, eval_dupe_factor: int = 1,
-               extra: Sequence[str] = ()) -> dict:
-    """Builds the family's data (if not there), trains its tiny config, scores it held out."""
+               extra: Sequence[str] = (), corpus: str = "sample") -> dict:
+    """Builds the family's data (if not there) from `corpus` (sample | ordered), trains its
+    tiny config, scores it held out."""
     family = FAMILIES[name]
-    files = sample_corpus(root)
+    root = corpus_root(root, corpus)
+    files = CORPORA[corpus](root)
     # The vocabulary always comes from file 0, so every run of a family scores the same pieces.
     vocab = vocabulary(root, family.tokenizer, files[0], vocab_size)
     dupes = dupe_factor if family.static_masks else 1  # dynamic objectives mask afresh anyway
@@ -378,7 +401,8 @@ def run_family(name: str, root: str, *, steps: int, batch_size: int = 32, max_se
     task, model = _restored_task(name, model_dir, gin_bindings)
     result = score(task, model, batch_size=batch_size, num_batches=eval_batches, eval_dir=eval_dir)
     result.update(family=name, steps=steps, train_seconds=round(seconds, 1),
-                  parameters=summary["parameters"], model_dir=model_dir, train_files=train_files)
+                  parameters=summary["parameters"], model_dir=model_dir, train_files=train_files,
+                  corpus=corpus)
     if teacher_result is not None:
         result["teacher"] = teacher_result
         # Both again on BERT's own (uniform) masks of the held-out data: the teacher's task.
@@ -521,7 +545,11 @@ def main(argv=None) -> int:
     parser.add_argument("--eval_batches", type=int, default=20,
                         help="held-out batches scored (one pass over the held-out file: ~650 sequences)")
     parser.add_argument("--train_files", type=int, default=1,
-                        help="sample-corpus files to train on (1..3; file 1 is always held out)")
+                        help="corpus files to train on (1..3; file 1 is always held out)")
+    parser.add_argument("--corpus", choices=sorted(CORPORA), default="sample",
+                        help="sample: Python's documentation (data_pipelines.sample_corpus); "
+                        "ordered: synthetic procedures whose sentence order the text gives away "
+                        "(data_pipelines.ordered_corpus), to see whether SOP/NSP can learn at all")
     parser.add_argument("--eval_dupe_factor", type=int, default=1,
                         help="dupe_factor of the statically masked objectives' held-out data")
     parser.add_argument("--learning_rate", type=float, default=None,
@@ -544,7 +572,7 @@ def main(argv=None) -> int:
                             max_seq_length=args.max_seq_length, vocab_size=args.vocab_size,
                             dupe_factor=args.dupe_factor, eval_batches=args.eval_batches,
                             train_files=args.train_files, learning_rate=args.learning_rate,
-                            eval_dupe_factor=args.eval_dupe_factor)
+                            eval_dupe_factor=args.eval_dupe_factor, corpus=args.corpus)
         result.update(margins(result))
         shown = {k: v for k, v in result.items() if k not in ("model_dir", "teacher", "on_bert_masks")}
         print(f"[objectives_learn] {name}: {json.dumps(shown)}", flush=True)

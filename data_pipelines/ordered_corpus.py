@@ -81,9 +81,10 @@ def _marker(rng: random.Random, k: int, n: int) -> str:
     return ORDINALS[k - 1] if rng.random() < 0.5 else rng.choice(CONNECTIVES)
 
 
-def procedure(rng: random.Random, markers: bool = True) -> List[str]:
-    """One document: the sentences of a procedure of MIN_STEPS..MAX_STEPS steps, in order."""
-    n = rng.randint(MIN_STEPS, MAX_STEPS)
+def procedure(rng: random.Random, markers: bool = True, min_steps: int = MIN_STEPS,
+              max_steps: int = MAX_STEPS) -> List[str]:
+    """One document: the sentences of a procedure of min_steps..max_steps steps, in order."""
+    n = rng.randint(min_steps, max_steps)
     objects = rng.sample(NOUNS, n)
     sentences = []
     for k, obj in enumerate(objects):
@@ -100,9 +101,13 @@ def procedure(rng: random.Random, markers: bool = True) -> List[str]:
     return sentences
 
 
-def documents(num_documents: int, seed: int = 0, markers: bool = True) -> List[Tuple[str, List[str]]]:
+def documents(num_documents: int, seed: int = 0, markers: bool = True, min_steps: int = MIN_STEPS,
+              max_steps: int = MAX_STEPS) -> List[Tuple[str, List[str]]]:
     """(name, sentences) of documents 0..num_documents-1; document i depends only on (seed, i)."""
-    return [(f"procedure:{i}", procedure(random.Random(f"{seed}:{i}"), markers))
+    if not 2 <= min_steps <= max_steps <= MAX_STEPS:
+        raise ValueError(f"need 2 <= min_steps <= max_steps <= {MAX_STEPS} (the ordinals end at "
+                         f"{ORDINALS[-1]!r}), got {min_steps}..{max_steps}")
+    return [(f"procedure:{i}", procedure(random.Random(f"{seed}:{i}"), markers, min_steps, max_steps))
             for i in range(num_documents)]
 
 
@@ -112,14 +117,21 @@ def main(argv=None) -> None:
     p.add_argument("--output", required=True, help="directory for corpus-*-of-*.txt")
     p.add_argument("--num_files", type=int, default=4)
     p.add_argument("--documents_per_file", type=int, default=600,
-                   help="procedures per file (default %(default)s: about 60 KB per file)")
+                   help="procedures per file (default %(default)s: about 230 KB per file)")
     p.add_argument("--seed", type=int, default=0, help="the documents are a function of the seed")
+    p.add_argument("--min_steps", type=int, default=MIN_STEPS, help="fewest steps (sentences) of a "
+                   "procedure (default %(default)s)")
+    p.add_argument("--max_steps", type=int, default=MAX_STEPS, help="most steps of a procedure "
+                   "(default and at most %(default)s)")
     add_bool(p, "markers", True, "open each step with first / second / then / ... / finally; "
              "--nomarkers leaves only the chained objects as the order cue")
     args = p.parse_args(argv)
     if args.num_files < 1 or args.documents_per_file < 1:
         p.error("--num_files and --documents_per_file must be >= 1")
-    docs = documents(args.num_files * args.documents_per_file, args.seed, args.markers)
+    if not 2 <= args.min_steps <= args.max_steps <= MAX_STEPS:
+        p.error(f"need 2 <= --min_steps <= --max_steps <= {MAX_STEPS}")
+    docs = documents(args.num_files * args.documents_per_file, args.seed, args.markers,
+                     args.min_steps, args.max_steps)
     paths = write_corpus(docs, args.output, args.num_files)
     n_sent = sum(len(s) for _, s in docs)
     print(f"ordered corpus: {len(paths)} files in {args.output}, {len(docs)} documents, "
