@@ -46,9 +46,17 @@ def resolve_strategy_name(requested: str, *, tpu: str | None, tf_config: str | N
 
 def create_strategy(name: str = "mirrored", tpu: str | None = None) -> tf.distribute.Strategy:
     """Builds the strategy named on the command line ("auto": see resolve_strategy_name)."""
-    name = resolve_strategy_name(name, tpu=tpu, tf_config=os.environ.get("TF_CONFIG"),
-                                 num_gpus=len(tf.config.list_logical_devices("GPU")),
-                                 num_cpus=len(tf.config.list_logical_devices("CPU")))
+    if name == "auto":
+        # Counted without starting TensorFlow's runtime: MultiWorkerMirroredStrategy must
+        # configure the collective ops before anything initialises the eager context (listing
+        # logical devices would).
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        name = resolve_strategy_name(
+            name, tpu=tpu, tf_config=os.environ.get("TF_CONFIG"),
+            num_gpus=len(tf.config.list_physical_devices("GPU")),
+            num_cpus=len(tf.config.get_logical_device_configuration(cpu) or [cpu]))
+    else:
+        name = resolve_strategy_name(name, tpu=tpu, tf_config=None, num_gpus=0)  # checks the name
     if name == "tpu":
         # With no --tpu, TPUClusterResolver finds the TPU from TPU_NAME (or the Cloud TPU VM).
         resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu or "")

@@ -98,3 +98,41 @@ def test_create_auto_on_this_cpu_machine_gives_a_working_strategy(monkeypatch):
     per_replica = strategy.run(lambda: v * 0.5)
     total = strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
     assert float(total) == float(replicas)
+
+
+_FRESH_PROCESS = """
+import json, os, socket, sys
+import tensorflow as tf
+from garden import distribute
+
+case = sys.argv[1]
+if case == "multi_worker":
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+    os.environ["TF_CONFIG"] = json.dumps({"cluster": {"worker": [f"127.0.0.1:{port}"]},
+                                          "task": {"type": "worker", "index": 0}})
+    strategy = distribute.create_strategy("multi_worker_mirrored")
+    assert isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy), strategy
+else:  # auto on a CPU split into two logical devices
+    os.environ.pop("TF_CONFIG", None); os.environ.pop("TPU_NAME", None)
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    strategy = distribute.create_strategy("auto")
+    assert isinstance(strategy, tf.distribute.MirroredStrategy), strategy
+print("replicas", strategy.num_replicas_in_sync)
+"""
+
+
+@pytest.mark.parametrize("case,replicas", [("multi_worker", 1), ("auto_logical_cpus", 2)])
+def test_create_strategy_leaves_the_runtime_unstarted_until_it_builds(case, replicas):
+    """In a fresh process, as `garden.train` runs: picking the strategy must not start
+    TensorFlow's runtime first, or MultiWorkerMirroredStrategy cannot configure its collective
+    ops ("must be configured at program startup") and logical CPU devices cannot be counted."""
+    import subprocess
+    import sys
+
+    from testing import REPO_ROOT, python_env
+
+    done = subprocess.run([sys.executable, "-c", _FRESH_PROCESS, case], cwd=REPO_ROOT,
+                          env=python_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"replicas {replicas}" in done.stdout, done.stdout
