@@ -58,12 +58,37 @@ class VocabularyError(ValueError):
     """A vocabulary file is missing, empty, of the wrong kind or lacks the reserved tokens."""
 
 
-def _read_bytes(path: str) -> bytes:
-    import tensorflow as tf  # tf.io.gfile reads local paths and gs:// alike
+def _is_remote(path: str) -> bool:
+    return "://" in path  # gs://, s3://, hdfs://: through tf.io.gfile
 
-    if not tf.io.gfile.exists(path):
+
+def _exists(path: str) -> bool:
+    if not _is_remote(path):
+        return os.path.exists(path)
+    import tensorflow as tf
+
+    return tf.io.gfile.exists(path)
+
+
+def _isdir(path: str) -> bool:
+    if not _is_remote(path):
+        return os.path.isdir(path)
+    import tensorflow as tf
+
+    return tf.io.gfile.isdir(path)
+
+
+def _read_bytes(path: str) -> bytes:
+    """The file's bytes: local paths with plain Python (no TensorFlow import: a Beam launcher
+    that only checks the vocabulary stays light), remote ones through tf.io.gfile."""
+    if not _exists(path):
         raise VocabularyError(f"vocabulary file not found: {path} (create one with "
                               f"`python -m data_pipelines.make_vocab --output={path} ...`)")
+    if not _is_remote(path):
+        with open(path, "rb") as f:
+            return f.read()
+    import tensorflow as tf
+
     with tf.io.gfile.GFile(path, "rb") as f:
         return f.read()
 
@@ -120,14 +145,12 @@ def wordpiece_tokenizer(vocab: List[str], lower_case: bool):
 def detect_kind(path: str) -> str:
     """The kind a vocabulary path names: ``*.model`` -> sentencepiece; ``*vocab.json`` or a
     folder holding vocab.json -> bpe; anything else -> wordpiece."""
-    import tensorflow as tf
-
     if path.endswith(".model"):
         return "sentencepiece"
     if path.endswith(".json"):
         return "bpe"
-    if tf.io.gfile.isdir(path):
-        return "bpe" if tf.io.gfile.exists(_join(path, "vocab.json")) else "wordpiece"
+    if _isdir(path):
+        return "bpe" if _exists(_join(path, "vocab.json")) else "wordpiece"
     return "wordpiece"
 
 
@@ -139,9 +162,7 @@ def bpe_files(path: str) -> Tuple[str, str]:
     """(vocab.json, merges.txt) of a byte-level BPE vocabulary named by its vocab.json (merges
     beside it: ``vocab.json`` -> ``merges.txt``, ``X-vocab.json`` -> ``X-merges.txt``) or by
     the folder holding both."""
-    import tensorflow as tf
-
-    if not path.endswith(".json") and tf.io.gfile.isdir(path):
+    if not path.endswith(".json") and _isdir(path):
         path = _join(path, "vocab.json")
     folder, name = os.path.split(path)
     merges = name[:-len("vocab.json")] + "merges.txt" if name.endswith("vocab.json") else "merges.txt"
@@ -459,9 +480,9 @@ def _load_wordpiece(path: str, lower_case: bool) -> TextTokenizer:
     vocab = base.make_vocab(
         tokens, {"pad": PAD, "unk": UNK, "cls": CLS, "sep": SEP, "mask": MASK},
         word_start=lambda t: not t.startswith("##"), name=path)
-    wordpiece, _, _ = _graph_modules()
+    # The TF module is built (and TensorFlow imported) on first use, not here.
     return TextTokenizer("wordpiece", path, vocab, vocab_fingerprint(path), lower_case,
-                         lambda: wordpiece(tokens, lower_case))
+                         lambda: _graph_modules()[0](tokens, lower_case))
 
 
 def _load_sentencepiece(path: str, lower_case: bool) -> TextTokenizer:
@@ -489,9 +510,8 @@ def _load_sentencepiece(path: str, lower_case: bool) -> TextTokenizer:
     control = [tokens[i] for i in range(len(tokens)) if sp.IsControl(i) or sp.IsUnknown(i)]
     vocab = base.make_vocab(tokens, roles, word_start=lambda t: t.startswith(SP_WORD_START),
                             control=control, name=path)
-    _, sentencepiece, _ = _graph_modules()
     return TextTokenizer("sentencepiece", path, vocab, vocab_fingerprint(path), lower_case,
-                         lambda: sentencepiece(model, lower_case))
+                         lambda: _graph_modules()[1](model, lower_case))
 
 
 def _load_bpe(path: str, lower_case: bool) -> TextTokenizer:
@@ -527,6 +547,5 @@ def _load_bpe(path: str, lower_case: bool) -> TextTokenizer:
              "mask": "<mask>", "eod": "<|endoftext|>"}
     vocab = base.make_vocab(tokens, roles, word_start=lambda t: t.startswith(BPE_WORD_START),
                             control=BPE_SPECIALS, name=vocab_path)
-    _, _, bpe = _graph_modules()
     return TextTokenizer("bpe", vocab_path, vocab, _fingerprint_files([vocab_path, merges_path]),
-                         lower_case, lambda: bpe(vocabulary, merges, lower_case))
+                         lower_case, lambda: _graph_modules()[2](vocabulary, merges, lower_case))

@@ -295,3 +295,26 @@ def test_make_vocab_errors(tmp_path, capsys):
         make_vocab.main(["--tokenizer=sentencepiece", f"--input={text}", f"--output={tmp_path}/v.txt",
                          "--vocab_size=100"])
     assert "must end in .model" in capsys.readouterr().err
+
+
+def test_loading_local_vocabularies_imports_no_tensorflow(vocabs):
+    """A launcher (the Beam job's main process, e.g. with --runner=DataflowRunner or several
+    local workers) loads the vocabulary to check it, fingerprint it and ship its ids: from
+    local files that needs no TensorFlow, which is imported only when a tokenizer first runs."""
+    import subprocess
+    import sys
+
+    paths, _ = vocabs
+    script = (
+        "import sys, json\n"
+        "from data_pipelines import make_pretrain, tokenizers\n"
+        "paths = json.loads(sys.argv[1])\n"
+        "loaded = {k: tokenizers.load_tokenizer(k, p) for k, p in paths.items()}\n"
+        "assert 'tensorflow' not in sys.modules, 'TensorFlow imported by loading'\n"
+        "assert all(t.fingerprint.startswith('sha256:') for t in loaded.values())\n"
+        "assert tokenizers.detect_kind(paths['bpe'].rsplit('/', 1)[0]) == 'bpe'\n"
+        "ids = loaded['wordpiece'].tokenize(['hello world'])\n"
+        "assert 'tensorflow' in sys.modules and len(ids[0]) >= 2\n")
+    done = subprocess.run([sys.executable, "-c", script, json.dumps(paths)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
