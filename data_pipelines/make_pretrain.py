@@ -632,8 +632,11 @@ class ReadDocuments(beam.PTransform):
                        | "TfdsShards" >> beam.Create([(name, self._tfds_data_dir, split, s) for s in self._tfds_shards])
                        | "Reshuffle" >> beam.Reshuffle())
         else:
+            # The match is one element that fans out to every file: without the reshuffle the
+            # runner fuses the reading into that one bundle, and one worker reads them all.
             sources = (pbegin
                        | "Match" >> fileio.MatchFiles(self._pattern)
+                       | "SpreadFiles" >> beam.Reshuffle()
                        | "Open" >> fileio.ReadMatches())
         return sources | "TokenizeChunks" >> beam.ParDo(self._fn).with_outputs(STATS_TAG, "unigram", main="chunks")
 
