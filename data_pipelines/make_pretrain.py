@@ -107,8 +107,11 @@ def stable_hash(*parts) -> int:
 
 
 def instance_sort_key(seed: int, dupe: int, instance_key: str) -> str:
-    """Unique, stable key of an instance; its hash part decides the shard and the order."""
-    return f"{stable_hash('instance', seed, dupe, instance_key):016x}|{dupe}|{instance_key}"
+    """Unique, stable key of an instance; its hash part decides the shard and the order.
+    (``stable_hash('instance', seed, dupe, instance_key)`` in hex, written out: it runs once
+    per instance.)"""
+    digest = hashlib.sha256(f"instance\x1f{seed}\x1f{dupe}\x1f{instance_key}".encode()).hexdigest()
+    return f"{digest[:16]}|{dupe}|{instance_key}"
 
 
 def shard_of(sort_key: str, num_shards: int) -> int:

@@ -190,6 +190,30 @@ def test_truncation_trims_longer_side_and_keeps_both():
     assert len(a) == 3 and len(b) == 2  # ties trim B
 
 
+def _truncate_step_by_step(a, b, max_num_tokens, rng):
+    """The rule as Google's create_pretraining_data states it: while too long, trim the
+    longer side (B on ties), at its front or back by one coin each."""
+    excess = len(a) + len(b) - max_num_tokens
+    if excess <= 0:
+        return a, b
+    for from_front in rng.random(excess) < 0.5:
+        side = a if len(a) > len(b) else b
+        del side[0 if from_front else -1]
+    return a, b
+
+
+def test_truncation_equals_the_step_by_step_rule():
+    """truncate_seq_pair counts the steps instead of replaying them: same coins, same result."""
+    cases = np.random.default_rng(3)
+    for _ in range(3000):
+        len_a, len_b = int(cases.integers(0, 60)), int(cases.integers(0, 60))
+        limit, seed = int(cases.integers(1, 90)), int(cases.integers(1 << 30))
+        a, b = list(range(len_a)), list(range(100, 100 + len_b))
+        expected = _truncate_step_by_step(list(a), list(b), limit, np.random.default_rng(seed))
+        bert.truncate_seq_pair(a, b, limit, np.random.default_rng(seed))
+        assert (a, b) == expected, (len_a, len_b, limit)
+
+
 def test_sentence_longer_than_max_seq_length_is_truncated():
     vocab = _vocab(50)
     opts = bert.BertOptions(max_seq_length=32, max_predictions_per_seq=5)
