@@ -421,31 +421,36 @@ def reported_instances(out_dir: str) -> Optional[int]:
 
 
 def startup_corpus(corpus: Corpus, work_dir: str) -> Corpus:
-    """The first two documents of the corpus, under the same file name: a near-empty job that
-    measures each tool's fixed cost (interpreter, TensorFlow and Beam imports, vocabulary,
-    pipeline start-up and worker processes)."""
+    """The first document of each of the corpus' first two files, under the same file names: a
+    near-empty job that measures each tool's fixed cost (interpreter, TensorFlow and Beam
+    imports, vocabulary, pipeline start-up and worker processes). Two files, so that two
+    workers start up side by side as in a real run (with one file, one worker would import
+    TensorFlow and tokenize while the other waits, and then the other would import it to
+    write: a start-up longer than the real run's)."""
     out_dir = os.path.join(work_dir, "startup_corpus")
     os.makedirs(out_dir, exist_ok=True)
-    kept, documents, in_doc = [], 0, False
-    with open(corpus.files[0], "rb") as f:
-        for line in f:
-            if line.strip():
-                if not in_doc:
-                    documents += 1
-                    if documents > 2:
-                        break
-                in_doc = True
-                kept.append(line.rstrip(b"\n") + b"\n")
-            else:
-                in_doc = False
-                kept.append(b"\n")
-    data = b"".join(kept)
-    path = os.path.join(out_dir, os.path.basename(corpus.files[0]))
-    with open(path, "wb") as f:
-        f.write(data)
+    paths, total, lines = [], 0, 0
+    for source in corpus.files[:2]:
+        kept = []
+        with open(source, "rb") as f:
+            for line in f:
+                if line.strip():
+                    kept.append(line.rstrip(b"\n") + b"\n")
+                elif kept:
+                    break  # the end of the first document
+        data = b"".join(kept)
+        path = os.path.join(out_dir, os.path.basename(source))
+        with open(path, "wb") as f:
+            f.write(data)
+        paths.append(path)
+        total += len(data)
+        lines += len(kept)
+    digest = hashlib.sha256()
+    for path in paths:
+        with open(path, "rb") as f:
+            digest.update(f.read())
     pattern = os.path.join(out_dir, os.path.basename(corpus.pattern))
-    return Corpus(pattern, [path], len(data), sum(1 for l in kept if l.strip()), min(documents, 2),
-                  "sha256:" + hashlib.sha256(data).hexdigest(), pattern)
+    return Corpus(pattern, paths, total, lines, len(paths), "sha256:" + digest.hexdigest(), pattern)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -622,7 +627,10 @@ def format_report(records: List[dict], ratio_rows: List[dict]) -> str:
                 continue
             net = None
             if r["startup"] and one["startup"]:
-                net = _ratio(one["wall_s"] - one["startup"]["wall_s"], r["wall_s"] - r["startup"]["wall_s"])
+                net_one = one["wall_s"] - one["startup"]["wall_s"]
+                net_r = r["wall_s"] - r["startup"]["wall_s"]
+                # A run hardly longer than its start-up has no net time to compare.
+                net = _ratio(net_one, net_r) if min(net_one, net_r) > 1.0 else None
             rows.append((f"w={w}", _fmt(_ratio(one["wall_s"], r["wall_s"])), _fmt(net),
                          _fmt(_ratio(one["cpu_s"], r["cpu_s"]))))
         lines += _columns(("ours", "speed-up", "net speed-up", "CPU s w=1 / w=N"), rows)
