@@ -148,6 +148,12 @@ def length_bin(length: int, max_seq_length: int) -> str:
 _LENGTH_FEATURES = ("input_ids", "inputs", "input_k")
 
 
+# Per-instance feature dicts are serialized this many at a time: as Python lists they take
+# far more memory than their bytes (XLNet's [128, 128] perm_mask: 16384 floats, ~0.5 MB as a
+# list, 64 KB serialized), so a pool's dicts are not all held at once.
+_SERIALIZE_EVERY = 256
+
+
 def pool_instances(key, docs: Sequence[base.Doc], *, objective: base.Objective, seed: int,
                    vocab: base.Vocab, options, lengths_of: int, spec: features.Spec,
                    unigram_counts: Optional[np.ndarray] = None) -> tuple:
@@ -184,6 +190,8 @@ def pool_instances(key, docs: Sequence[base.Doc], *, objective: base.Objective, 
         instance_key, feats = item
         pending_keys.append(instance_sort_key(seed, dupe, instance_key))
         pending.append(feats)
+        if len(pending) >= _SERIALIZE_EVERY:
+            flush()
         ctx.count("instances")
         for name in _LENGTH_FEATURES:
             if name in feats:
