@@ -301,3 +301,38 @@ def test_dataflow_dry_run_builds_job_offline(tmp_path, tiny_vocab_path, monkeypa
     for stage in ("ReadDocuments", "CreateInstances", "WriteShards", "SumStats"):
         assert stage in names
     assert not os.path.exists(os.path.join(out, "COMPLETED"))
+
+
+def test_pool_serializes_instance_dicts_a_bounded_number_at_a_time(monkeypatch):
+    """Objectives that yield one feature dict per instance (here BERT with whole-word masking)
+    have them serialized at most make_pretrain._SERIALIZE_EVERY at a time, not a whole pool's
+    at once (as Python lists they take ~8x their bytes: XLNet's perm_mask), with the same
+    records as one call over all of them."""
+    import numpy as np
+
+    vocab = _wordpiece_vocab(TINY_VOCAB)
+    rng = np.random.default_rng(0)
+    docs = [base.Doc(f"d{i}", [rng.integers(5, len(TINY_VOCAB), 8).tolist() for _ in range(12)])
+            for i in range(150)]
+    opts = bert.BertOptions(max_seq_length=32, max_predictions_per_seq=5, whole_word_mask=True)
+    real = features.serialize_examples
+    sizes = []
+
+    def counting(spec, instances):
+        sizes.append(len(instances))
+        return real(spec, instances)
+
+    def run():
+        records, _ = make_pretrain.pool_instances((0, 0), docs, objective=bert.OBJECTIVE, seed=3,
+                                                  vocab=vocab, options=opts, lengths_of=32, spec=SPEC_32_5)
+        return records
+
+    monkeypatch.setattr(features, "serialize_examples", counting)
+    bounded = run()
+    assert len(bounded) > 2 * make_pretrain._SERIALIZE_EVERY  # the pool is big enough to split
+    assert max(sizes) <= make_pretrain._SERIALIZE_EVERY and sum(sizes) == len(bounded)
+    sizes.clear()
+    monkeypatch.setattr(make_pretrain, "_SERIALIZE_EVERY", 10 ** 9)
+    whole = run()
+    assert sizes[0] == len(whole)  # one call over the whole pool
+    assert bounded == whole
