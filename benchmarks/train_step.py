@@ -193,16 +193,18 @@ def _busy_s(t) -> float:
 
 
 def worker_peak(cfg: dict, args) -> dict:
-    """fp32 matmul peak: large square and transformer-shaped ([B*T, H] x [H, F]) products."""
+    """Matmul peak (fp32, or bf16 with --mixed_precision=mixed_bfloat16): large square and
+    transformer-shaped ([B*T, H] x [H, F]) products."""
     import tensorflow as tf
 
     shapes = {"square_4096": (4096, 4096, 4096),
               "ffn_shaped": (cfg["batch_size"] * cfg["seq_length"], cfg["hidden_size"],
                              cfg["intermediate_size"])}
     out = {}
+    dtype = tf.bfloat16 if args.mixed_precision == "mixed_bfloat16" else tf.float32
     for name, (m, k, n) in shapes.items():
-        a = tf.random.stateless_normal([m, k], seed=[1, 2])
-        b = tf.random.stateless_normal([k, n], seed=[3, 4])
+        a = tf.cast(tf.random.stateless_normal([m, k], seed=[1, 2]), dtype)
+        b = tf.cast(tf.random.stateless_normal([k, n], seed=[3, 4]), dtype)
 
         @tf.function
         def mm(a, b):
@@ -219,7 +221,7 @@ def worker_peak(cfg: dict, args) -> dict:
             best, total, reps = min(best, d), total + d, reps + 1
         out[name] = {"m": m, "k": k, "n": n, "best_gflops": flops / best / 1e9,
                      "mean_gflops": flops * reps / total / 1e9, "reps": reps}
-    return {"shapes": out}
+    return {"shapes": out, "dtype": dtype.name}
 
 
 def _ours_model(cfg: dict):
@@ -529,6 +531,12 @@ def run_worker(args) -> None:
     cfg["batch_size"] = args.batch_size or cfg["batch_size"]
     name = args._worker
     t0 = time.perf_counter()
+    if args.mixed_precision and name != "peak":
+        if name.startswith("model_garden"):
+            import tf_keras as policy_keras
+        else:
+            import keras as policy_keras
+        policy_keras.mixed_precision.set_global_policy(args.mixed_precision)
     if name == "peak":
         result = worker_peak(cfg, args)
     elif name in ("ours", "ours_xla"):
@@ -557,7 +565,8 @@ def spawn(name: str, config: str, args, batch_size: int, work_dir: str) -> dict:
            "--warmup", str(args.warmup_of[config]), "--steps", str(args.steps_of[config]),
            "--keras_hub_mode", args.keras_hub_mode, "--ours_strategy", args.ours_strategy,
            "--profile_steps", str(args.profile_steps), "--peak_seconds", str(args.peak_seconds),
-           "--profile" if args.profile else "--no-profile"]
+           "--profile" if args.profile else "--no-profile",
+           *(["--mixed_precision", args.mixed_precision] if args.mixed_precision else [])]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
     log(f"{config}/{name}: starting (log {log_path})")
     t = time.perf_counter()
@@ -610,7 +619,7 @@ def format_table(config: str, cfg: dict, rows: List[dict], peaks: Dict[str, floa
              f"{rows[0]['train_flops_per_step'] / 1e9:.1f} GFLOP/step (ours)"]
     for i, p in enumerate(peak_runs):
         when = "before" if i == 0 else "after"
-        lines.append("peak fp32 matmul (" + when + "): " + ", ".join(
+        lines.append(f"peak {p.get('dtype', 'float32')} matmul (" + when + "): " + ", ".join(
             f"{n} {v['m']}x{v['k']}x{v['n']} best {v['best_gflops']:.1f} / mean "
             f"{v['mean_gflops']:.1f} GFLOP/s" for n, v in p["shapes"].items()))
     header = ("contender", "tokens/s", "median tok/s", f"tok/CPU-s x{CORES}", "GFLOP/s",
@@ -712,6 +721,10 @@ def parse_args(argv=None):
     p.add_argument("--profile_steps", type=int, default=3)
     p.add_argument("--peak_seconds", type=float, default=3.0,
                    help="repetition time per matmul shape when measuring the peak")
+    p.add_argument("--mixed_precision", choices=["mixed_bfloat16"], default=None,
+                   help="Keras dtype policy of every contender (tf_keras' for Model Garden) and "
+                        "bf16 operands for the matmul peak: for bf16 MFU on a GPU/TPU "
+                        "(default: float32)")
     p.add_argument("--work_dir", help="logs and per-contender results (default: a temp dir)")
     p.add_argument("--output_json")
     p.add_argument("--_worker", help=argparse.SUPPRESS)
