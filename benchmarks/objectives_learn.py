@@ -19,7 +19,7 @@ what a model that ignores the context can do:
                     teacher, trained here first on the same data for as many steps, is scored
                     on its own data and on those very batches
 Every margin is also given in standard errors (binomial for accuracies, Hanley-McNeil for the
-AUC). Families: bert, roberta, albert, electra, spanbert, distilbert (each when its objective and
+AUC). Families: bert, roberta, albert, electra, spanbert, ernie, distilbert (each when its objective and
 tiny config exist). Training data: corpus file 0, or with --train_files=N the first N files
 other than the held-out file 1; the vocabulary always comes from file 0. The training goes
 through `garden.train.train` in this process, exactly as `python -m garden.train` would run it.
@@ -59,6 +59,8 @@ FAMILIES: Dict[str, Family] = {
     "albert": Family("configs/albert_tiny.gin", "AlbertPretraining", "albert", "sentencepiece", True),
     "electra": Family("configs/electra_tiny.gin", "ElectraPretraining", "electra", "wordpiece", False),
     "spanbert": Family("configs/spanbert_tiny.gin", "SpanBertPretraining", "spanbert", "wordpiece", True),
+    # BERT's architecture and task on unit-masked data (whole words, phrases, entities).
+    "ernie": Family("configs/ernie_tiny.gin", "BertPretraining", "ernie", "wordpiece", True),
     # Distilled from a BERT tiny teacher trained here first, on the same BERT data.
     "distilbert": Family("configs/distilbert_tiny.gin", "Distillation", "bert", "wordpiece", True),
 }
