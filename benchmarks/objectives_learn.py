@@ -90,21 +90,23 @@ def _run(module: str, *args: str) -> None:
                            f"{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
 
 
-def sample_corpus(root: str) -> List[str]:
-    """The sample corpus' files (one sentence per line, blank lines between documents)."""
+def _generated_corpus(root: str, module: str, *args: str) -> List[str]:
+    """The files of `python -m <module> --output=<root>/corpus ...`, made if not there yet."""
     out = os.path.join(root, "corpus")
     if not glob.glob(os.path.join(out, "*.txt")):
-        _run("data_pipelines.sample_corpus", f"--output={out}")
+        _run(module, f"--output={out}", *args)
     return sorted(glob.glob(os.path.join(out, "*.txt")))
+
+
+def sample_corpus(root: str) -> List[str]:
+    """The sample corpus' files (one sentence per line, blank lines between documents)."""
+    return _generated_corpus(root, "data_pipelines.sample_corpus")
 
 
 def ordered_corpus(root: str, seed: int = 0) -> List[str]:
     """The procedures of data_pipelines.ordered_corpus (four files of ~230 KB, markers on):
     documents whose sentence order can be read from the text, for SOP."""
-    out = os.path.join(root, "corpus")
-    if not glob.glob(os.path.join(out, "*.txt")):
-        _run("data_pipelines.ordered_corpus", f"--output={out}", f"--seed={seed}")
-    return sorted(glob.glob(os.path.join(out, "*.txt")))
+    return _generated_corpus(root, "data_pipelines.ordered_corpus", f"--seed={seed}")
 
 
 CORPORA = {"sample": sample_corpus, "ordered": ordered_corpus}

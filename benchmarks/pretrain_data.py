@@ -429,7 +429,7 @@ def startup_corpus(corpus: Corpus, work_dir: str) -> Corpus:
     write: a start-up longer than the real run's)."""
     out_dir = os.path.join(work_dir, "startup_corpus")
     os.makedirs(out_dir, exist_ok=True)
-    paths, total, lines = [], 0, 0
+    paths, total, lines, digest = [], 0, 0, hashlib.sha256()
     for source in corpus.files[:2]:
         kept = []
         with open(source, "rb") as f:
@@ -445,10 +445,7 @@ def startup_corpus(corpus: Corpus, work_dir: str) -> Corpus:
         paths.append(path)
         total += len(data)
         lines += len(kept)
-    digest = hashlib.sha256()
-    for path in paths:
-        with open(path, "rb") as f:
-            digest.update(f.read())
+        digest.update(data)
     pattern = os.path.join(out_dir, os.path.basename(corpus.pattern))
     return Corpus(pattern, paths, total, lines, len(paths), "sha256:" + digest.hexdigest(), pattern)
 

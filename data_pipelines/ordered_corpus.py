@@ -128,10 +128,11 @@ def main(argv=None) -> None:
     args = p.parse_args(argv)
     if args.num_files < 1 or args.documents_per_file < 1:
         p.error("--num_files and --documents_per_file must be >= 1")
-    if not 2 <= args.min_steps <= args.max_steps <= MAX_STEPS:
-        p.error(f"need 2 <= --min_steps <= --max_steps <= {MAX_STEPS}")
-    docs = documents(args.num_files * args.documents_per_file, args.seed, args.markers,
-                     args.min_steps, args.max_steps)
+    try:
+        docs = documents(args.num_files * args.documents_per_file, args.seed, args.markers,
+                         args.min_steps, args.max_steps)
+    except ValueError as e:  # the --min_steps/--max_steps range
+        p.error(str(e))
     paths = write_corpus(docs, args.output, args.num_files)
     n_sent = sum(len(s) for _, s in docs)
     print(f"ordered corpus: {len(paths)} files in {args.output}, {len(docs)} documents, "

@@ -556,9 +556,7 @@ def pool_random_document(docs: Sequence[base.Doc], pos: int, ctx: base.PoolConte
     def random_document(rng):
         # Documents without tokens (which the Beam job never makes, but callers may pass) are
         # rejected and redrawn: B is uniform over the other documents that have tokens.
-        for _ in range(4 * len(docs)):
-            if len(docs) == 1:
-                break
+        for _ in range(4 * len(docs) if len(docs) > 1 else 0):
             j = randbelow(rng, len(docs) - 1)
             j = j + 1 if j >= pos else j
             if has_tokens(j):
