@@ -6,10 +6,12 @@ learnt on it with ``data_pipelines.make_vocab`` (or given with --wordpiece_vocab
 
 Pairs, each on the same vocabulary file and the same batches of --batch_size lines:
 
-* wordpiece: ours (``tokenizers.load_tokenizer("wordpiece", ..., lower_case=True)``,
-  tensorflow-text FastBertTokenizer end to end: lower-casing, accent stripping, basic
-  tokenization, WordPiece, ids back as Python lists) against Hugging Face ``tokenizers``
-  BertWordPieceTokenizer(vocab.txt, lowercase=True).encode_batch (no special tokens).
+* wordpiece: ours (``tokenizers.load_tokenizer("wordpiece", ..., lower_case=True)``, end to
+  end: lower-casing, accent stripping, basic tokenization, WordPiece, ids back as Python lists)
+  against Hugging Face ``tokenizers`` BertWordPieceTokenizer(vocab.txt, lowercase=True)
+  .encode_batch (no special tokens). Two rows for ours: ``tokenize`` (data_pipelines.wordpiece,
+  pure Python, what the Beam job runs) and ``tokenize_in_graph`` (tensorflow-text
+  FastBertTokenizer, what training and serving run; TensorFlow's import is not timed).
 * sentencepiece (for information): ours (tf.strings.lower + tensorflow-text
   SentencepieceTokenizer) against the sentencepiece Python library (str.lower + encode).
 * bpe (for information): ours (keras-hub BytePairTokenizer, TF graph) against Hugging Face
@@ -114,9 +116,10 @@ def run(args, work: str) -> None:
                                                    args.vocab_size, True)
         ours = tokenizers.load_tokenizer("wordpiece", path, lower_case=True)
         hf = BertWordPieceTokenizer(path, lowercase=True)
-        rows.append(("wordpiece", ours.vocab.size,
-                     measure(ours.tokenize, batches),
-                     measure(lambda b: [e.ids for e in hf.encode_batch(b, add_special_tokens=False)], batches),
+        hf_ids = measure(lambda b: [e.ids for e in hf.encode_batch(b, add_special_tokens=False)], batches)
+        rows.append(("wordpiece", ours.vocab.size, measure(ours.tokenize, batches), hf_ids,
+                     "HF tokenizers BertWordPiece"))
+        rows.append(("wordpiece in-graph", ours.vocab.size, measure(ours.tokenize_in_graph, batches), hf_ids,
                      "HF tokenizers BertWordPiece"))
     if "sentencepiece" in kinds:
         import sentencepiece as spm

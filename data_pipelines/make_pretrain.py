@@ -79,8 +79,10 @@ import uuid
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import apache_beam as beam
+import google_crc32c
 import numpy as np
 from apache_beam.io import fileio
+from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, TestOptions
 
@@ -557,7 +559,8 @@ class CreateInstancesFn(beam.DoFn):
 class WriteShardFn(beam.DoFn):
     """(shard, [(pool file, offset, length, count) | None]) -> the shard file: the pools' key-sorted
     ranges merged (a k-way merge, so memory holds one block per range, not the shard), written
-    under a temporary name and renamed, so a retried bundle never leaves a half-written shard."""
+    (``write_tfrecords``) under a temporary name and renamed, so a retried bundle never leaves
+    a half-written shard."""
 
     def __init__(self, output_dir: str, num_shards: int, compress: bool):
         self._output_dir = output_dir
@@ -565,27 +568,56 @@ class WriteShardFn(beam.DoFn):
         self._compress = compress
 
     def process(self, element):
-        import tensorflow as tf
-
         shard, ranges = element
         ranges = sorted(r for r in ranges if r is not None)
         expected = sum(r[3] for r in ranges)
         final = shard_name(self._output_dir, shard, self._num_shards, self._compress)
         tmp = f"{final}.tmp-{uuid.uuid4().hex}"
-        options = tf.io.TFRecordOptions(compression_type="GZIP" if self._compress else "")
-        written = 0
-        with tf.io.TFRecordWriter(tmp, options) as writer:
-            for _, record in heapq.merge(*(read_entries(path, offset, length)
-                                           for path, offset, length, _ in ranges)):
-                writer.write(record)
-                written += 1
+        merged = heapq.merge(*(read_entries(path, offset, length) for path, offset, length, _ in ranges))
+        written = write_tfrecords(tmp, (record for _, record in merged), self._compress)
         if written != expected:
             raise RuntimeError(f"shard {shard}: merged {written} records, the pools announced {expected}")
-        tf.io.gfile.rename(tmp, final, overwrite=True)
+        if FileSystems.exists(final):
+            FileSystems.delete([final])
+        FileSystems.rename([tmp], [final])
         stats: Dict[str, int] = {}
         _count(stats, "shard_instances/%05d" % shard, written)
         _count(stats, "shards_written")
         yield stats
+
+
+_TFRECORD_LENGTH = struct.Struct("<Q")
+_TFRECORD_CRC = struct.Struct("<I")
+_WRITE_BLOCK = 1 << 20
+
+
+def masked_crc32c(data: bytes) -> int:
+    """TFRecord's checksum: CRC-32C, rotated right by 15 bits plus 0xa282ead8 (TensorFlow's
+    core/lib/hash/crc32c.h "Mask"), so that a CRC over data holding CRCs stays well spread."""
+    crc = google_crc32c.value(data)
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def write_tfrecords(path: str, records, compress: bool) -> int:
+    """Writes ``records`` (bytes) to ``path`` in the TFRecord format (per record: uint64 length,
+    masked CRC-32C of the length, the data, masked CRC-32C of the data; GZIP-compressed when
+    ``compress``) through Beam's FileSystems, so gs:// works and TensorFlow is not needed: a Beam
+    worker that never loads it saves ~4 CPU-seconds and 0.7 GB. Returns the number written;
+    tf.data reads the files back in the tests."""
+    compression = CompressionTypes.GZIP if compress else CompressionTypes.UNCOMPRESSED
+    n, block, size = 0, [], 0
+    with FileSystems.create(path, compression_type=compression) as f:
+        for record in records:
+            length = _TFRECORD_LENGTH.pack(len(record))
+            block += (length, _TFRECORD_CRC.pack(masked_crc32c(length)), record,
+                      _TFRECORD_CRC.pack(masked_crc32c(record)))
+            size += len(record) + 16
+            n += 1
+            if size >= _WRITE_BLOCK:
+                f.write(b"".join(block))
+                block, size = [], 0
+        f.write(b"".join(block))
+    return n
 
 
 class SumDictsFn(beam.CombineFn):

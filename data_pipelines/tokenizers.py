@@ -17,9 +17,12 @@ Three kinds, each learnt by ``data_pipelines.make_vocab --tokenizer=KIND``:
   pipelines should pass ``lower_case=False`` for it. Known keras-hub limitation: it uses
   U+096C (Devanagari digit six) as an internal marker and drops that character from the text.
 
-One implementation per kind: ``TextTokenizer.tokenize`` (eager, used by the Beam job) runs
-the very module that ``TextTokenizer.in_graph()`` returns for tf.function and SavedModel
-signatures, so a served model sees exactly the ids it was trained on. Text never produces
+``TextTokenizer.in_graph()`` is the module for tf.function and SavedModel signatures.
+``TextTokenizer.tokenize`` (eager, used by the Beam job) runs that very module for
+sentencepiece and bpe; for wordpiece it runs data_pipelines.wordpiece, which gives the same ids
+without TensorFlow (so Beam workers need not load it) and is tested against the module on every
+codepoint, a corpus and random text. Either way a served model sees exactly the ids it was
+trained on. Text never produces
 special ids (a literal "[MASK]" or "<mask>" in the input is ordinary text); objectives add
 specials by id.
 """
@@ -33,6 +36,8 @@ import os
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
+
+from data_pipelines import wordpiece
 
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 RESERVED_TOKENS = [PAD, UNK, CLS, SEP, MASK]
@@ -210,7 +215,8 @@ class TextTokenizer:
     lower_case: whether text is lower-cased first (must match make_vocab --lower_case).
     """
 
-    def __init__(self, kind: str, path: str, vocab, fingerprint: str, lower_case: bool, make_module):
+    def __init__(self, kind: str, path: str, vocab, fingerprint: str, lower_case: bool, make_module,
+                 make_eager=None):
         self.kind = kind
         self.path = path
         self.vocab = vocab
@@ -220,6 +226,10 @@ class TextTokenizer:
         # (make_pretrain's launcher) skips building the TF tokenizer (about 1 s of CPU).
         self._make_module = make_module
         self._module_instance = None
+        # wordpiece: data_pipelines.wordpiece, the same ids as the TF module without importing
+        # TensorFlow (tested against it), so that a Beam worker that only tokenizes never loads it.
+        self._make_eager = make_eager
+        self._eager_instance = None
         self._piece_bytes: Optional[List[bytes]] = None
 
     @property
@@ -239,7 +249,17 @@ class TextTokenizer:
         return self._module
 
     def tokenize(self, texts: Sequence[str]) -> List[List[int]]:
-        """Ids of each text (eager, batched): the in-graph module's ops run on chunks of texts."""
+        """Ids of each text (eager, batched): wordpiece with data_pipelines.wordpiece (no
+        TensorFlow), the other kinds with the in-graph module's ops on chunks of texts."""
+        if self._make_eager is not None:
+            if self._eager_instance is None:
+                self._eager_instance = self._make_eager()
+            return self._eager_instance.tokenize(texts)
+        return self.tokenize_in_graph(texts)
+
+    def tokenize_in_graph(self, texts: Sequence[str]) -> List[List[int]]:
+        """Ids of each text from the in-graph module's ops (what a served model computes), run
+        eagerly on chunks of texts."""
         import tensorflow as tf
 
         out: List[List[int]] = []
@@ -482,7 +502,8 @@ def _load_wordpiece(path: str, lower_case: bool) -> TextTokenizer:
         word_start=lambda t: not t.startswith("##"), name=path)
     # The TF module is built (and TensorFlow imported) on first use, not here.
     return TextTokenizer("wordpiece", path, vocab, vocab_fingerprint(path), lower_case,
-                         lambda: _graph_modules()[0](tokens, lower_case))
+                         lambda: _graph_modules()[0](tokens, lower_case),
+                         make_eager=lambda: wordpiece.WordPieceTokenizer(tokens, lower_case, unk=UNK))
 
 
 def _load_sentencepiece(path: str, lower_case: bool) -> TextTokenizer:

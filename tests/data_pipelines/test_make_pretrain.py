@@ -336,3 +336,39 @@ def test_pool_serializes_instance_dicts_a_bounded_number_at_a_time(monkeypatch):
     whole = run()
     assert sizes[0] == len(whole)  # one call over the whole pool
     assert bounded == whole
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_tfrecords_written_without_tensorflow_read_back_with_tf_data(tmp_path, compress, monkeypatch):
+    records = [b"", b"x", bytes(range(256)) * 40] + [os.urandom(int(n)) for n in (3, 17, 1000, 70000)]
+    monkeypatch.setattr(make_pretrain, "_WRITE_BLOCK", 1000)  # several blocks per file
+    path = str(tmp_path / ("r.tfrecord.gz" if compress else "r.tfrecord"))
+    assert make_pretrain.write_tfrecords(path, iter(records), compress) == len(records)
+    assert _read_records(path) == records
+    if not compress:  # byte for byte what TensorFlow's own writer writes
+        theirs = str(tmp_path / "tf.tfrecord")
+        with tf.io.TFRecordWriter(theirs) as w:
+            for r in records:
+                w.write(r)
+        assert open(path, "rb").read() == open(theirs, "rb").read()
+
+
+def test_a_run_never_loads_tensorflow(tiny_corpus, tiny_vocab_path, tmp_path):
+    """Reading, wordpiece tokenizing (data_pipelines.wordpiece), making instances and writing
+    shards need no TensorFlow: each Beam worker saves its import (~4 CPU-s, 0.7 GB)."""
+    import subprocess
+    import sys
+
+    out = str(tmp_path / "out")
+    script = (
+        "import json, sys\n"
+        "from data_pipelines import make_pretrain\n"
+        "stats = make_pretrain.run(json.loads(sys.argv[1]))\n"
+        "assert stats['instances'] > 0\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'tensorflow_text', 'keras'))\n"
+        "assert not loaded, loaded[:5]\n")
+    argv = _argv(tiny_corpus, tiny_vocab_path, out, "--direct_num_workers=1", "--direct_running_mode=in_memory")
+    done = subprocess.run([sys.executable, "-c", script, json.dumps(argv)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert len(_read_records(make_pretrain.shard_name(out, 0, 3, False))) > 0

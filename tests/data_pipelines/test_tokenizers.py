@@ -300,7 +300,8 @@ def test_make_vocab_errors(tmp_path, capsys):
 def test_loading_local_vocabularies_imports_no_tensorflow(vocabs):
     """A launcher (the Beam job's main process, e.g. with --runner=DataflowRunner or several
     local workers) loads the vocabulary to check it, fingerprint it and ship its ids: from
-    local files that needs no TensorFlow, which is imported only when a tokenizer first runs."""
+    local files that needs no TensorFlow, which is imported only when a sentencepiece or bpe
+    tokenizer first runs (wordpiece tokenizes without it)."""
     import subprocess
     import sys
 
@@ -314,6 +315,8 @@ def test_loading_local_vocabularies_imports_no_tensorflow(vocabs):
         "assert all(t.fingerprint.startswith('sha256:') for t in loaded.values())\n"
         "assert tokenizers.detect_kind(paths['bpe'].rsplit('/', 1)[0]) == 'bpe'\n"
         "ids = loaded['wordpiece'].tokenize(['hello world'])\n"
+        "assert 'tensorflow' not in sys.modules and len(ids[0]) >= 2  # data_pipelines.wordpiece\n"
+        "ids = loaded['sentencepiece'].tokenize(['hello world'])\n"
         "assert 'tensorflow' in sys.modules and len(ids[0]) >= 2\n")
     done = subprocess.run([sys.executable, "-c", script, json.dumps(paths)],
                           capture_output=True, text=True, timeout=300)

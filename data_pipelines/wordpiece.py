@@ -1,0 +1,209 @@
+"""BERT WordPiece without TensorFlow: the ids of tensorflow-text's FastBertTokenizer, in Python.
+
+Why a second implementation. The Beam job tokenizes in every worker, and tensorflow-text's ops
+need TensorFlow: importing it costs each worker about 4.4 CPU-seconds and 0.7 GB before any
+work (more than tokenizing 95 MiB of text takes), which is what kept 2 local workers from
+scaling and the job's start-up above Model Garden's (benchmarks/README.md, 2026-11-26). This
+module gives the same ids with the standard library only. Training and serving keep
+tensorflow-text (``tokenizers.TextTokenizer.in_graph``); the two are compared, not trusted:
+
+* The normaliser (FastBertNormalizer) is a per-codepoint map, and the pre-tokenizer
+  (FastWordpieceTokenizer, no_pretokenization=False) splits at per-codepoint classes (whitespace;
+  punctuation and CJK characters, each a word of its own). Both are read off tensorflow-text
+  itself, over every codepoint, by ``write_tables`` into ``wordpiece_tables.json.gz``; a test
+  re-derives them and requires the shipped file to be identical.
+* WordPiece is greedy longest-match-first with "##" continuations; a word longer than
+  ``max_bytes_per_word`` UTF-8 bytes, or one with a part that matches no piece, is [UNK].
+* Tests compare the ids with FastBertTokenizer's on the sample corpus and on random text of every
+  script (cased and uncased), and on the edge cases (word lengths around the limit, controls,
+  ignorable characters).
+
+Speed: text is normalised by ``str.translate`` and cut at whitespace by ``str.split``; the ids
+of each whitespace-free chunk are cached (the cache is cleared when it reaches
+``_CACHE_LIMIT`` chunks, so memory stays bounded), and only a new chunk goes through the
+punctuation regex and WordPiece. Figures in benchmarks/README.md (Tokenizers).
+
+Regenerate the tables after a tensorflow-text upgrade: ``python -m data_pipelines.wordpiece
+--write_tables`` (then run tests/data_pipelines/test_wordpiece.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import gzip
+import json
+import os
+import re
+from itertools import chain
+from typing import Dict, List, Sequence, Tuple
+
+TABLES_PATH = os.path.join(os.path.dirname(__file__), "wordpiece_tables.json.gz")
+_CACHE_LIMIT = 1 << 18  # chunks; ~50 MB of cached strings and id tuples at most
+_MAX_CODEPOINT = 0x10FFFF
+
+
+def _all_codepoints() -> List[int]:
+    return [c for c in range(_MAX_CODEPOINT + 1) if not 0xD800 <= c <= 0xDFFF]
+
+
+def _ranges(codepoints) -> List[List[int]]:
+    out: List[List[int]] = []
+    for c in sorted(codepoints):
+        if out and out[-1][1] == c - 1:
+            out[-1][1] = c
+        else:
+            out.append([c, c])
+    return out
+
+
+def derive_tables() -> dict:
+    """The normaliser maps and split classes of tensorflow-text, read off its ops (needs TF).
+
+    ``normalize_lower`` / ``normalize_cased``: codepoint -> its FastBertNormalizer output (with
+    lower_case_nfd_strip_accents True / False), for the codepoints it changes. ``space`` /
+    ``punct``: [first, last] codepoint ranges that FastWordpieceTokenizer's pre-tokenization
+    treats as whitespace (a split) and as a one-character word (punctuation, CJK).
+    """
+    import tensorflow as tf
+    import tensorflow_text as tf_text
+
+    codepoints = _all_codepoints()
+    chars = [chr(c).encode("utf-8") for c in codepoints]
+    tables = {"source": f"tensorflow-text {tf_text.__version__}"}
+    for name, lower in (("normalize_lower", True), ("normalize_cased", False)):
+        normalizer = tf_text.FastBertNormalizer(lower_case_nfd_strip_accents=lower)
+        out = normalizer.normalize(tf.constant(chars)).numpy().tolist()
+        tables[name] = {str(c): o.decode("utf-8") for c, b, o in zip(codepoints, chars, out) if o != b}
+    # "a<c>a" with only a / ##a known: whitespace -> [a, a]; a word of its own -> [a, UNK, a];
+    # a character that joins the word -> [UNK] (the word "a<c>a" has no pieces).
+    probe = tf_text.FastWordpieceTokenizer(
+        vocab=["[UNK]", "a", "##a"], suffix_indicator="##", max_bytes_per_word=100, token_out_type=tf.int64,
+        unknown_token="[UNK]", no_pretokenization=False, support_detokenization=False)
+    rows = probe.tokenize(tf.constant([b"a" + c + b"a" for c in chars])).to_list()
+    tables["space"] = _ranges(c for c, r in zip(codepoints, rows) if r == [1, 1])
+    tables["punct"] = _ranges(c for c, r in zip(codepoints, rows) if r == [1, 0, 1])
+    return tables
+
+
+def write_tables(path: str = TABLES_PATH) -> None:
+    data = json.dumps(derive_tables(), sort_keys=True, separators=(",", ":")).encode("utf-8")
+    with gzip.GzipFile(path, "wb", mtime=0) as f:  # mtime 0: the same bytes for the same tables
+        f.write(data)
+
+
+def load_tables(path: str = TABLES_PATH) -> dict:
+    with gzip.open(path, "rb") as f:
+        return json.loads(f.read().decode("utf-8"))
+
+
+def _char_class(ranges: Sequence[Sequence[int]]) -> str:
+    def one(c):
+        return "\\x%02x" % c if c < 0x80 and not chr(c).isalnum() else re.escape(chr(c))
+
+    return "".join(one(a) if a == b else f"{one(a)}-{one(b)}" for a, b in ranges)
+
+
+@functools.lru_cache(maxsize=None)
+def _python_whitespace() -> frozenset:
+    """The characters ``str.split()`` splits at (this Python's Unicode tables)."""
+    return frozenset(c for c in range(_MAX_CODEPOINT + 1) if chr(c).isspace())
+
+
+class WordPieceTokenizer:
+    """Text -> WordPiece ids, equal to tensorflow-text's FastBertTokenizer with ``vocab``,
+    suffix_indicator "##", ``max_bytes_per_word``, unknown_token ``unk`` and
+    lower_case_nfd_strip_accents ``lower_case`` (as ``tokenizers.wordpiece_tokenizer`` builds it).
+
+    >>> tok = WordPieceTokenizer(["[UNK]", "un", "##aff", "##able", ","], lower_case=True)
+    >>> tok.tokenize(["Unaffable, unable"])
+    [[1, 2, 3, 4, 1, 3]]
+
+    How: a text is normalised with ``str.translate`` (a 128-entry table for pure-ASCII text),
+    cut at whitespace with ``str.split`` and each chunk's ids are looked up in a cache; only a
+    chunk not seen before goes through the punctuation regex and WordPiece. Both C-level steps
+    are exact: the constructor checks that every character ``str.split`` cuts at is whitespace
+    for tensorflow-text too (a chunk may still hold tensorflow-text whitespace that Python does
+    not split at: the regex splits it).
+    """
+
+    def __init__(self, vocab: Sequence[str], lower_case: bool, unk: str = "[UNK]",
+                 max_bytes_per_word: int = 100, tables: dict = None):
+        tables = tables or load_tables()
+        self._ids: Dict[str, int] = {t: i for i, t in enumerate(vocab)}
+        if unk not in self._ids:
+            raise ValueError(f"the vocabulary has no {unk!r} token")
+        self._unk = (self._ids[unk],)
+        self._max_bytes = max_bytes_per_word
+        norm = {int(c): s for c, s in tables["normalize_lower" if lower_case else "normalize_cased"].items()}
+        self._table = str.maketrans(norm)
+        self._ascii_table = str.maketrans({c: norm.get(c, chr(c)) for c in range(0x80)})
+        space, punct = tables["space"], tables["punct"]
+        self._words = re.compile(f"[^{_char_class(space)}{_char_class(punct)}]+|[{_char_class(punct)}]").findall
+        # Characters that can be left after normalisation: those it keeps, and its outputs.
+        space_set = {c for a, b in space for c in range(a, b + 1)}
+        outputs = {ord(ch) for text in norm.values() for ch in text}
+        wrong = sorted(c for c in _python_whitespace() - space_set if c not in norm or c in outputs)
+        if wrong:
+            raise RuntimeError(
+                f"str.split() cuts at {', '.join('U+%04X' % c for c in wrong)}, which tensorflow-text does not "
+                f"treat as whitespace ({tables['source']}): data_pipelines.wordpiece cannot give its ids")
+        self._cache: Dict[str, Tuple[int, ...]] = {}
+
+    def tokenize(self, texts: Sequence[str]) -> List[List[int]]:
+        """The ids of each text."""
+        cache, get = self._cache, self._cache.get
+        ascii_table, table = self._ascii_table, self._table
+        out = []
+        for text in texts:
+            chunks = text.translate(ascii_table if text.isascii() else table).split()
+            pieces = list(map(get, chunks))
+            if None in pieces:
+                if len(cache) > _CACHE_LIMIT:
+                    cache.clear()
+                pieces = [p if p is not None else cache.setdefault(c, self._chunk_pieces(c))
+                          for c, p in zip(chunks, pieces)]
+            out.append(list(chain.from_iterable(pieces)))
+        return out
+
+    def _chunk_pieces(self, chunk: str) -> Tuple[int, ...]:
+        """Ids of a normalised chunk without Python whitespace: its words (runs between
+        whitespace and punctuation; each punctuation or CJK character is a word) in pieces."""
+        return tuple(chain.from_iterable(self._word_pieces(w) for w in self._words(chunk)))
+
+    def _word_pieces(self, word: str) -> Tuple[int, ...]:
+        """Greedy longest-match-first WordPiece of one normalized word; [UNK] for a word of
+        more than max_bytes_per_word bytes or with a part no piece matches."""
+        if len(word.encode("utf-8")) > self._max_bytes:
+            return self._unk
+        ids, pieces, start, n = self._ids, [], 0, len(word)
+        while start < n:
+            end = n
+            while end > start:
+                piece = ids.get(word[start:end] if start == 0 else "##" + word[start:end])
+                if piece is not None:
+                    break
+                end -= 1
+            else:
+                return self._unk
+            pieces.append(piece)
+            start = end
+        return tuple(pieces)
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(prog="python -m data_pipelines.wordpiece", description=__doc__.split("\n\n")[0])
+    p.add_argument("--write_tables", action="store_true",
+                   help=f"re-derive the tables from the installed tensorflow-text into {TABLES_PATH}")
+    args = p.parse_args(argv)
+    if not args.write_tables:
+        p.error("nothing to do: pass --write_tables")
+    write_tables()
+    tables = load_tables()
+    print(f"wrote {TABLES_PATH} from {tables['source']}: {len(tables['normalize_lower'])} lower-case and "
+          f"{len(tables['normalize_cased'])} cased mappings, {len(tables['space'])} whitespace and "
+          f"{len(tables['punct'])} punctuation ranges")
+
+
+if __name__ == "__main__":
+    main()
