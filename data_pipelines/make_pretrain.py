@@ -606,11 +606,14 @@ def write_tfrecords(path: str, records, compress: bool) -> int:
     tf.data reads the files back in the tests."""
     compression = CompressionTypes.GZIP if compress else CompressionTypes.UNCOMPRESSED
     n, block, size = 0, [], 0
+    headers: Dict[int, bytes] = {}  # record length -> length + its checksum (lengths repeat)
     with FileSystems.create(path, compression_type=compression) as f:
         for record in records:
-            length = _TFRECORD_LENGTH.pack(len(record))
-            block += (length, _TFRECORD_CRC.pack(masked_crc32c(length)), record,
-                      _TFRECORD_CRC.pack(masked_crc32c(record)))
+            header = headers.get(len(record))
+            if header is None:
+                length = _TFRECORD_LENGTH.pack(len(record))
+                header = headers[len(record)] = length + _TFRECORD_CRC.pack(masked_crc32c(length))
+            block += (header, record, _TFRECORD_CRC.pack(masked_crc32c(record)))
             size += len(record) + 16
             n += 1
             if size >= _WRITE_BLOCK:

@@ -3,7 +3,7 @@
 Why a second implementation. The Beam job tokenizes in every worker, and tensorflow-text's ops
 need TensorFlow: importing it costs each worker about 4.4 CPU-seconds and 0.7 GB before any
 work (more than tokenizing 95 MiB of text takes), which is what kept 2 local workers from
-scaling and the job's start-up above Model Garden's (benchmarks/README.md, 2026-11-26). This
+scaling and the job's start-up above Model Garden's (benchmarks/README.md, "2026-11-25 (2)"). This
 module gives the same ids with the standard library only. Training and serving keep
 tensorflow-text (``tokenizers.TextTokenizer.in_graph``); the two are compared, not trusted:
 
