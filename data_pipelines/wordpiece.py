@@ -10,8 +10,8 @@ tensorflow-text (``tokenizers.TextTokenizer.in_graph``); the two are compared, n
 * The normaliser (FastBertNormalizer) is a per-codepoint map, and the pre-tokenizer
   (FastWordpieceTokenizer, no_pretokenization=False) splits at per-codepoint classes (whitespace;
   punctuation and CJK characters, each a word of its own). Both are read off tensorflow-text
-  itself, over every codepoint, by ``write_tables`` into ``wordpiece_tables.json.gz``; a test
-  re-derives them and requires the shipped file to be identical.
+  itself, over every codepoint, into ``tf_text_tables.json.gz`` (data_pipelines.tf_text_tables);
+  a test re-derives them and requires the shipped file to be identical.
 * WordPiece is greedy longest-match-first with "##" continuations; a word longer than
   ``max_bytes_per_word`` UTF-8 bytes, or one with a part that matches no piece, is [UNK].
 * Tests compare the ids with FastBertTokenizer's on the sample corpus and on random text of every
@@ -23,78 +23,21 @@ of each whitespace-free chunk are cached (the cache is cleared when it reaches
 ``_CACHE_LIMIT`` chunks, so memory stays bounded), and only a new chunk goes through the
 punctuation regex and WordPiece. Figures in benchmarks/README.md (Tokenizers).
 
-Regenerate the tables after a tensorflow-text upgrade: ``python -m data_pipelines.wordpiece
---write_tables`` (then run tests/data_pipelines/test_wordpiece.py).
+Regenerate the tables after a tensorflow-text upgrade: ``python -m data_pipelines.tf_text_tables``
+(then run tests/data_pipelines/test_wordpiece.py).
 """
 
 from __future__ import annotations
 
-import argparse
 import functools
-import gzip
-import json
-import os
 import re
 from itertools import chain
 from typing import Dict, List, Sequence, Tuple
 
-TABLES_PATH = os.path.join(os.path.dirname(__file__), "wordpiece_tables.json.gz")
+from data_pipelines import tf_text_tables
+
 _CACHE_LIMIT = 1 << 18  # chunks; ~50 MB of cached strings and id tuples at most
-_MAX_CODEPOINT = 0x10FFFF
-
-
-def _all_codepoints() -> List[int]:
-    return [c for c in range(_MAX_CODEPOINT + 1) if not 0xD800 <= c <= 0xDFFF]
-
-
-def _ranges(codepoints) -> List[List[int]]:
-    out: List[List[int]] = []
-    for c in sorted(codepoints):
-        if out and out[-1][1] == c - 1:
-            out[-1][1] = c
-        else:
-            out.append([c, c])
-    return out
-
-
-def derive_tables() -> dict:
-    """The normaliser maps and split classes of tensorflow-text, read off its ops (needs TF).
-
-    ``normalize_lower`` / ``normalize_cased``: codepoint -> its FastBertNormalizer output (with
-    lower_case_nfd_strip_accents True / False), for the codepoints it changes. ``space`` /
-    ``punct``: [first, last] codepoint ranges that FastWordpieceTokenizer's pre-tokenization
-    treats as whitespace (a split) and as a one-character word (punctuation, CJK).
-    """
-    import tensorflow as tf
-    import tensorflow_text as tf_text
-
-    codepoints = _all_codepoints()
-    chars = [chr(c).encode("utf-8") for c in codepoints]
-    tables = {"source": f"tensorflow-text {tf_text.__version__}"}
-    for name, lower in (("normalize_lower", True), ("normalize_cased", False)):
-        normalizer = tf_text.FastBertNormalizer(lower_case_nfd_strip_accents=lower)
-        out = normalizer.normalize(tf.constant(chars)).numpy().tolist()
-        tables[name] = {str(c): o.decode("utf-8") for c, b, o in zip(codepoints, chars, out) if o != b}
-    # "a<c>a" with only a / ##a known: whitespace -> [a, a]; a word of its own -> [a, UNK, a];
-    # a character that joins the word -> [UNK] (the word "a<c>a" has no pieces).
-    probe = tf_text.FastWordpieceTokenizer(
-        vocab=["[UNK]", "a", "##a"], suffix_indicator="##", max_bytes_per_word=100, token_out_type=tf.int64,
-        unknown_token="[UNK]", no_pretokenization=False, support_detokenization=False)
-    rows = probe.tokenize(tf.constant([b"a" + c + b"a" for c in chars])).to_list()
-    tables["space"] = _ranges(c for c, r in zip(codepoints, rows) if r == [1, 1])
-    tables["punct"] = _ranges(c for c, r in zip(codepoints, rows) if r == [1, 0, 1])
-    return tables
-
-
-def write_tables(path: str = TABLES_PATH) -> None:
-    data = json.dumps(derive_tables(), sort_keys=True, separators=(",", ":")).encode("utf-8")
-    with gzip.GzipFile(path, "wb", mtime=0) as f:  # mtime 0: the same bytes for the same tables
-        f.write(data)
-
-
-def load_tables(path: str = TABLES_PATH) -> dict:
-    with gzip.open(path, "rb") as f:
-        return json.loads(f.read().decode("utf-8"))
+_MAX_CODEPOINT = tf_text_tables.MAX_CODEPOINT
 
 
 def _char_class(ranges: Sequence[Sequence[int]]) -> str:
@@ -129,7 +72,7 @@ class WordPieceTokenizer:
 
     def __init__(self, vocab: Sequence[str], lower_case: bool, unk: str = "[UNK]",
                  max_bytes_per_word: int = 100, tables: dict = None):
-        tables = tables or load_tables()
+        tables = tables or tf_text_tables.load_tables()
         self._ids: Dict[str, int] = {t: i for i, t in enumerate(vocab)}
         if unk not in self._ids:
             raise ValueError(f"the vocabulary has no {unk!r} token")
@@ -189,21 +132,3 @@ class WordPieceTokenizer:
             pieces.append(piece)
             start = end
         return tuple(pieces)
-
-
-def main(argv=None) -> None:
-    p = argparse.ArgumentParser(prog="python -m data_pipelines.wordpiece", description=__doc__.split("\n\n")[0])
-    p.add_argument("--write_tables", action="store_true",
-                   help=f"re-derive the tables from the installed tensorflow-text into {TABLES_PATH}")
-    args = p.parse_args(argv)
-    if not args.write_tables:
-        p.error("nothing to do: pass --write_tables")
-    write_tables()
-    tables = load_tables()
-    print(f"wrote {TABLES_PATH} from {tables['source']}: {len(tables['normalize_lower'])} lower-case and "
-          f"{len(tables['normalize_cased'])} cased mappings, {len(tables['space'])} whitespace and "
-          f"{len(tables['punct'])} punctuation ranges")
-
-
-if __name__ == "__main__":
-    main()

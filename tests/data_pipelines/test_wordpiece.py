@@ -1,16 +1,17 @@
 """data_pipelines.wordpiece against tensorflow-text's FastBertTokenizer, which it stands in for
-in the Beam workers: the shipped tables are re-derived from tensorflow-text, and the ids are
-compared on a real corpus, on random text of every script and on the edge cases."""
+in the Beam workers: the shipped tables (data_pipelines.tf_text_tables) are re-derived from
+tensorflow-text, and the ids are compared on a real corpus, on random text of every script and
+on the edge cases."""
 
 import numpy as np
 import pytest
 
-from data_pipelines import sample_corpus, tokenizers, wordpiece
+from data_pipelines import sample_corpus, tf_text_tables, tokenizers, wordpiece
 
 
 @pytest.fixture(scope="module")
 def tables():
-    return wordpiece.load_tables()
+    return tf_text_tables.load_tables()
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +29,7 @@ def tf_ids(vocab, lower_case, texts):
 def test_shipped_tables_are_tensorflow_texts(tables):
     """Every codepoint's normalisation and split class, read off the installed tensorflow-text
     again: a tensorflow-text upgrade that changes one fails here (regenerate the tables)."""
-    derived = wordpiece.derive_tables()
+    derived = tf_text_tables.derive_tables()
     assert derived == tables
     # what the tables say, for a few known characters
     lower, cased = tables["normalize_lower"], tables["normalize_cased"]
@@ -51,14 +52,14 @@ def _vocab(english):
         tf.data.Dataset.from_tensor_slices(english[:3000]).batch(1000), vocab_size=600,
         reserved_tokens=tokenizers.RESERVED_TOKENS, bert_tokenizer_params={"lower_case": True})
     extra = []
-    for c in list(range(0xC0, 0x530)) + list(range(0x4E00, 0x4F00)):  # pools of _random_texts
+    for c in list(range(0xC0, 0x530)) + list(range(0x4E00, 0x4F00)):  # pools of random_texts
         ch = chr(c).lower()
         extra += [ch, "##" + ch, ch + "a", "##a" + ch]
     seen = set()
     return [t for t in list(learnt) + extra if not (t in seen or seen.add(t))]
 
 
-def _random_texts(rng, english, n):
+def random_texts(rng, english, n):
     """Text that exercises every path: English, accented and mixed-script words, random
     codepoints from all planes (unassigned ones too), combining marks, controls, every kind of
     whitespace, CJK, emoji, and words around the 100-byte limit."""
@@ -101,7 +102,7 @@ def _random_texts(rng, english, n):
 def test_ids_equal_fast_bert_tokenizer(english, lower_case):
     rng = np.random.default_rng(7)
     vocab = _vocab(english)
-    texts = english + _random_texts(rng, english, 20000)
+    texts = english + random_texts(rng, english, 20000)
     ours = wordpiece.WordPieceTokenizer(vocab, lower_case).tokenize(texts)
     theirs = tf_ids(vocab, lower_case, texts)
     wrong = [(t, a, b) for t, a, b in zip(texts, ours, theirs) if a != b]
@@ -141,3 +142,4 @@ def test_refuses_tables_where_python_whitespace_is_not_whitespace(tables):
     with pytest.raises(RuntimeError, match="U\\+00A0"):
         wordpiece.WordPieceTokenizer(["[UNK]", "a"], lower_case=False, tables=changed)
     wordpiece.WordPieceTokenizer(["[UNK]", "a"], lower_case=False, tables=tables)
+
