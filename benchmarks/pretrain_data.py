@@ -36,6 +36,7 @@ import os
 import platform
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -57,8 +58,13 @@ PARAMS = {
     "lower_case": True,
 }
 
-RSS_INTERVAL_S = 0.05       # peak RSS is a sampled maximum: spikes shorter than this can be missed
-SLOW_EVERY_N_SAMPLES = 10   # new descendants and PSS (smaps_rollup, ~1 ms per process): 0.5 s
+# The sampler shares the 2 cores with the tools: at 20 Hz with PSS every 0.5 s it burnt 16 CPU-s
+# over Model Garden's 278 s run (smaps_rollup walks the page tables of a 5 GB process) and took
+# CPU from ours when its 2 workers keep both cores busy. Since 2026-11-25 (2): RSS at 10 Hz,
+# PSS every 2 s.
+RSS_INTERVAL_S = 0.1        # peak RSS is a sampled maximum: spikes shorter than this can be missed
+SLOW_EVERY_N_SAMPLES = 5    # new descendants (a scan of /proc): every 0.5 s
+PSS_EVERY_N_SAMPLES = 20    # PSS (smaps_rollup, ~1 ms per process and more for large ones): every 2 s
 PROGRESS_INTERVAL_S = 15.0
 MODEL_GARDEN_MODULE = "official.nlp.data.create_pretraining_data"
 MIB = 1 << 20
@@ -112,10 +118,9 @@ class TreeSampler(threading.Thread):
         n = 0
         next_progress = self._t0 + PROGRESS_INTERVAL_S
         while not self._stop_event.is_set():
-            slow = n % SLOW_EVERY_N_SAMPLES == 0
-            if slow:
+            if n % SLOW_EVERY_N_SAMPLES == 0:
                 self._discover()
-            self._sample(with_pss=slow)
+            self._sample(with_pss=n % PSS_EVERY_N_SAMPLES == 0)
             n += 1
             now = time.perf_counter()
             if now >= next_progress:
@@ -406,6 +411,23 @@ def run_ours(args, corpus: Corpus, vocab: str, work_dir: str, dupe_factor: int, 
     if not files:
         raise RuntimeError(f"{name}: no train-*.tfrecord shards in {out_dir}")
     return Run("ours", workers, mode, workers, files, reported_instances(out_dir), usage)
+
+
+def scaling_runs(args, corpus: Corpus, vocab: str, work_dir: str, runs: List[Run]) -> Optional[dict]:
+    """--scaling_repeats more runs of ours with 1 and with the most workers, alternating; the
+    speed-up is median wall (1 worker) / median wall (N workers), the main runs included."""
+    most = max(args.worker_counts)
+    first = {r.workers: r.usage.wall_s for r in runs if r.tool == "ours"}
+    if most == 1 or 1 not in first:
+        log("--scaling_repeats needs --workers with 1 and more than 1: skipped")
+        return None
+    pairs = [(first[1], first[most])]
+    for i in range(args.scaling_repeats):
+        w1 = run_ours(args, corpus, vocab, work_dir, args.dupe_factor, 1, name=f"repeat{i + 1}_ours")
+        wn = run_ours(args, corpus, vocab, work_dir, args.dupe_factor, most, name=f"repeat{i + 1}_ours")
+        pairs.append((w1.usage.wall_s, wn.usage.wall_s))
+    med1, medn = statistics.median(a for a, _ in pairs), statistics.median(b for _, b in pairs)
+    return {"workers": most, "pairs": pairs, "median_w1_s": med1, "median_wn_s": medn, "median_speedup": med1 / medn}
 
 
 def reported_instances(out_dir: str) -> Optional[int]:
@@ -709,6 +731,10 @@ def parse_args(argv=None):
     p.add_argument("--model_garden", action=argparse.BooleanOptionalAction, default=True,
                    help="also run Model Garden's create_pretraining_data (--no-model_garden: ours only, e.g. "
                    "to measure worker scaling on a corpus too large to wait for the reference)")
+    p.add_argument("--scaling_repeats", type=int, default=0,
+                   help="N: after the main runs, run ours with 1 worker and with the most --workers N more "
+                   "times each, alternating, and report the median wall-clock speed-up (one pair of runs "
+                   "varies by several percent on a shared 2-core machine)")
     p.add_argument("--output_json", help="also write the figures here")
     args = p.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
@@ -755,6 +781,7 @@ def _benchmark(args, work_dir: str) -> dict:
     runs = [run_model_garden(corpus, vocab, work_dir, args.dupe_factor)] if args.model_garden else []
     for workers in args.worker_counts:
         runs.append(run_ours(args, corpus, vocab, work_dir, args.dupe_factor, workers))
+    scaling = scaling_runs(args, corpus, vocab, work_dir, runs) if args.scaling_repeats > 0 else None
     startups: List[Optional[Run]] = [None] * len(runs)
     if args.measure_startup:
         tiny = startup_corpus(corpus, work_dir)
@@ -782,6 +809,11 @@ def _benchmark(args, work_dir: str) -> dict:
     if identical is not None:
         print(f"ours: shards byte-identical across worker counts {sorted(ours_digests)}: "
               f"{'yes' if identical else 'NO (breaks the determinism contract)'}")
+    if scaling is not None:
+        print(f"ours w={scaling['workers']} against w=1, {len(scaling['pairs'])} pairs of runs (wall s, "
+              f"the main runs first): " + ", ".join(f"{a:.1f}/{b:.1f}={a / b:.2f}" for a, b in scaling["pairs"])
+              + f"; median w=1 {scaling['median_w1_s']:.1f} s / median w={scaling['workers']} "
+              f"{scaling['median_wn_s']:.1f} s = speed-up {scaling['median_speedup']:.2f}")
     busy = [r for r in records if r["other_load_cores"] > 0.1]
     if busy:
         print("note: other processes were busy during " + ", ".join(
@@ -802,6 +834,7 @@ def _benchmark(args, work_dir: str) -> dict:
         "runs": records,
         "ratios_ours_over_model_garden": ratio_rows,
         "ours_identical_across_workers": identical,
+        "scaling": scaling,
         "ours_digests": {str(k): v for k, v in ours_digests.items()},
     }
     if args.output_json:

@@ -230,7 +230,7 @@ def tokenize_documents(tokenizer, objective: base.Objective,
             if not len(pieces):
                 _count(stats, "sentences_dropped/no_tokens")
                 continue
-            segments.append([int(t) for t in pieces])
+            segments.append(pieces if type(pieces) is list else list(pieces))  # Python ints already
             if objective.wants_units:
                 annotated = units[i] if units is not None else None
                 found = objective.find_units(sentences[i], starts[k + i], ends[k + i], annotated)
