@@ -209,7 +209,7 @@ def pool_instances(key, docs: Sequence[base.Doc], *, objective: base.Objective, 
 
 def tokenize_documents(tokenizer, objective: base.Objective,
                        documents: Sequence[Tuple[str, Sequence[str], Optional[Sequence]]],
-                       stats: Dict[str, int]) -> List[base.Doc]:
+                       stats: Dict[str, int], in_graph: bool = False) -> List[base.Doc]:
     """(id, sentences, units) documents -> base.Docs of non-empty piece-id segments.
 
     All sentences of the batch go to the tokenizer in one call (a call per document costs
@@ -220,7 +220,7 @@ def tokenize_documents(tokenizer, objective: base.Objective,
     if objective.wants_units:
         ids, starts, ends = tokenizer.tokenize_with_offsets(flat)
     else:
-        ids = tokenizer.tokenize(flat)
+        ids = tokenizer.tokenize_in_graph(flat) if in_graph else tokenizer.tokenize(flat)
     out: List[base.Doc] = []
     k = 0
     for doc_id, sentences, units in documents:
@@ -434,7 +434,7 @@ class TokenizeChunksFn(beam.DoFn):
     objective wants the corpus unigram distribution."""
 
     def __init__(self, source: DocumentSource, objective_name: str, tokenizer_kind: str, vocab_path: str,
-                 lower_case: bool, work_dir: str, docs_per_chunk: int, vocab_size: int):
+                 lower_case: bool, work_dir: str, docs_per_chunk: int, vocab_size: int, in_graph: bool = False):
         self._source = source
         self._objective_name = objective_name
         self._kind = tokenizer_kind
@@ -443,6 +443,7 @@ class TokenizeChunksFn(beam.DoFn):
         self._work_dir = work_dir
         self._docs_per_chunk = docs_per_chunk
         self._vocab_size = vocab_size
+        self._in_graph = in_graph
         self._tokenizer = None
         self._objective = None
 
@@ -465,7 +466,7 @@ class TokenizeChunksFn(beam.DoFn):
 
     def _flush(self, source_id, index, batch, stats):
         with gc_paused():
-            docs = tokenize_documents(self._tokenizer, self._objective, batch, stats)
+            docs = tokenize_documents(self._tokenizer, self._objective, batch, stats, self._in_graph)
         if not docs:
             return
         chunk_id = f"{source_id}#{index:06d}"
@@ -661,7 +662,7 @@ class ReadDocuments(beam.PTransform):
                  lower_case: bool, work_dir: str, docs_per_chunk: int,
                  max_line_bytes: int = text_io.DEFAULT_MAX_LINE_BYTES, input_format: str = "text",
                  text_field: str = "text", units_field: Optional[str] = None,
-                 tfds_data_dir: Optional[str] = None, tfds_shards: Sequence[int] = ()):
+                 tfds_data_dir: Optional[str] = None, tfds_shards: Sequence[int] = (), in_graph_tokenizer: bool = False):
         super().__init__()
         self._pattern = pattern
         self._format = input_format
@@ -669,7 +670,8 @@ class ReadDocuments(beam.PTransform):
         self._tfds_shards = list(tfds_shards)
         self._fn = TokenizeChunksFn(
             DocumentSource(pattern, max_line_bytes, input_format, text_field, units_field),
-            objective, tokenizer_kind, vocab_path, lower_case, work_dir, docs_per_chunk, vocab_size)
+            objective, tokenizer_kind, vocab_path, lower_case, work_dir, docs_per_chunk, vocab_size,
+            in_graph_tokenizer)
 
     def expand(self, pbegin):
         if self._format == "tfds":
@@ -808,7 +810,7 @@ def build_pipeline(p: beam.Pipeline, args, vocab: base.Vocab, work_dir: str) -> 
         docs_per_chunk=documents_per_chunk(args.random_document_pool_size),
         max_line_bytes=args.max_line_bytes, input_format=args.input_format, text_field=args.text_field,
         units_field=args.units_field, tfds_data_dir=args.tfds_data_dir,
-        tfds_shards=getattr(args, "tfds_shards", ()))
+        tfds_shards=getattr(args, "tfds_shards", ()), in_graph_tokenizer=args.in_graph_tokenizer)
     made = read.chunks | "CreateInstances" >> CreateInstances(
         objective=args.objective, vocab=vocab, options=options, dupe_factor=args.dupe_factor, seed=args.seed,
         num_shards=args.num_shards, random_document_pool_size=args.random_document_pool_size,
@@ -889,6 +891,12 @@ def make_parser(objective: Optional[base.Objective] = None) -> argparse.Argument
                    help="output files; each is sorted in one worker's memory, so keep shards to a few "
                    "hundred MB (default %(default)s)")
     _add_bool(p, "compress", False, "write GZIP-compressed .tfrecord.gz shards")
+    _add_bool(p, "in_graph_tokenizer", False,
+              "wordpiece: tokenize with tensorflow-text's FastBertTokenizer (the tokenizer of training and "
+              "serving) instead of data_pipelines.wordpiece. Same ids (tested); about 2x faster per MB once "
+              "loaded, but every worker process imports TensorFlow (about 4.4 CPU-s and 0.7 GB), which pays "
+              "off above roughly 120 MB of text per worker process (benchmarks/README.md, Tokenizers). The "
+              "other tokenizer kinds always use their tensorflow-text / keras-hub op")
     _add_bool(p, "overwrite", False, "replace an existing completed output directory")
     p.add_argument("--random_document_pool_size", type=int, default=1000,
                    help="documents per pool: random-next/SOP partners are drawn from, and packing objectives "

@@ -232,6 +232,15 @@ def test_deterministic_across_reruns_and_worker_counts(e2e, tiny_corpus, tiny_vo
     assert json.load(open(os.path.join(out2, "stats.json")))["instances"] == e2e["stats"]["instances"]
 
 
+def test_in_graph_tokenizer_writes_the_same_shards(e2e, tiny_corpus, tiny_vocab_path, tmp_path):
+    """--in_graph_tokenizer (tensorflow-text's FastBertTokenizer in the workers) and the default
+    (data_pipelines.wordpiece, no TensorFlow) give the same ids, so the same bytes."""
+    out = str(tmp_path / "in_graph")
+    make_pretrain.run(_argv(tiny_corpus, tiny_vocab_path, out, "--in_graph_tokenizer=true"))
+    assert _shard_bytes(out) == e2e["bytes"]
+    assert json.load(open(os.path.join(out, "info.json")))["arguments"]["in_graph_tokenizer"] is True
+
+
 def test_refuses_completed_directory_without_overwrite(e2e, tiny_corpus, tiny_vocab_path):
     with pytest.raises(SystemExit, match="COMPLETED.*--overwrite"):
         make_pretrain.run(_argv(tiny_corpus, tiny_vocab_path, e2e["out"]))
