@@ -1,10 +1,12 @@
 """BERT WordPiece without TensorFlow: the ids of tensorflow-text's FastBertTokenizer, in Python.
 
 Why a second implementation. The Beam job tokenizes in every worker, and tensorflow-text's ops
-need TensorFlow: importing it costs each worker about 4.4 CPU-seconds and 0.7 GB before any
-work (more than tokenizing 95 MiB of text takes), which is what kept 2 local workers from
-scaling and the job's start-up above Model Garden's (benchmarks/README.md, "2026-11-25 (2)"). This
-module gives the same ids with the standard library only. Training and serving keep
+need TensorFlow: importing it costs each worker process about 4.4 CPU-seconds and 0.7 GB before
+any work, which kept 2 local workers from scaling and the job's start-up above Model Garden's
+(benchmarks/README.md, "2026-11-25 (2)"). This module gives the same ids with the standard
+library only; it is about half as fast per MB as FastBertTokenizer once TensorFlow is loaded, so
+the import pays off only above ~120 MB of text per worker process (``make_pretrain
+--in_graph_tokenizer`` then runs FastBertTokenizer in the workers). Training and serving keep
 tensorflow-text (``tokenizers.TextTokenizer.in_graph``); the two are compared, not trusted:
 
 * The normaliser (FastBertNormalizer) is a per-codepoint map, and the pre-tokenizer
