@@ -15,13 +15,15 @@ PipelineOptions: --runner, --direct_num_workers, --direct_running_mode, --projec
   ReadDocuments        match the glob (or the tfds shards); per file, read documents in order
                        (bad lines, empty files and documents are counted and skipped), cut them
                        into chunks of pool_size/8 consecutive documents, tokenize each chunk in
-                       one batched call (WordPiece / SentencePiece / byte-level BPE,
-                       tensorflow-text or keras-hub ops) and write it to a work file
+                       one batched call (WordPiece: data_pipelines.wordpiece, FastBertTokenizer's
+                       ids without TensorFlow, or the op itself with --in_graph_tokenizer;
+                       SentencePiece / byte-level BPE: tensorflow-text or keras-hub ops) and
+                       write it to a work file
   CreateInstances      per dupe pass, chunks are hashed into pools of ~pool_size documents;
                        each pool is turned into instances by the objective's plain functions,
                        serialized, sorted by (shard, key) and written to one work file
   WriteShards          per shard, the pools' key-sorted ranges are merged (k-way, streaming)
-                       into one TFRecord file (temp name, then rename)
+                       into one TFRecord file (write_tfrecords; temp name, then rename)
   stats                per-file / per-pool / per-shard counters combined into stats.json
 
 Bulk data never travels through the runner: tokenized chunks and serialized instances go
