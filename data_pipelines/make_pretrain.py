@@ -290,6 +290,12 @@ def _write_file(path: str, data: bytes) -> None:
     tmp = f"{path}.tmp-{uuid.uuid4().hex}"
     with FileSystems.create(tmp) as f:
         f.write(data)
+    _replace(tmp, path)
+
+
+def _replace(tmp: str, path: str) -> None:
+    """Renames the finished file ``tmp`` to ``path``, replacing a file left there by a retried
+    bundle (FileSystems.rename does not overwrite on every file system)."""
     if FileSystems.exists(path):
         FileSystems.delete([path])
     FileSystems.rename([tmp], [path])
@@ -436,7 +442,8 @@ class TokenizeChunksFn(beam.DoFn):
     objective wants the corpus unigram distribution."""
 
     def __init__(self, source: DocumentSource, objective_name: str, tokenizer_kind: str, vocab_path: str,
-                 lower_case: bool, work_dir: str, docs_per_chunk: int, vocab_size: int, in_graph: bool = False):
+                 lower_case: bool, work_dir: str, docs_per_chunk: int, vocab_size: int,
+                 in_graph: bool = False):
         self._source = source
         self._objective_name = objective_name
         self._kind = tokenizer_kind
@@ -580,9 +587,7 @@ class WriteShardFn(beam.DoFn):
         written = write_tfrecords(tmp, (record for _, record in merged), self._compress)
         if written != expected:
             raise RuntimeError(f"shard {shard}: merged {written} records, the pools announced {expected}")
-        if FileSystems.exists(final):
-            FileSystems.delete([final])
-        FileSystems.rename([tmp], [final])
+        _replace(tmp, final)
         stats: Dict[str, int] = {}
         _count(stats, "shard_instances/%05d" % shard, written)
         _count(stats, "shards_written")
@@ -664,7 +669,8 @@ class ReadDocuments(beam.PTransform):
                  lower_case: bool, work_dir: str, docs_per_chunk: int,
                  max_line_bytes: int = text_io.DEFAULT_MAX_LINE_BYTES, input_format: str = "text",
                  text_field: str = "text", units_field: Optional[str] = None,
-                 tfds_data_dir: Optional[str] = None, tfds_shards: Sequence[int] = (), in_graph_tokenizer: bool = False):
+                 tfds_data_dir: Optional[str] = None, tfds_shards: Sequence[int] = (),
+                 in_graph_tokenizer: bool = False):
         super().__init__()
         self._pattern = pattern
         self._format = input_format

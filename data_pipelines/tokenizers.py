@@ -23,9 +23,10 @@ and bpe; for wordpiece it runs data_pipelines.wordpiece, which gives the same id
 TensorFlow (so Beam workers need not load it) and is tested against the module on every
 codepoint, a corpus and random text. (The sentencepiece library alone is not exact: it
 segmented 1,190 of 21,988 random texts of every script differently from tensorflow-text's op,
-which bundles another version of it; most were long runs of one letter, where segmentations tie.) Either way a served model sees exactly the ids it was trained on. Text never
-produces special ids (a literal "[MASK]" or "<mask>" in the input is ordinary text); objectives
-add specials by id.
+which bundles another version of it; most were long runs of one letter, where segmentations
+tie.) Either way a served model sees exactly the ids it was trained on. Text never produces
+special ids (a literal "[MASK]" or "<mask>" in the input is ordinary text); objectives add
+specials by id.
 """
 
 from __future__ import annotations
@@ -239,6 +240,12 @@ class TextTokenizer:
             self._module_instance = self._make_module()
         return self._module_instance
 
+    @property
+    def _eager(self):
+        if self._eager_instance is None:
+            self._eager_instance = self._make_eager()
+        return self._eager_instance
+
     def __repr__(self) -> str:
         return (f"TextTokenizer(kind={self.kind!r}, path={self.path!r}, size={self.vocab.size}, "
                 f"lower_case={self.lower_case})")
@@ -253,9 +260,7 @@ class TextTokenizer:
         """Ids of each text (eager, batched): wordpiece with data_pipelines.wordpiece (no
         TensorFlow), the other kinds with the in-graph module's ops on chunks of texts."""
         if self._make_eager is not None:
-            if self._eager_instance is None:
-                self._eager_instance = self._make_eager()
-            return self._eager_instance.tokenize(texts)
+            return self._eager.tokenize(texts)
         return self.tokenize_in_graph(texts)
 
     def tokenize_in_graph(self, texts: Sequence[str]) -> List[List[int]]:

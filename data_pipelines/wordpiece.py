@@ -39,7 +39,6 @@ from typing import Dict, List, Sequence, Tuple
 from data_pipelines import tf_text_tables
 
 _CACHE_LIMIT = 1 << 18  # chunks; ~50 MB of cached strings and id tuples at most
-_MAX_CODEPOINT = tf_text_tables.MAX_CODEPOINT
 
 
 def _char_class(ranges: Sequence[Sequence[int]]) -> str:
@@ -52,7 +51,7 @@ def _char_class(ranges: Sequence[Sequence[int]]) -> str:
 @functools.lru_cache(maxsize=None)
 def _python_whitespace() -> frozenset:
     """The characters ``str.split()`` splits at (this Python's Unicode tables)."""
-    return frozenset(c for c in range(_MAX_CODEPOINT + 1) if chr(c).isspace())
+    return frozenset(c for c in range(tf_text_tables.MAX_CODEPOINT + 1) if chr(c).isspace())
 
 
 class WordPieceTokenizer:
@@ -84,7 +83,8 @@ class WordPieceTokenizer:
         self._table = str.maketrans(norm)
         self._ascii_table = str.maketrans({c: norm.get(c, chr(c)) for c in range(0x80)})
         space, punct = tables["space"], tables["punct"]
-        self._words = re.compile(f"[^{_char_class(space)}{_char_class(punct)}]+|[{_char_class(punct)}]").findall
+        punct_class = _char_class(punct)
+        self._words = re.compile(f"[^{_char_class(space)}{punct_class}]+|[{punct_class}]").findall
         # Characters that can be left after normalisation: those it keeps, and its outputs.
         space_set = {c for a, b in space for c in range(a, b + 1)}
         outputs = {ord(ch) for text in norm.values() for ch in text}
