@@ -15,7 +15,10 @@ The life of a task in one run (garden.train):
         task.compute_metrics(model, batch, training, weight_shares)  {"loss", ...}
     task.evaluate(model)                 every train.eval_every steps, on the chief
     task.finish(model, model_dir)        at the end, on the chief: final scores (a dict)
-    task.serving_module(model)           a ServingModule for the exporter, or None
+    task.serving_module(model)           a ServingModule for the exporter, or None; the
+                                         trainer exports it when task.export_base is set:
+                                         garden.serving.export.export(module,
+                                             task.export_base, task.model_name) -> export dir
 
 `Task` below gives the defaults (no global normalisers, no evaluation, nothing to export), so a
 task overrides only what it has.
@@ -48,6 +51,10 @@ class Task:
     """
 
     name: str = "task"
+    # Where the trainer exports serving_module(model) (<export_base>/<model_name>/<version>/);
+    # None: no export. Tasks that serve take both as constructor arguments.
+    export_base: Optional[str] = None
+    model_name: str = "model"
 
     # -- before anything is built ---------------------------------------------------------
     def prepare(self) -> None:
