@@ -31,7 +31,9 @@ through work files in ``<output_dir>/_work-<run id>/`` (Beam FileSystems, so gs:
 and the PCollections carry only descriptors (chunk ids, file ranges, counters). A worker holds
 one chunk, one pool, or one block per pool range while merging a shard, so memory does not
 grow with the corpus, whatever the runner; the work directory is removed when the run ends
-(and by the next run over the same output_dir if the process was killed).
+(and by the next run over the same output_dir if the process was killed). The output
+directory's lifecycle (LOCK against a second run, COMPLETED last and never for zero
+instances) is data_pipelines/output.py's.
 
 Random-next documents. The original draws B from any document of the whole corpus, which needs
 the corpus in one process. Here, for each dupe pass d, chunk c goes to pool
