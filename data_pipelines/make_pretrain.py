@@ -4,7 +4,7 @@ Objectives (data_pipelines/objectives/, OBJECTIVES.md): bert, albert, roberta, s
 electra, xlnet, t5, bart, gpt2; `--objective=NAME --help` lists an objective's own flags
 and their published defaults. Input (--input): text files (local or gs://) with one sentence
 per line and a blank line between documents; JSONL files (one document per line, --text_field,
-split into sentences by data_pipelines/io.py); or tfds:NAME[/CONFIG][:SPLIT] read from a
+split into sentences by data_pipelines/sources.py); or tfds:NAME[/CONFIG][:SPLIT] read from a
 locally prepared tensorflow-datasets dataset. Output in --output_dir:
 ``train-NNNNN-of-MMMMM.tfrecord[.gz]`` (every shard, even empty ones), ``stats.json``,
 ``info.json`` and ``COMPLETED`` (last, only after the pipeline succeeded).
@@ -31,7 +31,9 @@ through work files in ``<output_dir>/_work-<run id>/`` (Beam FileSystems, so gs:
 and the PCollections carry only descriptors (chunk ids, file ranges, counters). A worker holds
 one chunk, one pool, or one block per pool range while merging a shard, so memory does not
 grow with the corpus, whatever the runner; the work directory is removed when the run ends
-(and by the next run over the same output_dir if the process was killed).
+(and by the next run over the same output_dir if the process was killed). The output
+directory's lifecycle (LOCK against a second run, COMPLETED last and never for zero
+instances) is data_pipelines/output.py's.
 
 Random-next documents. The original draws B from any document of the whole corpus, which needs
 the corpus in one process. Here, for each dupe pass d, chunk c goes to pool
@@ -71,33 +73,28 @@ import heapq
 import json
 import logging
 import math
-import os
 import pickle
 import posixpath
-import shutil
 import struct
 import sys
 import uuid
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import apache_beam as beam
-import google_crc32c
 import numpy as np
-from apache_beam.io import fileio
-from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, TestOptions
+from apache_beam.options.pipeline_options import PipelineOptions
 
-from data_pipelines import features, io as text_io, objectives, tokenizers
+from data_pipelines import beam_options, features, gcs, objectives, output, sources, tokenizers
+from data_pipelines.counters import SumDictsFn, count as _count
 from data_pipelines.objectives import base
+from data_pipelines.tfrecord import write_tfrecords
 
 _LOG = logging.getLogger("data_pipelines.make_pretrain")
 
 OBJECTIVES = objectives.NAMES
 SPLIT = "train"
-COUNTERS = "make_pretrain"  # Beam metrics namespace
 STATS_TAG = "stats"
-WORK_PREFIX = "_work-"  # <output_dir>/_work-<run id>/: chunk and pool files of a run
 
 
 # ---------------------------------------------------------------------------------------------
@@ -123,8 +120,7 @@ def shard_of(sort_key: str, num_shards: int) -> int:
 
 
 def shard_name(output_dir: str, shard: int, num_shards: int, compress: bool) -> str:
-    suffix = ".tfrecord.gz" if compress else ".tfrecord"
-    return FileSystems.join(output_dir, f"{SPLIT}-{shard:05d}-of-{num_shards:05d}{suffix}")
+    return output.shard_name(output_dir, SPLIT, shard, num_shards, compress)
 
 
 def num_buckets(num_items: int, per_bucket: int) -> int:
@@ -133,13 +129,6 @@ def num_buckets(num_items: int, per_bucket: int) -> int:
 
 def pool_of(seed: int, dupe: int, chunk_id: str, pools: int) -> int:
     return stable_hash("bucket", seed, dupe, chunk_id) % pools
-
-
-def _count(stats: Dict[str, int], name: str, n: int = 1) -> None:
-    """Adds to the stats record and to the Beam counter of the same name."""
-    if n:
-        stats[name] = stats.get(name, 0) + n
-        beam.metrics.Metrics.counter(COUNTERS, name).inc(n)
 
 
 def length_bin(length: int, max_seq_length: int) -> str:
@@ -284,34 +273,12 @@ def chunks_per_pool(pool_size: int) -> int:
     return max(1, math.ceil(pool_size / documents_per_chunk(pool_size)))
 
 
-def _write_file(path: str, data: bytes) -> None:
-    """Writes ``data`` to ``path`` under a temporary name, then renames it: a retried or
-    speculative bundle never leaves a half-written file behind a name another stage reads."""
-    tmp = f"{path}.tmp-{uuid.uuid4().hex}"
-    with FileSystems.create(tmp) as f:
-        f.write(data)
-    _replace(tmp, path)
-
-
-def _replace(tmp: str, path: str) -> None:
-    """Renames the finished file ``tmp`` to ``path``, replacing a file left there by a retried
-    bundle (FileSystems.rename does not overwrite on every file system)."""
-    if FileSystems.exists(path):
-        FileSystems.delete([path])
-    FileSystems.rename([tmp], [path])
-
-
-def _read_file(path: str) -> bytes:
-    with FileSystems.open(path, compression_type="uncompressed") as f:
-        return f.read()
-
-
 def write_chunk(path: str, docs: Sequence[base.Doc]) -> None:
-    _write_file(path, pickle.dumps([(d.id, d.segments, d.units) for d in docs], protocol=pickle.HIGHEST_PROTOCOL))
+    output.write_atomic(path, pickle.dumps([(d.id, d.segments, d.units) for d in docs], protocol=pickle.HIGHEST_PROTOCOL))
 
 
 def read_chunk(path: str) -> List[base.Doc]:
-    return [base.Doc(doc_id, segments, units) for doc_id, segments, units in pickle.loads(_read_file(path))]
+    return [base.Doc(doc_id, segments, units) for doc_id, segments, units in pickle.loads(output.read_bytes(path))]
 
 
 def encode_entries(entries: Sequence[Tuple[str, bytes]]) -> bytes:
@@ -354,85 +321,6 @@ def read_entries(path: str, offset: int, length: int, block: int = _READ_BLOCK) 
 
 # ---------------------------------------------------------------------------------------------
 # DoFns
-
-
-class DocumentSource:
-    """Documents of one input element: a text/JSONL file (a Beam ReadableFile) or a tfds shard.
-
-    ``documents(element, stats)`` -> (source id, iterator of (document id, [sentences], units
-    or None)); bad lines, empty files and documents are counted into ``stats`` and skipped.
-    Text files: one sentence per line, blank line between documents (id "path:index").
-    JSONL files: one document per line, text in ``text_field`` (id "path:line").
-    tfds: one document per example, text in ``text_field`` (id "split[Nshard]:index").
-    """
-
-    def __init__(self, pattern: str, max_line_bytes: int, input_format: str = "text",
-                 text_field: str = "text", units_field: Optional[str] = None):
-        self._pattern = pattern
-        self._max_line_bytes = max_line_bytes
-        self._format = input_format
-        self._text_field = text_field
-        self._units_field = units_field
-
-    def documents(self, element, stats: Dict[str, int]):
-        if self._format == "tfds":
-            name, data_dir, split, shard = element
-            return f"{split}[{shard}shard]", self._tfds_documents(name, data_dir, split, shard, stats)
-        path = element.metadata.path
-        return text_io.relative_path(path, self._pattern), self._file_documents(element, stats)
-
-    def _file_documents(self, readable_file, stats):
-        path = readable_file.metadata.path
-        rel = text_io.relative_path(path, self._pattern)
-        _count(stats, "files_read")
-
-        def on_skip(reason, line_no):
-            if reason == text_io.EMPTY_DOCUMENT:
-                _count(stats, "documents_dropped/" + reason)
-            else:
-                _count(stats, "lines_skipped/" + reason)
-                _LOG.warning("skipping line %d of %s: %s", line_no, path, reason)
-
-        n = 0
-        with readable_file.open() as f:
-            if self._format == "jsonl":
-                docs = ((f"{rel}:{line}", sentences, units) for line, sentences, units in text_io.read_jsonl_documents(
-                    f, on_skip, self._text_field, self._units_field, self._max_line_bytes))
-            else:
-                docs = ((f"{rel}:{index}", sentences, None) for index, sentences in enumerate(
-                    text_io.read_documents(f, on_skip, self._max_line_bytes)))
-            for doc_id, sentences, units in docs:
-                n += 1
-                _count(stats, "documents_read")
-                _count(stats, "sentences_read", len(sentences))
-                yield doc_id, sentences, units
-        if n == 0 and readable_file.metadata.size_in_bytes == 0:
-            _count(stats, "files_skipped/empty_file")
-            _LOG.warning("input file %s is empty", path)
-
-    def _tfds_documents(self, name, data_dir, split, shard, stats):
-        import tensorflow_datasets as tfds
-
-        builder = tfds.builder(name, data_dir=data_dir)
-        ds = builder.as_dataset(split=f"{split}[{shard}shard]", shuffle_files=False)
-        _count(stats, "files_read")
-        for index, example in enumerate(tfds.as_numpy(ds)):
-            value = example.get(self._text_field) if isinstance(example, dict) else None
-            if not isinstance(value, bytes):
-                _count(stats, "lines_skipped/" + text_io.NO_TEXT)
-                continue
-            try:
-                text = value.decode("utf-8")
-            except UnicodeDecodeError:
-                _count(stats, "lines_skipped/" + text_io.INVALID_UTF8)
-                continue
-            sentences = [text[a:b] for a, b in text_io.split_sentences(text.replace("\x00", " "))]
-            if not sentences:
-                _count(stats, "documents_dropped/" + text_io.EMPTY_DOCUMENT)
-                continue
-            _count(stats, "documents_read")
-            _count(stats, "sentences_read", len(sentences))
-            yield f"{split}[{shard}shard]:{index}", sentences, None
 
 
 class TokenizeChunksFn(beam.DoFn):
@@ -562,7 +450,7 @@ class CreateInstancesFn(beam.DoFn):
             ranges.append((shard, (path, offset, len(data), end - start)))
             offset += len(data)
             start = end
-        _write_file(path, b"".join(parts))
+        output.write_atomic(path, b"".join(parts))
         return ranges + [beam.pvalue.TaggedOutput(STATS_TAG, stats)]
 
 
@@ -587,69 +475,11 @@ class WriteShardFn(beam.DoFn):
         written = write_tfrecords(tmp, (record for _, record in merged), self._compress)
         if written != expected:
             raise RuntimeError(f"shard {shard}: merged {written} records, the pools announced {expected}")
-        _replace(tmp, final)
+        output.replace(tmp, final)
         stats: Dict[str, int] = {}
         _count(stats, "shard_instances/%05d" % shard, written)
         _count(stats, "shards_written")
         yield stats
-
-
-_TFRECORD_LENGTH = struct.Struct("<Q")
-_TFRECORD_CRC = struct.Struct("<I")
-_WRITE_BLOCK = 1 << 20
-
-
-def masked_crc32c(data: bytes) -> int:
-    """TFRecord's checksum: CRC-32C, rotated right by 15 bits plus 0xa282ead8 (TensorFlow's
-    core/lib/hash/crc32c.h "Mask"), so that a CRC over data holding CRCs stays well spread."""
-    crc = google_crc32c.value(data)
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
-
-def write_tfrecords(path: str, records, compress: bool) -> int:
-    """Writes ``records`` (bytes) to ``path`` in the TFRecord format (per record: uint64 length,
-    masked CRC-32C of the length, the data, masked CRC-32C of the data; GZIP-compressed when
-    ``compress``) through Beam's FileSystems, so gs:// works and TensorFlow is not needed: a Beam
-    worker that never loads it saves ~4 CPU-seconds and 0.7 GB. Returns the number written;
-    tf.data reads the files back in the tests."""
-    compression = CompressionTypes.GZIP if compress else CompressionTypes.UNCOMPRESSED
-    n, block, size = 0, [], 0
-    headers: Dict[int, bytes] = {}  # record length -> length + its checksum (lengths repeat)
-    with FileSystems.create(path, compression_type=compression) as f:
-        for record in records:
-            header = headers.get(len(record))
-            if header is None:
-                length = _TFRECORD_LENGTH.pack(len(record))
-                header = headers[len(record)] = length + _TFRECORD_CRC.pack(masked_crc32c(length))
-            block += (header, record, _TFRECORD_CRC.pack(masked_crc32c(record)))
-            size += len(record) + 16
-            n += 1
-            if size >= _WRITE_BLOCK:
-                f.write(b"".join(block))
-                block, size = [], 0
-        f.write(b"".join(block))
-    return n
-
-
-class SumDictsFn(beam.CombineFn):
-    """Sums {name: count} records: the job's counters, independent of the runner's metrics."""
-
-    def create_accumulator(self):
-        return {}
-
-    def add_input(self, acc, record):
-        for k, v in record.items():
-            acc[k] = acc.get(k, 0) + v
-        return acc
-
-    def merge_accumulators(self, accs):
-        out: Dict[str, int] = {}
-        for acc in accs:
-            self.add_input(out, acc)
-        return out
-
-    def extract_output(self, acc):
-        return dict(sorted(acc.items()))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -667,34 +497,21 @@ class ReadDocuments(beam.PTransform):
 
     def __init__(self, pattern: str, *, objective: str, tokenizer_kind: str, vocab_path: str, vocab_size: int,
                  lower_case: bool, work_dir: str, docs_per_chunk: int,
-                 max_line_bytes: int = text_io.DEFAULT_MAX_LINE_BYTES, input_format: str = "text",
+                 max_line_bytes: int = sources.DEFAULT_MAX_LINE_BYTES, input_format: str = "text",
                  text_field: str = "text", units_field: Optional[str] = None,
                  tfds_data_dir: Optional[str] = None, tfds_shards: Sequence[int] = (),
                  in_graph_tokenizer: bool = False):
         super().__init__()
-        self._pattern = pattern
-        self._format = input_format
-        self._tfds_data_dir = tfds_data_dir
-        self._tfds_shards = list(tfds_shards)
+        self._sources = sources.MatchSources(pattern, input_format, tfds_data_dir, tfds_shards)
         self._fn = TokenizeChunksFn(
-            DocumentSource(pattern, max_line_bytes, input_format, text_field, units_field),
+            sources.DocumentSource(pattern, max_line_bytes, input_format, text_field, units_field),
             objective, tokenizer_kind, vocab_path, lower_case, work_dir, docs_per_chunk, vocab_size,
             in_graph_tokenizer)
 
     def expand(self, pbegin):
-        if self._format == "tfds":
-            name, split = parse_tfds(self._pattern)
-            sources = (pbegin
-                       | "TfdsShards" >> beam.Create([(name, self._tfds_data_dir, split, s) for s in self._tfds_shards])
-                       | "Reshuffle" >> beam.Reshuffle())
-        else:
-            # The match is one element that fans out to every file: without the reshuffle the
-            # runner fuses the reading into that one bundle, and one worker reads them all.
-            sources = (pbegin
-                       | "Match" >> fileio.MatchFiles(self._pattern)
-                       | "SpreadFiles" >> beam.Reshuffle()
-                       | "Open" >> fileio.ReadMatches())
-        return sources | "TokenizeChunks" >> beam.ParDo(self._fn).with_outputs(STATS_TAG, "unigram", main="chunks")
+        return (pbegin
+                | "Sources" >> self._sources
+                | "TokenizeChunks" >> beam.ParDo(self._fn).with_outputs(STATS_TAG, "unigram", main="chunks"))
 
 
 class CreateInstances(beam.PTransform):
@@ -803,10 +620,6 @@ def format_stats(counters: Dict[str, int], num_shards: int, objective: Optional[
     return stats
 
 
-def work_dir_of(output_dir: str, run_id: str) -> str:
-    return FileSystems.join(output_dir, f"{WORK_PREFIX}{run_id}")
-
-
 def build_pipeline(p: beam.Pipeline, args, vocab: base.Vocab, work_dir: str) -> None:
     """Adds the whole job to ``p`` (no I/O happens until it runs); bulk data goes through
     ``work_dir``, which the caller removes after the run."""
@@ -834,36 +647,15 @@ def build_pipeline(p: beam.Pipeline, args, vocab: base.Vocab, work_dir: str) -> 
 # ---------------------------------------------------------------------------------------------
 # Command line
 
-_bool = base._bool
 _add_bool = base.add_bool
-
-
-def parse_tfds(spec: str) -> Tuple[str, str]:
-    """"tfds:NAME[/CONFIG][:SPLIT]" -> ("NAME[/CONFIG]", SPLIT (default "train"))."""
-    body = spec[len("tfds:"):]
-    name, _, split = body.partition(":")
-    if not name:
-        raise ValueError(f"--input={spec}: expected tfds:NAME[/CONFIG][:SPLIT]")
-    return name, split or "train"
-
-
-def input_format(args) -> str:
-    if args.input_format != "auto":
-        return args.input_format
-    if args.input.startswith("tfds:"):
-        return "tfds"
-    if args.input.endswith((".jsonl", ".jsonl.gz", ".json", ".json.gz")):
-        return "jsonl"
-    return "text"
 
 
 def make_parser(objective: Optional[base.Objective] = None) -> argparse.ArgumentParser:
     head, _, rest = __doc__.partition("\n\n")
     p = argparse.ArgumentParser(
         prog="python -m data_pipelines.make_pretrain",
-        description=head + "\n\nAny flag not listed here is passed to Beam's PipelineOptions "
-        "(--runner, --direct_num_workers, --direct_running_mode, --project, --region, "
-        "--temp_location, --dry_run ...). `--objective=NAME --help` lists that objective's own flags.",
+        description=head + "\n\n" + beam_options.PASS_THROUGH_HELP
+        + " `--objective=NAME --help` lists that objective's own flags.",
         epilog=rest, formatter_class=argparse.RawDescriptionHelpFormatter,
         allow_abbrev=False)  # an abbreviation must never swallow a Beam option
     p.add_argument("--objective", required=True, choices=objectives.NAMES,
@@ -876,7 +668,7 @@ def make_parser(objective: Optional[base.Objective] = None) -> argparse.Argument
                    help="auto: tfds: prefix -> tfds, *.jsonl / *.json(.gz) -> jsonl, else text (default %(default)s)")
     p.add_argument("--text_field", default="text",
                    help="JSONL / tfds field holding a document's text; it is split into sentences at newlines "
-                   "and at . ! ? followed by a capitalised word (data_pipelines/io.py) (default %(default)s)")
+                   "and at . ! ? followed by a capitalised word (data_pipelines/sources.py) (default %(default)s)")
     p.add_argument("--units_field", default=None,
                    help="JSONL field with [start, end) character spans of phrases/entities for unit masking "
                    "(ernie); without it ernie uses its documented heuristic")
@@ -911,7 +703,7 @@ def make_parser(objective: Optional[base.Objective] = None) -> argparse.Argument
                    "concatenate, the documents of a pool of about this size (chunks of pool_size/8 consecutive "
                    "documents hashed into pools per dupe pass), so no worker needs the whole corpus "
                    "(default %(default)s)")
-    p.add_argument("--max_line_bytes", type=int, default=text_io.DEFAULT_MAX_LINE_BYTES,
+    p.add_argument("--max_line_bytes", type=int, default=sources.DEFAULT_MAX_LINE_BYTES,
                    help="longer input lines are skipped and counted as line_too_long (default %(default)s)")
     if objective is not None:
         p.description += f"\n\n--objective={objective.name}: {objective.recipe}."
@@ -936,16 +728,12 @@ def parse_args(argv: Optional[Sequence[str]] = None):
     known, _ = pre.parse_known_args(argv)
     objective = objectives.get(known.objective) if known.objective else None
     parser = make_parser(objective)
-    args, beam_args = parser.parse_known_args(argv)
+    args, beam_args = beam_options.split_args(parser, argv, hint=f"or of --objective={known.objective}")
     for name in ("max_seq_length", "dupe_factor", "num_shards", "random_document_pool_size", "max_line_bytes"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be >= 1, got {getattr(args, name)}")
-    unknown = _unknown_beam_args(beam_args)
-    if unknown:
-        parser.error(f"unrecognized arguments: {' '.join(unknown)} (neither flags of --objective="
-                     f"{objective.name} nor Beam pipeline options; see --help)")
     args.tokenizer = args.tokenizer or objective.tokenizer
-    args.input_format = input_format(args)
+    args.input_format = sources.input_format(args.input, args.input_format)
     try:
         objective.make_options(args)
     except ValueError as e:
@@ -953,199 +741,89 @@ def parse_args(argv: Optional[Sequence[str]] = None):
     return args, beam_args
 
 
-def _unknown_beam_args(beam_args: Sequence[str]) -> List[str]:
-    """The flags among ``beam_args`` that no registered Beam PipelineOptions class defines
-    (Beam itself would only log and drop them, so a typo would silently change nothing)."""
-    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    seen, todo = set(), [PipelineOptions]
-    while todo:
-        cls = todo.pop()
-        if cls in seen:
-            continue
-        seen.add(cls)
-        todo.extend(cls.__subclasses__())
-        try:
-            cls._add_argparse_args(parser)
-        except argparse.ArgumentError:
-            pass  # an option defined by two classes: the first registration stands
-    _, unknown = parser.parse_known_args(list(beam_args))
-    return [a for a in unknown if a.startswith("--")]
-
-
-def make_runner(options: PipelineOptions):
-    """The runner for ``options``: Beam's FnApiRunner for DirectRunner (or no --runner).
-
-    Beam's DirectRunner first tries the Prism runner, a Go binary it downloads at run time;
-    this job must run offline, so the local runner is the Python FnApiRunner (what
-    DirectRunner falls back to), which honours --direct_num_workers / --direct_running_mode.
-    Any other --runner is returned by name for Beam to resolve.
-    """
-    name = options.view_as(StandardOptions).runner
-    if name not in (None, "DirectRunner", "direct", "SwitchingDirectRunner"):
-        return name
-    from apache_beam.portability.api import beam_provision_api_pb2
-    from apache_beam.runners.portability.fn_api_runner import fn_runner
-    from apache_beam.runners.portability.portable_runner import JobServiceHandle
-
-    encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
-    return fn_runner.FnApiRunner(provision_info=fn_runner.ExtendedProvisionInfo(
-        beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded)))
-
-
-def _is_local(path: str) -> bool:
-    return "://" not in path
-
-
-def _write_text(path: str, text: str) -> None:
-    with FileSystems.create(path) as f:
-        f.write(text.encode("utf-8"))
-
-
-def _prepare_output_dir(output_dir: str, overwrite: bool) -> None:
-    completed = FileSystems.join(output_dir, "COMPLETED")
-    if FileSystems.exists(completed):
-        if not overwrite:
-            raise SystemExit(f"error: {output_dir} already holds a completed dataset (COMPLETED exists); "
-                             f"pass --overwrite to replace it or choose another --output_dir")
-        FileSystems.delete([completed])  # first: a crash from here on leaves no COMPLETED
-    stale = []
-    for pattern in (f"{SPLIT}-*-of-*.tfrecord*", "info.json", "stats.json"):
-        for m in FileSystems.match([FileSystems.join(output_dir, pattern)])[0].metadata_list:
-            stale.append(m.path)
-    if stale:
-        _LOG.info("removing %d stale files from %s", len(stale), output_dir)
-        FileSystems.delete(stale)
-    _remove_work_dirs(output_dir)  # an interrupted run's chunk and pool files
-    if _is_local(output_dir):
-        os.makedirs(output_dir, exist_ok=True)
-
-
-def _remove_work_dirs(output_dir: str) -> None:
-    """Deletes every ``_work-*`` directory (chunk and pool files) of ``output_dir``."""
-    if _is_local(output_dir):
-        if os.path.isdir(output_dir):
-            for name in os.listdir(output_dir):
-                if name.startswith(WORK_PREFIX):
-                    shutil.rmtree(os.path.join(output_dir, name), ignore_errors=True)
-        return
-    found = FileSystems.match([FileSystems.join(output_dir, WORK_PREFIX + "*")])[0].metadata_list
-    if found:
-        FileSystems.delete([m.path for m in found])
-
-
-def _check_input(args) -> List[str]:
-    """The input's files (or tfds shards); a clear error when there are none."""
-    if args.input_format == "tfds":
-        return _tfds_shards(args)
-    pattern = args.input
-    try:
-        matched = FileSystems.match([pattern])[0].metadata_list
-    except Exception as e:  # Beam raises BeamIOError for an unreachable scheme or bucket
-        raise SystemExit(f"error: cannot list --input={pattern}: {e}") from e
-    if not matched:
-        raise SystemExit(f"error: --input={pattern} matches no files; check the path/glob")
-    return sorted(m.path for m in matched)
-
-
-def _tfds_shards(args) -> List[str]:
-    """Sets args.tfds_shards to the shard indices of the split; nothing is downloaded."""
-    import tensorflow_datasets as tfds
-
-    name, split = parse_tfds(args.input)
-    try:
-        builder = tfds.builder(name, data_dir=args.tfds_data_dir)
-        info = builder.info.splits[split]
-    except Exception as e:  # tfds raises several kinds for a missing dataset/config/split
-        raise SystemExit(f"error: --input={args.input}: cannot open the prepared tensorflow-datasets "
-                         f"dataset in --tfds_data_dir={args.tfds_data_dir} ({type(e).__name__}: {e}); "
-                         f"prepare it first (tfds build / builder.download_and_prepare())") from e
-    if not info.num_examples:
-        raise SystemExit(f"error: --input={args.input} has no examples in split {split!r}")
-    args.tfds_shards = list(range(info.num_shards))
+def _list_input(args) -> List[str]:
+    """The input's files (or tfds shards: sets args.tfds_shards); InputError when there are none."""
+    if args.input_format != "tfds":
+        return sources.match_files(args.input)
+    args.tfds_shards = sources.tfds_shards(args.input, args.tfds_data_dir)
+    name, split = sources.parse_tfds(args.input)
     return [f"{name}:{split}[{i}shard]" for i in args.tfds_shards]
 
 
-def _dry_run(options: PipelineOptions) -> bool:
-    return _bool(options.view_as(TestOptions).dry_run or False)
-
-
-def _save_dataflow_job(result, output_dir: str) -> Optional[str]:
-    from google.protobuf import json_format
-
-    job = getattr(result, "job", None)
-    if job is None:
-        _LOG.info("dry run: the runner built no job description")
-        return None
-    description = {
-        "job": json.loads(job.json()),
-        "pipeline": json_format.MessageToDict(job.proto_pipeline),
-    }
-    text = json.dumps(description, indent=1, sort_keys=True)
-    transforms = job.proto_pipeline.components.transforms
-    names = sorted({t.unique_name.split("/")[0] for t in transforms.values() if t.unique_name})
-    print(f"dry run: built Dataflow job {job.proto.name!r} with {len(transforms)} transforms "
-          f"({', '.join(names)}); not submitted")
-    if _is_local(output_dir):
-        os.makedirs(output_dir, exist_ok=True)
-        path = os.path.join(output_dir, "dataflow_job.json")
-        with open(path, "w") as f:
-            f.write(text)
-        print(f"dry run: job description written to {path}")
-        return path
-    print(text)
-    return None
+def _gcs_paths(args, dry_run: bool) -> Dict[str, str]:
+    """The paths of the run that are read or written now (a dry run only reads --vocab)."""
+    paths = {"--vocab": args.vocab}
+    if not dry_run:
+        paths.update({"--input": args.input, "--output_dir": args.output_dir,
+                      "--tfds_data_dir": args.tfds_data_dir or ""})
+    return paths
 
 
 def run(argv: Optional[Sequence[str]] = None) -> dict:
-    """Runs the job; returns the stats (or, for a dry run, {"dry_run": path})."""
+    """Runs the job; returns the stats (or, for a dry run, {"dry_run": path}). Bad input or an
+    unusable output directory ends it with SystemExit("error: ...")."""
     args, beam_args = parse_args(argv)
-    objective = objectives.get(args.objective)
-    options = objective.make_options(args)
     pipeline_options = PipelineOptions(beam_args)
-    dry_run = _dry_run(pipeline_options)
-    runner = pipeline_options.view_as(StandardOptions).runner or "DirectRunner"
+    dry_run = beam_options.is_dry_run(pipeline_options)
+    try:
+        gcs.check_credentials(_gcs_paths(args, dry_run))
+        # Clear VocabularyError naming the file; the Vocab (ids, roles) travels to the workers.
+        tokenizer = tokenizers.load_tokenizer(args.tokenizer, args.vocab, lower_case=args.do_lower_case)
+        _LOG.info("vocabulary %s (%s): %d pieces (%s)", args.vocab, args.tokenizer, tokenizer.vocab.size,
+                  tokenizer.fingerprint)
+        if dry_run:
+            # Nothing is listed, read or written but the job description: a gs:// glob or output
+            # dir would need credentials and network.
+            p = beam.Pipeline(options=pipeline_options)
+            build_pipeline(p, args, tokenizer.vocab, output.work_dir_of(args.output_dir, "dry-run"))
+            result = p.run()  # DataflowRunner with dry_run translates the job and returns at once
+            return {"dry_run": beam_options.save_dataflow_job(result, args.output_dir)}
+        files = _list_input(args)
+        _LOG.info("input %s: %d files", args.input, len(files))
+        with output.OutputLock(args.output_dir, "make_pretrain"):
+            return _run_locked(args, beam_args, pipeline_options, tokenizer)
+    except (sources.InputError, output.OutputError, gcs.CredentialsError) as e:
+        raise SystemExit(f"error: {e}") from e
 
-    # Clear VocabularyError naming the file; the Vocab (ids, roles) travels to the workers.
-    tokenizer = tokenizers.load_tokenizer(args.tokenizer, args.vocab, lower_case=args.do_lower_case)
-    vocab = tokenizer.vocab
-    _LOG.info("vocabulary %s (%s): %d pieces (%s)", args.vocab, args.tokenizer, vocab.size, tokenizer.fingerprint)
 
-    if dry_run:
-        # Nothing is listed, read or written but the job description: a gs:// glob or output
-        # dir would need credentials and network.
-        p = beam.Pipeline(options=pipeline_options)
-        build_pipeline(p, args, vocab, work_dir_of(args.output_dir, "dry-run"))
-        result = p.run()  # DataflowRunner with dry_run translates the job and returns at once
-        return {"dry_run": _save_dataflow_job(result, args.output_dir)}
-
-    files = _check_input(args)
-    _LOG.info("input %s: %d files", args.input, len(files))
-    _prepare_output_dir(args.output_dir, args.overwrite)
-
+def _run_locked(args, beam_args, pipeline_options, tokenizer) -> dict:
+    """The run proper, with the output directory locked: prepare it, run the pipeline, write
+    info.json and COMPLETED."""
+    output.prepare(args.output_dir, args.overwrite, SPLIT)
     _LOG.info("running %s: objective=%s dupe_factor=%d max_seq_length=%d num_shards=%d -> %s",
-              runner, args.objective, args.dupe_factor, args.max_seq_length, args.num_shards, args.output_dir)
-    work_dir = work_dir_of(args.output_dir, uuid.uuid4().hex[:12])
-    p = beam.Pipeline(runner=make_runner(pipeline_options), options=pipeline_options)
-    build_pipeline(p, args, vocab, work_dir)
+              beam_options.runner_name(pipeline_options), args.objective, args.dupe_factor,
+              args.max_seq_length, args.num_shards, args.output_dir)
+    work_dir = output.work_dir_of(args.output_dir, uuid.uuid4().hex[:12])
+    p = beam.Pipeline(runner=beam_options.make_runner(pipeline_options), options=pipeline_options)
+    build_pipeline(p, args, tokenizer.vocab, work_dir)
     try:
         result = p.run()
         result.wait_until_finish()
     finally:
-        _remove_work_dirs(args.output_dir)
+        output.remove_work_dirs(args.output_dir)
     state = str(result.state)
     if "DONE" not in state:
-        raise SystemExit(f"error: pipeline ended in state {state}; {args.output_dir} is not COMPLETED")
+        raise output.OutputError(f"pipeline ended in state {state}; {args.output_dir} is not COMPLETED")
 
-    with FileSystems.open(FileSystems.join(args.output_dir, "stats.json")) as f:
-        stats = json.loads(f.read().decode("utf-8"))
+    stats = json.loads(output.read_text(FileSystems.join(args.output_dir, "stats.json")))
     shard_files = [shard_name(args.output_dir, s, args.num_shards, args.compress) for s in range(args.num_shards)]
-    missing = [f for f in shard_files if not FileSystems.exists(f)]
-    if missing:
-        raise SystemExit(f"error: pipeline finished but shards are missing: {missing[:3]}")
+    read = (f" (files read {stats['files_read']}, documents read {stats['documents_read']}, dropped "
+            f"{stats['documents_dropped']}, lines skipped {stats['lines_skipped']})")
+    output.complete(args.output_dir, _info(args, beam_args, tokenizer, shard_files, stats), shard_files,
+                    stats["instances"], summary=read)
+    _LOG.info("files read %d, documents read %d (dropped %s), lines skipped %s",
+              stats["files_read"], stats["documents_read"], stats["documents_dropped"], stats["lines_skipped"])
+    print(f"wrote {stats['instances']} {args.objective} instances to {args.output_dir} "
+          f"({args.num_shards} shards, stats.json, info.json, COMPLETED)")
+    return stats
 
-    spec = objective.feature_spec(options)
+
+def _info(args, beam_args, tokenizer, shard_files: Sequence[str], stats: dict) -> dict:
+    """info.json: what a reader needs to check the data against its config (garden/data.py)."""
+    objective = objectives.get(args.objective)
+    options = objective.make_options(args)
     arguments = {k: v for k, v in vars(args).items() if k != "tfds_shards"}
-    info = {
+    return {
         "format_version": features.FORMAT_VERSION,
         "objective": args.objective,
         "recipe": objective.recipe,
@@ -1155,23 +833,15 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
         "tokenizer": args.tokenizer,
         "lower_case": args.do_lower_case,
         "vocab": args.vocab,
-        "vocab_size": vocab.size,
+        "vocab_size": tokenizer.vocab.size,
         "vocab_fingerprint": tokenizer.fingerprint,
-        "feature_spec": features.spec_to_json(spec),
+        "feature_spec": features.spec_to_json(objective.feature_spec(options)),
         "max_seq_length": args.max_seq_length,
         "max_predictions_per_seq": getattr(args, "max_predictions_per_seq", None),
         "compression": "GZIP" if args.compress else None,
         "files": [posixpath.basename(f) for f in shard_files],
         "instances": {"total": stats["instances"], "per_shard": stats["instances_per_shard"]},
     }
-    _write_text(FileSystems.join(args.output_dir, "info.json"), json.dumps(info, indent=2, sort_keys=True))
-    _write_text(FileSystems.join(args.output_dir, "COMPLETED"), "")
-
-    _LOG.info("files read %d, documents read %d (dropped %s), lines skipped %s",
-              stats["files_read"], stats["documents_read"], stats["documents_dropped"], stats["lines_skipped"])
-    print(f"wrote {stats['instances']} {args.objective} instances to {args.output_dir} "
-          f"({args.num_shards} shards, stats.json, info.json, COMPLETED)")
-    return stats
 
 
 def main(argv=None) -> None:

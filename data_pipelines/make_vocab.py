@@ -1,7 +1,10 @@
 """Vocabularies: `python -m data_pipelines.make_vocab --tokenizer=KIND --input=GLOB --output=PATH`.
 
 Input: the corpus format (one sentence per line, blank lines between documents; ``.gz`` files
-are decompressed), local or gs://. Lines are streamed to the learners, never read whole.
+are decompressed), local or gs://, read by ``data_pipelines.sources`` with make_pretrain's rules:
+lines that are not UTF-8, hold a NUL byte or are longer than --max_line_bytes are skipped and
+counted (the first few named with file and line). Lines are streamed to the learners, never
+read whole.
 ``--lower_case`` lower-cases the training text exactly as the tokenizer will
 (``data_pipelines.tokenizers``); it must match the ``--do_lower_case`` of the pipelines.
 
@@ -25,7 +28,7 @@ are decompressed), local or gs://. Lines are streamed to the learners, never rea
 from __future__ import annotations
 
 import argparse
-import gzip
+import collections
 import io
 import logging
 import os
@@ -33,7 +36,7 @@ import sys
 import tempfile
 from typing import Iterator, List, Optional, Sequence
 
-from data_pipelines import tokenizers
+from data_pipelines import gcs, sources, tokenizers
 
 _LOG = logging.getLogger("data_pipelines.make_vocab")
 
@@ -45,35 +48,42 @@ MIN_VOCAB_SIZE = {
 }
 
 
-class InputError(ValueError):
-    """The input glob matches nothing or holds no text, or the learner cannot work with it."""
+InputError = sources.InputError  # the input matches nothing or holds no text
 
 
 def match_files(pattern: str) -> List[str]:
-    import tensorflow as tf
-
-    files = sorted(tf.io.gfile.glob(pattern))
-    if not files:
-        raise InputError(f"--input={pattern} matches no files; check the path/glob")
-    return files
+    return sources.match_files(pattern)
 
 
-def iter_lines(files: Sequence[str]) -> Iterator[str]:
-    """The non-blank lines of ``files`` (stripped), streamed file by file; lines that are not
-    valid UTF-8 are skipped with a warning (make_pretrain skips them too)."""
-    import tensorflow as tf
+class Skips:
+    """Counts the lines the reader skipped, by reason; names the first few (file and line) in
+    the log and only counts the rest, so a broken file does not print one warning per line."""
 
-    for path in files:
-        with tf.io.gfile.GFile(path, "rb") as raw:
-            f = gzip.GzipFile(fileobj=raw) if path.endswith(".gz") else raw
-            for n, line in enumerate(f, 1):
-                try:
-                    text = line.decode("utf-8").strip()
-                except UnicodeDecodeError:
-                    _LOG.warning("skipping line %d of %s: not valid UTF-8", n, path)
-                    continue
-                if text:
-                    yield text
+    SHOWN = 5
+
+    def __init__(self):
+        self.counts: collections.Counter = collections.Counter()
+
+    def __call__(self, reason: str, path: str, line_no: int) -> None:
+        self.counts[reason] += 1
+        if reason == sources.EMPTY_DOCUMENT:
+            return  # a document of skipped lines: its lines were reported already
+        shown = sum(n for r, n in self.counts.items() if r != sources.EMPTY_DOCUMENT)
+        if shown <= self.SHOWN:
+            _LOG.warning("skipping line %d of %s: %s", line_no, path, reason)
+        if shown == self.SHOWN:
+            _LOG.warning("further skipped lines are counted, not listed")
+
+    def summary(self) -> str:
+        lines = {r: n for r, n in sorted(self.counts.items()) if r != sources.EMPTY_DOCUMENT}
+        return f"skipped {sum(lines.values())} lines {lines}" if lines else "skipped no lines"
+
+
+def iter_lines(files: Sequence[str], skips: Optional[Skips] = None,
+               max_line_bytes: int = sources.DEFAULT_MAX_LINE_BYTES) -> Iterator[str]:
+    """The sentences (non-blank lines, stripped) of ``files``, streamed file by file; bad lines
+    are skipped and counted in ``skips`` (make_pretrain's rules: data_pipelines.sources)."""
+    return sources.iter_sentences(files, skips if skips is not None else Skips(), max_line_bytes)
 
 
 def lowered(lines: Iterator[str], lower_case: bool, batch: int = 1024) -> Iterator[str]:
@@ -112,22 +122,25 @@ def _nonempty(lines: Iterator[str], files: Sequence[str]) -> Iterator[str]:
 
 
 def learn_vocab(files: Sequence[str], vocab_size: int, lower_case: bool,
-                learn_params: Optional[dict] = None) -> List[str]:
-    """The WordPiece vocabulary of the non-blank lines of ``files`` (reserved tokens first)."""
+                learn_params: Optional[dict] = None, skips: Optional[Skips] = None,
+                max_line_bytes: int = sources.DEFAULT_MAX_LINE_BYTES) -> List[str]:
+    """The WordPiece vocabulary of the sentences of ``files`` (reserved tokens first)."""
     import tensorflow as tf
     from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset as bvd
 
-    plain = [f for f in files if not f.endswith(".gz")]
-    packed = [f for f in files if f.endswith(".gz")]
-    parts = ([tf.data.TextLineDataset(plain)] if plain else []) + (
-        [tf.data.TextLineDataset(packed, compression_type="GZIP")] if packed else [])
-    lines = parts[0]
-    for more in parts[1:]:
-        lines = lines.concatenate(more)
-    lines = lines.filter(lambda line: tf.strings.length(tf.strings.strip(line)) > 0)
+    skips = skips if skips is not None else Skips()
     # An empty corpus would make the learner return only the reserved tokens: say so instead.
-    if next(iter(lines.take(1)), None) is None:
+    # (A throw-away count: the learner's own pass below counts the skips.)
+    if next(iter_lines(files, Skips(), max_line_bytes), None) is None:
         raise InputError(f"input files hold no text: {list(files)[:5]}")
+
+    def sentences():
+        skips.counts.clear()  # one count per pass over the files
+        yield from iter_lines(files, skips, max_line_bytes)
+
+    # The lines go through the shared reader (not tf.data.TextLineDataset), so an invalid
+    # UTF-8 line is skipped and counted instead of failing the learner.
+    lines = tf.data.Dataset.from_generator(sentences, output_signature=tf.TensorSpec((), tf.string))
     vocab = bvd.bert_vocab_from_dataset(
         lines.batch(1024).prefetch(2),
         vocab_size=vocab_size,
@@ -159,12 +172,13 @@ def _write(path: str, data: bytes) -> None:
 
 
 def learn_sentencepiece(files: Sequence[str], vocab_size: int, lower_case: bool, *,
-                        character_coverage: float = 0.9995,
-                        input_sentence_size: int = 10_000_000) -> bytes:
+                        character_coverage: float = 0.9995, input_sentence_size: int = 10_000_000,
+                        skips: Optional[Skips] = None,
+                        max_line_bytes: int = sources.DEFAULT_MAX_LINE_BYTES) -> bytes:
     """A SentencePiece unigram model (serialized ModelProto) of the lines of ``files``."""
     import sentencepiece as spm
 
-    lines = _nonempty(lowered(iter_lines(files), lower_case), files)
+    lines = _nonempty(lowered(iter_lines(files, skips, max_line_bytes), lower_case), files)
     model = io.BytesIO()
     try:
         spm.SentencePieceTrainer.train(
@@ -198,11 +212,12 @@ def write_sentencepiece(model: bytes, path: str) -> str:
 # Byte-level BPE
 
 
-def learn_bpe(files: Sequence[str], vocab_size: int, lower_case: bool, *, min_frequency: int = 2):
+def learn_bpe(files: Sequence[str], vocab_size: int, lower_case: bool, *, min_frequency: int = 2,
+              skips: Optional[Skips] = None, max_line_bytes: int = sources.DEFAULT_MAX_LINE_BYTES):
     """A trained Hugging Face ByteLevelBPETokenizer (GPT-2 style) of the lines of ``files``."""
     from tokenizers import ByteLevelBPETokenizer
 
-    lines = _nonempty(lowered(iter_lines(files), lower_case), files)
+    lines = _nonempty(lowered(iter_lines(files, skips, max_line_bytes), lower_case), files)
     # add_prefix_space=False as GPT-2/RoBERTa; the trainer's initial alphabet is all 256 bytes.
     bpe = ByteLevelBPETokenizer(add_prefix_space=False)
     bpe.train_from_iterator(lines, vocab_size=vocab_size, min_frequency=min_frequency,
@@ -226,8 +241,7 @@ def write_bpe(bpe, output: str) -> tuple:
 # ---------------------------------------------------------------------------------------------
 
 
-def main(argv=None) -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+def make_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m data_pipelines.make_vocab", description=__doc__.split("\n\n")[0])
     p.add_argument("--tokenizer", choices=tokenizers.KINDS, default="wordpiece",
                    help="wordpiece (BERT; tensorflow-text learner), sentencepiece (ALBERT/XLNet/T5; "
@@ -248,6 +262,15 @@ def main(argv=None) -> None:
     p.add_argument("--sp_input_sentence_size", type=int, default=10_000_000,
                    help="sentencepiece: at most this many sentences, sampled from the input, are kept in memory")
     p.add_argument("--min_frequency", type=int, default=2, help="bpe: least count of a merged pair (default 2)")
+    p.add_argument("--max_line_bytes", type=int, default=sources.DEFAULT_MAX_LINE_BYTES,
+                   help="longer input lines are skipped and counted as line_too_long, as in make_pretrain "
+                   "(default %(default)s)")
+    return p
+
+
+def main(argv=None) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    p = make_parser()
     args = p.parse_args(argv)
     least = MIN_VOCAB_SIZE[args.tokenizer]
     if args.vocab_size < least:
@@ -255,32 +278,42 @@ def main(argv=None) -> None:
                 f"it needs at least {least} (special tokens" + (" and the 256 bytes)" if args.tokenizer == "bpe" else ")"))
     if args.tokenizer == "sentencepiece" and not args.output.endswith(".model"):
         p.error(f"--output={args.output}: a SentencePiece model path must end in .model")
+    if args.max_line_bytes < 1:
+        p.error(f"--max_line_bytes must be >= 1, got {args.max_line_bytes}")
+    skips = Skips()
     try:
+        gcs.check_credentials({"--input": args.input, "--output": args.output})
         files = match_files(args.input)
         print(f"learning a {args.tokenizer} vocabulary (max {args.vocab_size}, lower_case={args.lower_case}) "
               f"from {len(files)} files", flush=True)
-        if args.tokenizer == "wordpiece":
-            learn_params = {} if args.lower_thresh is None else {"lower_thresh": args.lower_thresh}
-            vocab = learn_vocab(files, args.vocab_size, args.lower_case, learn_params)
-            write_vocab(vocab, args.output)
-            size, vocab_arg = len(vocab), args.output
-        elif args.tokenizer == "sentencepiece":
-            model = learn_sentencepiece(files, args.vocab_size, args.lower_case,
-                                        character_coverage=args.character_coverage,
-                                        input_sentence_size=args.sp_input_sentence_size)
-            vocab_file = write_sentencepiece(model, args.output)
-            import sentencepiece as spm
-
-            size, vocab_arg = spm.SentencePieceProcessor(model_proto=model).GetPieceSize(), args.output
-            print(f"wrote {vocab_file}")
-        else:
-            bpe = learn_bpe(files, args.vocab_size, args.lower_case, min_frequency=args.min_frequency)
-            vocab_arg, merges_path = write_bpe(bpe, args.output)
-            size = bpe.get_vocab_size()
-            print(f"wrote {merges_path}")
-    except InputError as e:
+        size, vocab_arg = _learn_and_write(args, files, skips)
+    except (InputError, gcs.CredentialsError) as e:
         raise SystemExit(f"error: {e}") from e
+    print(f"read {len(files)} files, {skips.summary()}")
     print(f"wrote {vocab_arg}: vocab_size={size} (pipelines: --vocab={vocab_arg})")
+
+
+def _learn_and_write(args, files: Sequence[str], skips: Skips) -> tuple:
+    """Learns the --tokenizer's vocabulary and writes it; returns (size, the --vocab path)."""
+    if args.tokenizer == "wordpiece":
+        learn_params = {} if args.lower_thresh is None else {"lower_thresh": args.lower_thresh}
+        vocab = learn_vocab(files, args.vocab_size, args.lower_case, learn_params, skips, args.max_line_bytes)
+        write_vocab(vocab, args.output)
+        return len(vocab), args.output
+    if args.tokenizer == "sentencepiece":
+        import sentencepiece as spm
+
+        model = learn_sentencepiece(files, args.vocab_size, args.lower_case,
+                                    character_coverage=args.character_coverage,
+                                    input_sentence_size=args.sp_input_sentence_size, skips=skips,
+                                    max_line_bytes=args.max_line_bytes)
+        print(f"wrote {write_sentencepiece(model, args.output)}")
+        return spm.SentencePieceProcessor(model_proto=model).GetPieceSize(), args.output
+    bpe = learn_bpe(files, args.vocab_size, args.lower_case, min_frequency=args.min_frequency, skips=skips,
+                    max_line_bytes=args.max_line_bytes)
+    vocab_arg, merges_path = write_bpe(bpe, args.output)
+    print(f"wrote {merges_path}")
+    return bpe.get_vocab_size(), vocab_arg
 
 
 if __name__ == "__main__":

@@ -163,15 +163,8 @@ def _add_flags(group) -> None:
                   "n-grams of whole words (a word's continuation pieces together); off: n-grams of pieces")
     group.add_argument("--ngram", type=int, default=3,
                        help="longest masked n-gram; n in 1..ngram with p proportional to 1/n (default %(default)s)")
-    group.add_argument("--short_seq_prob", type=float, default=0.1,
-                       help="probability that a document's dupe pass targets a random shorter length "
-                       "randint(2, max_seq_length-3) (default %(default)s)")
+    bert.add_short_seq_flag(group)
 
-
-def _make_options(args) -> AlbertOptions:
-    return AlbertOptions(max_seq_length=args.max_seq_length, max_predictions_per_seq=args.max_predictions_per_seq,
-                         masked_lm_prob=args.masked_lm_prob, short_seq_prob=args.short_seq_prob,
-                         whole_word_mask=args.whole_word_mask, ngram=args.ngram)
 
 
 def _create(docs: Sequence[base.Doc], ctx: base.PoolContext):
@@ -220,7 +213,7 @@ OBJECTIVE = base.Objective(
     recipe="ALBERT (Lan et al. 2020): n-gram masked LM (n<=3 words) + sentence-order prediction, SentencePiece",
     tokenizer="sentencepiece",
     add_flags=_add_flags,
-    make_options=_make_options,
+    make_options=base.options_from_flags(AlbertOptions),
     feature_spec=lambda o: features.albert_pretrain_spec(o.max_seq_length, o.max_predictions_per_seq),
     create_instances=_create,
     defaults={"max_seq_length": 512, "dupe_factor": 40},

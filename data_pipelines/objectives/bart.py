@@ -52,7 +52,6 @@ is keyed by the document id; ``--dupe_factor`` copies get fresh noise through th
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import math
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -427,13 +426,6 @@ def _add_flags(group) -> None:
                        "%(default)s, BART-large; fairseq's code default 0.5)")
 
 
-def _make_options(args: argparse.Namespace) -> BartOptions:
-    return BartOptions(max_seq_length=args.max_seq_length, permute_sentence_ratio=args.permute_sentence_ratio,
-                       mask_ratio=args.mask_ratio, mask_length=args.mask_length,
-                       poisson_lambda=args.poisson_lambda, replace_length=args.replace_length,
-                       mask_random=args.mask_random, delete_ratio=args.delete_ratio,
-                       insert_ratio=args.insert_ratio, rotate_ratio=args.rotate_ratio)
-
 
 def _create(docs: Sequence[base.Doc], ctx: base.PoolContext):
     options: BartOptions = ctx.options
@@ -490,7 +482,7 @@ OBJECTIVE = base.Objective(
     recipe="BART (Lewis et al. 2020): denoising seq2seq, sentence permutation + Poisson text infilling, byte-level BPE",
     tokenizer="bpe",
     add_flags=_add_flags,
-    make_options=_make_options,
+    make_options=base.options_from_flags(BartOptions),
     feature_spec=lambda o: features.bart_pretrain_spec(o.max_seq_length),
     create_instances=_create,
     defaults={"max_seq_length": 512, "dupe_factor": 1, "do_lower_case": False},

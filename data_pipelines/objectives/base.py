@@ -199,6 +199,20 @@ class Objective:
                                   List[Tuple[int, int]]]] = None
 
 
+def options_from_flags(options_class, **fixed) -> Callable[[argparse.Namespace], Any]:
+    """An Objective's make_options for a frozen dataclass whose every field is a flag of the
+    same name (or is given in ``fixed``): one rule instead of a constructor call per objective
+    that lists every field again. A field without its flag is an AttributeError, not a silent
+    default."""
+    names = [f.name for f in dataclasses.fields(options_class)]
+
+    def make_options(args: argparse.Namespace):
+        return options_class(**{n: fixed[n] if n in fixed else getattr(args, n) for n in names})
+
+    make_options.__qualname__ = f"options_from_flags({options_class.__name__})"
+    return make_options
+
+
 def _bool(text: str) -> bool:
     value = str(text).strip().lower()
     if value in ("1", "true", "yes", "y", "t"):

@@ -518,26 +518,29 @@ def vocab_from_base(vocab: base.Vocab, objective: str = "bert") -> BertVocab:
                      is_continuation=~np.asarray(vocab.is_word_start, dtype=bool))
 
 
-def add_masking_flags(group, *, whole_word_default: bool, max_predictions_default: int = 20) -> None:
+def add_masking_flags(group, *, whole_word_default: Optional[bool], max_predictions_default: int = 20) -> None:
+    """BERT's masking flags, shared by the objectives that mask as BERT does; no
+    --whole_word_mask when ``whole_word_default`` is None (ERNIE always masks whole units)."""
     group.add_argument("--max_predictions_per_seq", type=int, default=max_predictions_default,
                        help="cap on masked positions per instance (default %(default)s)")
     group.add_argument("--masked_lm_prob", type=float, default=0.15,
                        help="share of tokens to mask, specials included in the count (default %(default)s)")
-    base.add_bool(group, "whole_word_mask", whole_word_default,
-                  "mask whole words (a word's continuation pieces together)")
+    if whole_word_default is not None:
+        base.add_bool(group, "whole_word_mask", whole_word_default,
+                      "mask whole words (a word's continuation pieces together)")
 
 
-def _add_flags(group) -> None:
-    add_masking_flags(group, whole_word_default=False)
+def add_short_seq_flag(group) -> None:
+    """--short_seq_prob as create_pretraining_data.py (BERT, ALBERT, ERNIE documents)."""
     group.add_argument("--short_seq_prob", type=float, default=0.1,
                        help="probability that a document's dupe pass targets a random shorter length "
                        "randint(2, max_seq_length-3) (default %(default)s)")
 
 
-def _make_options(args) -> BertOptions:
-    return BertOptions(max_seq_length=args.max_seq_length, max_predictions_per_seq=args.max_predictions_per_seq,
-                       masked_lm_prob=args.masked_lm_prob, short_seq_prob=args.short_seq_prob,
-                       whole_word_mask=args.whole_word_mask)
+def _add_flags(group) -> None:
+    add_masking_flags(group, whole_word_default=False)
+    add_short_seq_flag(group)
+
 
 
 def pool_random_document(docs: Sequence[base.Doc], pos: int, ctx: base.PoolContext,
@@ -612,7 +615,7 @@ OBJECTIVE = base.Objective(
     recipe="BERT (Devlin et al. 2019): masked LM + next sentence prediction, static masks, WordPiece",
     tokenizer="wordpiece",
     add_flags=_add_flags,
-    make_options=_make_options,
+    make_options=base.options_from_flags(BertOptions),
     feature_spec=lambda o: features.bert_pretrain_spec(o.max_seq_length, o.max_predictions_per_seq),
     create_instances=_create,
     summarize=masked_lm_summary,

@@ -144,10 +144,6 @@ def _add_flags(group) -> None:
                        "instead of max_seq_length (default %(default)s, as build_pretraining_dataset.py)")
 
 
-def _make_options(args) -> ElectraOptions:
-    return ElectraOptions(max_seq_length=args.max_seq_length, single_segment_prob=args.single_segment_prob,
-                          random_length_prob=args.random_length_prob)
-
 
 def _create(docs: Sequence[base.Doc], ctx: base.PoolContext) -> Iterator[Tuple[str, Dict[str, list]]]:
     options: ElectraOptions = ctx.options
@@ -185,7 +181,7 @@ OBJECTIVE = base.Objective(
     "(masking happens in the model)",
     tokenizer="wordpiece",
     add_flags=_add_flags,
-    make_options=_make_options,
+    make_options=base.options_from_flags(ElectraOptions),
     feature_spec=lambda o: features.electra_pretrain_spec(o.max_seq_length),
     create_instances=_create,
     defaults={"max_seq_length": 128, "dupe_factor": 1},

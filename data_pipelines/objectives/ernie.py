@@ -217,22 +217,12 @@ def pair_groups(keys_a: Sequence, keys_b: Sequence) -> List[List[int]]:
 
 
 def _add_flags(group) -> None:
-    group.add_argument("--max_predictions_per_seq", type=int, default=20,
-                       help="cap on masked positions per instance (default %(default)s)")
-    group.add_argument("--masked_lm_prob", type=float, default=0.15,
-                       help="share of tokens to mask, specials included in the count (default %(default)s)")
-    group.add_argument("--short_seq_prob", type=float, default=0.1,
-                       help="probability that a document's dupe pass targets a random shorter length "
-                       "randint(2, max_seq_length-3) (default %(default)s)")
+    bert.add_masking_flags(group, whole_word_default=None)
+    bert.add_short_seq_flag(group)
     group.add_argument("--unit_level_fraction", type=float, default=1.0,
                        help="share of instances masked by units (whole words, phrases, entities); the rest "
                        "mask single pieces. ERNIE 1.0 mixes the two per input file (default %(default)s)")
 
-
-def _make_options(args) -> ErnieOptions:
-    return ErnieOptions(max_seq_length=args.max_seq_length, max_predictions_per_seq=args.max_predictions_per_seq,
-                        masked_lm_prob=args.masked_lm_prob, short_seq_prob=args.short_seq_prob,
-                        whole_word_mask=True, unit_level_fraction=args.unit_level_fraction)
 
 
 def _create(docs: Sequence[base.Doc], ctx: base.PoolContext):
@@ -287,7 +277,7 @@ OBJECTIVE = base.Objective(
     recipe="ERNIE 1.0 (Sun et al. 2019): masked LM over whole words, phrases and entities + NSP, WordPiece",
     tokenizer="wordpiece",
     add_flags=_add_flags,
-    make_options=_make_options,
+    make_options=base.options_from_flags(ErnieOptions, whole_word_mask=True),
     feature_spec=lambda o: features.bert_pretrain_spec(o.max_seq_length, o.max_predictions_per_seq),
     create_instances=_create,
     summarize=summarize,

@@ -88,9 +88,6 @@ def _add_flags(group) -> None:
     del group  # only the common flags (--max_seq_length is the block size, default 1024)
 
 
-def _make_options(args) -> GPT2Options:
-    return GPT2Options(max_seq_length=args.max_seq_length)
-
 
 def _create(docs: Sequence[base.Doc], ctx: base.PoolContext) -> Iterator[Tuple[str, Dict[str, list]]]:
     options: GPT2Options = ctx.options
@@ -128,7 +125,7 @@ OBJECTIVE = base.Objective(
     "cut into full blocks",
     tokenizer="bpe",
     add_flags=_add_flags,
-    make_options=_make_options,
+    make_options=base.options_from_flags(GPT2Options),
     feature_spec=lambda o: features.gpt2_pretrain_spec(o.max_seq_length),
     create_instances=_create,
     defaults={"max_seq_length": 1024, "dupe_factor": 1, "do_lower_case": False},

@@ -141,9 +141,6 @@ def _add_flags(group) -> None:
                        "document boundary (default %(default)s)")
 
 
-def _make_options(args) -> RobertaOptions:
-    return RobertaOptions(max_seq_length=args.max_seq_length, packing=args.packing)
-
 
 def _create(docs: Sequence[base.Doc], ctx: base.PoolContext) -> Iterator[Tuple[str, Dict[str, list]]]:
     options: RobertaOptions = ctx.options
@@ -184,7 +181,7 @@ OBJECTIVE = base.Objective(
     "masks drawn afresh in the input pipeline (data_pipelines.dynamic)",
     tokenizer="bpe",
     add_flags=_add_flags,
-    make_options=_make_options,
+    make_options=base.options_from_flags(RobertaOptions),
     feature_spec=lambda o: features.roberta_pretrain_spec(o.max_seq_length),
     create_instances=_create,
     defaults={"max_seq_length": 512, "dupe_factor": 1, "do_lower_case": False},

@@ -291,12 +291,6 @@ def _add_flags(group) -> None:
                        help="probability that a block targets a random shorter length (default %(default)s)")
 
 
-def _make_options(args) -> SpanBertOptions:
-    return SpanBertOptions(max_seq_length=args.max_seq_length, max_predictions_per_seq=args.max_predictions_per_seq,
-                           masked_lm_prob=args.masked_lm_prob, geometric_p=args.geometric_p,
-                           max_span_length=args.max_span_length, replacement=args.replacement,
-                           short_seq_prob=args.short_seq_prob)
-
 
 def _create(docs: Sequence[base.Doc], ctx: base.PoolContext):
     options: SpanBertOptions = ctx.options
@@ -353,7 +347,7 @@ OBJECTIVE = base.Objective(
     recipe="SpanBERT (Joshi et al. 2020): geometric whole-word span masking + span boundary objective, no NSP",
     tokenizer="wordpiece",
     add_flags=_add_flags,
-    make_options=_make_options,
+    make_options=base.options_from_flags(SpanBertOptions),
     feature_spec=lambda o: features.spanbert_pretrain_spec(o.max_seq_length, o.max_predictions_per_seq),
     create_instances=_create,
     defaults={"max_seq_length": 512},

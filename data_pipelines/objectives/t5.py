@@ -32,7 +32,6 @@ of a single token cannot hold a noise span and a non-noise span and is dropped, 
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import functools
 from typing import Dict, Iterator, List, Sequence, Tuple
@@ -222,10 +221,6 @@ def _add_flags(group) -> None:
                        "num_sentinels (default %(default)s, as T5)")
 
 
-def _make_options(args: argparse.Namespace) -> T5Options:
-    return T5Options(inputs_length=args.inputs_length, noise_density=args.noise_density,
-                     mean_noise_span_length=args.mean_noise_span_length, num_sentinels=args.num_sentinels)
-
 
 def _feature_spec(options: T5Options) -> features.Spec:
     return features.t5_pretrain_spec(options.inputs_length, options.targets_length)
@@ -279,7 +274,7 @@ OBJECTIVE = base.Objective(
     recipe="T5 (Raffel et al. 2020): span corruption, 15% noise in spans of mean 3, sentinels, SentencePiece",
     tokenizer="sentencepiece",
     add_flags=_add_flags,
-    make_options=_make_options,
+    make_options=base.options_from_flags(T5Options),
     feature_spec=_feature_spec,
     create_instances=_create,
     defaults={"max_seq_length": 512, "dupe_factor": 1, "do_lower_case": False},

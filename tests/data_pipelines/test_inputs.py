@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from data_pipelines import io as text_io, make_pretrain
+from data_pipelines import make_pretrain, sources
 
 
 def _argv(pattern, vocab, out, *extra):
@@ -18,9 +18,9 @@ def _argv(pattern, vocab, out, *extra):
 
 def test_split_sentences():
     text = 'He said "Go." Then he left. e.g. this stays.\nA new line 3.5 m long!  Done?'
-    assert [text[a:b] for a, b in text_io.split_sentences(text)] == [
+    assert [text[a:b] for a, b in sources.split_sentences(text)] == [
         'He said "Go."', "Then he left. e.g. this stays.", "A new line 3.5 m long!", "Done?"]
-    assert text_io.split_sentences("   \n ") == []
+    assert sources.split_sentences("   \n ") == []
 
 
 def test_read_jsonl_units_and_bad_lines():
@@ -36,7 +36,7 @@ def test_read_jsonl_units_and_bad_lines():
     ]
     raw = ("\n".join(lines) + "\n").encode("utf-8") + b'{"text": "\xff"}\n'
     skipped = []
-    docs = list(text_io.read_jsonl_documents(io.BytesIO(raw), lambda r, n: skipped.append((r, n)),
+    docs = list(sources.read_jsonl_documents(io.BytesIO(raw), lambda r, n: skipped.append((r, n)),
                                              units_field="units"))
     assert len(docs) == 1
     line, sentences, units = docs[0]

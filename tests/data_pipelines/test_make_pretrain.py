@@ -16,7 +16,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from data_pipelines import features, make_pretrain, tokenizers
+from data_pipelines import beam_options, features, make_pretrain, tfrecord, tokenizers
 from data_pipelines.objectives import base, bert
 
 CLS, SEP = 2, 3
@@ -104,7 +104,7 @@ def test_pipeline_stages_exact_ids(tmp_path, tiny_vocab_path):
     work_dir = str(tmp_path / "shards" / "_work-test")
     os.makedirs(out_dir)
     options = PipelineOptions([])
-    with BeamTestPipeline(runner=make_pretrain.make_runner(options), options=options) as p:
+    with BeamTestPipeline(runner=beam_options.make_runner(options), options=options) as p:
         read = p | make_pretrain.ReadDocuments(
             str(tmp_path / "in" / "*.txt"), objective="bert", tokenizer_kind="wordpiece",
             vocab_path=tiny_vocab_path, vocab_size=vocab.size, lower_case=True, work_dir=work_dir,
@@ -350,9 +350,9 @@ def test_pool_serializes_instance_dicts_a_bounded_number_at_a_time(monkeypatch):
 @pytest.mark.parametrize("compress", [False, True])
 def test_tfrecords_written_without_tensorflow_read_back_with_tf_data(tmp_path, compress, monkeypatch):
     records = [b"", b"x", bytes(range(256)) * 40] + [os.urandom(int(n)) for n in (3, 17, 1000, 70000)]
-    monkeypatch.setattr(make_pretrain, "_WRITE_BLOCK", 1000)  # several blocks per file
+    monkeypatch.setattr(tfrecord, "_WRITE_BLOCK", 1000)  # several blocks per file
     path = str(tmp_path / ("r.tfrecord.gz" if compress else "r.tfrecord"))
-    assert make_pretrain.write_tfrecords(path, iter(records), compress) == len(records)
+    assert tfrecord.write_tfrecords(path, iter(records), compress) == len(records)
     assert _read_records(path) == records
     if not compress:  # byte for byte what TensorFlow's own writer writes
         theirs = str(tmp_path / "tf.tfrecord")

@@ -100,3 +100,37 @@ def test_make_vocab_errors(tmp_path):
         make_vocab.learn_vocab([str(empty)], 100, True)
     with pytest.raises(SystemExit, match="matches no files"):
         make_vocab.main([f"--input={tmp_path}/none-*.txt", f"--output={tmp_path}/v.txt", "--vocab_size=100"])
+
+
+@pytest.mark.parametrize("kind,output", [("wordpiece", "vocab.txt"), ("bpe", "bpe")])
+def test_make_vocab_skips_and_counts_bad_lines_as_make_pretrain(tmp_path, kind, output):
+    """An invalid UTF-8 line once ended make_vocab with a UnicodeDecodeError traceback (issue 13,
+    item 5); it now follows make_pretrain's rules: bad lines skipped, counted, the rest learned."""
+    good = "".join(f"the cat number {k} sat on the warm mat .\n" for k in range(40))
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(good.encode() + b"the cat \xff\xfe sat .\n" + b"the \x00 dog .\n\n" + b"x" * 300
+                       + b"\n" + good.encode())
+    out = tmp_path / output
+    cmd = [sys.executable, "-m", "data_pipelines.make_vocab", f"--tokenizer={kind}", f"--input={corpus}",
+           f"--output={out}", "--vocab_size=300", "--max_line_bytes=200"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "skipped 3 lines {'invalid_utf8': 1, 'line_too_long': 1, 'nul_byte': 1}" in done.stdout
+    assert f"skipping line 41 of {corpus}: invalid_utf8" in done.stderr
+    vocab = (out.read_text(encoding="utf-8").split() if kind == "wordpiece"
+             else list(__import__("json").loads((out / "vocab.json").read_text(encoding="utf-8"))))
+    assert "cat" in vocab and "mat" in vocab
+
+
+def test_make_vocab_reads_what_make_pretrain_reads(tmp_path):
+    """One reader: the sentences make_vocab learns from are those of sources.read_documents."""
+    from data_pipelines import sources
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_bytes(b"  one two .  \n\xff\n\n\nthree \x00\nfour five .\n")
+    skips = make_vocab.Skips()
+    with open(corpus, "rb") as f:
+        docs = list(sources.read_documents(f, lambda r, n: None))
+    assert list(make_vocab.iter_lines([str(corpus)], skips)) == [s for d in docs for s in d] == [
+        "one two .", "four five ."]
+    assert skips.counts == {"invalid_utf8": 1, "nul_byte": 1}
