@@ -16,7 +16,9 @@ def padding_mask_to_attention(padding_mask):
     """[B, T] int or bool (1 = real token) -> bool [B, 1, T]: no query attends to padding.
 
     Padded query rows still attend to the real keys, so their outputs stay finite (nothing
-    reads them)."""
+    reads them). None (no padding) gives None, which merge_masks skips."""
+    if padding_mask is None:
+        return None
     return ops.expand_dims(ops.cast(padding_mask, "bool"), 1)
 
 

@@ -10,6 +10,7 @@ def test_padding_mask_to_attention_hides_padded_keys_from_every_query():
     mask = padding_mask_to_attention(np.array([[1, 1, 0], [1, 0, 0]], "int32")).numpy()
     assert mask.dtype == bool and mask.shape == (2, 1, 3)
     np.testing.assert_array_equal(mask[:, 0], [[True, True, False], [True, False, False]])
+    assert padding_mask_to_attention(None) is None
 
 
 def test_causal_mask_is_lower_triangular():
