@@ -6,8 +6,9 @@ from garden.layers.embeddings import PositionEmbedding, TransformerEmbeddings, t
 from garden.layers.heads import MaskedLMHead
 from garden.layers.masks import causal_mask, merge_masks, padding_mask_to_attention
 from garden.layers.norms import RMSNorm
+from garden.layers.transformer_decoder import TransformerDecoderBlock
 from garden.layers.transformer_encoder import TransformerEncoderBlock
 
 __all__ = ["MultiHeadAttention", "PositionEmbedding", "TransformerEmbeddings", "TransformerEncoderBlock",
-           "MaskedLMHead", "RMSNorm", "activations", "causal_mask", "merge_masks",
+           "TransformerDecoderBlock",           "MaskedLMHead", "RMSNorm", "activations", "causal_mask", "merge_masks",
            "padding_mask_to_attention", "truncated_normal"]

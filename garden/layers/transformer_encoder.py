@@ -7,14 +7,14 @@ from typing import Optional
 import keras
 from keras import ops
 
-from garden.layers import activations
 from garden.layers.attention import MultiHeadAttention
 from garden.layers.embeddings import truncated_normal
 from garden.layers.masks import merge_masks, padding_mask_to_attention
+from garden.layers.transformer_block import TransformerBlockBase
 
 
 @keras.saving.register_keras_serializable(package="garden")
-class TransformerEncoderBlock(keras.layers.Layer):
+class TransformerEncoderBlock(TransformerBlockBase):
     """One encoder layer of "Attention Is All You Need" (Vaswani et al., 2017), as BERT uses it.
 
     Post-LN by default, exactly as BERT (Devlin et al., 2019):
@@ -74,26 +74,15 @@ class TransformerEncoderBlock(keras.layers.Layer):
         share_feedforward_with: Optional["TransformerEncoderBlock"] = None,
         **kwargs,
     ):
-        super().__init__(**kwargs)
-        self.num_heads = int(num_heads)
-        self.intermediate_size = int(intermediate_size)
-        self.dropout = float(dropout)
-        self.attention_dropout = self.dropout if attention_dropout is None else float(attention_dropout)
-        self.activation = activations.get(activation)
-        self.layer_norm_epsilon = float(layer_norm_epsilon)
-        self.initializer_range = float(initializer_range)
-        self.normalize_first = bool(normalize_first)
+        super().__init__(num_heads, intermediate_size, dropout, attention_dropout, activation,
+                         layer_norm_epsilon, initializer_range, normalize_first, **kwargs)
         # Plain references, deliberately not tracked: the donor is a layer of the owning model
         # in its own right; build() adopts (and so tracks) only the donated sublayers.
         object.__setattr__(self, "share_attention_with", share_attention_with)
         object.__setattr__(self, "share_feedforward_with", share_feedforward_with)
-        self.supports_masking = False
 
     def build(self, inputs_shape, padding_mask_shape=None, attention_mask_shape=None):
-        hidden_size = inputs_shape[-1]
-        if hidden_size % self.num_heads:
-            raise ValueError(f"hidden size {hidden_size} is not divisible by num_heads "
-                             f"{self.num_heads}")
+        self._head_width(inputs_shape[-1])  # refuses a hidden size that num_heads does not divide
         common = dict(dtype=self.dtype_policy)
         for donor in (self.share_attention_with, self.share_feedforward_with):
             if donor is not None and not donor.built:
@@ -103,7 +92,6 @@ class TransformerEncoderBlock(keras.layers.Layer):
         self.built = True
 
     def _build_attention(self, inputs_shape, common):
-        hidden_size = inputs_shape[-1]
         if self.share_attention_with is not None:
             self.attention = self.share_attention_with.attention
             self.attention_dropout_layer = keras.layers.Dropout(self.dropout, name="attention_output_dropout", **common)
@@ -111,7 +99,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
             return
         # MultiHeadAttention clones the initializer for each of q/k/v/output itself.
         self.attention = MultiHeadAttention(
-            num_heads=self.num_heads, key_dim=hidden_size // self.num_heads,
+            num_heads=self.num_heads, key_dim=self._head_width(inputs_shape[-1]),
             dropout=self.attention_dropout,
             kernel_initializer=truncated_normal(self.initializer_range),
             bias_initializer="zeros", name="attention", **common)
@@ -122,7 +110,6 @@ class TransformerEncoderBlock(keras.layers.Layer):
         self.attention_layer_norm.build(inputs_shape)
 
     def _build_feedforward(self, inputs_shape, common):
-        hidden_size = inputs_shape[-1]
         if self.share_feedforward_with is not None:
             donor = self.share_feedforward_with
             self.intermediate_dense = donor.intermediate_dense
@@ -130,19 +117,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
             self.output_dropout = keras.layers.Dropout(self.dropout, name="output_dropout", **common)
             self.output_layer_norm = donor.output_layer_norm
             return
-        self.intermediate_dense = keras.layers.Dense(
-            self.intermediate_size, activation=self.activation,
-            kernel_initializer=truncated_normal(self.initializer_range), name="intermediate_dense",
-            **common)
-        self.intermediate_dense.build(inputs_shape)
-        self.output_dense = keras.layers.Dense(
-            hidden_size, kernel_initializer=truncated_normal(self.initializer_range),
-            name="output_dense", **common)
-        self.output_dense.build(tuple(inputs_shape[:-1]) + (self.intermediate_size,))
-        self.output_dropout = keras.layers.Dropout(self.dropout, name="output_dropout", **common)
-        self.output_layer_norm = keras.layers.LayerNormalization(
-            epsilon=self.layer_norm_epsilon, name="output_layer_norm", **common)
-        self.output_layer_norm.build(inputs_shape)
+        self._build_feedforward_layers(inputs_shape)
 
     def call(self, inputs, padding_mask=None, attention_mask=None, training=None,
              output_positions=None, head_mask=None, return_attention_scores=False):
@@ -166,28 +141,5 @@ class TransformerEncoderBlock(keras.layers.Layer):
         x = x + residual
         if not self.normalize_first:
             x = self.attention_layer_norm(x)
-
-        residual = x
-        if self.normalize_first:
-            x = self.output_layer_norm(x)
-        x = self.intermediate_dense(x)
-        x = self.output_dense(x)
-        x = self.output_dropout(x, training=training)
-        x = x + residual
-        if not self.normalize_first:
-            x = self.output_layer_norm(x)
+        x = self._feedforward(x, training)
         return (x, scores) if return_attention_scores else x
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            num_heads=self.num_heads,
-            intermediate_size=self.intermediate_size,
-            dropout=self.dropout,
-            attention_dropout=self.attention_dropout,
-            activation=keras.activations.serialize(self.activation),
-            layer_norm_epsilon=self.layer_norm_epsilon,
-            initializer_range=self.initializer_range,
-            normalize_first=self.normalize_first,
-        )
-        return config
