@@ -6,9 +6,11 @@ from garden.layers.embeddings import PositionEmbedding, TransformerEmbeddings, t
 from garden.layers.heads import MaskedLMHead
 from garden.layers.masks import causal_mask, merge_masks, padding_mask_to_attention
 from garden.layers.norms import RMSNorm
+from garden.layers.position_bias import RelativePositionBias, relative_position_buckets
 from garden.layers.transformer_decoder import TransformerDecoderBlock
 from garden.layers.transformer_encoder import TransformerEncoderBlock
 
-__all__ = ["MultiHeadAttention", "PositionEmbedding", "TransformerEmbeddings", "TransformerEncoderBlock",
-           "TransformerDecoderBlock",           "MaskedLMHead", "RMSNorm", "activations", "causal_mask", "merge_masks",
-           "padding_mask_to_attention", "truncated_normal"]
+__all__ = ["MaskedLMHead", "MultiHeadAttention", "PositionEmbedding", "RMSNorm",
+           "RelativePositionBias", "TransformerDecoderBlock", "TransformerEmbeddings",
+           "TransformerEncoderBlock", "activations", "causal_mask", "merge_masks",
+           "padding_mask_to_attention", "relative_position_buckets", "truncated_normal"]
