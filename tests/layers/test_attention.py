@@ -201,7 +201,7 @@ def test_cached_decoding_step_by_step_equals_one_causal_pass():
     (x,) = _inputs((2, length, 16))
     full, full_scores = ours(x, x, attention_mask=_causal(length), return_attention_scores=True)
 
-    @tf.function  # the index is a tensor, as in a compiled decode loop
+    @tf.function(jit_compile=True)  # the index is a tensor, as in a compiled decode loop
     def step(token, cache, index):
         mask = causal_mask(1, length, offset=index)
         return ours(token, token, attention_mask=mask, cache=cache, cache_update_index=index,
@@ -268,3 +268,22 @@ def test_config_round_trip_keeps_the_options():
     layer = MultiHeadAttention(num_heads=2, key_dim=8, use_bias=False, scale_queries=False)
     clone = MultiHeadAttention.from_config(layer.get_config())
     assert (clone.use_bias, clone.scale_queries) == (False, False)
+
+
+def test_cached_decoding_and_bias_under_mixed_precision():
+    from garden.layers.masks import causal_mask
+
+    layer = MultiHeadAttention(num_heads=2, key_dim=8, dtype="mixed_bfloat16")
+    (x,) = _inputs((2, 4, 16))
+    full = layer(x, x, attention_mask=causal_mask(4, 4),
+                 attention_bias=np.zeros((1, 2, 4, 4), "float32"))
+    assert full.dtype == "bfloat16"
+    cache = tf.zeros((2, 2, 4, 2, 8), "bfloat16")
+    outputs = []
+    for i in range(4):
+        y, cache = layer(x[:, i:i + 1], x[:, i:i + 1], attention_mask=causal_mask(1, 4, offset=i),
+                         cache=cache, cache_update_index=i)
+        outputs.append(y)
+    assert cache.dtype == "bfloat16"
+    np.testing.assert_allclose(tf.cast(tf.concat(outputs, 1), "float32").numpy(),
+                               tf.cast(full, "float32").numpy(), atol=3e-2)
