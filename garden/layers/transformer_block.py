@@ -30,7 +30,8 @@ class TransformerBlockBase(keras.layers.Layer):
         self.num_heads = int(num_heads)
         self.intermediate_size = int(intermediate_size)
         self.dropout = float(dropout)
-        self.attention_dropout = self.dropout if attention_dropout is None else float(attention_dropout)
+        self.attention_dropout = (self.dropout if attention_dropout is None
+                                  else float(attention_dropout))
         self.activation = activations.get(activation)
         self.layer_norm_epsilon = float(layer_norm_epsilon)
         self.initializer_range = float(initializer_range)

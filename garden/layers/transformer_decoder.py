@@ -1,4 +1,5 @@
-"""The Transformer decoder block: causal self-attention with a KV cache, optional cross-attention."""
+"""The Transformer decoder block: causal self-attention with a KV cache, optional cross-attention
+(GPT-2, BART)."""
 
 from __future__ import annotations
 
@@ -73,13 +74,15 @@ class TransformerDecoderBlock(TransformerBlockBase):
     def _attention_and_norm(self, name, query_shape, value_shape):
         attention = MultiHeadAttention(
             num_heads=self.num_heads, key_dim=self._head_width(query_shape[-1]),
-            dropout=self.attention_dropout, kernel_initializer=truncated_normal(self.initializer_range),
+            dropout=self.attention_dropout,
+            kernel_initializer=truncated_normal(self.initializer_range),
             dtype=self.dtype_policy, name=name)
         attention.build(query_shape, value_shape)
         norm = keras.layers.LayerNormalization(epsilon=self.layer_norm_epsilon,
                                                dtype=self.dtype_policy, name=f"{name}_layer_norm")
         norm.build(query_shape)
-        dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy, name=f"{name}_dropout")
+        dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy,
+                                       name=f"{name}_dropout")
         return attention, norm, dropout
 
     def build(self, decoder_sequence_shape, encoder_sequence_shape=None):
