@@ -9,10 +9,12 @@ from keras import ops
 
 from garden.layers.attention import MultiHeadAttention
 from garden.layers.embeddings import truncated_normal
+from garden.layers.masks import merge_masks, padding_mask_to_attention
+from garden.layers.transformer_block import TransformerBlockBase
 
 
 @keras.saving.register_keras_serializable(package="garden")
-class TransformerEncoderBlock(keras.layers.Layer):
+class TransformerEncoderBlock(TransformerBlockBase):
     """One encoder layer of "Attention Is All You Need" (Vaswani et al., 2017), as BERT uses it.
 
     Post-LN by default, exactly as BERT (Devlin et al., 2019):
@@ -28,7 +30,8 @@ class TransformerEncoderBlock(keras.layers.Layer):
         intermediate_size: int, width of the feed-forward layer (BERT: 4 * hidden).
         dropout: float, dropout on the attention output and the feed-forward output.
         attention_dropout: float or None, dropout on attention probabilities; None = dropout.
-        activation: str or callable, feed-forward activation; "gelu" is the exact erf GELU.
+        activation: str or callable, feed-forward activation (garden.layers.activations.get):
+            "gelu" is the exact erf GELU, "gelu_new" / "gelu_tanh" the tanh approximation.
         layer_norm_epsilon: float, LayerNorm epsilon (BERT: 1e-12).
         initializer_range: float, stddev of the truncated normal kernel initializers.
         normalize_first: bool, pre-LN instead of post-LN.
@@ -46,6 +49,10 @@ class TransformerEncoderBlock(keras.layers.Layer):
         attention_mask: int or bool [B, T, T] (1 = may attend), combined with padding_mask.
         output_positions: int [B, P] or None; when given, only these rows are computed and
             the output is [B, P, H] (equal to those rows of the full output).
+        head_mask: float [A] or [B, A] or None, this layer's head mask (Hugging Face's
+            semantics: multiplies each head's attention probabilities; 0 turns a head off).
+        return_attention_scores: bool; True returns `(y, scores)` with the attention
+            probabilities [B, A, T (or P), T] after the head mask.
 
     Example:
         block = TransformerEncoderBlock(num_heads=2, intermediate_size=512)
@@ -67,26 +74,15 @@ class TransformerEncoderBlock(keras.layers.Layer):
         share_feedforward_with: Optional["TransformerEncoderBlock"] = None,
         **kwargs,
     ):
-        super().__init__(**kwargs)
-        self.num_heads = int(num_heads)
-        self.intermediate_size = int(intermediate_size)
-        self.dropout = float(dropout)
-        self.attention_dropout = self.dropout if attention_dropout is None else float(attention_dropout)
-        self.activation = keras.activations.get(activation)
-        self.layer_norm_epsilon = float(layer_norm_epsilon)
-        self.initializer_range = float(initializer_range)
-        self.normalize_first = bool(normalize_first)
+        super().__init__(num_heads, intermediate_size, dropout, attention_dropout, activation,
+                         layer_norm_epsilon, initializer_range, normalize_first, **kwargs)
         # Plain references, deliberately not tracked: the donor is a layer of the owning model
         # in its own right; build() adopts (and so tracks) only the donated sublayers.
         object.__setattr__(self, "share_attention_with", share_attention_with)
         object.__setattr__(self, "share_feedforward_with", share_feedforward_with)
-        self.supports_masking = False
 
     def build(self, inputs_shape, padding_mask_shape=None, attention_mask_shape=None):
-        hidden_size = inputs_shape[-1]
-        if hidden_size % self.num_heads:
-            raise ValueError(f"hidden size {hidden_size} is not divisible by num_heads "
-                             f"{self.num_heads}")
+        self._head_width(inputs_shape[-1])  # refuses a hidden size that num_heads does not divide
         common = dict(dtype=self.dtype_policy)
         for donor in (self.share_attention_with, self.share_feedforward_with):
             if donor is not None and not donor.built:
@@ -96,7 +92,6 @@ class TransformerEncoderBlock(keras.layers.Layer):
         self.built = True
 
     def _build_attention(self, inputs_shape, common):
-        hidden_size = inputs_shape[-1]
         if self.share_attention_with is not None:
             self.attention = self.share_attention_with.attention
             self.attention_dropout_layer = keras.layers.Dropout(self.dropout, name="attention_output_dropout", **common)
@@ -104,7 +99,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
             return
         # MultiHeadAttention clones the initializer for each of q/k/v/output itself.
         self.attention = MultiHeadAttention(
-            num_heads=self.num_heads, key_dim=hidden_size // self.num_heads,
+            num_heads=self.num_heads, key_dim=self._head_width(inputs_shape[-1]),
             dropout=self.attention_dropout,
             kernel_initializer=truncated_normal(self.initializer_range),
             bias_initializer="zeros", name="attention", **common)
@@ -115,7 +110,6 @@ class TransformerEncoderBlock(keras.layers.Layer):
         self.attention_layer_norm.build(inputs_shape)
 
     def _build_feedforward(self, inputs_shape, common):
-        hidden_size = inputs_shape[-1]
         if self.share_feedforward_with is not None:
             donor = self.share_feedforward_with
             self.intermediate_dense = donor.intermediate_dense
@@ -123,34 +117,11 @@ class TransformerEncoderBlock(keras.layers.Layer):
             self.output_dropout = keras.layers.Dropout(self.dropout, name="output_dropout", **common)
             self.output_layer_norm = donor.output_layer_norm
             return
-        self.intermediate_dense = keras.layers.Dense(
-            self.intermediate_size, activation=self.activation,
-            kernel_initializer=truncated_normal(self.initializer_range), name="intermediate_dense",
-            **common)
-        self.intermediate_dense.build(inputs_shape)
-        self.output_dense = keras.layers.Dense(
-            hidden_size, kernel_initializer=truncated_normal(self.initializer_range),
-            name="output_dense", **common)
-        self.output_dense.build(tuple(inputs_shape[:-1]) + (self.intermediate_size,))
-        self.output_dropout = keras.layers.Dropout(self.dropout, name="output_dropout", **common)
-        self.output_layer_norm = keras.layers.LayerNormalization(
-            epsilon=self.layer_norm_epsilon, name="output_layer_norm", **common)
-        self.output_layer_norm.build(inputs_shape)
-
-    def _mask(self, padding_mask, attention_mask):
-        mask = None
-        if padding_mask is not None:
-            # [B, S] -> [B, 1, S]: every query position ignores padded keys. Padded query rows
-            # still attend to the real keys, so they stay finite (nothing reads them).
-            mask = ops.expand_dims(ops.cast(padding_mask, "bool"), 1)
-        if attention_mask is not None:
-            attention_mask = ops.cast(attention_mask, "bool")
-            mask = attention_mask if mask is None else ops.logical_and(mask, attention_mask)
-        return mask
+        self._build_feedforward_layers(inputs_shape)
 
     def call(self, inputs, padding_mask=None, attention_mask=None, training=None,
-             output_positions=None):
-        mask = self._mask(padding_mask, attention_mask)
+             output_positions=None, head_mask=None, return_attention_scores=False):
+        mask = merge_masks(padding_mask_to_attention(padding_mask), attention_mask)
         keys = self.attention_layer_norm(inputs) if self.normalize_first else inputs
         query, residual = keys, inputs
         if output_positions is not None:
@@ -162,39 +133,13 @@ class TransformerEncoderBlock(keras.layers.Layer):
             residual = ops.take_along_axis(inputs, rows, axis=1)
             if mask is not None and attention_mask is not None:  # [B, T, S]: its query rows
                 mask = ops.take_along_axis(mask, rows, axis=1)
-        x = self.attention(query, keys, attention_mask=mask, training=training)
+        x = self.attention(query, keys, attention_mask=mask, head_mask=head_mask,
+                           return_attention_scores=return_attention_scores, training=training)
+        if return_attention_scores:
+            x, scores = x
         x = self.attention_dropout_layer(x, training=training)
         x = x + residual
         if not self.normalize_first:
             x = self.attention_layer_norm(x)
-
-        residual = x
-        if self.normalize_first:
-            x = self.output_layer_norm(x)
-        x = self.intermediate_dense(x)
-        x = self.output_dense(x)
-        x = self.output_dropout(x, training=training)
-        x = x + residual
-        if not self.normalize_first:
-            x = self.output_layer_norm(x)
-        return x
-
-    def compute_output_shape(self, inputs_shape, padding_mask_shape=None, attention_mask_shape=None,
-                             output_positions_shape=None):
-        if output_positions_shape is not None:
-            return tuple(output_positions_shape) + (inputs_shape[-1],)
-        return inputs_shape
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            num_heads=self.num_heads,
-            intermediate_size=self.intermediate_size,
-            dropout=self.dropout,
-            attention_dropout=self.attention_dropout,
-            activation=keras.activations.serialize(self.activation),
-            layer_norm_epsilon=self.layer_norm_epsilon,
-            initializer_range=self.initializer_range,
-            normalize_first=self.normalize_first,
-        )
-        return config
+        x = self._feedforward(x, training)
+        return (x, scores) if return_attention_scores else x
