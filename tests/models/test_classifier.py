@@ -4,7 +4,7 @@ import pytest
 import tensorflow as tf
 
 from garden.models.bert.presets import bert_backbone_from_preset
-from garden.tasks.classification import SequenceClassifier
+from garden.models.classifier import SequenceClassifier
 
 VOCAB = 60
 

@@ -1,4 +1,6 @@
-"""TextEncoder: exact ids of [CLS] A [SEP] (B [SEP]) on a hand-written vocabulary."""
+"""TextPacker, WordPiece in BERT's layout: exact ids of [CLS] A [SEP] (B [SEP]) on a
+hand-written vocabulary. (tests/serving/test_packing.py compares all three tokenizer kinds
+with the Beam job's tokenizer on the sample corpus.)"""
 
 import itertools
 
@@ -7,12 +9,25 @@ import pytest
 import tensorflow as tf
 
 from data_pipelines import tokenizers
-from garden.tasks.preprocessing import TextEncoder
+from garden.serving.text import TextPacker
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
          "the", "quick", "brown", "fox", "jump", "##s", "over", "lazy", "dog", ".",
          "cafe", "naive"]
 ID = {t: i for i, t in enumerate(VOCAB)}
+
+
+@pytest.fixture
+def TextEncoder(tmp_path):
+    """TextPacker of a vocabulary given as tokens (written to a file) or a path."""
+    def make(vocab, lower_case, max_seq_length):
+        if not isinstance(vocab, str):
+            path = tmp_path / f"vocab-{len(list(tmp_path.iterdir()))}.txt"
+            path.write_text("\n".join(vocab) + "\n", encoding="utf-8")
+            vocab = str(path)
+        tokenizer = tokenizers.load_tokenizer("wordpiece", vocab, lower_case=lower_case)
+        return TextPacker(tokenizer, max_seq_length)
+    return make
 
 
 def bert_truncate_seq_pair(len_a, len_b, budget):
@@ -25,7 +40,7 @@ def bert_truncate_seq_pair(len_a, len_b, budget):
     return len_a, len_b
 
 
-def test_single_sentence_exact_ids_and_padding():
+def test_single_sentence_exact_ids_and_padding(TextEncoder):
     enc = TextEncoder(VOCAB, lower_case=True, max_seq_length=12)
     out = enc.encode_numpy(["The quick brown fox jumps."])
     # [CLS] the quick brown fox jump ##s . [SEP] -> 9 tokens, then 3 [PAD]
@@ -37,7 +52,7 @@ def test_single_sentence_exact_ids_and_padding():
         assert v.dtype == np.int32 and v.shape == (1, 12)
 
 
-def test_pair_exact_ids_and_segments():
+def test_pair_exact_ids_and_segments(TextEncoder):
     enc = TextEncoder(VOCAB, lower_case=True, max_seq_length=10)
     out = enc.encode_numpy(["the fox", "dog"], ["lazy dog", "the quick fox"])
     np.testing.assert_array_equal(out["token_ids"], [
@@ -51,7 +66,7 @@ def test_pair_exact_ids_and_segments():
     np.testing.assert_array_equal(out["padding_mask"], [[1] * 7 + [0] * 3] * 2)
 
 
-def test_pair_truncation_matches_bert_truncate_seq_pair():
+def test_pair_truncation_matches_bert_truncate_seq_pair(TextEncoder):
     max_len = 9  # budget 6 tokens for A + B
     enc = TextEncoder(VOCAB, lower_case=True, max_seq_length=max_len)
     words_a = ["the", "quick", "brown", "fox", "over", "the", "lazy", "dog"]
@@ -75,14 +90,14 @@ def test_pair_truncation_matches_bert_truncate_seq_pair():
     assert bert_truncate_seq_pair(4, 3, 6) == (3, 3)
 
 
-def test_single_sentence_truncation_keeps_final_sep():
+def test_single_sentence_truncation_keeps_final_sep(TextEncoder):
     enc = TextEncoder(VOCAB, lower_case=True, max_seq_length=5)
     out = enc.encode_numpy(["the quick brown fox jumps over"])
     np.testing.assert_array_equal(out["token_ids"], [[2, 5, 6, 7, 3]])
     np.testing.assert_array_equal(out["padding_mask"], [[1] * 5])
 
 
-def test_lower_casing_and_accents():
+def test_lower_casing_and_accents(TextEncoder):
     uncased = TextEncoder(VOCAB, lower_case=True, max_seq_length=6)
     cased = TextEncoder(VOCAB, lower_case=False, max_seq_length=6)
     text = ["Café NAÏVE The"]
@@ -92,7 +107,7 @@ def test_lower_casing_and_accents():
     np.testing.assert_array_equal(cased.encode_numpy(text)["token_ids"], [[2, 1, 1, 1, 3, 0]])
 
 
-def test_special_ids_come_from_the_vocabulary(tmp_path):
+def test_special_ids_come_from_the_vocabulary(TextEncoder, tmp_path):
     permuted = ["the", "dog", "[UNK]", "[SEP]", "[MASK]", "[CLS]", "[PAD]"]
     path = tmp_path / "vocab.txt"
     path.write_text("\n".join(permuted) + "\n", encoding="utf-8")
@@ -103,12 +118,12 @@ def test_special_ids_come_from_the_vocabulary(tmp_path):
     np.testing.assert_array_equal(out["padding_mask"], [[1, 1, 1, 1, 1, 1, 0]])
 
 
-def test_missing_vocab_file_names_the_path(tmp_path):
+def test_missing_vocab_file_names_the_path(TextEncoder, tmp_path):
     with pytest.raises(tokenizers.VocabularyError, match="nope.txt"):
         TextEncoder(str(tmp_path / "nope.txt"), lower_case=True, max_seq_length=8)
 
 
-def test_same_ids_in_tf_data_map():
+def test_same_ids_in_tf_data_map(TextEncoder):
     enc = TextEncoder(VOCAB, lower_case=True, max_seq_length=10)
     texts_a, texts_b = ["the fox", "Quick dog.", ""], ["lazy dog", "", "fox"]
     ds = tf.data.Dataset.from_tensor_slices({"a": texts_a, "b": texts_b}).batch(2)
