@@ -57,7 +57,9 @@ MIN_SERVING_TF_TEXT_VERSION = "2.12"
 # First tensorflow-text release that registers each op an encoder of this garden can emit.
 # Source: the tensorflow/text GitHub release notes (v2.0.0 "New BertTokenizer", v2.9.0 "New
 # FastBertNormalizer ... New FastBertTokenizer that combines FastBertNormalizer and
-# FastWordpieceTokenizer", v2.13.0 "Python ops for new RoundRobinTrimmer kernels"). For the
+# FastWordpieceTokenizer", v2.13.0 "Python ops for new RoundRobinTrimmer kernels", v2.0.0-rc0
+# "SentencepieceTokenizer has been added": its kernels SentencepieceOp and
+# SentencepieceTokenizeOp). keras-hub's byte-level BPE adds RegexSplitWithOffsets only. For the
 # two FastBertTokenizer kernels 2.9 is an upper bound (FastWordpiece predates it), which is
 # enough to compare against 2.12. An op missing from this table is reported as unverified
 # rather than assumed to be available.
@@ -66,6 +68,8 @@ TF_TEXT_OP_FIRST_RELEASE = {
     "NormalizeUTF8": "2.0",
     "RegexSplitWithOffsets": "2.0",
     "WordpieceTokenizeWithOffsets": "2.0",
+    "SentencepieceOp": "2.0",
+    "SentencepieceTokenizeOp": "2.0",
     "FastBertNormalize": "2.9",
     "FastWordpieceTokenizeWithOffsets": "2.9",
     "TFText>RoundRobinTrim": "2.13",

@@ -223,8 +223,9 @@ class SentenceClassification(Task):
 
     # -- before anything is built ---------------------------------------------------------
     def prepare(self) -> None:
-        self.packer = load_packer(self.vocab, self.max_seq_length, kind=self.tokenizer,
-                                  lower_case=self.lower_case, layout=self.layout)
+        self._packer = None
+        packer = self.packer  # checks the vocabulary, its special tokens and the layout now
+        self._packer = None  # ... and is built again on first use, see `packer`
         self.train_rows = read_examples(self.train_file, self.text_b, self.regression)
         self.eval_rows = read_examples(self.eval_file, self.text_b, self.regression)
         self.train_labels = self._labels(self.train_file, self.train_rows)
@@ -234,8 +235,22 @@ class SentenceClassification(Task):
                                                       self.init_checkpoint_object)
         what = "regression" if self.regression else f"labels {self.label_names}"
         print(f"[{self.name}] {len(self.train_rows)} train / {len(self.eval_rows)} eval "
-              f"examples, {what}, {self.packer.kind} text in the {self.packer.layout!r} layout",
+              f"examples, {what}, {packer.kind} text in the {packer.layout!r} layout",
               flush=True)
+
+    @property
+    def packer(self):
+        """The TextPacker, built on first use (build_model, the datasets, the export).
+
+        Not kept from prepare(): the trainer seeds after prepare() (keras.utils.set_random_seed
+        -> tf.random.set_seed), which clears TensorFlow's eager kernel cache, and with it the
+        SentencepieceOp kernel that owns tensorflow-text's SentencePiece model resource
+        ("Resource localhost/_0_SentencepieceOp/... does not exist" at the first batch).
+        """
+        if getattr(self, "_packer", None) is None:
+            self._packer = load_packer(self.vocab, self.max_seq_length, kind=self.tokenizer,
+                                       lower_case=self.lower_case, layout=self.layout)
+        return self._packer
 
     def _labels(self, path: str, rows: List[dict]) -> np.ndarray:
         if self.regression:
