@@ -340,3 +340,18 @@ def test_regression_export_serves_one_score(exported, tmp_path):
         open(os.path.join(path, "saved_model.pb"), "rb").read())
     assert saved.meta_graphs[0].signature_def["regress"].method_name == \
         "tensorflow/serving/regress"
+
+
+def test_inspect_command_reports_the_export(exported):
+    """`python -m garden.export EXPORT_DIR` (README, BUILD.md) still answers through the shim."""
+    proc = subprocess.run([sys.executable, "-m", "garden.export", exported["pair_dir"]],
+                          capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES=""),
+                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(
+                              os.path.abspath(__file__)))))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout)
+    assert report["ok"] and report["tf_text_ops"] == ["FastBertNormalize",
+                                                      "FastWordpieceTokenizeWithOffsets"]
+    assert [r["signature_name"] for r in report["warmup_requests"]] == (
+        ["serving_default"] * (len(WARMUP) + 1) + ["serving_ids"])
