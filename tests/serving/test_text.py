@@ -33,10 +33,7 @@ def make_packer(tmp_path):
 def bert_truncate_seq_pair(len_a, len_b, budget):
     """BERT run_classifier.py `_truncate_seq_pair`: pop from the longer, from B on a tie."""
     while len_a + len_b > budget:
-        if len_a > len_b:
-            len_a -= 1
-        else:
-            len_b -= 1
+        len_a, len_b = (len_a - 1, len_b) if len_a > len_b else (len_a, len_b - 1)
     return len_a, len_b
 
 
