@@ -35,6 +35,7 @@ import glob
 import json
 import os
 import posixpath
+import sys
 import uuid
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -395,9 +396,17 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
         description="Inspect an export: the tensorflow-text ops it uses, whether TF "
                     f"Serving >= {MIN_TF_SERVING_FOR_TF_TEXT_OPS} has them, and its warmup "
                     "requests. "
-                    "Exports are written by the trainer (garden.train) through garden.serving.export.")
+                    "Exports are written by the trainer (garden.train) through "
+                    "garden.serving.export.")
     parser.add_argument("export_dir", help="a version directory <export_base>/<name>/<version>")
     args = parser.parse_args(list(argv) if argv is not None else None)
+    if not tf.io.gfile.exists(posixpath.join(args.export_dir, "saved_model.pb")):
+        versions = _existing_versions(args.export_dir)
+        newest = versions and posixpath.join(args.export_dir, str(versions[-1]))
+        hint = f"; it holds versions {versions}: pass {newest}" if versions else ""
+        print(f"error: {args.export_dir} is not a SavedModel version directory (no "
+              f"saved_model.pb){hint}", file=sys.stderr)
+        return 2
     report = check_serving_ops(args.export_dir)
     warmup = posixpath.join(args.export_dir, "assets.extra", WARMUP_FILENAME)
     if tf.io.gfile.exists(warmup):

@@ -25,7 +25,7 @@ import inspect
 import io
 import json
 import posixpath
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -376,6 +376,8 @@ class SentenceClassification(Task):
         return result
 
     def serving_module(self, model) -> TextClassifierServing:
+        """Raw text in, labels (or a score) out; a few eval texts are the warmup requests."""
+        warmup = [(r["text_a"], r.get("text_b", "")) for r in self.eval_rows[:3]]
         return TextClassifierServing(
             model, self.packer, self.vocab, None if self.regression else self.label_names,
-            self.text_b, warmup_texts=[(r["text_a"], r.get("text_b", "")) for r in self.eval_rows[:3]])
+            self.text_b, warmup_texts=warmup)

@@ -342,16 +342,27 @@ def test_regression_export_serves_one_score(exported, tmp_path):
         "tensorflow/serving/regress"
 
 
-def test_inspect_command_reports_the_export(exported):
-    """`python -m garden.export EXPORT_DIR` (README, BUILD.md) still answers through the shim."""
-    proc = subprocess.run([sys.executable, "-m", "garden.export", exported["pair_dir"]],
+def _inspect(path):
+    return subprocess.run([sys.executable, "-m", "garden.export", path],
                           capture_output=True, text=True, timeout=300,
                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES=""),
                           cwd=os.path.dirname(os.path.dirname(os.path.dirname(
                               os.path.abspath(__file__)))))
+
+
+def test_inspect_command_reports_the_export(exported):
+    """`python -m garden.export EXPORT_DIR` (README, BUILD.md) still answers through the shim."""
+    proc = _inspect(exported["pair_dir"])
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout)
     assert report["ok"] and report["tf_text_ops"] == ["FastBertNormalize",
                                                       "FastWordpieceTokenizeWithOffsets"]
     assert [r["signature_name"] for r in report["warmup_requests"]] == (
         ["serving_default"] * (len(WARMUP) + 1) + ["serving_ids"])
+    # The model directory instead of a version (issue 13 item 8): one line naming the newest
+    # version to pass, no traceback.
+    model_dir = os.path.dirname(exported["pair_dir"])
+    proc = _inspect(model_dir)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert f"{model_dir} is not a SavedModel version directory" in proc.stderr
+    assert f"pass {os.path.join(model_dir, '2')}" in proc.stderr
