@@ -1,9 +1,15 @@
-"""Sentence and sentence-pair classification (GLUE-style) as a task of the shared trainer.
+"""Sentence and sentence-pair classification or regression (GLUE-style) as a task of the
+shared trainer.
 
-Reads TSV, CSV or JSONL files with the columns `text_a`, optional `text_b` and `label`,
-tokenizes them in tf.data with the same in-graph encoder the export uses (so serving sees
-exactly the training ids), fine-tunes from a pretraining checkpoint and exports a SavedModel
-for TensorFlow Serving (OBJECTIVES.md section 12: pooled output -> dropout 0.1 -> dense).
+Reads TSV, CSV or JSONL files with the columns `text_a`, optional `text_b` and `label`, packs
+them in tf.data with the same in-graph TextPacker the export runs (garden.serving.text: any of
+the three tokenizer kinds, each family's layout), so serving sees exactly the training ids;
+fine-tunes from a pretraining checkpoint (OBJECTIVES.md section 12: pooled output -> dropout
+0.1 -> dense) and names its ServingModule (garden.serving.modules.TextClassifierServing).
+
+Classification: string labels, softmax cross-entropy, accuracy next to the majority class.
+Regression (`regression=True`, e.g. STS-B): numeric labels, one output trained with the mean
+squared error, evaluated with Pearson and Spearman correlations (scipy.stats).
 
 The backbone's weights come from one object of the pretraining checkpoint: `backbone` for the
 families whose pretraining task saves it under that name (BERT, RoBERTa, ALBERT, SpanBERT,
@@ -15,62 +21,122 @@ from __future__ import annotations
 
 import collections
 import csv
+import inspect
+import io
 import json
 import posixpath
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
 
-from data_pipelines import tokenizers
 from garden import data
-from garden.tasks.classification import SequenceClassifier
-from garden.tasks.preprocessing import TextEncoder
+from garden.models.classifier import SequenceClassifier
+from garden.serving.modules import TextClassifierServing
+from garden.serving.text import load_packer
+from garden.tasks.base import Stage, Task
 
 
 class TaskDataError(ValueError):
     """A fine-tuning data file is missing, malformed or has unknown labels."""
 
 
-def read_examples(path: str, text_b: bool = False) -> List[dict]:
-    """Rows of a .tsv / .csv / .jsonl file as dicts with text_a, (text_b), label.
+# csv dialects: a TSV is GLUE's (tab-separated, no quoting: a quote is text); a CSV is RFC 4180
+# (Excel's dialect: quoted fields may hold commas and newlines).
+_DIALECTS = {".tsv": dict(delimiter="\t", quoting=csv.QUOTE_NONE, strict=True),
+             ".csv": dict(dialect="excel", strict=True)}
 
-    TSV and CSV need a header line naming the columns; every problem names the file and line.
-    """
+
+def _read_text(path: str) -> str:
     if not tf.io.gfile.exists(path):
         raise TaskDataError(f"data file not found: {path}")
-    ext = posixpath.splitext(path)[1].lower()
     with tf.io.gfile.GFile(path, "rb") as f:
         raw = f.read()
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError as e:
         line = raw[:e.start].count(b"\n") + 1
         raise TaskDataError(f"{path}:{line}: invalid UTF-8") from e
-    columns = ["text_a", "label"] + (["text_b"] if text_b else [])
-    rows = []
-    if ext in (".tsv", ".csv"):
-        reader = csv.DictReader(text.splitlines(), delimiter="\t" if ext == ".tsv" else ",",
-                                quoting=csv.QUOTE_NONE if ext == ".tsv" else csv.QUOTE_MINIMAL)
-        missing = [c for c in columns if c not in (reader.fieldnames or [])]
+
+
+def _read_delimited(path: str, text: str, columns: List[str], numeric_label: bool) -> List[dict]:
+    """Rows of a TSV/CSV with a header; newline="" lets the csv module alone decide where a
+    record ends (a quoted CSV field may span lines; U+2028 or a form feed is text)."""
+    ext = posixpath.splitext(path)[1].lower()
+    reader = csv.DictReader(io.StringIO(text, newline=""), **_DIALECTS[ext])
+    try:
+        header = reader.fieldnames or []
+        missing = [c for c in columns if c not in header]
         if missing:
-            raise TaskDataError(f"{path}:1: header {reader.fieldnames} lacks columns {missing}")
-        for i, row in enumerate(reader, start=2):
+            raise TaskDataError(f"{path}:1: header {header} lacks columns {missing}")
+        rows = []
+        for row in reader:
+            line = reader.line_num
+            if None in row:  # DictReader's restkey: more fields than the header names
+                raise TaskDataError(f"{path}:{line}: row has {len(header) + len(row[None])} "
+                                    f"fields but the header names {len(header)} (a tab or "
+                                    f"delimiter inside a text? quote it in a .csv)")
             if any(row.get(c) is None for c in columns):
-                raise TaskDataError(f"{path}:{i}: row has fewer fields than the header")
+                raise TaskDataError(f"{path}:{line}: row has fewer fields than the header")
             rows.append({c: row[c] for c in columns})
+            if numeric_label:
+                rows[-1]["label"] = _number(row["label"], f"{path}:{line}")
+        return rows
+    except csv.Error as e:
+        raise TaskDataError(f"{path}:{reader.line_num}: {e}") from None
+
+
+def _number(value: str, where: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        raise TaskDataError(f"{where}: label {value!r} is not a number (a regression task "
+                            f"needs numeric labels)") from None
+
+
+def _read_jsonl(path: str, text: str, columns: List[str], numeric_label: bool) -> List[dict]:
+    """One JSON object per line ("\\n"-separated, as JSON Lines says; U+2028 is text).
+    Texts must be strings and labels strings (classification) or numbers (regression)."""
+    rows = []
+    for i, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise TaskDataError(f"{path}:{i}: not valid JSON ({e.msg})") from e
+        if not isinstance(obj, dict):
+            raise TaskDataError(f"{path}:{i}: expected a JSON object, got {type(obj).__name__}")
+        missing = [c for c in columns if c not in obj]
+        if missing:
+            raise TaskDataError(f"{path}:{i}: record lacks fields {missing}")
+        for c in columns:
+            value = obj[c]
+            if c == "label" and numeric_label:
+                ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+                want = "a number (regression)"
+            else:
+                ok, want = isinstance(value, str), "a string"
+            if not ok:
+                raise TaskDataError(f"{path}:{i}: field {c!r} is {json.dumps(value)}, expected "
+                                    f"{want}; fix the record (labels are not converted)")
+        rows.append({c: obj[c] for c in columns})
+    return rows
+
+
+def read_examples(path: str, text_b: bool = False, numeric_label: bool = False) -> List[dict]:
+    """Rows of a .tsv / .csv / .jsonl file as dicts with text_a, (text_b), label.
+
+    TSV and CSV need a header line naming the columns; every problem names the file and line.
+    numeric_label: labels are numbers (regression); in TSV/CSV they must parse as floats.
+    """
+    text = _read_text(path)
+    ext = posixpath.splitext(path)[1].lower()
+    columns = ["text_a", "label"] + (["text_b"] if text_b else [])
+    if ext in _DIALECTS:
+        rows = _read_delimited(path, text, columns, numeric_label)
     elif ext in (".jsonl", ".json"):
-        for i, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise TaskDataError(f"{path}:{i}: not valid JSON ({e.msg})") from e
-            missing = [c for c in columns if c not in obj]
-            if missing:
-                raise TaskDataError(f"{path}:{i}: record lacks fields {missing}")
-            rows.append({c: str(obj[c]) for c in columns})
+        rows = _read_jsonl(path, text, columns, numeric_label)
     else:
         raise TaskDataError(f"{path}: unsupported extension {ext!r}; use .tsv, .csv or .jsonl")
     if not rows:
@@ -88,24 +154,49 @@ def checkpoint_objects(path: str) -> List[str]:
     return [child.local_name for child in graph.nodes[0].children]
 
 
-class SentenceClassification:
-    """Fine-tunes a pretrained backbone on a labelled text file and exports it.
+def resolve_init_checkpoint(path: str, wanted_object: str) -> str:
+    """The checkpoint prefix of a pretraining model_dir (or of a prefix), checked to hold the
+    object the backbone is restored from."""
+    ckpt = path
+    if tf.io.gfile.isdir(ckpt):  # a pretraining model_dir, or its checkpoints/ folder
+        ckpt = (tf.train.latest_checkpoint(posixpath.join(ckpt, "checkpoints"))
+                or tf.train.latest_checkpoint(ckpt))
+        if ckpt is None:
+            raise FileNotFoundError(f"no checkpoint in {path} (nor in its checkpoints/ folder)")
+    objects = checkpoint_objects(ckpt)
+    if wanted_object not in objects:
+        hint = (" (an ELECTRA pretraining checkpoint: bind garden.SentenceClassification"
+                ".init_checkpoint_object = 'discriminator', as configs/finetune/"
+                "classification_electra_tiny.gin does)" if "discriminator" in objects else "")
+        raise ValueError(f"checkpoint {ckpt} has no {wanted_object!r} object to initialise the "
+                         f"backbone from; it holds {sorted(objects)}{hint}")
+    return ckpt
+
+
+class SentenceClassification(Task):
+    """Fine-tunes a pretrained backbone on a labelled text file; serves it from raw text.
 
     Args:
-        backbone: callable(default_vocab_size) -> backbone (gin-configured factory).
-        vocab: WordPiece vocabulary used in pretraining (copied into the export).
+        backbone: callable(default_vocab_size[, default_padding_idx]) -> backbone (a gin
+            factory: bert_backbone, roberta_backbone, albert_backbone, electra_discriminator).
+        vocab: the pretraining vocabulary (vocab.txt, SentencePiece .model or BPE vocab.json;
+            copied into the export).
         train_file, eval_file: .tsv/.csv/.jsonl with text_a, (text_b), label.
         max_seq_length: sequence length, 128 for GLUE.
-        lower_case: must match the vocabulary's pretraining.
+        lower_case: must match the vocabulary's pretraining (make_vocab --lower_case).
         text_b: whether the task has a second sentence.
         label_names: the classes in order; default: sorted labels of the train file.
+            Not used with regression.
         init_checkpoint: pretraining model_dir or checkpoint prefix to start from; None
             trains from scratch.
         init_checkpoint_object: the object of that checkpoint the backbone is restored from:
             "backbone" (the default), or "discriminator" for an ELECTRA pretraining model_dir
             (configs/finetune/classification_electra_tiny.gin).
-        dropout: dropout before the classification layer.
+        dropout: dropout before the output layer.
         export_base, model_name: where the SavedModel goes (<export_base>/<model_name>/<version>).
+        tokenizer: "wordpiece" | "sentencepiece" | "bpe"; default from the vocabulary's name.
+        layout: "bert" | "roberta" text packing (garden.serving.text); default by tokenizer.
+        regression: one output trained with the mean squared error on numeric labels.
     """
 
     name = "sentence_classification"
@@ -114,60 +205,75 @@ class SentenceClassification:
                  max_seq_length: int = 128, lower_case: bool = True, text_b: bool = False,
                  label_names: Optional[Sequence[str]] = None, init_checkpoint: Optional[str] = None,
                  init_checkpoint_object: str = "backbone", dropout: float = 0.1,
-                 export_base: Optional[str] = None,
-                 model_name: str = "classifier"):
+                 export_base: Optional[str] = None, model_name: str = "classifier",
+                 tokenizer: Optional[str] = None, layout: Optional[str] = None,
+                 regression: bool = False):
         self.backbone_fn = backbone
-        self.vocab = vocab
-        self.train_file = train_file
-        self.eval_file = eval_file
-        self.max_seq_length = max_seq_length
-        self.lower_case = lower_case
-        self.text_b = text_b
+        self.vocab, self.tokenizer, self.layout = vocab, tokenizer, layout
+        self.train_file, self.eval_file = train_file, eval_file
+        self.max_seq_length, self.lower_case, self.text_b = max_seq_length, lower_case, text_b
+        self.regression = bool(regression)
+        if self.regression and label_names:
+            raise ValueError("label_names name classes; a regression task has none")
         self.label_names = list(label_names) if label_names else None
         self.init_checkpoint = init_checkpoint
         self.init_checkpoint_object = init_checkpoint_object
         self.dropout = dropout
-        self.export_base = export_base
-        self.model_name = model_name
+        self.export_base, self.model_name = export_base, model_name
 
+    # -- before anything is built ---------------------------------------------------------
     def prepare(self) -> None:
-        self.vocab_tokens = tokenizers.load_vocab(self.vocab)
-        self.train_rows = read_examples(self.train_file, self.text_b)
-        self.eval_rows = read_examples(self.eval_file, self.text_b)
-        if self.label_names is None:
-            self.label_names = sorted({r["label"] for r in self.train_rows})
-        index = {name: i for i, name in enumerate(self.label_names)}
-        for path, rows in ((self.train_file, self.train_rows), (self.eval_file, self.eval_rows)):
-            unknown = sorted({r["label"] for r in rows} - set(index))
-            if unknown:
-                raise TaskDataError(f"{path}: labels {unknown[:5]} are not among {self.label_names}")
-        self.train_labels = np.array([index[r["label"]] for r in self.train_rows], np.int64)
-        self.eval_labels = np.array([index[r["label"]] for r in self.eval_rows], np.int64)
-        self.encoder = TextEncoder(self.vocab_tokens, lower_case=self.lower_case,
-                                   max_seq_length=self.max_seq_length)
+        self._packer = None
+        packer = self.packer  # checks the vocabulary, its special tokens and the layout now
+        self._packer = None  # ... and is built again on first use, see `packer`
+        self.train_rows = read_examples(self.train_file, self.text_b, self.regression)
+        self.eval_rows = read_examples(self.eval_file, self.text_b, self.regression)
+        self.train_labels = self._labels(self.train_file, self.train_rows)
+        self.eval_labels = self._labels(self.eval_file, self.eval_rows)
         if self.init_checkpoint:
-            ckpt = self.init_checkpoint
-            if tf.io.gfile.isdir(ckpt):  # a pretraining model_dir, or its checkpoints/ folder
-                ckpt = (tf.train.latest_checkpoint(posixpath.join(ckpt, "checkpoints"))
-                        or tf.train.latest_checkpoint(ckpt))
-                if ckpt is None:
-                    raise FileNotFoundError(f"no checkpoint in {self.init_checkpoint} "
-                                            f"(nor in its checkpoints/ folder)")
-            objects = checkpoint_objects(ckpt)
-            if self.init_checkpoint_object not in objects:
-                hint = (" (an ELECTRA pretraining checkpoint: bind garden.SentenceClassification"
-                        ".init_checkpoint_object = 'discriminator', as configs/finetune/"
-                        "classification_electra_tiny.gin does)" if "discriminator" in objects
-                        else "")
-                raise ValueError(f"checkpoint {ckpt} has no {self.init_checkpoint_object!r} "
-                                 f"object to initialise the backbone from; it holds "
-                                 f"{sorted(objects)}{hint}")
-            self._init_path = ckpt
-        print(f"[{self.name}] {len(self.train_rows)} train / {len(self.eval_rows)} eval examples, "
-              f"labels {self.label_names}", flush=True)
+            self._init_path = resolve_init_checkpoint(self.init_checkpoint,
+                                                      self.init_checkpoint_object)
+        what = "regression" if self.regression else f"labels {self.label_names}"
+        print(f"[{self.name}] {len(self.train_rows)} train / {len(self.eval_rows)} eval "
+              f"examples, {what}, {packer.kind} text in the {packer.layout!r} layout",
+              flush=True)
 
+    @property
+    def packer(self):
+        """The TextPacker, built on first use (build_model, the datasets, the export).
+
+        Not kept from prepare(): the trainer seeds after prepare() (keras.utils.set_random_seed
+        -> tf.random.set_seed), which clears TensorFlow's eager kernel cache, and with it the
+        SentencepieceOp kernel that owns tensorflow-text's SentencePiece model resource
+        ("Resource localhost/_0_SentencepieceOp/... does not exist" at the first batch).
+        """
+        if getattr(self, "_packer", None) is None:
+            self._packer = load_packer(self.vocab, self.max_seq_length, kind=self.tokenizer,
+                                       lower_case=self.lower_case, layout=self.layout)
+        return self._packer
+
+    def _labels(self, path: str, rows: List[dict]) -> np.ndarray:
+        if self.regression:
+            return np.array([r["label"] for r in rows], np.float32)
+        if self.label_names is None:  # from the train file, which is read first
+            self.label_names = sorted({r["label"] for r in rows})
+        index = {name: i for i, name in enumerate(self.label_names)}
+        unknown = sorted({r["label"] for r in rows} - set(index))
+        if unknown:
+            raise TaskDataError(f"{path}: labels {unknown[:5]} are not among {self.label_names}")
+        return np.array([index[r["label"]] for r in rows], np.int64)
+
+    @property
+    def num_outputs(self) -> int:
+        return 1 if self.regression else len(self.label_names)
+
+    # -- the model -------------------------------------------------------------------------
     def build_model(self):
-        backbone = self.backbone_fn(default_vocab_size=len(self.vocab_tokens))
+        defaults = {"default_vocab_size": self.packer.vocab_size}
+        # RoBERTa's positions are offset by the <pad> id: its factory takes the vocabulary's.
+        if "default_padding_idx" in inspect.signature(self.backbone_fn).parameters:
+            defaults["default_padding_idx"] = self.packer.pad_id
+        backbone = self.backbone_fn(**defaults)
         if self.init_checkpoint:
             status = tf.train.Checkpoint(
                 **{self.init_checkpoint_object: backbone}).read(self._init_path)
@@ -175,7 +281,7 @@ class SentenceClassification:
             status.assert_existing_objects_matched()
             print(f"[{self.name}] backbone initialised from {self._init_path} "
                   f"(its {self.init_checkpoint_object!r})", flush=True)
-        model = SequenceClassifier(backbone, num_classes=len(self.label_names), dropout=self.dropout)
+        model = SequenceClassifier(backbone, num_classes=self.num_outputs, dropout=self.dropout)
         # "backbone" lets garden.train size layer-wise LR decay (train.layer_decay) from it.
         return model, {"model": model, "backbone": backbone}
 
@@ -184,6 +290,7 @@ class SentenceClassification:
         """The model `garden.train --summary` prints (a two-class head; labels need data)."""
         return SequenceClassifier(backbone, num_classes=2)
 
+    # -- the data ---------------------------------------------------------------------------
     def _dataset(self, rows, labels, batch_size, shuffle_seed=None, repeat=False, skip=0,
                  input_context=None):
         columns = {"text_a": [r["text_a"] for r in rows]}
@@ -198,61 +305,79 @@ class SentenceClassification:
         ds = data.shard_batches(ds, input_context, skip)
 
         def encode(cols, label):
-            inputs = self.encoder(cols["text_a"], cols.get("text_b"))
+            inputs = self.packer(cols["text_a"], cols.get("text_b"))
             inputs["label_ids"] = label
             return inputs
 
         return ds.map(encode, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
-    def schedule(self, train_steps: int):
+    def schedule(self, train_steps: int) -> List[Stage]:
         def dataset_fn(input_context, batch_size, seed, skip_batches):
             return self._dataset(self.train_rows, self.train_labels, batch_size, shuffle_seed=seed,
                                  repeat=True, skip=skip_batches, input_context=input_context)
 
-        return [(0, train_steps, dataset_fn, self.train_file)]
+        return [Stage(0, train_steps, dataset_fn, self.train_file)]
 
-    @staticmethod
-    def loss_weights(batch) -> Dict[str, tf.Tensor]:
-        return {}  # a plain mean over equal-sized batches: nothing to normalise globally
+    # -- the objective ----------------------------------------------------------------------
+    def _logits(self, model, batch, training: bool):
+        inputs = {k: batch[k] for k in self.packer.input_names}
+        return tf.cast(model(inputs, training=training)["logits"], tf.float32)
 
-    def compute_metrics(self, model, batch, training: bool, weight_shares=None) -> Dict[str, tf.Tensor]:
-        inputs = {k: batch[k] for k in ("token_ids", "segment_ids", "padding_mask")}
-        logits = tf.cast(model(inputs, training=training)["logits"], tf.float32)
+    def compute_metrics(self, model, batch, training: bool, weight_shares=None):
+        logits = self._logits(model, batch, training)
+        if self.regression:
+            error = logits[:, 0] - tf.cast(batch["label_ids"], tf.float32)
+            return {"loss": tf.reduce_mean(tf.square(error)),
+                    "mean_absolute_error": tf.reduce_mean(tf.abs(error))}
         labels = tf.cast(batch["label_ids"], tf.int64)
         loss = tf.reduce_mean(
             tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
         accuracy = tf.reduce_mean(tf.cast(tf.equal(tf.argmax(logits, -1), labels), tf.float32))
         return {"loss": loss, "accuracy": accuracy}
 
+    # -- after training ---------------------------------------------------------------------
+    def predict(self, model, rows, batch_size: int = 64) -> np.ndarray:
+        """Logits float32 [N, outputs] of rows (dicts with text_a, (text_b)) in order."""
+        labels = np.zeros(len(rows), np.float32)
+        return np.concatenate([self._logits(model, batch, False).numpy()
+                               for batch in self._dataset(rows, labels, batch_size)])
+
     def evaluate(self, model, batch_size: int = 64) -> dict:
-        """Accuracy on eval_file next to the majority-class baseline (the train set's mode)."""
-        predictions = []
-        for batch in self._dataset(self.eval_rows, self.eval_labels, batch_size):
-            inputs = {k: batch[k] for k in ("token_ids", "segment_ids", "padding_mask")}
-            logits = model(inputs, training=False)["logits"]
-            predictions.append(np.argmax(np.asarray(logits), axis=-1))
-        predictions = np.concatenate(predictions)
+        """Classification: accuracy next to the majority-class baseline (the train set's
+        mode). Regression: Pearson and Spearman correlations and the mean squared error."""
+        logits = self.predict(model, self.eval_rows, batch_size)
+        result = {"eval_examples": int(len(self.eval_labels))}
+        if self.regression:
+            from scipy import stats
+
+            scores, gold = logits[:, 0], self.eval_labels
+            result.update(eval_mse=float(np.mean((scores - gold) ** 2)),
+                          eval_pearson=float(stats.pearsonr(scores, gold)[0]),
+                          eval_spearman=float(stats.spearmanr(scores, gold)[0]))
+            return result
         majority = collections.Counter(self.train_labels.tolist()).most_common(1)[0][0]
-        return {
-            "eval_examples": int(len(self.eval_labels)),
-            "eval_accuracy": float(np.mean(predictions == self.eval_labels)),
-            "majority_class": self.label_names[majority],
-            "majority_baseline_accuracy": float(np.mean(self.eval_labels == majority)),
-        }
+        result.update(eval_accuracy=float(np.mean(logits.argmax(-1) == self.eval_labels)),
+                      majority_class=self.label_names[majority],
+                      majority_baseline_accuracy=float(np.mean(self.eval_labels == majority)))
+        return result
 
     def finish(self, model, model_dir: str) -> dict:
         result = self.evaluate(model)
-        print(f"[{self.name}] eval accuracy {result['eval_accuracy']:.4f} "
-              f"(majority-class baseline '{result['majority_class']}': "
-              f"{result['majority_baseline_accuracy']:.4f}) on {result['eval_examples']} examples",
-              flush=True)
+        print(f"[{self.name}] eval {json.dumps(result, sort_keys=True)}", flush=True)
+        # TEMPORARY (until the trainer calls garden.serving.export.export itself, at merge):
+        # the demo and the fine-tuning tests read summary["export_dir"]. Remove this block
+        # when garden/train.py exports task.serving_module(model).
         if self.export_base:
-            from garden.export import export_classifier
+            from garden.serving import export
 
-            result["export_dir"] = export_classifier(
-                model, vocab_path=self.vocab, lower_case=self.lower_case,
-                max_seq_length=self.max_seq_length, label_names=self.label_names,
-                export_base=self.export_base, model_name=self.model_name, text_b=self.text_b,
-                warmup_texts=[r["text_a"] for r in self.eval_rows[:3]])
+            result["export_dir"] = export.export(self.serving_module(model), self.export_base,
+                                                 self.model_name)
             print(f"[{self.name}] exported SavedModel to {result['export_dir']}", flush=True)
         return result
+
+    def serving_module(self, model) -> TextClassifierServing:
+        """Raw text in, labels (or a score) out; a few eval texts are the warmup requests."""
+        warmup = [(r["text_a"], r.get("text_b", "")) for r in self.eval_rows[:3]]
+        return TextClassifierServing(
+            model, self.packer, self.vocab, None if self.regression else self.label_names,
+            self.text_b, warmup_texts=warmup)

@@ -1,7 +1,8 @@
-"""Sequence (and sequence-pair) classification head: GLUE-style fine-tuning.
+"""Sequence (and sequence-pair) classification model: GLUE-style fine-tuning of any backbone.
 
-OBJECTIVES.md section 12: [CLS] A [SEP] (B [SEP]) -> backbone pooled output -> dropout 0.1 ->
-dense(num_classes). Regression (STS-B) is num_classes=1 with an MSE loss on the logit.
+OBJECTIVES.md section 12: packed text -> backbone pooled output -> dropout 0.1 ->
+dense(num_classes). A regression task (STS-B) uses num_classes=1 and trains the one logit with
+a squared error (garden.tasks.sentence_classification, regression=True).
 """
 
 from __future__ import annotations
@@ -11,16 +12,27 @@ import keras
 from garden.layers.embeddings import truncated_normal
 
 
+def input_names(backbone) -> tuple:
+    """The names of a functional backbone's dict inputs, in BERT's order."""
+    order = ("token_ids", "segment_ids", "padding_mask")
+    names = set(backbone.input) if isinstance(backbone.input, dict) else set()
+    if not {"token_ids", "padding_mask"} <= names:
+        raise ValueError(f"backbone {backbone.name} has inputs {sorted(names)}; a classifier "
+                         f"needs dict inputs with token_ids and padding_mask")
+    return tuple(n for n in order if n in names)
+
+
 @keras.saving.register_keras_serializable(package="garden")
 class SequenceClassifier(keras.Model):
     """A backbone's pooled output -> dropout -> dense, as BERT fine-tunes on GLUE
     (Devlin et al., 2019, section 4.1).
 
-    Inputs (dict, int32 [B, T]): token_ids, segment_ids, padding_mask.
+    Inputs (dict, int32 [B, T]): the backbone's own inputs (token_ids, padding_mask, and
+        segment_ids for the families that have them; RoBERTa has none).
     Outputs (dict): logits float32 [B, num_classes] (softmax not applied).
 
     Args:
-        backbone: a backbone with those inputs and a "pooled_output" output (e.g. BertBackbone).
+        backbone: a backbone with dict inputs and a "pooled_output" output (e.g. BertBackbone).
         num_classes: int, number of labels (1 for regression).
         dropout: float, dropout on the pooled output (0.1).
         **kwargs: name, trainable.
@@ -43,7 +55,7 @@ class SequenceClassifier(keras.Model):
         # === Functional graph ===
         inputs = {
             name: keras.Input(shape=(None,), dtype="int32", name=name)
-            for name in ("token_ids", "segment_ids", "padding_mask")
+            for name in input_names(backbone)
         }
         pooled = backbone(inputs)["pooled_output"]
         logits = classifier_dense(dropout_layer(pooled))

@@ -1,4 +1,5 @@
-"""export_classifier: a tiny BERT classifier exported, then served from a fresh process.
+"""The one exporter on a tiny BERT classifier's TextClassifierServing, served from a fresh
+process; a one-output regression export; bad request shapes answered with errors.
 
 The fresh process imports only tensorflow and tensorflow_text (as a model server would link
 them), with the original vocabulary file moved away, and its probabilities must match the
@@ -16,10 +17,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from garden import export
+from data_pipelines import tokenizers
 from garden.models.bert.presets import bert_backbone_from_preset
-from garden.tasks.classification import SequenceClassifier
-from garden.tasks.preprocessing import TextEncoder
+from garden.models.classifier import SequenceClassifier
+from garden.serving import export
+from garden.serving.modules import TextClassifierServing
+from garden.serving.text import TextPacker
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
          "the", "movie", "was", "good", "bad", "great", "plot", "##s", "not", ".", "!"]
@@ -82,10 +85,14 @@ def exported(tmp_path_factory):
     keras.utils.set_random_seed(7)
     model = SequenceClassifier(bert_backbone_from_preset("bert_tiny", vocab_size=len(VOCAB)),
                                num_classes=len(LABELS))
-    common = dict(vocab_path=str(vocab_path), lower_case=True, max_seq_length=MAX_LEN,
-                  label_names=LABELS, export_base=str(root / "exports"), model_name="sentiment")
-    pair_dir = export.export_classifier(model, text_b=True, warmup_texts=WARMUP, **common)
-    single_dir = export.export_classifier(model, text_b=False, **common)
+    packer = make_packer(str(vocab_path))
+    base = str(root / "exports")
+    pair_dir = export.export(
+        TextClassifierServing(model, packer, str(vocab_path), LABELS, text_b=True,
+                              warmup_texts=WARMUP), base, "sentiment")
+    single_dir = export.export(
+        TextClassifierServing(model, packer, str(vocab_path), LABELS, text_b=False),
+        base, "sentiment")
     # The export must not need the original vocabulary file any more.
     moved = root / "vocab.moved"
     shutil.move(str(vocab_path), str(moved))
@@ -93,9 +100,12 @@ def exported(tmp_path_factory):
             "vocab_text": vocab_text, "vocab_moved": str(moved)}
 
 
+def make_packer(vocab_path):
+    return TextPacker(tokenizers.load_tokenizer("wordpiece", vocab_path, lower_case=True), MAX_LEN)
+
+
 def keras_probabilities(model, vocab_path, texts_a, texts_b):
-    encoder = TextEncoder(vocab_path, lower_case=True, max_seq_length=MAX_LEN)
-    inputs = encoder.encode_numpy(texts_a, texts_b)
+    inputs = make_packer(vocab_path).encode_numpy(texts_a, texts_b)
     logits = model({k: tf.constant(v) for k, v in inputs.items()}, training=False)["logits"]
     return inputs, tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1).numpy()
 
@@ -132,11 +142,10 @@ def test_version_layout_and_increment(exported):
     for name in ("saved_model.pb", "variables", "assets/vocab.txt",
                  "assets.extra/tf_serving_warmup_requests", "assets.extra/garden_export.json"):
         assert os.path.exists(os.path.join(exported["pair_dir"], name)), name
+    module = TextClassifierServing(exported["model"], make_packer(exported["vocab_moved"]),
+                                   exported["vocab_moved"], LABELS, text_b=False)
     with pytest.raises(export.ExportError, match="already exists"):
-        export.export_classifier(exported["model"], vocab_path=exported["vocab_moved"],
-                                 lower_case=True, max_seq_length=MAX_LEN, label_names=LABELS,
-                                 export_base=os.path.dirname(base), model_name="sentiment",
-                                 version=2)
+        export.export(module, os.path.dirname(base), "sentiment", version=2)
 
 
 @pytest.mark.parametrize("kind", ["pair", "single"])
@@ -206,6 +215,11 @@ def test_metadata_and_serving_ops(exported):
     assert meta["label_names"] == LABELS and meta["max_seq_length"] == MAX_LEN
     assert meta["lower_case"] is True and meta["text_b"] is True
     assert meta["model_name"] == "sentiment" and meta["version"] == 1
+    assert meta["task"] == "classification" and meta["tokenizer"] == "wordpiece"
+    assert meta["layout"] == "bert" and meta["vocab_file"] == "assets/vocab.txt"
+    assert meta["signatures"] == {"serving_default": "tensorflow/serving/predict",
+                                  "serving_ids": "tensorflow/serving/predict",
+                                  "classify": "tensorflow/serving/classify"}
     assert meta["vocab_fingerprint"].startswith("sha256:")
     assert meta["min_tf_serving_version"] == export.min_tf_serving_version()
     assert meta["tf_text_ops"] == ["FastBertNormalize", "FastWordpieceTokenizeWithOffsets"]
@@ -223,7 +237,132 @@ def test_label_count_must_match_logits(exported, tmp_path):
     vocab = tmp_path / "v.txt"
     vocab.write_text(exported["vocab_text"], encoding="utf-8")
     with pytest.raises(ValueError, match="3 logits but 2 label_names"):
-        export.export_classifier(exported["model"], vocab_path=str(vocab), lower_case=True,
-                                 max_seq_length=MAX_LEN, label_names=["a", "b"],
-                                 export_base=str(tmp_path), model_name="m")
-    assert not os.path.exists(tmp_path / "m" / "1")
+        TextClassifierServing(exported["model"], make_packer(str(vocab)), str(vocab),
+                              ["a", "b"], text_b=False)
+    with pytest.raises(ValueError, match="3 logits but a regression needs 1"):
+        TextClassifierServing(exported["model"], make_packer(str(vocab)), str(vocab),
+                              None, text_b=False)
+
+
+# Issue 13 item 1: a scalar string used to segfault the process (FastBertTokenizer on rank 0),
+# a [2, 3] batch silently gave 2 predictions. Each case must raise InvalidArgumentError, and
+# the process must go on answering.
+BAD_INPUT_SCRIPT = r"""
+import json, sys
+import tensorflow as tf
+import tensorflow_text
+
+pair = tf.saved_model.load(sys.argv[1]).signatures
+single = tf.saved_model.load(sys.argv[2]).signatures
+example = tf.train.Example(features=tf.train.Features(feature={
+    k: tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"the movie"]))
+    for k in ("text_a", "text_b")})).SerializeToString()
+grid = [["a", "b", "c"], ["d", "e", "f"]]
+cases = {
+    "scalar": lambda: single["serving_default"](text_a=tf.constant("hi")),
+    "pair_scalar": lambda: pair["serving_default"](text_a=tf.constant("hi"),
+                                                   text_b=tf.constant("there")),
+    "matrix": lambda: single["serving_default"](text_a=tf.constant(grid)),
+    "pair_matrix": lambda: pair["serving_default"](text_a=tf.constant(grid),
+                                                   text_b=tf.constant(grid)),
+    "uneven_pair": lambda: pair["serving_default"](text_a=tf.constant(["a", "b"]),
+                                                   text_b=tf.constant(["c"])),
+    "classify_scalar": lambda: pair["classify"](inputs=tf.constant(example)),
+}
+out = {}
+for name, call in cases.items():
+    try:
+        result = call()
+        out[name] = "answered " + json.dumps({k: v.shape.as_list() for k, v in result.items()})
+    except tf.errors.InvalidArgumentError as e:
+        out[name] = "InvalidArgumentError: " + " ".join(e.message.split())
+good = pair["serving_default"](text_a=tf.constant(["the movie"]), text_b=tf.constant(["good"]))
+out["after"] = good["probabilities"].shape.as_list()
+print("RESULT" + json.dumps(out))
+"""
+
+
+def test_bad_request_shapes_answer_invalid_argument_in_a_fresh_process(exported):
+    proc = subprocess.run([sys.executable, "-c", BAD_INPUT_SCRIPT, exported["pair_dir"],
+                           exported["single_dir"]], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES=""))
+    # Exit code 0: the process survived every bad request (a segfault is -11 / 139).
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-3000:])
+    line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT")][-1]
+    result = json.loads(line[len("RESULT"):])
+    for case in ("scalar", "pair_scalar", "matrix", "pair_matrix"):
+        assert result[case].startswith("InvalidArgumentError"), (case, result[case])
+        assert "must be a batch of strings, shape [batch]" in result[case], result[case]
+    assert "text_a" in result["scalar"] and "inputs" in result["classify_scalar"]
+    assert "same number of texts" in result["uneven_pair"], result["uneven_pair"]
+    assert result["after"] == [1, len(LABELS)]
+
+
+def test_regression_export_serves_one_score(exported, tmp_path):
+    """A one-output model: serving_default answers `score`, `regress` (TF Serving's Regress
+    API, method tensorflow/serving/regress) answers `outputs`, both equal to the Keras logit."""
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text(exported["vocab_text"], encoding="utf-8")
+    keras.utils.set_random_seed(11)
+    model = SequenceClassifier(bert_backbone_from_preset("bert_tiny", vocab_size=len(VOCAB)),
+                               num_classes=1)
+    packer = make_packer(str(vocab))
+    path = export.export(TextClassifierServing(model, packer, str(vocab), None, text_b=True),
+                         str(tmp_path / "exports"), "similarity")
+    texts_a, texts_b = [a for a, _ in PAIRS], [b for _, b in PAIRS]
+    inputs = packer.encode_numpy(texts_a, texts_b)
+    expected = model({k: tf.constant(v) for k, v in inputs.items()}, training=False)["logits"]
+    code = ("import json, sys, tensorflow as tf, tensorflow_text\n"
+            "s = tf.saved_model.load(sys.argv[1]).signatures\n"
+            "a, b = json.loads(sys.argv[2])\n"
+            "ex = [tf.train.Example(features=tf.train.Features(feature={k: tf.train.Feature(\n"
+            "      bytes_list=tf.train.BytesList(value=[v.encode()])) for k, v in\n"
+            "      (('text_a', x), ('text_b', y))})).SerializeToString() for x, y in zip(a, b)]\n"
+            "d = s['serving_default'](text_a=tf.constant(a), text_b=tf.constant(b))\n"
+            "r = s['regress'](inputs=tf.constant(ex))\n"
+            "print('RESULT' + json.dumps([sorted(d), d['score'].numpy().tolist(),\n"
+            "                             r['outputs'].numpy().tolist(), 'classify' in s]))\n")
+    proc = subprocess.run([sys.executable, "-c", code, path, json.dumps([texts_a, texts_b])],
+                          capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES=""))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    keys, score, outputs, has_classify = json.loads(
+        [l for l in proc.stdout.splitlines() if l.startswith("RESULT")][-1][len("RESULT"):])
+    assert keys == ["score"] and not has_classify
+    np.testing.assert_allclose(score, expected.numpy()[:, 0], atol=1e-5)
+    np.testing.assert_allclose(outputs, expected.numpy()[:, 0], atol=1e-5)
+    with open(os.path.join(path, "assets.extra", "garden_export.json")) as f:
+        meta = json.load(f)
+    assert meta["task"] == "regression" and "label_names" not in meta
+    assert meta["signatures"]["regress"] == "tensorflow/serving/regress"
+    from tensorflow.core.protobuf import saved_model_pb2
+    saved = saved_model_pb2.SavedModel.FromString(
+        open(os.path.join(path, "saved_model.pb"), "rb").read())
+    assert saved.meta_graphs[0].signature_def["regress"].method_name == \
+        "tensorflow/serving/regress"
+
+
+def _inspect(path):
+    return subprocess.run([sys.executable, "-m", "garden.export", path],
+                          capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES=""),
+                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(
+                              os.path.abspath(__file__)))))
+
+
+def test_inspect_command_reports_the_export(exported):
+    """`python -m garden.export EXPORT_DIR` (README, BUILD.md) still answers through the shim."""
+    proc = _inspect(exported["pair_dir"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout)
+    assert report["ok"] and report["tf_text_ops"] == ["FastBertNormalize",
+                                                      "FastWordpieceTokenizeWithOffsets"]
+    assert [r["signature_name"] for r in report["warmup_requests"]] == (
+        ["serving_default"] * (len(WARMUP) + 1) + ["serving_ids"])
+    # The model directory instead of a version (issue 13 item 8): one line naming the newest
+    # version to pass, no traceback.
+    model_dir = os.path.dirname(exported["pair_dir"])
+    proc = _inspect(model_dir)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert f"{model_dir} is not a SavedModel version directory" in proc.stderr
+    assert f"pass {os.path.join(model_dir, '2')}" in proc.stderr

@@ -4,7 +4,8 @@ import pytest
 import tensorflow as tf
 
 from garden.models.bert.presets import bert_backbone_from_preset
-from garden.tasks.classification import SequenceClassifier
+from garden.models.classifier import SequenceClassifier
+from garden.models.roberta.backbone import RobertaBackbone
 
 VOCAB = 60
 
@@ -45,19 +46,35 @@ def test_logits_are_dense_on_pooled_output(classifier):
                   - classifier(inputs, training=False)["logits"].numpy()).max() > 0
 
 
-def test_config_and_save_load_round_trip(classifier, tmp_path):
-    config = classifier.get_config()
-    assert (config["num_classes"], config["dropout"]) == (3, 0.1)
-    clone = SequenceClassifier.from_config(config)
-    assert clone.get_config() == config
+def _roberta_classifier():
+    keras.utils.set_random_seed(5)
+    backbone = RobertaBackbone(vocab_size=VOCAB, num_layers=1, hidden_size=32, num_heads=2,
+                               intermediate_size=64, padding_idx=0)
+    return SequenceClassifier(backbone, num_classes=3)
 
-    path = str(tmp_path / "classifier.keras")
-    classifier.save(path)
-    loaded = keras.models.load_model(path)
-    assert isinstance(loaded, SequenceClassifier)
+
+@pytest.mark.parametrize("family", ["bert", "roberta"])
+def test_config_and_save_load_round_trip(classifier, family, tmp_path):
+    # RoBERTa has no segment input: the classifier takes the backbone's own input names.
+    model = classifier if family == "bert" else _roberta_classifier()
     inputs = _inputs()
-    np.testing.assert_array_equal(loaded(inputs)["logits"].numpy(),
-                                  classifier(inputs)["logits"].numpy())
+    if family == "roberta":
+        del inputs["segment_ids"]
+    assert sorted(model.input) == sorted(inputs)
+    config = model.get_config()
+    assert (config["num_classes"], config["dropout"]) == (3, 0.1)
+    assert SequenceClassifier.from_config(config).get_config() == config
+    model.save(str(tmp_path / "classifier.keras"))
+    loaded = keras.models.load_model(str(tmp_path / "classifier.keras"))
+    assert isinstance(loaded, SequenceClassifier)
+    np.testing.assert_array_equal(loaded(inputs)["logits"].numpy(), model(inputs)["logits"].numpy())
+
+
+def test_a_backbone_without_dict_inputs_is_refused():
+    x = keras.Input((4,))
+    flat = keras.Model(x, keras.layers.Dense(2)(x), name="flat")
+    with pytest.raises(ValueError, match="backbone flat has inputs .*needs dict inputs"):
+        SequenceClassifier(flat)
 
 
 def test_learns_a_token_rule():

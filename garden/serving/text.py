@@ -1,0 +1,172 @@
+"""Raw text -> a backbone's named inputs, in tf.data and inside exported signatures alike.
+
+`TextPacker` tokenizes with the very module the Beam job's tokenizer runs
+(`data_pipelines.tokenizers.load_tokenizer(kind, path).in_graph()`: WordPiece through
+tensorflow-text's FastBertTokenizer, SentencePiece through tf_text.SentencepieceTokenizer,
+byte-level BPE through keras-hub's BytePairTokenizer), then packs one or two segments in the
+family's layout (OBJECTIVES.md section 12):
+
+    "bert"     [CLS] A [SEP] (B [SEP])         segment_ids 0 .. 0 (1 .. 1); padded with [PAD]
+               (BERT, ALBERT with its SentencePiece [CLS]/[SEP]/<pad>, ELECTRA, SpanBERT, ...)
+    "roberta"  <s> A </s> (</s> B </s>)         no segment_ids; padded with <pad>, whose id
+               RoBERTa's positions are offset by (garden.models.roberta.backbone)
+
+Truncation of a pair is BERT's `_truncate_seq_pair` (pop from the longer, from B on a tie):
+`tf_text.ShrinkLongestTrimmer` fed the segments in the order (B, A) shrinks the longest and,
+on a tie, the first one it was given, which reproduces it (A=3, B=3, budget 5 -> A 3, B 2).
+RoundRobinTrimmer (and keras-hub's MultiSegmentPacker) would give the same lengths but emits
+the `TFText>RoundRobinTrim` kernel of tensorflow-text 2.13, which TF Serving releases linking
+tensorflow-text 2.12 cannot load (tensorflow/serving#2267); ShrinkLongestTrimmer is core TF
+ops. Each segment is first cut to the budget, which leaves the result unchanged and bounds the
+trimmer's loop. Budgets: "bert" L-2 (one text) or L-3 (pair); "roberta" L-2 or L-4, as
+Hugging Face's RoBERTa tokenizer counts its four specials of a pair.
+
+`checked_text(x, name)` is the guard every text signature applies first: tensorflow-text's
+FastBertTokenizer segfaults the process on a rank-0 string (issue 13), and a [2, 3] batch
+would silently be read as 2 texts; both answer InvalidArgumentError instead.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from data_pipelines import tokenizers
+
+LAYOUTS = ("bert", "roberta")
+# The layout a tokenizer kind's families use unless told otherwise (RoBERTa is the encoder of
+# the byte-level BPE kind; GPT-2 and BART, when they classify, pack like it).
+DEFAULT_LAYOUT = {"wordpiece": "bert", "sentencepiece": "bert", "bpe": "roberta"}
+
+
+def checked_text(text: tf.Tensor, name: str) -> tf.Tensor:
+    """`text` as a string vector [batch], or InvalidArgumentError naming the input.
+
+    The check runs in the graph on every call: signatures take a string tensor of any shape
+    (a TensorSpec of shape [None] is not enforced by a loaded signature nor by TF Serving), so
+    the rank is only known at run time.
+    """
+    text = tf.convert_to_tensor(text, tf.string)
+    rank_ok = tf.debugging.assert_rank(
+        text, 1, message=f"{name} must be a batch of strings, shape [batch] (rank 1): send a "
+                         f"list, e.g. {{\"{name}\": [\"a text\"]}}, not a single string or a "
+                         f"nested list")
+    with tf.control_dependencies([rank_ok]):
+        # A reshape, not tf.ensure_shape: it gives the static shape [None] and runs only after
+        # the check (EnsureShape could fail first with a message that names no input).
+        return tf.reshape(text, [-1])
+
+
+def checked_pair(text_a: tf.Tensor, text_b: Optional[tf.Tensor]):
+    """checked_text of both inputs, and text_b as long as text_a."""
+    text_a = checked_text(text_a, "text_a")
+    if text_b is None:
+        return text_a, None
+    text_b = checked_text(text_b, "text_b")
+    same = tf.debugging.assert_equal(
+        tf.size(text_a), tf.size(text_b),
+        message="text_a and text_b must hold the same number of texts (one pair per row)")
+    with tf.control_dependencies([same]):
+        return tf.identity(text_a), tf.identity(text_b)
+
+
+class TextPacker(tf.Module):
+    """Encodes one or two batches of strings into a backbone's inputs of a fixed length.
+
+    Args:
+        tokenizer: a `data_pipelines.tokenizers.TextTokenizer` (load_tokenizer(kind, path,
+            lower_case=...)), the one the pretraining data was made with.
+        max_seq_length: length of every output row, special tokens included.
+        layout: "bert" or "roberta" (see the module docstring); default by tokenizer kind.
+
+    Outputs of __call__: token_ids, padding_mask (and segment_ids for "bert"), int32
+    [batch, max_seq_length].
+
+    Example:
+        packer = TextPacker(tokenizers.load_tokenizer("wordpiece", "vocab.txt"), 128)
+        inputs = packer(tf.constant(["a premise"]), tf.constant(["a hypothesis"]))
+        logits = classifier(inputs)["logits"]
+    """
+
+    def __init__(self, tokenizer, max_seq_length: int, layout: Optional[str] = None,
+                 name: Optional[str] = None):
+        super().__init__(name=name)
+        layout = layout or DEFAULT_LAYOUT[tokenizer.kind]
+        if layout not in LAYOUTS:
+            raise ValueError(f"unknown text layout {layout!r}; expected one of {LAYOUTS}")
+        if max_seq_length < (5 if layout == "roberta" else 3):
+            raise ValueError(f"max_seq_length={max_seq_length} leaves no room for a pair's "
+                             f"special tokens in the {layout!r} layout")
+        vocab = tokenizer.vocab
+        self.kind, self.layout = tokenizer.kind, layout
+        self.max_seq_length = int(max_seq_length)
+        self.vocab_size = vocab.size
+        self.lower_case, self.fingerprint = bool(tokenizer.lower_case), tokenizer.fingerprint
+        role = lambda r: vocab.special(r, f"the {layout!r} text layout")  # noqa: E731
+        self.cls_id, self.sep_id, self.pad_id = role("cls"), role("sep"), role("pad")
+        # Kept as an attribute so that its resources (tables, models) are saved with an export.
+        self.tokenizer = tokenizer.in_graph()
+
+    @property
+    def input_names(self) -> tuple:
+        if self.layout == "roberta":
+            return ("token_ids", "padding_mask")
+        return ("token_ids", "segment_ids", "padding_mask")
+
+    def tokenize(self, text: tf.Tensor) -> tf.RaggedTensor:
+        """Piece ids of a string vector, int64 ragged [batch, (pieces)]."""
+        pieces = self.tokenizer(text)
+        if pieces.ragged_rank > 1:  # FastBertTokenizer can keep a words axis
+            pieces = pieces.merge_dims(-2, -1)
+        return pieces
+
+    def _segments(self, text_a, text_b):
+        specials_a = 2  # [CLS] A [SEP] / <s> A </s>
+        specials_pair = 4 if self.layout == "roberta" else 3
+        a = self.tokenize(text_a)
+        if text_b is None:
+            return [a[:, :self.max_seq_length - specials_a]]
+        budget = self.max_seq_length - specials_pair
+        b = self.tokenize(text_b)
+        # (B, A): the trimmer breaks ties on the first segment, BERT trims B on a tie.
+        b, a = tf_text.ShrinkLongestTrimmer(budget).trim([b[:, :budget], a[:, :budget]])
+        if self.layout == "roberta":
+            # combine_segments writes <s> A </s> B </s>; RoBERTa's pair has </s></s> between.
+            sep = tf.fill([b.nrows(), 1], tf.constant(self.sep_id, b.dtype))
+            b = tf.concat([sep, b], axis=1)
+        return [a, b]
+
+    def __call__(self, text_a: tf.Tensor, text_b: Optional[tf.Tensor] = None
+                 ) -> Dict[str, tf.Tensor]:
+        ids, segment_ids = tf_text.combine_segments(
+            self._segments(text_a, text_b), start_of_sequence_id=self.cls_id,
+            end_of_segment_id=self.sep_id)
+        length = self.max_seq_length
+        token_ids, padding_mask = tf_text.pad_model_inputs(ids, length, pad_value=self.pad_id)
+        out = {"token_ids": tf.cast(token_ids, tf.int32),
+               "padding_mask": tf.cast(padding_mask, tf.int32)}
+        if self.layout == "bert":
+            segment_ids, _ = tf_text.pad_model_inputs(segment_ids, length, pad_value=0)
+            out["segment_ids"] = tf.cast(segment_ids, tf.int32)
+        return out
+
+    def encode_numpy(self, texts_a: Sequence[str], texts_b: Optional[Sequence[str]] = None
+                     ) -> Dict[str, np.ndarray]:
+        """Eager helper for tests, warmup requests and notebooks: int32 numpy arrays out."""
+        if texts_b is not None and len(texts_b) != len(texts_a):
+            raise ValueError(f"{len(texts_a)} first texts but {len(texts_b)} second texts")
+        text_a = tf.constant(list(texts_a), dtype=tf.string, shape=[len(texts_a)])
+        text_b = (None if texts_b is None
+                  else tf.constant(list(texts_b), dtype=tf.string, shape=[len(texts_b)]))
+        return {k: v.numpy() for k, v in self(text_a, text_b).items()}
+
+
+def load_packer(vocab: str, max_seq_length: int, *, kind: Optional[str] = None,
+                lower_case: bool = True, layout: Optional[str] = None) -> TextPacker:
+    """A TextPacker of the vocabulary at `vocab` (kind from its name when not given)."""
+    kind = kind or tokenizers.detect_kind(vocab)
+    return TextPacker(tokenizers.load_tokenizer(kind, vocab, lower_case=lower_case),
+                      max_seq_length, layout)
