@@ -10,36 +10,54 @@ from keras import ops
 
 @keras.saving.register_keras_serializable(package="garden")
 class MultiHeadAttention(keras.layers.Layer):
-    """Multi-head attention of Vaswani et al. (2017), as BERT computes it.
+    """Multi-head attention of Vaswani et al. (2017), as BERT computes it, and able to decode.
 
-        q, k, v = x_q Wq + bq, x_kv Wk + bk, x_kv Wv + bv          (per head: d = H / A wide)
-        p = Dropout(softmax(q k^T / sqrt(d) with masked keys at -1e9))
-        y = concat_heads(p v) Wo + bo
+        q, k, v = x_q Wq + bq, x_k Wk + bk, x_v Wv + bv            (per head: d wide)
+        p = softmax(q k^T / sqrt(d) + attention_bias, masked keys at -1e9) * head_mask
+        y = concat_heads(Dropout(p) v) Wo + bo
 
     Same weights, names and shapes as `keras.layers.MultiHeadAttention` with
     key_dim = value_dim = d (query/key/value kernels [H, A, d], biases [A, d];
-    attention_output kernel [A, d, H], bias [H]), so checkpoints, converters and variable
-    paths ("attention/query/kernel") are those of the Keras layer, and the outputs equal it
-    up to float rounding (tests/layers/test_attention.py). The difference is the arithmetic
-    on CPUs: every projection is one [B*T, H] x [H, A*d] matmul instead of an einsum that
-    TensorFlow lowers to a batch matmul with the kernel broadcast over the batch (whose
-    kernel gradient is a batch matmul and a sum), 1/sqrt(d) is folded into the query kernel
-    ([H, H] values instead of [B, T, H]), and masked keys are set once, not twice.
+    attention_output kernel [A, d, H], bias [H]; no biases with use_bias=False), so
+    checkpoints, converters and variable paths ("attention/query/kernel") are those of the
+    Keras layer, and the outputs equal it up to float rounding (tests/layers/test_attention.py).
+    The difference is the arithmetic on CPUs: every projection is one [B*T, H] x [H, A*d]
+    matmul instead of an einsum that TensorFlow lowers to a batch matmul with the kernel
+    broadcast over the batch (whose kernel gradient is a batch matmul and a sum), 1/sqrt(d)
+    is folded into the query kernel ([H, H] values instead of [B, T, H]), and masked keys are
+    set once, not twice. Options left at their defaults add no op to that path.
+
+    Decoding follows keras-hub's CachedMultiHeadAttention: `cache` is float
+    [B, 2, T_max, A, d] (keys, then values, in the compute dtype); with `cache_update_index`
+    the new keys/values of `key`/`value` are written at that position and attention runs over
+    all T_max slots (mask the unwritten ones, e.g. with masks.causal_mask(Tq, T_max, offset));
+    without it the cache is read as is (precomputed cross-attention keys/values).
 
     Args:
         num_heads: int, A.
-        key_dim: int, d (the width of each head).
+        key_dim: int, d (the width of each head; T5's d_kv need not be H / A).
         dropout: float, dropout on the attention probabilities.
+        use_bias: bool, biases on the four projections (T5: False).
+        scale_queries: bool, divide scores by sqrt(d) (T5: False, folded into its init).
         kernel_initializer, bias_initializer: for the four projections (each gets a clone).
         **kwargs: name, dtype, trainable.
 
     Call args:
         query: float [B, Tq, H].
-        value: float [B, Tk, H] (also the keys).
-        key: ignored unless given, then must be `value` (self- or cross-attention over one
-            sequence, the only use in this garden).
-        attention_mask: bool or int [B, Tq or 1, Tk], 1 = may attend; None = all.
+        value: float [B, Tk, H_v].
+        key: float [B, Tk, H_k] or None (= value).
+        attention_mask: bool or int [B or 1, Tq or 1, Tk] (or with a head axis,
+            [B or 1, A or 1, Tq, Tk]), 1 = may attend; None = all.
+        attention_bias: float [B or 1, A, Tq, Tk] added to the scores (relative positions).
+        head_mask: float [A] or [B, A], multiplies each head's probabilities (0 = head off).
+        cache: float [B, 2, T_max, A, d] or None; cache_update_index: int scalar or None.
+        return_attention_scores: bool, also return the probabilities [B, A, Tq, Tk]
+            (after the head mask, before dropout).
         training: bool, dropout on or off.
+
+    Returns:
+        output [B, Tq, H], or `(output, scores)`, `(output, cache)` or
+        `(output, scores, cache)` when scores are asked for and/or a cache is given.
 
     Example:
         attention = MultiHeadAttention(num_heads=2, key_dim=64)
@@ -47,29 +65,34 @@ class MultiHeadAttention(keras.layers.Layer):
     """
 
     def __init__(self, num_heads: int, key_dim: int, dropout: float = 0.0,
+                 use_bias: bool = True, scale_queries: bool = True,
                  kernel_initializer="glorot_uniform", bias_initializer="zeros", **kwargs):
         super().__init__(**kwargs)
         self.num_heads = int(num_heads)
         self.key_dim = int(key_dim)
         self.dropout = float(dropout)
+        self.use_bias = bool(use_bias)
+        self.scale_queries = bool(scale_queries)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
 
     def _dense(self, equation, output_shape, bias_axes, name):
         clone = lambda init: init.__class__.from_config(init.get_config())  # noqa: E731
         return keras.layers.EinsumDense(
-            equation, output_shape=output_shape, bias_axes=bias_axes,
+            equation, output_shape=output_shape, bias_axes=bias_axes if self.use_bias else None,
             kernel_initializer=clone(self.kernel_initializer),
             bias_initializer=clone(self.bias_initializer), dtype=self.dtype_policy, name=name)
 
     def build(self, query_shape, value_shape=None, key_shape=None):
+        value_shape = query_shape if value_shape is None else value_shape
+        key_shape = value_shape if key_shape is None else key_shape
         heads, width = self.num_heads, self.key_dim
         self.query_dense = self._dense("abc,cde->abde", (None, heads, width), "de", "query")
         self.key_dense = self._dense("abc,cde->abde", (None, heads, width), "de", "key")
         self.value_dense = self._dense("abc,cde->abde", (None, heads, width), "de", "value")
         self.query_dense.build(query_shape)
-        for dense in (self.key_dense, self.value_dense):
-            dense.build(query_shape if value_shape is None else value_shape)
+        self.key_dense.build(key_shape)
+        self.value_dense.build(value_shape)
         self.output_dense = self._dense("abcd,cde->abe", (None, query_shape[-1]), "e",
                                         "attention_output")
         self.output_dense.build(tuple(query_shape[:-1]) + (heads, width))
@@ -78,43 +101,79 @@ class MultiHeadAttention(keras.layers.Layer):
         self.built = True
 
     def _project(self, dense, x, scale=None):
-        """[B, T, H_in] -> [B, A, T, d] with one 2-D matmul."""
+        """[B, T, H_in] -> [B, T, A, d] with one 2-D matmul."""
         kernel = ops.reshape(dense.kernel, (-1, self.num_heads * self.key_dim))
-        bias = ops.reshape(dense.bias, (self.num_heads * self.key_dim,))
+        bias = ops.reshape(dense.bias, (self.num_heads * self.key_dim,)) if self.use_bias else None
         if scale is not None:
-            kernel, bias = kernel * scale, bias * scale
+            kernel = kernel * scale
+            bias = None if bias is None else bias * scale
         batch, length = ops.shape(x)[0], ops.shape(x)[1]
-        y = ops.matmul(ops.reshape(x, (-1, ops.shape(x)[-1])), kernel) + bias
-        y = ops.reshape(y, (batch, length, self.num_heads, self.key_dim))
-        return ops.transpose(y, (0, 2, 1, 3))
+        y = ops.matmul(ops.reshape(x, (-1, ops.shape(x)[-1])), kernel)
+        if bias is not None:
+            y = y + bias
+        return ops.reshape(y, (batch, length, self.num_heads, self.key_dim))
 
-    def call(self, query, value, key=None, attention_mask=None, training=None):
-        if key is not None and key is not value:
-            raise ValueError("garden MultiHeadAttention takes the keys from `value`; "
-                             "a separate `key` tensor is not supported")
-        q = self._project(self.query_dense, query, scale=1.0 / math.sqrt(self.key_dim))
-        k = self._project(self.key_dense, value)
-        v = self._project(self.value_dense, value)
-        scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))  # [B, A, Tq, Tk]
+    def _keys_and_values(self, key, value, cache, cache_update_index):
+        """Projected keys and values [B, Tk, A, d] and the (updated) cache or None."""
+        if cache is None:
+            if cache_update_index is not None:
+                raise ValueError("MultiHeadAttention: `cache_update_index` was given without a "
+                                 "`cache`; pass the [B, 2, T_max, A, d] cache it indexes")
+            return self._project(self.key_dense, key), self._project(self.value_dense, value), None
+        if cache_update_index is None:  # read only: e.g. cross-attention over a fixed encoder
+            return cache[:, 0], cache[:, 1], cache
+        start = [0, cache_update_index, 0, 0]
+        new_keys = ops.cast(self._project(self.key_dense, key), cache.dtype)
+        new_values = ops.cast(self._project(self.value_dense, value), cache.dtype)
+        keys = ops.slice_update(cache[:, 0], start, new_keys)
+        values = ops.slice_update(cache[:, 1], start, new_values)
+        return keys, values, ops.stack((keys, values), axis=1)
+
+    def _probabilities(self, q, k, attention_mask, attention_bias, head_mask):
+        """q [B, A, Tq, d], k [B, A, Tk, d] -> softmax probabilities [B, A, Tq, Tk]."""
+        scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))
+        if attention_bias is not None:
+            scores = scores + ops.cast(attention_bias, scores.dtype)
         if attention_mask is not None:
-            mask = ops.expand_dims(ops.cast(attention_mask, "bool"), 1)  # [B, 1, Tq|1, Tk]
+            mask = ops.cast(attention_mask, "bool")
+            if len(mask.shape) == 3:
+                mask = ops.expand_dims(mask, 1)  # [B, 1, Tq|1, Tk]: the same for every head
             negative = -3e4 if keras.backend.standardize_dtype(scores.dtype) == "float16" else -1e9
             scores = ops.where(mask, scores, ops.cast(negative, scores.dtype))
-        probabilities = self.dropout_layer(ops.softmax(scores, axis=-1), training=training)
-        context = ops.transpose(ops.matmul(probabilities, v), (0, 2, 1, 3))  # [B, Tq, A, d]
+        probabilities = ops.softmax(scores, axis=-1)
+        if head_mask is not None:
+            # [A] or [B, A] -> [1 or B, A, 1, 1]: Hugging Face's head_mask, 0 silences a head.
+            head_mask = ops.reshape(ops.cast(head_mask, probabilities.dtype),
+                                    (-1, self.num_heads, 1, 1))
+            probabilities = probabilities * head_mask
+        return probabilities
+
+    def call(self, query, value, key=None, attention_mask=None, attention_bias=None,
+             head_mask=None, cache=None, cache_update_index=None,
+             return_attention_scores=False, training=None):
+        key = value if key is None else key
+        scale = 1.0 / math.sqrt(self.key_dim) if self.scale_queries else None
+        q = ops.transpose(self._project(self.query_dense, query, scale=scale), (0, 2, 1, 3))
+        k, v, cache = self._keys_and_values(key, value, cache, cache_update_index)
+        k, v = ops.transpose(k, (0, 2, 1, 3)), ops.transpose(v, (0, 2, 1, 3))  # [B, A, Tk, d]
+        probabilities = self._probabilities(q, k, attention_mask, attention_bias, head_mask)
+        dropped = self.dropout_layer(probabilities, training=training)
+        context = ops.transpose(ops.matmul(dropped, v), (0, 2, 1, 3))  # [B, Tq, A, d]
         batch, length = ops.shape(query)[0], ops.shape(query)[1]
         context = ops.reshape(context, (-1, self.num_heads * self.key_dim))
         kernel = ops.reshape(self.output_dense.kernel, (self.num_heads * self.key_dim, -1))
-        out = ops.matmul(context, kernel) + self.output_dense.bias
-        return ops.reshape(out, (batch, length, ops.shape(out)[-1]))
-
-    def compute_output_shape(self, query_shape, value_shape=None, key_shape=None,
-                             attention_mask_shape=None):
-        return query_shape
+        out = ops.matmul(context, kernel)
+        if self.use_bias:
+            out = out + self.output_dense.bias
+        out = ops.reshape(out, (batch, length, ops.shape(out)[-1]))
+        extras = ((probabilities,) if return_attention_scores else ()) + \
+            ((cache,) if cache is not None else ())
+        return (out,) + extras if extras else out
 
     def get_config(self):
         config = super().get_config()
         config.update(num_heads=self.num_heads, key_dim=self.key_dim, dropout=self.dropout,
+                      use_bias=self.use_bias, scale_queries=self.scale_queries,
                       kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
                       bias_initializer=keras.initializers.serialize(self.bias_initializer))
         return config

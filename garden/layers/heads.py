@@ -6,6 +6,7 @@ import keras
 from keras import ops
 import tensorflow as tf
 
+from garden.layers import activations
 from garden.layers.embeddings import truncated_normal
 
 
@@ -26,7 +27,8 @@ class MaskedLMHead(keras.layers.Layer):
 
     Args:
         token_embedding: keras.layers.ReversibleEmbedding, the word table [V, E].
-        activation: str or callable, activation of the transform (BERT: exact GELU).
+        activation: str or callable (garden.layers.activations.get), activation of the
+            transform (BERT: exact GELU "gelu"; "gelu_new" the tanh form).
         layer_norm_epsilon: float, LayerNorm epsilon (BERT: 1e-12).
         initializer_range: float, stddev of the transform kernel initializer.
         **kwargs: name, dtype, trainable.
@@ -46,7 +48,7 @@ class MaskedLMHead(keras.layers.Layer):
                  initializer_range: float = 0.02, **kwargs):
         super().__init__(**kwargs)
         self.token_embedding = token_embedding
-        self.activation = keras.activations.get(activation)
+        self.activation = activations.get(activation)
         self.layer_norm_epsilon = float(layer_norm_epsilon)
         self.initializer_range = float(initializer_range)
 

@@ -7,8 +7,10 @@ from typing import Optional
 import keras
 from keras import ops
 
+from garden.layers import activations
 from garden.layers.attention import MultiHeadAttention
 from garden.layers.embeddings import truncated_normal
+from garden.layers.masks import merge_masks, padding_mask_to_attention
 
 
 @keras.saving.register_keras_serializable(package="garden")
@@ -28,7 +30,8 @@ class TransformerEncoderBlock(keras.layers.Layer):
         intermediate_size: int, width of the feed-forward layer (BERT: 4 * hidden).
         dropout: float, dropout on the attention output and the feed-forward output.
         attention_dropout: float or None, dropout on attention probabilities; None = dropout.
-        activation: str or callable, feed-forward activation; "gelu" is the exact erf GELU.
+        activation: str or callable, feed-forward activation (garden.layers.activations.get):
+            "gelu" is the exact erf GELU, "gelu_new" / "gelu_tanh" the tanh approximation.
         layer_norm_epsilon: float, LayerNorm epsilon (BERT: 1e-12).
         initializer_range: float, stddev of the truncated normal kernel initializers.
         normalize_first: bool, pre-LN instead of post-LN.
@@ -46,6 +49,10 @@ class TransformerEncoderBlock(keras.layers.Layer):
         attention_mask: int or bool [B, T, T] (1 = may attend), combined with padding_mask.
         output_positions: int [B, P] or None; when given, only these rows are computed and
             the output is [B, P, H] (equal to those rows of the full output).
+        head_mask: float [A] or [B, A] or None, this layer's head mask (Hugging Face's
+            semantics: multiplies each head's attention probabilities; 0 turns a head off).
+        return_attention_scores: bool; True returns `(y, scores)` with the attention
+            probabilities [B, A, T (or P), T] after the head mask.
 
     Example:
         block = TransformerEncoderBlock(num_heads=2, intermediate_size=512)
@@ -72,7 +79,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
         self.intermediate_size = int(intermediate_size)
         self.dropout = float(dropout)
         self.attention_dropout = self.dropout if attention_dropout is None else float(attention_dropout)
-        self.activation = keras.activations.get(activation)
+        self.activation = activations.get(activation)
         self.layer_norm_epsilon = float(layer_norm_epsilon)
         self.initializer_range = float(initializer_range)
         self.normalize_first = bool(normalize_first)
@@ -137,20 +144,9 @@ class TransformerEncoderBlock(keras.layers.Layer):
             epsilon=self.layer_norm_epsilon, name="output_layer_norm", **common)
         self.output_layer_norm.build(inputs_shape)
 
-    def _mask(self, padding_mask, attention_mask):
-        mask = None
-        if padding_mask is not None:
-            # [B, S] -> [B, 1, S]: every query position ignores padded keys. Padded query rows
-            # still attend to the real keys, so they stay finite (nothing reads them).
-            mask = ops.expand_dims(ops.cast(padding_mask, "bool"), 1)
-        if attention_mask is not None:
-            attention_mask = ops.cast(attention_mask, "bool")
-            mask = attention_mask if mask is None else ops.logical_and(mask, attention_mask)
-        return mask
-
     def call(self, inputs, padding_mask=None, attention_mask=None, training=None,
-             output_positions=None):
-        mask = self._mask(padding_mask, attention_mask)
+             output_positions=None, head_mask=None, return_attention_scores=False):
+        mask = merge_masks(padding_mask_to_attention(padding_mask), attention_mask)
         keys = self.attention_layer_norm(inputs) if self.normalize_first else inputs
         query, residual = keys, inputs
         if output_positions is not None:
@@ -162,7 +158,10 @@ class TransformerEncoderBlock(keras.layers.Layer):
             residual = ops.take_along_axis(inputs, rows, axis=1)
             if mask is not None and attention_mask is not None:  # [B, T, S]: its query rows
                 mask = ops.take_along_axis(mask, rows, axis=1)
-        x = self.attention(query, keys, attention_mask=mask, training=training)
+        x = self.attention(query, keys, attention_mask=mask, head_mask=head_mask,
+                           return_attention_scores=return_attention_scores, training=training)
+        if return_attention_scores:
+            x, scores = x
         x = self.attention_dropout_layer(x, training=training)
         x = x + residual
         if not self.normalize_first:
@@ -177,13 +176,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
         x = x + residual
         if not self.normalize_first:
             x = self.output_layer_norm(x)
-        return x
-
-    def compute_output_shape(self, inputs_shape, padding_mask_shape=None, attention_mask_shape=None,
-                             output_positions_shape=None):
-        if output_positions_shape is not None:
-            return tuple(output_positions_shape) + (inputs_shape[-1],)
-        return inputs_shape
+        return (x, scores) if return_attention_scores else x
 
     def get_config(self):
         config = super().get_config()

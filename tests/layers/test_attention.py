@@ -71,3 +71,200 @@ def test_mixed_precision_runs_in_the_compute_dtype():
     y = layer(x, x, attention_mask=np.ones((2, 1, 5), bool))
     assert y.dtype == "bfloat16"
     assert all(w.dtype == "float32" for w in layer.weights)
+
+
+# ---- the decoding options: separate keys, no biases, scores, bias, head mask, cache ----
+
+def _random_weights(layer, seed=0):
+    rng = np.random.default_rng(seed)
+    for w in layer.weights:
+        w.assign(rng.normal(scale=0.3, size=w.shape).astype("float32"))
+
+
+def _built_pair(heads=4, width=4, query_shape=(2, 5, 16), value_shape=(2, 7, 12),
+                key_shape=(2, 7, 10), **options):
+    ours = MultiHeadAttention(num_heads=heads, key_dim=width, name="attention", **options)
+    theirs = keras.layers.MultiHeadAttention(num_heads=heads, key_dim=width, name="attention",
+                                             use_bias=options.get("use_bias", True))
+    ours.build(query_shape, value_shape, key_shape)
+    theirs.build(query_shape, value_shape, key_shape)
+    _random_weights(theirs)
+    ours.set_weights(theirs.get_weights())
+    return ours, theirs
+
+
+def _inputs(*shapes, seed=3):
+    rng = np.random.default_rng(seed)
+    return [rng.normal(size=s).astype("float32") for s in shapes]
+
+
+@pytest.mark.parametrize("use_bias", [True, False])
+def test_cross_attention_with_a_separate_key_equals_keras(use_bias):
+    ours, theirs = _built_pair(use_bias=use_bias)
+    assert [(w.path, tuple(w.shape)) for w in ours.weights] == \
+        [(w.path, tuple(w.shape)) for w in theirs.weights]
+    assert len(ours.weights) == (8 if use_bias else 4)
+    query, value, key = _inputs((2, 5, 16), (2, 7, 12), (2, 7, 10))
+    mask = np.ones((2, 5, 7), bool)
+    mask[0, :, 4:] = False
+    mask[1, 2, :3] = False
+    y_ours, s_ours = ours(query, value, key=key, attention_mask=mask,
+                          return_attention_scores=True)
+    y_theirs, s_theirs = theirs(query, value, key=key, attention_mask=mask,
+                                return_attention_scores=True)
+    assert y_ours.shape == (2, 5, 16) and s_ours.shape == (2, 4, 5, 7)
+    np.testing.assert_allclose(y_ours.numpy(), y_theirs.numpy(), atol=1e-5)
+    np.testing.assert_allclose(s_ours.numpy(), s_theirs.numpy(), atol=1e-6)
+    assert np.all(s_ours.numpy()[0, :, :, 4:] == 0)
+    # The key really is read from `key`: another key tensor changes the answer (a random
+    # one: a constant shift adds the same score to every key and softmax ignores it).
+    other = ours(query, value, key=key[:, ::-1], attention_mask=mask)
+    assert not np.allclose(other.numpy(), y_ours.numpy(), atol=1e-3)
+
+
+def test_unscaled_queries_equal_keras_with_the_query_kernel_times_sqrt_d():
+    width = 4
+    ours, theirs = _built_pair(width=width, scale_queries=False)
+    for w in theirs.query_dense.weights:
+        w.assign(w.numpy() * np.sqrt(width))
+    query, value, key = _inputs((2, 5, 16), (2, 7, 12), (2, 7, 10))
+    np.testing.assert_allclose(ours(query, value, key=key).numpy(),
+                               theirs(query, value, key=key).numpy(), atol=1e-4)
+
+
+def _numpy_attention(layer, query, value, bias=None, head_mask=None):
+    """The formula in the docstring, in NumPy, from the layer's weights."""
+    w = {v.path.split("/", 1)[1]: v.numpy() for v in layer.weights}
+    q = np.einsum("btc,cad->batd", query, w["query/kernel"]) + w["query/bias"][:, None]
+    k = np.einsum("btc,cad->batd", value, w["key/kernel"]) + w["key/bias"][:, None]
+    v = np.einsum("btc,cad->batd", value, w["value/kernel"]) + w["value/bias"][:, None]
+    scores = q @ k.transpose(0, 1, 3, 2) / np.sqrt(q.shape[-1]) + (0 if bias is None else bias)
+    p = np.exp(scores - scores.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    if head_mask is not None:
+        p = p * np.reshape(head_mask, (-1, p.shape[1], 1, 1))
+    context = p @ v
+    return np.einsum("batd,adh->bth", context, w["attention_output/kernel"]) + \
+        w["attention_output/bias"], p
+
+
+def test_attention_bias_and_batched_head_mask_follow_the_formula():
+    ours, _ = _built_pair(value_shape=(2, 7, 16), key_shape=(2, 7, 16))
+    query, value = _inputs((2, 5, 16), (2, 7, 16))
+    bias = np.random.default_rng(4).normal(scale=2.0, size=(1, 4, 5, 7)).astype("float32")
+    head_mask = np.array([[1, 0, 1, 0.5], [0, 1, 1, 1]], "float32")
+    y, scores = ours(query, value, attention_bias=bias, head_mask=head_mask,
+                     return_attention_scores=True)
+    y_np, p_np = _numpy_attention(ours, query, value, bias, head_mask)
+    np.testing.assert_allclose(scores.numpy(), p_np, atol=1e-5)
+    np.testing.assert_allclose(y.numpy(), y_np, atol=1e-4)
+    # A -1e9 bias is a mask.
+    blocked = np.where(np.tril(np.ones((5, 7), bool)), 0, -1e9).astype("float32")
+    np.testing.assert_allclose(
+        ours(query, value, attention_bias=blocked[None, None]).numpy(),
+        ours(query, value, attention_mask=np.tril(np.ones((1, 5, 7), bool))).numpy(), atol=1e-5)
+
+
+@pytest.mark.parametrize("head", [0, 2])
+def test_a_zero_head_mask_removes_exactly_that_heads_output(head):
+    ours, _ = _built_pair(value_shape=(2, 7, 16), key_shape=(2, 7, 16))
+    query, value = _inputs((2, 5, 16), (2, 7, 16))
+    head_mask = np.ones(4, "float32")
+    head_mask[head] = 0
+    masked, scores = ours(query, value, head_mask=head_mask, return_attention_scores=True)
+    assert np.all(scores.numpy()[:, head] == 0)
+    assert np.allclose(scores.numpy()[:, head - 1].sum(-1), 1)
+    # Without the mask but with that head's rows of the output projection zeroed.
+    kernel = ours.output_dense.kernel
+    saved = kernel.numpy()
+    removed = saved.copy()
+    removed[head] = 0
+    kernel.assign(removed)
+    try:
+        expected = ours(query, value).numpy()
+    finally:
+        kernel.assign(saved)
+    np.testing.assert_allclose(masked.numpy(), expected, atol=1e-5)
+    assert not np.allclose(masked.numpy(), ours(query, value).numpy(), atol=1e-3)
+
+
+def _causal(length):
+    return np.tril(np.ones((1, length, length), bool))
+
+
+def test_cached_decoding_step_by_step_equals_one_causal_pass():
+    from garden.layers.masks import causal_mask
+
+    heads, width, length = 4, 4, 6
+    ours, _ = _built_pair(heads=heads, width=width, value_shape=(2, length, 16),
+                          key_shape=(2, length, 16))
+    (x,) = _inputs((2, length, 16))
+    full, full_scores = ours(x, x, attention_mask=_causal(length), return_attention_scores=True)
+
+    @tf.function  # the index is a tensor, as in a compiled decode loop
+    def step(token, cache, index):
+        mask = causal_mask(1, length, offset=index)
+        return ours(token, token, attention_mask=mask, cache=cache, cache_update_index=index,
+                    return_attention_scores=True)
+
+    cache = tf.zeros((2, 2, length, heads, width))
+    # Prefill the first two positions at once, then one token at a time.
+    y0, s0, cache = ours(x[:, :2], x[:, :2], attention_mask=causal_mask(2, length), cache=cache,
+                         cache_update_index=0, return_attention_scores=True)
+    outputs, scores = [y0.numpy()], [s0.numpy()]
+    for i in range(2, length):
+        y, s, cache = step(x[:, i:i + 1], cache, tf.constant(i))
+        outputs.append(y.numpy())
+        scores.append(s.numpy())
+    assert cache.shape == (2, 2, length, heads, width)
+    np.testing.assert_allclose(np.concatenate(outputs, 1), full.numpy(), atol=1e-5)
+    np.testing.assert_allclose(np.concatenate(scores, 2), full_scores.numpy(), atol=1e-6)
+    # The cache holds the projected keys and values of every position.
+    keys = np.einsum("btc,cad->btad", x, ours.key_dense.kernel.numpy()) + \
+        ours.key_dense.bias.numpy()
+    np.testing.assert_allclose(cache.numpy()[:, 0], keys, atol=1e-5)
+
+
+def test_cached_decoding_equals_keras_hub_cached_attention():
+    keras_hub = pytest.importorskip("keras_hub")
+    from garden.layers.masks import causal_mask
+
+    heads, width, length = 2, 8, 5
+    ours = MultiHeadAttention(num_heads=heads, key_dim=width)
+    theirs = keras_hub.layers.CachedMultiHeadAttention(num_heads=heads, key_dim=width)
+    shape = (2, length, 16)
+    ours.build(shape, shape)
+    theirs.build(shape, shape)
+    _random_weights(theirs)
+    ours.set_weights(theirs.get_weights())
+    (x,) = _inputs(shape)
+    cache_ours = cache_theirs = tf.zeros((2, 2, length, heads, width))
+    for i in range(length):
+        mask = causal_mask(1, length, offset=i)
+        token = x[:, i:i + 1]
+        y_ours, cache_ours = ours(token, token, attention_mask=mask, cache=cache_ours,
+                                  cache_update_index=i)
+        y_theirs, cache_theirs = theirs(token, token, attention_mask=mask, cache=cache_theirs,
+                                        cache_update_index=i)
+        np.testing.assert_allclose(y_ours.numpy(), y_theirs.numpy(), atol=1e-5)
+        np.testing.assert_allclose(cache_ours.numpy(), cache_theirs.numpy(), atol=1e-5)
+
+
+def test_a_read_only_cache_is_used_as_the_keys_and_values():
+    ours, _ = _built_pair()
+    query, value, key = _inputs((2, 5, 16), (2, 7, 12), (2, 7, 10))
+    direct = ours(query, value, key=key)
+    cache = tf.stack([ours._project(ours.key_dense, key), ours._project(ours.value_dense, value)],
+                     axis=1)
+    # The inputs are ignored when the cache is read without an update index.
+    y, same_cache = ours(query, value * 0, key=key * 0, cache=cache)
+    np.testing.assert_allclose(y.numpy(), direct.numpy(), atol=1e-5)
+    assert same_cache is cache
+    with pytest.raises(ValueError, match="cache_update_index"):
+        ours(query, value, cache_update_index=0)
+
+
+def test_config_round_trip_keeps_the_options():
+    layer = MultiHeadAttention(num_heads=2, key_dim=8, use_bias=False, scale_queries=False)
+    clone = MultiHeadAttention.from_config(layer.get_config())
+    assert (clone.use_bias, clone.scale_queries) == (False, False)
