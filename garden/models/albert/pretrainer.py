@@ -13,10 +13,10 @@ from typing import Dict
 import keras
 import tensorflow as tf
 
+from garden.losses import masked_lm_metrics, sentence_metrics, with_total_loss
 from garden.layers.embeddings import truncated_normal
 from garden.layers.heads import MaskedLMHead
 from garden.models.albert.backbone import get_activation
-from garden.models.bert.pretrainer import bert_pretrain_loss
 
 
 @keras.saving.register_keras_serializable(package="garden")
@@ -101,13 +101,8 @@ def albert_pretrain_loss(outputs: Dict[str, tf.Tensor], masked_lm_ids, masked_lm
         dict of float32 scalars: loss (= mlm_loss + sop_loss), mlm_loss, sop_loss,
         mlm_accuracy (weighted by masked_lm_weights), sop_accuracy.
     """
-    metrics = bert_pretrain_loss(
-        {"mlm_logits": outputs["mlm_logits"], "nsp_logits": outputs["sop_logits"]},
-        masked_lm_ids, masked_lm_weights, sentence_order_labels, mlm_denominator=mlm_denominator)
-    return {
-        "loss": metrics["loss"],
-        "mlm_loss": metrics["mlm_loss"],
-        "sop_loss": metrics["nsp_loss"],
-        "mlm_accuracy": metrics["mlm_accuracy"],
-        "sop_accuracy": metrics["nsp_accuracy"],
-    }
+    return with_total_loss(
+        {**masked_lm_metrics(outputs["mlm_logits"], masked_lm_ids, masked_lm_weights,
+                             mlm_denominator),
+         **sentence_metrics(outputs["sop_logits"], sentence_order_labels, "sop")},
+        mlm=1.0, sop=1.0)

@@ -12,6 +12,7 @@ from typing import Dict
 import keras
 import tensorflow as tf
 
+from garden.losses import masked_lm_metrics, sentence_metrics, with_total_loss
 from garden.layers.embeddings import truncated_normal
 from garden.layers.heads import MaskedLMHead
 from garden.models.bert.backbone import BertBackbone
@@ -110,29 +111,8 @@ def bert_pretrain_loss(outputs: Dict[str, tf.Tensor], masked_lm_ids, masked_lm_w
         dict of float32 scalars: loss (= mlm_loss + nsp_loss), mlm_loss, nsp_loss,
         mlm_accuracy (weighted by masked_lm_weights), nsp_accuracy.
     """
-    mlm_logits = tf.cast(outputs["mlm_logits"], tf.float32)
-    nsp_logits = tf.cast(outputs["nsp_logits"], tf.float32)
-    vocab_size = tf.shape(mlm_logits)[-1]
-    ids = tf.reshape(tf.cast(masked_lm_ids, tf.int32), [-1])
-    weights = tf.reshape(tf.cast(masked_lm_weights, tf.float32), [-1])
-    logits = tf.reshape(mlm_logits, [-1, vocab_size])
-
-    nll = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ids, logits=logits)
-    weight_sum = tf.reduce_sum(weights)
-    denominator = weight_sum + 1e-5 if mlm_denominator is None else tf.cast(mlm_denominator, tf.float32)
-    mlm_loss = tf.reduce_sum(weights * nll) / denominator
-    mlm_correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), ids), tf.float32)
-    mlm_accuracy = tf.math.divide_no_nan(tf.reduce_sum(weights * mlm_correct), weight_sum)
-
-    labels = tf.reshape(tf.cast(next_sentence_labels, tf.int32), [-1])
-    nsp_loss = tf.reduce_mean(
-        tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=nsp_logits))
-    nsp_accuracy = tf.reduce_mean(tf.cast(
-        tf.equal(tf.argmax(nsp_logits, -1, output_type=tf.int32), labels), tf.float32))
-    return {
-        "loss": mlm_loss + nsp_loss,
-        "mlm_loss": mlm_loss,
-        "nsp_loss": nsp_loss,
-        "mlm_accuracy": mlm_accuracy,
-        "nsp_accuracy": nsp_accuracy,
-    }
+    return with_total_loss(
+        {**masked_lm_metrics(outputs["mlm_logits"], masked_lm_ids, masked_lm_weights,
+                             mlm_denominator),
+         **sentence_metrics(outputs["nsp_logits"], next_sentence_labels, "nsp")},
+        mlm=1.0, nsp=1.0)

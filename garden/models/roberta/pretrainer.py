@@ -13,6 +13,7 @@ from typing import Dict
 import keras
 import tensorflow as tf
 
+from garden.losses import masked_lm_metrics, with_total_loss
 from garden.layers.heads import MaskedLMHead
 
 
@@ -86,16 +87,5 @@ def roberta_pretrain_loss(outputs: Dict[str, tf.Tensor], masked_lm_ids, masked_l
     Returns:
         dict of float32 scalars: loss (= mlm_loss), mlm_loss, mlm_accuracy.
     """
-    mlm_logits = tf.cast(outputs["mlm_logits"], tf.float32)
-    vocab_size = tf.shape(mlm_logits)[-1]
-    ids = tf.reshape(tf.cast(masked_lm_ids, tf.int32), [-1])
-    weights = tf.reshape(tf.cast(masked_lm_weights, tf.float32), [-1])
-    logits = tf.reshape(mlm_logits, [-1, vocab_size])
-
-    nll = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ids, logits=logits)
-    weight_sum = tf.reduce_sum(weights)
-    denominator = weight_sum + 1e-5 if mlm_denominator is None else tf.cast(mlm_denominator, tf.float32)
-    mlm_loss = tf.reduce_sum(weights * nll) / denominator
-    correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), ids), tf.float32)
-    mlm_accuracy = tf.math.divide_no_nan(tf.reduce_sum(weights * correct), weight_sum)
-    return {"loss": mlm_loss, "mlm_loss": mlm_loss, "mlm_accuracy": mlm_accuracy}
+    return with_total_loss(masked_lm_metrics(outputs["mlm_logits"], masked_lm_ids,
+                                             masked_lm_weights, mlm_denominator), mlm=1.0)

@@ -24,6 +24,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from garden.losses import masked_lm_metrics, with_total_loss
 from garden.layers.embeddings import truncated_normal
 from garden.layers.heads import MaskedLMHead
 
@@ -202,22 +203,6 @@ class SpanBertPretrainer(keras.Model):
         return cls(**config)
 
 
-def _weighted_nll(logits, ids, weights, denominator):
-    """(sum(w * nll) / denominator, weighted accuracy) over [B, P] predictions."""
-    logits = tf.cast(logits, tf.float32)
-    vocab_size = tf.shape(logits)[-1]
-    logits = tf.reshape(logits, [-1, vocab_size])
-    ids = tf.reshape(tf.cast(ids, tf.int32), [-1])
-    weights = tf.reshape(tf.cast(weights, tf.float32), [-1])
-    nll = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ids, logits=logits)
-    weight_sum = tf.reduce_sum(weights)
-    denominator = weight_sum + 1e-5 if denominator is None else tf.cast(denominator, tf.float32)
-    loss = tf.reduce_sum(weights * nll) / denominator
-    correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), ids), tf.float32)
-    accuracy = tf.math.divide_no_nan(tf.reduce_sum(weights * correct), weight_sum)
-    return loss, accuracy
-
-
 def spanbert_pretrain_loss(outputs: Dict[str, tf.Tensor], masked_lm_ids, masked_lm_weights,
                            sbo_weights, sbo_loss_weight: float = 1.0,
                            mlm_denominator: Optional[tf.Tensor] = None,
@@ -241,14 +226,9 @@ def spanbert_pretrain_loss(outputs: Dict[str, tf.Tensor], masked_lm_ids, masked_
     Returns:
         dict of float32 scalars: loss, mlm_loss, sbo_loss, mlm_accuracy, sbo_accuracy.
     """
-    mlm_loss, mlm_accuracy = _weighted_nll(outputs["mlm_logits"], masked_lm_ids,
-                                           masked_lm_weights, mlm_denominator)
-    sbo_loss, sbo_accuracy = _weighted_nll(outputs["sbo_logits"], masked_lm_ids, sbo_weights,
-                                           sbo_denominator)
-    return {
-        "loss": mlm_loss + sbo_loss_weight * sbo_loss,
-        "mlm_loss": mlm_loss,
-        "sbo_loss": sbo_loss,
-        "mlm_accuracy": mlm_accuracy,
-        "sbo_accuracy": sbo_accuracy,
-    }
+    return with_total_loss(
+        {**masked_lm_metrics(outputs["mlm_logits"], masked_lm_ids, masked_lm_weights,
+                             mlm_denominator),
+         **masked_lm_metrics(outputs["sbo_logits"], masked_lm_ids, sbo_weights,
+                             sbo_denominator, prefix="sbo")},
+        mlm=1.0, sbo=sbo_loss_weight)
