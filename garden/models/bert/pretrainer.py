@@ -13,13 +13,13 @@ import keras
 import tensorflow as tf
 
 from garden.losses import masked_lm_metrics, sentence_metrics, with_total_loss
-from garden.layers.embeddings import truncated_normal
-from garden.layers.heads import MaskedLMHead
 from garden.models.bert.backbone import BertBackbone
+from garden.models.backbone import backbone_inputs
+from garden.models.pretrainer import Pretrainer, sentence_head, tied_masked_lm_head
 
 
 @keras.saving.register_keras_serializable(package="garden")
-class BertPretrainer(keras.Model):
+class BertPretrainer(Pretrainer):
     """A BERT backbone with the masked LM and next sentence heads of Devlin et al. (2019).
 
     Inputs (dict, int32): token_ids, segment_ids, padding_mask [B, T]; masked_lm_positions
@@ -40,31 +40,21 @@ class BertPretrainer(keras.Model):
 
     def __init__(self, backbone, **kwargs):
         # === Layers ===
-        dtype = backbone.dtype_policy
-        initializer_range = getattr(backbone, "initializer_range", 0.02)
-        masked_lm_head = MaskedLMHead(
-            backbone.token_embedding, activation="gelu",
-            layer_norm_epsilon=getattr(backbone, "layer_norm_epsilon", 1e-12),
-            initializer_range=initializer_range, dtype=dtype, name="masked_lm_head")
-        # float32 whatever the policy: the logits feed a softmax cross-entropy.
-        next_sentence_head = keras.layers.Dense(
-            2, kernel_initializer=truncated_normal(initializer_range), dtype="float32",
-            name="next_sentence_head")
+        masked_lm_head = tied_masked_lm_head(backbone)
+        next_sentence_head = sentence_head(backbone, "next_sentence_head")
 
         # === Functional graph ===
-        inputs = {
-            name: keras.Input(shape=(None,), dtype="int32", name=name)
-            for name in ("token_ids", "segment_ids", "padding_mask", "masked_lm_positions")
-        }
-        backbone_inputs = {k: inputs[k] for k in ("token_ids", "segment_ids", "padding_mask")}
+        inputs = backbone_inputs(
+            ("token_ids", "segment_ids", "padding_mask", "masked_lm_positions"))
+        encoder_inputs = {k: inputs[k] for k in ("token_ids", "segment_ids", "padding_mask")}
         if isinstance(backbone, BertBackbone):
             # The heads read [CLS] and the masked positions only: the last block computes
             # just those rows (BertBackbone.outputs_at). Same outputs, less work.
-            masked_rows, pooled_output = backbone.outputs_at(backbone_inputs,
+            masked_rows, pooled_output = backbone.outputs_at(encoder_inputs,
                                                              inputs["masked_lm_positions"])
             mlm_logits = masked_lm_head(masked_rows)
         else:
-            backbone_outputs = backbone(backbone_inputs)
+            backbone_outputs = backbone(encoder_inputs)
             mlm_logits = masked_lm_head(backbone_outputs["sequence_output"],
                                         inputs["masked_lm_positions"])
             pooled_output = backbone_outputs["pooled_output"]
@@ -76,16 +66,6 @@ class BertPretrainer(keras.Model):
         self.backbone = backbone
         self.masked_lm_head = masked_lm_head
         self.next_sentence_head = next_sentence_head
-
-    def get_config(self):
-        return {"name": self.name, "trainable": self.trainable,
-                "backbone": keras.layers.serialize(self.backbone)}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.layers.deserialize(config["backbone"])
-        return cls(**config)
 
 
 def bert_pretrain_loss(outputs: Dict[str, tf.Tensor], masked_lm_ids, masked_lm_weights,

@@ -31,8 +31,9 @@ import tensorflow as tf
 from garden.losses import (ELECTRA_EPSILON, masked_lm_metrics, weighted_sigmoid_cross_entropy,
                            with_total_loss)
 from garden.layers.embeddings import truncated_normal
-from garden.layers.heads import MaskedLMHead
 from garden.models.electra.backbone import ElectraBackbone
+from garden.models.backbone import backbone_inputs
+from garden.models.pretrainer import Pretrainer, tied_masked_lm_head
 
 _BACKBONE_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 
@@ -284,7 +285,7 @@ def _backbone_inputs():
 
 
 @keras.saving.register_keras_serializable(package="garden")
-class ElectraGenerator(keras.Model):
+class ElectraGenerator(Pretrainer):
     """The ELECTRA generator: a (small) ElectraBackbone with the MLM head tied to its word table.
 
     The head is HF's ElectraGeneratorPredictions + generator_lm_head and the original
@@ -306,11 +307,7 @@ class ElectraGenerator(keras.Model):
 
     def __init__(self, backbone, **kwargs):
         # === Layers ===
-        masked_lm_head = MaskedLMHead(
-            backbone.token_embedding, activation="gelu",
-            layer_norm_epsilon=backbone.layer_norm_epsilon,
-            initializer_range=backbone.initializer_range, dtype=backbone.dtype_policy,
-            name="masked_lm_head")
+        masked_lm_head = tied_masked_lm_head(backbone)
 
         # === Functional graph ===
         inputs = _backbone_inputs()
@@ -324,19 +321,9 @@ class ElectraGenerator(keras.Model):
         self.backbone = backbone
         self.masked_lm_head = masked_lm_head
 
-    def get_config(self):
-        return {"name": self.name, "trainable": self.trainable,
-                "backbone": keras.layers.serialize(self.backbone)}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.layers.deserialize(config["backbone"])
-        return cls(**config)
-
 
 @keras.saving.register_keras_serializable(package="garden")
-class ElectraDiscriminator(keras.Model):
+class ElectraDiscriminator(Pretrainer):
     """The ELECTRA discriminator: an ElectraBackbone with the replaced token detection head.
 
     Inputs (dict, int32 [B, T]): token_ids, segment_ids, padding_mask. Outputs (dict):
@@ -367,16 +354,6 @@ class ElectraDiscriminator(keras.Model):
         # === Config ===
         self.backbone = backbone
         self.discriminator_head = discriminator_head
-
-    def get_config(self):
-        return {"name": self.name, "trainable": self.trainable,
-                "backbone": keras.layers.serialize(self.backbone)}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.layers.deserialize(config["backbone"])
-        return cls(**config)
 
 
 # === The joint model ===

@@ -14,11 +14,12 @@ import keras
 import tensorflow as tf
 
 from garden.losses import masked_lm_metrics, with_total_loss
-from garden.layers.heads import MaskedLMHead
+from garden.models.backbone import backbone_inputs
+from garden.models.pretrainer import Pretrainer, tied_masked_lm_head
 
 
 @keras.saving.register_keras_serializable(package="garden")
-class RobertaPretrainer(keras.Model):
+class RobertaPretrainer(Pretrainer):
     """A RoBERTa backbone with the masked LM head of Liu et al. (2019); no NSP head.
 
     Inputs (dict, int32): token_ids, padding_mask [B, T]; masked_lm_positions [B, P].
@@ -38,17 +39,10 @@ class RobertaPretrainer(keras.Model):
 
     def __init__(self, backbone, **kwargs):
         # === Layers ===
-        masked_lm_head = MaskedLMHead(
-            backbone.token_embedding, activation="gelu",
-            layer_norm_epsilon=getattr(backbone, "layer_norm_epsilon", 1e-5),
-            initializer_range=getattr(backbone, "initializer_range", 0.02),
-            dtype=backbone.dtype_policy, name="masked_lm_head")
+        masked_lm_head = tied_masked_lm_head(backbone)
 
         # === Functional graph ===
-        inputs = {
-            name: keras.Input(shape=(None,), dtype="int32", name=name)
-            for name in ("token_ids", "padding_mask", "masked_lm_positions")
-        }
+        inputs = backbone_inputs(("token_ids", "padding_mask", "masked_lm_positions"))
         backbone_outputs = backbone({k: inputs[k] for k in ("token_ids", "padding_mask")})
         mlm_logits = masked_lm_head(backbone_outputs["sequence_output"],
                                     inputs["masked_lm_positions"])
@@ -57,16 +51,6 @@ class RobertaPretrainer(keras.Model):
         # === Config ===
         self.backbone = backbone
         self.masked_lm_head = masked_lm_head
-
-    def get_config(self):
-        return {"name": self.name, "trainable": self.trainable,
-                "backbone": keras.layers.serialize(self.backbone)}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.layers.deserialize(config["backbone"])
-        return cls(**config)
 
 
 def roberta_pretrain_loss(outputs: Dict[str, tf.Tensor], masked_lm_ids, masked_lm_weights,

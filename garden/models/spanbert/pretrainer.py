@@ -26,7 +26,8 @@ from keras import ops
 
 from garden.losses import masked_lm_metrics, with_total_loss
 from garden.layers.embeddings import truncated_normal
-from garden.layers.heads import MaskedLMHead
+from garden.models.backbone import backbone_inputs
+from garden.models.pretrainer import Pretrainer, tied_masked_lm_head
 
 # Inputs of the pretrainer beyond the backbone's: the MLM positions and the SBO targets, which
 # make_pretrain --objective=spanbert writes aligned with masked_lm_positions.
@@ -133,7 +134,7 @@ class SpanBoundaryHead(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="garden")
-class SpanBertPretrainer(keras.Model):
+class SpanBertPretrainer(Pretrainer):
     """A BERT backbone with SpanBERT's masked LM and span boundary heads (no NSP).
 
     Inputs (dict, int32): token_ids, segment_ids, padding_mask [B, T]; masked_lm_positions,
@@ -154,15 +155,15 @@ class SpanBertPretrainer(keras.Model):
         metrics = spanbert_pretrain_loss(outputs, masked_lm_ids, masked_lm_weights, sbo_weights)
     """
 
+    config_attributes = ("max_targets", "position_embedding_size")
+
     def __init__(self, backbone, max_targets: int = 15, position_embedding_size: int = 200,
                  **kwargs):
         # === Layers ===
         dtype = backbone.dtype_policy
         initializer_range = getattr(backbone, "initializer_range", 0.02)
         epsilon = getattr(backbone, "layer_norm_epsilon", 1e-12)
-        masked_lm_head = MaskedLMHead(
-            backbone.token_embedding, activation="gelu", layer_norm_epsilon=epsilon,
-            initializer_range=initializer_range, dtype=dtype, name="masked_lm_head")
+        masked_lm_head = tied_masked_lm_head(backbone)
         span_boundary_head = SpanBoundaryHead(
             backbone.token_embedding, max_targets=max_targets,
             position_embedding_size=position_embedding_size, activation="gelu",
@@ -170,11 +171,8 @@ class SpanBertPretrainer(keras.Model):
             name="span_boundary_head")
 
         # === Functional graph ===
-        inputs = {
-            name: keras.Input(shape=(None,), dtype="int32", name=name)
-            for name in ("token_ids", "segment_ids", "padding_mask", "masked_lm_positions")
-            + SBO_INPUTS
-        }
+        inputs = backbone_inputs(
+            ("token_ids", "segment_ids", "padding_mask", "masked_lm_positions") + SBO_INPUTS)
         sequence_output = backbone(
             {k: inputs[k] for k in ("token_ids", "segment_ids", "padding_mask")}
         )["sequence_output"]
@@ -189,18 +187,6 @@ class SpanBertPretrainer(keras.Model):
         self.span_boundary_head = span_boundary_head
         self.max_targets = int(max_targets)
         self.position_embedding_size = int(position_embedding_size)
-
-    def get_config(self):
-        return {"name": self.name, "trainable": self.trainable,
-                "backbone": keras.layers.serialize(self.backbone),
-                "max_targets": self.max_targets,
-                "position_embedding_size": self.position_embedding_size}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.layers.deserialize(config["backbone"])
-        return cls(**config)
 
 
 def spanbert_pretrain_loss(outputs: Dict[str, tf.Tensor], masked_lm_ids, masked_lm_weights,
