@@ -95,6 +95,9 @@ TF1_BERT_LAYER = LayerNames(
     "attention/output/dense", "attention/output/LayerNorm", "intermediate/dense",
     "output/dense", "output/LayerNorm", sep="/", kernel="kernel", gamma="gamma", beta="beta",
     transpose=False)
+HF_ALBERT_LAYER = LayerNames(
+    "attention.query", "attention.key", "attention.value", "attention.dense",
+    "attention.LayerNorm", "ffn", "ffn_output", "full_layer_layer_norm")
 HF_DISTILBERT_LAYER = LayerNames(
     "attention.q_lin", "attention.k_lin", "attention.v_lin", "attention.out_lin",
     "sa_layer_norm", "ffn.lin1", "ffn.lin2", "output_layer_norm")
@@ -124,9 +127,16 @@ def encoder_layer_names(names: LayerNames, source_prefix: str, garden_prefix: st
 
 
 def strip_prefix(weights, prefix: str) -> Dict[str, np.ndarray]:
-    """Drops `prefix` (e.g. "roberta.", the base model's scope in a *ForMaskedLM file)."""
-    return {(name[len(prefix):] if name.startswith(prefix) else name): np.asarray(value)
-            for name, value in weights.items()}
+    """Drops `prefix` (e.g. "roberta.", the base model's scope in a *ForMaskedLM file); a name
+    present both with and without it is an error (which copy would be meant?)."""
+    out: Dict[str, np.ndarray] = {}
+    for name, value in weights.items():
+        short = name[len(prefix):] if name.startswith(prefix) else name
+        if short in out:
+            raise ValueError(f"checkpoint has {short!r} both with and without the {prefix!r} "
+                             "prefix; keep one copy")
+        out[short] = np.asarray(value)
+    return out
 
 
 def check_tied(weights: Dict[str, np.ndarray], tied: Dict[str, str]):
