@@ -13,6 +13,7 @@ import inspect
 from typing import Dict, List, Sequence
 
 import keras
+import numpy as np
 from keras import ops
 
 from garden.layers.embeddings import truncated_normal
@@ -58,19 +59,22 @@ class Backbone(keras.Model):
         instance = super().__new__(cls, *args, **kwargs)
         # Recorded here, before the subclass's __init__ runs, so that the config is exactly what
         # the caller passed plus the signature's defaults: nothing to keep in sync by hand.
+        signature = inspect.signature(cls.__init__)
         try:
-            bound = inspect.signature(cls.__init__).bind(None, *args, **kwargs)
+            bound = signature.bind(None, *args, **kwargs)
         except TypeError:
             # Keras probes `cls.__new__(cls)` with no arguments when it makes the class
             # functional; a real call with bad arguments fails in __init__ with Python's message.
             return instance
         bound.apply_defaults()
         arguments = dict(bound.arguments)
-        arguments.pop(next(iter(inspect.signature(cls.__init__).parameters)))  # self
-        for name, param in inspect.signature(cls.__init__).parameters.items():
+        for name, param in list(signature.parameters.items())[1:]:  # [0] is self
             if param.kind is inspect.Parameter.VAR_KEYWORD:
                 arguments.update(arguments.pop(name, {}))
-        config = {k: v for k, v in arguments.items()
+        arguments.pop(next(iter(signature.parameters)))
+        # numpy scalars (e.g. read from a checkpoint's config) as Python numbers, so that
+        # get_config stays JSON-serializable.
+        config = {k: v.item() if isinstance(v, np.generic) else v for k, v in arguments.items()
                   if k not in cls.non_config_args and k not in ("name", "trainable")}
         object.__setattr__(instance, "_backbone_config", config)
         return instance

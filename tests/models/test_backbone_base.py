@@ -119,3 +119,12 @@ def test_attention_probs_and_head_mask_shapes():
                         ["attention_probs"])
     assert np.all(masked[1, :, 0] == 0.0)
     np.testing.assert_allclose(masked[0], probs[0], atol=1e-6)
+
+
+def test_numpy_config_values_are_stored_as_python_numbers():
+    import json
+
+    model = BertBackbone(**{k: np.int64(v) for k, v in SMALL.items()}, dropout=np.float32(0.0))
+    config = model.get_config()
+    assert type(config["hidden_size"]) is int and type(config["dropout"]) is float
+    json.dumps(config)  # what keras.saving writes
