@@ -124,7 +124,9 @@ def test_attention_probs_and_head_mask_shapes():
 def test_numpy_config_values_are_stored_as_python_numbers():
     import json
 
-    model = BertBackbone(**{k: np.int64(v) for k, v in SMALL.items()}, dropout=np.float32(0.0))
+    model = BertBackbone(**dict(SMALL, num_layers=np.int64(2)), dropout=np.float32(0.0),
+                         layer_norm_epsilon=np.float64(1e-12))
     config = model.get_config()
-    assert type(config["hidden_size"]) is int and type(config["dropout"]) is float
+    assert type(config["num_layers"]) is int and type(config["dropout"]) is float
+    assert model.num_layers == 2
     json.dumps(config)  # what keras.saving writes
