@@ -40,6 +40,8 @@ def _hugging_face_counts(**sizes) -> tuple:
 
 def _summary_counts(capsys, *args: str) -> tuple:
     """(backbone, total) parameter counts printed by garden.train --summary."""
+    # Fresh layer names: models built earlier in this process would suffix the model name.
+    keras.backend.clear_session()
     assert train_lib.main(["--summary", *args]) == 0
     out = capsys.readouterr().out
     keras.backend.clear_session()
