@@ -210,3 +210,18 @@ def hf_bert_encoder_names(num_layers: int, num_heads: int, prefix: str = "") -> 
         names.update(encoder_layer_names(HF_BERT_LAYER, f"{prefix}encoder.layer.{n}.",
                                          f"transformer_layer_{n}/", num_heads))
     return names
+
+
+def check_bert_style_config(config, family: str, activation_key: str = "hidden_act"):
+    """Refuses the Hugging Face config settings that garden's BERT-style encoders (BERT,
+    RoBERTa, ELECTRA, DistilBERT) cannot express: another activation than the exact (erf) GELU
+    ("gelu"), and relative or rotary position embeddings."""
+    activation = config.get(activation_key, "gelu")
+    if activation != "gelu":
+        raise ValueError(f"{activation_key}={activation!r} is not supported: the garden {family} "
+                         "encoder computes the exact (erf) GELU only ('gelu'); convert a "
+                         "checkpoint trained with it")
+    position_type = config.get("position_embedding_type", "absolute")
+    if position_type != "absolute":
+        raise ValueError(f"position_embedding_type={position_type!r} is not supported: the "
+                         f"garden {family} encoder has learned absolute positions")

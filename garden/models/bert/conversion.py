@@ -26,8 +26,8 @@ import numpy as np
 from garden.models.bert.backbone import BertBackbone
 from garden.models.bert.pretrainer import BertPretrainer
 from garden.models.conversion import (HF_BERT_LAYER, TF1_BERT_LAYER, NameTable, assign_weights,
-                                      check_tied, encoder_layer_names, hf_bert_encoder_names,
-                                      identity, linear_kernel)
+                                      check_bert_style_config, check_tied, encoder_layer_names,
+                                      hf_bert_encoder_names, identity, linear_kernel)
 
 
 # --- configs ----------------------------------------------------------------------------------
@@ -38,14 +38,7 @@ def backbone_kwargs_from_bert_config(config: Dict) -> Dict:
     Both use the names of the original bert_config.json; Hugging Face adds layer_norm_eps
     (TF1 hard-codes 1e-12). Settings the garden backbone cannot express raise ValueError.
     """
-    act = config.get("hidden_act", "gelu")
-    if act != "gelu":
-        raise ValueError(f"hidden_act={act!r}: the garden BertBackbone computes the exact GELU "
-                         "only ('gelu'); convert a checkpoint trained with it")
-    position_type = config.get("position_embedding_type", "absolute")
-    if position_type != "absolute":
-        raise ValueError(f"position_embedding_type={position_type!r} is not supported "
-                         "(the garden BertBackbone has learned absolute positions)")
+    check_bert_style_config(config, "BERT")
     missing = [k for k in ("vocab_size", "hidden_size", "num_hidden_layers",
                            "num_attention_heads", "intermediate_size") if k not in config]
     if missing:

@@ -14,7 +14,8 @@ import numpy as np
 from garden.models.distilbert.backbone import DistilBertBackbone
 from garden.models.distilbert.pretrainer import DistilBertPretrainer
 from garden.models.conversion import (HF_DISTILBERT_LAYER, NameTable, assign_weights,
-                                      check_tied, encoder_layer_names, identity, strip_prefix)
+                                      check_bert_style_config, check_tied, encoder_layer_names,
+                                      identity, strip_prefix)
 
 
 _BUFFERS = ("embeddings.position_ids",)
@@ -22,9 +23,7 @@ _BUFFERS = ("embeddings.position_ids",)
 
 def backbone_config_from_huggingface(config: Mapping) -> Dict:
     """DistilBertBackbone arguments from a Hugging Face DistilBertConfig dict (config.json)."""
-    if config.get("activation", "gelu") != "gelu":
-        raise ValueError(f"activation {config['activation']!r} is not supported: the garden "
-                         "encoder uses the exact (erf) GELU, HF 'gelu'")
+    check_bert_style_config(config, "DistilBERT", activation_key="activation")
     return dict(
         vocab_size=int(config["vocab_size"]),
         num_layers=int(config["n_layers"]),

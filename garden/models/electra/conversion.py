@@ -34,8 +34,9 @@ import numpy as np
 
 from garden.models.electra.backbone import ElectraBackbone
 from garden.models.electra.pretrainer import ElectraDiscriminator, ElectraGenerator
-from garden.models.conversion import (HF_BERT_LAYER, NameTable, assign_weights, check_tied,
-                                      hf_bert_encoder_names, identity)
+from garden.models.conversion import (HF_BERT_LAYER, NameTable, assign_weights,
+                                      check_bert_style_config, check_tied, hf_bert_encoder_names,
+                                      identity)
 
 # Buffers that some transformers versions save with the weights; they carry no parameters.
 _BUFFERS = (r"embeddings\.position_ids$", r"embeddings\.token_type_ids$")
@@ -43,12 +44,7 @@ _BUFFERS = (r"embeddings\.position_ids$", r"embeddings\.token_type_ids$")
 
 def backbone_config_from_huggingface(config: dict) -> dict:
     """ElectraBackbone arguments from a Hugging Face ElectraConfig dict (config.json)."""
-    if config.get("hidden_act", "gelu") != "gelu":
-        raise ValueError(f"hidden_act {config['hidden_act']!r} is not supported: the garden's "
-                         "ELECTRA uses the exact GELU ('gelu')")
-    if config.get("position_embedding_type", "absolute") != "absolute":
-        raise ValueError(f"position_embedding_type {config['position_embedding_type']!r} is not "
-                         "supported: only 'absolute' positions")
+    check_bert_style_config(config, "ELECTRA")
     hidden_size = int(config["hidden_size"])
     return dict(
         vocab_size=int(config["vocab_size"]),

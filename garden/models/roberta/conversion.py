@@ -13,8 +13,9 @@ from typing import Dict, Mapping, Optional
 import numpy as np
 
 # BERT's HF name table and torch -> Keras layouts, shared with the BERT converter.
-from garden.models.conversion import (HF_BERT_LAYER, NameTable, assign_weights, check_tied,
-                                      hf_bert_encoder_names, identity, strip_prefix)
+from garden.models.conversion import (HF_BERT_LAYER, NameTable, assign_weights,
+                                      check_bert_style_config, check_tied, hf_bert_encoder_names,
+                                      identity, strip_prefix)
 from garden.models.roberta.backbone import RobertaBackbone
 from garden.models.roberta.pretrainer import RobertaPretrainer
 
@@ -24,12 +25,7 @@ _BUFFERS = ("embeddings.position_ids", "embeddings.token_type_ids")
 
 def backbone_config_from_huggingface(config: Mapping) -> Dict:
     """RobertaBackbone arguments from a Hugging Face RobertaConfig dict (config.json)."""
-    if config.get("hidden_act", "gelu") != "gelu":
-        raise ValueError(f"hidden_act {config['hidden_act']!r} is not supported: the garden "
-                         "encoder uses the exact (erf) GELU, HF 'gelu'")
-    if config.get("position_embedding_type", "absolute") != "absolute":
-        raise ValueError(f"position_embedding_type {config['position_embedding_type']!r} is not "
-                         "supported; only 'absolute' (learned) positions")
+    check_bert_style_config(config, "RoBERTa")
     padding_idx = int(config.get("pad_token_id", 1))
     return dict(
         vocab_size=int(config["vocab_size"]),
