@@ -40,6 +40,8 @@ def _hugging_face_counts(**sizes) -> tuple:
 
 def _summary_counts(capsys, *args: str) -> tuple:
     """(backbone, total) parameter counts printed by garden.train --summary."""
+    # Fresh layer names: models built earlier in this process would suffix the model name.
+    keras.backend.clear_session()
     assert train_lib.main(["--summary", *args]) == 0
     out = capsys.readouterr().out
     keras.backend.clear_session()
@@ -78,3 +80,40 @@ def test_bert_base_summary_matches_hugging_face(capsys):
         intermediate_size=3072)
     assert (backbone, total) == (hf_backbone, hf_total)
     assert backbone == 109_482_240  # the "110M" of the paper
+
+
+def _summary_lines(capsys, config: str) -> str:
+    assert train_lib.main(["--summary", f"--config={config}"]) == 0
+    out = capsys.readouterr().out
+    keras.backend.clear_session()
+    return out
+
+
+def _printed(out: str, label: str) -> int:
+    match = re.search(rf"^{label} parameters: ([\d,]+) \(", out, re.MULTILINE)
+    assert match, out[-2000:]
+    return int(match.group(1).replace(",", ""))
+
+
+def _meta_count(model_cls, config) -> int:
+    with torch.device("meta"):
+        model = model_cls(config)
+    return sum(p.numel() for p in model.parameters())
+
+
+@pytest.mark.parametrize("config,hf_base,hf_config", [
+    # The backbones built through garden.models.factory (roberta_backbone / albert_backbone
+    # with the preset named in the config) have the published sizes.
+    ("configs/roberta_base.gin", "RobertaModel", dict(
+        vocab_size=50265, num_hidden_layers=12, hidden_size=768, num_attention_heads=12,
+        intermediate_size=3072, max_position_embeddings=514, type_vocab_size=1,
+        pad_token_id=1)),
+    ("configs/albert_base.gin", "AlbertModel", dict(
+        vocab_size=30000, embedding_size=128, num_hidden_layers=12, hidden_size=768,
+        num_attention_heads=12, intermediate_size=3072, max_position_embeddings=512)),
+])
+def test_factory_backbone_summaries_match_hugging_face(capsys, config, hf_base, hf_config):
+    out = _summary_lines(capsys, config)
+    model_cls = getattr(transformers, hf_base)
+    config_cls = getattr(transformers, hf_base.replace("Model", "Config"))
+    assert _printed(out, "Backbone") == _meta_count(model_cls, config_cls(**hf_config))

@@ -7,8 +7,10 @@ from typing import List
 
 import keras
 
-from garden.layers.embeddings import TransformerEmbeddings, truncated_normal
+from garden.layers.embeddings import TransformerEmbeddings
 from garden.layers.transformer_encoder import TransformerEncoderBlock
+from garden.models.backbone import (Backbone, backbone_inputs, optional_outputs,
+                                     pooler_dense, run_encoder)
 
 # What `share` may say, and which parts of a Transformer block every layer then has in common.
 SHARING_MODES = ("all", "attention", "ffn", "none")
@@ -33,7 +35,7 @@ def get_activation(name):
 
 
 @keras.saving.register_keras_serializable(package="garden")
-class AlbertBackbone(keras.Model):
+class AlbertBackbone(Backbone):
     """ALBERT (Lan et al., 2020, "ALBERT: A Lite BERT for Self-supervised Learning of Language
     Representations", arXiv:1909.11942) as a Keras functional model.
 
@@ -47,7 +49,7 @@ class AlbertBackbone(keras.Model):
 
     Inputs (dict, int32 [B, T]): token_ids, segment_ids, padding_mask (1 = real token).
     Outputs (dict): sequence_output [B, T, H]; pooled_output [B, H] = tanh(dense(h[:, 0])).
-    The constructor arguments are the config; `get_config()` returns them.
+    The constructor arguments are the config (garden.models.backbone.Backbone records them).
 
     Args:
         vocab_size: int, SentencePiece vocabulary size (released models: 30000).
@@ -68,12 +70,16 @@ class AlbertBackbone(keras.Model):
         activation: str, feed-forward activation; "gelu_new" = tanh-approximate GELU (v2),
             "gelu" = exact erf GELU.
         dtype: None, str or keras.DTypePolicy for every layer (e.g. "mixed_bfloat16").
+        output_hidden_states, output_attentions, use_head_mask: bool, the optional outputs
+            and head mask input of garden.models.backbone.Backbone (off: the plain graph).
 
     Example:
         backbone = AlbertBackbone(vocab_size=1000, num_layers=4, hidden_size=128, num_heads=2, intermediate_size=512)
         ids = np.ones((2, 16), "int32")
         out = backbone({"token_ids": ids, "segment_ids": 0 * ids, "padding_mask": ids})
     """
+
+    presets_module = "garden.models.albert.presets"
 
     def __init__(
         self,
@@ -92,6 +98,9 @@ class AlbertBackbone(keras.Model):
         layer_norm_epsilon: float = 1e-12,
         activation: str = "gelu_new",
         dtype=None,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+        use_head_mask: bool = False,
         **kwargs,
     ):
         if share not in SHARING_MODES:
@@ -113,90 +122,30 @@ class AlbertBackbone(keras.Model):
             intermediate_size=intermediate_size, dropout=dropout,
             activation=get_activation(activation), layer_norm_epsilon=layer_norm_epsilon,
             initializer_range=initializer_range, dtype=dtype)
-        pooler = keras.layers.Dense(
-            hidden_size, activation="tanh", kernel_initializer=truncated_normal(initializer_range),
-            dtype=dtype, name="pooler_dense")
+        pooler = pooler_dense(hidden_size, initializer_range, dtype)
 
         # === Functional graph ===
-        token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
-        segment_ids = keras.Input(shape=(None,), dtype="int32", name="segment_ids")
-        padding_mask = keras.Input(shape=(None,), dtype="int32", name="padding_mask")
-        x = embeddings(token_ids, segment_ids)
+        inputs = backbone_inputs(("token_ids", "segment_ids", "padding_mask"), use_head_mask,
+                                 num_layers, num_heads)
+        x = embeddings(inputs["token_ids"], inputs["segment_ids"])
         layers_per_group = num_layers // len(encoder_blocks) if share == "all" else 1
-        for i in range(num_layers):
-            x = encoder_blocks[i // layers_per_group](x, padding_mask=padding_mask)
-        sequence_output = x
-        pooled_output = pooler(x[:, 0, :])
-        super().__init__(
-            inputs={"token_ids": token_ids, "segment_ids": segment_ids,
-                    "padding_mask": padding_mask},
-            outputs={"sequence_output": sequence_output, "pooled_output": pooled_output},
-            **kwargs)
+        layer_blocks = [encoder_blocks[i // layers_per_group] for i in range(num_layers)]
+        x, extras = run_encoder(x, layer_blocks, inputs["padding_mask"], inputs.get("head_mask"),
+                                **optional_outputs(output_hidden_states, output_attentions,
+                                                   use_head_mask))
+        outputs = {"sequence_output": x, "pooled_output": pooler(x[:, 0, :]), **extras}
+        super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
 
-        # === Config ===
+        # === Config === (recorded by Backbone from the arguments above)
         self.embeddings = embeddings
         self.encoder_blocks = encoder_blocks
         self.pooler = pooler
-        self.vocab_size = int(vocab_size)
-        self.num_layers = int(num_layers)
-        self.hidden_size = int(hidden_size)
-        self.num_heads = int(num_heads)
-        self.intermediate_size = int(intermediate_size)
-        self.embedding_size = int(embedding_size)
-        self.max_sequence_length = int(max_sequence_length)
-        self.type_vocab_size = int(type_vocab_size)
-        self.num_groups = int(num_groups)
-        self.share = share
-        self.dropout = float(dropout)
-        self.initializer_range = float(initializer_range)
-        self.layer_norm_epsilon = float(layer_norm_epsilon)
-        self.activation = activation
-        # A functional Model ignores a dtype argument; set it so heads built on top can follow.
-        self._dtype_arg = dtype
-        if dtype is not None:
-            self.dtype_policy = keras.dtype_policies.get(dtype)
-
-    @property
-    def token_embedding(self) -> keras.layers.ReversibleEmbedding:
-        """The E-wide word table layer; the MLM head projects onto its (tied) weights."""
-        return self.embeddings.token_embedding
 
     def block_for_layer(self, index: int) -> TransformerEncoderBlock:
         """The block that layer `index` (0-based, < num_layers) runs."""
         if self.share == "all":
             return self.encoder_blocks[index // (self.num_layers // self.num_groups)]
         return self.encoder_blocks[index]
-
-    def get_config(self):
-        dtype = self._dtype_arg
-        if isinstance(dtype, keras.DTypePolicy):
-            dtype = keras.dtype_policies.serialize(dtype)
-        return {
-            "name": self.name,
-            "trainable": self.trainable,
-            "vocab_size": self.vocab_size,
-            "num_layers": self.num_layers,
-            "hidden_size": self.hidden_size,
-            "num_heads": self.num_heads,
-            "intermediate_size": self.intermediate_size,
-            "embedding_size": self.embedding_size,
-            "max_sequence_length": self.max_sequence_length,
-            "type_vocab_size": self.type_vocab_size,
-            "num_groups": self.num_groups,
-            "share": self.share,
-            "dropout": self.dropout,
-            "initializer_range": self.initializer_range,
-            "layer_norm_epsilon": self.layer_norm_epsilon,
-            "activation": self.activation,
-            "dtype": dtype,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        if isinstance(config.get("dtype"), dict):
-            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
-        return cls(**config)
 
 
 def _encoder_blocks(num_layers: int, num_groups: int, share: str,

@@ -17,12 +17,14 @@ MultiHeadAttention projections are [H, heads, head_dim] (query/key/value) and
 from __future__ import annotations
 
 import re
-from typing import Callable, Dict, Mapping
+from typing import Dict, Mapping
 
 import numpy as np
 
 from garden.models.albert.backbone import AlbertBackbone
 from garden.models.albert.pretrainer import AlbertPretrainer
+from garden.models.conversion import (HF_ALBERT_LAYER, NameTable, assign_weights, check_tied,
+                                      encoder_layer_names, identity, strip_prefix)
 
 # Hugging Face hidden_act -> our activation name ("gelu" is the exact erf form in both).
 _ACTIVATIONS = {"gelu_new": "gelu_new", "gelu_pytorch_tanh": "gelu_new", "gelu": "gelu",
@@ -76,98 +78,45 @@ def from_huggingface(config: Mapping, weights: Mapping[str, np.ndarray]) -> Dict
         ValueError: unsupported config, a weight of the wrong shape, checkpoint names that were
             not used, or weights of our model that the checkpoint does not provide.
     """
-    names = {}
-    for name, value in weights.items():
-        short = name[len("albert."):] if name.startswith("albert.") else name
-        if short in names:
-            raise ValueError(f"checkpoint has {short!r} both with and without the 'albert.' prefix")
-        names[short] = np.asarray(value)
-    unused = set(names) - set(_IGNORED)
-
+    names = strip_prefix(weights, "albert.")
     backbone = AlbertBackbone(**backbone_config_from_huggingface(config))
     has_heads = any(n.startswith(("predictions.", "sop_classifier.")) for n in names)
     pretrainer = AlbertPretrainer(backbone) if has_heads else None
-    model = pretrainer if pretrainer is not None else backbone
-    variables = {v.path: v for v in model.weights}
-    filled, missing = set(), []
-
-    def put(ours: str, theirs: str, transform: Callable = lambda x: x):
-        if theirs not in names:
-            missing.append(theirs)
-            return
-        variable = variables[ours]
-        value = transform(names[theirs]).astype(np.float32)
-        if tuple(value.shape) != tuple(variable.shape):
-            raise ValueError(f"{theirs}: shape {names[theirs].shape} does not fit {ours} "
-                             f"{tuple(variable.shape)} (config says otherwise?)")
-        variable.assign(value)
-        unused.discard(theirs)
-        filled.add(ours)
-
-    heads, head_dim = backbone.num_heads, backbone.hidden_size // backbone.num_heads
-    t = lambda w: w.T
-    to_heads = lambda w: w.T.reshape(-1, heads, head_dim)           # [H, H] -> [H, A, d]
-    bias_to_heads = lambda b: b.reshape(heads, head_dim)
-    from_heads = lambda w: w.T.reshape(heads, head_dim, -1)         # [H, H] -> [A, d, H]
-
-    put("embeddings/token_embedding/embeddings", "embeddings.word_embeddings.weight")
-    put("embeddings/position_embedding/embeddings", "embeddings.position_embeddings.weight")
-    put("embeddings/segment_embedding/embeddings", "embeddings.token_type_embeddings.weight")
-    put("embeddings/layer_norm/gamma", "embeddings.LayerNorm.weight")
-    put("embeddings/layer_norm/beta", "embeddings.LayerNorm.bias")
-    put("embeddings/projection/kernel", "encoder.embedding_hidden_mapping_in.weight", t)
-    put("embeddings/projection/bias", "encoder.embedding_hidden_mapping_in.bias")
-    for g, block in enumerate(backbone.encoder_blocks):
-        src, dst = f"encoder.albert_layer_groups.{g}.albert_layers.0.", f"{block.name}/"
-        for part in ("query", "key", "value"):
-            put(dst + f"attention/{part}/kernel", src + f"attention.{part}.weight", to_heads)
-            put(dst + f"attention/{part}/bias", src + f"attention.{part}.bias", bias_to_heads)
-        put(dst + "attention/attention_output/kernel", src + "attention.dense.weight", from_heads)
-        put(dst + "attention/attention_output/bias", src + "attention.dense.bias")
-        put(dst + "attention_layer_norm/gamma", src + "attention.LayerNorm.weight")
-        put(dst + "attention_layer_norm/beta", src + "attention.LayerNorm.bias")
-        put(dst + "intermediate_dense/kernel", src + "ffn.weight", t)
-        put(dst + "intermediate_dense/bias", src + "ffn.bias")
-        put(dst + "output_dense/kernel", src + "ffn_output.weight", t)
-        put(dst + "output_dense/bias", src + "ffn_output.bias")
-        put(dst + "output_layer_norm/gamma", src + "full_layer_layer_norm.weight")
-        put(dst + "output_layer_norm/beta", src + "full_layer_layer_norm.bias")
-    put("pooler_dense/kernel", "pooler.weight", t)
-    put("pooler_dense/bias", "pooler.bias")
-
-    if pretrainer is not None:
-        put("masked_lm_head/transform_dense/kernel", "predictions.dense.weight", t)
-        put("masked_lm_head/transform_dense/bias", "predictions.dense.bias")
-        put("masked_lm_head/layer_norm/gamma", "predictions.LayerNorm.weight")
-        put("masked_lm_head/layer_norm/beta", "predictions.LayerNorm.bias")
-        put("masked_lm_head/output_bias", "predictions.bias")
-        put("sentence_order_head/kernel", "sop_classifier.classifier.weight", t)
-        put("sentence_order_head/bias", "sop_classifier.classifier.bias")
-        # The decoder is tied in Hugging Face too; a checkpoint may repeat it. Our model has one
-        # table and one bias, so a copy that differs cannot be represented.
-        _check_tied(names, unused, "predictions.decoder.weight", "embeddings.word_embeddings.weight")
-        _check_tied(names, unused, "predictions.decoder.bias", "predictions.bias")
-
-    problems = []
-    if missing:
-        problems.append(f"missing from the checkpoint: {sorted(missing)}")
-    if unused:
-        problems.append(f"unexpected in the checkpoint (not ALBERT weights we know): "
-                        f"{sorted(unused)}")
-    not_filled = sorted(set(variables) - filled)
-    if not_filled and not missing:
-        problems.append(f"weights of our model left unset: {not_filled}")
-    if problems:
-        raise ValueError("cannot convert this Hugging Face ALBERT checkpoint: " + "; ".join(problems))
+    # The decoder is tied in Hugging Face too; a checkpoint may repeat it. Our model has one
+    # table and one bias, so a copy that differs cannot be represented.
+    tied = {"predictions.decoder.weight": "embeddings.word_embeddings.weight",
+            "predictions.decoder.bias": "predictions.bias"}
+    check_tied(names, tied)
+    assign_weights(pretrainer or backbone, names, _hf_names(backbone, has_heads),
+                   source="Hugging Face ALBERT", ignored=set(_IGNORED) | set(tied))
     return {"backbone": backbone, "pretrainer": pretrainer}
 
 
-def _check_tied(names: Dict[str, np.ndarray], unused: set, copy: str, original: str) -> None:
-    if copy not in names:
-        return
-    if original in names and not np.array_equal(names[copy], names[original]):
-        raise ValueError(f"{copy} differs from {original}: this model ties them (one variable)")
-    unused.discard(copy)
+def _hf_names(backbone: AlbertBackbone, has_heads: bool) -> NameTable:
+    """Hugging Face ALBERT name -> (our path, transform): one entry per distinct block (layer
+    group g is our block g), the factorized embedding projection, pooler and heads."""
+    L = HF_ALBERT_LAYER
+    names: NameTable = {
+        "embeddings.word_embeddings.weight": ("embeddings/token_embedding/embeddings", identity),
+        "embeddings.position_embeddings.weight": ("embeddings/position_embedding/embeddings",
+                                                  identity),
+        "embeddings.token_type_embeddings.weight": ("embeddings/segment_embedding/embeddings",
+                                                    identity),
+        **L.layer_norm("embeddings.LayerNorm", "embeddings/layer_norm"),
+        **L.dense("encoder.embedding_hidden_mapping_in", "embeddings/projection"),
+        **L.dense("pooler", "pooler_dense"),
+    }
+    for g, block in enumerate(backbone.encoder_blocks):
+        names.update(encoder_layer_names(L, f"encoder.albert_layer_groups.{g}.albert_layers.0.",
+                                         f"{block.name}/", backbone.num_heads))
+    if has_heads:
+        names.update({
+            **L.dense("predictions.dense", "masked_lm_head/transform_dense"),
+            **L.layer_norm("predictions.LayerNorm", "masked_lm_head/layer_norm"),
+            "predictions.bias": ("masked_lm_head/output_bias", identity),
+            **L.dense("sop_classifier.classifier", "sentence_order_head"),
+        })
+    return names
 
 
 # --- original Google ALBERT (TF1, name-based checkpoints) -------------------------------------

@@ -40,6 +40,4 @@ def albert_backbone_from_preset(name: str, **overrides) -> AlbertBackbone:
 
     Example: albert_backbone_from_preset("albert_base", vocab_size=1000, num_layers=2)
     """
-    if name not in PRESETS:
-        raise ValueError(f"unknown ALBERT preset {name!r}; choose one of {sorted(PRESETS)}")
-    return AlbertBackbone(**{**PRESETS[name], **overrides})
+    return AlbertBackbone.from_preset(name, **overrides)

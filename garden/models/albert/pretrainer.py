@@ -13,14 +13,14 @@ from typing import Dict
 import keras
 import tensorflow as tf
 
-from garden.layers.embeddings import truncated_normal
-from garden.layers.heads import MaskedLMHead
+from garden.losses import masked_lm_metrics, sentence_metrics, with_total_loss
 from garden.models.albert.backbone import get_activation
-from garden.models.bert.pretrainer import bert_pretrain_loss
+from garden.models.backbone import backbone_inputs
+from garden.models.pretrainer import Pretrainer, sentence_head, tied_masked_lm_head
 
 
 @keras.saving.register_keras_serializable(package="garden")
-class AlbertPretrainer(keras.Model):
+class AlbertPretrainer(Pretrainer):
     """An ALBERT backbone with the masked LM and sentence order heads of Lan et al. (2020,
     "ALBERT: A Lite BERT for Self-supervised Learning of Language Representations", section 3.1).
 
@@ -42,21 +42,12 @@ class AlbertPretrainer(keras.Model):
 
     def __init__(self, backbone, **kwargs):
         # === Layers ===
-        dtype = backbone.dtype_policy
-        masked_lm_head = MaskedLMHead(
-            backbone.token_embedding, activation=get_activation(backbone.activation),
-            layer_norm_epsilon=backbone.layer_norm_epsilon,
-            initializer_range=backbone.initializer_range, dtype=dtype, name="masked_lm_head")
-        # float32 whatever the policy: the logits feed a softmax cross-entropy.
-        sentence_order_head = keras.layers.Dense(
-            2, kernel_initializer=truncated_normal(backbone.initializer_range), dtype="float32",
-            name="sentence_order_head")
+        masked_lm_head = tied_masked_lm_head(backbone, get_activation(backbone.activation))
+        sentence_order_head = sentence_head(backbone, "sentence_order_head")
 
         # === Functional graph ===
-        inputs = {
-            name: keras.Input(shape=(None,), dtype="int32", name=name)
-            for name in ("token_ids", "segment_ids", "padding_mask", "masked_lm_positions")
-        }
+        inputs = backbone_inputs(
+            ("token_ids", "segment_ids", "padding_mask", "masked_lm_positions"))
         backbone_outputs = backbone(
             {k: inputs[k] for k in ("token_ids", "segment_ids", "padding_mask")})
         mlm_logits = masked_lm_head(backbone_outputs["sequence_output"],
@@ -69,16 +60,6 @@ class AlbertPretrainer(keras.Model):
         self.backbone = backbone
         self.masked_lm_head = masked_lm_head
         self.sentence_order_head = sentence_order_head
-
-    def get_config(self):
-        return {"name": self.name, "trainable": self.trainable,
-                "backbone": keras.layers.serialize(self.backbone)}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.layers.deserialize(config["backbone"])
-        return cls(**config)
 
 
 def albert_pretrain_loss(outputs: Dict[str, tf.Tensor], masked_lm_ids, masked_lm_weights,
@@ -101,13 +82,8 @@ def albert_pretrain_loss(outputs: Dict[str, tf.Tensor], masked_lm_ids, masked_lm
         dict of float32 scalars: loss (= mlm_loss + sop_loss), mlm_loss, sop_loss,
         mlm_accuracy (weighted by masked_lm_weights), sop_accuracy.
     """
-    metrics = bert_pretrain_loss(
-        {"mlm_logits": outputs["mlm_logits"], "nsp_logits": outputs["sop_logits"]},
-        masked_lm_ids, masked_lm_weights, sentence_order_labels, mlm_denominator=mlm_denominator)
-    return {
-        "loss": metrics["loss"],
-        "mlm_loss": metrics["mlm_loss"],
-        "sop_loss": metrics["nsp_loss"],
-        "mlm_accuracy": metrics["mlm_accuracy"],
-        "sop_accuracy": metrics["nsp_accuracy"],
-    }
+    return with_total_loss(
+        {**masked_lm_metrics(outputs["mlm_logits"], masked_lm_ids, masked_lm_weights,
+                             mlm_denominator),
+         **sentence_metrics(outputs["sop_logits"], sentence_order_labels, "sop")},
+        mlm=1.0, sop=1.0)

@@ -4,15 +4,12 @@ Each converter takes the source's config and a flat dict of named numpy arrays a
 `{"backbone": BertBackbone, "pretrainer": BertPretrainer or None}`. The pretrainer is built only
 when the checkpoint holds both pretraining heads (masked LM and next sentence).
 
-The mapping of every source is a table of (source name, garden weight path, transform). All
-three go through `_assemble`, which refuses a partial load: every garden weight must receive
-exactly one source array of the right shape, and every source array must be used (or be a
-known non-weight: optimizer slots, step counters, buffers), else ValueError naming them.
+The mapping of every source is a name table {source name: (garden weight path, transform)}
+built from garden.models.conversion's shared pieces (the encoder layer's table, the layout
+transforms). All three go through `_assemble` -> garden.models.conversion.assign_weights, which
+refuses a partial load and names every missing, unexpected or misshapen weight.
 
-Layout differences handled here (checked numerically in tests/test_convert_bert.py):
-- torch Linear stores [out, in]; Keras Dense and TF1 `tf.layers.dense` store [in, out].
-- Keras MultiHeadAttention keeps q/k/v kernels as [H, heads, head_dim] and the output kernel
-  as [heads, head_dim, H]; every source stores them flat as [H, H].
+Layout differences beyond garden.models.conversion's (checked in tests/test_convert_bert.py):
 - TF1 `cls/seq_relationship/output_weights` is [2, H] ([out, in], used with transpose_b).
 - Hugging Face "gelu" and our backbone are the exact erf GELU. The original TF1 code used the
   tanh approximation under the same config name; Hugging Face imports those checkpoints as
@@ -22,44 +19,15 @@ Layout differences handled here (checked numerically in tests/test_convert_bert.
 from __future__ import annotations
 
 import re
-from typing import Callable, Dict, Iterable, List, Tuple
+from typing import Dict, Iterable, Tuple
 
 import numpy as np
 
 from garden.models.bert.backbone import BertBackbone
 from garden.models.bert.pretrainer import BertPretrainer
-
-Transform = Callable[[np.ndarray], np.ndarray]
-# (source name, garden weight path, transform)
-Mapping = List[Tuple[str, str, Transform]]
-
-
-def _identity(x: np.ndarray) -> np.ndarray:
-    return x
-
-
-def _transpose(x: np.ndarray) -> np.ndarray:
-    return x.T
-
-
-def _qkv_kernel(num_heads: int, transpose: bool) -> Transform:
-    """A flat projection ([out, in] or [in, out]) -> [H, heads, head_dim]."""
-    def f(x):
-        x = x.T if transpose else x
-        return x.reshape(x.shape[0], num_heads, -1)
-    return f
-
-
-def _qkv_bias(num_heads: int) -> Transform:
-    return lambda x: x.reshape(num_heads, -1)
-
-
-def _attention_output_kernel(num_heads: int, transpose: bool) -> Transform:
-    """A flat output projection -> [heads, head_dim, H]."""
-    def f(x):
-        x = x.T if transpose else x
-        return x.reshape(num_heads, -1, x.shape[-1])
-    return f
+from garden.models.conversion import (HF_BERT_LAYER, TF1_BERT_LAYER, NameTable, assign_weights,
+                                      check_bert_style_config, check_tied, encoder_layer_names,
+                                      hf_bert_encoder_names, identity, linear_kernel)
 
 
 # --- configs ----------------------------------------------------------------------------------
@@ -70,14 +38,7 @@ def backbone_kwargs_from_bert_config(config: Dict) -> Dict:
     Both use the names of the original bert_config.json; Hugging Face adds layer_norm_eps
     (TF1 hard-codes 1e-12). Settings the garden backbone cannot express raise ValueError.
     """
-    act = config.get("hidden_act", "gelu")
-    if act != "gelu":
-        raise ValueError(f"hidden_act={act!r}: the garden BertBackbone computes the exact GELU "
-                         "only ('gelu'); convert a checkpoint trained with it")
-    position_type = config.get("position_embedding_type", "absolute")
-    if position_type != "absolute":
-        raise ValueError(f"position_embedding_type={position_type!r} is not supported "
-                         "(the garden BertBackbone has learned absolute positions)")
+    check_bert_style_config(config, "BERT")
     missing = [k for k in ("vocab_size", "hidden_size", "num_hidden_layers",
                            "num_attention_heads", "intermediate_size") if k not in config]
     if missing:
@@ -98,111 +59,45 @@ def backbone_kwargs_from_bert_config(config: Dict) -> Dict:
 
 # --- the shared assembly ----------------------------------------------------------------------
 
-def _assemble(kwargs: Dict, mapping: Mapping, weights: Dict[str, np.ndarray], source: str,
+def _assemble(kwargs: Dict, names: NameTable, weights: Dict[str, np.ndarray], source: str,
               ignore: Iterable[str] = (), tied: Iterable[Tuple[str, str]] = (),
               with_heads: bool = False) -> Dict:
-    """Builds the garden models and assigns every weight from `mapping`, refusing partial loads.
+    """Builds the garden models and assigns every weight of `names` (assign_weights: refuses
+    partial loads, names every missing or unexpected weight).
 
     ignore: regexes of source names that are not model weights (optimizer slots, buffers).
     tied: (source name, name it must equal) pairs allowed to appear as duplicates of a tied
         tensor (e.g. the MLM decoder = word table); a differing copy is an error, since the
         garden MLM head is always tied.
     """
-    ignore_re = [re.compile(p) for p in ignore]
-    used = set()
-    for name, equal_to in tied:
-        if name in weights:
-            if equal_to not in weights or not np.array_equal(weights[name], weights[equal_to]):
-                raise ValueError(f"{source}: {name} is not tied to {equal_to}; the garden "
-                                 "BertPretrainer ties its MLM output to the word table")
-            used.add(name)
-
+    tied = dict(tied)
+    for name, equal_to in tied.items():
+        if name in weights and equal_to not in weights:
+            raise ValueError(f"{source}: {name} is not tied to {equal_to} (absent); the garden "
+                             "BertPretrainer ties its MLM output to the word table")
+    check_tied(weights, tied)
     backbone = BertBackbone(**kwargs)
     pretrainer = BertPretrainer(backbone) if with_heads else None
-    model = pretrainer if with_heads else backbone
-    variables = {v.path: v for v in model.weights}
-    if pretrainer is not None:
-        # Pretrainer paths of backbone weights carry no prefix (embeddings/..., masked_lm_head/...).
-        assert set(v.path for v in backbone.weights) <= set(variables)
-
-    missing, shape_errors, assigned = [], [], set()
-    for src, dst, transform in mapping:
-        if dst not in variables:
-            raise AssertionError(f"mapping names unknown garden weight {dst}")
-        if src not in weights:
-            missing.append(src)
-            continue
-        value = transform(np.asarray(weights[src], dtype=np.float32))
-        var = variables[dst]
-        if tuple(value.shape) != tuple(var.shape):
-            shape_errors.append(f"{src} {tuple(np.shape(weights[src]))} -> {dst} "
-                                f"{tuple(var.shape)}")
-            continue
-        var.assign(value)
-        used.add(src)
-        assigned.add(dst)
-    unexpected = sorted(n for n in weights
-                        if n not in used and not any(r.search(n) for r in ignore_re))
-    problems = []
-    if missing:
-        problems.append(f"missing parameters: {sorted(missing)}")
-    if unexpected:
-        problems.append(f"unexpected parameters: {unexpected}")
-    if shape_errors:
-        problems.append(f"shape mismatches: {shape_errors}")
-    if problems:
-        raise ValueError(f"{source} checkpoint does not match the BERT config "
-                         f"{kwargs}: " + "; ".join(problems))
-    unassigned = sorted(set(variables) - assigned)
-    if unassigned:  # a bug in the mapping table, not in the checkpoint
-        raise AssertionError(f"garden weights left unassigned: {unassigned}")
+    assign_weights(pretrainer or backbone, weights, names,
+                   source=f"{source} (BERT config {kwargs})", ignored=tied,
+                   ignored_patterns=ignore)
     return {"backbone": backbone, "pretrainer": pretrainer}
 
 
 # --- Hugging Face -----------------------------------------------------------------------------
 
-def _hf_mapping(num_layers: int, num_heads: int, with_heads: bool) -> Mapping:
-    t, i = _transpose, _identity
-    m: Mapping = [
-        ("embeddings.word_embeddings.weight", "embeddings/token_embedding/embeddings", i),
-        ("embeddings.position_embeddings.weight", "embeddings/position_embedding/embeddings", i),
-        ("embeddings.token_type_embeddings.weight", "embeddings/segment_embedding/embeddings", i),
-        ("embeddings.LayerNorm.weight", "embeddings/layer_norm/gamma", i),
-        ("embeddings.LayerNorm.bias", "embeddings/layer_norm/beta", i),
-        ("pooler.dense.weight", "pooler_dense/kernel", t),
-        ("pooler.dense.bias", "pooler_dense/bias", i),
-    ]
-    for n in range(num_layers):
-        s, d = f"encoder.layer.{n}.", f"transformer_layer_{n}/"
-        for proj in ("query", "key", "value"):
-            m += [(f"{s}attention.self.{proj}.weight", f"{d}attention/{proj}/kernel",
-                   _qkv_kernel(num_heads, transpose=True)),
-                  (f"{s}attention.self.{proj}.bias", f"{d}attention/{proj}/bias",
-                   _qkv_bias(num_heads))]
-        m += [
-            (f"{s}attention.output.dense.weight", f"{d}attention/attention_output/kernel",
-             _attention_output_kernel(num_heads, transpose=True)),
-            (f"{s}attention.output.dense.bias", f"{d}attention/attention_output/bias", i),
-            (f"{s}attention.output.LayerNorm.weight", f"{d}attention_layer_norm/gamma", i),
-            (f"{s}attention.output.LayerNorm.bias", f"{d}attention_layer_norm/beta", i),
-            (f"{s}intermediate.dense.weight", f"{d}intermediate_dense/kernel", t),
-            (f"{s}intermediate.dense.bias", f"{d}intermediate_dense/bias", i),
-            (f"{s}output.dense.weight", f"{d}output_dense/kernel", t),
-            (f"{s}output.dense.bias", f"{d}output_dense/bias", i),
-            (f"{s}output.LayerNorm.weight", f"{d}output_layer_norm/gamma", i),
-            (f"{s}output.LayerNorm.bias", f"{d}output_layer_norm/beta", i),
-        ]
+def _hf_mapping(num_layers: int, num_heads: int, with_heads: bool) -> NameTable:
+    L = HF_BERT_LAYER
+    names = {**hf_bert_encoder_names(num_layers, num_heads),
+             **L.dense("pooler.dense", "pooler_dense")}
     if with_heads:
-        m += [
-            ("cls.predictions.transform.dense.weight", "masked_lm_head/transform_dense/kernel", t),
-            ("cls.predictions.transform.dense.bias", "masked_lm_head/transform_dense/bias", i),
-            ("cls.predictions.transform.LayerNorm.weight", "masked_lm_head/layer_norm/gamma", i),
-            ("cls.predictions.transform.LayerNorm.bias", "masked_lm_head/layer_norm/beta", i),
-            ("cls.predictions.bias", "masked_lm_head/output_bias", i),
-            ("cls.seq_relationship.weight", "next_sentence_head/kernel", t),
-            ("cls.seq_relationship.bias", "next_sentence_head/bias", i),
-        ]
-    return m
+        names.update({
+            **L.dense("cls.predictions.transform.dense", "masked_lm_head/transform_dense"),
+            **L.layer_norm("cls.predictions.transform.LayerNorm", "masked_lm_head/layer_norm"),
+            "cls.predictions.bias": ("masked_lm_head/output_bias", identity),
+            **L.dense("cls.seq_relationship", "next_sentence_head"),
+        })
+    return names
 
 
 def _normalize_hf_names(weights: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
@@ -247,49 +142,28 @@ def from_huggingface(config: Dict, weights: Dict[str, np.ndarray]) -> Dict:
 
 # --- original Google BERT (TF1, name-based checkpoints) ---------------------------------------
 
-def _tf1_mapping(num_layers: int, num_heads: int, with_heads: bool) -> Mapping:
-    i = _identity
-    m: Mapping = [
-        ("bert/embeddings/word_embeddings", "embeddings/token_embedding/embeddings", i),
-        ("bert/embeddings/position_embeddings", "embeddings/position_embedding/embeddings", i),
-        ("bert/embeddings/token_type_embeddings", "embeddings/segment_embedding/embeddings", i),
-        ("bert/embeddings/LayerNorm/gamma", "embeddings/layer_norm/gamma", i),
-        ("bert/embeddings/LayerNorm/beta", "embeddings/layer_norm/beta", i),
-        ("bert/pooler/dense/kernel", "pooler_dense/kernel", i),
-        ("bert/pooler/dense/bias", "pooler_dense/bias", i),
-    ]
-    for n in range(num_layers):
-        s, d = f"bert/encoder/layer_{n}/", f"transformer_layer_{n}/"
-        for proj in ("query", "key", "value"):
-            m += [(f"{s}attention/self/{proj}/kernel", f"{d}attention/{proj}/kernel",
-                   _qkv_kernel(num_heads, transpose=False)),
-                  (f"{s}attention/self/{proj}/bias", f"{d}attention/{proj}/bias",
-                   _qkv_bias(num_heads))]
-        m += [
-            (f"{s}attention/output/dense/kernel", f"{d}attention/attention_output/kernel",
-             _attention_output_kernel(num_heads, transpose=False)),
-            (f"{s}attention/output/dense/bias", f"{d}attention/attention_output/bias", i),
-            (f"{s}attention/output/LayerNorm/gamma", f"{d}attention_layer_norm/gamma", i),
-            (f"{s}attention/output/LayerNorm/beta", f"{d}attention_layer_norm/beta", i),
-            (f"{s}intermediate/dense/kernel", f"{d}intermediate_dense/kernel", i),
-            (f"{s}intermediate/dense/bias", f"{d}intermediate_dense/bias", i),
-            (f"{s}output/dense/kernel", f"{d}output_dense/kernel", i),
-            (f"{s}output/dense/bias", f"{d}output_dense/bias", i),
-            (f"{s}output/LayerNorm/gamma", f"{d}output_layer_norm/gamma", i),
-            (f"{s}output/LayerNorm/beta", f"{d}output_layer_norm/beta", i),
-        ]
+def _tf1_mapping(num_layers: int, num_heads: int, with_heads: bool) -> NameTable:
+    i, L = identity, TF1_BERT_LAYER
+    outer: NameTable = {
+        "bert/embeddings/word_embeddings": ("embeddings/token_embedding/embeddings", i),
+        "bert/embeddings/position_embeddings": ("embeddings/position_embedding/embeddings", i),
+        "bert/embeddings/token_type_embeddings": ("embeddings/segment_embedding/embeddings", i),
+        **L.layer_norm("bert/embeddings/LayerNorm", "embeddings/layer_norm"),
+        **L.dense("bert/pooler/dense", "pooler_dense"),
+    }
     if with_heads:
-        m += [
-            ("cls/predictions/transform/dense/kernel", "masked_lm_head/transform_dense/kernel", i),
-            ("cls/predictions/transform/dense/bias", "masked_lm_head/transform_dense/bias", i),
-            ("cls/predictions/transform/LayerNorm/gamma", "masked_lm_head/layer_norm/gamma", i),
-            ("cls/predictions/transform/LayerNorm/beta", "masked_lm_head/layer_norm/beta", i),
-            ("cls/predictions/output_bias", "masked_lm_head/output_bias", i),
+        outer.update({
+            **L.dense("cls/predictions/transform/dense", "masked_lm_head/transform_dense"),
+            **L.layer_norm("cls/predictions/transform/LayerNorm", "masked_lm_head/layer_norm"),
+            "cls/predictions/output_bias": ("masked_lm_head/output_bias", i),
             # [2, H]: run_pretraining.py multiplies with transpose_b=True.
-            ("cls/seq_relationship/output_weights", "next_sentence_head/kernel", _transpose),
-            ("cls/seq_relationship/output_bias", "next_sentence_head/bias", i),
-        ]
-    return m
+            "cls/seq_relationship/output_weights": ("next_sentence_head/kernel", linear_kernel),
+            "cls/seq_relationship/output_bias": ("next_sentence_head/bias", i),
+        })
+    for n in range(num_layers):
+        outer.update(encoder_layer_names(L, f"bert/encoder/layer_{n}/",
+                                         f"transformer_layer_{n}/", num_heads))
+    return outer
 
 
 def from_tf1(config: Dict, weights: Dict[str, np.ndarray]) -> Dict:
@@ -315,28 +189,28 @@ def from_tf1(config: Dict, weights: Dict[str, np.ndarray]) -> Dict:
 
 # --- tf-models-official (Model Garden) BertEncoder --------------------------------------------
 
-def _model_garden_mapping(num_layers: int) -> Mapping:
+def _model_garden_mapping(num_layers: int) -> NameTable:
     """Model Garden's layers are Keras MultiHeadAttention / EinsumDense with our layouts."""
-    i = _identity
-    m: Mapping = [
-        ("word_embeddings/embeddings", "embeddings/token_embedding/embeddings", i),
-        ("position_embedding/embeddings", "embeddings/position_embedding/embeddings", i),
-        ("type_embeddings/embeddings", "embeddings/segment_embedding/embeddings", i),
-        ("embeddings/layer_norm/gamma", "embeddings/layer_norm/gamma", i),
-        ("embeddings/layer_norm/beta", "embeddings/layer_norm/beta", i),
-        ("pooler_transform/kernel", "pooler_dense/kernel", i),
-        ("pooler_transform/bias", "pooler_dense/bias", i),
-    ]
+    i = identity
+    m: NameTable = {
+        "word_embeddings/embeddings": ("embeddings/token_embedding/embeddings", i),
+        "position_embedding/embeddings": ("embeddings/position_embedding/embeddings", i),
+        "type_embeddings/embeddings": ("embeddings/segment_embedding/embeddings", i),
+        "embeddings/layer_norm/gamma": ("embeddings/layer_norm/gamma", i),
+        "embeddings/layer_norm/beta": ("embeddings/layer_norm/beta", i),
+        "pooler_transform/kernel": ("pooler_dense/kernel", i),
+        "pooler_transform/bias": ("pooler_dense/bias", i),
+    }
     for n in range(num_layers):
         s, d = f"transformer/layer_{n}/", f"transformer_layer_{n}/"
-        for proj in ("query", "key", "value", "attention_output"):
-            for kind in ("kernel", "bias"):
-                m.append((f"{s}self_attention/{proj}/{kind}", f"{d}attention/{proj}/{kind}", i))
-        for src, dst in (("self_attention_layer_norm", "attention_layer_norm"),
-                         ("output_layer_norm", "output_layer_norm")):
-            m += [(f"{s}{src}/gamma", f"{d}{dst}/gamma", i), (f"{s}{src}/beta", f"{d}{dst}/beta", i)]
-        for src, dst in (("intermediate", "intermediate_dense"), ("output", "output_dense")):
-            m += [(f"{s}{src}/kernel", f"{d}{dst}/kernel", i), (f"{s}{src}/bias", f"{d}{dst}/bias", i)]
+        parts = [(f"self_attention/{p}", f"attention/{p}", ("kernel", "bias"))
+                 for p in ("query", "key", "value", "attention_output")]
+        parts += [("self_attention_layer_norm", "attention_layer_norm", ("gamma", "beta")),
+                  ("output_layer_norm", "output_layer_norm", ("gamma", "beta")),
+                  ("intermediate", "intermediate_dense", ("kernel", "bias")),
+                  ("output", "output_dense", ("kernel", "bias"))]
+        for src, dst, kinds in parts:
+            m.update({f"{s}{src}/{k}": (f"{d}{dst}/{k}", i) for k in kinds})
     return m
 
 
@@ -388,7 +262,7 @@ def from_model_garden(config: Dict, weights: Dict[str, np.ndarray]) -> Dict:
         layer_norm_epsilon=float(config.get("norm_epsilon", 1e-12)),
     )
     mapping = _model_garden_mapping(kwargs["num_layers"])
-    canonical = _strip_model_garden_names(weights, (src for src, _, _ in mapping))
+    canonical = _strip_model_garden_names(weights, mapping)
     renamed = {}
     for name, key in canonical.items():
         if key in renamed:

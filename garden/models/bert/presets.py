@@ -35,6 +35,4 @@ def bert_backbone_from_preset(name: str, **overrides) -> BertBackbone:
 
     Example: bert_backbone_from_preset("bert_tiny", vocab_size=1000, dropout=0.0)
     """
-    if name not in PRESETS:
-        raise ValueError(f"unknown BERT preset {name!r}; choose one of {sorted(PRESETS)}")
-    return BertBackbone(**{**PRESETS[name], **overrides})
+    return BertBackbone.from_preset(name, **overrides)

@@ -12,13 +12,14 @@ from typing import Dict
 import keras
 import tensorflow as tf
 
-from garden.layers.embeddings import truncated_normal
-from garden.layers.heads import MaskedLMHead
+from garden.losses import masked_lm_metrics, sentence_metrics, with_total_loss
 from garden.models.bert.backbone import BertBackbone
+from garden.models.backbone import backbone_inputs
+from garden.models.pretrainer import Pretrainer, sentence_head, tied_masked_lm_head
 
 
 @keras.saving.register_keras_serializable(package="garden")
-class BertPretrainer(keras.Model):
+class BertPretrainer(Pretrainer):
     """A BERT backbone with the masked LM and next sentence heads of Devlin et al. (2019).
 
     Inputs (dict, int32): token_ids, segment_ids, padding_mask [B, T]; masked_lm_positions
@@ -39,31 +40,21 @@ class BertPretrainer(keras.Model):
 
     def __init__(self, backbone, **kwargs):
         # === Layers ===
-        dtype = backbone.dtype_policy
-        initializer_range = getattr(backbone, "initializer_range", 0.02)
-        masked_lm_head = MaskedLMHead(
-            backbone.token_embedding, activation="gelu",
-            layer_norm_epsilon=getattr(backbone, "layer_norm_epsilon", 1e-12),
-            initializer_range=initializer_range, dtype=dtype, name="masked_lm_head")
-        # float32 whatever the policy: the logits feed a softmax cross-entropy.
-        next_sentence_head = keras.layers.Dense(
-            2, kernel_initializer=truncated_normal(initializer_range), dtype="float32",
-            name="next_sentence_head")
+        masked_lm_head = tied_masked_lm_head(backbone)
+        next_sentence_head = sentence_head(backbone, "next_sentence_head")
 
         # === Functional graph ===
-        inputs = {
-            name: keras.Input(shape=(None,), dtype="int32", name=name)
-            for name in ("token_ids", "segment_ids", "padding_mask", "masked_lm_positions")
-        }
-        backbone_inputs = {k: inputs[k] for k in ("token_ids", "segment_ids", "padding_mask")}
+        inputs = backbone_inputs(
+            ("token_ids", "segment_ids", "padding_mask", "masked_lm_positions"))
+        encoder_inputs = {k: inputs[k] for k in ("token_ids", "segment_ids", "padding_mask")}
         if isinstance(backbone, BertBackbone):
             # The heads read [CLS] and the masked positions only: the last block computes
             # just those rows (BertBackbone.outputs_at). Same outputs, less work.
-            masked_rows, pooled_output = backbone.outputs_at(backbone_inputs,
+            masked_rows, pooled_output = backbone.outputs_at(encoder_inputs,
                                                              inputs["masked_lm_positions"])
             mlm_logits = masked_lm_head(masked_rows)
         else:
-            backbone_outputs = backbone(backbone_inputs)
+            backbone_outputs = backbone(encoder_inputs)
             mlm_logits = masked_lm_head(backbone_outputs["sequence_output"],
                                         inputs["masked_lm_positions"])
             pooled_output = backbone_outputs["pooled_output"]
@@ -75,16 +66,6 @@ class BertPretrainer(keras.Model):
         self.backbone = backbone
         self.masked_lm_head = masked_lm_head
         self.next_sentence_head = next_sentence_head
-
-    def get_config(self):
-        return {"name": self.name, "trainable": self.trainable,
-                "backbone": keras.layers.serialize(self.backbone)}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.layers.deserialize(config["backbone"])
-        return cls(**config)
 
 
 def bert_pretrain_loss(outputs: Dict[str, tf.Tensor], masked_lm_ids, masked_lm_weights,
@@ -110,29 +91,8 @@ def bert_pretrain_loss(outputs: Dict[str, tf.Tensor], masked_lm_ids, masked_lm_w
         dict of float32 scalars: loss (= mlm_loss + nsp_loss), mlm_loss, nsp_loss,
         mlm_accuracy (weighted by masked_lm_weights), nsp_accuracy.
     """
-    mlm_logits = tf.cast(outputs["mlm_logits"], tf.float32)
-    nsp_logits = tf.cast(outputs["nsp_logits"], tf.float32)
-    vocab_size = tf.shape(mlm_logits)[-1]
-    ids = tf.reshape(tf.cast(masked_lm_ids, tf.int32), [-1])
-    weights = tf.reshape(tf.cast(masked_lm_weights, tf.float32), [-1])
-    logits = tf.reshape(mlm_logits, [-1, vocab_size])
-
-    nll = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ids, logits=logits)
-    weight_sum = tf.reduce_sum(weights)
-    denominator = weight_sum + 1e-5 if mlm_denominator is None else tf.cast(mlm_denominator, tf.float32)
-    mlm_loss = tf.reduce_sum(weights * nll) / denominator
-    mlm_correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), ids), tf.float32)
-    mlm_accuracy = tf.math.divide_no_nan(tf.reduce_sum(weights * mlm_correct), weight_sum)
-
-    labels = tf.reshape(tf.cast(next_sentence_labels, tf.int32), [-1])
-    nsp_loss = tf.reduce_mean(
-        tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=nsp_logits))
-    nsp_accuracy = tf.reduce_mean(tf.cast(
-        tf.equal(tf.argmax(nsp_logits, -1, output_type=tf.int32), labels), tf.float32))
-    return {
-        "loss": mlm_loss + nsp_loss,
-        "mlm_loss": mlm_loss,
-        "nsp_loss": nsp_loss,
-        "mlm_accuracy": mlm_accuracy,
-        "nsp_accuracy": nsp_accuracy,
-    }
+    return with_total_loss(
+        {**masked_lm_metrics(outputs["mlm_logits"], masked_lm_ids, masked_lm_weights,
+                             mlm_denominator),
+         **sentence_metrics(outputs["nsp_logits"], next_sentence_labels, "nsp")},
+        mlm=1.0, nsp=1.0)

@@ -6,11 +6,12 @@ from __future__ import annotations
 import keras
 
 from garden.layers.embeddings import TransformerEmbeddings
-from garden.layers.transformer_encoder import TransformerEncoderBlock
+from garden.models.backbone import (Backbone, backbone_inputs, encoder_block_list,
+                                     optional_outputs, run_encoder)
 
 
 @keras.saving.register_keras_serializable(package="garden")
-class DistilBertBackbone(keras.Model):
+class DistilBertBackbone(Backbone):
     """DistilBERT (Sanh et al., 2019, "DistilBERT, a distilled version of BERT: smaller, faster,
     cheaper and lighter", arXiv:1910.01108) as a Keras functional model.
 
@@ -33,12 +34,16 @@ class DistilBertBackbone(keras.Model):
         initializer_range: float, stddev of every truncated normal initializer (0.02).
         layer_norm_epsilon: float, LayerNorm epsilon (1e-12).
         dtype: None, str or keras.DTypePolicy for every layer (e.g. "mixed_bfloat16").
+        output_hidden_states, output_attentions, use_head_mask: bool, the optional outputs
+            and head mask input of garden.models.backbone.Backbone (off: the plain graph).
 
     Example:
         backbone = DistilBertBackbone(vocab_size=1000, num_layers=2, hidden_size=128, num_heads=2, intermediate_size=512)
         ids = np.ones((2, 16), "int32")
         out = backbone({"token_ids": ids, "padding_mask": ids})  # sequence_output [2, 16, 128]
     """
+
+    presets_module = "garden.models.distilbert.presets"
 
     def __init__(
         self,
@@ -53,6 +58,9 @@ class DistilBertBackbone(keras.Model):
         initializer_range: float = 0.02,
         layer_norm_epsilon: float = 1e-12,
         dtype=None,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+        use_head_mask: bool = False,
         **kwargs,
     ):
         # === Layers ===
@@ -61,71 +69,22 @@ class DistilBertBackbone(keras.Model):
             max_sequence_length=max_sequence_length, type_vocab_size=0,
             dropout=dropout, initializer_range=initializer_range,
             layer_norm_epsilon=layer_norm_epsilon, dtype=dtype, name="embeddings")
-        encoder_blocks = [
-            TransformerEncoderBlock(
-                num_heads=num_heads, intermediate_size=intermediate_size, dropout=dropout,
-                attention_dropout=attention_dropout, activation="gelu",
-                layer_norm_epsilon=layer_norm_epsilon, initializer_range=initializer_range,
-                dtype=dtype, name=f"transformer_layer_{i}")
-            for i in range(num_layers)
-        ]
+        encoder_blocks = encoder_block_list(
+            num_layers, num_heads=num_heads, intermediate_size=intermediate_size, dropout=dropout,
+            attention_dropout=attention_dropout, activation="gelu",
+            layer_norm_epsilon=layer_norm_epsilon, initializer_range=initializer_range,
+            dtype=dtype)
 
         # === Functional graph ===
-        token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
-        padding_mask = keras.Input(shape=(None,), dtype="int32", name="padding_mask")
-        x = embeddings(token_ids)
-        for block in encoder_blocks:
-            x = block(x, padding_mask=padding_mask)
-        super().__init__(
-            inputs={"token_ids": token_ids, "padding_mask": padding_mask},
-            outputs={"sequence_output": x}, **kwargs)
+        inputs = backbone_inputs(("token_ids", "padding_mask"), use_head_mask,
+                                 num_layers, num_heads)
+        x = embeddings(inputs["token_ids"])
+        x, extras = run_encoder(x, encoder_blocks, inputs["padding_mask"], inputs.get("head_mask"),
+                                **optional_outputs(output_hidden_states, output_attentions,
+                                                   use_head_mask))
+        outputs = {"sequence_output": x, **extras}
+        super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
 
-        # === Config ===
+        # === Config === (recorded by Backbone from the arguments above)
         self.embeddings = embeddings
         self.encoder_blocks = encoder_blocks
-        self.vocab_size = int(vocab_size)
-        self.num_layers = int(num_layers)
-        self.hidden_size = int(hidden_size)
-        self.num_heads = int(num_heads)
-        self.intermediate_size = int(intermediate_size)
-        self.max_sequence_length = int(max_sequence_length)
-        self.dropout = float(dropout)
-        self.attention_dropout = float(attention_dropout)
-        self.initializer_range = float(initializer_range)
-        self.layer_norm_epsilon = float(layer_norm_epsilon)
-        # A functional Model ignores a dtype argument; set it so heads built on top can follow.
-        self._dtype_arg = dtype
-        if dtype is not None:
-            self.dtype_policy = keras.dtype_policies.get(dtype)
-
-    @property
-    def token_embedding(self) -> keras.layers.ReversibleEmbedding:
-        """The word-piece table layer; the MLM head projects onto its (tied) weights."""
-        return self.embeddings.token_embedding
-
-    def get_config(self):
-        dtype = self._dtype_arg
-        if isinstance(dtype, keras.DTypePolicy):
-            dtype = keras.dtype_policies.serialize(dtype)
-        return {
-            "name": self.name,
-            "trainable": self.trainable,
-            "vocab_size": self.vocab_size,
-            "num_layers": self.num_layers,
-            "hidden_size": self.hidden_size,
-            "num_heads": self.num_heads,
-            "intermediate_size": self.intermediate_size,
-            "max_sequence_length": self.max_sequence_length,
-            "dropout": self.dropout,
-            "attention_dropout": self.attention_dropout,
-            "initializer_range": self.initializer_range,
-            "layer_norm_epsilon": self.layer_norm_epsilon,
-            "dtype": dtype,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        if isinstance(config.get("dtype"), dict):
-            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
-        return cls(**config)

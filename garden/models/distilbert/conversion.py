@@ -13,26 +13,17 @@ import numpy as np
 
 from garden.models.distilbert.backbone import DistilBertBackbone
 from garden.models.distilbert.pretrainer import DistilBertPretrainer
-from garden.models.bert.conversion import _attention_output_kernel, _qkv_bias, _qkv_kernel
-from garden.models.bert.conversion import _transpose as linear_kernel
-from garden.models.roberta.conversion import assign_weights, check_tied, strip_prefix
+from garden.models.conversion import (HF_DISTILBERT_LAYER, NameTable, assign_weights,
+                                      check_bert_style_config, check_tied, encoder_layer_names,
+                                      identity, strip_prefix)
 
-
-def qkv_kernel(num_heads):
-    return _qkv_kernel(num_heads, transpose=True)
-
-
-def attention_output_kernel(num_heads):
-    return _attention_output_kernel(num_heads, transpose=True)
 
 _BUFFERS = ("embeddings.position_ids",)
 
 
 def backbone_config_from_huggingface(config: Mapping) -> Dict:
     """DistilBertBackbone arguments from a Hugging Face DistilBertConfig dict (config.json)."""
-    if config.get("activation", "gelu") != "gelu":
-        raise ValueError(f"activation {config['activation']!r} is not supported: the garden "
-                         "encoder uses the exact (erf) GELU, HF 'gelu'")
+    check_bert_style_config(config, "DistilBERT", activation_key="activation")
     return dict(
         vocab_size=int(config["vocab_size"]),
         num_layers=int(config["n_layers"]),
@@ -47,38 +38,22 @@ def backbone_config_from_huggingface(config: Mapping) -> Dict:
     )
 
 
-def _name_map(num_layers: int, num_heads: int, pretrainer: bool) -> Dict[str, tuple]:
+def _name_map(num_layers: int, num_heads: int, pretrainer: bool) -> NameTable:
     """HF name (without `distilbert.`) -> (our variable path, transform)."""
-    identity = lambda x: x
+    L = HF_DISTILBERT_LAYER
     names = {
         "embeddings.word_embeddings.weight": ("embeddings/token_embedding/embeddings", identity),
-        "embeddings.position_embeddings.weight": ("embeddings/position_embedding/embeddings", identity),
-        "embeddings.LayerNorm.weight": ("embeddings/layer_norm/gamma", identity),
-        "embeddings.LayerNorm.bias": ("embeddings/layer_norm/beta", identity),
+        "embeddings.position_embeddings.weight": ("embeddings/position_embedding/embeddings",
+                                                  identity),
+        **L.layer_norm("embeddings.LayerNorm", "embeddings/layer_norm"),
     }
     for i in range(num_layers):
-        hf, ours = f"transformer.layer.{i}.", f"transformer_layer_{i}/"
-        for theirs, part in (("q_lin", "query"), ("k_lin", "key"), ("v_lin", "value")):
-            names[hf + f"attention.{theirs}.weight"] = (ours + f"attention/{part}/kernel", qkv_kernel(num_heads))
-            names[hf + f"attention.{theirs}.bias"] = (ours + f"attention/{part}/bias", _qkv_bias(num_heads))
-        names.update({
-            hf + "attention.out_lin.weight": (ours + "attention/attention_output/kernel", attention_output_kernel(num_heads)),
-            hf + "attention.out_lin.bias": (ours + "attention/attention_output/bias", identity),
-            hf + "sa_layer_norm.weight": (ours + "attention_layer_norm/gamma", identity),
-            hf + "sa_layer_norm.bias": (ours + "attention_layer_norm/beta", identity),
-            hf + "ffn.lin1.weight": (ours + "intermediate_dense/kernel", linear_kernel),
-            hf + "ffn.lin1.bias": (ours + "intermediate_dense/bias", identity),
-            hf + "ffn.lin2.weight": (ours + "output_dense/kernel", linear_kernel),
-            hf + "ffn.lin2.bias": (ours + "output_dense/bias", identity),
-            hf + "output_layer_norm.weight": (ours + "output_layer_norm/gamma", identity),
-            hf + "output_layer_norm.bias": (ours + "output_layer_norm/beta", identity),
-        })
+        names.update(encoder_layer_names(L, f"transformer.layer.{i}.", f"transformer_layer_{i}/",
+                                         num_heads))
     if pretrainer:
         names.update({
-            "vocab_transform.weight": ("masked_lm_head/transform_dense/kernel", linear_kernel),
-            "vocab_transform.bias": ("masked_lm_head/transform_dense/bias", identity),
-            "vocab_layer_norm.weight": ("masked_lm_head/layer_norm/gamma", identity),
-            "vocab_layer_norm.bias": ("masked_lm_head/layer_norm/beta", identity),
+            **L.dense("vocab_transform", "masked_lm_head/transform_dense"),
+            **L.layer_norm("vocab_layer_norm", "masked_lm_head/layer_norm"),
             "vocab_projector.bias": ("masked_lm_head/output_bias", identity),
         })
     return names

@@ -23,6 +23,4 @@ def distilbert_backbone_from_preset(name: str, **overrides) -> DistilBertBackbon
 
     Example: distilbert_backbone_from_preset("distilbert_base", num_layers=2, vocab_size=1000)
     """
-    if name not in PRESETS:
-        raise ValueError(f"unknown DistilBERT preset {name!r}; choose one of {sorted(PRESETS)}")
-    return DistilBertBackbone(**{**PRESETS[name], **overrides})
+    return DistilBertBackbone.from_preset(name, **overrides)

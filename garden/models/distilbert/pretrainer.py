@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import keras
 
-from garden.layers.heads import MaskedLMHead
+from garden.models.backbone import backbone_inputs
+from garden.models.pretrainer import Pretrainer, tied_masked_lm_head
 
 
 @keras.saving.register_keras_serializable(package="garden")
-class DistilBertPretrainer(keras.Model):
+class DistilBertPretrainer(Pretrainer):
     """A DistilBERT backbone with the masked LM head (tied output projection).
 
     Inputs (dict, int32): token_ids, padding_mask [B, T]; masked_lm_positions [B, P].
@@ -32,17 +33,10 @@ class DistilBertPretrainer(keras.Model):
 
     def __init__(self, backbone, **kwargs):
         # === Layers ===
-        masked_lm_head = MaskedLMHead(
-            backbone.token_embedding, activation="gelu",
-            layer_norm_epsilon=getattr(backbone, "layer_norm_epsilon", 1e-12),
-            initializer_range=getattr(backbone, "initializer_range", 0.02),
-            dtype=backbone.dtype_policy, name="masked_lm_head")
+        masked_lm_head = tied_masked_lm_head(backbone)
 
         # === Functional graph ===
-        inputs = {
-            name: keras.Input(shape=(None,), dtype="int32", name=name)
-            for name in ("token_ids", "padding_mask", "masked_lm_positions")
-        }
+        inputs = backbone_inputs(("token_ids", "padding_mask", "masked_lm_positions"))
         sequence_output = backbone(
             {k: inputs[k] for k in ("token_ids", "padding_mask")})["sequence_output"]
         mlm_logits = masked_lm_head(sequence_output, inputs["masked_lm_positions"])
@@ -53,13 +47,3 @@ class DistilBertPretrainer(keras.Model):
         # === Config ===
         self.backbone = backbone
         self.masked_lm_head = masked_lm_head
-
-    def get_config(self):
-        return {"name": self.name, "trainable": self.trainable,
-                "backbone": keras.layers.serialize(self.backbone)}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.layers.deserialize(config["backbone"])
-        return cls(**config)

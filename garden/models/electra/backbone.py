@@ -7,11 +7,12 @@ from typing import Optional
 import keras
 
 from garden.layers.embeddings import TransformerEmbeddings, truncated_normal
-from garden.layers.transformer_encoder import TransformerEncoderBlock
+from garden.models.backbone import (Backbone, backbone_inputs, encoder_block_list,
+                                     optional_outputs, run_encoder)
 
 
 @keras.saving.register_keras_serializable(package="garden")
-class ElectraBackbone(keras.Model):
+class ElectraBackbone(Backbone):
     """One ELECTRA tower, the discriminator or the generator (Clark et al., 2020, "ELECTRA:
     Pre-training Text Encoders as Discriminators Rather Than Generators", arXiv:2003.10555).
 
@@ -41,6 +42,8 @@ class ElectraBackbone(keras.Model):
         initializer_range: float, stddev of every truncated normal initializer (0.02).
         layer_norm_epsilon: float, LayerNorm epsilon (1e-12).
         dtype: None, str or keras.DTypePolicy for every layer (e.g. "mixed_bfloat16").
+        output_hidden_states, output_attentions, use_head_mask: bool, the optional outputs
+            and head mask input of garden.models.backbone.Backbone (off: the plain graph).
         embeddings: optional TransformerEmbeddings (hidden_size = E, no projection) to reuse
             instead of making one: the generator takes the discriminator's. Not part of the
             config; ElectraPretrainer re-ties it when it is deserialized.
@@ -50,6 +53,9 @@ class ElectraBackbone(keras.Model):
         ids = np.ones((2, 16), "int32")
         out = backbone({"token_ids": ids, "segment_ids": 0 * ids, "padding_mask": ids})
     """
+
+    presets_module = "garden.models.electra.presets"
+    non_config_args = ("embeddings",)
 
     def __init__(
         self,
@@ -65,6 +71,9 @@ class ElectraBackbone(keras.Model):
         initializer_range: float = 0.02,
         layer_norm_epsilon: float = 1e-12,
         dtype=None,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+        use_head_mask: bool = False,
         embeddings: Optional[TransformerEmbeddings] = None,
         **kwargs,
     ):
@@ -83,82 +92,27 @@ class ElectraBackbone(keras.Model):
             embeddings_project = keras.layers.Dense(
                 hidden_size, kernel_initializer=truncated_normal(initializer_range),
                 dtype=dtype, name="embeddings_project")
-        encoder_blocks = [
-            TransformerEncoderBlock(
-                num_heads=num_heads, intermediate_size=intermediate_size, dropout=dropout,
-                activation="gelu", layer_norm_epsilon=layer_norm_epsilon,
-                initializer_range=initializer_range, dtype=dtype,
-                name=f"transformer_layer_{i}")
-            for i in range(num_layers)
-        ]
+        encoder_blocks = encoder_block_list(
+            num_layers, num_heads=num_heads, intermediate_size=intermediate_size, dropout=dropout,
+            activation="gelu", layer_norm_epsilon=layer_norm_epsilon,
+            initializer_range=initializer_range, dtype=dtype)
 
         # === Functional graph ===
-        token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
-        segment_ids = keras.Input(shape=(None,), dtype="int32", name="segment_ids")
-        padding_mask = keras.Input(shape=(None,), dtype="int32", name="padding_mask")
-        x = embeddings(token_ids, segment_ids)
+        inputs = backbone_inputs(("token_ids", "segment_ids", "padding_mask"), use_head_mask,
+                                 num_layers, num_heads)
+        x = embeddings(inputs["token_ids"], inputs["segment_ids"])
         if embeddings_project is not None:
             x = embeddings_project(x)
-        for block in encoder_blocks:
-            x = block(x, padding_mask=padding_mask)
-        super().__init__(
-            inputs={"token_ids": token_ids, "segment_ids": segment_ids,
-                    "padding_mask": padding_mask},
-            outputs={"sequence_output": x, "pooled_output": x[:, 0, :]},
-            **kwargs)
+        x, extras = run_encoder(x, encoder_blocks, inputs["padding_mask"], inputs.get("head_mask"),
+                                **optional_outputs(output_hidden_states, output_attentions,
+                                                   use_head_mask))
+        outputs = {"sequence_output": x, "pooled_output": x[:, 0, :], **extras}
+        super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
 
-        # === Config ===
+        # === Config === (recorded by Backbone from the arguments above)
         self.embeddings = embeddings
         self.embeddings_project = embeddings_project
         self.encoder_blocks = encoder_blocks
-        self.vocab_size = int(vocab_size)
-        self.num_layers = int(num_layers)
-        self.hidden_size = int(hidden_size)
-        self.num_heads = int(num_heads)
-        self.intermediate_size = int(intermediate_size)
-        self.embedding_size = int(embedding_size)
-        self.max_sequence_length = int(max_sequence_length)
-        self.type_vocab_size = int(type_vocab_size)
-        self.dropout = float(dropout)
-        self.initializer_range = float(initializer_range)
-        self.layer_norm_epsilon = float(layer_norm_epsilon)
-        # A functional Model ignores a dtype argument; set it so heads built on top can follow.
-        self._dtype_arg = dtype
-        if dtype is not None:
-            self.dtype_policy = keras.dtype_policies.get(dtype)
-
-    @property
-    def token_embedding(self) -> keras.layers.ReversibleEmbedding:
-        """The word-piece table layer [V, E]; the generator's MLM head projects onto it (tied)."""
-        return self.embeddings.token_embedding
-
-    def get_config(self):
-        dtype = self._dtype_arg
-        if isinstance(dtype, keras.DTypePolicy):
-            dtype = keras.dtype_policies.serialize(dtype)
-        return {
-            "name": self.name,
-            "trainable": self.trainable,
-            "vocab_size": self.vocab_size,
-            "num_layers": self.num_layers,
-            "hidden_size": self.hidden_size,
-            "num_heads": self.num_heads,
-            "intermediate_size": self.intermediate_size,
-            "embedding_size": self.embedding_size,
-            "max_sequence_length": self.max_sequence_length,
-            "type_vocab_size": self.type_vocab_size,
-            "dropout": self.dropout,
-            "initializer_range": self.initializer_range,
-            "layer_norm_epsilon": self.layer_norm_epsilon,
-            "dtype": dtype,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        if isinstance(config.get("dtype"), dict):
-            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
-        return cls(**config)
 
 
 def _check_shared_embeddings(embeddings, vocab_size, embedding_size, max_sequence_length,

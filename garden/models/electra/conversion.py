@@ -28,25 +28,23 @@ Name mapping (torch Linear weights are [out, in]; Keras kernels [in, out]):
 
 from __future__ import annotations
 
-from typing import Dict, Optional
+from typing import Dict
 
 import numpy as np
 
 from garden.models.electra.backbone import ElectraBackbone
 from garden.models.electra.pretrainer import ElectraDiscriminator, ElectraGenerator
+from garden.models.conversion import (HF_BERT_LAYER, NameTable, assign_weights,
+                                      check_bert_style_config, check_tied, hf_bert_encoder_names,
+                                      identity)
 
 # Buffers that some transformers versions save with the weights; they carry no parameters.
-_BUFFERS = ("embeddings.position_ids", "embeddings.token_type_ids")
+_BUFFERS = (r"embeddings\.position_ids$", r"embeddings\.token_type_ids$")
 
 
 def backbone_config_from_huggingface(config: dict) -> dict:
     """ElectraBackbone arguments from a Hugging Face ElectraConfig dict (config.json)."""
-    if config.get("hidden_act", "gelu") != "gelu":
-        raise ValueError(f"hidden_act {config['hidden_act']!r} is not supported: the garden's "
-                         "ELECTRA uses the exact GELU ('gelu')")
-    if config.get("position_embedding_type", "absolute") != "absolute":
-        raise ValueError(f"position_embedding_type {config['position_embedding_type']!r} is not "
-                         "supported: only 'absolute' positions")
+    check_bert_style_config(config, "ELECTRA")
     hidden_size = int(config["hidden_size"])
     return dict(
         vocab_size=int(config["vocab_size"]),
@@ -63,81 +61,23 @@ def backbone_config_from_huggingface(config: dict) -> dict:
     )
 
 
-class _Weights:
-    """The checkpoint's tensors, handed out by name; remembers what was taken."""
-
-    def __init__(self, weights: Dict[str, np.ndarray]):
-        self.weights = {k: np.asarray(v, np.float32) for k, v in weights.items()}
-        self.used = set()
-        self.missing = []
-
-    def get(self, name: str) -> Optional[np.ndarray]:
-        if name not in self.weights:
-            self.missing.append(name)
-            return None
-        self.used.add(name)
-        return self.weights[name]
-
-    def linear(self, name: str):
-        """(kernel [in, out], bias) of a torch Linear."""
-        w, b = self.get(name + ".weight"), self.get(name + ".bias")
-        return (None if w is None else w.T), b
-
-    def layer_norm(self, name: str):
-        return self.get(name + ".weight"), self.get(name + ".bias")
-
-
-def _assign(variable, value, source: str):
-    if value is None:  # reported as missing once everything has been read
-        return
-    value = np.asarray(value, np.float32)
-    if tuple(variable.shape) != value.shape:
-        value_shape = value.shape
-        try:
-            value = value.reshape(tuple(variable.shape))
-        except ValueError:
-            raise ValueError(f"{source}: shape {value_shape} does not fit "
-                             f"{variable.path} {tuple(variable.shape)}") from None
-    variable.assign(value)
-
-
-def _load_backbone(backbone: ElectraBackbone, w: _Weights, prefix: str):
-    emb = backbone.embeddings
-    p = prefix + "embeddings."
-    _assign(emb.token_embedding.embeddings, w.get(p + "word_embeddings.weight"), p + "word_embeddings")
-    _assign(emb.position_embedding.position_embeddings, w.get(p + "position_embeddings.weight"),
-            p + "position_embeddings")
-    _assign(emb.segment_embedding.embeddings, w.get(p + "token_type_embeddings.weight"),
-            p + "token_type_embeddings")
-    gamma, beta = w.layer_norm(p + "LayerNorm")
-    _assign(emb.layer_norm.gamma, gamma, p + "LayerNorm")
-    _assign(emb.layer_norm.beta, beta, p + "LayerNorm")
-    if backbone.embeddings_project is not None:
-        kernel, bias = w.linear(prefix + "embeddings_project")
-        _assign(backbone.embeddings_project.kernel, kernel, prefix + "embeddings_project")
-        _assign(backbone.embeddings_project.bias, bias, prefix + "embeddings_project")
-
-    for i, block in enumerate(backbone.encoder_blocks):
-        p = f"{prefix}encoder.layer.{i}."
-        attention = block.attention
-        for ours, theirs in (("query", "query"), ("key", "key"), ("value", "value")):
-            kernel, bias = w.linear(p + "attention.self." + theirs)
-            dense = getattr(attention, f"{ours}_dense")
-            _assign(dense.kernel, kernel, p + "attention.self." + theirs)  # [H, A*d] -> [H, A, d]
-            _assign(dense.bias, bias, p + "attention.self." + theirs)
-        kernel, bias = w.linear(p + "attention.output.dense")
-        _assign(attention.output_dense.kernel, kernel, p + "attention.output.dense")  # -> [A, d, H]
-        _assign(attention.output_dense.bias, bias, p + "attention.output.dense")
-        for layer, name in ((block.attention_layer_norm, "attention.output.LayerNorm"),
-                            (block.output_layer_norm, "output.LayerNorm")):
-            gamma, beta = w.layer_norm(p + name)
-            _assign(layer.gamma, gamma, p + name)
-            _assign(layer.beta, beta, p + name)
-        for layer, name in ((block.intermediate_dense, "intermediate.dense"),
-                            (block.output_dense, "output.dense")):
-            kernel, bias = w.linear(p + name)
-            _assign(layer.kernel, kernel, p + name)
-            _assign(layer.bias, bias, p + name)
+def _hf_names(config: dict, prefix: str, kind: str) -> NameTable:
+    """The name table of one tower (`prefix` "electra." or "") and the checkpoint's head."""
+    L = HF_BERT_LAYER
+    names = hf_bert_encoder_names(config["num_layers"], config["num_heads"], prefix)
+    if config["embedding_size"] != config["hidden_size"]:
+        names.update(L.dense(f"{prefix}embeddings_project", "embeddings_project"))
+    if kind == "ElectraForPreTraining":
+        names.update({
+            **L.dense("discriminator_predictions.dense", "discriminator_head/dense"),
+            **L.dense("discriminator_predictions.dense_prediction",
+                      "discriminator_head/dense_prediction")})
+    elif kind == "ElectraForMaskedLM":
+        names.update({
+            **L.dense("generator_predictions.dense", "masked_lm_head/transform_dense"),
+            **L.layer_norm("generator_predictions.LayerNorm", "masked_lm_head/layer_norm"),
+            "generator_lm_head.bias": ("masked_lm_head/output_bias", identity)})
+    return names
 
 
 def from_huggingface(config: dict, weights: Dict[str, np.ndarray]) -> dict:
@@ -172,45 +112,21 @@ def from_huggingface(config: dict, weights: Dict[str, np.ndarray]) -> dict:
                          "generator_predictions.* weights; convert the discriminator and the "
                          "generator checkpoints separately")
     prefix = "electra." if any(n.startswith("electra.") for n in names) else ""
+    kind = ("ElectraForPreTraining" if has_disc else
+            "ElectraForMaskedLM" if has_gen else "ElectraModel")
 
-    backbone = ElectraBackbone(**backbone_config_from_huggingface(config), name="electra_backbone")
-    w = _Weights(weights)
-    _load_backbone(backbone, w, prefix)
-
+    kwargs = backbone_config_from_huggingface(config)
+    backbone = ElectraBackbone(**kwargs, name="electra_backbone")
     pretrainer = None
     if has_disc:
         pretrainer = ElectraDiscriminator(backbone, name="electra_discriminator")
-        head = pretrainer.discriminator_head
-        for layer, name in ((head.dense, "discriminator_predictions.dense"),
-                            (head.dense_prediction, "discriminator_predictions.dense_prediction")):
-            kernel, bias = w.linear(name)
-            _assign(layer.kernel, kernel, name)
-            _assign(layer.bias, bias, name)
     elif has_gen:
         pretrainer = ElectraGenerator(backbone, name="electra_generator")
-        head = pretrainer.masked_lm_head
-        kernel, bias = w.linear("generator_predictions.dense")
-        _assign(head.transform_dense.kernel, kernel, "generator_predictions.dense")
-        _assign(head.transform_dense.bias, bias, "generator_predictions.dense")
-        gamma, beta = w.layer_norm("generator_predictions.LayerNorm")
-        _assign(head.layer_norm.gamma, gamma, "generator_predictions.LayerNorm")
-        _assign(head.layer_norm.beta, beta, "generator_predictions.LayerNorm")
-        _assign(head.output_bias, w.get("generator_lm_head.bias"), "generator_lm_head.bias")
-        if "generator_lm_head.weight" in names:
-            w.used.add("generator_lm_head.weight")
-            table = w.weights.get(prefix + "embeddings.word_embeddings.weight")
-            if table is not None and not np.array_equal(w.weights["generator_lm_head.weight"], table):
-                raise ValueError("generator_lm_head.weight differs from "
-                                 f"{prefix}embeddings.word_embeddings.weight: the garden's "
-                                 "generator ties its output matrix to the word table")
-
-    unexpected = sorted(n for n in names - w.used if not n.endswith(_BUFFERS))
-    if w.missing or unexpected:
-        kind = ("ElectraForPreTraining" if has_disc else
-                "ElectraForMaskedLM" if has_gen else "ElectraModel")
-        raise ValueError(
-            f"the checkpoint does not fit an ELECTRA of this config (read as {kind}, prefix "
-            f"{prefix!r}): missing {sorted(w.missing)}; unexpected {unexpected}")
+    # The generator's output matrix is the word table itself (tied) and may be absent.
+    check_tied(weights, {"generator_lm_head.weight": f"{prefix}embeddings.word_embeddings.weight"})
+    assign_weights(pretrainer or backbone, weights, _hf_names(kwargs, prefix, kind),
+                   source=f"ELECTRA (read as {kind}, prefix {prefix!r})",
+                   ignored={"generator_lm_head.weight"}, ignored_patterns=_BUFFERS)
     return {"backbone": backbone, "pretrainer": pretrainer}
 
 

@@ -57,8 +57,7 @@ def electra_backbone_from_preset(name: str, **overrides) -> ElectraBackbone:
 
     Example: electra_backbone_from_preset("electra_small", vocab_size=1000, num_layers=2)
     """
-    _check(name)
-    return ElectraBackbone(**{**PRESETS[name], **overrides})
+    return ElectraBackbone.from_preset(name, **overrides)
 
 
 def electra_generator_from_preset(name: str, embeddings=None, **overrides) -> ElectraBackbone:

@@ -28,9 +28,12 @@ from typing import Dict, Sequence
 import keras
 import tensorflow as tf
 
+from garden.losses import (ELECTRA_EPSILON, masked_lm_metrics, weighted_sigmoid_cross_entropy,
+                           with_total_loss)
 from garden.layers.embeddings import truncated_normal
-from garden.layers.heads import MaskedLMHead
 from garden.models.electra.backbone import ElectraBackbone
+from garden.models.backbone import backbone_inputs
+from garden.models.pretrainer import Pretrainer, tied_masked_lm_head
 
 _BACKBONE_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 
@@ -162,34 +165,14 @@ def electra_pretrain_loss(outputs: Dict[str, tf.Tensor], disc_weight: float = 50
         dict of float32 scalars: loss, mlm_loss, disc_loss, mlm_accuracy, disc_accuracy,
         replaced_fraction (of the real tokens the discriminator saw).
     """
-    mlm_logits = tf.cast(outputs["mlm_logits"], tf.float32)
-    ids = tf.cast(outputs["masked_lm_ids"], tf.int32)
-    mlm_w = tf.cast(outputs["masked_lm_weights"], tf.float32)
-    nll = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ids, logits=mlm_logits)
-    mlm_sum = tf.reduce_sum(mlm_w)
-    mlm_den = mlm_sum + 1e-6 if mlm_denominator is None else tf.cast(mlm_denominator, tf.float32)
-    mlm_loss = tf.reduce_sum(mlm_w * nll) / mlm_den
-    mlm_correct = tf.cast(tf.equal(tf.argmax(mlm_logits, -1, output_type=tf.int32), ids), tf.float32)
-
-    disc_logits = tf.cast(outputs["disc_logits"], tf.float32)
-    labels = tf.cast(outputs["disc_labels"], tf.float32)
-    disc_w = tf.cast(outputs["disc_weights"], tf.float32)
-    xent = tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=disc_logits)
-    disc_sum = tf.reduce_sum(disc_w)
-    disc_den = disc_sum + 1e-6 if disc_denominator is None else tf.cast(disc_denominator, tf.float32)
-    disc_loss = tf.reduce_sum(disc_w * xent) / disc_den
-    disc_correct = tf.cast(tf.equal(tf.cast(disc_logits > 0, tf.float32), labels), tf.float32)
-    return {
-        "loss": mlm_loss + disc_weight * disc_loss,
-        "mlm_loss": mlm_loss,
-        "disc_loss": disc_loss,
-        "mlm_accuracy": tf.math.divide_no_nan(tf.reduce_sum(mlm_w * mlm_correct), mlm_sum),
-        "disc_accuracy": tf.math.divide_no_nan(tf.reduce_sum(disc_w * disc_correct), disc_sum),
-        "replaced_fraction": tf.math.divide_no_nan(tf.reduce_sum(disc_w * labels), disc_sum),
-    }
-
-
-# === Layers ===
+    mlm = masked_lm_metrics(outputs["mlm_logits"], outputs["masked_lm_ids"],
+                            outputs["masked_lm_weights"], mlm_denominator,
+                            epsilon=ELECTRA_EPSILON)
+    disc_loss, disc_accuracy, replaced = weighted_sigmoid_cross_entropy(
+        outputs["disc_logits"], outputs["disc_labels"], outputs["disc_weights"],
+        disc_denominator, epsilon=ELECTRA_EPSILON)
+    return with_total_loss({**mlm, "disc_loss": disc_loss, "disc_accuracy": disc_accuracy,
+                            "replaced_fraction": replaced}, mlm=1.0, disc=disc_weight)
 
 
 @keras.saving.register_keras_serializable(package="garden")
@@ -302,7 +285,7 @@ def _backbone_inputs():
 
 
 @keras.saving.register_keras_serializable(package="garden")
-class ElectraGenerator(keras.Model):
+class ElectraGenerator(Pretrainer):
     """The ELECTRA generator: a (small) ElectraBackbone with the MLM head tied to its word table.
 
     The head is HF's ElectraGeneratorPredictions + generator_lm_head and the original
@@ -324,11 +307,7 @@ class ElectraGenerator(keras.Model):
 
     def __init__(self, backbone, **kwargs):
         # === Layers ===
-        masked_lm_head = MaskedLMHead(
-            backbone.token_embedding, activation="gelu",
-            layer_norm_epsilon=backbone.layer_norm_epsilon,
-            initializer_range=backbone.initializer_range, dtype=backbone.dtype_policy,
-            name="masked_lm_head")
+        masked_lm_head = tied_masked_lm_head(backbone)
 
         # === Functional graph ===
         inputs = _backbone_inputs()
@@ -342,19 +321,9 @@ class ElectraGenerator(keras.Model):
         self.backbone = backbone
         self.masked_lm_head = masked_lm_head
 
-    def get_config(self):
-        return {"name": self.name, "trainable": self.trainable,
-                "backbone": keras.layers.serialize(self.backbone)}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.layers.deserialize(config["backbone"])
-        return cls(**config)
-
 
 @keras.saving.register_keras_serializable(package="garden")
-class ElectraDiscriminator(keras.Model):
+class ElectraDiscriminator(Pretrainer):
     """The ELECTRA discriminator: an ElectraBackbone with the replaced token detection head.
 
     Inputs (dict, int32 [B, T]): token_ids, segment_ids, padding_mask. Outputs (dict):
@@ -385,16 +354,6 @@ class ElectraDiscriminator(keras.Model):
         # === Config ===
         self.backbone = backbone
         self.discriminator_head = discriminator_head
-
-    def get_config(self):
-        return {"name": self.name, "trainable": self.trainable,
-                "backbone": keras.layers.serialize(self.backbone)}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.layers.deserialize(config["backbone"])
-        return cls(**config)
 
 
 # === The joint model ===

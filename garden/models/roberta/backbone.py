@@ -6,8 +6,9 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from garden.layers.embeddings import TransformerEmbeddings, truncated_normal
-from garden.layers.transformer_encoder import TransformerEncoderBlock
+from garden.layers.embeddings import TransformerEmbeddings
+from garden.models.backbone import (Backbone, backbone_inputs, encoder_block_list,
+                                     optional_outputs, pooler_dense, run_encoder)
 
 
 def padding_offset_positions(token_ids, padding_idx: int):
@@ -23,7 +24,7 @@ def padding_offset_positions(token_ids, padding_idx: int):
 
 
 @keras.saving.register_keras_serializable(package="garden")
-class RobertaBackbone(keras.Model):
+class RobertaBackbone(Backbone):
     """RoBERTa (Liu et al., 2019, "RoBERTa: A Robustly Optimized BERT Pretraining Approach",
     arXiv:1907.11692) as a Keras functional model.
 
@@ -50,12 +51,16 @@ class RobertaBackbone(keras.Model):
         initializer_range: float, stddev of every truncated normal initializer (0.02).
         layer_norm_epsilon: float, LayerNorm epsilon (1e-5, fairseq's default).
         dtype: None, str or keras.DTypePolicy for every layer (e.g. "mixed_bfloat16").
+        output_hidden_states, output_attentions, use_head_mask: bool, the optional outputs
+            and head mask input of garden.models.backbone.Backbone (off: the plain graph).
 
     Example:
         backbone = RobertaBackbone(vocab_size=1000, num_layers=2, hidden_size=128, num_heads=2, intermediate_size=512)
         ids = np.array([[0, 42, 43, 2, 1, 1]], "int32")
         out = backbone({"token_ids": ids, "padding_mask": (ids != 1).astype("int32")})
     """
+
+    presets_module = "garden.models.roberta.presets"
 
     def __init__(
         self,
@@ -70,6 +75,9 @@ class RobertaBackbone(keras.Model):
         initializer_range: float = 0.02,
         layer_norm_epsilon: float = 1e-5,
         dtype=None,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+        use_head_mask: bool = False,
         **kwargs,
     ):
         # === Layers ===
@@ -78,80 +86,25 @@ class RobertaBackbone(keras.Model):
             max_sequence_length=max_sequence_length + padding_idx + 1, type_vocab_size=1,
             dropout=dropout, initializer_range=initializer_range,
             layer_norm_epsilon=layer_norm_epsilon, dtype=dtype, name="embeddings")
-        encoder_blocks = [
-            TransformerEncoderBlock(
-                num_heads=num_heads, intermediate_size=intermediate_size, dropout=dropout,
-                activation="gelu", layer_norm_epsilon=layer_norm_epsilon,
-                initializer_range=initializer_range, dtype=dtype,
-                name=f"transformer_layer_{i}")
-            for i in range(num_layers)
-        ]
-        pooler = keras.layers.Dense(
-            hidden_size, activation="tanh", kernel_initializer=truncated_normal(initializer_range),
-            dtype=dtype, name="pooler_dense")
+        encoder_blocks = encoder_block_list(
+            num_layers, num_heads=num_heads, intermediate_size=intermediate_size, dropout=dropout,
+            activation="gelu", layer_norm_epsilon=layer_norm_epsilon,
+            initializer_range=initializer_range, dtype=dtype)
+        pooler = pooler_dense(hidden_size, initializer_range, dtype)
 
         # === Functional graph ===
-        token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
-        padding_mask = keras.Input(shape=(None,), dtype="int32", name="padding_mask")
-        position_ids = padding_offset_positions(token_ids, padding_idx)
+        inputs = backbone_inputs(("token_ids", "padding_mask"), use_head_mask,
+                                 num_layers, num_heads)
+        position_ids = padding_offset_positions(inputs["token_ids"], padding_idx)
         # No segment ids: the one-row token-type table adds row 0 everywhere.
-        x = embeddings(token_ids, position_ids=position_ids)
-        for block in encoder_blocks:
-            x = block(x, padding_mask=padding_mask)
-        sequence_output = x
-        pooled_output = pooler(x[:, 0, :])
-        super().__init__(
-            inputs={"token_ids": token_ids, "padding_mask": padding_mask},
-            outputs={"sequence_output": sequence_output, "pooled_output": pooled_output},
-            **kwargs)
+        x = embeddings(inputs["token_ids"], position_ids=position_ids)
+        x, extras = run_encoder(x, encoder_blocks, inputs["padding_mask"], inputs.get("head_mask"),
+                                **optional_outputs(output_hidden_states, output_attentions,
+                                                   use_head_mask))
+        outputs = {"sequence_output": x, "pooled_output": pooler(x[:, 0, :]), **extras}
+        super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
 
-        # === Config ===
+        # === Config === (recorded by Backbone from the arguments above)
         self.embeddings = embeddings
         self.encoder_blocks = encoder_blocks
         self.pooler = pooler
-        self.vocab_size = int(vocab_size)
-        self.num_layers = int(num_layers)
-        self.hidden_size = int(hidden_size)
-        self.num_heads = int(num_heads)
-        self.intermediate_size = int(intermediate_size)
-        self.max_sequence_length = int(max_sequence_length)
-        self.padding_idx = int(padding_idx)
-        self.dropout = float(dropout)
-        self.initializer_range = float(initializer_range)
-        self.layer_norm_epsilon = float(layer_norm_epsilon)
-        # A functional Model ignores a dtype argument; set it so heads built on top can follow.
-        self._dtype_arg = dtype
-        if dtype is not None:
-            self.dtype_policy = keras.dtype_policies.get(dtype)
-
-    @property
-    def token_embedding(self) -> keras.layers.ReversibleEmbedding:
-        """The BPE table layer; the MLM head projects onto its (tied) weights."""
-        return self.embeddings.token_embedding
-
-    def get_config(self):
-        dtype = self._dtype_arg
-        if isinstance(dtype, keras.DTypePolicy):
-            dtype = keras.dtype_policies.serialize(dtype)
-        return {
-            "name": self.name,
-            "trainable": self.trainable,
-            "vocab_size": self.vocab_size,
-            "num_layers": self.num_layers,
-            "hidden_size": self.hidden_size,
-            "num_heads": self.num_heads,
-            "intermediate_size": self.intermediate_size,
-            "max_sequence_length": self.max_sequence_length,
-            "padding_idx": self.padding_idx,
-            "dropout": self.dropout,
-            "initializer_range": self.initializer_range,
-            "layer_norm_epsilon": self.layer_norm_epsilon,
-            "dtype": dtype,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        if isinstance(config.get("dtype"), dict):
-            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
-        return cls(**config)

@@ -32,6 +32,4 @@ def roberta_backbone_from_preset(name: str, **overrides) -> RobertaBackbone:
 
     Example: roberta_backbone_from_preset("roberta_base", num_layers=2, vocab_size=1000)
     """
-    if name not in PRESETS:
-        raise ValueError(f"unknown RoBERTa preset {name!r}; choose one of {sorted(PRESETS)}")
-    return RobertaBackbone(**{**PRESETS[name], **overrides})
+    return RobertaBackbone.from_preset(name, **overrides)

@@ -13,11 +13,13 @@ from typing import Dict
 import keras
 import tensorflow as tf
 
-from garden.layers.heads import MaskedLMHead
+from garden.losses import masked_lm_metrics, with_total_loss
+from garden.models.backbone import backbone_inputs
+from garden.models.pretrainer import Pretrainer, tied_masked_lm_head
 
 
 @keras.saving.register_keras_serializable(package="garden")
-class RobertaPretrainer(keras.Model):
+class RobertaPretrainer(Pretrainer):
     """A RoBERTa backbone with the masked LM head of Liu et al. (2019); no NSP head.
 
     Inputs (dict, int32): token_ids, padding_mask [B, T]; masked_lm_positions [B, P].
@@ -37,17 +39,10 @@ class RobertaPretrainer(keras.Model):
 
     def __init__(self, backbone, **kwargs):
         # === Layers ===
-        masked_lm_head = MaskedLMHead(
-            backbone.token_embedding, activation="gelu",
-            layer_norm_epsilon=getattr(backbone, "layer_norm_epsilon", 1e-5),
-            initializer_range=getattr(backbone, "initializer_range", 0.02),
-            dtype=backbone.dtype_policy, name="masked_lm_head")
+        masked_lm_head = tied_masked_lm_head(backbone)
 
         # === Functional graph ===
-        inputs = {
-            name: keras.Input(shape=(None,), dtype="int32", name=name)
-            for name in ("token_ids", "padding_mask", "masked_lm_positions")
-        }
+        inputs = backbone_inputs(("token_ids", "padding_mask", "masked_lm_positions"))
         backbone_outputs = backbone({k: inputs[k] for k in ("token_ids", "padding_mask")})
         mlm_logits = masked_lm_head(backbone_outputs["sequence_output"],
                                     inputs["masked_lm_positions"])
@@ -56,16 +51,6 @@ class RobertaPretrainer(keras.Model):
         # === Config ===
         self.backbone = backbone
         self.masked_lm_head = masked_lm_head
-
-    def get_config(self):
-        return {"name": self.name, "trainable": self.trainable,
-                "backbone": keras.layers.serialize(self.backbone)}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.layers.deserialize(config["backbone"])
-        return cls(**config)
 
 
 def roberta_pretrain_loss(outputs: Dict[str, tf.Tensor], masked_lm_ids, masked_lm_weights,
@@ -86,16 +71,5 @@ def roberta_pretrain_loss(outputs: Dict[str, tf.Tensor], masked_lm_ids, masked_l
     Returns:
         dict of float32 scalars: loss (= mlm_loss), mlm_loss, mlm_accuracy.
     """
-    mlm_logits = tf.cast(outputs["mlm_logits"], tf.float32)
-    vocab_size = tf.shape(mlm_logits)[-1]
-    ids = tf.reshape(tf.cast(masked_lm_ids, tf.int32), [-1])
-    weights = tf.reshape(tf.cast(masked_lm_weights, tf.float32), [-1])
-    logits = tf.reshape(mlm_logits, [-1, vocab_size])
-
-    nll = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ids, logits=logits)
-    weight_sum = tf.reduce_sum(weights)
-    denominator = weight_sum + 1e-5 if mlm_denominator is None else tf.cast(mlm_denominator, tf.float32)
-    mlm_loss = tf.reduce_sum(weights * nll) / denominator
-    correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), ids), tf.float32)
-    mlm_accuracy = tf.math.divide_no_nan(tf.reduce_sum(weights * correct), weight_sum)
-    return {"loss": mlm_loss, "mlm_loss": mlm_loss, "mlm_accuracy": mlm_accuracy}
+    return with_total_loss(masked_lm_metrics(outputs["mlm_logits"], masked_lm_ids,
+                                             masked_lm_weights, mlm_denominator), mlm=1.0)

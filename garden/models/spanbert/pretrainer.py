@@ -24,8 +24,10 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from garden.losses import masked_lm_metrics, with_total_loss
 from garden.layers.embeddings import truncated_normal
-from garden.layers.heads import MaskedLMHead
+from garden.models.backbone import backbone_inputs
+from garden.models.pretrainer import Pretrainer, tied_masked_lm_head
 
 # Inputs of the pretrainer beyond the backbone's: the MLM positions and the SBO targets, which
 # make_pretrain --objective=spanbert writes aligned with masked_lm_positions.
@@ -132,7 +134,7 @@ class SpanBoundaryHead(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="garden")
-class SpanBertPretrainer(keras.Model):
+class SpanBertPretrainer(Pretrainer):
     """A BERT backbone with SpanBERT's masked LM and span boundary heads (no NSP).
 
     Inputs (dict, int32): token_ids, segment_ids, padding_mask [B, T]; masked_lm_positions,
@@ -153,15 +155,15 @@ class SpanBertPretrainer(keras.Model):
         metrics = spanbert_pretrain_loss(outputs, masked_lm_ids, masked_lm_weights, sbo_weights)
     """
 
+    config_attributes = ("max_targets", "position_embedding_size")
+
     def __init__(self, backbone, max_targets: int = 15, position_embedding_size: int = 200,
                  **kwargs):
         # === Layers ===
         dtype = backbone.dtype_policy
         initializer_range = getattr(backbone, "initializer_range", 0.02)
         epsilon = getattr(backbone, "layer_norm_epsilon", 1e-12)
-        masked_lm_head = MaskedLMHead(
-            backbone.token_embedding, activation="gelu", layer_norm_epsilon=epsilon,
-            initializer_range=initializer_range, dtype=dtype, name="masked_lm_head")
+        masked_lm_head = tied_masked_lm_head(backbone)
         span_boundary_head = SpanBoundaryHead(
             backbone.token_embedding, max_targets=max_targets,
             position_embedding_size=position_embedding_size, activation="gelu",
@@ -169,11 +171,8 @@ class SpanBertPretrainer(keras.Model):
             name="span_boundary_head")
 
         # === Functional graph ===
-        inputs = {
-            name: keras.Input(shape=(None,), dtype="int32", name=name)
-            for name in ("token_ids", "segment_ids", "padding_mask", "masked_lm_positions")
-            + SBO_INPUTS
-        }
+        inputs = backbone_inputs(
+            ("token_ids", "segment_ids", "padding_mask", "masked_lm_positions") + SBO_INPUTS)
         sequence_output = backbone(
             {k: inputs[k] for k in ("token_ids", "segment_ids", "padding_mask")}
         )["sequence_output"]
@@ -188,34 +187,6 @@ class SpanBertPretrainer(keras.Model):
         self.span_boundary_head = span_boundary_head
         self.max_targets = int(max_targets)
         self.position_embedding_size = int(position_embedding_size)
-
-    def get_config(self):
-        return {"name": self.name, "trainable": self.trainable,
-                "backbone": keras.layers.serialize(self.backbone),
-                "max_targets": self.max_targets,
-                "position_embedding_size": self.position_embedding_size}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.layers.deserialize(config["backbone"])
-        return cls(**config)
-
-
-def _weighted_nll(logits, ids, weights, denominator):
-    """(sum(w * nll) / denominator, weighted accuracy) over [B, P] predictions."""
-    logits = tf.cast(logits, tf.float32)
-    vocab_size = tf.shape(logits)[-1]
-    logits = tf.reshape(logits, [-1, vocab_size])
-    ids = tf.reshape(tf.cast(ids, tf.int32), [-1])
-    weights = tf.reshape(tf.cast(weights, tf.float32), [-1])
-    nll = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ids, logits=logits)
-    weight_sum = tf.reduce_sum(weights)
-    denominator = weight_sum + 1e-5 if denominator is None else tf.cast(denominator, tf.float32)
-    loss = tf.reduce_sum(weights * nll) / denominator
-    correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), ids), tf.float32)
-    accuracy = tf.math.divide_no_nan(tf.reduce_sum(weights * correct), weight_sum)
-    return loss, accuracy
 
 
 def spanbert_pretrain_loss(outputs: Dict[str, tf.Tensor], masked_lm_ids, masked_lm_weights,
@@ -241,14 +212,9 @@ def spanbert_pretrain_loss(outputs: Dict[str, tf.Tensor], masked_lm_ids, masked_
     Returns:
         dict of float32 scalars: loss, mlm_loss, sbo_loss, mlm_accuracy, sbo_accuracy.
     """
-    mlm_loss, mlm_accuracy = _weighted_nll(outputs["mlm_logits"], masked_lm_ids,
-                                           masked_lm_weights, mlm_denominator)
-    sbo_loss, sbo_accuracy = _weighted_nll(outputs["sbo_logits"], masked_lm_ids, sbo_weights,
-                                           sbo_denominator)
-    return {
-        "loss": mlm_loss + sbo_loss_weight * sbo_loss,
-        "mlm_loss": mlm_loss,
-        "sbo_loss": sbo_loss,
-        "mlm_accuracy": mlm_accuracy,
-        "sbo_accuracy": sbo_accuracy,
-    }
+    return with_total_loss(
+        {**masked_lm_metrics(outputs["mlm_logits"], masked_lm_ids, masked_lm_weights,
+                             mlm_denominator),
+         **masked_lm_metrics(outputs["sbo_logits"], masked_lm_ids, sbo_weights,
+                             sbo_denominator, prefix="sbo")},
+        mlm=1.0, sbo=sbo_loss_weight)

@@ -1,0 +1,199 @@
+"""The Backbone base every encoder family builds on: config from the constructor arguments,
+the dtype policy, `from_preset`, and the optional outputs of every layer.
+
+A family subclass builds its layers, then its functional graph with the helpers here
+(`backbone_inputs`, `run_encoder`, `backbone_outputs`), then calls `Backbone.__init__`. It writes
+no get_config: the arguments its constructor was called with (defaults filled in) are the config.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from typing import Dict, List, Sequence
+
+import keras
+import numpy as np
+from keras import ops
+
+from garden.layers.embeddings import truncated_normal
+from garden.layers.transformer_encoder import TransformerEncoderBlock
+
+# Keras' own Layer arguments: get_config adds name and trainable itself; a
+# `dtype` attribute would shadow Layer.dtype, so the policy is kept as dtype_policy.
+_NOT_ATTRIBUTES = ("name", "trainable", "dtype")
+
+
+class Backbone(keras.Model):
+    """Base of the encoder backbones: a Keras functional model with named dict inputs
+    (token_ids, [segment_ids], padding_mask, [head_mask]) and outputs (sequence_output,
+    [pooled_output], [hidden_states], [attention_probs]).
+
+    What a subclass gets:
+      * config: every constructor argument (defaults included) is recorded when the object is
+        made; `get_config()` returns them and `from_config` calls the constructor with them, so no
+        family writes either. Each argument is also an attribute (`backbone.hidden_size`).
+        Arguments named in `non_config_args` (live objects such as ELECTRA's shared embeddings)
+        are left out.
+      * dtype: `dtype` (None, a string such as "mixed_bfloat16" or a keras.DTypePolicy) is set as
+        the model's policy, which a functional Model would otherwise ignore, so heads built on
+        top follow it.
+      * `from_preset(name, **overrides)` from the family's presets module (`presets_module`).
+      * `token_embedding`: the word table layer (`self.embeddings.token_embedding`), which the
+        MLM heads project onto (tied weights).
+      * optional outputs, off by default; when off the graph is exactly the plain encoder's:
+          output_hidden_states=True adds `hidden_states`, float [L+1, B, T, H]: the embeddings'
+            output (after any projection to H) then every layer's output, stacked in one tensor
+            so that it serves and slices like the other outputs; hidden_states[-1] is
+            sequence_output.
+          output_attentions=True adds `attention_probs`, float [L, B, A, T, T] (after softmax).
+          use_head_mask=True adds the input `head_mask`, float [L, A]: 1 keeps a head, 0 removes
+            its attention probabilities (Michel et al., 2019, "Are Sixteen Heads Really Better
+            than One?"); like Hugging Face's `head_mask`, values in between scale the head.
+    """
+
+    presets_module: str = ""
+    non_config_args: Sequence[str] = ()
+
+    def __new__(cls, *args, **kwargs):
+        instance = super().__new__(cls, *args, **kwargs)
+        # Recorded here, before the subclass's __init__ runs, so that the config is exactly what
+        # the caller passed plus the signature's defaults: nothing to keep in sync by hand.
+        signature = inspect.signature(cls.__init__)
+        try:
+            bound = signature.bind(None, *args, **kwargs)
+        except TypeError:
+            # Keras probes `cls.__new__(cls)` with no arguments when it makes the class
+            # functional; a real call with bad arguments fails in __init__ with Python's message.
+            return instance
+        bound.apply_defaults()
+        arguments = dict(bound.arguments)
+        for name, param in list(signature.parameters.items())[1:]:  # [0] is self
+            if param.kind is inspect.Parameter.VAR_KEYWORD:
+                arguments.update(arguments.pop(name, {}))
+        arguments.pop(next(iter(signature.parameters)))
+        # numpy scalars (e.g. read from a checkpoint's config) as Python numbers, so that
+        # get_config stays JSON-serializable.
+        config = {k: v.item() if isinstance(v, np.generic) else v for k, v in arguments.items()
+                  if k not in cls.non_config_args and k not in ("name", "trainable")}
+        object.__setattr__(instance, "_backbone_config", config)
+        return instance
+
+    def __init__(self, inputs, outputs, dtype=None, **kwargs):
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        for key, value in self._backbone_config.items():
+            if key not in _NOT_ATTRIBUTES:
+                setattr(self, key, value)
+        if dtype is not None:
+            self.dtype_policy = keras.dtype_policies.get(dtype)
+
+    @property
+    def token_embedding(self) -> keras.layers.ReversibleEmbedding:
+        """The word table layer; the MLM heads project onto its (tied) weights."""
+        return self.embeddings.token_embedding
+
+    def get_config(self) -> Dict:
+        config = {"name": self.name, "trainable": self.trainable, **self._backbone_config}
+        if isinstance(config.get("dtype"), keras.DTypePolicy):
+            config["dtype"] = keras.dtype_policies.serialize(config["dtype"])
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if isinstance(config.get("dtype"), dict):
+            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
+        return cls(**config)
+
+    @classmethod
+    def presets(cls) -> Dict[str, Dict]:
+        """The family's presets: name -> complete constructor config."""
+        return importlib.import_module(cls.presets_module).PRESETS
+
+    @classmethod
+    def from_preset(cls, name: str, **overrides) -> "Backbone":
+        """A freshly initialised backbone of preset `name`; keyword arguments override it
+        (architectures only: weights come from the converters).
+
+        Example: BertBackbone.from_preset("bert_tiny", vocab_size=1000, dropout=0.0)
+        """
+        presets = cls.presets()
+        if name not in presets:
+            raise ValueError(f"unknown {cls.__name__} preset {name!r}; choose one of "
+                             f"{sorted(presets)} (in {cls.presets_module})")
+        return cls(**{**presets[name], **overrides})
+
+
+def backbone_inputs(names: Sequence[str], use_head_mask: bool = False,
+                    num_layers: int = 0, num_heads: int = 0) -> Dict[str, keras.KerasTensor]:
+    """The named int32 [B, T] inputs, plus `head_mask` float [L, A] when asked for.
+
+    The head mask has no batch axis (one mask for the whole batch, as Hugging Face's 2-D
+    head_mask): keras.Input always adds one, so it is built with an explicit batch_shape.
+    """
+    inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in names}
+    if use_head_mask:
+        inputs["head_mask"] = keras.Input(batch_shape=(num_layers, num_heads), dtype="float32",
+                                          name="head_mask")
+    return inputs
+
+
+def run_encoder(x, layer_blocks: List[keras.layers.Layer], padding_mask, head_mask=None,
+                output_hidden_states: bool = False, output_attentions: bool = False):
+    """Applies `layer_blocks` (one entry per layer, so a shared block may repeat) to `x`.
+
+    Returns (sequence_output, extra outputs dict). With every option off this is the plain
+    loop `x = block(x, padding_mask=padding_mask)`: no other op enters the graph.
+    """
+    hidden_states, attention_probs = [x], []
+    for i, block in enumerate(layer_blocks):
+        block_kwargs = {}
+        if head_mask is not None:
+            block_kwargs["head_mask"] = head_mask[i]
+        if output_attentions:
+            x, scores = block(x, padding_mask=padding_mask, return_attention_scores=True,
+                              **block_kwargs)
+            attention_probs.append(scores)
+        else:
+            x = block(x, padding_mask=padding_mask, **block_kwargs)
+        hidden_states.append(x)
+    extras = {}
+    if output_hidden_states:
+        extras["hidden_states"] = ops.stack(hidden_states, axis=0)
+    if output_attentions:
+        extras["attention_probs"] = ops.stack(attention_probs, axis=0)
+    return x, extras
+
+
+def check_head_mask_support(output_attentions: bool, use_head_mask: bool):
+    """Attention probabilities and head masks need garden.layers' block arguments."""
+    params = inspect.signature(TransformerEncoderBlock.call).parameters
+    for wanted, arg in ((output_attentions, "return_attention_scores"),
+                        (use_head_mask, "head_mask")):
+        if wanted and arg not in params:
+            raise NotImplementedError(
+                f"TransformerEncoderBlock.call has no `{arg}` argument in this tree; "
+                "garden.layers must provide it before a backbone can output attention "
+                "probabilities or take a head mask")
+
+
+def optional_outputs(output_hidden_states: bool, output_attentions: bool,
+                     use_head_mask: bool) -> Dict[str, bool]:
+    """The run_encoder keyword arguments of the optional outputs (checked first)."""
+    check_head_mask_support(output_attentions, use_head_mask)
+    return dict(output_hidden_states=output_hidden_states, output_attentions=output_attentions)
+
+
+
+def encoder_block_list(num_layers: int, **block_args) -> List[TransformerEncoderBlock]:
+    """`num_layers` independent TransformerEncoderBlocks named transformer_layer_{i} (the
+    names the converters and checkpoints know), each made with `block_args`."""
+    return [TransformerEncoderBlock(name=f"transformer_layer_{i}", **block_args)
+            for i in range(num_layers)]
+
+
+def pooler_dense(hidden_size: int, initializer_range: float, dtype=None) -> keras.layers.Dense:
+    """BERT's pooler: tanh dense H -> H, applied to the first token ([CLS] / <s>)."""
+    return keras.layers.Dense(hidden_size, activation="tanh",
+                              kernel_initializer=truncated_normal(initializer_range),
+                              dtype=dtype, name="pooler_dense")

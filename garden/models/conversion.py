@@ -1,0 +1,227 @@
+"""Weight-import pieces every family's converter shares: layout transforms, the name table of
+one BERT-style encoder layer, and the strict assembler.
+
+A converter is a name table, `{source name: (garden weight path, transform)}`, handed to
+`assign_weights`, which refuses a partial load: every mapped source array must be present (or
+listed optional), every source array must be mapped (or ignored: optimizer slots, buffers,
+tied duplicates), every shape must fit and every garden weight must receive a value; the
+ValueError names each culprit so a user can tell a wrong config from a wrong checkpoint.
+
+Layouts (checked numerically by each family's conversion tests):
+- torch Linear stores [out, in]; Keras Dense and TF1 `tf.layers.dense` store [in, out].
+- garden's MultiHeadAttention keeps q/k/v kernels as [H, heads, head_dim], their biases as
+  [heads, head_dim] and the output kernel as [heads, head_dim, H]; sources store them flat.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Callable, Dict, Iterable, List, Tuple
+
+import numpy as np
+
+Transform = Callable[[np.ndarray], np.ndarray]
+# source name -> (garden weight path, transform)
+NameTable = Dict[str, Tuple[str, Transform]]
+
+
+def identity(x: np.ndarray) -> np.ndarray:
+    return x
+
+
+def linear_kernel(x: np.ndarray) -> np.ndarray:
+    """torch Linear [out, in] -> Keras Dense [in, out]."""
+    return x.T
+
+
+def qkv_kernel(num_heads: int, transpose: bool = True) -> Transform:
+    """A flat q/k/v projection ([out, in] when `transpose`, else [in, out]) -> [H, heads, d]."""
+    def f(x):
+        x = x.T if transpose else x
+        return x.reshape(x.shape[0], num_heads, -1)
+    return f
+
+
+def qkv_bias(num_heads: int) -> Transform:
+    """A flat q/k/v bias [H] -> [heads, head_dim]."""
+    return lambda x: x.reshape(num_heads, -1)
+
+
+def attention_output_kernel(num_heads: int, transpose: bool = True) -> Transform:
+    """A flat attention output projection -> [heads, head_dim, H]."""
+    def f(x):
+        x = x.T if transpose else x
+        return x.reshape(num_heads, -1, x.shape[-1])
+    return f
+
+
+@dataclasses.dataclass(frozen=True)
+class LayerNames:
+    """A source's names for the parts of one post-LN encoder layer (BERT's layout)."""
+
+    query: str
+    key: str
+    value: str
+    attention_output: str
+    attention_norm: str
+    intermediate: str
+    output: str
+    output_norm: str
+    sep: str = "."
+    kernel: str = "weight"
+    bias: str = "bias"
+    gamma: str = "weight"
+    beta: str = "bias"
+    transpose: bool = True  # torch Linear kernels are [out, in]
+
+    def dense(self, source: str, garden: str) -> NameTable:
+        """A dense layer's kernel and bias."""
+        kernel = linear_kernel if self.transpose else identity
+        return {f"{source}{self.sep}{self.kernel}": (f"{garden}/kernel", kernel),
+                f"{source}{self.sep}{self.bias}": (f"{garden}/bias", identity)}
+
+    def layer_norm(self, source: str, garden: str) -> NameTable:
+        return {f"{source}{self.sep}{self.gamma}": (f"{garden}/gamma", identity),
+                f"{source}{self.sep}{self.beta}": (f"{garden}/beta", identity)}
+
+
+HF_BERT_LAYER = LayerNames(
+    "attention.self.query", "attention.self.key", "attention.self.value",
+    "attention.output.dense", "attention.output.LayerNorm", "intermediate.dense",
+    "output.dense", "output.LayerNorm")
+TF1_BERT_LAYER = LayerNames(
+    "attention/self/query", "attention/self/key", "attention/self/value",
+    "attention/output/dense", "attention/output/LayerNorm", "intermediate/dense",
+    "output/dense", "output/LayerNorm", sep="/", kernel="kernel", gamma="gamma", beta="beta",
+    transpose=False)
+HF_ALBERT_LAYER = LayerNames(
+    "attention.query", "attention.key", "attention.value", "attention.dense",
+    "attention.LayerNorm", "ffn", "ffn_output", "full_layer_layer_norm")
+HF_DISTILBERT_LAYER = LayerNames(
+    "attention.q_lin", "attention.k_lin", "attention.v_lin", "attention.out_lin",
+    "sa_layer_norm", "ffn.lin1", "ffn.lin2", "output_layer_norm")
+
+
+def encoder_layer_names(names: LayerNames, source_prefix: str, garden_prefix: str,
+                        num_heads: int) -> NameTable:
+    """The name table of one encoder layer: `source_prefix` + the source's part names ->
+    `garden_prefix` + garden.layers.TransformerEncoderBlock's weight paths."""
+    s, d, sep = source_prefix, garden_prefix, names.sep
+    table: NameTable = {}
+    for part in ("query", "key", "value"):
+        source = s + getattr(names, part)
+        table[f"{source}{sep}{names.kernel}"] = (f"{d}attention/{part}/kernel",
+                                                 qkv_kernel(num_heads, names.transpose))
+        table[f"{source}{sep}{names.bias}"] = (f"{d}attention/{part}/bias", qkv_bias(num_heads))
+    table[f"{s}{names.attention_output}{sep}{names.kernel}"] = (
+        f"{d}attention/attention_output/kernel",
+        attention_output_kernel(num_heads, names.transpose))
+    table[f"{s}{names.attention_output}{sep}{names.bias}"] = (
+        f"{d}attention/attention_output/bias", identity)
+    table.update(names.layer_norm(s + names.attention_norm, f"{d}attention_layer_norm"))
+    table.update(names.dense(s + names.intermediate, f"{d}intermediate_dense"))
+    table.update(names.dense(s + names.output, f"{d}output_dense"))
+    table.update(names.layer_norm(s + names.output_norm, f"{d}output_layer_norm"))
+    return table
+
+
+def strip_prefix(weights, prefix: str) -> Dict[str, np.ndarray]:
+    """Drops `prefix` (e.g. "roberta.", the base model's scope in a *ForMaskedLM file); a name
+    present both with and without it is an error (which copy would be meant?)."""
+    out: Dict[str, np.ndarray] = {}
+    for name, value in weights.items():
+        short = name[len(prefix):] if name.startswith(prefix) else name
+        if short in out:
+            raise ValueError(f"checkpoint has {short!r} both with and without the {prefix!r} "
+                             "prefix; keep one copy")
+        out[short] = np.asarray(value)
+    return out
+
+
+def check_tied(weights: Dict[str, np.ndarray], tied: Dict[str, str]):
+    """Names a source ties to another parameter must hold the same values: garden keeps one
+    variable (e.g. the MLM decoder is the word table), so an untied copy cannot be imported."""
+    for name, source in tied.items():
+        if name in weights and source in weights and not np.array_equal(weights[name],
+                                                                        weights[source]):
+            raise ValueError(f"{name} is not tied to {source}: the garden ties them (one "
+                             "variable), so an untied checkpoint cannot be imported")
+
+
+def assign_weights(model, weights: Dict[str, np.ndarray], names: NameTable, source: str = "",
+                   optional: Iterable[str] = (), ignored: Iterable[str] = (),
+                   ignored_patterns: Iterable[str] = ()) -> List[str]:
+    """Assigns weights[name] (transformed) to `model`'s variable at each mapped path.
+
+    Args:
+        optional: source names a checkpoint may lack (left at their initial values).
+        ignored: source names that are not model weights (buffers, tied duplicates).
+        ignored_patterns: regexes of such names (optimizer slots: r"/adam_[mv]$").
+
+    Raises ValueError naming every missing and unexpected parameter and every shape mismatch.
+    Returns the `optional` names the checkpoint lacks.
+    """
+    variables = {v.path: v for v in model.weights}
+    optional, ignored = set(optional), set(ignored)
+    patterns = [re.compile(p) for p in ignored_patterns]
+    missing = sorted(n for n in names if n not in weights and n not in optional)
+    unexpected = sorted(n for n in weights if n not in names and n not in ignored
+                        and not any(p.search(n) for p in patterns))
+    shape_errors, assigned = [], set()
+    for name, (path, transform) in names.items():
+        if path not in variables:  # a bug in the name table, not in the checkpoint
+            raise AssertionError(f"name table maps {name} to unknown garden weight {path}")
+        if name not in weights:
+            continue
+        value = transform(np.asarray(weights[name], np.float32))
+        variable = variables[path]
+        if tuple(value.shape) != tuple(variable.shape):
+            shape_errors.append(f"{name} {tuple(np.shape(weights[name]))} -> {path} "
+                                f"{tuple(variable.shape)}")
+            continue
+        variable.assign(value)
+        assigned.add(path)
+    problems = [f"{what}: {names_}" for what, names_ in (
+        ("missing parameters", missing), ("unexpected parameters", unexpected),
+        ("shape mismatches", shape_errors)) if names_]
+    if problems:
+        raise ValueError(f"{source or type(model).__name__}: checkpoint does not match the "
+                         "config; " + "; ".join(problems))
+    not_loaded = sorted(n for n in optional if n in names and n not in weights)
+    unassigned = set(variables) - assigned - {names[n][0] for n in not_loaded}
+    if unassigned:  # a bug in the name table, not in the checkpoint
+        raise AssertionError(f"garden weights left unassigned: {sorted(unassigned)}")
+    return not_loaded
+
+
+def hf_bert_encoder_names(num_layers: int, num_heads: int, prefix: str = "") -> NameTable:
+    """Embeddings and encoder layers under Hugging Face's BERT names, which its BERT, RoBERTa
+    and ELECTRA models share (`prefix`: "electra." etc. for a *For... checkpoint; BERT's and
+    RoBERTa's converters strip theirs first). Poolers and heads are each family's own."""
+    e = f"{prefix}embeddings."
+    names: NameTable = {
+        f"{e}word_embeddings.weight": ("embeddings/token_embedding/embeddings", identity),
+        f"{e}position_embeddings.weight": ("embeddings/position_embedding/embeddings", identity),
+        f"{e}token_type_embeddings.weight": ("embeddings/segment_embedding/embeddings", identity),
+        **HF_BERT_LAYER.layer_norm(f"{e}LayerNorm", "embeddings/layer_norm"),
+    }
+    for n in range(num_layers):
+        names.update(encoder_layer_names(HF_BERT_LAYER, f"{prefix}encoder.layer.{n}.",
+                                         f"transformer_layer_{n}/", num_heads))
+    return names
+
+
+def check_bert_style_config(config, family: str, activation_key: str = "hidden_act"):
+    """Refuses the Hugging Face config settings that garden's BERT-style encoders (BERT,
+    RoBERTa, ELECTRA, DistilBERT) cannot express: another activation than the exact (erf) GELU
+    ("gelu"), and relative or rotary position embeddings."""
+    activation = config.get(activation_key, "gelu")
+    if activation != "gelu":
+        raise ValueError(f"{activation_key}={activation!r} is not supported: the garden {family} "
+                         "encoder computes the exact (erf) GELU only ('gelu'); convert a "
+                         "checkpoint trained with it")
+    position_type = config.get("position_embedding_type", "absolute")
+    if position_type != "absolute":
+        raise ValueError(f"position_embedding_type={position_type!r} is not supported: the "
+                         f"garden {family} encoder has learned absolute positions")

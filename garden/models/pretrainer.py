@@ -1,0 +1,55 @@
+"""What every family's heads-on-a-backbone model shares: the config (the serialized backbone plus
+the model's own arguments), the tied masked-LM head built from the backbone's config, and the
+sentence-level head.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import keras
+
+from garden.layers.embeddings import truncated_normal
+from garden.layers.heads import MaskedLMHead
+
+
+class Pretrainer(keras.Model):
+    """Base of the models that put heads on a backbone (BertPretrainer, AlbertPretrainer, ...).
+
+    get_config returns the backbone, serialized, plus the attributes named in
+    `config_attributes` (the subclass's own constructor arguments); from_config rebuilds the
+    backbone and calls the constructor. A subclass sets `self.backbone` and those attributes.
+    """
+
+    config_attributes: Sequence[str] = ()
+
+    def get_config(self):
+        config = {"name": self.name, "trainable": self.trainable,
+                  "backbone": keras.layers.serialize(self.backbone)}
+        config.update({k: getattr(self, k) for k in self.config_attributes})
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["backbone"] = keras.layers.deserialize(config["backbone"])
+        return cls(**config)
+
+
+def tied_masked_lm_head(backbone, activation="gelu") -> MaskedLMHead:
+    """BERT's MLM head on `backbone` (dense -> activation -> LayerNorm -> tied word table + bias),
+    with the backbone's LayerNorm epsilon, initializer range and dtype policy."""
+    return MaskedLMHead(
+        backbone.token_embedding, activation=activation,
+        layer_norm_epsilon=getattr(backbone, "layer_norm_epsilon", 1e-12),
+        initializer_range=getattr(backbone, "initializer_range", 0.02),
+        dtype=backbone.dtype_policy, name="masked_lm_head")
+
+
+def sentence_head(backbone, name: str, num_classes: int = 2) -> keras.layers.Dense:
+    """dense(num_classes) on the pooled output (NSP, SOP); float32 whatever the policy, since
+    the logits feed a softmax cross-entropy."""
+    return keras.layers.Dense(
+        num_classes, kernel_initializer=truncated_normal(getattr(backbone, "initializer_range",
+                                                                 0.02)),
+        dtype="float32", name=name)
