@@ -1,8 +1,8 @@
 """The repository documents itself, and installs from plain PyPI (issue 13 items 10 and 11).
 
 - No tracked file outside docs/ cites the team's shared notes (../shared/, DESIGN.md,
-  OBJECTIVES.md, ...) or any other .md file the repository does not hold; every
-  `docs/objectives.md section N` and `docs/design.md "Section"` cited names a real heading.
+  OBJECTIVES.md, ...) or any other .md file the repository does not hold; every section
+  cited in docs/objectives.md (by number) or docs/design.md (by quoted title) exists.
 - README's Python snippet loads a real export in a fresh process (and fails with
   "Op type not registered" without `import tensorflow_text`, as README warns); README names the
   exporter's minimum TF Serving version and points --model_base_path at <export_base>/<model_name>.
