@@ -241,7 +241,8 @@ def pins(path: pathlib.Path) -> dict:
             continue
         req = Requirement(line)
         specs = list(req.specifier)
-        assert len(specs) == 1 and specs[0].operator == "==", f"{path.name}:{number}: {line} is not an exact pin"
+        assert len(specs) == 1 and specs[0].operator == "==", \
+            f"{path.name}:{number}: {line} is not an exact pin"
         out[canonicalize_name(req.name)] = (specs[0].version, set(req.extras))
     return out
 
@@ -270,7 +271,8 @@ def test_worker_requirements_pin_the_runtime_and_nothing_else():
                if l.split("#")[0].strip()]
     for req in runtime:
         name = canonicalize_name(req.name)
-        assert name in workers, f"requirements-workers.txt lacks {req.name}, a setup.cfg install_requires"
+        assert name in workers, \
+            f"requirements-workers.txt lacks {req.name}, a setup.cfg install_requires"
         version, extras = workers[name]
         assert version == constraints[name][0], (name, version, constraints[name][0])
         assert req.specifier.contains(version), (name, version, str(req.specifier))
@@ -325,9 +327,11 @@ def pip_dry_run(tmp_path, *args) -> dict:
 def test_worker_requirements_resolve_on_pypi(tmp_path):
     resolved = pip_dry_run(tmp_path, "-r", "requirements-workers.txt")
     workers = pins(ROOT / "requirements-workers.txt")
-    assert {n: v for n, v in resolved.items() if n in workers} == {n: v for n, (v, _) in workers.items()}
+    pinned = {n: v for n, (v, _) in workers.items()}
+    assert {n: v for n, v in resolved.items() if n in workers} == pinned
     # Only installer packages that pip freeze leaves out may come on top.
-    assert set(resolved) - set(workers) <= {"setuptools", "wheel", "pip"}, set(resolved) - set(workers)
+    extra = set(resolved) - set(workers)
+    assert extra <= {"setuptools", "wheel", "pip"}, extra
 
 
 @needs_pypi
