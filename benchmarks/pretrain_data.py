@@ -48,7 +48,7 @@ import psutil
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# The published BERT recipe (OBJECTIVES.md section 1) except dupe_factor, which sets the size.
+# The published BERT recipe (docs/objectives.md section 1) except dupe_factor, which sets the size.
 PARAMS = {
     "max_seq_length": 128,
     "max_predictions_per_seq": 20,

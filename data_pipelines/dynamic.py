@@ -1,4 +1,4 @@
-"""Dynamic masking at training time: the tf.data side of RoBERTa's objective (OBJECTIVES.md 3).
+"""Dynamic masking at training time: tf.data's side of RoBERTa's objective (docs/objectives.md 3).
 
 Liu et al. 2019 (section 4.1): BERT's masks are drawn once offline; RoBERTa draws "a new
 masking pattern every time we feed a sequence to the model". make_pretrain --objective=roberta

@@ -37,7 +37,7 @@ Spec = Dict[str, Feature]
 
 
 def bert_pretrain_spec(max_seq_length: int, max_predictions_per_seq: int) -> Spec:
-    """BERT MLM+NSP instances (OBJECTIVES.md section 1).
+    """BERT MLM+NSP instances (docs/objectives.md section 1).
 
     next_sentence_labels: 1 = B is a random segment, 0 = B is the actual next segment.
     """
@@ -284,7 +284,7 @@ def tf_parsing_spec(spec: Spec) -> dict:
 
 
 def roberta_pretrain_spec(max_seq_length: int) -> Spec:
-    """RoBERTa packed blocks (OBJECTIVES.md section 3): ``<s>`` + up to max_seq_length - 1
+    """RoBERTa packed blocks (docs/objectives.md section 3): ``<s>`` + up to max_seq_length - 1
     pieces, UNMASKED; the input pipeline (data_pipelines.dynamic) adds masked_lm_positions,
     masked_lm_ids and masked_lm_weights afresh every time a block is read."""
     return {
@@ -294,7 +294,7 @@ def roberta_pretrain_spec(max_seq_length: int) -> Spec:
 
 
 def gpt2_pretrain_spec(max_seq_length: int) -> Spec:
-    """GPT-2 causal LM blocks (OBJECTIVES.md section 11): max_seq_length consecutive pieces of
+    """GPT-2 causal LM blocks (docs/objectives.md section 11): max_seq_length consecutive pieces of
     the concatenated documents (<|endoftext|> after each). No label feature: the model's
     labels are input_ids shifted left by one."""
     return {
@@ -304,7 +304,7 @@ def gpt2_pretrain_spec(max_seq_length: int) -> Spec:
 
 
 def electra_pretrain_spec(max_seq_length: int) -> Spec:
-    """ELECTRA unmasked sequences (OBJECTIVES.md section 6): [CLS] A [SEP] (B [SEP]); the
+    """ELECTRA unmasked sequences (docs/objectives.md section 6): [CLS] A [SEP] (B [SEP]); the
     model masks in the graph."""
     return {
         "input_ids": Feature("int64", max_seq_length),
@@ -314,7 +314,7 @@ def electra_pretrain_spec(max_seq_length: int) -> Spec:
 
 
 def t5_pretrain_spec(inputs_length: int, targets_length: int) -> Spec:
-    """T5 span corruption (OBJECTIVES.md section 8): encoder ``inputs`` (kept pieces, one
+    """T5 span corruption (docs/objectives.md section 8): encoder ``inputs`` (kept pieces, one
     sentinel per noise span, EOS) and decoder ``targets`` (sentinel + noise run per span, EOS).
     Zero (SentencePiece <pad>) pads both; ids run up to the SentencePiece size + sentinels."""
     return {
@@ -324,7 +324,7 @@ def t5_pretrain_spec(inputs_length: int, targets_length: int) -> Spec:
 
 
 def bart_pretrain_spec(max_seq_length: int) -> Spec:
-    """BART denoising (OBJECTIVES.md section 9).
+    """BART denoising (docs/objectives.md section 9).
 
     input_ids / input_mask: the noised block <s> ... </s> and its real positions.
     labels: the clean block <s> ... </s>; decoder_input_ids: labels shifted right with </s> as
@@ -342,7 +342,7 @@ def bart_pretrain_spec(max_seq_length: int) -> Spec:
 
 
 def albert_pretrain_spec(max_seq_length: int, max_predictions_per_seq: int) -> Spec:
-    """ALBERT MLM + sentence-order prediction (OBJECTIVES.md section 2): the BERT features
+    """ALBERT MLM + sentence-order prediction (docs/objectives.md section 2): the BERT features
     plus ``token_boundary`` (1 for word-start pieces and special tokens, from the unmasked
     sequence). next_sentence_labels: 1 = A and B swapped (or B random for a single-segment
     chunk), 0 = in order."""
@@ -351,7 +351,7 @@ def albert_pretrain_spec(max_seq_length: int, max_predictions_per_seq: int) -> S
 
 
 def spanbert_pretrain_spec(max_seq_length: int, max_predictions_per_seq: int) -> Spec:
-    """SpanBERT span masking + span boundary objective (OBJECTIVES.md section 4).
+    """SpanBERT span masking + span boundary objective (docs/objectives.md section 4).
 
     [CLS] block [SEP], one segment (segment_ids all 0), no NSP. The SBO features are aligned
     with masked_lm_positions (one entry per masked piece): span_left_positions /
@@ -373,7 +373,7 @@ def spanbert_pretrain_spec(max_seq_length: int, max_predictions_per_seq: int) ->
 
 
 def xlnet_pretrain_spec(seq_len: int, num_predict: int) -> Spec:
-    """XLNet permutation-LM instances (OBJECTIVES.md section 7; data_pipelines/objectives/xlnet.py).
+    """XLNet permutation-LM instances (docs/objectives.md section 7; objectives/xlnet.py).
 
     The 2-D features are flattened row-major: perm_mask[i * seq_len + j] = 1 means position
     i cannot attend to j; target_mapping[k * seq_len + p] = 1 when the k-th target sits at

@@ -1,6 +1,6 @@
 """Pre-training TFRecords with Apache Beam: `python -m data_pipelines.make_pretrain --objective=NAME`.
 
-Objectives (data_pipelines/objectives/, OBJECTIVES.md): bert, albert, roberta, spanbert, ernie,
+Objectives (data_pipelines/objectives/, docs/objectives.md): bert, albert, roberta, spanbert, ernie,
 electra, xlnet, t5, bart, gpt2; `--objective=NAME --help` lists an objective's own flags
 and their published defaults. Input (--input): text files (local or gs://) with one sentence
 per line and a blank line between documents; JSONL files (one document per line, --text_field,
@@ -659,7 +659,8 @@ def make_parser(objective: Optional[base.Objective] = None) -> argparse.Argument
         epilog=rest, formatter_class=argparse.RawDescriptionHelpFormatter,
         allow_abbrev=False)  # an abbreviation must never swallow a Beam option
     p.add_argument("--objective", required=True, choices=objectives.NAMES,
-                   help="pre-training objective (OBJECTIVES.md): " + ", ".join(objectives.NAMES))
+                   help="pre-training objective (docs/objectives.md): "
+                   + ", ".join(objectives.NAMES))
     p.add_argument("--input", required=True,
                    help="glob of text files (local or gs://; .gz decompressed): one sentence per line, blank "
                    "line between documents; or JSONL files (one document per line, see --text_field); or "

@@ -1,4 +1,4 @@
-"""Reading the pipelines' output directories (DESIGN.md "Every pipeline output directory").
+"""Reading the pipelines' output directories (docs/design.md "Every pipeline output directory").
 
 The trainer never reads a directory a pipeline has not finished (no COMPLETED marker), and
 never trains a model on data made for another vocabulary or sequence length: each check

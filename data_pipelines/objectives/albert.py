@@ -1,4 +1,4 @@
-"""ALBERT pre-training instances: n-gram masked LM + sentence-order prediction (OBJECTIVES.md
+"""ALBERT pre-training instances: n-gram masked LM + sentence-order prediction (docs/objectives.md
 section 2; Lan et al. 2020, "ALBERT", and its create_pretraining_data.py).
 
 As BERT (``bert.iterate_pairs``, ``bert.truncate_seq_pair``, ``bert.layout_pair``), with:

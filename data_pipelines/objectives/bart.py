@@ -1,4 +1,4 @@
-"""BART denoising (OBJECTIVES.md section 9; Lewis et al. 2020, "BART: Denoising
+"""BART denoising (docs/objectives.md section 9; Lewis et al. 2020, "BART: Denoising
 Sequence-to-Sequence Pre-training", section 2.2, and fairseq's denoising dataset).
 
 A block is whole sentences of one document, ``<s> s1 s2 ... </s>``, of at most

@@ -168,7 +168,7 @@ class Objective:
     recipe: one line naming the paper and the recipe (shown in --help).
     tokenizer: the default tokenizer kind: "wordpiece" | "sentencepiece" | "bpe".
     add_flags: adds the objective's own flags to an argparse group; help texts give the
-      published default (and the code default where OBJECTIVES.md says they differ).
+      published default (and the code default where docs/objectives.md says they differ).
     make_options: argparse namespace (common + own flags) -> the objective's frozen options;
       raises ValueError for a bad combination.
     feature_spec: options -> features.Spec of the written tf.train.Examples.

@@ -1,4 +1,4 @@
-"""BERT pre-training instances: masked LM + next sentence prediction (OBJECTIVES.md section 1).
+"""BERT pre-training instances: masked LM + next sentence prediction (docs/objectives.md section 1).
 
 Plain functions of token ids and an explicit ``numpy.random.Generator``, following the
 original ``create_pretraining_data.py`` step by step (with numpy draws in place of Python's

@@ -1,4 +1,4 @@
-"""ELECTRA pre-training sequences: unmasked WordPiece (OBJECTIVES.md section 6).
+"""ELECTRA pre-training sequences: unmasked WordPiece (docs/objectives.md section 6).
 
 Clark et al. 2020 ("ELECTRA") build their data with ``build_pretraining_dataset.py``, whose
 ``ExampleBuilder`` reads sentences (lines) one by one and, in our words:

@@ -1,4 +1,4 @@
-"""ERNIE 1.0 pre-training instances: knowledge (unit) masking + NSP (OBJECTIVES.md section 5;
+"""ERNIE 1.0 pre-training instances: knowledge (unit) masking + NSP (docs/objectives.md section 5;
 Sun et al. 2019, "ERNIE: Enhanced Representation through Knowledge Integration").
 
 BERT's layout, pairs, budget and features (``bert.iterate_pairs``, ``bert.make_instance``,

@@ -1,4 +1,4 @@
-"""GPT-2 causal LM blocks (OBJECTIVES.md section 11).
+"""GPT-2 causal LM blocks (docs/objectives.md section 11).
 
 Radford et al. 2019 train on WebText tokenized with byte-level BPE; the usual data recipe
 (OpenAI's and the Hugging Face ``run_clm`` "group_texts" one) concatenates the documents with

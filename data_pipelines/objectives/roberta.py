@@ -1,4 +1,4 @@
-"""RoBERTa pre-training blocks: packed, UNMASKED, one segment, no NSP (OBJECTIVES.md section 3).
+"""RoBERTa pre-training blocks: packed, UNMASKED, one segment, no NSP (docs/objectives.md 3).
 
 Liu et al. 2019 ("RoBERTa", section 4.2) compare input formats; the released recipe is
 FULL-SENTENCES: "each input is packed with full sentences sampled contiguously from one or

@@ -1,4 +1,4 @@
-"""SpanBERT pre-training instances: span masking + span boundary objective (OBJECTIVES.md
+"""SpanBERT pre-training instances: span masking + span boundary objective (docs/objectives.md
 section 4; Joshi et al. 2020, "SpanBERT", and its fairseq-based pretraining code).
 
 * Blocks (``make_blocks``): consecutive sentences of one document packed greedily into blocks

@@ -1,4 +1,4 @@
-"""T5 span corruption (OBJECTIVES.md section 8; Raffel et al. 2020, "Exploring the Limits of
+"""T5 span corruption (docs/objectives.md section 8; Raffel et al. 2020, "Exploring the Limits of
 Transfer Learning with a Unified Text-to-Text Transformer", section 3.1.4 and the C4 recipe).
 
 Plain functions of token ids and an explicit ``numpy.random.Generator``:

@@ -1,4 +1,4 @@
-"""XLNet pre-training instances: permutation language modelling (OBJECTIVES.md section 7).
+"""XLNet pre-training instances: permutation language modelling (docs/objectives.md section 7).
 
 Yang et al. 2019, "XLNet: Generalized Autoregressive Pretraining for Language Understanding";
 the published recipe (seq_len 512, reuse_len 256, perm_size 256, num_predict 85,

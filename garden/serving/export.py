@@ -1,7 +1,7 @@
 """The one exporter: every task's SavedModel, in the layout TensorFlow Serving loads as is.
 
 `export(module, export_base, model_name)` writes `<export_base>/<model_name>/<version>/`
-(DESIGN.md "Serving") from a task's ServingModule (garden/serving/modules.py):
+(docs/design.md "Serving") from a task's ServingModule (garden/serving/modules.py):
 
     saved_model.pb, variables/        the module: model + in-graph text packing
     assets/                           the vocabulary file(s) (the export is self-contained)

@@ -4,7 +4,7 @@
 (`data_pipelines.tokenizers.load_tokenizer(kind, path).in_graph()`: WordPiece through
 tensorflow-text's FastBertTokenizer, SentencePiece through tf_text.SentencepieceTokenizer,
 byte-level BPE through keras-hub's BytePairTokenizer), then packs one or two segments in the
-family's layout (OBJECTIVES.md section 12):
+family's layout (docs/objectives.md section 12):
 
     "bert"     [CLS] A [SEP] (B [SEP])         segment_ids 0 .. 0 (1 .. 1); padded with [PAD]
                (BERT, ALBERT with its SentencePiece [CLS]/[SEP]/<pad>, ELECTRA, SpanBERT, ...)

@@ -1,0 +1,341 @@
+"""The repository documents itself, and installs from plain PyPI (issue 13 items 10 and 11).
+
+- No tracked file outside docs/ cites the team's shared notes (../shared/, DESIGN.md,
+  OBJECTIVES.md, ...) or any other .md file the repository does not hold; every section
+  cited in docs/objectives.md (by number) or docs/design.md (by quoted title) exists.
+- README's Python snippet loads a real export in a fresh process (and fails with
+  "Op type not registered" without `import tensorflow_text`, as README warns); README names the
+  exporter's minimum TF Serving version and points --model_base_path at <export_base>/<model_name>.
+- constraints.txt holds only NAME==VERSION pins without local labels (PyPI serves none).
+- requirements-workers.txt is what tools/worker_requirements.py writes, pins every
+  install_requires package at its constraints.txt version and holds no test/bench package.
+- Network tests (marked `network`, run only when https://pypi.org answers): pip resolves
+  requirements-workers.txt, and constraints.txt with the test and bench extras, from plain
+  PyPI, with this machine's pip configuration (local indexes, wheel folders) switched off.
+"""
+
+from __future__ import annotations
+
+import configparser
+import importlib.util
+import json
+import os
+import pathlib
+import re
+import socket
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+THIS = pathlib.Path(__file__).resolve().relative_to(ROOT).as_posix()
+PYPI = "https://pypi.org/simple"
+
+# Bench/test packages a Dataflow worker must never install (setup.cfg's extras, plus opencv,
+# which tf-models-official pulls in).
+NOT_ON_WORKERS = {"torch", "transformers", "tf-models-official", "pytest",
+                  "opencv-python-headless", "tf-keras"}
+
+
+def tracked_files() -> list:
+    proc = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True)
+    assert proc.returncode == 0, f"git ls-files failed in {ROOT}: {proc.stderr.decode()[-500:]}"
+    return [p for p in proc.stdout.decode().split("\0") if p]
+
+
+def text_lines(path: str):
+    try:
+        text = (ROOT / path).read_text(encoding="utf-8")
+    except (UnicodeDecodeError, FileNotFoundError):
+        return []  # binary files (tf_text_tables.json.gz) cite nothing
+    return text.splitlines()
+
+
+# ../shared/<anything>, and any NAME.md or dir/name.md reference.
+SHARED = re.compile(r"\.\./shared\b")
+MD_REF = re.compile(r"(?<![\w./-])((?:[\w.-]+/)*[\w.-]+\.md)\b")
+
+
+def bad_citations(files, area: str, read=text_lines) -> list:
+    """file:line: reason, for every line of the area's files citing something not in the repo."""
+    tracked = set(files)
+    basenames = {posixpath_basename(p) for p in files}
+    problems = []
+    for path in files:
+        if path == THIS or path.startswith("docs/") or area_of(path) != area:
+            continue
+        for number, line in enumerate(read(path), 1):
+            if SHARED.search(line):
+                problems.append(f"{path}:{number}: cites ../shared/: {line.strip()}")
+                continue
+            for ref in MD_REF.findall(line):
+                here = (pathlib.PurePosixPath(path).parent / ref).as_posix()
+                if ref in tracked or here in tracked or ("/" not in ref and ref in basenames):
+                    continue
+                problems.append(f"{path}:{number}: cites {ref}, which the repository does not "
+                                f"hold (cite docs/design.md or docs/objectives.md): {line.strip()}")
+    return problems
+
+
+def posixpath_basename(path: str) -> str:
+    return path.rsplit("/", 1)[-1]
+
+
+AREAS = ("root", "benchmarks", "configs", "data_pipelines", "garden", "tests", "tools")
+
+
+def area_of(path: str) -> str:
+    return path.split("/", 1)[0] if "/" in path else "root"
+
+
+@pytest.mark.parametrize("area", AREAS)
+def test_no_file_outside_docs_cites_docs_the_repository_lacks(area):
+    problems = bad_citations(tracked_files(), area)
+    assert not problems, "\n".join(problems)
+
+
+def test_citation_checker_catches_a_shared_doc():
+    # Negative control: the checker flags exactly the two lines that point outside the repo.
+    lines = {"garden/fake.py": ["see ../shared/DESIGN.md", "OBJECTIVES.md section 3",
+                                "docs/objectives.md section 3", "README.md and BUILD.md",
+                                "the benchmarks' README.md"]}
+    problems = bad_citations(["garden/fake.py", "README.md", "BUILD.md", "docs/objectives.md"],
+                             "garden", read=lambda p: lines.get(p, []))
+    assert [p.split(":")[1] for p in problems] == ["1", "2"], problems
+
+
+def headings(path: str) -> list:
+    return [line.lstrip("#").strip() for line in text_lines(path) if line.startswith("#")]
+
+
+def test_cited_doc_sections_exist():
+    objective_sections = {h.split(".", 1)[0] for h in headings("docs/objectives.md")
+                          if re.match(r"\d+\.", h)}
+    design_sections = set(headings("docs/design.md"))
+    assert {str(n) for n in range(1, 13)} <= objective_sections
+    problems = []
+    for path in tracked_files():
+        for number, line in enumerate(text_lines(path), 1):
+            for n in re.findall(r"docs/objectives\.md (?:section |sections )?(\d+)", line):
+                if n not in objective_sections:
+                    problems.append(f"{path}:{number}: docs/objectives.md has no section {n}")
+            for name in re.findall(r'docs/design\.md[ (]*"([^"]+)"', line):
+                if name not in design_sections:
+                    problems.append(f"{path}:{number}: docs/design.md has no section {name!r}")
+    assert not problems, "\n".join(problems)
+
+
+# --------------------------------------------------------------------------------------
+# README: loading an export in Python, TF Serving
+# --------------------------------------------------------------------------------------
+def readme_section(title: str) -> str:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index(f"### {title}\n")
+    # The next heading of level 2 or 3 (a "# comment" inside a code block is not one).
+    ends = [i for i in (text.find("\n## ", start), text.find("\n### ", start + 4)) if i >= 0]
+    return text[start:min(ends) if ends else None]
+
+
+def readme_python_snippet() -> str:
+    section = readme_section("Loading an export in Python")
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+
+
+README_EXPORT_DIR = "demo_out/export/bert_tiny_classifier/1"
+LABELS = ["library", "reference"]
+
+
+@pytest.fixture(scope="module")
+def tiny_export(tmp_path_factory):
+    """An untrained tiny BERT classifier exported by the one exporter (as the demo's is)."""
+    import keras
+
+    from data_pipelines import tokenizers
+    from garden.models.bert.presets import bert_backbone_from_preset
+    from garden.models.classifier import SequenceClassifier
+    from garden.serving import export
+    from garden.serving.modules import TextClassifierServing
+    from garden.serving.text import TextPacker
+
+    root = tmp_path_factory.mktemp("readme_export")
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "token", "##izer", "class", "."]
+    vocab_path = root / "vocab.txt"
+    vocab_path.write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    keras.utils.set_random_seed(3)
+    model = SequenceClassifier(bert_backbone_from_preset("bert_tiny", vocab_size=len(vocab)),
+                               num_classes=len(LABELS))
+    packer = TextPacker(tokenizers.load_tokenizer("wordpiece", str(vocab_path), lower_case=True), 16)
+    return export.export(TextClassifierServing(model, packer, str(vocab_path), LABELS, text_b=False),
+                         str(root / "export"), "bert_tiny_classifier")
+
+
+def run_snippet(code: str, cwd) -> subprocess.CompletedProcess:
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, env=env, cwd=str(cwd))
+
+
+def test_readme_python_snippet_loads_an_export_in_a_fresh_process(tiny_export, tmp_path):
+    snippet = readme_python_snippet()
+    assert snippet.index("import tensorflow_text") < snippet.index("tf.saved_model.load")
+    assert README_EXPORT_DIR in snippet
+    code = snippet.replace(README_EXPORT_DIR, tiny_export)
+    # A fresh interpreter that imports nothing of the garden (cwd outside the repository).
+    proc = run_snippet(code, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == 2, proc.stdout  # the snippet sends a batch of two texts
+    for line in lines:
+        label, probabilities = line.split(" ", 1)
+        assert label in LABELS, line
+        values = [float(x) for x in probabilities.strip("[]").split()]
+        assert len(values) == len(LABELS) and abs(sum(values) - 1) < 0.01, line
+
+
+def test_readme_warning_holds_the_export_needs_tensorflow_text(tiny_export, tmp_path):
+    code = readme_python_snippet().replace(README_EXPORT_DIR, tiny_export)
+    without = "\n".join(l for l in code.splitlines() if not l.startswith("import tensorflow_text"))
+    assert without != code
+    proc = run_snippet(without, tmp_path)
+    assert proc.returncode != 0 and "Op type not registered" in proc.stderr, proc.stderr[-3000:]
+
+
+def test_readme_serving_section_matches_the_exporter():
+    from garden.serving.export import min_tf_serving_version
+
+    version = min_tf_serving_version()
+    section = readme_section("Serving an export with TensorFlow Serving")
+    assert f"TF Serving {version} or newer" in section
+    assert f"tensorflow/serving:{version}" in section
+    # --model_base_path is <export_base>/<model_name>: the server picks the version itself.
+    base = README_EXPORT_DIR.rsplit("/", 1)[0]
+    paths = re.findall(r'--model_base_path="?([^"\s]+)', section)
+    assert paths and all(p.endswith(base) for p in paths), paths
+    assert f"source=\"$PWD/{base}\"" in section
+    model_name = base.rsplit("/", 1)[-1]
+    assert f"v1/models/{model_name}:predict" in section
+    gin = (ROOT / "configs/finetune/classification_tiny.gin").read_text()
+    assert f"model_name = '{model_name}'" in gin  # the demo's export has that name
+
+
+# --------------------------------------------------------------------------------------
+# constraints.txt and requirements-workers.txt
+# --------------------------------------------------------------------------------------
+def load_generator():
+    spec = importlib.util.spec_from_file_location("worker_requirements",
+                                                  ROOT / "tools/worker_requirements.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def pins(path: pathlib.Path) -> dict:
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    out = {}
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        line = line.split("#")[0].strip()
+        if not line:
+            continue
+        req = Requirement(line)
+        specs = list(req.specifier)
+        assert len(specs) == 1 and specs[0].operator == "==", \
+            f"{path.name}:{number}: {line} is not an exact pin"
+        out[canonicalize_name(req.name)] = (specs[0].version, set(req.extras))
+    return out
+
+
+def test_constraints_pin_exact_public_versions():
+    for name, (version, _) in pins(ROOT / "constraints.txt").items():
+        assert "+" not in version, (f"constraints.txt: {name}=={version} has a local label, which "
+                                    "PyPI never serves; pin the public version (BUILD.md)")
+    assert pins(ROOT / "constraints.txt")["torch"][0] == "2.13.0"
+
+
+def setup_cfg() -> configparser.ConfigParser:
+    parser = configparser.ConfigParser()
+    parser.read(ROOT / "setup.cfg")
+    return parser
+
+
+def test_worker_requirements_pin_the_runtime_and_nothing_else():
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    workers = pins(ROOT / "requirements-workers.txt")
+    constraints = pins(ROOT / "constraints.txt")
+    runtime = [Requirement(l.split("#")[0].strip())
+               for l in setup_cfg()["options"]["install_requires"].splitlines()
+               if l.split("#")[0].strip()]
+    for req in runtime:
+        name = canonicalize_name(req.name)
+        assert name in workers, \
+            f"requirements-workers.txt lacks {req.name}, a setup.cfg install_requires"
+        version, extras = workers[name]
+        assert version == constraints[name][0], (name, version, constraints[name][0])
+        assert req.specifier.contains(version), (name, version, str(req.specifier))
+        assert extras == set(req.extras), (name, extras, req.extras)
+    for name, (version, _) in workers.items():
+        assert name in constraints and constraints[name][0] == version, \
+            f"requirements-workers.txt: {name}=={version} is not constraints.txt's pin"
+    extras = setup_cfg()["options.extras_require"]
+    extra_names = {canonicalize_name(Requirement(l.strip()).name)
+                   for key in extras for l in extras[key].splitlines() if l.strip()}
+    assert extra_names <= NOT_ON_WORKERS, extra_names  # the list below covers every extra
+    assert not NOT_ON_WORKERS & set(workers), NOT_ON_WORKERS & set(workers)
+
+
+def test_worker_requirements_are_what_the_script_writes():
+    expected = load_generator().render()
+    actual = (ROOT / "requirements-workers.txt").read_text()
+    assert actual == expected, ("requirements-workers.txt is stale: regenerate it with "
+                                "`python tools/worker_requirements.py > requirements-workers.txt`")
+
+
+def pypi_reachable() -> bool:
+    try:
+        socket.create_connection(("pypi.org", 443), timeout=5).close()
+        return True
+    except OSError:
+        return False
+
+
+needs_pypi = pytest.mark.skipif(not pypi_reachable(), reason="https://pypi.org is not reachable "
+                                "(the offline checks above still run)")
+
+
+def pip_dry_run(tmp_path, *args) -> dict:
+    """`pip install --dry-run --report` against plain PyPI only: this machine's pip.conf, local
+    wheel folders and extra indexes are switched off, so a local-only pin cannot resolve."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env["PIP_CONFIG_FILE"] = os.devnull
+    report = tmp_path / "report.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--isolated", "--dry-run", "--ignore-installed",
+         "--disable-pip-version-check", "--index-url", PYPI, "--report", str(report), *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=900, env=env)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    from packaging.utils import canonicalize_name
+
+    return {canonicalize_name(item["metadata"]["name"]): item["metadata"]["version"]
+            for item in json.loads(report.read_text())["install"]}
+
+
+@needs_pypi
+def test_worker_requirements_resolve_on_pypi(tmp_path):
+    resolved = pip_dry_run(tmp_path, "-r", "requirements-workers.txt")
+    workers = pins(ROOT / "requirements-workers.txt")
+    pinned = {n: v for n, (v, _) in workers.items()}
+    assert {n: v for n, v in resolved.items() if n in workers} == pinned
+    # Only installer packages that pip freeze leaves out may come on top.
+    extra = set(resolved) - set(workers)
+    assert extra <= {"setuptools", "wheel", "pip"}, extra
+
+
+@needs_pypi
+def test_test_and_bench_extras_resolve_on_pypi_with_the_constraints(tmp_path):
+    resolved = pip_dry_run(tmp_path, "-c", "constraints.txt", "-e", ".[test,bench]")
+    assert resolved["torch"] == "2.13.0"
+    assert resolved["tf-models-official"] == "2.20.0"
