@@ -1,6 +1,6 @@
 """gin factories of the encoder families' backbones (the edge of the config system).
 
-`garden.train`'s `bert_backbone` builds BERT; the factories here build the other families from
+`bert_backbone` builds BERT from its arguments; the other factories build their families from
 their presets (garden/models/<family>/presets.py): an experiment file names a preset and
 overrides only what differs (a tiny twin: `num_layers = 2`, `hidden_size = 128`, ...). Each
 factory takes `default_vocab_size` from the task (the vocabulary the data was made with), which
@@ -140,3 +140,25 @@ def distilbert_backbone(default_vocab_size: Optional[int] = None, preset: str = 
         intermediate_size=intermediate_size, max_sequence_length=max_sequence_length,
         dropout=dropout, attention_dropout=attention_dropout,
         initializer_range=initializer_range))
+
+
+@gin.configurable
+def bert_backbone(default_vocab_size: Optional[int] = None, vocab_size: Optional[int] = None,
+                  num_layers: int = 12, hidden_size: int = 768, num_heads: int = 12,
+                  intermediate_size: int = 3072, max_sequence_length: int = 512,
+                  type_vocab_size: int = 2, dropout: float = 0.1,
+                  initializer_range: float = 0.02):
+    """BertBackbone from gin bindings; vocab_size defaults to the task's vocabulary size.
+
+    (Moved as-is from garden/train.py, which names no family; the models engineer reconciles
+    it with the other factories.)"""
+    from garden.models.bert.backbone import BertBackbone
+
+    size = vocab_size if vocab_size is not None else default_vocab_size
+    if size is None:
+        raise ValueError("bert_backbone.vocab_size is unset and no vocabulary gives it: bind "
+                         "bert_backbone.vocab_size or the task's vocab")
+    return BertBackbone(vocab_size=size, num_layers=num_layers, hidden_size=hidden_size,
+                        num_heads=num_heads, intermediate_size=intermediate_size,
+                        max_sequence_length=max_sequence_length, type_vocab_size=type_vocab_size,
+                        dropout=dropout, initializer_range=initializer_range)

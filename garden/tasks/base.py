@@ -75,6 +75,12 @@ class Task:
         """The model `garden.train --summary` prints, built on `backbone` without data."""
         raise NotImplementedError
 
+    @classmethod
+    def summary_model_from(cls, backbone, bindings: Dict[str, Any]):
+        """summary_model for `garden.train --summary`, given the task's literal gin bindings
+        (e.g. Pretraining's family); the default ignores them."""
+        return cls.summary_model(backbone)
+
     # -- the data ---------------------------------------------------------------------------
     def schedule(self, train_steps: int) -> List[Stage]:
         """The stages that cover steps [0, train_steps), in order."""

@@ -78,11 +78,11 @@ def _spanbert_args(data, model_dir, steps, *extra, data_dir=None):
     phases = [{"start_step": 0, "data_dir": data_dir or data.spanbert, "max_seq_length": 64}]
     return ["--config=configs/spanbert_tiny.gin", f"--model_dir={model_dir}",
             f"--gin_param=VOCAB='{data.vocab}'", f"--gin_param=DATA_DIR='{data.spanbert}'",
-            f"--gin_param=garden.SpanBertPretraining.phases={phases!r}",
+            f"--gin_param=garden.Pretraining.phases={phases!r}",
             f"--gin_param=train.train_steps={steps}", "--gin_param=train.global_batch_size=16",
             "--gin_param=train.warmup_steps=2", "--gin_param=train.log_every=1",
             "--gin_param=bert_backbone.dropout=0.0",
-            "--gin_param=garden.SpanBertPretraining.shuffle_buffer=200", *extra]
+            "--gin_param=garden.Pretraining.shuffle_buffer=200", *extra]
 
 
 def test_spanbert_tiny_trains_on_spanbert_data(data, tmp_path):
@@ -117,9 +117,9 @@ def _ernie_args(data, model_dir, config="configs/ernie_tiny.gin", *extra):
     phases = [{"start_step": 0, "data_dir": data.ernie, "max_seq_length": 64}]
     return [f"--config={config}", f"--model_dir={model_dir}",
             f"--gin_param=VOCAB='{data.vocab}'", f"--gin_param=DATA_DIR='{data.ernie}'",
-            f"--gin_param=garden.BertPretraining.phases={phases!r}",
+            f"--gin_param=garden.Pretraining.phases={phases!r}",
             "--gin_param=train.train_steps=3", "--gin_param=train.global_batch_size=16",
-            "--gin_param=train.log_every=1", "--gin_param=garden.BertPretraining.shuffle_buffer=200",
+            "--gin_param=train.log_every=1", "--gin_param=garden.Pretraining.shuffle_buffer=200",
             *extra]
 
 
