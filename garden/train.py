@@ -25,6 +25,7 @@ import argparse
 import math
 import os
 import posixpath
+import re
 import sys
 import time
 from typing import Optional
@@ -160,25 +161,47 @@ class _Run:
 
     def train_stage(self, stage) -> None:
         """Steps [max(step, first), end) on the stage's data, resumed where the stream stopped."""
-        first, end, dataset_fn, description = stage
-        if self.step >= end:
+        from garden.tasks.base import Stage
+
+        stage = Stage(*stage)  # also a plain (first, end, dataset_fn, description) tuple
+        if self.step >= stage.end_step:
             return
-        print(f"[train] steps {first}-{end}: {description}", flush=True)
+        print(f"[train] steps {stage.first_step}-{stage.end_step}: {stage.description}", flush=True)
         # Batches of the (per-replica) stream already consumed by earlier steps of this stage.
-        skip = (self.step - first) * self.accumulation * self.replicas
+        skip = (self.step - stage.first_step) * self.accumulation * self.replicas
         micro_batch_size = self.global_batch_size // self.accumulation
 
         def make_dataset(ctx):
-            return dataset_fn(ctx, ctx.get_per_replica_batch_size(micro_batch_size),
-                              self.seed + first, skip)
+            return stage.dataset_fn(ctx, ctx.get_per_replica_batch_size(micro_batch_size),
+                                    self.seed + stage.first_step, skip)
 
         iterator = iter(self.strategy.distribute_datasets_from_function(make_dataset))
-        while self.step < end:
-            metrics = {k: float(v) for k, v in self.train_step(iterator).items()}
+        while self.step < stage.end_step:
+            metrics = self._step(iterator, stage)
             self.step += 1
             self._check_finite(metrics)
             self.progress.add(self.step, metrics, lambda: self.opt.learning_rate)
             self._after_step()
+
+    def _step(self, iterator, stage) -> dict:
+        """One training step; data that ends or breaks is reported by name, not as a raw
+        tf.errors traceback."""
+        import tensorflow as tf
+
+        from garden import data
+
+        try:
+            return {k: float(v) for k, v in self.train_step(iterator).items()}
+        except tf.errors.OutOfRangeError:
+            raise data.DataDirError(
+                f"the data of steps {stage.first_step}-{stage.end_step} ({stage.description}) "
+                f"gave no batch at step {self.step + 1}: it holds no examples (or fewer than one "
+                f"per-replica batch). Re-run make_pretrain on more input") from None
+        except tf.errors.DataLossError as e:
+            where = data.locate_corruption(stage.files) or e.message.splitlines()[0]
+            raise data.DataDirError(
+                f"corrupt training data in {stage.description}: {where}. Re-run make_pretrain "
+                f"for it") from None
 
     def _check_finite(self, metrics) -> None:
         if not math.isfinite(metrics["loss"]):
@@ -309,6 +332,32 @@ def build_summary(config_files, bindings) -> int:
     return total
 
 
+def _without_gin_context(error: Exception) -> str:
+    """The error's own message, without the "In call to configurable ..." lines gin adds."""
+    return str(error).split("\n  In call to configurable")[0].strip()
+
+
+def _tf_op_error():
+    import tensorflow as tf
+
+    return tf.errors.OpError
+
+
+def _train_reporting_macros(model_dir: str, strategy) -> None:
+    """train(), with a macro the config uses but nobody bound (%VOCAB, %DATA_DIR) reported by
+    name: gin only says that a `macro()` call in scope VOCAB lacks its value."""
+    try:
+        train(model_dir=model_dir, strategy=strategy)
+    except TypeError as e:
+        found = re.search(r"configurable 'macro' .* in scope '([^']+)'", str(e))
+        if not found:
+            raise
+        name = found.group(1)
+        raise ConfigError(f"the configuration uses the macro %{name} but does not bind it: pass "
+                          f"--gin_param=\"{name}='...'\" (the run file's header lists the "
+                          f"macros it needs)") from None
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m garden.train", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -345,12 +394,15 @@ def main(argv=None) -> int:
         from garden import distribute
 
         strategy = distribute.create_strategy(args.strategy, args.tpu)
-        train(model_dir=args.model_dir, strategy=strategy)
+        _train_reporting_macros(args.model_dir, strategy)
     except (ConfigError, PermissionError, FileNotFoundError, FloatingPointError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {_without_gin_context(e)}", file=sys.stderr)
         return 2
     except ValueError as e:  # data/config mismatches raised by tasks (DataDirError, ...)
-        print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
+        print(f"error: {type(e).__name__}: {_without_gin_context(e)}", file=sys.stderr)
+        return 2
+    except _tf_op_error() as e:  # e.g. a checkpoint or file the config names that is not there
+        print(f"error: {type(e).__name__}: {e.message.splitlines()[0]}", file=sys.stderr)
         return 2
     return 0
 

@@ -41,6 +41,8 @@ class Stage(NamedTuple):
     end_step: int
     dataset_fn: Callable
     description: str
+    # The TFRecord files the stage reads, for the trainer's message when one turns out corrupt.
+    files: Tuple[str, ...] = ()
 
 
 class Task:

@@ -327,7 +327,7 @@ class Distillation(Task):
 
         return [Stage(0, train_steps, dataset_fn,
                       f"{self._dir.path} (max_seq_length {self.max_seq_length}), distilled from "
-                      f"{self.teacher_path}")]
+                      f"{self.teacher_path}", tuple(self._dir.files))]
 
     # -- objective -----------------------------------------------------------------------
     def compute_metrics(self, model, batch, training: bool,

@@ -57,7 +57,8 @@ def phase_schedule(phase_list: Sequence[Phase], dirs: Sequence, train_steps: int
         def fn(input_context, batch_size, seed, skip_batches, _d=ddir):
             return dataset_fn(_d, input_context, batch_size, seed, skip_batches)
 
-        out.append(Stage(p.start_step, end, fn, f"{ddir.path} (max_seq_length {p.max_seq_length})"))
+        out.append(Stage(p.start_step, end, fn, f"{ddir.path} (max_seq_length {p.max_seq_length})",
+                         tuple(ddir.files)))
     return out
 
 
