@@ -1,10 +1,14 @@
 """`python -m garden.train --config configs/X.gin --model_dir=DIR`: the one trainer.
 
 Every model trains through this loop; what differs between objectives lives in a task object
-(garden/tasks/*) that the gin config picks: it checks and reads the data, builds the model and
-computes the loss. The loop is a custom one over `strategy.distribute_datasets_from_function`
-+ `strategy.run` (Keras 3 `model.fit` fails under MultiWorkerMirroredStrategy, and exact
-resume needs control over the input position).
+that the gin config picks from the task table (garden/tasks/__init__.py) and that this module
+reaches only through the Task contract (garden/tasks/base.py): it names no family and no task.
+The loop is a custom one over `strategy.distribute_datasets_from_function` + `strategy.run`
+(Keras 3 `model.fit` fails under MultiWorkerMirroredStrategy, and exact resume needs control
+over the input position), composed of garden/training's pieces: the step (step.py),
+checkpoints + resume + preemption (checkpoints.py), the log line, TensorBoard and MFU
+(progress.py), evaluation, export and summary.json (report.py), the checks before the first
+step (setup.py).
 
 Flags:
   --config FILE          gin file(s), applied in order (repeatable).
@@ -286,8 +290,8 @@ def parse_config(config_files, bindings) -> None:
     except (ValueError, KeyError, SyntaxError, ImportError, IOError) as e:
         where = ", ".join(config_files + [f"--gin_param={b}" for b in bindings])
         hint = tasks.renamed_hint(str(e))
-        raise ConfigError(f"invalid configuration ({where}): {e}"
-                          + (f" ({hint})" if hint else "")) from e
+        raise ConfigError(f"invalid configuration ({where}): " + (f"{hint}. " if hint else "")
+                          + str(e)) from e
 
 
 def build_summary(config_files, bindings) -> int:
@@ -314,13 +318,13 @@ def build_summary(config_files, bindings) -> int:
     from garden.tasks.base import Task
 
     if issubclass(task_cls, Task):
-        # The task's literal bindings (e.g. Pretraining's family); macros of data paths are
+        # The task's literal bindings (e.g. which family it trains); macros of data paths are
         # left out, they need not be bound for a summary.
         literal = {k: v for k, v in gin.get_bindings(reference.selector,
                                                      resolve_references=False).items()
                    if not isinstance(v, gin.config.ConfigurableReference)}
         model = task_cls.summary_model_from(backbone, literal)
-    else:  # a task not yet on the contract (SentenceClassification, until it subclasses Task)
+    else:  # a task class not yet on the contract (until every table entry subclasses Task)
         model = task_cls.summary_model(backbone)
     model.summary(line_length=110)
     total = model.count_params()

@@ -72,48 +72,38 @@ def _with_backbone(pretrainer_cls):
     return build
 
 
-# -- BERT (and ERNIE: the same features and model) -----------------------------------------
-def _bert_metrics(task, model, batch, training, weight_shares):
-    from garden.models.bert.pretrainer import bert_pretrain_loss
-
-    outputs = model(shared.to_model_inputs(batch), training=training)
-    metrics = bert_pretrain_loss(outputs, batch["masked_lm_ids"], batch["masked_lm_weights"],
-                                 batch["next_sentence_labels"],
-                                 mlm_denominator=_share(weight_shares, "masked_lm_weights"))
-    metrics["tokens"] = shared.real_tokens(batch)
+# -- BERT (and ERNIE: the same features and model) and ALBERT: MLM + a sentence-pair head --
+def _pair_metrics(loss):
+    """metrics of a family with MLM and a sentence-pair head (BERT's NSP, ALBERT's SOP);
+    `loss` is the family's pretrain loss (outputs, ids, weights, sentence labels)."""
+    def metrics(task, model, batch, training, weight_shares):
+        outputs = model(shared.to_model_inputs(batch), training=training)
+        out = loss(outputs, batch["masked_lm_ids"], batch["masked_lm_weights"],
+                   batch["next_sentence_labels"],
+                   mlm_denominator=_share(weight_shares, "masked_lm_weights"))
+        out["tokens"] = shared.real_tokens(batch)
+        return out
     return metrics
+
+
+def _pair_family(objective: str, tokenizer: str, pretrainer_cls, loss) -> Family:
+    return Family(objective=objective, tokenizer=tokenizer,
+                  required_features=("input_ids", "input_mask", "segment_ids",
+                                     "next_sentence_labels") + MLM_FEATURES,
+                  build=_with_backbone(pretrainer_cls), summary=pretrainer_cls,
+                  loss_weights=_mlm_weights, metrics=_pair_metrics(loss))
 
 
 def _bert_family() -> Family:
-    from garden.models.bert.pretrainer import BertPretrainer
+    from garden.models.bert.pretrainer import BertPretrainer, bert_pretrain_loss
 
-    return Family(objective="bert", tokenizer="wordpiece",
-                  required_features=("input_ids", "input_mask", "segment_ids",
-                                     "next_sentence_labels") + MLM_FEATURES,
-                  build=_with_backbone(BertPretrainer), summary=BertPretrainer,
-                  loss_weights=_mlm_weights, metrics=_bert_metrics)
-
-
-# -- ALBERT --------------------------------------------------------------------------------
-def _albert_metrics(task, model, batch, training, weight_shares):
-    from garden.models.albert.pretrainer import albert_pretrain_loss
-
-    outputs = model(shared.to_model_inputs(batch), training=training)
-    metrics = albert_pretrain_loss(outputs, batch["masked_lm_ids"], batch["masked_lm_weights"],
-                                   batch["next_sentence_labels"],
-                                   mlm_denominator=_share(weight_shares, "masked_lm_weights"))
-    metrics["tokens"] = shared.real_tokens(batch)
-    return metrics
+    return _pair_family("bert", "wordpiece", BertPretrainer, bert_pretrain_loss)
 
 
 def _albert_family() -> Family:
-    from garden.models.albert.pretrainer import AlbertPretrainer
+    from garden.models.albert.pretrainer import AlbertPretrainer, albert_pretrain_loss
 
-    return Family(objective="albert", tokenizer="sentencepiece",
-                  required_features=("input_ids", "input_mask", "segment_ids",
-                                     "next_sentence_labels") + MLM_FEATURES,
-                  build=_with_backbone(AlbertPretrainer), summary=AlbertPretrainer,
-                  loss_weights=_mlm_weights, metrics=_albert_metrics)
+    return _pair_family("albert", "sentencepiece", AlbertPretrainer, albert_pretrain_loss)
 
 
 # -- SpanBERT ------------------------------------------------------------------------------

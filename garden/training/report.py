@@ -28,7 +28,7 @@ def export(task, model) -> Optional[str]:
     export_base; returns the export directory (None: nothing to export)."""
     from garden.tasks.base import Task
 
-    # A task not yet on the contract (SentenceClassification until it subclasses Task) exports
+    # A task not yet on the contract (a table entry that does not subclass Task) exports
     # in its own finish().
     if not isinstance(task, Task) or not task.export_base:
         return None

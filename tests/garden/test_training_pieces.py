@@ -182,3 +182,18 @@ def test_pretraining_refuses_unknown_families_and_options():
     assert Pretraining(None, "v", phases, family="bert", objective="ernie").objective == "ernie"
     with pytest.raises(ValueError, match="start_step 0"):
         Pretraining(None, "v", [{"start_step": 5, "data_dir": "d", "max_seq_length": 64}])
+
+
+def test_the_trainer_names_no_family_and_no_task():
+    import glob
+
+    from garden import train as train_lib
+
+    root = train_lib.REPO_ROOT
+    paths = [os.path.join(root, "garden", "train.py")] + glob.glob(os.path.join(root, "garden", "training", "*.py"))
+    for path in paths:
+        with open(path) as f:
+            source = f.read()
+        for name in ("Bert", "Albert", "Roberta", "Electra", "Distil", "Pretraining",
+                     "SentenceClassification", "hasattr(task", "garden.tasks.pretraining"):
+            assert name not in source, (path, name)
