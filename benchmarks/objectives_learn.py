@@ -259,7 +259,7 @@ def _eval_batches(task, batch_size: int, num_batches: int, eval_dir: Optional[st
                      "masked_lm_positions": "masked_lm_positions",
                      "masked_lm_ids": "masked_lm_ids", "masked_lm_weights": "masked_lm_weights"}
             return ds.map(lambda b: {k: b[v] for k, v in names.items()}).take(num_batches)
-        return task._masked(ds, seed=0, first_index=0, stride=1).take(num_batches)
+        return task._masked(ds, seed=0, input_context=None, skip_batches=0).take(num_batches)
     if hasattr(task, "_dataset"):  # RoBERTa / ELECTRA: masks and seeds added per batch
         ds = task._dataset(task._eval_dir, batch_size, seed=0, shuffle_buffer=0, repeat=False)
     else:
@@ -305,7 +305,7 @@ def score(task, model, batch_size: int = 32, num_batches: int = 20,
     counts = {"mlm": 0.0, "sentence": 0.0, "sbo": 0.0}
     sbo_targets = []
     disc_scores, disc_labels = [], []
-    is_electra = type(task).__name__ == "Pretraining"
+    is_electra = getattr(task, "objective", None) == "electra"
     is_distillation = type(task).__name__ == "Distillation"
     teacher_sums = {"mlm_accuracy": 0.0, "mlm_loss": 0.0}
     for batch in _eval_batches(task, batch_size, num_batches, eval_dir, static_masks):
@@ -320,7 +320,7 @@ def score(task, model, batch_size: int = 32, num_batches: int = 20,
             from garden.models.electra.pretrainer import electra_pretrain_loss
 
             outputs = model(task.model_inputs(batch), training=False)
-            metrics = electra_pretrain_loss(outputs, task.disc_weight)
+            metrics = electra_pretrain_loss(outputs, task.options["disc_weight"])
             ids, w = outputs["masked_lm_ids"].numpy(), outputs["masked_lm_weights"].numpy()
             real = outputs["disc_weights"].numpy() > 0
             disc_scores.append(outputs["disc_logits"].numpy()[real])

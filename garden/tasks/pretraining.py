@@ -11,6 +11,7 @@ way for every family. A family's record says:
                      record with `objective = 'ernie'`: knowledge-unit masks, BERT's features)
   tokenizer          the default vocabulary kind (make_pretrain's default for the objective)
   required_features  what the data must hold (a function of the options where they decide)
+  inputs             the model's named inputs of a batch (TFRecord feature names mapped)
   build / summary    the pretrainer model on the backbone factory's output; build also names
                      the checkpoint objects ("model", "backbone"; ELECTRA "generator" and
                      "discriminator"), which resume and fine-tuning look up by name
@@ -47,6 +48,7 @@ class Family:
     objective: str
     tokenizer: str
     required_features: Union[Tuple[str, ...], Callable[[Mapping[str, Any]], Tuple[str, ...]]]
+    inputs: Callable  # (task, batch) -> the model's named inputs
     build: Callable  # (task, backbone_output) -> (model, {checkpoint name: trackable})
     summary: Callable  # (backbone_output) -> model, for garden.train --summary
     loss_weights: Callable  # (task, batch) -> {name: global denominator}
@@ -77,7 +79,7 @@ def _pair_metrics(loss):
     """metrics of a family with MLM and a sentence-pair head (BERT's NSP, ALBERT's SOP);
     `loss` is the family's pretrain loss (outputs, ids, weights, sentence labels)."""
     def metrics(task, model, batch, training, weight_shares):
-        outputs = model(shared.to_model_inputs(batch), training=training)
+        outputs = model(task.model_inputs(batch), training=training)
         out = loss(outputs, batch["masked_lm_ids"], batch["masked_lm_weights"],
                    batch["next_sentence_labels"],
                    mlm_denominator=_share(weight_shares, "masked_lm_weights"))
@@ -90,6 +92,7 @@ def _pair_family(objective: str, tokenizer: str, pretrainer_cls, loss) -> Family
     return Family(objective=objective, tokenizer=tokenizer,
                   required_features=("input_ids", "input_mask", "segment_ids",
                                      "next_sentence_labels") + MLM_FEATURES,
+                  inputs=lambda task, batch: shared.to_model_inputs(batch),
                   build=_with_backbone(pretrainer_cls), summary=pretrainer_cls,
                   loss_weights=_mlm_weights, metrics=_pair_metrics(loss))
 
@@ -120,12 +123,18 @@ def _spanbert_weights(task, batch):
             "sbo_weights": tf.reduce_sum(tf.cast(batch["sbo_weights"], tf.float32))}
 
 
-def _spanbert_metrics(task, model, batch, training, weight_shares):
-    from garden.models.spanbert.pretrainer import SBO_INPUTS, spanbert_pretrain_loss
+def _spanbert_inputs(task, batch):
+    from garden.models.spanbert.pretrainer import SBO_INPUTS
 
     inputs = shared.to_model_inputs(batch)
     inputs.update({k: tf.cast(batch[k], tf.int32) for k in SBO_INPUTS})
-    outputs = model(inputs, training=training)
+    return inputs
+
+
+def _spanbert_metrics(task, model, batch, training, weight_shares):
+    from garden.models.spanbert.pretrainer import spanbert_pretrain_loss
+
+    outputs = model(task.model_inputs(batch), training=training)
     metrics = spanbert_pretrain_loss(
         outputs, batch["masked_lm_ids"], batch["masked_lm_weights"], batch["sbo_weights"],
         sbo_loss_weight=float(task.options["sbo_loss_weight"]),
@@ -141,7 +150,7 @@ def _spanbert_family() -> Family:
     return Family(objective="spanbert", tokenizer="wordpiece",
                   required_features=("input_ids", "input_mask", "segment_ids", "sbo_weights",
                                      *SBO_INPUTS) + MLM_FEATURES,
-                  build=_spanbert_build, summary=SpanBertPretrainer,
+                  inputs=_spanbert_inputs, build=_spanbert_build, summary=SpanBertPretrainer,
                   loss_weights=_spanbert_weights, metrics=_spanbert_metrics,
                   options={"sbo_loss_weight": 1.0, "max_targets": 15,
                            "position_embedding_size": 200})
@@ -175,17 +184,20 @@ def _roberta_masks(task, ds, seed, input_context, skip_batches):
         deterministic=True)
 
 
-def _roberta_metrics(task, model, batch, training, weight_shares):
-    from garden.models.roberta.pretrainer import roberta_pretrain_loss
-
+def _roberta_inputs(task, batch):
     real = tf.cast(batch["input_mask"], tf.int32)
     # The pipeline pads with id 0 (<s> in a BPE vocabulary); RoBERTa finds padding (and
     # offsets its positions) by the <pad> id, so padding gets that id.
     pad_id = task.vocabulary.specials["pad"]
     token_ids = tf.where(real > 0, tf.cast(batch["input_ids"], tf.int32), pad_id)
-    outputs = model({"token_ids": token_ids, "padding_mask": real,
-                     "masked_lm_positions": tf.cast(batch["masked_lm_positions"], tf.int32)},
-                    training=training)
+    return {"token_ids": token_ids, "padding_mask": real,
+            "masked_lm_positions": tf.cast(batch["masked_lm_positions"], tf.int32)}
+
+
+def _roberta_metrics(task, model, batch, training, weight_shares):
+    from garden.models.roberta.pretrainer import roberta_pretrain_loss
+
+    outputs = model(task.model_inputs(batch), training=training)
     metrics = roberta_pretrain_loss(outputs, batch["masked_lm_ids"], batch["masked_lm_weights"],
                                     mlm_denominator=_share(weight_shares, "masked_lm_weights"))
     metrics["tokens"] = shared.real_tokens(batch)
@@ -199,7 +211,7 @@ def _roberta_family() -> Family:
                   # Dynamic masks are drawn per batch; static ones must be in the data.
                   required_features=lambda o: ("input_ids", "input_mask") + (
                       () if o["dynamic_masking"] else MLM_FEATURES),
-                  build=_roberta_build, summary=RobertaPretrainer,
+                  inputs=_roberta_inputs, build=_roberta_build, summary=RobertaPretrainer,
                   loss_weights=_mlm_weights, metrics=_roberta_metrics, per_batch=_roberta_masks,
                   backbone_args=lambda task: {
                       "default_padding_idx": task.vocabulary.special("pad", task.name)},
@@ -252,14 +264,17 @@ def _electra_weights(task, batch):
             "disc_weights": shared.real_tokens(batch)}
 
 
+def _electra_inputs(task, batch):
+    return {"token_ids": tf.cast(batch["input_ids"], tf.int32),
+            "segment_ids": tf.cast(batch["segment_ids"], tf.int32),
+            "padding_mask": tf.cast(batch["input_mask"], tf.int32),
+            "seed": tf.cast(batch["seed"], tf.int32)}
+
+
 def _electra_metrics(task, model, batch, training, weight_shares):
     from garden.models.electra.pretrainer import electra_pretrain_loss
 
-    inputs = {"token_ids": tf.cast(batch["input_ids"], tf.int32),
-              "segment_ids": tf.cast(batch["segment_ids"], tf.int32),
-              "padding_mask": tf.cast(batch["input_mask"], tf.int32),
-              "seed": tf.cast(batch["seed"], tf.int32)}
-    outputs = model(inputs, training=training)
+    outputs = model(task.model_inputs(batch), training=training)
     metrics = electra_pretrain_loss(
         outputs, task.options["disc_weight"],
         mlm_denominator=_share(weight_shares, "masked_lm_weights", 1e-6),
@@ -271,7 +286,7 @@ def _electra_metrics(task, model, batch, training, weight_shares):
 def _electra_family() -> Family:
     return Family(objective="electra", tokenizer="wordpiece",
                   required_features=("input_ids", "input_mask", "segment_ids"),
-                  build=_electra_build, summary=_electra_summary,
+                  inputs=_electra_inputs, build=_electra_build, summary=_electra_summary,
                   loss_weights=_electra_weights, metrics=_electra_metrics,
                   per_batch=_electra_seeds,
                   options={"mask_prob": 0.15, "temperature": 1.0, "disc_weight": 50.0})
@@ -411,6 +426,10 @@ class Pretraining(Task):
         return shared.phase_schedule(self.phases, self._dirs, train_steps, dataset_fn)
 
     # -- objective -----------------------------------------------------------------------
+    def model_inputs(self, batch) -> Dict[str, tf.Tensor]:
+        """The model's named inputs of a batch of the data (TFRecord feature names)."""
+        return self.family.inputs(self, batch)
+
     def loss_weights(self, batch) -> Dict[str, tf.Tensor]:
         return self.family.loss_weights(self, batch)
 

@@ -240,7 +240,7 @@ def test_electra_batches_carry_a_seed_per_stream_position_and_weights_match(fami
                             generator_intermediate_size=32)
     model = ElectraPretrainer(towers["generator"], towers["discriminator"],
                               mask_token_id=task.vocabulary.specials["mask"],
-                              unmaskable_token_ids=task._unmaskable_ids())
+                              unmaskable_token_ids=sorted(task.vocabulary.special_ids))
     outputs = model(task.model_inputs(batches[0]))
     weights = task.loss_weights(batches[0])
     assert float(weights["masked_lm_weights"]) == float(tf.reduce_sum(outputs["masked_lm_weights"]))

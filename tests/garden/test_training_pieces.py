@@ -197,3 +197,26 @@ def test_the_trainer_names_no_family_and_no_task():
         for name in ("Bert", "Albert", "Roberta", "Electra", "Distil", "Pretraining",
                      "SentenceClassification", "hasattr(task", "garden.tasks.pretraining"):
             assert name not in source, (path, name)
+
+
+def test_the_serving_module_goes_to_the_one_exporter(tmp_path, monkeypatch):
+    # garden.serving.export is the serving side's; a stand-in records what the trainer hands it.
+    import sys
+    import types
+
+    from garden.tasks.base import Task
+
+    calls = []
+    stand_in = types.ModuleType("garden.serving.export")
+    stand_in.export = lambda module, base, name: calls.append((module, base, name)) or f"{base}/{name}/1"
+    monkeypatch.setitem(sys.modules, "garden.serving", types.ModuleType("garden.serving"))
+    monkeypatch.setitem(sys.modules, "garden.serving.export", stand_in)
+
+    class Served(Task):
+        export_base, model_name = str(tmp_path), "clf"
+
+        def serving_module(self, model):
+            return ("module of", model)
+
+    assert report.export(Served(), "m") == f"{tmp_path}/clf/1"
+    assert calls == [(("module of", "m"), str(tmp_path), "clf")]
