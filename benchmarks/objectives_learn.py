@@ -54,13 +54,13 @@ class Family:
 
 
 FAMILIES: Dict[str, Family] = {
-    "bert": Family("configs/bert_tiny.gin", "BertPretraining", "bert", "wordpiece", True),
-    "roberta": Family("configs/roberta_tiny.gin", "RobertaPretraining", "roberta", "bpe", False),
-    "albert": Family("configs/albert_tiny.gin", "AlbertPretraining", "albert", "sentencepiece", True),
-    "electra": Family("configs/electra_tiny.gin", "ElectraPretraining", "electra", "wordpiece", False),
-    "spanbert": Family("configs/spanbert_tiny.gin", "SpanBertPretraining", "spanbert", "wordpiece", True),
+    "bert": Family("configs/bert_tiny.gin", "Pretraining", "bert", "wordpiece", True),
+    "roberta": Family("configs/roberta_tiny.gin", "Pretraining", "roberta", "bpe", False),
+    "albert": Family("configs/albert_tiny.gin", "Pretraining", "albert", "sentencepiece", True),
+    "electra": Family("configs/electra_tiny.gin", "Pretraining", "electra", "wordpiece", False),
+    "spanbert": Family("configs/spanbert_tiny.gin", "Pretraining", "spanbert", "wordpiece", True),
     # BERT's architecture and task on unit-masked data (whole words, phrases, entities).
-    "ernie": Family("configs/ernie_tiny.gin", "BertPretraining", "ernie", "wordpiece", True),
+    "ernie": Family("configs/ernie_tiny.gin", "Pretraining", "ernie", "wordpiece", True),
     # Distilled from a BERT tiny teacher trained here first, on the same BERT data.
     "distilbert": Family("configs/distilbert_tiny.gin", "Distillation", "bert", "wordpiece", True),
 }
@@ -197,7 +197,8 @@ def bindings(name: str, vocab: str, train_dir: str, eval_dir: str, max_seq_lengt
     else:
         phases = [{"start_step": 0, "data_dir": train_dir, "max_seq_length": max_seq_length}]
         out += [f"{task}.phases = {phases!r}", f"{task}.eval_data_dir = '{eval_dir}'"]
-    if family.task not in ("BertPretraining", "SpanBertPretraining", "Distillation"):
+    # The families whose run file's tokenizer differs from make_vocab's WordPiece default.
+    if family.task == "Pretraining" and family.tokenizer != "wordpiece":
         out.append(f"{task}.tokenizer = '{family.tokenizer}'")
     if learning_rate is not None:
         out.append(f"train.learning_rate = {learning_rate}")
@@ -258,7 +259,7 @@ def _eval_batches(task, batch_size: int, num_batches: int, eval_dir: Optional[st
                      "masked_lm_positions": "masked_lm_positions",
                      "masked_lm_ids": "masked_lm_ids", "masked_lm_weights": "masked_lm_weights"}
             return ds.map(lambda b: {k: b[v] for k, v in names.items()}).take(num_batches)
-        return task._masked(ds, seed=0, first_index=0, stride=1).take(num_batches)
+        return task._masked(ds, seed=0, input_context=None, skip_batches=0).take(num_batches)
     if hasattr(task, "_dataset"):  # RoBERTa / ELECTRA: masks and seeds added per batch
         ds = task._dataset(task._eval_dir, batch_size, seed=0, shuffle_buffer=0, repeat=False)
     else:
@@ -304,7 +305,7 @@ def score(task, model, batch_size: int = 32, num_batches: int = 20,
     counts = {"mlm": 0.0, "sentence": 0.0, "sbo": 0.0}
     sbo_targets = []
     disc_scores, disc_labels = [], []
-    is_electra = type(task).__name__ == "ElectraPretraining"
+    is_electra = getattr(task, "objective", None) == "electra"
     is_distillation = type(task).__name__ == "Distillation"
     teacher_sums = {"mlm_accuracy": 0.0, "mlm_loss": 0.0}
     for batch in _eval_batches(task, batch_size, num_batches, eval_dir, static_masks):
@@ -319,7 +320,7 @@ def score(task, model, batch_size: int = 32, num_batches: int = 20,
             from garden.models.electra.pretrainer import electra_pretrain_loss
 
             outputs = model(task.model_inputs(batch), training=False)
-            metrics = electra_pretrain_loss(outputs, task.disc_weight)
+            metrics = electra_pretrain_loss(outputs, task.options["disc_weight"])
             ids, w = outputs["masked_lm_ids"].numpy(), outputs["masked_lm_weights"].numpy()
             real = outputs["disc_weights"].numpy() > 0
             disc_scores.append(outputs["disc_logits"].numpy()[real])

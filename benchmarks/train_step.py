@@ -238,21 +238,21 @@ def _ours_model(cfg: dict):
 
 
 def _ours_task():
-    """garden.tasks.bert_pretraining's compute_metrics / loss_weights, without data on disk."""
-    from garden.tasks.bert_pretraining import BertPretraining
+    """garden.tasks.pretraining's BERT compute_metrics / loss_weights, without data on disk."""
+    from garden.tasks.pretraining import Pretraining
 
-    return BertPretraining(backbone=None, vocab="unused",
-                           phases=[{"start_step": 0, "data_dir": "unused", "max_seq_length": 128}])
+    return Pretraining(backbone=None, vocab="unused", family="bert",
+                       phases=[{"start_step": 0, "data_dir": "unused", "max_seq_length": 128}])
 
 
 def worker_ours(cfg: dict, args, jit_compile: bool) -> dict:
-    """garden.train's step (garden.train.make_train_step: one replica, no accumulation)."""
+    """garden.train's step (garden.training.step.make_train_step: one replica, no accumulation)."""
     import keras
     import tensorflow as tf
 
     from garden import distribute
     from garden.optimization import create_optimizer
-    from garden.train import make_train_step
+    from garden.training.step import make_train_step
 
     keras.utils.set_random_seed(SEED)
     strategy = distribute.create_strategy(args.ours_strategy)

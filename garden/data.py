@@ -10,7 +10,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import posixpath
-from typing import Optional
+import struct
+from typing import List, Optional
 
 import tensorflow as tf
 
@@ -63,10 +64,74 @@ def open_data_dir(path: str, *, objective: str, split: str = "train",
         raise DataDirError(f"{path} has max_seq_length {info.get('max_seq_length')}, "
                            f"the config expects {max_seq_length}")
     spec = features.spec_from_json(info["feature_spec"])
-    files = sorted(tf.io.gfile.glob(posixpath.join(path, f"{split}-*-of-*.tfrecord*")))
-    if not files:
-        raise DataDirError(f"{path} has no {split}-*.tfrecord shards")
+    files = listed_shards(path, info, split)
     return DataDir(path=path, info=info, spec=spec, files=files)
+
+
+def listed_shards(path: str, info: dict, split: str = "train") -> List[str]:
+    """The shards info.json lists, each checked before training: present, of the recorded size
+    where info.json records sizes, and (uncompressed local shards) holding the recorded number
+    of whole records; a directory with no instances at all is refused by name."""
+    total = (info.get("instances") or {}).get("total")
+    if total == 0:
+        raise DataDirError(f"{path} holds no instances (info.json: instances.total = 0): its "
+                           f"input produced nothing to train on. Re-run make_pretrain on a "
+                           f"non-empty corpus")
+    names = info.get("files")
+    if names is None:  # written before info.json listed its shards: take what is there
+        files = sorted(tf.io.gfile.glob(posixpath.join(path, f"{split}-*-of-*.tfrecord*")))
+        if not files:
+            raise DataDirError(f"{path} has no {split}-*.tfrecord shards")
+        return files
+    files = [posixpath.join(path, n) for n in names]
+    missing = [n for n, f in zip(names, files) if not tf.io.gfile.exists(f)]
+    if missing:
+        raise DataDirError(f"{path} lacks {len(missing)} of the {len(names)} shards its "
+                           f"info.json lists: {', '.join(missing[:5])}. Re-run make_pretrain "
+                           f"for it (training on the rest would silently skip their data)")
+    sizes = info.get("file_sizes") or {}
+    per_shard = (info.get("instances") or {}).get("per_shard") or [None] * len(files)
+    for name, f, expected in zip(names, files, per_shard):
+        size = tf.io.gfile.stat(f).length
+        if name in sizes and int(sizes[name]) != size:
+            raise DataDirError(f"shard {f} has {size} bytes, info.json records {sizes[name]}: "
+                               f"it is truncated or was replaced. Re-run make_pretrain")
+        if expected is not None and not f.endswith(".gz") and "://" not in f:
+            _check_framing(f, size, int(expected))
+    return files
+
+
+def _check_framing(path: str, size: int, expected: int) -> None:
+    """Walks the TFRecord frames (8-byte length, 4-byte CRC, data, 4-byte CRC) by their
+    lengths only, without reading the data: a truncated shard ends inside a frame, or holds
+    fewer records than info.json records."""
+    records, offset = 0, 0
+    with tf.io.gfile.GFile(path, "rb") as f:
+        while offset < size:
+            f.seek(offset)
+            header = f.read(8)
+            end = offset + 8 + 4 + (struct.unpack("<Q", header)[0] if len(header) == 8 else size) + 4
+            if end > size:
+                break  # the frame starting at `offset` does not fit: truncated there
+            offset, records = end, records + 1
+    if offset != size or records != expected:
+        partial = f", a partial record at byte {offset}" if offset != size else ""
+        raise DataDirError(
+            f"shard {path} is truncated or corrupt ({size} bytes: {records} whole records"
+            f"{partial}; info.json records {expected}). Re-run make_pretrain for it")
+
+
+def locate_corruption(files) -> Optional[str]:
+    """Which shard, and which record of it, fails to read (CRC or framing): read only after
+    tf.data reported a DataLossError, whose message names neither. None: all read cleanly."""
+    for path in files:
+        count = 0
+        try:
+            for _ in tf.data.TFRecordDataset(path, compression_type="GZIP" if path.endswith(".gz") else ""):
+                count += 1
+        except tf.errors.DataLossError as e:
+            return f"shard {path}, record {count} (0-based): {e.message.splitlines()[0]}"
+    return None
 
 
 def shard_batches(ds: tf.data.Dataset, input_context=None, skip_batches: int = 0) -> tf.data.Dataset:

@@ -43,11 +43,11 @@ def pretrain_args(bert_data, model_dir, *extra, steps: int = 6, dropout: float =
     phases = [{"start_step": 0, "data_dir": bert_data.data_dir, "max_seq_length": 64}]
     return ["-m", "garden.train", "--config=configs/bert_tiny.gin", f"--model_dir={model_dir}",
             f"--gin_param=VOCAB='{bert_data.vocab}'", f"--gin_param=DATA_DIR='{bert_data.data_dir}'",
-            f"--gin_param=garden.BertPretraining.phases={phases!r}",
+            f"--gin_param=garden.Pretraining.phases={phases!r}",
             f"--gin_param=train.train_steps={steps}", "--gin_param=train.global_batch_size=16",
             "--gin_param=train.warmup_steps=2", "--gin_param=train.log_every=1",
             f"--gin_param=bert_backbone.dropout={dropout}",
-            "--gin_param=garden.BertPretraining.shuffle_buffer=200", *extra]
+            "--gin_param=garden.Pretraining.shuffle_buffer=200", *extra]
 
 
 def checkpoint_floats(model_dir) -> dict:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import sys
 from typing import Dict, Optional
 
 import gin
@@ -116,26 +115,7 @@ def _family_factory(family_name: str):
 roberta_backbone = gin.configurable(_family_factory("roberta"))
 albert_backbone = gin.configurable(_family_factory("albert"))
 distilbert_backbone = gin.configurable(_family_factory("distilbert"))
-bert_backbone = _family_factory("bert")
-
-
-def _trainer_defines_bert_backbone() -> bool:
-    # garden.train still registers its own gin `bert_backbone` until the trainer rewrite
-    # (issue 12, item 2) removes it; a second registration would make every
-    # `bert_backbone.x = ...` binding ambiguous. Once it is gone this module registers the name.
-    # TODO(issue 12): drop this check when garden/train.py no longer defines bert_backbone.
-    # Under `python -m garden.train` the trainer is __main__: importing garden.train again would
-    # register its configurables a second time.
-    main = sys.modules.get("__main__")
-    if getattr(getattr(main, "__spec__", None), "name", None) == "garden.train":
-        train = main
-    else:
-        train = importlib.import_module("garden.train")
-    return getattr(train, "bert_backbone", bert_backbone) is not bert_backbone
-
-
-if not _trainer_defines_bert_backbone():
-    bert_backbone = gin.configurable(bert_backbone)
+bert_backbone = gin.configurable(_family_factory("bert"))
 
 _TOWER_SIZES = ("hidden_size", "num_heads", "intermediate_size")
 

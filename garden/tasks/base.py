@@ -41,6 +41,8 @@ class Stage(NamedTuple):
     end_step: int
     dataset_fn: Callable
     description: str
+    # The TFRecord files the stage reads, for the trainer's message when one turns out corrupt.
+    files: Tuple[str, ...] = ()
 
 
 class Task:
@@ -74,6 +76,12 @@ class Task:
     def summary_model(backbone):
         """The model `garden.train --summary` prints, built on `backbone` without data."""
         raise NotImplementedError
+
+    @classmethod
+    def summary_model_from(cls, backbone, bindings: Dict[str, Any]):
+        """summary_model for `garden.train --summary`, given the task's literal gin bindings
+        (e.g. Pretraining's family); the default ignores them."""
+        return cls.summary_model(backbone)
 
     # -- the data ---------------------------------------------------------------------------
     def schedule(self, train_steps: int) -> List[Stage]:

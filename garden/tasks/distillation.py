@@ -1,4 +1,4 @@
-"""DistilBERT distillation (Sanh et al., 2019; OBJECTIVES.md section 10) as a task of the trainer.
+"""DistilBERT distillation (Sanh et al., 2019; docs/objectives.md section 10) as a task of the trainer.
 
 A frozen BERT teacher, restored from a garden checkpoint (a `garden.train` model_dir or a
 checkpoint prefix), and a DistilBERT student initialised from the teacher's embeddings and
@@ -35,8 +35,8 @@ from garden.models.bert.pretrainer import BertPretrainer
 from garden.models.distilbert.distiller import (TEACHER_LAYERS, DistilBertDistiller,
                                                 distillation_loss, init_student_from_teacher)
 from garden.models.distilbert.pretrainer import DistilBertPretrainer
-
-_SPECIAL = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+from garden.tasks import shared
+from garden.tasks.base import Stage, Task
 
 
 def token_weights(counts: np.ndarray, special_ids: Sequence[int], smoothing: float = 0.7) -> np.ndarray:
@@ -198,7 +198,7 @@ def load_teacher(path: str, backbone) -> BertPretrainer:
     return teacher
 
 
-class Distillation:
+class Distillation(Task):
     """DistilBERT student distilled from a BERT teacher on BERT-format data.
 
     Args:
@@ -247,15 +247,14 @@ class Distillation:
 
     # -- checks and statistics before anything is built ----------------------------------
     def prepare(self) -> None:
-        tokens = tokenizers.load_vocab(self.vocab)
-        self.vocab_size = len(tokens)
+        loaded = tokenizers.load_tokenizer("wordpiece", self.vocab)
+        vocabulary = loaded.vocab  # data_pipelines.objectives.base.Vocab
+        self.vocab_size = vocabulary.size
         self._dir = data.open_data_dir(
-            self.data_dir, objective=self.objective,
-            vocab_fingerprint=tokenizers.vocab_fingerprint(self.vocab),
+            self.data_dir, objective=self.objective, vocab_fingerprint=loaded.fingerprint,
             vocab_size=self.vocab_size, max_seq_length=self.max_seq_length)
-        index = {t: i for i, t in enumerate(tokens)}
-        self.mask_token_id = index["[MASK]"]
-        self.special_ids = sorted(index[t] for t in _SPECIAL if t in index)
+        self.mask_token_id = vocabulary.special("mask", self.name)
+        self.special_ids = sorted(vocabulary.special_ids)
         self.token_counts = self._count_tokens()
         self.token_weights = token_weights(self.token_counts, self.special_ids, self.mlm_smoothing)
 
@@ -300,44 +299,37 @@ class Distillation:
         return DistilBertPretrainer(backbone)
 
     # -- data ----------------------------------------------------------------------------
-    def _masked(self, ds: tf.data.Dataset, seed: int, first_index: int, stride: int):
+    def _masked(self, ds: tf.data.Dataset, seed: int, input_context, skip_batches: int):
+        """Each batch unmasked, then masked afresh from (seed, its index in the stream)."""
         weights = tf.constant(self.token_weights)
 
         def fn(index, batch):
             ids = unmask_bert_batch(batch)
-            batch_seed = tf.stack([tf.constant(seed, tf.int64),
-                                   first_index + index * stride])
+            batch_seed = tf.stack([tf.constant(seed, tf.int64), index])
             out = distillation_mask(ids, batch["input_mask"], weights,
                                     tf.cast(batch_seed, tf.int32), self.mask_token_id,
                                     self.vocab_size, self.max_predictions, self.mlm_prob)
             out["padding_mask"] = tf.cast(batch["input_mask"], tf.int32)
             return out
 
-        return ds.enumerate().map(fn, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        return shared.batch_index(ds, input_context, skip_batches).map(
+            fn, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
     def schedule(self, train_steps: int):
-        """One phase: [(0, train_steps, dataset_fn, description)]."""
+        """One stage: the data directory for all train_steps."""
         assert self._dir is not None, "prepare() first"
 
         def dataset_fn(input_context, batch_size, seed, skip_batches):
             ds = data.record_dataset(self._dir, batch_size=batch_size, seed=seed,
                                      input_context=input_context,
                                      shuffle_buffer=self.shuffle_buffer, skip_batches=skip_batches)
-            pipelines = input_context.num_input_pipelines if input_context else 1
-            pipeline = input_context.input_pipeline_id if input_context else 0
-            # Batch i of this pipeline is batch skip + pipeline + i * pipelines of the stream
-            # (data.shard_batches): its index keys the masks.
-            return self._masked(ds, seed, skip_batches + pipeline, pipelines)
+            return self._masked(ds, seed, input_context, skip_batches)
 
-        return [(0, train_steps, dataset_fn,
-                 f"{self._dir.path} (max_seq_length {self.max_seq_length}), distilled from "
-                 f"{self.teacher_path}")]
+        return [Stage(0, train_steps, dataset_fn,
+                      f"{self._dir.path} (max_seq_length {self.max_seq_length}), distilled from "
+                      f"{self.teacher_path}", tuple(self._dir.files))]
 
     # -- objective -----------------------------------------------------------------------
-    @staticmethod
-    def loss_weights(batch) -> Dict[str, tf.Tensor]:
-        return {}
-
     def compute_metrics(self, model, batch, training: bool,
                         weight_shares: Optional[Dict[str, tf.Tensor]] = None) -> Dict[str, tf.Tensor]:
         inputs = {k: batch[k] for k in ("token_ids", "padding_mask", "masked_lm_positions")}
@@ -346,7 +338,7 @@ class Distillation:
                                     batch["masked_lm_ids"], batch["masked_lm_weights"],
                                     out["student_hidden"], out["teacher_hidden"],
                                     batch["padding_mask"], **self.loss_args)
-        metrics["tokens"] = tf.reduce_sum(tf.cast(batch["padding_mask"], tf.float32))
+        metrics["tokens"] = shared.real_tokens(batch, "padding_mask")
         return metrics
 
     def finish(self, model, model_dir: str) -> dict:

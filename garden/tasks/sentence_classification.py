@@ -4,7 +4,7 @@ shared trainer.
 Reads TSV, CSV or JSONL files with the columns `text_a`, optional `text_b` and `label`, packs
 them in tf.data with the same in-graph TextPacker the export runs (garden.serving.text: any of
 the three tokenizer kinds, each family's layout), so serving sees exactly the training ids;
-fine-tunes from a pretraining checkpoint (OBJECTIVES.md section 12: pooled output -> dropout
+fine-tunes from a pretraining checkpoint (docs/objectives.md section 12: pooled output -> dropout
 0.1 -> dense) and names its ServingModule (garden.serving.modules.TextClassifierServing).
 
 Classification: string labels, softmax cross-entropy, accuracy next to the majority class.
@@ -13,7 +13,7 @@ squared error, evaluated with Pearson and Spearman correlations (scipy.stats).
 
 The backbone's weights come from one object of the pretraining checkpoint: `backbone` for the
 families whose pretraining task saves it under that name (BERT, RoBERTa, ALBERT, SpanBERT,
-DistilBERT), `discriminator` for ELECTRA (its generator is dropped; OBJECTIVES.md section 6),
+DistilBERT), `discriminator` for ELECTRA (its generator is dropped; docs/objectives.md section 6),
 with `init_checkpoint_object` naming which.
 """
 
@@ -364,15 +364,6 @@ class SentenceClassification(Task):
     def finish(self, model, model_dir: str) -> dict:
         result = self.evaluate(model)
         print(f"[{self.name}] eval {json.dumps(result, sort_keys=True)}", flush=True)
-        # TEMPORARY (until the trainer calls garden.serving.export.export itself, at merge):
-        # the demo and the fine-tuning tests read summary["export_dir"]. Remove this block
-        # when garden/train.py exports task.serving_module(model).
-        if self.export_base:
-            from garden.serving import export
-
-            result["export_dir"] = export.export(self.serving_module(model), self.export_base,
-                                                 self.model_name)
-            print(f"[{self.name}] exported SavedModel to {result['export_dir']}", flush=True)
         return result
 
     def serving_module(self, model) -> TextClassifierServing:

@@ -1,4 +1,4 @@
-"""OBJECTIVES.md section 2 (ALBERT: n-gram MLM + sentence-order prediction), checked on the
+"""docs/objectives.md section 2 (ALBERT: n-gram MLM + sentence-order prediction), checked on the
 objective's functions and on OBJECTIVE.create_instances as the Beam job calls it.
 
 Tolerances are binomial: |observed - expected| <= 5 * sqrt(p (1 - p) / n).

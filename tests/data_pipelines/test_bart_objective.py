@@ -1,4 +1,4 @@
-"""OBJECTIVES.md section 9 (BART denoising) checked on ``add_noise`` (each noise alone, at its
+"""docs/objectives.md section 9 (BART denoising) checked on ``add_noise`` (each noise alone, at its
 rate) and on ``OBJECTIVE.create_instances``.
 
 Statistical tolerances are 5 standard errors of the sample size, so a correct implementation

@@ -1,4 +1,4 @@
-"""OBJECTIVES.md section 1 (BERT MLM + NSP) checked statistically on the plain functions.
+"""docs/objectives.md section 1 (BERT MLM + NSP) checked statistically on the plain functions.
 
 Tolerances are binomial: |observed - expected| <= 5 * sqrt(p (1 - p) / n), so a correct
 implementation fails about once in 3.5 million runs, and a wrong rate (say 0.7 instead of 0.8

@@ -1,4 +1,4 @@
-"""RoBERTa dynamic masking (OBJECTIVES.md section 3): the numpy function and the tf.data map that
+"""RoBERTa dynamic masking (docs/objectives.md section 3): the numpy function and the tf.data map that
 runs it (data_pipelines/dynamic.py).
 
 Statistical tolerances: 5 binomial standard errors, 5 * sqrt(p (1 - p) / n); for the number of

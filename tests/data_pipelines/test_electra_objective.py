@@ -1,4 +1,4 @@
-"""OBJECTIVES.md section 6 (ELECTRA data): unmasked sequences as build_pretraining_dataset.py.
+"""docs/objectives.md section 6 (ELECTRA data): unmasked sequences as build_pretraining_dataset.py.
 
 Tolerances are binomial: |observed - p| <= 5 * sqrt(p (1 - p) / n).
 """

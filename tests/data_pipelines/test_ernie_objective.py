@@ -1,4 +1,4 @@
-"""OBJECTIVES.md section 5 (ERNIE 1.0: unit masking over words, phrases and entities + NSP),
+"""docs/objectives.md section 5 (ERNIE 1.0: unit masking over words, phrases and entities + NSP),
 checked on the objective's functions and on OBJECTIVE.create_instances as the job calls it.
 
 Tolerances are binomial: |observed - expected| <= 5 * sqrt(p (1 - p) / n).

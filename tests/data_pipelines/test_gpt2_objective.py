@@ -1,4 +1,4 @@
-"""OBJECTIVES.md section 11 (GPT-2 data): documents joined by <|endoftext|>, cut into full blocks.
+"""docs/objectives.md section 11 (GPT-2 data): documents joined by <|endoftext|>, cut into full blocks.
 
 data_pipelines/objectives/gpt2.py: every document is followed by <|endoftext|>; the pool's
 stream is cut into blocks of exactly max_seq_length; the tail is dropped and counted.

@@ -1,4 +1,4 @@
-"""OBJECTIVES.md section 3 (RoBERTa data): FULL-SENTENCES / DOC-SENTENCES packing of unmasked blocks.
+"""docs/objectives.md section 3 (RoBERTa data): FULL-SENTENCES / DOC-SENTENCES packing of unmasked blocks.
 
 Layout checked (data_pipelines/objectives/roberta.py): <s> + greedy whole-sentence blocks of at
 most max_seq_length - 1 pieces; every sentence followed by </s>; FULL-SENTENCES adds one extra

@@ -1,4 +1,4 @@
-"""OBJECTIVES.md section 4 (SpanBERT: geometric span masking + span boundary objective),
+"""docs/objectives.md section 4 (SpanBERT: geometric span masking + span boundary objective),
 checked on the objective's functions and on OBJECTIVE.create_instances as the job calls it.
 
 Tolerances are 5 standard errors of the statistic on the sample at hand.

@@ -1,4 +1,4 @@
-"""OBJECTIVES.md section 8 (T5 span corruption) checked on the plain functions and on
+"""docs/objectives.md section 8 (T5 span corruption) checked on the plain functions and on
 ``OBJECTIVE.create_instances``.
 
 Statistical tolerances are 5 standard errors of the sample size, so a correct implementation

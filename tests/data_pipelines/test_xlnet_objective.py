@@ -1,4 +1,4 @@
-"""OBJECTIVES.md section 7 (XLNet permutation LM) checked on the plain functions.
+"""docs/objectives.md section 7 (XLNet permutation LM) checked on the plain functions.
 
 Exact invariants are checked on every generated instance (sequence lengths 64 and 128 for
 speed); rates and distributions with binomial tolerances: |observed - expected| <=

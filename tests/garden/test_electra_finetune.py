@@ -1,4 +1,4 @@
-"""ELECTRA fine-tuning starts from the pretraining run's discriminator (OBJECTIVES.md section 6):
+"""ELECTRA fine-tuning starts from the pretraining run's discriminator (docs/objectives.md section 6):
 a tiny ELECTRA pretraining through `garden.train`, then
 configs/finetune/classification_electra_tiny.gin on its model_dir, then the export answering
 raw text in a fresh process.
@@ -72,11 +72,11 @@ def pretrained(tmp_path_factory) -> Pretrained:
     args = ["--config=configs/electra_tiny.gin", f"--model_dir={model_dir}",
             "--strategy=one_device", f"--gin_param=VOCAB='{vocab}'",
             f"--gin_param=DATA_DIR='{data_dir}'",
-            f"--gin_param=garden.ElectraPretraining.phases={phases!r}",
+            f"--gin_param=garden.Pretraining.phases={phases!r}",
             "--gin_param=train.train_steps=3", "--gin_param=train.global_batch_size=16",
             "--gin_param=train.warmup_steps=1", "--gin_param=train.log_every=1",
             "--gin_param=train.peak_flops=1e12",
-            "--gin_param=garden.ElectraPretraining.shuffle_buffer=200",
+            "--gin_param=garden.Pretraining.shuffle_buffer=200",
             *(f"--gin_param={b}" for b in SAME_SIZE_GENERATOR)]
     assert train_lib.main(args) == 0
     keras.backend.clear_session()

@@ -20,7 +20,7 @@ import tensorflow as tf
 from benchmarks import objectives_learn as learn
 from data_pipelines import features
 from garden import train as train_lib
-from garden.tasks.masked_lm_pretraining import ElectraPretraining, RobertaPretraining
+from garden.tasks.pretraining import Pretraining
 
 SEQ = 64  # tiny data: 64-token sequences, 15% of 64 -> 10 predictions (ALBERT)
 VOCAB_SIZE = 1000
@@ -159,7 +159,7 @@ def test_refuses_data_made_with_another_vocabulary(family_data, tmp_path, capsys
     # fingerprint in info.json does not match.
     args = _args("roberta", family_data, tmp_path / "run", 2,
                  f"--gin_param=VOCAB='{family_data.vocab['albert']}'",
-                 "--gin_param=garden.RobertaPretraining.tokenizer='sentencepiece'")
+                 "--gin_param=garden.Pretraining.tokenizer='sentencepiece'")
     assert train_lib.main(args) == 2
     err = capsys.readouterr().err
     assert family_data.data["roberta"] in err and "vocabulary" in err, err
@@ -168,7 +168,7 @@ def test_refuses_data_made_with_another_vocabulary(family_data, tmp_path, capsys
 def test_refuses_data_of_another_objective(family_data, tmp_path, capsys):
     phases = [{"start_step": 0, "data_dir": family_data.data["albert"], "max_seq_length": SEQ}]
     args = _args("roberta", family_data, tmp_path / "run", 2,
-                 f"--gin_param=garden.RobertaPretraining.phases={phases!r}")
+                 f"--gin_param=garden.Pretraining.phases={phases!r}")
     assert train_lib.main(args) == 2
     err = capsys.readouterr().err
     assert "'albert'" in err and "'roberta'" in err, err
@@ -179,8 +179,8 @@ def test_refuses_data_of_another_objective(family_data, tmp_path, capsys):
 # ----------------------------------------------------------------------------------------
 
 
-def _roberta_task(fd: FamilyData) -> RobertaPretraining:
-    task = RobertaPretraining(backbone=None, vocab=fd.vocab["roberta"], tokenizer="bpe",
+def _roberta_task(fd: FamilyData) -> Pretraining:
+    task = Pretraining(backbone=None, vocab=fd.vocab["roberta"], family="roberta", tokenizer="bpe",
                               phases=[{"start_step": 0, "data_dir": fd.data["roberta"],
                                        "max_seq_length": SEQ}])
     task.prepare()
@@ -200,7 +200,7 @@ def test_dynamic_masks_are_fresh_per_batch_and_resume_exactly(family_data):
     parsing = features.tf_parsing_spec(ddir.spec)
     raw = next(iter(tf.data.TFRecordDataset(ddir.files).batch(8).map(
         lambda x: tf.io.parse_example(x, parsing))))
-    twice = list(task._per_batch(tf.data.Dataset.from_tensors(raw).repeat(2), 3, None, 0))
+    twice = list(task.family.per_batch(task, tf.data.Dataset.from_tensors(raw).repeat(2), 3, None, 0))
     assert not np.array_equal(twice[0]["masked_lm_positions"].numpy(),
                               twice[1]["masked_lm_positions"].numpy())
 
@@ -221,7 +221,8 @@ def test_dynamic_masks_are_fresh_per_batch_and_resume_exactly(family_data):
 
 
 def test_electra_batches_carry_a_seed_per_stream_position_and_weights_match(family_data):
-    task = ElectraPretraining(backbone=None, vocab=family_data.vocab["electra"], tokenizer="wordpiece",
+    task = Pretraining(backbone=None, vocab=family_data.vocab["electra"], family="electra",
+                       tokenizer="wordpiece",
                               phases=[{"start_step": 0, "data_dir": family_data.data["electra"],
                                        "max_seq_length": SEQ}])
     task.prepare()
@@ -230,7 +231,7 @@ def test_electra_batches_carry_a_seed_per_stream_position_and_weights_match(fami
     np.testing.assert_array_equal(batches[1]["seed"].numpy(), [11, 6])
 
     # The trainer's global denominators equal what the model's in-graph masking uses.
-    from garden.backbones import electra_towers
+    from garden.models.factory import electra_towers
     from garden.models.electra.pretrainer import ElectraPretrainer
 
     towers = electra_towers(default_vocab_size=task.vocab_size, num_layers=1, hidden_size=32,
@@ -239,7 +240,7 @@ def test_electra_batches_carry_a_seed_per_stream_position_and_weights_match(fami
                             generator_intermediate_size=32)
     model = ElectraPretrainer(towers["generator"], towers["discriminator"],
                               mask_token_id=task.vocabulary.specials["mask"],
-                              unmaskable_token_ids=task._unmaskable_ids())
+                              unmaskable_token_ids=sorted(task.vocabulary.special_ids))
     outputs = model(task.model_inputs(batches[0]))
     weights = task.loss_weights(batches[0])
     assert float(weights["masked_lm_weights"]) == float(tf.reduce_sum(outputs["masked_lm_weights"]))
@@ -373,7 +374,7 @@ def test_albert_sop_beats_the_majority_label_on_ordered_text(tmp_path_factory):
     eval_dir = learn.pretrain_data(root, "albert", vocab, files[learn.HELD_OUT], seq, 1, "eval")
     bindings = learn.bindings("albert", vocab, train_dir, eval_dir, seq, steps=300, batch_size=32,
                               extra=["albert_backbone.dropout = 0.0",
-                                     "garden.AlbertPretraining.shuffle_buffer = 1000"])
+                                     "garden.Pretraining.shuffle_buffer = 1000"])
     model_dir = os.path.join(root, "albert")
     learn.train_family("albert", model_dir, bindings)
     task, model = learn._restored_task("albert", model_dir, bindings)

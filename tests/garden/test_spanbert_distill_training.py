@@ -1,4 +1,4 @@
-"""SpanBERT, ERNIE and DistilBERT through `python -m garden.train` (OBJECTIVES.md 4, 5, 10).
+"""SpanBERT, ERNIE and DistilBERT through `python -m garden.train` (docs/objectives.md section 4, 5, 10).
 
 Data come from the real tools: the session `bert_data` fixture (corpus slice, WordPiece vocab,
 BERT data of length 64) and, built once here, make_pretrain --objective=spanbert / ernie output
@@ -74,15 +74,20 @@ def _vocab_size(vocab):
 
 # --- SpanBERT ----------------------------------------------------------------------------------
 
-def _spanbert_args(data, model_dir, steps, *extra, data_dir=None):
-    phases = [{"start_step": 0, "data_dir": data_dir or data.spanbert, "max_seq_length": 64}]
-    return ["--config=configs/spanbert_tiny.gin", f"--model_dir={model_dir}",
-            f"--gin_param=VOCAB='{data.vocab}'", f"--gin_param=DATA_DIR='{data.spanbert}'",
-            f"--gin_param=garden.SpanBertPretraining.phases={phases!r}",
+def _tiny_args(config, task, data, data_dir, model_dir, steps, *extra):
+    """garden.train arguments of a tiny run: 16 examples a step, a log line every step."""
+    return [f"--config={config}", f"--model_dir={model_dir}",
+            f"--gin_param=VOCAB='{data.vocab}'", f"--gin_param=DATA_DIR='{data_dir}'",
             f"--gin_param=train.train_steps={steps}", "--gin_param=train.global_batch_size=16",
             "--gin_param=train.warmup_steps=2", "--gin_param=train.log_every=1",
-            "--gin_param=bert_backbone.dropout=0.0",
-            "--gin_param=garden.SpanBertPretraining.shuffle_buffer=200", *extra]
+            f"--gin_param=garden.{task}.shuffle_buffer=200", *extra]
+
+
+def _spanbert_args(data, model_dir, steps, *extra, data_dir=None):
+    phases = [{"start_step": 0, "data_dir": data_dir or data.spanbert, "max_seq_length": 64}]
+    return _tiny_args("configs/spanbert_tiny.gin", "Pretraining", data, data.spanbert, model_dir,
+                      steps, f"--gin_param=garden.Pretraining.phases={phases!r}",
+                      "--gin_param=bert_backbone.dropout=0.0", *extra)
 
 
 def test_spanbert_tiny_trains_on_spanbert_data(data, tmp_path):
@@ -117,9 +122,9 @@ def _ernie_args(data, model_dir, config="configs/ernie_tiny.gin", *extra):
     phases = [{"start_step": 0, "data_dir": data.ernie, "max_seq_length": 64}]
     return [f"--config={config}", f"--model_dir={model_dir}",
             f"--gin_param=VOCAB='{data.vocab}'", f"--gin_param=DATA_DIR='{data.ernie}'",
-            f"--gin_param=garden.BertPretraining.phases={phases!r}",
+            f"--gin_param=garden.Pretraining.phases={phases!r}",
             "--gin_param=train.train_steps=3", "--gin_param=train.global_batch_size=16",
-            "--gin_param=train.log_every=1", "--gin_param=garden.BertPretraining.shuffle_buffer=200",
+            "--gin_param=train.log_every=1", "--gin_param=garden.Pretraining.shuffle_buffer=200",
             *extra]
 
 
@@ -142,15 +147,11 @@ def test_bert_config_still_accepts_only_bert_data(data, tmp_path, capsys):
 # --- DistilBERT --------------------------------------------------------------------------------
 
 def _distill_args(data, model_dir, steps, *extra):
-    return ["--config=configs/distilbert_tiny.gin", f"--model_dir={model_dir}",
-            f"--gin_param=VOCAB='{data.vocab}'", f"--gin_param=DATA_DIR='{data.bert}'",
-            f"--gin_param=TEACHER='{data.teacher}'",
-            "--gin_param=garden.Distillation.max_seq_length=64",
-            f"--gin_param=teacher/bert_backbone.num_layers={TEACHER_LAYERS}",
-            "--gin_param=garden.Distillation.teacher_layers=[1, 3]",
-            f"--gin_param=train.train_steps={steps}", "--gin_param=train.global_batch_size=16",
-            "--gin_param=train.warmup_steps=2", "--gin_param=train.log_every=1",
-            "--gin_param=garden.Distillation.shuffle_buffer=200", *extra]
+    return _tiny_args("configs/distilbert_tiny.gin", "Distillation", data, data.bert, model_dir,
+                      steps, f"--gin_param=TEACHER='{data.teacher}'",
+                      "--gin_param=garden.Distillation.max_seq_length=64",
+                      f"--gin_param=teacher/bert_backbone.num_layers={TEACHER_LAYERS}",
+                      "--gin_param=garden.Distillation.teacher_layers=[1, 3]", *extra)
 
 
 def test_distillation_tiny_run(data, tmp_path):

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from garden import train as train_lib
+from garden.training import progress, setup
 
 
 def _pretrain_args(bert_data, model_dir, steps, *extra, seq=64):
@@ -18,10 +19,10 @@ def _pretrain_args(bert_data, model_dir, steps, *extra, seq=64):
     return ["--config=configs/bert_tiny.gin", f"--model_dir={model_dir}",
             f"--gin_param=VOCAB='{bert_data.vocab}'",
             f"--gin_param=DATA_DIR='{bert_data.data_dir}'",
-            f"--gin_param=garden.BertPretraining.phases={phases!r}",
+            f"--gin_param=garden.Pretraining.phases={phases!r}",
             f"--gin_param=train.train_steps={steps}",
             "--gin_param=train.global_batch_size=16",
-            "--gin_param=garden.BertPretraining.shuffle_buffer=1000",
+            "--gin_param=garden.Pretraining.shuffle_buffer=1000",
             *extra]
 
 
@@ -73,10 +74,10 @@ def test_resume_continues_from_the_saved_step(bert_data, tmp_path, capsys):
 
 
 def test_progress_bar_fills_with_the_steps():
-    assert train_lib._progress_bar(0, 20) == "[>" + "." * 19 + "]"
-    assert train_lib._progress_bar(7, 20) == "[=======>............]"
-    assert train_lib._progress_bar(10, 40, width=8) == "[==>.....]"
-    assert train_lib._progress_bar(40, 40, width=8) == "[========]"
+    assert progress.progress_bar(0, 20) == "[>" + "." * 19 + "]"
+    assert progress.progress_bar(7, 20) == "[=======>............]"
+    assert progress.progress_bar(10, 40, width=8) == "[==>.....]"
+    assert progress.progress_bar(40, 40, width=8) == "[========]"
 
 
 def test_refuses_data_without_completed(bert_data, tmp_path, capsys):
@@ -85,7 +86,7 @@ def test_refuses_data_without_completed(bert_data, tmp_path, capsys):
     os.remove(data_copy / "COMPLETED")
     phases = [{"start_step": 0, "data_dir": str(data_copy), "max_seq_length": 64}]
     rc = train_lib.main(_pretrain_args(bert_data, tmp_path / "run", 5,
-                                       f"--gin_param=garden.BertPretraining.phases={phases!r}"))
+                                       f"--gin_param=garden.Pretraining.phases={phases!r}"))
     assert rc == 2
     err = capsys.readouterr().err
     assert "COMPLETED" in err and str(data_copy) in err
@@ -142,7 +143,7 @@ def test_write_check_of_a_shared_model_dir_is_safe_to_run_at_once(tmp_path):
     def check():
         try:
             for _ in range(50):
-                train_lib._check_writable(str(tmp_path))
+                setup.check_writable(str(tmp_path))
         except Exception as e:  # noqa: BLE001 - collected and reported below
             errors.append(e)
 
@@ -199,7 +200,7 @@ def test_two_phases_switch_data_and_continue_from_the_same_weights(bert_data, tm
     # BERT's recipe in miniature: short sequences first, then longer ones from step 4.
     phases = [{"start_step": 0, "data_dir": bert_data.data_dir, "max_seq_length": 64},
               {"start_step": 4, "data_dir": bert_data.data_dir_128, "max_seq_length": 128}]
-    args = _pretrain_args(bert_data, tmp_path, 6, f"--gin_param=garden.BertPretraining.phases={phases!r}",
+    args = _pretrain_args(bert_data, tmp_path, 6, f"--gin_param=garden.Pretraining.phases={phases!r}",
                           "--gin_param=train.checkpoint_every=5", "--gin_param=train.log_every=1")
     assert train_lib.main(args) == 0
     out = capsys.readouterr().out
@@ -234,9 +235,9 @@ def test_weight_decay_skips_layer_norm_and_biases():
 
 def test_periodic_evaluation_on_held_out_data(bert_data, tmp_path, capsys):
     args = _pretrain_args(bert_data, tmp_path, 10, "--gin_param=train.eval_every=5",
-                          f"--gin_param=garden.BertPretraining.eval_data_dir='{bert_data.data_dir_128}'",
-                          "--gin_param=garden.BertPretraining.eval_max_seq_length=128",
-                          "--gin_param=garden.BertPretraining.eval_batches=3")
+                          f"--gin_param=garden.Pretraining.eval_data_dir='{bert_data.data_dir_128}'",
+                          "--gin_param=garden.Pretraining.eval_max_seq_length=128",
+                          "--gin_param=garden.Pretraining.eval_batches=3")
     assert train_lib.main(args) == 0
     out = capsys.readouterr().out
     assert "eval at step 5 |" in out and "eval at step 10 |" in out
@@ -257,7 +258,7 @@ def test_periodic_evaluation_on_held_out_data(bert_data, tmp_path, capsys):
 
 def test_eval_data_of_another_length_is_refused(bert_data, tmp_path, capsys):
     args = _pretrain_args(bert_data, tmp_path, 2,
-                          f"--gin_param=garden.BertPretraining.eval_data_dir='{bert_data.data_dir_128}'")
+                          f"--gin_param=garden.Pretraining.eval_data_dir='{bert_data.data_dir_128}'")
     assert train_lib.main(args) == 2
     assert "max_seq_length 128" in capsys.readouterr().err
 
@@ -267,8 +268,8 @@ def test_report_renders_the_curves_of_a_run(bert_data, tmp_path, capsys):
 
     args = _pretrain_args(bert_data, tmp_path, 6, "--gin_param=train.log_every=2",
                           "--gin_param=train.eval_every=3",
-                          f"--gin_param=garden.BertPretraining.eval_data_dir='{bert_data.data_dir}'",
-                          "--gin_param=garden.BertPretraining.eval_batches=2")
+                          f"--gin_param=garden.Pretraining.eval_data_dir='{bert_data.data_dir}'",
+                          "--gin_param=garden.Pretraining.eval_batches=2")
     assert train_lib.main(args) == 0
     series = report.read_scalars(str(tmp_path))
     assert [s for s, _ in series["loss"]] == [2, 4, 6]
@@ -322,7 +323,7 @@ def test_non_finite_gradient_with_a_finite_loss_stops_and_keeps_the_good_checkpo
         bert_data, tmp_path, capsys, monkeypatch):
     import tensorflow as tf
 
-    from garden.tasks.bert_pretraining import BertPretraining
+    from garden.tasks.pretraining import Pretraining
 
     # From the 4th step on, add the Euclidean norm of a zero vector that depends on a weight w,
     # sqrt(sum((w - stop_gradient(w))^2)), as a distance between identical vectors would in a
@@ -330,7 +331,7 @@ def test_non_finite_gradient_with_a_finite_loss_stops_and_keeps_the_good_checkpo
     # d x/dw = 0, so w's gradient is 0 * inf = NaN. (Before: sqrt(x + 1) - 1, also exactly 0,
     # with a zero gradient.)
     calls = tf.Variable(0, dtype=tf.int64, trainable=False)
-    compute_metrics = BertPretraining.compute_metrics
+    compute_metrics = Pretraining.compute_metrics
 
     def poisoned(self, model, batch, training, weight_shares=None):
         metrics = dict(compute_metrics(self, model, batch, training, weight_shares))
@@ -342,7 +343,7 @@ def test_non_finite_gradient_with_a_finite_loss_stops_and_keeps_the_good_checkpo
             metrics["loss"] = metrics["loss"] + (tf.sqrt(x + c) - tf.sqrt(c))
         return metrics
 
-    monkeypatch.setattr(BertPretraining, "compute_metrics", poisoned)
+    monkeypatch.setattr(Pretraining, "compute_metrics", poisoned)
     model_dir = tmp_path / "run"
     rc = train_lib.main(_pretrain_args(bert_data, model_dir, 10, "--strategy=one_device",
                                        "--gin_param=train.checkpoint_every=1",
@@ -373,7 +374,7 @@ def test_refuses_data_made_for_another_objective(bert_data, tmp_path, capsys):
     (data_copy / "info.json").write_text(json.dumps(info))
     phases = [{"start_step": 0, "data_dir": str(data_copy), "max_seq_length": 64}]
     rc = train_lib.main(_pretrain_args(bert_data, tmp_path / "run", 5,
-                                       f"--gin_param=garden.BertPretraining.phases={phases!r}"))
+                                       f"--gin_param=garden.Pretraining.phases={phases!r}"))
     assert rc == 2
     err = capsys.readouterr().err
     assert "DataDirError" in err and str(data_copy) in err

@@ -1,7 +1,7 @@
 """Peer parity: our BERT pretraining data against Model Garden's create_pretraining_data.
 
 Model Garden's script (``official.nlp.data.create_pretraining_data``, a port of the original
-BERT release) is the reference for OBJECTIVES.md section 1. Both tools get the same text, the
+BERT release) is the reference for docs/objectives.md section 1. Both tools get the same text, the
 same WordPiece vocabulary and the same arguments; what must agree:
 
 1. Tokenization, sentence by sentence: our tensorflow-text FastBertTokenizer and Model

@@ -1,6 +1,6 @@
 """ALBERT pretraining heads (masked LM projected to E + sentence order prediction) and loss.
 
-OBJECTIVES.md section 2: the MLM head gathers the masked positions, maps them H -> E
+docs/objectives.md section 2: the MLM head gathers the masked positions, maps them H -> E
 (dense with the backbone's activation -> LayerNorm) and scores them against the tied E-wide
 word table plus an output bias; the SOP head is dense(2) on the pooled [CLS] output; total loss =
 MLM + SOP. Both heads are garden's shared layers, composed as in BertPretrainer.

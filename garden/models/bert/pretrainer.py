@@ -1,6 +1,6 @@
 """BERT pretraining heads (masked LM + next sentence prediction) and their loss.
 
-OBJECTIVES.md section 1: the MLM head gathers the masked positions, transforms them
+docs/objectives.md section 1: the MLM head gathers the masked positions, transforms them
 (dense gelu -> LayerNorm) and scores them against the tied word table plus an output bias; the
 NSP head is dense(2) on the pooled [CLS] output; total loss = MLM + NSP.
 """

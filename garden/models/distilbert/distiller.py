@@ -1,4 +1,4 @@
-"""DistilBERT distillation (Sanh et al., 2019; OBJECTIVES.md section 10).
+"""DistilBERT distillation (Sanh et al., 2019; docs/objectives.md section 10).
 
 - The student is initialised from the teacher: embeddings (word, position, LayerNorm; the
   student has no token types) and teacher layers [0, 2, 4, 7, 9, 11], one every other layer,

@@ -1,5 +1,5 @@
 """ELECTRA replaced token detection (Clark et al., 2020): masking, generator, Gumbel sampling,
-discriminator, and the joint loss (OBJECTIVES.md section 6).
+discriminator, and the joint loss (docs/objectives.md section 6).
 
 One training step, all in the graph and all from one seed tensor:
   1. mask: N = int((mask_prob + 0.005) * T) slots; num_to_predict = max(1, min(N,

@@ -1,6 +1,6 @@
 """RoBERTa pretraining head (masked LM only, no NSP) and its loss.
 
-OBJECTIVES.md section 3: one segment, no next sentence prediction; the masks are drawn afresh
+docs/objectives.md section 3: one segment, no next sentence prediction; the masks are drawn afresh
 each time a sequence is seen (dynamic masking, in the input pipeline), so the model itself is
 BERT's MLM head on the RoBERTa backbone: gather the masked positions -> dense(H, gelu) ->
 LayerNorm -> logits on the tied BPE table + output bias (fairseq `RobertaLMHead`).

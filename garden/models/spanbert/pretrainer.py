@@ -1,6 +1,6 @@
 """SpanBERT pretraining heads (masked LM + span boundary objective) and their loss.
 
-OBJECTIVES.md section 4 (Joshi et al., 2020, "SpanBERT: Improving Pre-training by Representing
+docs/objectives.md section 4 (Joshi et al., 2020, "SpanBERT: Improving Pre-training by Representing
 and Predicting Spans", TACL, arXiv:1907.10529, section 3.2): every masked piece x_i of a span
 (s, e) is predicted twice, by BERT's MLM head from h_i and by the span boundary objective (SBO)
 from the two states just outside the span and the piece's offset in it:

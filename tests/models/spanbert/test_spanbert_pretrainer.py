@@ -1,4 +1,4 @@
-"""SpanBERT's span boundary head, pretrainer and loss (OBJECTIVES.md section 4)."""
+"""SpanBERT's span boundary head, pretrainer and loss (docs/objectives.md section 4)."""
 
 import math
 

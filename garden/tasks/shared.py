@@ -1,0 +1,100 @@
+"""What the pretraining-style tasks share: phases of data, the batch index that keys per-batch
+randomness, the TFRecord -> model input mapping and the mean of a task's metrics.
+
+A public home of its own (it used to be private names of bert_pretraining.py that other tasks
+imported): garden/tasks/pretraining.py and garden/tasks/distillation.py both read it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Dict, List, Sequence
+
+import tensorflow as tf
+
+from garden.tasks.base import Stage
+
+
+@dataclasses.dataclass(frozen=True)
+class Phase:
+    """One stretch of pretraining data: from `start_step` on, read `data_dir` (of that length)."""
+
+    start_step: int
+    data_dir: str
+    max_seq_length: int
+
+
+def phase(entry) -> Phase:
+    """A Phase from a gin dict {"start_step", "data_dir", "max_seq_length"} (or a Phase)."""
+    if isinstance(entry, Phase):
+        return entry
+    try:
+        return Phase(int(entry["start_step"]), str(entry["data_dir"]), int(entry["max_seq_length"]))
+    except (KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"a pretraining phase needs start_step, data_dir and max_seq_length; "
+                         f"got {entry!r}") from e
+
+
+def phases(entries: Sequence, owner: str) -> List[Phase]:
+    """Phases sorted by start step; the first must start at step 0 (`owner` names the binding)."""
+    out = sorted((phase(p) for p in entries or ()), key=lambda p: p.start_step)
+    if not out or out[0].start_step != 0:
+        raise ValueError(f"{owner}.phases must start with a phase at start_step 0; got {entries!r}")
+    return out
+
+
+def phase_schedule(phase_list: Sequence[Phase], dirs: Sequence, train_steps: int,
+                   dataset_fn: Callable) -> List[Stage]:
+    """One Stage per phase that has steps; its dataset_fn reads that phase's data directory
+    through ``dataset_fn(ddir, input_context, batch_size, seed, skip_batches)``."""
+    out = []
+    for i, (p, ddir) in enumerate(zip(phase_list, dirs)):
+        end = min(phase_list[i + 1].start_step if i + 1 < len(phase_list) else train_steps,
+                  train_steps)
+        if p.start_step >= end:
+            continue
+
+        def fn(input_context, batch_size, seed, skip_batches, _d=ddir):
+            return dataset_fn(_d, input_context, batch_size, seed, skip_batches)
+
+        out.append(Stage(p.start_step, end, fn, f"{ddir.path} (max_seq_length {p.max_seq_length})",
+                         tuple(ddir.files)))
+    return out
+
+
+def batch_index(ds: tf.data.Dataset, input_context, skip_batches: int) -> tf.data.Dataset:
+    """(index, batch) pairs; index = the batch's position in the whole (unsharded) stream.
+
+    garden.data.shard_batches skips `skip_batches` batches and deals the rest round-robin, so
+    pipeline i of P reads batches skip + i, skip + i + P, ... The index keys per-batch
+    randomness: it does not depend on the number of replicas or on where a run resumed.
+    """
+    pipelines = input_context.num_input_pipelines if input_context is not None else 1
+    first = skip_batches + (input_context.input_pipeline_id if input_context is not None else 0)
+    return ds.enumerate().map(lambda k, batch: (first + k * pipelines, batch))
+
+
+def to_model_inputs(batch: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    """Maps the TFRecord feature names (data_pipelines.features) to the model's input names."""
+    return {
+        "token_ids": tf.cast(batch["input_ids"], tf.int32),
+        "segment_ids": tf.cast(batch["segment_ids"], tf.int32),
+        "padding_mask": tf.cast(batch["input_mask"], tf.int32),
+        "masked_lm_positions": tf.cast(batch["masked_lm_positions"], tf.int32),
+    }
+
+
+def real_tokens(batch, key: str = "input_mask") -> tf.Tensor:
+    """Real (unpadded) tokens of a batch, for throughput and MFU."""
+    return tf.reduce_sum(tf.cast(batch[key], tf.float32))
+
+
+def mean_metrics(task, model, dataset) -> Dict[str, float]:
+    """Mean of task.compute_metrics over the batches of `dataset` (inference mode), without
+    the "tokens" count; {} for an empty dataset."""
+    sums, count = {}, 0
+    for batch in dataset:
+        for k, v in task.compute_metrics(model, batch, training=False).items():
+            sums[k] = sums.get(k, 0.0) + float(v)
+        count += 1
+    return {k: v / count for k, v in sums.items() if k != "tokens"} if count else {}

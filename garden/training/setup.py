@@ -1,0 +1,79 @@
+"""What garden.train sets up before the first step: the checks of its arguments and model_dir,
+the dtype policy and the optimizer."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import posixpath
+import socket
+import uuid
+from typing import Optional
+
+
+class ConfigError(ValueError):
+    """The gin configuration cannot be parsed, names something that does not exist, or gives
+    an argument of the wrong type."""
+
+
+def check_arguments(train_steps, global_batch_size, replicas: int,
+                    gradient_accumulation_steps: int) -> None:
+    """Whole numbers where whole numbers are meant (gin passes `train.train_steps=20.5` as is),
+    and a global batch that splits evenly."""
+    for name, value in (("train.train_steps", train_steps),
+                        ("train.global_batch_size", global_batch_size),
+                        ("train.gradient_accumulation_steps", gradient_accumulation_steps)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{name} must be a positive whole number; got {value!r}")
+    if global_batch_size % (replicas * gradient_accumulation_steps):
+        raise ConfigError(f"global_batch_size {global_batch_size} is not divisible by "
+                          f"{replicas} replicas x {gradient_accumulation_steps} accumulation steps")
+
+
+def check_writable(model_dir: str) -> None:
+    import tensorflow as tf
+
+    try:
+        tf.io.gfile.makedirs(model_dir)
+        # A name of its own: workers of one job share model_dir, and one worker's probe
+        # must not be removed under another's feet.
+        probe = posixpath.join(model_dir, f".write_test-{socket.gethostname()}-{os.getpid()}-"
+                                          f"{uuid.uuid4().hex}")
+        with tf.io.gfile.GFile(probe, "w") as f:
+            f.write("ok")
+        tf.io.gfile.remove(probe)
+    except (tf.errors.OpError, OSError) as e:
+        raise PermissionError(f"model_dir {model_dir} is not writable: {e}") from e
+
+
+@contextlib.contextmanager
+def dtype_policy(name: Optional[str]):
+    """Sets Keras' (process-global) dtype policy for the run and restores it afterwards."""
+    import keras
+
+    previous = keras.mixed_precision.global_policy()
+    if name:
+        keras.mixed_precision.set_global_policy(name)
+    try:
+        yield
+    finally:
+        keras.mixed_precision.set_global_policy(previous)
+
+
+def build_optimizer(model, objects, train_steps: int, mixed_precision: Optional[str],
+                    layer_decay: Optional[float], **optimizer_args):
+    """The configured optimizer (LossScaleOptimizer-wrapped for mixed_float16), built on the
+    model's trainable variables; layer-wise decay counts the layers of objects["backbone"]."""
+    import keras
+
+    from garden.optimization import create_optimizer
+
+    num_layers = None
+    if layer_decay is not None and "backbone" in objects:
+        num_layers = objects["backbone"].get_config().get("num_layers")
+    opt = create_optimizer(train_steps=train_steps, layer_decay=layer_decay,
+                           num_layers=num_layers, **optimizer_args)
+    if mixed_precision == "mixed_float16":
+        opt = keras.optimizers.LossScaleOptimizer(opt)
+    opt.build(model.trainable_variables)
+    return opt
