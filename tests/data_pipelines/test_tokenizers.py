@@ -92,7 +92,7 @@ def test_make_vocab_files(vocabs):
     vocab = json.load(open(paths["bpe"], encoding="utf-8"))
     merges = open(paths["bpe"].replace("vocab.json", "merges.txt"), encoding="utf-8").read().splitlines()
     assert [p for p, _ in sorted(vocab.items(), key=lambda kv: kv[1])][:6] == tokenizers.BPE_SPECIALS
-    byte_symbols = set(tokenizers._bytes_to_unicode().values())
+    byte_symbols = set(tokenizers.bytes_to_unicode().values())
     assert len(byte_symbols) == 256 and byte_symbols <= set(vocab)
     # 6 specials + 256 bytes + one new piece per merge = 400 (enough text to reach the size)
     assert len(vocab) == sizes["bpe"] and len([m for m in merges if not m.startswith("#")]) == 400 - 262
