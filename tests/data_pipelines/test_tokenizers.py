@@ -281,7 +281,7 @@ def test_make_vocab_errors(tmp_path, capsys):
                              f"--output={tmp_path}/{out}", "--vocab_size=300"])
     # sizes below the special tokens (+ 256 bytes for bpe) are refused before any work
     for kind, size, least in (("bpe", 261, 262), ("sentencepiece", 7, 8), ("wordpiece", 5, 6)):
-        with pytest.raises(SystemExit):
+        with pytest.raises(SystemExit, match="^2$"):
             make_vocab.main([f"--tokenizer={kind}", f"--input={empty}", f"--output={tmp_path}/v.model",
                              f"--vocab_size={size}"])
         assert f"at least {least}" in capsys.readouterr().err
@@ -291,7 +291,7 @@ def test_make_vocab_errors(tmp_path, capsys):
     with pytest.raises(SystemExit, match=r"SentencePiece could not learn a 20-piece model .*abc\.txt.*required_chars"):
         make_vocab.main(["--tokenizer=sentencepiece", f"--input={text}", f"--output={tmp_path}/v.model",
                          "--vocab_size=20"])
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit, match="^2$"):
         make_vocab.main(["--tokenizer=sentencepiece", f"--input={text}", f"--output={tmp_path}/v.txt",
                          "--vocab_size=100"])
     assert "must end in .model" in capsys.readouterr().err
