@@ -318,20 +318,22 @@ class SkipLog:
         self.counts: collections.Counter = collections.Counter()
         # Apart from ``counts``, which a caller may clear per pass over the files (make_vocab's
         # learner reads them more than once): a line is named once, whatever the passes.
-        self._named: collections.Counter = collections.Counter()
+        self._named: Dict[str, set] = collections.defaultdict(set)  # reason -> {(path, line)}
         self._logger = logger
 
     def __call__(self, reason: str, path: str, line_no: int) -> None:
         self.counts[reason] += 1
-        if reason == EMPTY_DOCUMENT:
-            return  # a document of skipped lines: its lines were reported already
-        self._named[reason] += 1
-        n, log = self._named[reason], self._logger or _LOG
-        if n <= self.shown:
+        named = self._named[reason]
+        # empty_document: a document of skipped lines, whose lines were reported already.
+        if reason == EMPTY_DOCUMENT or len(named) > self.shown or (path, line_no) in named:
+            return
+        log = self._logger or _LOG
+        if len(named) < self.shown:
             log.warning("skipping line %d of %s: %s", line_no, path, reason)
-        if n == self.shown:
+        else:
             log.warning("further %s lines are counted, not listed (a count per reason follows at the end)",
                         reason)
+        named.add((path, line_no))  # the SHOWN named lines, then the first one only counted
 
     def summary(self) -> str:
         lines = {r: n for r, n in sorted(self.counts.items()) if r != EMPTY_DOCUMENT}
