@@ -26,6 +26,12 @@ PipelineOptions: --runner, --direct_num_workers, --direct_running_mode, --projec
                        into one TFRecord file (write_tfrecords; temp name, then rename)
   stats                per-file / per-pool / per-shard counters combined into stats.json
 
+What the run tells its user: one warning when the vocabulary's casing contradicts
+--do_lower_case (data_pipelines/casing.py); the first few skipped lines of each reason by file
+and line, then only counts, and the count per reason at the end (sources.SkipLog; stats.json);
+a progress line every --progress_seconds, counted from the work files below
+(data_pipelines/progress.py).
+
 Bulk data never travels through the runner: tokenized chunks and serialized instances go
 through work files in ``<output_dir>/_work-<run id>/`` (Beam FileSystems, so gs:// works),
 and the PCollections carry only descriptors (chunk ids, file ranges, counters). A worker holds
