@@ -26,6 +26,12 @@ PipelineOptions: --runner, --direct_num_workers, --direct_running_mode, --projec
                        into one TFRecord file (write_tfrecords; temp name, then rename)
   stats                per-file / per-pool / per-shard counters combined into stats.json
 
+What the run tells its user: one warning when the vocabulary's casing contradicts
+--do_lower_case (data_pipelines/casing.py); the first few skipped lines of each reason by file
+and line, then only counts, and the count per reason at the end (sources.SkipLog; stats.json);
+a progress line every --progress_seconds, counted from the work files below
+(data_pipelines/progress.py).
+
 Bulk data never travels through the runner: tokenized chunks and serialized instances go
 through work files in ``<output_dir>/_work-<run id>/`` (Beam FileSystems, so gs:// works),
 and the PCollections carry only descriptors (chunk ids, file ranges, counters). A worker holds
@@ -85,7 +91,8 @@ import numpy as np
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from data_pipelines import beam_options, features, gcs, objectives, output, sources, tokenizers
+from data_pipelines import (beam_options, casing, features, gcs, objectives, output, progress, sources,
+                            tokenizers)
 from data_pipelines.counters import SumDictsFn, count as _count
 from data_pipelines.objectives import base
 from data_pipelines.tfrecord import write_tfrecords
@@ -686,7 +693,10 @@ def make_parser(objective: Optional[base.Objective] = None) -> argparse.Argument
     p.add_argument("--dupe_factor", type=int, default=10,
                    help="passes over the corpus, each with fresh masks and pairs (default %(default)s)")
     _add_bool(p, "do_lower_case", True,
-              "lower-case before tokenizing; must match the vocabulary (make_vocab --lower_case)")
+              "lower-case before tokenizing; must match the vocabulary (make_vocab --lower_case). A cased "
+              "--vocab (pieces with capitals) with lower-casing on, or an uncased-looking one with it off, "
+              "gets one warning naming the vocabulary and what to pass (data_pipelines/casing.py); the run "
+              "goes on, since lower-casing text for a cased model can be meant")
     p.add_argument("--seed", type=int, default=12345, help="the job's seed (default %(default)s)")
     p.add_argument("--num_shards", type=int, default=4,
                    help="output files; each is sorted in one worker's memory, so keep shards to a few "
@@ -705,7 +715,14 @@ def make_parser(objective: Optional[base.Objective] = None) -> argparse.Argument
                    "documents hashed into pools per dupe pass), so no worker needs the whole corpus "
                    "(default %(default)s)")
     p.add_argument("--max_line_bytes", type=int, default=sources.DEFAULT_MAX_LINE_BYTES,
-                   help="longer input lines are skipped and counted as line_too_long (default %(default)s)")
+                   help="longer input lines are skipped and counted as line_too_long (default %(default)s); "
+                   f"skipped lines are named in the log for the first {sources.SkipLog.SHOWN} of each reason "
+                   "(per worker), then counted: the count per reason is logged at the end and kept in "
+                   "stats.json")
+    p.add_argument("--progress_seconds", type=float, default=10.0,
+                   help="log the work done so far (chunks tokenized, pools of instances made, shards "
+                   "written) every this many seconds while the pipeline runs; 0 turns it off (default "
+                   "%(default)s)")
     if objective is not None:
         p.description += f"\n\n--objective={objective.name}: {objective.recipe}."
         group = p.add_argument_group(f"--objective={objective.name}: {objective.recipe}")
@@ -733,6 +750,8 @@ def parse_args(argv: Optional[Sequence[str]] = None):
     for name in ("max_seq_length", "dupe_factor", "num_shards", "random_document_pool_size", "max_line_bytes"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be >= 1, got {getattr(args, name)}")
+    if not args.progress_seconds >= 0:
+        parser.error(f"--progress_seconds must be >= 0 (0: no progress lines), got {args.progress_seconds}")
     args.tokenizer = args.tokenizer or objective.tokenizer
     args.input_format = sources.input_format(args.input, args.input_format)
     try:
@@ -772,6 +791,9 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
         tokenizer = tokenizers.load_tokenizer(args.tokenizer, args.vocab, lower_case=args.do_lower_case)
         _LOG.info("vocabulary %s (%s): %d pieces (%s)", args.vocab, args.tokenizer, tokenizer.vocab.size,
                   tokenizer.fingerprint)
+        warning = casing.mismatch(tokenizer, args.do_lower_case)
+        if warning:
+            _LOG.warning("%s", warning)
         if dry_run:
             # Nothing is listed, read or written but the job description: a gs:// glob or output
             # dir would need credentials and network.
@@ -798,8 +820,9 @@ def _run_locked(args, beam_args, pipeline_options, tokenizer) -> dict:
     p = beam.Pipeline(runner=beam_options.make_runner(pipeline_options), options=pipeline_options)
     build_pipeline(p, args, tokenizer.vocab, work_dir)
     try:
-        result = p.run()
-        result.wait_until_finish()
+        with _progress(args, work_dir):
+            result = p.run()
+            result.wait_until_finish()
     finally:
         output.remove_work_dirs(args.output_dir)
     state = str(result.state)
@@ -814,9 +837,29 @@ def _run_locked(args, beam_args, pipeline_options, tokenizer) -> dict:
                     stats["instances"], summary=read)
     _LOG.info("files read %d, documents read %d (dropped %s), lines skipped %s",
               stats["files_read"], stats["documents_read"], stats["documents_dropped"], stats["lines_skipped"])
+    if stats["lines_skipped"]:
+        _LOG.warning("skipped lines per reason: %s (the first %d of each reason per worker are named above; "
+                     "stats.json keeps the counts)", ", ".join(f"{r} {n}" for r, n in stats["lines_skipped"].items()),
+                     sources.SkipLog.SHOWN)
     print(f"wrote {stats['instances']} {args.objective} instances to {args.output_dir} "
           f"({args.num_shards} shards, stats.json, info.json, COMPLETED)")
     return stats
+
+
+def _progress(args, work_dir: str) -> progress.Progress:
+    """Progress lines while the pipeline runs, from its work files and finished shards."""
+    shards = FileSystems.join(args.output_dir, f"{SPLIT}-*-of-{args.num_shards:05d}.tfrecord"
+                              + (".gz" if args.compress else ""))
+    patterns = {"chunks": FileSystems.join(work_dir, "chunks", "*.pkl"),
+                "pools": FileSystems.join(work_dir, "pools", "*.bin"), "shards": shards}
+    per_chunk = documents_per_chunk(args.random_document_pool_size)
+
+    def describe(n, elapsed):
+        return (f"progress after {elapsed:.0f} s: {n['chunks']} chunks of up to {per_chunk} documents "
+                f"read and tokenized, {n['pools']} pools of instances made (dupe passes x pools), "
+                f"{n['shards']} of {args.num_shards} shards written")
+
+    return progress.Progress(patterns, describe, args.progress_seconds, _LOG)
 
 
 def _info(args, beam_args, tokenizer, shard_files: Sequence[str], stats: dict) -> dict:

@@ -28,7 +28,6 @@ read whole.
 from __future__ import annotations
 
 import argparse
-import collections
 import io
 import logging
 import os
@@ -55,28 +54,9 @@ def match_files(pattern: str) -> List[str]:
     return sources.match_files(pattern)
 
 
-class Skips:
-    """Counts the lines the reader skipped, by reason; names the first few (file and line) in
-    the log and only counts the rest, so a broken file does not print one warning per line."""
-
-    SHOWN = 5
-
-    def __init__(self):
-        self.counts: collections.Counter = collections.Counter()
-
-    def __call__(self, reason: str, path: str, line_no: int) -> None:
-        self.counts[reason] += 1
-        if reason == sources.EMPTY_DOCUMENT:
-            return  # a document of skipped lines: its lines were reported already
-        shown = sum(n for r, n in self.counts.items() if r != sources.EMPTY_DOCUMENT)
-        if shown <= self.SHOWN:
-            _LOG.warning("skipping line %d of %s: %s", line_no, path, reason)
-        if shown == self.SHOWN:
-            _LOG.warning("further skipped lines are counted, not listed")
-
-    def summary(self) -> str:
-        lines = {r: n for r, n in sorted(self.counts.items()) if r != sources.EMPTY_DOCUMENT}
-        return f"skipped {sum(lines.values())} lines {lines}" if lines else "skipped no lines"
+# Counts skipped lines by reason; names the first few of each reason (file and line), then
+# only counts them (one reader and one report for make_vocab and make_pretrain).
+Skips = sources.SkipLog
 
 
 def iter_lines(files: Sequence[str], skips: Optional[Skips] = None,
@@ -290,7 +270,10 @@ def main(argv=None) -> None:
     except (InputError, gcs.CredentialsError) as e:
         raise SystemExit(f"error: {e}") from e
     print(f"read {len(files)} files, {skips.summary()}")
-    print(f"wrote {vocab_arg}: vocab_size={size} (pipelines: --vocab={vocab_arg})")
+    # The pipelines must tokenize as the learner saw the text: say which --do_lower_case goes
+    # with this vocabulary (make_pretrain warns when they disagree).
+    print(f"wrote {vocab_arg}: vocab_size={size} (pipelines: --vocab={vocab_arg} "
+          f"--do_lower_case={'true' if args.lower_case else 'false'})")
 
 
 def _learn_and_write(args, files: Sequence[str], skips: Skips) -> tuple:

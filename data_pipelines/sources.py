@@ -25,6 +25,7 @@ already prepared in a local data_dir; nothing is downloaded.
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
 import os
@@ -297,6 +298,49 @@ def tfds_shards(spec: str, data_dir: Optional[str]) -> List[int]:
 
 
 # ---------------------------------------------------------------------------------------------
+# Reporting skipped lines
+
+
+class SkipLog:
+    """Counts skipped lines by reason and names only the first ``shown`` of each reason (file
+    and line) in the log, then says once that the rest of that reason are only counted: a
+    broken file of 5000 bad lines gives 5 warnings and one summary, not 5000 warnings.
+
+    ``log(reason, path, line_number)``; ``counts`` (reason -> lines, ``empty_document`` too);
+    ``summary()`` for the end of a run. A Beam job holds one per worker (the DoFn's copy), so a
+    run names at most ``shown`` lines per reason per worker; stats.json keeps the exact counts.
+    """
+
+    SHOWN = 5
+
+    def __init__(self, shown: int = SHOWN, logger: Optional[logging.Logger] = None):
+        self.shown = shown
+        self.counts: collections.Counter = collections.Counter()
+        # Apart from ``counts``, which a caller may clear per pass over the files (make_vocab's
+        # learner reads them more than once): a line is named once, whatever the passes.
+        self._named: Dict[str, set] = collections.defaultdict(set)  # reason -> {(path, line)}
+        self._logger = logger
+
+    def __call__(self, reason: str, path: str, line_no: int) -> None:
+        self.counts[reason] += 1
+        named = self._named[reason]
+        # empty_document: a document of skipped lines, whose lines were reported already.
+        if reason == EMPTY_DOCUMENT or len(named) > self.shown or (path, line_no) in named:
+            return
+        log = self._logger or _LOG
+        if len(named) < self.shown:
+            log.warning("skipping line %d of %s: %s", line_no, path, reason)
+        else:
+            log.warning("further %s lines are counted, not listed (a count per reason follows at the end)",
+                        reason)
+        named.add((path, line_no))  # the SHOWN named lines, then the first one only counted
+
+    def summary(self) -> str:
+        lines = {r: n for r, n in sorted(self.counts.items()) if r != EMPTY_DOCUMENT}
+        return f"skipped {sum(lines.values())} lines {lines}" if lines else "skipped no lines"
+
+
+# ---------------------------------------------------------------------------------------------
 # Sentences of plain files, outside Beam (make_vocab)
 
 
@@ -331,6 +375,7 @@ class DocumentSource:
         self._format = input_format
         self._text_field = text_field
         self._units_field = units_field
+        self._skip_log: Optional[SkipLog] = None  # per worker: made on first use
 
     def documents(self, element, stats: Dict[str, int]):
         if self._format == "tfds":
@@ -343,13 +388,12 @@ class DocumentSource:
         path = readable_file.metadata.path
         rel = relative_path(path, self._pattern)
         count(stats, "files_read")
+        if self._skip_log is None:
+            self._skip_log = SkipLog()
 
         def on_skip(reason, line_no):
-            if reason == EMPTY_DOCUMENT:
-                count(stats, "documents_dropped/" + reason)
-            else:
-                count(stats, "lines_skipped/" + reason)
-                _LOG.warning("skipping line %d of %s: %s", line_no, path, reason)
+            count(stats, ("documents_dropped/" if reason == EMPTY_DOCUMENT else "lines_skipped/") + reason)
+            self._skip_log(reason, path, line_no)
 
         n = 0
         with readable_file.open() as f:

@@ -189,7 +189,7 @@ def _fingerprint_files(paths: Sequence[str]) -> str:
     return "sha256:" + h.hexdigest()
 
 
-def _bytes_to_unicode() -> Dict[int, str]:
+def bytes_to_unicode() -> Dict[int, str]:
     """GPT-2's reversible map from the 256 byte values to printable characters (its encoder.py
     ``bytes_to_unicode``): printable Latin-1 bytes map to themselves, the others to U+0100..."""
     keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAC + 1)) + list(range(0xAE, 0xFF + 1))
@@ -332,7 +332,7 @@ class TextTokenizer:
 
     def _bpe_piece_bytes(self) -> List[bytes]:
         if self._piece_bytes is None:
-            byte_of = {c: b for b, c in _bytes_to_unicode().items()}
+            byte_of = {c: b for b, c in bytes_to_unicode().items()}
             specials = set(self.vocab.special_ids)
             self._piece_bytes = [
                 b"" if i in specials or any(c not in byte_of for c in tok) else bytes(byte_of[c] for c in tok)
@@ -555,7 +555,7 @@ def _load_bpe(path: str, lower_case: bool) -> TextTokenizer:
     ids = sorted(vocabulary.values())
     if ids != list(range(len(ids))):
         raise VocabularyError(f"{vocab_path}: ids are not 0..{len(ids) - 1} without gaps")
-    missing_bytes = [c for c in _bytes_to_unicode().values() if c not in vocabulary]
+    missing_bytes = [c for c in bytes_to_unicode().values() if c not in vocabulary]
     if missing_bytes:
         raise VocabularyError(f"{vocab_path} lacks {len(missing_bytes)} of the 256 byte symbols "
                               f"(e.g. {missing_bytes[:3]}): not a byte-level BPE vocabulary; make one "

@@ -284,7 +284,7 @@ def test_flags_and_defaults():
     assert albert.OBJECTIVE.tokenizer == "sentencepiece"
     opts = albert.OBJECTIVE.make_options(parser.parse_args(["--ngram=2", "--nowhole_word_mask"]))
     assert opts.ngram == 2 and not opts.whole_word_mask
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="ngram must be >= 1, got 0"):
         albert.OBJECTIVE.make_options(parser.parse_args(["--ngram=0"]))
 
 

@@ -303,7 +303,7 @@ def test_bad_input_dupes_and_truncation():
     instances, ctx = _run(docs, _opts(max_seq_length=32, insert_ratio=1.0))
     assert ctx.stats["truncated_inputs"] > 0
     assert all(len(f["input_ids"]) <= 32 and f["input_ids"][-1] == EOS for _, f in instances)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"sentence_ends \[1\] must increase"):
         bart.add_noise([BOS, WORD0, EOS], [1], rng, VOCAB, opts)
 
 
@@ -321,5 +321,5 @@ def test_flags_defaults_are_bart_large_and_help_names_code_defaults():
     assert bart.OBJECTIVE.tokenizer == "bpe"
     # BART-large: 512 tokens, dynamic-style single pass, cased byte-level BPE.
     assert bart.OBJECTIVE.defaults == {"max_seq_length": 512, "dupe_factor": 1, "do_lower_case": False}
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="mask_length must be one of .*got \'span\'"):
         bart.BartOptions(mask_length="span")

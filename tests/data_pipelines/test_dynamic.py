@@ -195,7 +195,7 @@ def test_trainer_batch_masker_and_parsed_roberta_records():
 
 
 def test_rejects_bad_shapes_and_rates():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"input_ids \(2, 3, 4\) and input_mask \(2, 3, 4\) must be the same \[L\] or \[B, L\]"):
         dynamic.roberta_mask(np.zeros((2, 3, 4)), np.zeros((2, 3, 4)), np.random.default_rng(0), **KW)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"mask_token_prob 0.95 \+ random_token_prob 0.1 must be <= 1"):
         dynamic.roberta_mask(np.zeros(4), np.zeros(4), np.random.default_rng(0), mask_token_prob=0.95, **KW)

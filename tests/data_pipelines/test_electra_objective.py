@@ -148,7 +148,7 @@ def test_flags_and_defaults():
     assert electra.OBJECTIVE.make_options(parser.parse_args([])) == electra.ElectraOptions()
     assert electra.ElectraOptions() == electra.ElectraOptions(128, 0.1, 0.05)
     assert electra.OBJECTIVE.defaults["dupe_factor"] == 1
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="max_seq_length must be >= 5, got 4"):
         electra.ElectraOptions(max_seq_length=4)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"single_segment_prob must be in \[0, 1\], got 1.5"):
         electra.ElectraOptions(single_segment_prob=1.5)

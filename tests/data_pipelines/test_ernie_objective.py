@@ -262,7 +262,7 @@ def test_flags_and_record():
     opts = ernie.OBJECTIVE.make_options(parser.parse_args([]))
     assert (opts.max_seq_length, opts.max_predictions_per_seq, opts.unit_level_fraction) == (128, 20, 1.0)
     assert ernie.OBJECTIVE.make_options(parser.parse_args(["--unit_level_fraction=0.25"])).unit_level_fraction == 0.25
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"unit_level_fraction must be in \[0, 1\], got 1.5"):
         ernie.OBJECTIVE.make_options(parser.parse_args(["--unit_level_fraction=1.5"]))
     assert ernie.OBJECTIVE.wants_units and ernie.OBJECTIVE.find_units is ernie.find_units
     assert ernie.OBJECTIVE.tokenizer == "wordpiece"

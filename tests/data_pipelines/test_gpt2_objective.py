@@ -85,7 +85,7 @@ def test_flags_defaults_and_summary():
     parser.set_defaults(**gpt2.OBJECTIVE.defaults)
     assert gpt2.OBJECTIVE.make_options(parser.parse_args([])) == gpt2.GPT2Options(max_seq_length=1024)
     assert gpt2.OBJECTIVE.tokenizer == "bpe"
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="max_seq_length must be >= 2 .*got 1"):
         gpt2.GPT2Options(max_seq_length=1)
     summary = gpt2.OBJECTIVE.summarize({"instances": 3, "real_tokens": 12, "dropped/tail_tokens": 4,
                                         "eod_tokens": 2})

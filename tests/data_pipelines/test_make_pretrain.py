@@ -5,7 +5,9 @@ slow 2-worker multi-processing run happens once.
 """
 
 import json
+import logging
 import os
+import re
 import shutil
 import socket
 
@@ -16,7 +18,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from data_pipelines import beam_options, features, make_pretrain, tfrecord, tokenizers
+from data_pipelines import beam_options, features, make_pretrain, sources, tfrecord, tokenizers
 from data_pipelines.objectives import base, bert
 
 CLS, SEP = 2, 3
@@ -221,9 +223,13 @@ def test_trainer_reader_accepts_output(e2e, tiny_vocab_path):
 
 
 def test_deterministic_across_reruns_and_worker_counts(e2e, tiny_corpus, tiny_vocab_path, tmp_path):
-    # Same seed again (over the completed directory, so --overwrite) gives the same bytes.
-    make_pretrain.run(_argv(tiny_corpus, tiny_vocab_path, e2e["out"], "--overwrite"))
-    assert _shard_bytes(e2e["out"]) == e2e["bytes"]
+    # Same seed again over a completed directory (so --overwrite) gives the same bytes. On a
+    # copy: e2e["out"] is shared by the module's later tests, which must see the fixture's run.
+    again = str(tmp_path / "again")
+    shutil.copytree(e2e["out"], again)
+    make_pretrain.run(_argv(tiny_corpus, tiny_vocab_path, again, "--overwrite"))
+    assert _shard_bytes(again) == e2e["bytes"]
+    assert os.stat(os.path.join(again, "COMPLETED")).st_mtime_ns > e2e["mtimes"]["COMPLETED"]  # rewritten
     # Two worker processes: byte-identical shards.
     out2 = str(tmp_path / "w2")
     make_pretrain.run(_argv(tiny_corpus, tiny_vocab_path, out2, "--direct_num_workers=2",
@@ -267,13 +273,13 @@ def test_clear_errors(tmp_path, tiny_corpus, tiny_vocab_path, capsys):
     missing = str(tmp_path / "missing_vocab.txt")
     with pytest.raises(tokenizers.VocabularyError, match="missing_vocab.txt"):
         make_pretrain.run(_argv(tiny_corpus, missing, str(tmp_path / "o")))
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit, match="^2$"):
         make_pretrain.run(["--objective=albart"] + _argv(tiny_corpus, tiny_vocab_path, str(tmp_path / "o"))[1:])
     assert "invalid choice: 'albart'" in capsys.readouterr().err
-    with pytest.raises(SystemExit):  # the objective's own checks, as a usage error
+    with pytest.raises(SystemExit, match="^2$"):  # the objective's own checks, as a usage error
         make_pretrain.run(_argv(tiny_corpus, tiny_vocab_path, str(tmp_path / "o"), "--max_seq_length=4"))
     assert "max_seq_length must be >= 5" in capsys.readouterr().err
-    with pytest.raises(SystemExit):  # a typo is neither ours nor Beam's: refused, not ignored
+    with pytest.raises(SystemExit, match="^2$"):  # a typo is neither ours nor Beam's: refused, not ignored
         make_pretrain.run(_argv(tiny_corpus, tiny_vocab_path, str(tmp_path / "o"), "--dupe_facter=2"))
     assert "--dupe_facter" in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "o" / "COMPLETED")
@@ -381,3 +387,79 @@ def test_a_run_never_loads_tensorflow(tiny_corpus, tiny_vocab_path, tmp_path):
                           timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert len(_read_records(make_pretrain.shard_name(out, 0, 3, False))) > 0
+
+
+# ---------------------------------------------------------------------------------------------
+# What a long or messy run tells its user (issue 13, item 9)
+
+
+def _messages(caplog, text):
+    return [r.getMessage() for r in caplog.records if text in r.getMessage()]
+
+
+def test_skipped_lines_are_named_for_the_first_few_then_counted(tmp_path, tiny_vocab_path, caplog):
+    """300 invalid UTF-8 lines and 40 NUL lines once gave 340 warnings, one per line: now the
+    first SHOWN of each reason are named (file and line), then one line per reason says the rest
+    are counted, and the end of the run gives the count per reason (stats.json keeps them)."""
+    good = "".join(f"the cat sat on the mat .\na dog ran far away .\n\n" for _ in range(30)).encode()
+    corpus = tmp_path / "in" / "broken.txt"
+    corpus.parent.mkdir()
+    corpus.write_bytes(good + b"the \xff cat .\n" * 300 + b"\nthe \x00 dog .\n" * 40 + b"\n" + good)
+    caplog.set_level(logging.INFO)
+    out = str(tmp_path / "out")
+    stats = make_pretrain.run(_argv({"pattern": str(corpus)}, tiny_vocab_path, out, "--direct_num_workers=1"))
+    assert stats["lines_skipped"] == {"invalid_utf8": 300, "nul_byte": 40}
+    shown = sources.SkipLog.SHOWN
+    named = _messages(caplog, "skipping line")
+    assert len(named) == 2 * shown, named[:12]
+    assert [m for m in named if m.endswith("invalid_utf8")] == [
+        f"skipping line {91 + k} of {corpus}: invalid_utf8" for k in range(shown)]  # after 90 good lines
+    assert len([m for m in named if m.endswith("nul_byte")]) == shown
+    assert len(_messages(caplog, "further invalid_utf8 lines are counted")) == 1
+    assert len(_messages(caplog, "further nul_byte lines are counted")) == 1
+    assert _messages(caplog, "skipped lines per reason:") == [
+        f"skipped lines per reason: invalid_utf8 300, nul_byte 40 (the first {shown} of each reason per "
+        f"worker are named above; stats.json keeps the counts)"]
+
+
+def test_progress_lines_while_the_pipeline_runs(e2e, tiny_corpus, tiny_vocab_path, tmp_path, caplog):
+    """The job used to be silent from "running" to "wrote": now a line every --progress_seconds
+    counts the chunks tokenized, pools made and shards written so far, read from the work files
+    (so the shards are the same bytes)."""
+    caplog.set_level(logging.INFO)
+    out = str(tmp_path / "progress")
+    make_pretrain.run(_argv(tiny_corpus, tiny_vocab_path, out, "--direct_num_workers=1", "--progress_seconds=0.02"))
+    assert _shard_bytes(out) == e2e["bytes"]
+    lines = _messages(caplog, "progress after")
+    assert lines, "no progress line"
+    counts = [tuple(int(n) for n in re.findall(r"(\d+) (?:chunks|pools|of 3 shards)", line)) for line in lines]
+    assert all(len(c) == 3 for c in counts), lines[:3]
+    assert max(c[0] for c in counts) > 0, lines  # the tokenized chunks were seen
+    # Work files only appear while the pipeline runs: no count ever goes down.
+    assert all(a[i] <= b[i] for a, b in zip(counts, counts[1:]) for i in range(3)), lines
+    # Off: not one line.
+    caplog.clear()
+    make_pretrain.run(_argv(tiny_corpus, tiny_vocab_path, str(tmp_path / "quiet"), "--direct_num_workers=1",
+                            "--progress_seconds=0"))
+    assert not _messages(caplog, "progress after")
+
+
+def test_cased_vocabulary_with_lower_casing_on_gets_one_warning(tiny_corpus, tmp_path, caplog):
+    """A vocabulary with capitals used with --do_lower_case (the default) makes data whose
+    capitalised pieces never occur: one warning names the vocabulary and the flag to pass; the
+    run goes on (ALBERT-style lower-casing before a cased model can be meant)."""
+    cased = tmp_path / "cased.txt"
+    cased.write_text("".join(t + "\n" for t in TINY_VOCAB + ["The", "Cat", "Dog", "##S"]), encoding="utf-8")
+    caplog.set_level(logging.INFO)
+    stats = make_pretrain.run(_argv(tiny_corpus, str(cased), str(tmp_path / "out"), "--direct_num_workers=1"))
+    assert stats["instances"] > 0
+    warned = _messages(caplog, "is a cased vocabulary")
+    assert len(warned) == 1
+    # Pieces with letters: the 31 of the tiny vocabulary ("." has none) and the 4 with capitals.
+    assert warned[0].startswith(f"{cased} is a cased vocabulary (4 of 35 pieces hold an upper-case letter, "
+                                f"e.g. 'The', 'Cat', 'Dog', '##S')") and "--nodo_lower_case" in warned[0]
+    # Lower-casing off with the same vocabulary: nothing to say.
+    caplog.clear()
+    make_pretrain.run(_argv(tiny_corpus, str(cased), str(tmp_path / "cased_run"), "--direct_num_workers=1",
+                            "--nodo_lower_case"))
+    assert not _messages(caplog, "cased vocabulary") and not _messages(caplog, "looks uncased")

@@ -124,7 +124,7 @@ def test_objective_dataflow_dry_run(name, corpus, tmp_path, monkeypatch):
 
 def test_objective_help_names_recipe(capsys):
     for name in objectives.NAMES:
-        with pytest.raises(SystemExit):
+        with pytest.raises(SystemExit, match="^0$"):
             make_pretrain.parse_args([f"--objective={name}", "--help"])
         text = capsys.readouterr().out
         assert objectives.get(name).recipe.split(":")[0] in text

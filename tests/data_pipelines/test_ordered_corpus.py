@@ -51,5 +51,6 @@ def test_main_writes_the_sample_corpus_format(tmp_path, capsys):
             blocks = [b.split("\n") for b in f.read().strip("\n").split("\n\n")]
         assert blocks == [s for _, s in expected[index::2]]  # dealt round-robin
     assert "20 documents" in capsys.readouterr().out
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit, match="^2$"):
         oc.main([f"--output={tmp_path}", "--min_steps=5", "--max_steps=4"])
+    assert "need 2 <= min_steps <= max_steps" in capsys.readouterr().err

@@ -169,7 +169,7 @@ def test_flags_and_defaults():
     opts = roberta.OBJECTIVE.make_options(parser.parse_args(["--packing=doc_sentences", "--max_seq_length=64"]))
     assert opts.packing == roberta.DOC_SENTENCES and opts.block_size == 63
     assert set(roberta.OBJECTIVE.feature_spec(opts)) == {"input_ids", "input_mask"}
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="max_seq_length must be >= 2, got 1"):
         roberta.RobertaOptions(max_seq_length=1)
     summary = roberta.OBJECTIVE.summarize({"instances": 2, "blocks": 2, "real_tokens": 12, "positions": 16,
                                            "partial_blocks": 1})

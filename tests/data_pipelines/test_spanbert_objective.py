@@ -323,7 +323,7 @@ def test_flags_defaults_and_spec():
         "masked_lm_positions", "masked_lm_ids", "masked_lm_weights", "span_left_positions",
         "span_right_positions", "span_relative_positions", "sbo_weights"}
     assert spec["sbo_weights"].dtype == "float32"
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"geometric_p must be in \(0, 1\], got 0.0"):
         spanbert.OBJECTIVE.make_options(parser.parse_args(["--geometric_p=0"]))
     assert spanbert.OBJECTIVE.make_options(parser.parse_args(["--replacement=per_token"])).replacement == "per_token"
 

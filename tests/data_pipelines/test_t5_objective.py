@@ -84,7 +84,7 @@ def test_random_spans_helper_gives_t5_published_lengths():
 def test_counts_clip_for_short_chunks():
     assert t5.noise_span_counts(2, 0.15, 3.0) == (1, 1, 1)    # round(0.3) = 0 -> clipped to 1
     assert t5.noise_span_counts(3, 0.9, 1.0) == (2, 1, 1)     # L-1 cap, spans capped at kept tokens
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="a chunk needs at least 2 tokens to be corrupted, got 1"):
         t5.noise_span_counts(1, 0.15, 3.0)
 
 
@@ -238,5 +238,5 @@ def test_options_and_flags():
     # 4096 inputs -> ~228 spans per chunk: more than 100 sentinels is refused up front.
     with pytest.raises(ValueError, match="num_sentinels"):
         t5.OBJECTIVE.make_options(parser.parse_args(["--inputs_length=4096"]))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"noise_density must be in \(0, 1\), got 0.0"):
         t5.T5Options(noise_density=0.0)

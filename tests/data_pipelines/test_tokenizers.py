@@ -92,7 +92,7 @@ def test_make_vocab_files(vocabs):
     vocab = json.load(open(paths["bpe"], encoding="utf-8"))
     merges = open(paths["bpe"].replace("vocab.json", "merges.txt"), encoding="utf-8").read().splitlines()
     assert [p for p, _ in sorted(vocab.items(), key=lambda kv: kv[1])][:6] == tokenizers.BPE_SPECIALS
-    byte_symbols = set(tokenizers._bytes_to_unicode().values())
+    byte_symbols = set(tokenizers.bytes_to_unicode().values())
     assert len(byte_symbols) == 256 and byte_symbols <= set(vocab)
     # 6 specials + 256 bytes + one new piece per merge = 400 (enough text to reach the size)
     assert len(vocab) == sizes["bpe"] and len([m for m in merges if not m.startswith("#")]) == 400 - 262
@@ -281,7 +281,7 @@ def test_make_vocab_errors(tmp_path, capsys):
                              f"--output={tmp_path}/{out}", "--vocab_size=300"])
     # sizes below the special tokens (+ 256 bytes for bpe) are refused before any work
     for kind, size, least in (("bpe", 261, 262), ("sentencepiece", 7, 8), ("wordpiece", 5, 6)):
-        with pytest.raises(SystemExit):
+        with pytest.raises(SystemExit, match="^2$"):
             make_vocab.main([f"--tokenizer={kind}", f"--input={empty}", f"--output={tmp_path}/v.model",
                              f"--vocab_size={size}"])
         assert f"at least {least}" in capsys.readouterr().err
@@ -291,7 +291,7 @@ def test_make_vocab_errors(tmp_path, capsys):
     with pytest.raises(SystemExit, match=r"SentencePiece could not learn a 20-piece model .*abc\.txt.*required_chars"):
         make_vocab.main(["--tokenizer=sentencepiece", f"--input={text}", f"--output={tmp_path}/v.model",
                          "--vocab_size=20"])
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit, match="^2$"):
         make_vocab.main(["--tokenizer=sentencepiece", f"--input={text}", f"--output={tmp_path}/v.txt",
                          "--vocab_size=100"])
     assert "must end in .model" in capsys.readouterr().err
@@ -321,3 +321,56 @@ def test_loading_local_vocabularies_imports_no_tensorflow(vocabs):
     done = subprocess.run([sys.executable, "-c", script, json.dumps(paths)],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+# ---------------------------------------------------------------------------------------------
+# Casing: the check behind make_pretrain's --do_lower_case warning (issue 13, item 9)
+
+
+@pytest.fixture(scope="module")
+def cased_toks(corpus, vocabs, tmp_path_factory):
+    """The same text and sizes as ``vocabs``, learnt without --lower_case."""
+    _, sizes = vocabs
+    out = tmp_path_factory.mktemp("cased_vocabs")
+    paths = {"wordpiece": str(out / "vocab.txt"), "sentencepiece": str(out / "spm.model"),
+             "bpe": str(out / "bpe" / "vocab.json")}
+    for kind, path in paths.items():
+        extra = ["--lower_thresh=2"] if kind == "wordpiece" else []
+        make_vocab.main([f"--tokenizer={kind}", f"--input={corpus['glob']}", f"--output={path}",
+                         f"--vocab_size={sizes[kind]}"] + extra)
+    return {kind: tokenizers.load_tokenizer(kind, path, lower_case=True) for kind, path in paths.items()}
+
+
+@pytest.mark.parametrize("kind", tokenizers.KINDS)
+def test_casing_tells_cased_from_uncased_vocabularies(kind, toks, cased_toks):
+    from data_pipelines import casing
+
+    uncased, cased = casing.casing(toks[kind]), casing.casing(cased_toks[kind])
+    # Learnt from lower-cased text: not one capital, whatever the kind's piece spelling
+    # (byte-level BPE writes the space byte as "Ġ", itself a capital letter).
+    assert uncased.upper == [] and not uncased.cased and uncased.lower > 50
+    # (A 400-piece byte-level BPE has few merged pieces with capitals: "The" and not many more.)
+    assert cased.cased and not cased.uncased and len(cased.upper) >= (1 if kind == "bpe" else 10)
+    assert casing.mismatch(toks[kind], lower_case=True) is None
+    assert casing.mismatch(cased_toks[kind], lower_case=False) is None
+    warning = casing.mismatch(cased_toks[kind], lower_case=True)
+    assert warning.startswith(f"{cased_toks[kind].path} is a cased vocabulary ({len(cased.upper)} of "
+                              f"{len(cased.upper) + cased.lower} pieces hold an upper-case letter")
+    assert "--nodo_lower_case" in warning and "make_vocab --lower_case" in warning
+    # The reverse is a guess, made only with many lower-case pieces and not one capital.
+    reverse = casing.mismatch(toks[kind], lower_case=False)
+    if uncased.lower >= casing.UNCASED_MIN_LOWER:
+        assert reverse.startswith(f"{toks[kind].path} looks uncased (none of its {uncased.lower} pieces")
+        assert "Pass --do_lower_case" in reverse
+    else:
+        assert reverse is None
+
+
+def test_casing_reads_pieces_without_their_markers():
+    from data_pipelines import casing
+
+    assert casing._text("wordpiece", "##The") == "The" and casing._text("wordpiece", "##s") == "s"
+    assert casing._text("sentencepiece", "\u2581The") == "The"
+    assert casing._text("bpe", "\u0120the") == " the" and casing._text("bpe", "\u0120The") == " The"
+    assert casing._text("bpe", "\u0120") == "" and casing._text("bpe", "A") == ""  # the byte alphabet
+    assert casing._text("bpe", "caf\u00c3\u00a9") == "caf\u00e9"  # "café": two byte symbols for é

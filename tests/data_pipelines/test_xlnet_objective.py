@@ -411,13 +411,13 @@ def test_bad_input_is_counted_not_raised():
 
 
 def test_options_validation():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"reuse_len must be in \[1, max_seq_length - 5 = 59\], got 60"):
         xlnet.XLNetOptions(max_seq_length=64, reuse_len=60)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="num_predict 70 does not fit"):
         xlnet.XLNetOptions(max_seq_length=64, reuse_len=32, num_predict=70)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="need 1 <= mask_beta <= mask_alpha, got alpha=1 beta=2"):
         xlnet.XLNetOptions(max_seq_length=64, reuse_len=32, num_predict=10, mask_alpha=1, mask_beta=2)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="span_unit must be one of .*got \'byte\'"):
         xlnet.XLNetOptions(max_seq_length=64, reuse_len=32, num_predict=10, span_unit="byte")
 
 
