@@ -30,10 +30,8 @@ import dataclasses
 import datetime
 import glob
 import hashlib
-import importlib.metadata
 import json
 import os
-import platform
 import resource
 import shutil
 import statistics
@@ -45,6 +43,9 @@ import time
 from typing import Dict, List, Optional, Sequence
 
 import psutil
+
+from benchmarks import common
+from benchmarks.common import busy_s, log, write_report
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -68,10 +69,6 @@ PSS_EVERY_N_SAMPLES = 20    # PSS (smaps_rollup, ~1 ms per process and more for 
 PROGRESS_INTERVAL_S = 15.0
 MODEL_GARDEN_MODULE = "official.nlp.data.create_pretraining_data"
 MIB = 1 << 20
-
-
-def log(msg: str) -> None:
-    print(f"[{datetime.datetime.now():%H:%M:%S}] {msg}", flush=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -181,11 +178,6 @@ def _rusage_cpu_s(who: int) -> float:
     return r.ru_utime + r.ru_stime
 
 
-def _busy_s(t) -> float:
-    """Machine-wide busy CPU seconds from psutil.cpu_times() (steal counted separately)."""
-    return t.user + t.nice + t.system + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0)
-
-
 def measure(cmd: Sequence[str], label: str, log_path: str) -> Usage:
     """Runs `cmd` (output to `log_path`) and measures its process tree from outside."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
@@ -216,7 +208,7 @@ def measure(cmd: Sequence[str], label: str, log_path: str) -> Usage:
     cpu = max(cpu_rusage, cpu_polled)
     # Other people's jobs on the same machine slow the wall clock (not the CPU seconds much):
     # measured so that a polluted run can be seen as such.
-    other = _busy_s(machine_after) - _busy_s(machine_before) - cpu - monitor_cpu
+    other = busy_s(machine_after) - busy_s(machine_before) - cpu - monitor_cpu
     steal = getattr(machine_after, "steal", 0.0) - getattr(machine_before, "steal", 0.0)
     usage = Usage(
         wall_s=wall,
@@ -669,29 +661,10 @@ def format_report(records: List[dict], ratio_rows: List[dict]) -> str:
 
 
 def machine_info() -> dict:
-    model = platform.processor() or "unknown"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    versions = {}
-    for dist in ("tensorflow", "tensorflow-text", "apache-beam", "tf-models-official", "psutil"):
-        try:
-            versions[dist] = importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            versions[dist] = None
-    return {
-        "cpu_model": model,
-        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-        "memory_gib": round(psutil.virtual_memory().total / (1 << 30), 1),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "versions": versions,
-    }
+    info = common.machine_info(("tensorflow", "tensorflow-text", "apache-beam",
+                                "tf-models-official", "psutil"))
+    info["memory_gib"] = round(psutil.virtual_memory().total / (1 << 30), 1)
+    return info
 
 
 # ---------------------------------------------------------------------------------------------
@@ -837,11 +810,7 @@ def _benchmark(args, work_dir: str) -> dict:
         "scaling": scaling,
         "ours_digests": {str(k): v for k, v in ours_digests.items()},
     }
-    if args.output_json:
-        with open(args.output_json, "w") as f:
-            json.dump(result, f, indent=2)
-        log(f"wrote {args.output_json}")
-    return result
+    return write_report(result, args.output_json)
 
 
 if __name__ == "__main__":

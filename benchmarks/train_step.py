@@ -37,10 +37,8 @@ from __future__ import annotations
 import argparse
 import datetime
 import glob
-import importlib.metadata
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -48,6 +46,9 @@ import time
 from typing import Dict, List, Optional
 
 import psutil
+
+from benchmarks import common
+from benchmarks.common import busy_s, log, timing_summary, usable_cores, write_report
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -66,11 +67,7 @@ OPTIMIZER = dict(learning_rate=1e-4, weight_decay=0.01, epsilon=1e-6, clip_norm=
 CONTENDERS = ("ours", "ours_xla", "model_garden", "keras_hub")
 OPTIONAL_CONTENDERS = ("model_garden_xla", "keras_hub_xla")
 SEED = 1234
-CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-
-
-def log(msg: str) -> None:
-    print(f"[{datetime.datetime.now():%H:%M:%S}] {msg}", flush=True)
+CORES = usable_cores()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -178,18 +175,8 @@ class StepTimer:
         wall = last - start
         cpu1, machine1 = proc.cpu_times(), psutil.cpu_times()
         own = (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)
-        busy = _busy_s(machine1) - _busy_s(machine0)
-        return {
-            "warmup_s": warmup_s, "wall_s": wall, "step_s": times,
-            "median_step_s": sorted(times)[len(times) // 2],
-            "cpu_s": own, "cores_used": own / wall,
-            "other_load_cores": max(0.0, busy - own) / wall,
-            "first_loss": first_loss, "last_loss": losses[-1],
-        }
-
-
-def _busy_s(t) -> float:
-    return t.user + t.nice + t.system + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0)
+        return timing_summary(warmup_s, wall, times, own, busy_s(machine1) - busy_s(machine0),
+                              wall, first_loss, losses[-1])
 
 
 def worker_peak(cfg: dict, args) -> dict:
@@ -516,14 +503,8 @@ def _fit_timed(model, dataset, args) -> dict:
     # CPU and load are over the whole second fit call (a little wider than the timed steps).
     fit_wall = sum(times) + 1e-9
     own = (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)
-    busy = _busy_s(machine1) - _busy_s(machine0)
-    return {
-        "warmup_s": warmup_s, "wall_s": wall, "step_s": times,
-        "median_step_s": sorted(times)[len(times) // 2],
-        "cpu_s": own, "cores_used": own / fit_wall,
-        "other_load_cores": max(0.0, busy - own) / fit_wall,
-        "first_loss": first.losses[0], "last_loss": timer.losses[-1],
-    }
+    return timing_summary(warmup_s, wall, times, own, busy_s(machine1) - busy_s(machine0),
+                          fit_wall, first.losses[0], timer.losses[-1])
 
 
 def run_worker(args) -> None:
@@ -678,29 +659,9 @@ def format_profile(profile: dict) -> str:
 
 
 def machine_info() -> dict:
-    model = platform.processor() or "unknown"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    versions = {}
-    for dist in ("tensorflow", "keras", "keras-hub", "tf-keras", "tf-models-official"):
-        try:
-            versions[dist] = importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            versions[dist] = None
-    return {
-        "cpu_model": model,
-        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-        "load_average_at_start": os.getloadavg(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "versions": versions,
-    }
+    info = common.machine_info(("tensorflow", "keras", "keras-hub", "tf-keras", "tf-models-official"))
+    info["load_average_at_start"] = os.getloadavg()
+    return info
 
 
 def parse_args(argv=None):
@@ -790,11 +751,7 @@ def main(argv=None) -> dict:
                                      "rows": rows, "ratios": rat, "raw": results}
     report["load_average_at_end"] = os.getloadavg()
     print("\n\n".join(texts))
-    if args.output_json:
-        with open(args.output_json, "w") as f:
-            json.dump(report, f, indent=2)
-        log(f"wrote {args.output_json}")
-    return report
+    return write_report(report, args.output_json)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,84 @@
+"""What the benchmarks share: the log line, machine-wide CPU accounting and the machine record.
+
+Kept in one place so that two benchmark reports describe the machine and count other load the
+same way, and a fix to one (a new psutil field, a container without sched_getaffinity) reaches both.
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib.metadata
+import json
+import os
+import platform
+from typing import Iterable, List
+
+import psutil
+
+
+def log(msg: str) -> None:
+    print(f"[{datetime.datetime.now():%H:%M:%S}] {msg}", flush=True)
+
+
+def busy_s(t) -> float:
+    """Machine-wide busy CPU seconds from psutil.cpu_times() (steal counted separately)."""
+    return t.user + t.nice + t.system + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0)
+
+
+def usable_cores() -> int:
+    # The cores this process may run on (a container or taskset can give fewer than the machine has).
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+def _cpu_model() -> str:
+    model = platform.processor() or "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return model
+
+
+def machine_info(distributions: Iterable[str]) -> dict:
+    """CPU, cores, platform and the installed versions of `distributions` (None when absent)."""
+    versions = {}
+    for dist in distributions:
+        try:
+            versions[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            versions[dist] = None
+    return {
+        "cpu_model": _cpu_model(),
+        "cores": usable_cores(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "versions": versions,
+    }
+
+
+def timing_summary(warmup_s: float, wall_s: float, step_s: List[float], own_cpu_s: float,
+                   busy_cpu_s: float, cpu_wall_s: float, first_loss, last_loss) -> dict:
+    """One timed run's record: per-step times, own CPU and the other load on the machine.
+
+    `cpu_wall_s` is the wall time the CPU figures were taken over (it can be a little wider than
+    the timed steps, as around a whole `model.fit` call).
+    """
+    return {
+        "warmup_s": warmup_s, "wall_s": wall_s, "step_s": step_s,
+        "median_step_s": sorted(step_s)[len(step_s) // 2],
+        "cpu_s": own_cpu_s, "cores_used": own_cpu_s / cpu_wall_s,
+        "other_load_cores": max(0.0, busy_cpu_s - own_cpu_s) / cpu_wall_s,
+        "first_loss": first_loss, "last_loss": last_loss,
+    }
+
+
+def write_report(report: dict, path) -> dict:
+    """Writes `report` as indented JSON to `path` when one is given; returns the report."""
+    if path:
+        with open(path, "w") as f:
+            json.dump(report, f, indent=2)
+        log(f"wrote {path}")
+    return report
