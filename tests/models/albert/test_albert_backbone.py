@@ -8,19 +8,12 @@ VOCAB = 99
 # Tiny but with every width distinct (V 99, E 16, H 32, FFN 37) so a transposed table fails.
 TINY = dict(vocab_size=VOCAB, num_layers=3, hidden_size=32, num_heads=4, intermediate_size=37,
             embedding_size=16, max_sequence_length=64)
+from model_testing import assert_keras_file_round_trip, padded_batch
 BLOCK_VARIABLES = 16  # q, k, v, output (kernel + bias) + 2 dense (kernel + bias) + 2 LayerNorms
 
 
 def _inputs(batch=2, length=10, seed=0, real_lengths=(10, 6)):
-    rng = np.random.default_rng(seed)
-    token_ids = rng.integers(1, VOCAB, (batch, length)).astype("int32")
-    segment_ids = np.zeros((batch, length), "int32")
-    padding_mask = np.zeros((batch, length), "int32")
-    for b, n in enumerate(real_lengths):
-        padding_mask[b, :n] = 1
-        segment_ids[b, n // 2:n] = 1
-        token_ids[b, n:] = 0
-    return {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
+    return padded_batch(VOCAB, batch, length, seed, real_lengths)
 
 
 def _block_variables(backbone):
@@ -152,13 +145,8 @@ def test_config_round_trip(backbone):
 def test_save_and_load_keras_file(share, tmp_path):
     keras.utils.set_random_seed(3)
     backbone = AlbertBackbone(**dict(TINY, share=share))
-    path = str(tmp_path / "albert.keras")
-    backbone.save(path)
-    loaded = keras.models.load_model(path)
-    assert isinstance(loaded, AlbertBackbone)
+    loaded = assert_keras_file_round_trip(backbone, tmp_path / "albert.keras", _inputs(),
+                                          ("sequence_output", "pooled_output"))
     assert len(loaded.weights) == len(backbone.weights)
-    inputs = _inputs()
-    for key in ("sequence_output", "pooled_output"):
-        np.testing.assert_array_equal(loaded(inputs)[key].numpy(), backbone(inputs)[key].numpy())
     if share == "attention":  # the link is rebuilt, not two copies
         assert loaded.block_for_layer(2).attention is loaded.block_for_layer(0).attention

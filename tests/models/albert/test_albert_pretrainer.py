@@ -6,6 +6,8 @@ import tensorflow as tf
 from garden.models.albert.backbone import AlbertBackbone
 from garden.models.albert.pretrainer import AlbertPretrainer, albert_pretrain_loss
 from garden.models.bert.pretrainer import bert_pretrain_loss
+from model_testing import (assert_config_round_trip, assert_keras_file_round_trip,
+                           pretrain_batch)
 
 VOCAB = 99
 TINY = dict(vocab_size=VOCAB, num_layers=3, hidden_size=32, num_heads=4, intermediate_size=37,
@@ -13,16 +15,7 @@ TINY = dict(vocab_size=VOCAB, num_layers=3, hidden_size=32, num_heads=4, interme
 
 
 def _inputs(batch=2, length=12, predictions=4, seed=0):
-    rng = np.random.default_rng(seed)
-    token_ids = rng.integers(1, VOCAB, (batch, length)).astype("int32")
-    padding_mask = np.ones((batch, length), "int32")
-    padding_mask[1, length - 4:] = 0
-    token_ids[padding_mask == 0] = 0
-    segment_ids = np.zeros((batch, length), "int32")
-    segment_ids[:, length // 2:] = 1
-    positions = np.sort(rng.choice(np.arange(1, length - 4), (batch, predictions)), axis=1)
-    return {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask,
-            "masked_lm_positions": positions.astype("int32")}
+    return pretrain_batch(VOCAB, batch, length, predictions, seed)
 
 
 @pytest.fixture(scope="module")
@@ -81,16 +74,9 @@ def test_loss_is_bert_formula_with_sop():
 
 
 def test_config_and_save_load_round_trip(pretrainer, tmp_path):
-    config = pretrainer.get_config()
-    clone = AlbertPretrainer.from_config(config)
-    assert clone.get_config() == config
-    path = str(tmp_path / "pretrainer.keras")
-    pretrainer.save(path)
-    loaded = keras.models.load_model(path)
-    assert isinstance(loaded, AlbertPretrainer)
-    inputs = _inputs()
-    for key in ("mlm_logits", "sop_logits"):
-        np.testing.assert_array_equal(loaded(inputs)[key].numpy(), pretrainer(inputs)[key].numpy())
+    assert_config_round_trip(pretrainer)
+    loaded = assert_keras_file_round_trip(pretrainer, tmp_path / "pretrainer.keras", _inputs(),
+                                          ("mlm_logits", "sop_logits"))
     assert loaded.masked_lm_head.token_embedding.embeddings is loaded.backbone.token_embedding.embeddings
 
 

@@ -7,20 +7,13 @@ from garden.models.bert.pretrainer import BertPretrainer
 from garden.models.bert.presets import PRESETS, bert_backbone_from_preset
 
 import bert_reference as ref
+from model_testing import assert_keras_file_round_trip, padded_batch
 
 VOCAB = 100
 
 
 def _inputs(batch=2, length=12, seed=0, real_lengths=(12, 7)):
-    rng = np.random.default_rng(seed)
-    token_ids = rng.integers(1, VOCAB, (batch, length)).astype("int32")
-    segment_ids = np.zeros((batch, length), "int32")
-    padding_mask = np.zeros((batch, length), "int32")
-    for b, n in enumerate(real_lengths):
-        padding_mask[b, :n] = 1
-        segment_ids[b, n // 2:n] = 1
-        token_ids[b, n:] = 0
-    return {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
+    return padded_batch(VOCAB, batch, length, seed, real_lengths)
 
 
 @pytest.fixture(scope="module")
@@ -95,13 +88,8 @@ def test_config_round_trip(backbone):
 
 
 def test_save_and_load_keras_file(backbone, tmp_path):
-    path = str(tmp_path / "backbone.keras")
-    backbone.save(path)
-    loaded = keras.models.load_model(path)
-    assert isinstance(loaded, BertBackbone)
-    inputs = _inputs()
-    for key in ("sequence_output", "pooled_output"):
-        np.testing.assert_array_equal(loaded(inputs)[key].numpy(), backbone(inputs)[key].numpy())
+    assert_keras_file_round_trip(backbone, tmp_path / "backbone.keras", _inputs(),
+                                 ("sequence_output", "pooled_output"))
 
 
 def test_initializers_truncated_normal_and_zero_biases(backbone):

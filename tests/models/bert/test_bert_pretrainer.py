@@ -7,21 +7,14 @@ from garden.models.bert.pretrainer import BertPretrainer, bert_pretrain_loss
 from garden.models.bert.presets import bert_backbone_from_preset
 
 import bert_reference as ref
+from model_testing import (assert_config_round_trip, assert_keras_file_round_trip,
+                           pretrain_batch)
 
 VOCAB = 100
 
 
 def _inputs(batch=2, length=12, predictions=4, seed=0):
-    rng = np.random.default_rng(seed)
-    token_ids = rng.integers(1, VOCAB, (batch, length)).astype("int32")
-    padding_mask = np.ones((batch, length), "int32")
-    padding_mask[1, length - 4:] = 0
-    token_ids[padding_mask == 0] = 0
-    segment_ids = np.zeros((batch, length), "int32")
-    segment_ids[:, length // 2:] = 1
-    positions = np.sort(rng.choice(np.arange(1, length - 4), (batch, predictions)), axis=1)
-    return {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask,
-            "masked_lm_positions": positions.astype("int32")}
+    return pretrain_batch(VOCAB, batch, length, predictions, seed)
 
 
 @pytest.fixture(scope="module")
@@ -93,18 +86,11 @@ def test_output_projection_is_tied_to_the_word_table(pretrainer):
 
 
 def test_config_and_save_load_round_trip(pretrainer, tmp_path):
-    config = pretrainer.get_config()
-    clone = BertPretrainer.from_config(config)
-    assert clone.get_config() == config
+    _, clone = assert_config_round_trip(pretrainer)
     assert clone.masked_lm_head.token_embedding.embeddings is clone.backbone.token_embedding.embeddings
 
-    path = str(tmp_path / "pretrainer.keras")
-    pretrainer.save(path)
-    loaded = keras.models.load_model(path)
-    assert isinstance(loaded, BertPretrainer)
-    inputs = _inputs()
-    for key in ("mlm_logits", "nsp_logits"):
-        np.testing.assert_array_equal(loaded(inputs)[key].numpy(), pretrainer(inputs)[key].numpy())
+    loaded = assert_keras_file_round_trip(pretrainer, tmp_path / "pretrainer.keras", _inputs(),
+                                          ("mlm_logits", "nsp_logits"))
     assert loaded.masked_lm_head.token_embedding.embeddings is loaded.backbone.token_embedding.embeddings
 
 

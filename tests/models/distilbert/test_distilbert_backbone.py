@@ -5,6 +5,7 @@ import pytest
 from garden.models.distilbert.backbone import DistilBertBackbone
 from garden.models.distilbert.presets import PRESETS, distilbert_backbone_from_preset
 from garden.models.distilbert.pretrainer import DistilBertPretrainer
+from model_testing import assert_config_round_trip, assert_keras_file_round_trip
 
 VOCAB = 99
 TINY = dict(vocab_size=VOCAB, num_layers=2, hidden_size=32, num_heads=4, intermediate_size=37,
@@ -41,15 +42,11 @@ def test_config_round_trip_and_keras_file(backbone, tmp_path):
     expected = dict(TINY, dropout=0.1, attention_dropout=0.1, initializer_range=0.02,
                     layer_norm_epsilon=1e-12, dtype=None)
     assert {k: config[k] for k in expected} == expected
-    assert DistilBertBackbone.from_config(config).get_config() == config
+    assert_config_round_trip(backbone)
     assert backbone.encoder_blocks[0].attention_dropout == 0.1
 
-    path = str(tmp_path / "distilbert.keras")
-    backbone.save(path)
-    loaded = keras.models.load_model(path)
-    assert isinstance(loaded, DistilBertBackbone)
-    np.testing.assert_array_equal(loaded(_inputs())["sequence_output"].numpy(),
-                                  backbone(_inputs())["sequence_output"].numpy())
+    assert_keras_file_round_trip(backbone, tmp_path / "distilbert.keras", _inputs(),
+                                 ("sequence_output",))
 
 
 def test_pretrainer_shapes_tie_and_keras_file(backbone, tmp_path):
@@ -59,11 +56,8 @@ def test_pretrainer_shapes_tie_and_keras_file(backbone, tmp_path):
     assert tuple(out["mlm_logits"].shape) == (2, 2, VOCAB)
     assert tuple(out["sequence_output"].shape) == (2, 10, 32)
     assert student.masked_lm_head.token_embedding.embeddings is backbone.token_embedding.embeddings
-    assert DistilBertPretrainer.from_config(student.get_config()).get_config() == student.get_config()
-    path = str(tmp_path / "student.keras")
-    student.save(path)
-    loaded = keras.models.load_model(path)
-    np.testing.assert_array_equal(loaded(inputs)["mlm_logits"].numpy(), out["mlm_logits"].numpy())
+    assert_config_round_trip(student)
+    assert_keras_file_round_trip(student, tmp_path / "student.keras", inputs, ("mlm_logits",))
 
 
 def test_preset_and_parameter_count_equal_hugging_face():

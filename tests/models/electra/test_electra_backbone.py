@@ -6,6 +6,8 @@ from garden.models.electra.backbone import ElectraBackbone
 from garden.models.electra.presets import (GENERATORS, PRESETS, PRETRAINING,
                                            electra_backbone_from_preset,
                                            electra_pretrainer_from_preset)
+from model_testing import (assert_config_round_trip, assert_keras_file_round_trip,
+                           padded_batch)
 
 VOCAB = 100
 TINY = dict(vocab_size=VOCAB, num_layers=2, hidden_size=32, num_heads=2, intermediate_size=64,
@@ -13,15 +15,7 @@ TINY = dict(vocab_size=VOCAB, num_layers=2, hidden_size=32, num_heads=2, interme
 
 
 def _inputs(batch=2, length=12, real_lengths=(12, 7)):
-    rng = np.random.default_rng(0)
-    token_ids = rng.integers(5, VOCAB, (batch, length)).astype("int32")
-    segment_ids = np.zeros((batch, length), "int32")
-    padding_mask = np.zeros((batch, length), "int32")
-    for b, n in enumerate(real_lengths):
-        padding_mask[b, :n] = 1
-        segment_ids[b, n // 2:n] = 1
-        token_ids[b, n:] = 0
-    return {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
+    return padded_batch(VOCAB, batch, length, 0, real_lengths, low=5)
 
 
 @pytest.fixture(scope="module")
@@ -50,16 +44,10 @@ def test_output_shapes_and_no_pooler(backbone):
 def test_config_round_trip_and_keras_file(backbone, tmp_path):
     config = backbone.get_config()
     assert {k: config[k] for k in TINY} == TINY
-    clone = ElectraBackbone.from_config(config)
-    assert clone.get_config() == config
-
-    path = str(tmp_path / "electra_backbone.keras")
-    backbone.save(path)
-    loaded = keras.models.load_model(path)
-    assert isinstance(loaded, ElectraBackbone) and loaded.get_config() == config
-    inputs = _inputs()
-    np.testing.assert_array_equal(loaded(inputs)["sequence_output"].numpy(),
-                                  backbone(inputs)["sequence_output"].numpy())
+    assert_config_round_trip(backbone)
+    loaded = assert_keras_file_round_trip(backbone, tmp_path / "electra_backbone.keras", _inputs(),
+                                          ("sequence_output",))
+    assert loaded.get_config() == config
 
 
 def test_shared_embeddings_must_fit():

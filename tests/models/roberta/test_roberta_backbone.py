@@ -5,6 +5,7 @@ import tensorflow as tf
 
 from garden.models.roberta.backbone import RobertaBackbone, padding_offset_positions
 from garden.models.roberta.presets import PRESETS, roberta_backbone_from_preset
+from model_testing import assert_config_round_trip, assert_keras_file_round_trip
 
 VOCAB, PAD = 99, 1
 TINY = dict(vocab_size=VOCAB, num_layers=2, hidden_size=32, num_heads=4, intermediate_size=37,
@@ -75,16 +76,9 @@ def test_config_round_trip_and_keras_file(backbone, tmp_path):
     expected = dict(TINY, padding_idx=1, dropout=0.1, initializer_range=0.02,
                     layer_norm_epsilon=1e-5, dtype=None)
     assert {k: config[k] for k in expected} == expected
-    clone = RobertaBackbone.from_config(config)
-    assert clone.get_config() == config
-
-    path = str(tmp_path / "roberta.keras")
-    backbone.save(path)
-    loaded = keras.models.load_model(path)
-    assert isinstance(loaded, RobertaBackbone)
-    inputs = _inputs()
-    for key in ("sequence_output", "pooled_output"):
-        np.testing.assert_array_equal(loaded(inputs)[key].numpy(), backbone(inputs)[key].numpy())
+    assert_config_round_trip(backbone)
+    assert_keras_file_round_trip(backbone, tmp_path / "roberta.keras", _inputs(),
+                                 ("sequence_output", "pooled_output"))
 
 
 def test_presets_are_the_published_sizes():

@@ -4,6 +4,7 @@ import pytest
 
 from garden.models.roberta.backbone import RobertaBackbone
 from garden.models.roberta.pretrainer import RobertaPretrainer, roberta_pretrain_loss
+from model_testing import assert_config_round_trip, assert_keras_file_round_trip
 
 VOCAB, PAD = 99, 1
 TINY = dict(vocab_size=VOCAB, num_layers=2, hidden_size=32, num_heads=4, intermediate_size=37,
@@ -42,14 +43,9 @@ def test_output_projection_is_the_word_table(pretrainer):
 
 
 def test_config_and_keras_file_round_trip(pretrainer, tmp_path):
-    config = pretrainer.get_config()
-    assert RobertaPretrainer.from_config(config).get_config() == config
-    path = str(tmp_path / "roberta_pretrainer.keras")
-    pretrainer.save(path)
-    loaded = keras.models.load_model(path)
-    assert isinstance(loaded, RobertaPretrainer)
-    np.testing.assert_array_equal(loaded(_inputs())["mlm_logits"].numpy(),
-                                  pretrainer(_inputs())["mlm_logits"].numpy())
+    assert_config_round_trip(pretrainer)
+    loaded = assert_keras_file_round_trip(pretrainer, tmp_path / "roberta_pretrainer.keras",
+                                          _inputs(), ("mlm_logits",))
     assert loaded.masked_lm_head.token_embedding.embeddings is loaded.backbone.token_embedding.embeddings
 
 

@@ -1,0 +1,64 @@
+"""Small random model inputs shared by the family tests (tests/models/**).
+
+One generator per input shape, so that every family's backbone and pretrainer tests feed the
+same kind of batch (two segments, right padding with id 0) and a fix reaches all of them.
+The random streams are those the tests were written against: same seed, same draws.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def padded_batch(vocab_size: int, batch: int = 2, length: int = 12, seed: int = 0,
+                 real_lengths=(12, 7), low: int = 1) -> dict:
+    """token_ids / segment_ids / padding_mask; row b has real_lengths[b] tokens, the second half
+    of them in segment 1, the rest padding (id 0)."""
+    rng = np.random.default_rng(seed)
+    token_ids = rng.integers(low, vocab_size, (batch, length)).astype("int32")
+    segment_ids = np.zeros((batch, length), "int32")
+    padding_mask = np.zeros((batch, length), "int32")
+    for b, n in enumerate(real_lengths):
+        padding_mask[b, :n] = 1
+        segment_ids[b, n // 2:n] = 1
+        token_ids[b, n:] = 0
+    return {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
+
+
+def pretrain_batch(vocab_size: int, batch: int = 2, length: int = 12, predictions: int = 4,
+                   seed: int = 0) -> dict:
+    """A masked-LM batch: two segments, 4 padding positions in row 1, sorted masked positions
+    drawn from the real tokens after the first."""
+    rng = np.random.default_rng(seed)
+    token_ids = rng.integers(1, vocab_size, (batch, length)).astype("int32")
+    padding_mask = np.ones((batch, length), "int32")
+    padding_mask[1, length - 4:] = 0
+    token_ids[padding_mask == 0] = 0
+    segment_ids = np.zeros((batch, length), "int32")
+    segment_ids[:, length // 2:] = 1
+    positions = np.sort(rng.choice(np.arange(1, length - 4), (batch, predictions)), axis=1)
+    return {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask,
+            "masked_lm_positions": positions.astype("int32")}
+
+
+def assert_config_round_trip(model):
+    """from_config(get_config()) rebuilds a model with the same config; returns (config, clone)."""
+    config = model.get_config()
+    clone = type(model).from_config(config)
+    assert clone.get_config() == config
+    return config, clone
+
+
+def assert_keras_file_round_trip(model, path, inputs: dict, keys=None):
+    """Saves `model` as a .keras file at `path`, loads it in this process and asserts the same class
+    and bit-identical outputs (for `keys`, or every output); returns the loaded model so a test
+    can check what else must survive (tied tables, shared blocks)."""
+    import keras
+
+    model.save(str(path))
+    loaded = keras.models.load_model(str(path))
+    assert isinstance(loaded, type(model)), type(loaded)
+    want, got = model(inputs), loaded(inputs)
+    for key in keys or want:
+        np.testing.assert_array_equal(got[key].numpy(), want[key].numpy(), err_msg=key)
+    return loaded
