@@ -184,6 +184,23 @@ def optional_outputs(output_hidden_states: bool, output_attentions: bool,
     return dict(output_hidden_states=output_hidden_states, output_attentions=output_attentions)
 
 
+def encoder_outputs(x, layer_blocks: List[keras.layers.Layer], inputs: Dict, pooler=None,
+                    pooled: bool = True, output_hidden_states: bool = False,
+                    output_attentions: bool = False, use_head_mask: bool = False) -> Dict:
+    """The output dict of an encoder backbone's graph: run_encoder over `inputs`' padding_mask
+    (and head_mask), then sequence_output, pooled_output and the optional outputs.
+
+    pooled_output is `pooler` applied to the first token, or the first token itself when
+    `pooler` is None (ELECTRA has no pooler dense); `pooled=False` leaves it out (DistilBERT).
+    """
+    x, extras = run_encoder(x, layer_blocks, inputs["padding_mask"], inputs.get("head_mask"),
+                            **optional_outputs(output_hidden_states, output_attentions,
+                                               use_head_mask))
+    outputs = {"sequence_output": x}
+    if pooled:
+        outputs["pooled_output"] = x[:, 0, :] if pooler is None else pooler(x[:, 0, :])
+    return {**outputs, **extras}
+
 
 def encoder_block_list(num_layers: int, **block_args) -> List[TransformerEncoderBlock]:
     """`num_layers` independent TransformerEncoderBlocks named transformer_layer_{i} (the

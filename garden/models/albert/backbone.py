@@ -9,8 +9,7 @@ import keras
 
 from garden.layers.embeddings import TransformerEmbeddings
 from garden.layers.transformer_encoder import TransformerEncoderBlock
-from garden.models.backbone import (Backbone, backbone_inputs, optional_outputs,
-                                     pooler_dense, run_encoder)
+from garden.models.backbone import Backbone, backbone_inputs, encoder_outputs, pooler_dense
 
 # What `share` may say, and which parts of a Transformer block every layer then has in common.
 SHARING_MODES = ("all", "attention", "ffn", "none")
@@ -130,10 +129,9 @@ class AlbertBackbone(Backbone):
         x = embeddings(inputs["token_ids"], inputs["segment_ids"])
         layers_per_group = num_layers // len(encoder_blocks) if share == "all" else 1
         layer_blocks = [encoder_blocks[i // layers_per_group] for i in range(num_layers)]
-        x, extras = run_encoder(x, layer_blocks, inputs["padding_mask"], inputs.get("head_mask"),
-                                **optional_outputs(output_hidden_states, output_attentions,
-                                                   use_head_mask))
-        outputs = {"sequence_output": x, "pooled_output": pooler(x[:, 0, :]), **extras}
+        outputs = encoder_outputs(
+            x, layer_blocks, inputs, pooler, output_hidden_states=output_hidden_states,
+            output_attentions=output_attentions, use_head_mask=use_head_mask)
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
 
         # === Config === (recorded by Backbone from the arguments above)

@@ -7,7 +7,7 @@ from keras import ops
 
 from garden.layers.embeddings import TransformerEmbeddings
 from garden.models.backbone import (Backbone, backbone_inputs, encoder_block_list,
-                                     optional_outputs, pooler_dense, run_encoder)
+                                     encoder_outputs, pooler_dense)
 
 
 @keras.saving.register_keras_serializable(package="garden")
@@ -76,10 +76,9 @@ class BertBackbone(Backbone):
         inputs = backbone_inputs(("token_ids", "segment_ids", "padding_mask"), use_head_mask,
                                  num_layers, num_heads)
         x = embeddings(inputs["token_ids"], inputs["segment_ids"])
-        x, extras = run_encoder(x, encoder_blocks, inputs["padding_mask"], inputs.get("head_mask"),
-                                **optional_outputs(output_hidden_states, output_attentions,
-                                                   use_head_mask))
-        outputs = {"sequence_output": x, "pooled_output": pooler(x[:, 0, :]), **extras}
+        outputs = encoder_outputs(
+            x, encoder_blocks, inputs, pooler, output_hidden_states=output_hidden_states,
+            output_attentions=output_attentions, use_head_mask=use_head_mask)
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
 
         # === Config === (recorded by Backbone from the arguments above)

@@ -7,7 +7,7 @@ import keras
 
 from garden.layers.embeddings import TransformerEmbeddings
 from garden.models.backbone import (Backbone, backbone_inputs, encoder_block_list,
-                                     optional_outputs, run_encoder)
+                                     encoder_outputs)
 
 
 @keras.saving.register_keras_serializable(package="garden")
@@ -79,10 +79,9 @@ class DistilBertBackbone(Backbone):
         inputs = backbone_inputs(("token_ids", "padding_mask"), use_head_mask,
                                  num_layers, num_heads)
         x = embeddings(inputs["token_ids"])
-        x, extras = run_encoder(x, encoder_blocks, inputs["padding_mask"], inputs.get("head_mask"),
-                                **optional_outputs(output_hidden_states, output_attentions,
-                                                   use_head_mask))
-        outputs = {"sequence_output": x, **extras}
+        outputs = encoder_outputs(
+            x, encoder_blocks, inputs, pooled=False, output_hidden_states=output_hidden_states,
+            output_attentions=output_attentions, use_head_mask=use_head_mask)
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
 
         # === Config === (recorded by Backbone from the arguments above)

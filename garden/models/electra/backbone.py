@@ -8,7 +8,7 @@ import keras
 
 from garden.layers.embeddings import TransformerEmbeddings, truncated_normal
 from garden.models.backbone import (Backbone, backbone_inputs, encoder_block_list,
-                                     optional_outputs, run_encoder)
+                                     encoder_outputs)
 
 
 @keras.saving.register_keras_serializable(package="garden")
@@ -103,10 +103,9 @@ class ElectraBackbone(Backbone):
         x = embeddings(inputs["token_ids"], inputs["segment_ids"])
         if embeddings_project is not None:
             x = embeddings_project(x)
-        x, extras = run_encoder(x, encoder_blocks, inputs["padding_mask"], inputs.get("head_mask"),
-                                **optional_outputs(output_hidden_states, output_attentions,
-                                                   use_head_mask))
-        outputs = {"sequence_output": x, "pooled_output": x[:, 0, :], **extras}
+        outputs = encoder_outputs(
+            x, encoder_blocks, inputs, output_hidden_states=output_hidden_states,
+            output_attentions=output_attentions, use_head_mask=use_head_mask)
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
 
         # === Config === (recorded by Backbone from the arguments above)

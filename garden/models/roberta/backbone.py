@@ -8,7 +8,7 @@ from keras import ops
 
 from garden.layers.embeddings import TransformerEmbeddings
 from garden.models.backbone import (Backbone, backbone_inputs, encoder_block_list,
-                                     optional_outputs, pooler_dense, run_encoder)
+                                     encoder_outputs, pooler_dense)
 
 
 def padding_offset_positions(token_ids, padding_idx: int):
@@ -98,10 +98,9 @@ class RobertaBackbone(Backbone):
         position_ids = padding_offset_positions(inputs["token_ids"], padding_idx)
         # No segment ids: the one-row token-type table adds row 0 everywhere.
         x = embeddings(inputs["token_ids"], position_ids=position_ids)
-        x, extras = run_encoder(x, encoder_blocks, inputs["padding_mask"], inputs.get("head_mask"),
-                                **optional_outputs(output_hidden_states, output_attentions,
-                                                   use_head_mask))
-        outputs = {"sequence_output": x, "pooled_output": pooler(x[:, 0, :]), **extras}
+        outputs = encoder_outputs(
+            x, encoder_blocks, inputs, pooler, output_hidden_states=output_hidden_states,
+            output_attentions=output_attentions, use_head_mask=use_head_mask)
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
 
         # === Config === (recorded by Backbone from the arguments above)
