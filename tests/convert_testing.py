@@ -6,6 +6,7 @@ torch and transformers are imported lazily (they are the optional bench extra).
 from __future__ import annotations
 
 import os
+import re
 from typing import Dict
 
 import numpy as np
@@ -139,3 +140,42 @@ def hf_bert_to_tf1_weights(hf_weights: Dict[str, np.ndarray]) -> Dict[str, np.nd
         tf_name, transpose = mapped
         out[tf_name] = np.ascontiguousarray(value.T if transpose else value)
     return out
+
+
+def torch_forward(model, inputs: Dict[str, np.ndarray], **flags):
+    """Runs a Hugging Face torch model without gradients on one of our input dicts (token_ids,
+    padding_mask and segment_ids when given), with every hidden state; `flags` go to the model
+    (e.g. output_attentions=True)."""
+    import torch
+
+    names = {"token_ids": "input_ids", "segment_ids": "token_type_ids",
+             "padding_mask": "attention_mask"}
+    kwargs = {names[k]: torch.tensor(v, dtype=torch.long) for k, v in inputs.items() if k in names}
+    with torch.no_grad():
+        return model(**kwargs, output_hidden_states=True, **flags)
+
+
+def hf_sequence_and_logits(model, token_ids, padding_mask):
+    """A Hugging Face *ForMaskedLM's last hidden state and logits as numpy arrays."""
+    out = torch_forward(model, {"token_ids": token_ids, "padding_mask": padding_mask})
+    return out.hidden_states[-1].numpy(), out.logits.numpy()
+
+
+def garden_block_to_tf1(scope: str, attention: str, tables: Dict[str, str], rest: str, value):
+    """Inverse name map of one garden TransformerEncoderBlock weight for a TF1 checkpoint.
+
+    rest: the path below transformer_layer_i/ (e.g. "attention/query/kernel"); attention: the
+    TF1 attention scope ("attention" in BERT / ELECTRA, "attention_1" in ALBERT); tables: our
+    LayerNorm / dense layer name -> TF1 scope for the rest. Returns (TF1 name, TF1 array):
+    the per-head [H, A, d] / [A, d] tensors flattened to TF1's [H, H] / [H].
+    """
+    m = re.fullmatch(r"attention/(query|key|value)/(kernel|bias)", rest)
+    if m:
+        flat = value.reshape(value.shape[0], -1) if m.group(2) == "kernel" else value.reshape(-1)
+        return f"{scope}{attention}/self/{m.group(1)}/{m.group(2)}", flat
+    if rest == "attention/attention_output/kernel":
+        return f"{scope}{attention}/output/dense/kernel", value.reshape(-1, value.shape[-1])
+    if rest == "attention/attention_output/bias":
+        return f"{scope}{attention}/output/dense/bias", value
+    layer, kind = rest.split("/")
+    return f"{scope}{tables[layer]}/{kind}", value

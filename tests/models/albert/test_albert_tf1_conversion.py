@@ -18,6 +18,7 @@ import tensorflow as tf
 from garden import convert
 from garden.models.albert.backbone import AlbertBackbone
 from garden.models.albert.pretrainer import AlbertPretrainer
+from convert_testing import garden_block_to_tf1
 from testing import run_module
 
 TOLERANCE = 1e-4
@@ -47,7 +48,6 @@ def _model(seed=0):
 
 def _tf1_name_and_value(path, value):
     """Our weight path -> (released TF1 name, array in TF1 layout)."""
-    flat = lambda x: x.reshape(x.shape[0], -1)  # [H, A, d] -> [H, H]; [A, d] -> [H]
     simple = {
         "embeddings/token_embedding/embeddings": "bert/embeddings/word_embeddings",
         "embeddings/position_embedding/embeddings": "bert/embeddings/position_embeddings",
@@ -72,19 +72,10 @@ def _tf1_name_and_value(path, value):
     m = re.fullmatch(r"transformer_layer_(\d+)/(.+)", path)
     group, rest = m.group(1), m.group(2)
     scope = f"bert/encoder/transformer/group_{group}/inner_group_0/"
-    m = re.fullmatch(r"attention/(query|key|value)/(kernel|bias)", rest)
-    if m:
-        v = flat(value) if m.group(2) == "kernel" else value.reshape(-1)
-        return f"{scope}attention_1/self/{m.group(1)}/{m.group(2)}", v
-    if rest == "attention/attention_output/kernel":
-        return f"{scope}attention_1/output/dense/kernel", value.reshape(-1, value.shape[-1])
-    if rest == "attention/attention_output/bias":
-        return f"{scope}attention_1/output/dense/bias", value
     table = {"attention_layer_norm": "LayerNorm", "output_layer_norm": "LayerNorm_1",
              "intermediate_dense": "ffn_1/intermediate/dense",
              "output_dense": "ffn_1/intermediate/output/dense"}
-    layer, kind = rest.split("/")
-    return f"{scope}{table[layer]}/{kind}", value
+    return garden_block_to_tf1(scope, "attention_1", table, rest, value)
 
 
 def _write_tf1_checkpoint(model, prefix, extra=None):

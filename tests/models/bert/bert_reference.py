@@ -7,6 +7,18 @@ import math
 
 import numpy as np
 
+# (layers, hidden, heads, feed-forward) of the released checkpoints (google-research/bert: the
+# compact models of Turc et al. 2019, base and large of Devlin et al. 2019), written out rather
+# than read from PRESETS.
+PUBLISHED = {
+    "bert_tiny": (2, 128, 2, 512),
+    "bert_mini": (4, 256, 4, 1024),
+    "bert_small": (4, 512, 8, 2048),
+    "bert_medium": (8, 512, 8, 2048),
+    "bert_base": (12, 768, 12, 3072),
+    "bert_large": (24, 1024, 16, 4096),
+}
+
 _erf = np.vectorize(math.erf)
 
 

@@ -16,7 +16,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from convert_testing import random_bert_inputs, randomize_torch_, save_hf_dir  # noqa: E402
+from convert_testing import random_bert_inputs, randomize_torch_, save_hf_dir, torch_forward  # noqa: E402
 from garden import convert  # noqa: E402
 from garden.models.bert import BertBackbone  # noqa: E402
 
@@ -41,21 +41,13 @@ def imported(tmp_path_factory):
     return model, backbone, inputs
 
 
-def _hf(model, inputs):
-    with torch.no_grad():
-        return model(input_ids=torch.tensor(inputs["token_ids"], dtype=torch.long),
-                     token_type_ids=torch.tensor(inputs["segment_ids"], dtype=torch.long),
-                     attention_mask=torch.tensor(inputs["padding_mask"], dtype=torch.long),
-                     output_hidden_states=True, output_attentions=True)
-
-
 def _ours(backbone, inputs, head_mask):
     return backbone({**inputs, "head_mask": head_mask}, training=False)
 
 
 def test_hidden_states_and_attention_probs_equal_hugging_face(imported):
     model, backbone, inputs = imported
-    ref = _hf(model, inputs)
+    ref = torch_forward(model, inputs, output_attentions=True)
     out = _ours(backbone, inputs, np.ones((3, 4), "float32"))
     np.testing.assert_allclose(out["hidden_states"], np.stack([h.numpy() for h in
                                                                ref.hidden_states]), atol=1e-4)
@@ -77,7 +69,7 @@ def test_head_mask_zero_equals_the_head_removed(imported):
     with torch.no_grad():
         dense = removed.encoder.layer[layer].attention.output.dense.weight
         dense[:, head * HEAD_SIZE:(head + 1) * HEAD_SIZE] = 0.0
-    ref = _hf(removed, inputs)
+    ref = torch_forward(removed, inputs, output_attentions=True)
     np.testing.assert_allclose(out["sequence_output"], ref.last_hidden_state.numpy(), atol=1e-4)
     np.testing.assert_allclose(out["pooled_output"], ref.pooler_output.numpy(), atol=1e-4)
     # The head mattered: with it kept the outputs differ from the head-removed reference.

@@ -3,15 +3,7 @@ import pytest
 from garden.models.bert.backbone import BertBackbone
 from garden.models.bert.presets import PRESETS, bert_backbone_from_preset
 
-# (layers, hidden, heads, feed-forward) of the released checkpoints.
-PUBLISHED = {
-    "bert_tiny": (2, 128, 2, 512),
-    "bert_mini": (4, 256, 4, 1024),
-    "bert_small": (4, 512, 8, 2048),
-    "bert_medium": (8, 512, 8, 2048),
-    "bert_base": (12, 768, 12, 3072),
-    "bert_large": (24, 1024, 16, 4096),
-}
+from bert_reference import PUBLISHED
 
 
 def test_presets_are_the_published_sizes():

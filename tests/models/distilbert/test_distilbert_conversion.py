@@ -10,7 +10,8 @@ from garden.models.distilbert.pretrainer import DistilBertPretrainer
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from convert_testing import max_abs_diff, randomize_torch_, save_hf_dir, torch_state_dict_to_numpy  # noqa: E402
+from convert_testing import (hf_sequence_and_logits, max_abs_diff, randomize_torch_,  # noqa: E402
+                             save_hf_dir, torch_state_dict_to_numpy)
 
 
 @pytest.fixture(scope="module")
@@ -33,21 +34,13 @@ def _inputs():
     return token_ids, padding_mask, positions
 
 
-def _hf_outputs(model, token_ids, padding_mask):
-    with torch.no_grad():
-        out = model(input_ids=torch.tensor(token_ids, dtype=torch.long),
-                    attention_mask=torch.tensor(padding_mask, dtype=torch.long),
-                    output_hidden_states=True)
-    return out.hidden_states[-1].numpy(), out.logits.numpy()
-
-
 def test_parity_with_hugging_face_distilbert_for_masked_lm(reference):
     config, model = reference
     models = from_huggingface(config.to_dict(), torch_state_dict_to_numpy(model))
     assert isinstance(models["backbone"], DistilBertBackbone)
     assert isinstance(models["pretrainer"], DistilBertPretrainer)
     token_ids, padding_mask, positions = _inputs()
-    hf_sequence, hf_logits = _hf_outputs(model, token_ids, padding_mask)
+    hf_sequence, hf_logits = hf_sequence_and_logits(model, token_ids, padding_mask)
     ours = models["pretrainer"]({"token_ids": token_ids, "padding_mask": padding_mask,
                                  "masked_lm_positions": positions}, training=False)
     real = padding_mask.astype(bool)
@@ -66,7 +59,7 @@ def test_backbone_only_checkpoint_and_directory(reference, tmp_path):
     models = from_huggingface(config.to_dict(), weights)
     assert models["pretrainer"] is None
     token_ids, padding_mask, positions = _inputs()
-    hf_sequence, hf_logits = _hf_outputs(masked_lm, token_ids, padding_mask)
+    hf_sequence, hf_logits = hf_sequence_and_logits(masked_lm, token_ids, padding_mask)
     real = padding_mask.astype(bool)
     sequence = models["backbone"]({"token_ids": token_ids, "padding_mask": padding_mask})
     assert max_abs_diff(sequence["sequence_output"].numpy()[real], hf_sequence[real]) <= 1e-4

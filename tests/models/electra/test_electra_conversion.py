@@ -9,6 +9,7 @@ transformers = pytest.importorskip("transformers")
 from garden.models.electra.backbone import ElectraBackbone  # noqa: E402
 from garden.models.electra.conversion import from_huggingface  # noqa: E402
 from garden.models.electra.pretrainer import ElectraDiscriminator, ElectraGenerator  # noqa: E402
+from convert_testing import randomize_torch_, torch_forward  # noqa: E402
 
 # The tiny config of the transformers ELECTRA tests: E != H exercises embeddings_project, and
 # FFN 37 and vocabulary 99 are sizes no other dimension shares.
@@ -19,17 +20,9 @@ TOLERANCE = 1e-4
 
 
 def _hf_model(cls, seed):
-    torch.manual_seed(seed)
-    model = cls(transformers.ElectraConfig(**TINY)).eval()
     # Large random weights (the 0.02 init barely leaves the linear regime): a wrong GELU,
     # LayerNorm placement or transposition then shows up far above the tolerance.
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "LayerNorm.weight" in name:
-                p.copy_(1.0 + 0.2 * torch.randn_like(p))
-            else:
-                p.copy_(0.1 * torch.randn_like(p))
-    return model
+    return randomize_torch_(cls(transformers.ElectraConfig(**TINY)).eval(), seed=seed)
 
 
 def _state(model):
@@ -51,14 +44,6 @@ def _inputs():
     return {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
 
 
-def _torch_run(model, inputs):
-    with torch.no_grad():
-        return model(input_ids=torch.tensor(inputs["token_ids"], dtype=torch.long),
-                     token_type_ids=torch.tensor(inputs["segment_ids"], dtype=torch.long),
-                     attention_mask=torch.tensor(inputs["padding_mask"], dtype=torch.long),
-                     output_hidden_states=True)
-
-
 def _max_diff(a, b, real):
     return float(np.abs(np.asarray(a) - np.asarray(b))[real].max())
 
@@ -72,7 +57,7 @@ def test_discriminator_matches_electra_for_pretraining():
 
     inputs = _inputs()
     real = inputs["padding_mask"].astype(bool)
-    want = _torch_run(hf, inputs)
+    want = torch_forward(hf, inputs)
     sequence = converted["backbone"](inputs, training=False)["sequence_output"].numpy()
     logits = converted["pretrainer"](inputs, training=False)["disc_logits"].numpy()
     seq_diff = _max_diff(sequence, want.hidden_states[-1].numpy(), real)
@@ -91,7 +76,7 @@ def test_generator_matches_electra_for_masked_lm():
 
     inputs = _inputs()
     real = inputs["padding_mask"].astype(bool)
-    want = _torch_run(hf, inputs)
+    want = torch_forward(hf, inputs)
     positions = np.broadcast_to(np.arange(11, dtype="int32"), (3, 11))
     sequence = converted["backbone"](inputs, training=False)["sequence_output"].numpy()
     logits = generator({**inputs, "masked_lm_positions": positions}, training=False)["mlm_logits"]
@@ -109,7 +94,7 @@ def test_electra_model_without_prefix_converts_to_a_backbone():
     assert converted["pretrainer"] is None
     inputs = _inputs()
     real = inputs["padding_mask"].astype(bool)
-    want = _torch_run(hf, inputs).last_hidden_state.numpy()
+    want = torch_forward(hf, inputs).last_hidden_state.numpy()
     got = converted["backbone"](inputs, training=False)["sequence_output"].numpy()
     assert _max_diff(got, want, real) <= TOLERANCE
 

@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from garden import convert
 from garden.models.electra.presets import electra_pretrainer_from_preset
+from convert_testing import garden_block_to_tf1
 from testing import run_module
 
 TOLERANCE = 1e-4
@@ -42,20 +43,14 @@ def _model(seed=0):
     return model
 
 
+_BLOCK_TABLE = {"attention_layer_norm": "attention/output/LayerNorm",
+                "output_layer_norm": "output/LayerNorm",
+                "intermediate_dense": "intermediate/dense", "output_dense": "output/dense"}
+
+
 def _block(scope, rest, value):
     """One Transformer block weight -> (TF1 name under scope/encoder/layer_i, TF1 array)."""
-    m = re.fullmatch(r"attention/(query|key|value)/(kernel|bias)", rest)
-    if m:
-        flat = value.reshape(value.shape[0], -1) if m.group(2) == "kernel" else value.reshape(-1)
-        return f"{scope}attention/self/{m.group(1)}/{m.group(2)}", flat
-    if rest == "attention/attention_output/kernel":
-        return f"{scope}attention/output/dense/kernel", value.reshape(-1, value.shape[-1])
-    if rest == "attention/attention_output/bias":
-        return f"{scope}attention/output/dense/bias", value
-    table = {"attention_layer_norm": "attention/output/LayerNorm", "output_layer_norm": "output/LayerNorm",
-             "intermediate_dense": "intermediate/dense", "output_dense": "output/dense"}
-    layer, kind = rest.split("/")
-    return f"{scope}{table[layer]}/{kind}", value
+    return garden_block_to_tf1(scope, "attention", _BLOCK_TABLE, rest, value)
 
 
 def _tf1_name_and_value(tower, path, value):

@@ -10,7 +10,8 @@ from garden.models.roberta.pretrainer import RobertaPretrainer
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from convert_testing import max_abs_diff, randomize_torch_, save_hf_dir, torch_state_dict_to_numpy  # noqa: E402
+from convert_testing import (hf_sequence_and_logits, max_abs_diff, randomize_torch_,  # noqa: E402
+                             save_hf_dir, torch_state_dict_to_numpy)
 
 PAD = 1
 
@@ -38,14 +39,6 @@ def _inputs():
     return token_ids, padding_mask, positions
 
 
-def _hf_outputs(model, token_ids, padding_mask):
-    with torch.no_grad():
-        out = model(input_ids=torch.tensor(token_ids, dtype=torch.long),
-                    attention_mask=torch.tensor(padding_mask, dtype=torch.long),
-                    output_hidden_states=True)
-    return out.hidden_states[-1].numpy(), out.logits.numpy()
-
-
 def test_parity_with_hugging_face_roberta_for_masked_lm(reference):
     config, model = reference
     models = from_huggingface(config.to_dict(), torch_state_dict_to_numpy(model))
@@ -56,7 +49,7 @@ def test_parity_with_hugging_face_roberta_for_masked_lm(reference):
     assert models["backbone"].max_sequence_length == 62  # 64 rows - padding_idx - 1
 
     token_ids, padding_mask, positions = _inputs()
-    hf_sequence, hf_logits = _hf_outputs(model, token_ids, padding_mask)
+    hf_sequence, hf_logits = hf_sequence_and_logits(model, token_ids, padding_mask)
     ours = models["pretrainer"]({"token_ids": token_ids, "padding_mask": padding_mask,
                                  "masked_lm_positions": positions}, training=False)
     sequence = models["backbone"]({"token_ids": token_ids, "padding_mask": padding_mask},
@@ -96,7 +89,7 @@ def test_load_huggingface_directory(reference, tmp_path):
     config, model = reference
     models = load_huggingface(save_hf_dir(model, str(tmp_path / "hf")), "roberta")
     token_ids, padding_mask, positions = _inputs()
-    _, hf_logits = _hf_outputs(model, token_ids, padding_mask)
+    _, hf_logits = hf_sequence_and_logits(model, token_ids, padding_mask)
     ours = models["pretrainer"]({"token_ids": token_ids, "padding_mask": padding_mask,
                                  "masked_lm_positions": positions})["mlm_logits"]
     assert max_abs_diff(ours, np.take_along_axis(hf_logits, positions[..., None], 1)) <= 1e-4
