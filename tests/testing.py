@@ -71,3 +71,25 @@ def max_abs_diff(a: dict, b: dict) -> float:
 
     assert a.keys() == b.keys()
     return max(float(np.max(np.abs(a[k] - b[k]))) for k in a)
+
+
+def read_summary(model_dir) -> dict:
+    """The summary.json garden.train writes in its model_dir."""
+    import json
+
+    with open(os.path.join(model_dir, "summary.json")) as f:
+        return json.load(f)
+
+
+def train_in_process(argv, model_dir, task: str | None = None, steps: int | None = None) -> dict:
+    """Runs garden.train's main in this process; asserts exit 0 and, when given, the task and
+    step count the summary reports; returns the summary (summary.json of model_dir)."""
+    from garden import train as train_lib
+
+    assert train_lib.main(list(argv)) == 0
+    summary = read_summary(model_dir)
+    if task is not None:
+        assert summary["task"] == task, summary["task"]
+    if steps is not None:
+        assert summary["steps"] == steps, summary["steps"]
+    return summary

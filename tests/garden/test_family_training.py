@@ -8,7 +8,6 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import glob
-import json
 import math
 import os
 
@@ -21,6 +20,7 @@ from benchmarks import objectives_learn as learn
 from data_pipelines import features
 from garden import train as train_lib
 from garden.tasks.pretraining import Pretraining
+from testing import train_in_process
 
 SEQ = 64  # tiny data: 64-token sequences, 15% of 64 -> 10 predictions (ALBERT)
 VOCAB_SIZE = 1000
@@ -72,11 +72,6 @@ def _args(family: str, fd: FamilyData, model_dir, steps: int, *extra: str) -> li
             *extra]
 
 
-def _summary(model_dir) -> dict:
-    with open(os.path.join(model_dir, "summary.json")) as f:
-        return json.load(f)
-
-
 # ----------------------------------------------------------------------------------------
 # Every config builds.
 # ----------------------------------------------------------------------------------------
@@ -108,9 +103,8 @@ def test_every_config_builds_its_model_with_summary(capsys):
 
 def test_roberta_trains_with_dynamic_masking(family_data, tmp_path):
     model_dir = tmp_path / "roberta"
-    assert train_lib.main(_args("roberta", family_data, model_dir, 4)) == 0
-    summary = _summary(model_dir)
-    assert summary["task"] == "roberta_pretraining" and summary["steps"] == 4
+    summary = train_in_process(_args("roberta", family_data, model_dir, 4), model_dir,
+                               "roberta_pretraining", 4)
     first = summary["first_logged_metrics"]
     # Random init scores the BPE vocabulary about uniformly: MLM loss near ln(1000) = 6.9.
     assert abs(first["mlm_loss"] - math.log(VOCAB_SIZE)) < 1.0, first
@@ -121,9 +115,8 @@ def test_roberta_trains_with_dynamic_masking(family_data, tmp_path):
 
 def test_albert_trains_mlm_and_sop(family_data, tmp_path):
     model_dir = tmp_path / "albert"
-    assert train_lib.main(_args("albert", family_data, model_dir, 4)) == 0
-    summary = _summary(model_dir)
-    assert summary["task"] == "albert_pretraining" and summary["steps"] == 4
+    summary = train_in_process(_args("albert", family_data, model_dir, 4), model_dir,
+                               "albert_pretraining", 4)
     first = summary["first_logged_metrics"]
     assert abs(first["mlm_loss"] - math.log(VOCAB_SIZE)) < 1.0, first
     # SOP starts at chance: cross-entropy near ln 2 = 0.69.
@@ -134,9 +127,8 @@ def test_albert_trains_mlm_and_sop(family_data, tmp_path):
 
 def test_electra_trains_generator_and_discriminator(family_data, tmp_path):
     model_dir = tmp_path / "electra"
-    assert train_lib.main(_args("electra", family_data, model_dir, 4)) == 0
-    summary = _summary(model_dir)
-    assert summary["task"] == "electra_pretraining" and summary["steps"] == 4
+    summary = train_in_process(_args("electra", family_data, model_dir, 4), model_dir,
+                               "electra_pretraining", 4)
     first = summary["first_logged_metrics"]
     # loss = gen MLM + 50 x disc: check the weighting on the logged (per-step averaged) values.
     assert abs(first["loss"] - first["mlm_loss"] - 50.0 * first["disc_loss"]) < 1e-2 * first["loss"]

@@ -9,9 +9,7 @@ garden.train trains for 2 steps.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-import os
 
 import numpy as np
 import pytest
@@ -23,7 +21,7 @@ from garden.models.bert.backbone import BertBackbone
 from garden.models.distilbert.backbone import DistilBertBackbone
 from garden.tasks.distillation import (Distillation, distillation_mask, load_teacher,
                                        token_weights, unmask_bert_batch)
-from testing import checkpoint_floats, pretrain_args, run_module
+from testing import checkpoint_floats, pretrain_args, run_module, train_in_process
 
 
 @pytest.fixture(autouse=True)
@@ -62,11 +60,6 @@ def data(bert_data, tmp_path_factory) -> Data:
                 ernie=str(ernie), teacher=str(teacher))
 
 
-def _summary(model_dir):
-    with open(os.path.join(model_dir, "summary.json")) as f:
-        return json.load(f)
-
-
 def _vocab_size(vocab):
     with open(vocab, encoding="utf-8") as f:
         return sum(1 for _ in f)
@@ -92,10 +85,9 @@ def _spanbert_args(data, model_dir, steps, *extra, data_dir=None):
 
 def test_spanbert_tiny_trains_on_spanbert_data(data, tmp_path):
     model_dir = tmp_path / "run"
-    assert train_lib.main(_spanbert_args(data, model_dir, 25)) == 0
-    summary = _summary(model_dir)
+    summary = train_in_process(_spanbert_args(data, model_dir, 25), model_dir,
+                               "spanbert_pretraining", 25)
     first, last = summary["first_logged_metrics"], summary["last_logged_metrics"]
-    assert summary["task"] == "spanbert_pretraining" and summary["steps"] == 25
     # Both heads start near uniform over the vocabulary: ln(V) each, loss = MLM + 1.0 * SBO.
     log_v = math.log(_vocab_size(data.vocab))
     assert abs(first["mlm_loss"] - log_v) < 0.5 and abs(first["sbo_loss"] - log_v) < 0.5, first
@@ -130,8 +122,7 @@ def _ernie_args(data, model_dir, config="configs/ernie_tiny.gin", *extra):
 
 def test_ernie_tiny_trains_on_ernie_data(data, tmp_path):
     model_dir = tmp_path / "run"
-    assert train_lib.main(_ernie_args(data, model_dir)) == 0
-    summary = _summary(model_dir)
+    summary = train_in_process(_ernie_args(data, model_dir), model_dir)
     # The data check accepted 'ernie' data (the BERT config refuses it: next test).
     assert summary["steps"] == 3 and math.isfinite(summary["last_logged_metrics"]["loss"])
 
@@ -156,10 +147,8 @@ def _distill_args(data, model_dir, steps, *extra):
 
 def test_distillation_tiny_run(data, tmp_path):
     model_dir = tmp_path / "run"
-    assert train_lib.main(_distill_args(data, model_dir, 6)) == 0
-    summary = _summary(model_dir)
+    summary = train_in_process(_distill_args(data, model_dir, 6), model_dir, "distillation", 6)
     first, last = summary["first_logged_metrics"], summary["last_logged_metrics"]
-    assert summary["task"] == "distillation" and summary["steps"] == 6
     assert summary["teacher_layers"] == [1, 3]
     for m in (first, last):
         assert m["loss"] == pytest.approx(5 * m["ce_loss"] + 2 * m["mlm_loss"] + m["cos_loss"],
@@ -169,8 +158,7 @@ def test_distillation_tiny_run(data, tmp_path):
     assert 0.0 < first["cos_loss"] < 1.0
     assert abs(first["mlm_loss"] - math.log(_vocab_size(data.vocab))) < 1.0
     # A resumed run goes on from the student's checkpoint, not from a fresh copy of the teacher.
-    assert train_lib.main(_distill_args(data, model_dir, 8)) == 0
-    assert _summary(model_dir)["steps_this_run"] == 2
+    assert train_in_process(_distill_args(data, model_dir, 8), model_dir)["steps_this_run"] == 2
 
 
 def _tiny_task(data, layers=(1, 3), teacher_layers=TEACHER_LAYERS):

@@ -12,6 +12,7 @@ import pytest
 
 from garden import train as train_lib
 from garden.training import progress, setup
+from testing import read_summary
 
 
 def _pretrain_args(bert_data, model_dir, steps, *extra, seq=64):
@@ -26,11 +27,6 @@ def _pretrain_args(bert_data, model_dir, steps, *extra, seq=64):
             *extra]
 
 
-def _summary(model_dir):
-    with open(os.path.join(model_dir, "summary.json")) as f:
-        return json.load(f)
-
-
 @pytest.fixture(autouse=True)
 def _cwd_repo(monkeypatch):
     # Config files include each other by repo-relative paths, as on the command line.
@@ -43,7 +39,7 @@ def test_tiny_pretraining_lowers_the_loss(bert_data, tmp_path):
                                        "--gin_param=train.log_every=10",
                                        "--gin_param=train.warmup_steps=10"))
     assert rc == 0
-    summary = _summary(model_dir)
+    summary = read_summary(model_dir)
     first, last = summary["first_logged_metrics"], summary["last_logged_metrics"]
     # Random init predicts ~uniformly over the vocabulary: MLM loss starts near ln(V).
     assert first["mlm_loss"] > 5.0
@@ -60,7 +56,7 @@ def test_resume_continues_from_the_saved_step(bert_data, tmp_path, capsys):
     model_dir = tmp_path / "run"
     args = ["--gin_param=train.checkpoint_every=10", "--gin_param=train.log_every=10"]
     assert train_lib.main(_pretrain_args(bert_data, model_dir, 20, *args)) == 0
-    assert _summary(model_dir)["steps"] == 20
+    assert read_summary(model_dir)["steps"] == 20
     capsys.readouterr()
     assert train_lib.main(_pretrain_args(bert_data, model_dir, 30, *args)) == 0
     out = capsys.readouterr().out
@@ -68,7 +64,7 @@ def test_resume_continues_from_the_saved_step(bert_data, tmp_path, capsys):
     # Progress: a bar, the share done and an ETA on every log line.
     assert "[train] step 30/30 [====================] 100% |" in out
     assert "[train] step 20/30" not in out and "ETA 0:00:00" in out
-    summary = _summary(model_dir)
+    summary = read_summary(model_dir)
     assert summary["steps"] == 30 and summary["steps_this_run"] == 10
     assert summary["checkpoint"].endswith("ckpt-30")
 
@@ -179,7 +175,7 @@ def test_finetune_from_pretraining_checkpoint_then_export(bert_data, tmp_path):
         "--gin_param=TRAIN_STEPS=30", "--gin_param=train.log_every=10",
         "--gin_param=garden.SentenceClassification.max_seq_length=64"])
     assert rc == 0
-    summary = _summary(tmp_path / "ft")
+    summary = read_summary(tmp_path / "ft")
     assert summary["export_dir"] == str(export_base / "bert_tiny_classifier" / "1")
     assert 0.0 <= summary["eval_accuracy"] <= 1.0 and summary["eval_examples"] > 100
     # The export answers raw text in a fresh process, through its serving signature.
@@ -216,7 +212,7 @@ def test_two_phases_switch_data_and_continue_from_the_same_weights(bert_data, tm
     assert train_lib.main(args) == 0
     out = capsys.readouterr().out
     assert "at step 5" in out and "steps 0-4" not in out and "steps 4-6" in out
-    assert _summary(tmp_path)["steps"] == 6
+    assert read_summary(tmp_path)["steps"] == 6
 
 
 def test_weight_decay_skips_layer_norm_and_biases():
@@ -241,7 +237,7 @@ def test_periodic_evaluation_on_held_out_data(bert_data, tmp_path, capsys):
     assert train_lib.main(args) == 0
     out = capsys.readouterr().out
     assert "eval at step 5 |" in out and "eval at step 10 |" in out
-    summary = _summary(tmp_path)
+    summary = read_summary(tmp_path)
     evals = summary["last_eval_metrics"]
     # MFU = 6 x non-embedding parameters x tokens/s over a matmul peak measured at start.
     assert summary["peak_flops"] > 1e9 and 0.0 < summary["mfu_last_window"] < 1.0
@@ -288,7 +284,7 @@ def test_mixed_precision_trains_and_restores_the_policy(bert_data, tmp_path, pol
     args = _pretrain_args(bert_data, tmp_path, 4, f"--gin_param=train.mixed_precision='{policy}'",
                           "--gin_param=train.log_every=2")
     assert train_lib.main(args) == 0
-    metrics = _summary(tmp_path)["last_logged_metrics"]
+    metrics = read_summary(tmp_path)["last_logged_metrics"]
     assert 0 < metrics["loss"] < 20
     assert keras.mixed_precision.global_policy().name == "float32"
     # Weights stay float32 in the checkpoint (variables are float32 under mixed policies).
@@ -311,7 +307,7 @@ def test_xla_on_one_cpu_device_trains_and_lowers_the_loss(bert_data, tmp_path, c
     assert rc == 0
     out = capsys.readouterr().out
     assert "on 1 replica(s) (OneDeviceStrategy), XLA on" in out
-    summary = _summary(model_dir)
+    summary = read_summary(model_dir)
     first, last = summary["first_logged_metrics"], summary["last_logged_metrics"]
     # Means over steps 1-10 and 31-40: MLM starts near ln(2000) = 7.6.
     assert first["mlm_loss"] > 5.0
