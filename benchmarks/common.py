@@ -26,7 +26,7 @@ def busy_s(t) -> float:
 
 
 def usable_cores() -> int:
-    # The cores this process may run on (a container or taskset can give fewer than the machine has).
+    # The cores this process may run on (a container or taskset can give fewer than the machine).
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
 
