@@ -179,3 +179,27 @@ def garden_block_to_tf1(scope: str, attention: str, tables: Dict[str, str], rest
         return f"{scope}{attention}/output/dense/bias", value
     layer, kind = rest.split("/")
     return f"{scope}{tables[layer]}/{kind}", value
+
+
+def convert_tf1_with_cli(family: str, prefix: str, config: str, out):
+    """Runs `python -m garden.convert --source=tf1` as a user would (fresh process) and loads
+    the pretrainer.keras it wrote to `out`."""
+    import keras
+
+    from testing import run_module
+
+    run_module("garden.convert", "--source=tf1", f"--model={family}", f"--input={prefix}",
+               f"--config={config}", f"--output={out}")
+    return keras.models.load_model(os.path.join(out, "pretrainer.keras"))
+
+
+def assert_refused(convert, config, weights: Dict[str, np.ndarray], match: str,
+                   drop=(), put: Dict[str, np.ndarray] | None = None) -> None:
+    """`convert(config, weights)` with the names in `drop` removed and `put` added or replaced
+    must raise a ValueError whose message matches `match` (the offending name, for the user)."""
+    import pytest
+
+    bad = {k: v for k, v in weights.items() if k not in set(drop)}
+    bad.update(put or {})
+    with pytest.raises(ValueError, match=match):
+        convert(config, bad)

@@ -25,15 +25,25 @@ def padded_batch(vocab_size: int, batch: int = 2, length: int = 12, seed: int = 
     return {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
 
 
+def padded_ids(vocab_size: int, batch: int, length: int, padded_row: int, pad_from: int,
+               seed: int = 0, rng=None):
+    """(token_ids, padding_mask) [batch, length]: random ids in [1, vocab_size), row
+    `padded_row` padded (id 0, mask 0) from position `pad_from` on. `rng` continues a caller's
+    stream (then `seed` is unused)."""
+    rng = np.random.default_rng(seed) if rng is None else rng
+    token_ids = rng.integers(1, vocab_size, (batch, length)).astype("int32")
+    padding_mask = np.ones((batch, length), "int32")
+    padding_mask[padded_row, pad_from:] = 0
+    token_ids[padding_mask == 0] = 0
+    return token_ids, padding_mask
+
+
 def pretrain_batch(vocab_size: int, batch: int = 2, length: int = 12, predictions: int = 4,
                    seed: int = 0) -> dict:
     """A masked-LM batch: two segments, 4 padding positions in row 1, sorted masked positions
     drawn from the real tokens after the first."""
     rng = np.random.default_rng(seed)
-    token_ids = rng.integers(1, vocab_size, (batch, length)).astype("int32")
-    padding_mask = np.ones((batch, length), "int32")
-    padding_mask[1, length - 4:] = 0
-    token_ids[padding_mask == 0] = 0
+    token_ids, padding_mask = padded_ids(vocab_size, batch, length, 1, length - 4, rng=rng)
     segment_ids = np.zeros((batch, length), "int32")
     segment_ids[:, length // 2:] = 1
     positions = np.sort(rng.choice(np.arange(1, length - 4), (batch, predictions)), axis=1)

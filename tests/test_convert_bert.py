@@ -20,8 +20,8 @@ transformers = pytest.importorskip("transformers")
 import keras  # noqa: E402
 
 from convert_testing import (  # noqa: E402
-    hf_bert_to_tf1_weights, max_abs_diff, random_bert_inputs, randomize_torch_, save_hf_dir,
-    torch_state_dict_to_numpy, write_tf1_checkpoint)
+    assert_refused, hf_bert_to_tf1_weights, max_abs_diff, random_bert_inputs, randomize_torch_,
+    save_hf_dir, torch_state_dict_to_numpy, write_tf1_checkpoint)
 from garden import convert  # noqa: E402
 from garden.models.bert import BertBackbone, BertPretrainer  # noqa: E402
 from garden.models.bert.conversion import from_huggingface  # noqa: E402
@@ -136,23 +136,16 @@ def test_missing_unexpected_and_untied_parameters_are_named(hf_pretraining):
     weights = torch_state_dict_to_numpy(hf_pretraining["model"])
     config = hf_pretraining["model"].config.to_dict()
 
-    missing = dict(weights)
-    del missing["bert.encoder.layer.1.output.dense.bias"]
-    with pytest.raises(ValueError, match=r"missing parameters: \['encoder\.layer\.1\.output\.dense\.bias'\]"):
-        from_huggingface(config, missing)
-
-    extra = dict(weights, **{"classifier.weight": np.zeros((2, 32), "float32")})
-    with pytest.raises(ValueError, match=r"unexpected parameters: \['classifier\.weight'\]"):
-        from_huggingface(config, extra)
-
-    untied = dict(weights)
-    untied["cls.predictions.decoder.weight"] = untied["cls.predictions.decoder.weight"] + 1.0
-    with pytest.raises(ValueError, match="not tied"):
-        from_huggingface(config, untied)
-
-    no_nsp = {k: v for k, v in weights.items() if not k.startswith("cls.seq_relationship")}
-    with pytest.raises(ValueError, match="cls.seq_relationship.weight"):
-        from_huggingface(config, no_nsp)
+    assert_refused(from_huggingface, config, weights,
+                   r"missing parameters: \['encoder\.layer\.1\.output\.dense\.bias'\]",
+                   drop=["bert.encoder.layer.1.output.dense.bias"])
+    assert_refused(from_huggingface, config, weights, r"unexpected parameters: \['classifier\.weight'\]",
+                   put={"classifier.weight": np.zeros((2, 32), "float32")})
+    assert_refused(from_huggingface, config, weights, "not tied",
+                   put={"cls.predictions.decoder.weight":
+                        weights["cls.predictions.decoder.weight"] + 1.0})
+    assert_refused(from_huggingface, config, weights, "cls.seq_relationship.weight",
+                   drop=[k for k in weights if k.startswith("cls.seq_relationship")])
 
     with pytest.raises(ValueError, match="hidden_act='gelu_new'"):
         from_huggingface(dict(config, hidden_act="gelu_new"), weights)

@@ -6,16 +6,14 @@ import tensorflow as tf
 from garden.models.bert.presets import bert_backbone_from_preset
 from garden.models.classifier import SequenceClassifier
 from garden.models.roberta.backbone import RobertaBackbone
+from model_testing import padded_ids
 
 VOCAB = 60
 
 
 def _inputs(batch=4, length=10, seed=0):
-    rng = np.random.default_rng(seed)
-    token_ids = rng.integers(1, VOCAB, (batch, length)).astype("int32")
-    padding_mask = np.ones((batch, length), "int32")
-    padding_mask[0, 6:] = 0
-    token_ids[padding_mask == 0] = 0
+    token_ids, padding_mask = padded_ids(VOCAB, batch, length, padded_row=0, pad_from=6,
+                                         seed=seed)
     return {"token_ids": token_ids, "segment_ids": np.zeros_like(token_ids),
             "padding_mask": padding_mask}
 

@@ -9,6 +9,7 @@ transformers = pytest.importorskip("transformers")
 
 from garden.models.albert.backbone import AlbertBackbone  # noqa: E402
 from garden.models.albert.conversion import from_huggingface  # noqa: E402
+from convert_testing import assert_refused  # noqa: E402
 
 TOLERANCE = 1e-4  # float32 max |diff|; the measured differences are ~1e-6
 
@@ -117,19 +118,13 @@ def test_checkpoint_without_tied_copies_converts():
 
 def test_errors_name_the_offending_weights():
     _, config, weights = _reference()
-    missing = dict(weights)
-    del missing["albert.pooler.weight"]
-    with pytest.raises(ValueError, match=r"missing.*pooler\.weight"):
-        from_huggingface(config, missing)
-
-    unexpected = dict(weights, **{"classifier.weight": np.zeros((3, 32), "float32")})
-    with pytest.raises(ValueError, match=r"unexpected.*classifier\.weight"):
-        from_huggingface(config, unexpected)
-
-    wrong_shape = dict(weights)
-    wrong_shape["albert.pooler.weight"] = np.zeros((32, 16), "float32")
-    with pytest.raises(ValueError, match=r"shape mismatches: \['pooler\.weight \(32, 16\) -> pooler_dense/kernel"):
-        from_huggingface(config, wrong_shape)
+    assert_refused(from_huggingface, config, weights, r"missing.*pooler\.weight",
+                   drop=["albert.pooler.weight"])
+    assert_refused(from_huggingface, config, weights, r"unexpected.*classifier\.weight",
+                   put={"classifier.weight": np.zeros((3, 32), "float32")})
+    assert_refused(from_huggingface, config, weights,
+                   r"shape mismatches: \['pooler\.weight \(32, 16\) -> pooler_dense/kernel",
+                   put={"albert.pooler.weight": np.zeros((32, 16), "float32")})
 
     untied = dict(weights)
     untied["predictions.decoder.weight"] = untied["predictions.decoder.weight"] + 1.0

@@ -18,8 +18,7 @@ import tensorflow as tf
 from garden import convert
 from garden.models.albert.backbone import AlbertBackbone
 from garden.models.albert.pretrainer import AlbertPretrainer
-from convert_testing import garden_block_to_tf1
-from testing import run_module
+from convert_testing import convert_tf1_with_cli, garden_block_to_tf1
 
 TOLERANCE = 1e-4
 
@@ -139,9 +138,7 @@ def test_load_tf1_matches_the_original(checkpoint):
 def test_cli_writes_the_models(checkpoint, tmp_path):
     model, prefix, config = checkpoint
     out = tmp_path / "out"
-    run_module("garden.convert", "--source=tf1", "--model=albert", f"--input={prefix}",
-               f"--config={config}", f"--output={out}")
-    loaded = keras.models.load_model(out / "pretrainer.keras")
+    loaded = convert_tf1_with_cli("albert", prefix, config, out)
     assert _max_diff(model(_inputs()), loaded(_inputs())) <= TOLERANCE
     info = json.loads((out / "convert_info.json").read_text())
     assert info["source"] == "tf1" and info["family"] == "albert"

@@ -5,7 +5,7 @@ import pytest
 from garden.models.distilbert.backbone import DistilBertBackbone
 from garden.models.distilbert.presets import PRESETS, distilbert_backbone_from_preset
 from garden.models.distilbert.pretrainer import DistilBertPretrainer
-from model_testing import assert_config_round_trip, assert_keras_file_round_trip
+from model_testing import assert_config_round_trip, assert_keras_file_round_trip, padded_ids
 
 VOCAB = 99
 TINY = dict(vocab_size=VOCAB, num_layers=2, hidden_size=32, num_heads=4, intermediate_size=37,
@@ -13,11 +13,7 @@ TINY = dict(vocab_size=VOCAB, num_layers=2, hidden_size=32, num_heads=4, interme
 
 
 def _inputs():
-    rng = np.random.default_rng(0)
-    token_ids = rng.integers(1, VOCAB, (2, 10)).astype("int32")
-    padding_mask = np.ones((2, 10), "int32")
-    padding_mask[1, 6:] = 0
-    token_ids[padding_mask == 0] = 0
+    token_ids, padding_mask = padded_ids(VOCAB, 2, 10, padded_row=1, pad_from=6)
     return {"token_ids": token_ids, "padding_mask": padding_mask}
 
 

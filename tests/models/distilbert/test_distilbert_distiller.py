@@ -9,6 +9,7 @@ from garden.models.distilbert.backbone import DistilBertBackbone
 from garden.models.distilbert.distiller import (TEACHER_LAYERS, DistilBertDistiller,
                                                 distillation_loss, init_student_from_teacher)
 from garden.models.distilbert.pretrainer import DistilBertPretrainer
+from model_testing import padded_ids
 
 VOCAB = 50
 SIZE = dict(vocab_size=VOCAB, hidden_size=16, num_heads=2, intermediate_size=24)
@@ -26,11 +27,7 @@ def _student(num_layers=6):
 
 
 def _batch():
-    rng = np.random.default_rng(0)
-    token_ids = rng.integers(1, VOCAB, (2, 8)).astype("int32")
-    padding_mask = np.ones((2, 8), "int32")
-    padding_mask[1, 5:] = 0
-    token_ids[padding_mask == 0] = 0
+    token_ids, padding_mask = padded_ids(VOCAB, 2, 8, padded_row=1, pad_from=5)
     return {"token_ids": token_ids, "padding_mask": padding_mask,
             "masked_lm_positions": np.array([[1, 3, 6], [0, 2, 4]], "int32")}
 

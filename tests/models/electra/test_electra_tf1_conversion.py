@@ -17,8 +17,7 @@ import tensorflow as tf
 
 from garden import convert
 from garden.models.electra.presets import electra_pretrainer_from_preset
-from convert_testing import garden_block_to_tf1
-from testing import run_module
+from convert_testing import convert_tf1_with_cli, garden_block_to_tf1
 
 TOLERANCE = 1e-4
 V = 60
@@ -157,9 +156,7 @@ def test_discriminator_only_checkpoint(checkpoint, tmp_path):
 def test_cli_writes_the_discriminator(checkpoint, tmp_path):
     model, prefix, config = checkpoint
     out = tmp_path / "out"
-    run_module("garden.convert", "--source=tf1", "--model=electra", f"--input={prefix}",
-               f"--config={config}", f"--output={out}")
-    loaded = keras.models.load_model(out / "pretrainer.keras")
+    loaded = convert_tf1_with_cli("electra", prefix, config, out)
     assert _max_diff(model.discriminator_model(_inputs()), loaded(_inputs())) <= TOLERANCE
 
 
