@@ -4,14 +4,13 @@ objective's functions and on OBJECTIVE.create_instances as the Beam job calls it
 Tolerances are binomial: |observed - expected| <= 5 * sqrt(p (1 - p) / n).
 """
 
-import argparse
-import math
 
 import numpy as np
 import pytest
 
 from data_pipelines import features
 from data_pipelines.objectives import albert, base
+from objective_testing import objective_parser, originals, within
 
 SPECIALS = ["<pad>", "</s>", "<unk>", "[CLS]", "[SEP]", "[MASK]", "<eod>"]
 ROLES = {"pad": "<pad>", "eos": "</s>", "unk": "<unk>", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]",
@@ -29,17 +28,6 @@ def _vocab(num_words, continuation_every=0):
         tokens.append(f"c{k}" if cont else f"\u2581w{k}")
     return base.make_vocab(tokens, ROLES, word_start=lambda t: t.startswith("\u2581"), control=["<unk>", "<eod>"],
                            name="test-sp")
-
-
-def _within(observed, n, p, sigmas=5.0):
-    return abs(observed / n - p) <= sigmas * math.sqrt(p * (1 - p) / n) + 1e-12
-
-
-def _originals(inst):
-    ids = list(inst["input_ids"])
-    for pos, label in zip(inst["masked_lm_positions"], inst["masked_lm_ids"]):
-        ids[pos] = label
-    return ids
 
 
 def _run(docs, vocab, opts, dupes=(0,), seed=1):
@@ -77,7 +65,7 @@ def test_first_ngram_lengths_follow_one_over_n():
     total = counts.sum()
     assert total > 0.98 * trials
     for n, p in ((1, 6 / 11), (2, 3 / 11), (3, 2 / 11)):
-        assert _within(counts[n], total, p), (n, counts[n] / total, p)
+        assert within(counts[n], total, p), (n, counts[n] / total, p)
 
 
 def test_over_budget_ngrams_fall_back_to_shorter_ones():
@@ -93,7 +81,7 @@ def test_over_budget_ngrams_fall_back_to_shorter_ones():
         chosen = albert.select_ngrams([1] * 300, rng, 1, 3)
         assert len(chosen) == 1 and chosen[0][1] == 1
     # P(n = 1) = 6/11; P(n = 2) = 3/11 + 2/11 (the 3-grams).
-    assert _within(ones, trials, 6 / 11)
+    assert within(ones, trials, 6 / 11)
 
 
 def test_ngrams_never_overlap_and_spend_the_budget():
@@ -141,9 +129,9 @@ def test_mask_budget_and_80_10_10(default_instances):
     V = vocab.size
     # The random replacement is uniform over the whole vocabulary (hits [MASK] or the
     # original with probability 1/V each).
-    assert _within(masked, n, 0.8 + 0.1 / V)
-    assert _within(kept, n, 0.1 + 0.1 / V)
-    assert _within(other, n, 0.1 * (1 - 2 / V))
+    assert within(masked, n, 0.8 + 0.1 / V)
+    assert within(kept, n, 0.1 + 0.1 / V)
+    assert within(other, n, 0.1 * (1 - 2 / V))
 
 
 def test_layout_token_boundary_and_serialization(default_instances):
@@ -151,7 +139,7 @@ def test_layout_token_boundary_and_serialization(default_instances):
     spec = albert.OBJECTIVE.feature_spec(opts)
     assert spec == features.albert_pretrain_spec(128, 20)
     for inst in instances[:50]:
-        ids = _originals(inst)
+        ids = originals(inst)
         assert ids[0] == CLS and ids[-1] == SEP and ids.count(SEP) == 2
         assert len(ids) <= 128 and inst["input_mask"] == [1] * len(ids)
         first_sep = ids.index(SEP)
@@ -169,7 +157,7 @@ def test_whole_word_ngrams_and_token_boundary():
     instances, _ = _run(docs, vocab, opts)
     multi = 0
     for inst in instances:
-        ids = _originals(inst)
+        ids = originals(inst)
         starts = [bool(vocab.is_word_start[t]) for t in ids]
         # token_boundary: word-start pieces and specials, of the unmasked sequence.
         assert inst["token_boundary"] == [int(s) for s in starts]
@@ -202,7 +190,7 @@ def test_sentence_order_labels_and_swaps():
     instances, stats = _run(docs, vocab, opts, dupes=range(8))
     same_doc = swapped = random_b = 0
     for inst in instances:
-        ids = _originals(inst)
+        ids = originals(inst)
         first_sep = ids.index(SEP)
         # (documents, sentence indices) of A and of B.
         a = [(t - FIRST) // sentences for t in ids[1:first_sep]], [(t - FIRST) % sentences for t in ids[1:first_sep]]
@@ -226,7 +214,7 @@ def test_sentence_order_labels_and_swaps():
             assert part == list(range(part[0], part[0] + len(part)))
     assert same_doc > 1000 and random_b >= 5 * 8
     # P(swap) = 0.5 for every chunk of two or more segments.
-    assert _within(swapped, same_doc, 0.5)
+    assert within(swapped, same_doc, 0.5)
     assert stats["sop_label_1"] == swapped + random_b
     assert stats["sop_random_b"] == random_b
 
@@ -244,7 +232,7 @@ def test_exact_tiny_instance():
         seen.add(label)
         # A two-segment chunk is split after the first segment; label 1 swaps A and B.
         expected = [CLS, w[0], w[1], SEP, w[2], w[3], SEP] if label == 0 else [CLS, w[2], w[3], SEP, w[0], w[1], SEP]
-        assert _originals(inst) == expected
+        assert originals(inst) == expected
         assert inst["segment_ids"] == [0, 0, 0, 0, 1, 1, 1]
         assert inst["token_boundary"] == [1] * 7
         # round(7 * 0.15) = 1 prediction.
@@ -273,11 +261,7 @@ def test_bad_input_gives_instances_or_counted_skips():
 
 
 def test_flags_and_defaults():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--max_seq_length", type=int, default=128)
-    parser.add_argument("--dupe_factor", type=int, default=10)
-    albert.OBJECTIVE.add_flags(parser.add_argument_group("albert"))
-    parser.set_defaults(**albert.OBJECTIVE.defaults)
+    parser = objective_parser(albert.OBJECTIVE, dupe_factor=10)
     opts = albert.OBJECTIVE.make_options(parser.parse_args([]))
     assert (opts.max_seq_length, opts.max_predictions_per_seq, opts.ngram, opts.whole_word_mask) == (512, 20, 3, True)
     assert parser.parse_args([]).dupe_factor == 40

@@ -12,6 +12,7 @@ import pytest
 
 from data_pipelines import features
 from data_pipelines.objectives import bert
+from objective_testing import originals, within
 
 CLS, SEP, MASK = 2, 3, 4
 
@@ -20,10 +21,6 @@ def _vocab(size=50, continuation=()):
     tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     tokens += [("##p%d" % i) if i in continuation else ("w%d" % i) for i in range(5, size)]
     return bert.BertVocab.from_tokens(tokens)
-
-
-def _within(observed, n, p, sigmas=5.0):
-    return abs(observed / n - p) <= sigmas * math.sqrt(p * (1 - p) / n) + 1e-12
 
 
 def _corpus(rng, num_docs, sentences_per_doc, sentence_len, vocab_size, disjoint=False):
@@ -36,14 +33,6 @@ def _corpus(rng, num_docs, sentences_per_doc, sentence_len, vocab_size, disjoint
         else:
             docs.append([list(rng.integers(5, vocab_size, size=sentence_len)) for _ in range(sentences_per_doc)])
     return docs
-
-
-def _originals(inst):
-    """input_ids with the masked positions restored to their labels."""
-    ids = list(inst["input_ids"])
-    for pos, label in zip(inst["masked_lm_positions"], inst["masked_lm_ids"]):
-        ids[pos] = label
-    return ids
 
 
 @pytest.fixture(scope="module")
@@ -83,9 +72,9 @@ def test_80_10_10_replacement(default_instances):
                 other += 1
                 other_ids.append(out)
     # A random replacement hits [MASK] or the original id with probability 1/V each.
-    assert _within(masked, n, 0.8 + 0.1 / V)
-    assert _within(kept, n, 0.1 + 0.1 / V)
-    assert _within(other, n, 0.1 * (1 - 2 / V))
+    assert within(masked, n, 0.8 + 0.1 / V)
+    assert within(kept, n, 0.1 + 0.1 / V)
+    assert within(other, n, 0.1 * (1 - 2 / V))
     # Uniform over the WHOLE vocabulary, special tokens included (as the original).
     assert min(other_ids) < 5 and max(other_ids) == V - 1
 
@@ -93,7 +82,7 @@ def test_80_10_10_replacement(default_instances):
 def test_never_masks_special_positions_and_layout(default_instances):
     _, instances = default_instances
     for inst in instances:
-        ids = _originals(inst)
+        ids = originals(inst)
         seg = inst["segment_ids"]
         assert ids[0] == CLS and ids[-1] == SEP
         sep_positions = [i for i, t in enumerate(ids) if t == SEP]
@@ -117,7 +106,7 @@ def test_nsp_labels_random_is_one_and_rate_just_over_half():
     n = len(instances)
     random_next = 0
     for inst in instances:
-        ids = _originals(inst)
+        ids = originals(inst)
         first_sep = ids.index(SEP)
         doc_of = lambda t: (t - 5) // 10
         a_docs = {doc_of(t) for t in ids[1:first_sep]}
@@ -144,7 +133,7 @@ def test_target_length_draw_rate():
     draws = [bert.draw_target_seq_length(rng, 125, 0.1) for _ in range(20000)]
     short = [d for d in draws if d != 125]
     # randint(2, 125) can return 125 itself with prob 1/124.
-    assert _within(len(short), len(draws), 0.1 * 123 / 124)
+    assert within(len(short), len(draws), 0.1 * 123 / 124)
     assert min(short) >= 2 and max(short) <= 124
 
 
@@ -166,7 +155,7 @@ def test_short_sequence_rate_from_long_documents():
         short_passes += max(lengths) < 125
     assert passes > 590
     # P(short pass) = 0.1 * P(randint(2,125) <= 120) = 0.1 * 119/124.
-    assert _within(short_passes, passes, 0.1 * 119 / 124)
+    assert within(short_passes, passes, 0.1 * 119 / 124)
 
 
 def test_truncation_trims_longer_side_and_keeps_both():
@@ -183,7 +172,7 @@ def test_truncation_trims_longer_side_and_keeps_both():
         front += a[0] - 100
         back += 159 - a[-1]
     # 50 trims of A, each from the front with prob 0.5.
-    assert _within(front, front + back, 0.5)
+    assert within(front, front + back, 0.5)
 
     a, b = [1, 2, 3], [4, 5, 6]
     bert.truncate_seq_pair(a, b, 5, np.random.default_rng(0))
@@ -224,7 +213,7 @@ def test_sentence_longer_than_max_seq_length_is_truncated():
     inst = insts[0]
     assert len(inst["input_ids"]) <= 32
     assert inst["next_sentence_labels"] == [1]  # a single-segment chunk always takes a random B
-    ids = _originals(inst)
+    ids = originals(inst)
     first_sep = ids.index(SEP)
     assert first_sep >= 2 and len(ids) - first_sep - 2 >= 1
 
@@ -247,7 +236,7 @@ def test_whole_word_masking_masks_full_words():
     instances = bert.create_instances(docs, np.random.default_rng(9), vocab, opts)
     multi_piece_masked = 0
     for inst in instances:
-        ids = _originals(inst)
+        ids = originals(inst)
         masked = set(inst["masked_lm_positions"])
         n = len(ids)
         assert len(masked) <= min(20, max(1, int(round(n * 0.15))))

@@ -14,15 +14,12 @@ import tensorflow as tf
 
 from data_pipelines import dynamic, features
 from data_pipelines.objectives import base, roberta
+from objective_testing import within
 
 BOS, PAD, EOS, UNK, MASK, EOD = 0, 1, 2, 3, 4, 5
 SPECIALS = (BOS, PAD, EOS, UNK, MASK, EOD)
 VOCAB = 60
 KW = dict(vocab_size=VOCAB, mask_id=MASK, special_ids=SPECIALS)
-
-
-def _within(count, n, p, sigmas=5.0):
-    return abs(count / n - p) <= sigmas * math.sqrt(p * (1 - p) / n)
 
 
 def _blocks(rng, rows, length=128):
@@ -64,7 +61,7 @@ def test_default_slots():
     counts = out["masked_lm_weights"].sum(axis=1)
     assert out["masked_lm_positions"].shape == (400, 77)
     assert set(counts) == {76.0, 77.0}
-    assert _within(int((counts == 77).sum()), 400, 0.8)  # P(int(76.8 + U) = 77) = 0.8
+    assert within(int((counts == 77).sum()), 400, 0.8)  # P(int(76.8 + U) = 77) = 0.8
 
 
 def test_exact_with_rate_one():
@@ -97,8 +94,8 @@ def test_mask_statistics():
     rows, real, masked, mask_tok, kept, rand = _tally(ids, mask, out)
     # num_mask = int(0.15 n + U): 15% of the real tokens (<s>, </s> included in n), ~10k masks.
     assert abs(masked - 0.15 * real) <= 5 * math.sqrt(rows / 4)
-    assert _within(mask_tok, masked, 0.8) and _within(kept, masked, 0.1 + 0.1 / (VOCAB - 6))
-    assert _within(rand, masked, 0.1 * (1 - 1 / (VOCAB - 6)))  # a random draw may hit the original
+    assert within(mask_tok, masked, 0.8) and within(kept, masked, 0.1 + 0.1 / (VOCAB - 6))
+    assert within(rand, masked, 0.1 * (1 - 1 / (VOCAB - 6)))  # a random draw may hit the original
     for r in range(rows):
         w = out["masked_lm_weights"][r] > 0
         pos = out["masked_lm_positions"][r][w]
@@ -110,7 +107,7 @@ def test_mask_statistics():
         assert (out["input_ids"][r][untouched] == ids[r][untouched]).all()
     # Positions uniform among candidates: full rows, first vs second half of the block.
     full = out["masked_lm_positions"][::2][out["masked_lm_weights"][::2] > 0]
-    assert _within(int((full < 64).sum()), len(full), 63 / 127, sigmas=6)  # position 0 (<s>) never
+    assert within(int((full < 64).sum()), len(full), 63 / 127, sigmas=6)  # position 0 (<s>) never
 
 
 def _dataset(ids, mask):
@@ -156,7 +153,7 @@ def test_tf_data_and_offline_paths_have_the_same_distribution():
     # Each path on its own matches the recipe ...
     for rows, real, masked, mask_tok, kept, rand in (a, b):
         assert abs(masked - 0.15 * real) <= 5 * math.sqrt(rows / 4)
-        assert _within(mask_tok, masked, 0.8) and _within(rand, masked, 0.1 * (1 - 1 / 54))
+        assert within(mask_tok, masked, 0.8) and within(rand, masked, 0.1 * (1 - 1 / 54))
     # ... and the two agree with each other (difference of two proportions, 5 sigma).
     for i in (3, 4, 5):
         p = (a[i] + b[i]) / (a[2] + b[2])

@@ -3,14 +3,13 @@
 Tolerances are binomial: |observed - p| <= 5 * sqrt(p (1 - p) / n).
 """
 
-import argparse
-import math
 
 import numpy as np
 import pytest
 
 from data_pipelines import features
 from data_pipelines.objectives import base, electra
+from objective_testing import objective_parser, within
 
 PAD, UNK, CLS, SEP, MASK = 0, 1, 2, 3, 4
 FIRST_WORD = 5
@@ -33,10 +32,6 @@ def _segments(inst):
     a = [t for t, s in zip(ids, seg) if s == 0][1:-1]
     b = [t for t, s in zip(ids, seg) if s == 1][:-1]
     return a, b
-
-
-def _within(count, n, p, sigmas=5.0):
-    return abs(count / n - p) <= sigmas * math.sqrt(p * (1 - p) / n)
 
 
 def test_exact_two_segments_truncation_and_document_tail():
@@ -108,7 +103,7 @@ def test_single_segment_fraction_is_ten_percent(default_run):
     single = sum(not any(f["segment_ids"]) for f in inner)
     # ~1500 inner examples -> 10% +- 3.9% at 5 sigma.
     assert len(inner) > 1200
-    assert _within(single, len(inner), 0.1), single / len(inner)
+    assert within(single, len(inner), 0.1), single / len(inner)
 
 
 def test_first_segment_targets_half_the_length(default_run):
@@ -124,7 +119,7 @@ def test_first_segment_targets_half_the_length(default_run):
 def test_random_length_targets(default_run):
     _, _, instances, stats = default_run
     n = stats["random_length_targets"]
-    assert _within(n, len(instances), 0.05), n / len(instances)
+    assert within(n, len(instances), 0.05), n / len(instances)
     # A random target in [5, 64] gives shorter examples: the short ones are about that many.
     inner_lengths = np.array([len(f["input_ids"]) for _, f in instances])
     assert (inner_lengths < 40).sum() >= 0.5 * n
@@ -141,10 +136,7 @@ def test_bad_input_gives_instances_or_counted_skips():
 
 
 def test_flags_and_defaults():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--max_seq_length", type=int, default=999)
-    electra.OBJECTIVE.add_flags(parser.add_argument_group("electra"))
-    parser.set_defaults(**electra.OBJECTIVE.defaults)
+    parser = objective_parser(electra.OBJECTIVE, 999)
     assert electra.OBJECTIVE.make_options(parser.parse_args([])) == electra.ElectraOptions()
     assert electra.ElectraOptions() == electra.ElectraOptions(128, 0.1, 0.05)
     assert electra.OBJECTIVE.defaults["dupe_factor"] == 1

@@ -4,7 +4,6 @@ checked on the objective's functions and on OBJECTIVE.create_instances as the jo
 Tolerances are binomial: |observed - expected| <= 5 * sqrt(p (1 - p) / n).
 """
 
-import argparse
 import math
 import re
 
@@ -13,6 +12,7 @@ import pytest
 
 from data_pipelines import features
 from data_pipelines.objectives import base, ernie
+from objective_testing import objective_parser, originals, within
 
 CLS, SEP, MASK = 2, 3, 4
 WORDS = range(5, 45)         # word-start pieces of ordinary words
@@ -26,17 +26,6 @@ def _vocab():
     tokens += [f"##c{i}" if i in CONT or i in UNIT_CONT else f"w{i}" for i in range(5, 110)]
     return base.make_vocab(tokens, {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]",
                                     "mask": "[MASK]"}, word_start=lambda t: not t.startswith("##"), name="test-wp")
-
-
-def _within(observed, n, p, sigmas=5.0):
-    return abs(observed / n - p) <= sigmas * math.sqrt(p * (1 - p) / n) + 1e-12
-
-
-def _originals(inst):
-    ids = list(inst["input_ids"])
-    for pos, label in zip(inst["masked_lm_positions"], inst["masked_lm_ids"]):
-        ids[pos] = label
-    return ids
 
 
 def _docs(rng, num_docs, sentences, items):
@@ -111,7 +100,7 @@ def test_masked_units_and_words_are_whole(unit_level):
     assert len(instances) > 150
     masked_units = mixed_fates = 0
     for inst in instances:
-        ids = _originals(inst)
+        ids = originals(inst)
         masked = set(inst["masked_lm_positions"])
         units, words = _groups(ids, vocab)
         for group in units + words:
@@ -143,7 +132,7 @@ def test_mask_rate_and_80_10_10(unit_level):
     # A unit larger than the remaining budget is skipped, but single-piece words fill the rest.
     assert total >= 0.97 * budget_total
     V = vocab.size
-    assert _within(masked, n, 0.8 + 0.1 / V) and _within(kept, n, 0.1 + 0.1 / V)
+    assert within(masked, n, 0.8 + 0.1 / V) and within(kept, n, 0.1 + 0.1 / V)
 
 
 def test_piece_level_instances_ignore_units():
@@ -154,13 +143,13 @@ def test_piece_level_instances_ignore_units():
     partial = 0
     for inst in instances:
         masked = set(inst["masked_lm_positions"])
-        units, _ = _groups(_originals(inst), vocab)
+        units, _ = _groups(originals(inst), vocab)
         partial += sum(1 for u in units if masked.intersection(u) and not masked.issuperset(u))
     assert partial > 50 and "unit_level_instances" not in stats
 
     opts = ernie.ErnieOptions(max_seq_length=96, max_predictions_per_seq=14, unit_level_fraction=0.5)
     instances, stats = _run(docs, vocab, opts, dupes=range(3))
-    assert _within(stats["unit_level_instances"], len(instances), 0.5)
+    assert within(stats["unit_level_instances"], len(instances), 0.5)
 
 
 def test_nsp_labels(unit_level):
@@ -255,10 +244,7 @@ def test_bad_input_gives_instances_or_counted_skips():
 
 
 def test_flags_and_record():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--max_seq_length", type=int, default=128)
-    ernie.OBJECTIVE.add_flags(parser.add_argument_group("ernie"))
-    parser.set_defaults(**ernie.OBJECTIVE.defaults)
+    parser = objective_parser(ernie.OBJECTIVE)
     opts = ernie.OBJECTIVE.make_options(parser.parse_args([]))
     assert (opts.max_seq_length, opts.max_predictions_per_seq, opts.unit_level_fraction) == (128, 20, 1.0)
     assert ernie.OBJECTIVE.make_options(parser.parse_args(["--unit_level_fraction=0.25"])).unit_level_fraction == 0.25

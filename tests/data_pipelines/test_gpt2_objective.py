@@ -4,13 +4,13 @@ data_pipelines/objectives/gpt2.py: every document is followed by <|endoftext|>; 
 stream is cut into blocks of exactly max_seq_length; the tail is dropped and counted.
 """
 
-import argparse
 
 import numpy as np
 import pytest
 
 from data_pipelines import features
 from data_pipelines.objectives import base, gpt2
+from objective_testing import objective_parser
 
 BOS, PAD, EOS, UNK, MASK, EOD = 0, 1, 2, 3, 4, 5
 FIRST_WORD = 6
@@ -79,10 +79,7 @@ def test_pool_shorter_than_a_block_and_empty_pool():
 
 
 def test_flags_defaults_and_summary():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--max_seq_length", type=int, default=128)
-    gpt2.OBJECTIVE.add_flags(parser.add_argument_group("gpt2"))
-    parser.set_defaults(**gpt2.OBJECTIVE.defaults)
+    parser = objective_parser(gpt2.OBJECTIVE)
     assert gpt2.OBJECTIVE.make_options(parser.parse_args([])) == gpt2.GPT2Options(max_seq_length=1024)
     assert gpt2.OBJECTIVE.tokenizer == "bpe"
     with pytest.raises(ValueError, match="max_seq_length must be >= 2 .*got 1"):

@@ -5,13 +5,13 @@ most max_seq_length - 1 pieces; every sentence followed by </s>; FULL-SENTENCES 
 </s> between documents; over-long sentences are split; the last partial block is written.
 """
 
-import argparse
 
 import numpy as np
 import pytest
 
 from data_pipelines import features
 from data_pipelines.objectives import base, roberta
+from objective_testing import objective_parser
 
 # Byte-level BPE role tokens (ids 0..5), then word pieces.
 BOS, PAD, EOS, UNK, MASK, EOD = 0, 1, 2, 3, 4, 5
@@ -159,10 +159,7 @@ def test_bad_input_gives_instances_or_counted_skips():
 
 
 def test_flags_and_defaults():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--max_seq_length", type=int, default=128)
-    roberta.OBJECTIVE.add_flags(parser.add_argument_group("roberta"))
-    parser.set_defaults(**roberta.OBJECTIVE.defaults)
+    parser = objective_parser(roberta.OBJECTIVE)
     opts = roberta.OBJECTIVE.make_options(parser.parse_args([]))
     assert opts == roberta.RobertaOptions(max_seq_length=512, packing="full_sentences")
     assert roberta.OBJECTIVE.defaults["dupe_factor"] == 1  # masking is dynamic

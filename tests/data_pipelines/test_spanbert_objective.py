@@ -4,7 +4,6 @@ checked on the objective's functions and on OBJECTIVE.create_instances as the jo
 Tolerances are 5 standard errors of the statistic on the sample at hand.
 """
 
-import argparse
 import math
 
 import numpy as np
@@ -12,6 +11,7 @@ import pytest
 
 from data_pipelines import features
 from data_pipelines.objectives import base, spanbert
+from objective_testing import objective_parser, within
 
 CLS, SEP, MASK = 2, 3, 4
 FIRST = 5
@@ -26,10 +26,6 @@ def _vocab(continuation=range(45, 65)):
     tokens += [(f"##c{i}" if i in continuation else f"w{i}") for i in range(5, 80)]
     return base.make_vocab(tokens, {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]",
                                     "mask": "[MASK]"}, word_start=lambda t: not t.startswith("##"), name="test-wp")
-
-
-def _within(observed, n, p, sigmas=5.0):
-    return abs(observed / n - p) <= sigmas * math.sqrt(p * (1 - p) / n) + 1e-12
 
 
 def _truncated_geometric(p, upper):
@@ -111,7 +107,7 @@ def test_first_span_length_in_words_is_truncated_geometric(p):
     assert abs(np.mean(lengths) - mean) <= 5 * math.sqrt(var / n), (np.mean(lengths), mean)
     assert min(lengths) == 1 and max(lengths) == 10
     # P(1 word) = p / (1 - (1-p)^10).
-    assert _within(lengths.count(1), n, p / (1 - (1 - p) ** 10))
+    assert within(lengths.count(1), n, p / (1 - (1 - p) ** 10))
 
 
 def test_spans_are_merged_whole_words_within_budget():
@@ -195,10 +191,10 @@ def test_per_span_replacement_80_10_10(per_span):
                              if inst["input_ids"][p] in REPLACEMENT]
     n = sum(spans.values())
     assert n > 500
-    assert _within(spans["mask"], n, 0.8) and _within(spans["random"], n, 0.1) and _within(spans["keep"], n, 0.1)
+    assert within(spans["mask"], n, 0.8) and within(spans["random"], n, 0.1) and within(spans["keep"], n, 0.1)
     assert stats["unigram_replaced_tokens"] == len(replacements)
     # Unigram counts 1 : 3 -> the second replacement id 3/4 of the time; specials never.
-    assert _within(replacements.count(REPLACEMENT[1]), len(replacements), 0.75)
+    assert within(replacements.count(REPLACEMENT[1]), len(replacements), 0.75)
 
 
 def test_sbo_features_match_the_masked_runs(per_span):
@@ -261,7 +257,7 @@ def test_per_token_replacement_mixes_within_spans():
             pieces += len(fates)
             masked += fates.count("mask")
     assert mixed > 100 and stats["span_fate/mixed"] == mixed
-    assert _within(masked, pieces, 0.8)
+    assert within(masked, pieces, 0.8)
 
 
 def test_unigram_fallback_is_uniform_over_non_special_ids_and_counted():
@@ -308,10 +304,7 @@ def test_bad_input_gives_instances_or_counted_skips():
 
 
 def test_flags_defaults_and_spec():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--max_seq_length", type=int, default=128)
-    spanbert.OBJECTIVE.add_flags(parser.add_argument_group("spanbert"))
-    parser.set_defaults(**spanbert.OBJECTIVE.defaults)
+    parser = objective_parser(spanbert.OBJECTIVE)
     opts = spanbert.OBJECTIVE.make_options(parser.parse_args([]))
     assert opts == spanbert.SpanBertOptions(max_seq_length=512, max_predictions_per_seq=80, masked_lm_prob=0.15,
                                             geometric_p=0.2, max_span_length=10, replacement="per_span",

@@ -6,13 +6,13 @@ speed); rates and distributions with binomial tolerances: |observed - expected| 
 """
 
 import argparse
-import math
 
 import numpy as np
 import pytest
 
 from data_pipelines import features
 from data_pipelines.objectives import base, xlnet
+from objective_testing import within
 
 # SentencePiece-style vocabulary: <pad>=0 </s>=1 <unk>=2 [CLS]=3 [SEP]=4 [MASK]=5 <eod>=6,
 # then word starts "\u2581w*" (7..46) and continuation pieces "c*" (47..66).
@@ -29,10 +29,6 @@ SPAN_P = [0.4380, 0.2190, 0.1460, 0.1095, 0.0876]
 
 def _vocab():
     return base.make_vocab(TOKENS, ROLES, word_start=lambda t: t.startswith("\u2581"), name="test-sp")
-
-
-def _within(observed, n, p, sigmas=5.0):
-    return abs(observed / n - p) <= sigmas * math.sqrt(p * (1 - p) / n) + 1e-12
 
 
 def _sentence(rng, words):
@@ -182,7 +178,7 @@ def test_factorization_order_is_random(generated):
             first, last = half[0], half[-1]
             yes += int(m[last, first] == 0)  # the rightmost sees the leftmost: leftmost earlier
             n += 1
-    assert _within(yes, n, 0.5)
+    assert within(yes, n, 0.5)
 
 
 def test_serialize_and_parse():
@@ -297,7 +293,7 @@ def test_split_a_and_b_real_or_random():
             # A random run of whole sentences from anywhere in the stream.
             assert b0 % 5 == 0
     # 50% real continuation: 2000 +- 5 * 32.
-    assert _within(real, n, 0.5)
+    assert within(real, n, 0.5)
     # No cut point (one long sentence): always random.
     one = np.zeros(100, dtype=np.int8)
     assert not any(xlnet.split_a_and_b(one, xlnet.sentence_boundaries(one), 10, 23, rng)[4] for _ in range(50))
@@ -308,7 +304,7 @@ def test_split_a_and_b_real_or_random():
 def test_random_b_fraction_in_instances(generated):
     _, _, instances, ctx = generated
     # Sentences are shorter than tot_len, so every block has a cut point: 50% random B.
-    assert _within(ctx.stats.get("b_random", 0), len(instances), 0.5)
+    assert within(ctx.stats.get("b_random", 0), len(instances), 0.5)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -338,7 +334,7 @@ def test_span_lengths_proportional_to_one_over_n():
     n = len(lengths)
     assert n > 5000 and lengths.min() >= 1 and lengths.max() <= 5
     for k, p in enumerate(SPAN_P, start=1):
-        assert _within((lengths == k).sum(), n, p), (k, (lengths == k).mean(), p)
+        assert within((lengths == k).sum(), n, p), (k, (lengths == k).mean(), p)
 
 
 def _word_sequence(rng, num_words):
@@ -373,7 +369,7 @@ def test_word_spans_cover_whole_words():
     n = len(words)
     assert words.min() >= 1 and words.max() <= 5
     for k, p in enumerate(SPAN_P, start=1):
-        assert _within((words == k).sum(), n, p)
+        assert within((words == k).sum(), n, p)
 
 
 def test_goal_top_up_and_forbidden_positions():
