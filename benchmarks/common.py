@@ -13,8 +13,6 @@ import os
 import platform
 from typing import Iterable, List
 
-import psutil
-
 
 def log(msg: str) -> None:
     print(f"[{datetime.datetime.now():%H:%M:%S}] {msg}", flush=True)

@@ -51,11 +51,22 @@ def pretrain_batch(vocab_size: int, batch: int = 2, length: int = 12, prediction
             "masked_lm_positions": positions.astype("int32")}
 
 
-def assert_config_round_trip(model):
-    """from_config(get_config()) rebuilds a model with the same config; returns (config, clone)."""
+def assert_config_round_trip(model, expected: dict | None = None, inputs: dict | None = None,
+                             key: str = "sequence_output"):
+    """from_config(get_config()) rebuilds a model with the same config; returns (config, clone).
+
+    expected: config entries the model must report (a subset of its config).
+    inputs: when given, the clone takes the model's weights and must then compute the same
+        `key` output bit for bit (the config alone rebuilds the whole architecture).
+    """
     config = model.get_config()
+    if expected is not None:
+        assert {k: config[k] for k in expected} == expected
     clone = type(model).from_config(config)
     assert clone.get_config() == config
+    if inputs is not None:
+        clone.set_weights(model.get_weights())
+        np.testing.assert_array_equal(clone(inputs)[key].numpy(), model(inputs)[key].numpy())
     return config, clone
 
 

@@ -7,7 +7,6 @@ TF1 -> Hugging Face table); converting it back must give the same outputs.
 """
 
 import json
-import os
 import re
 
 import keras

@@ -2,12 +2,11 @@ import numpy as np
 import keras
 import pytest
 
-from garden.models.bert.backbone import BertBackbone
 from garden.models.bert.pretrainer import BertPretrainer
 from garden.models.bert.presets import PRESETS, bert_backbone_from_preset
 
 import bert_reference as ref
-from model_testing import assert_keras_file_round_trip, padded_batch
+from model_testing import assert_config_round_trip, assert_keras_file_round_trip, padded_batch
 
 VOCAB = 100
 
@@ -75,16 +74,9 @@ def test_token_embedding_is_the_word_table(backbone):
 
 
 def test_config_round_trip(backbone):
-    config = backbone.get_config()
     expected = dict(PRESETS["bert_tiny"], vocab_size=VOCAB, dropout=0.1, initializer_range=0.02,
                     layer_norm_epsilon=1e-12, dtype=None)
-    assert {k: config[k] for k in expected} == expected
-    clone = BertBackbone.from_config(config)
-    assert clone.get_config() == config
-    clone.set_weights(backbone.get_weights())
-    inputs = _inputs()
-    np.testing.assert_array_equal(clone(inputs)["sequence_output"].numpy(),
-                                  backbone(inputs)["sequence_output"].numpy())
+    assert_config_round_trip(backbone, expected, _inputs())
 
 
 def test_save_and_load_keras_file(backbone, tmp_path):
