@@ -203,3 +203,19 @@ def assert_refused(convert, config, weights: Dict[str, np.ndarray], match: str,
     bad.update(put or {})
     with pytest.raises(ValueError, match=match):
         convert(config, bad)
+
+
+def assert_sequence_parity(backbone, hf_sequence, token_ids, padding_mask, tol: float = 1e-4):
+    """Our backbone's sequence_output equals the reference's on the real (unpadded) positions."""
+    ours = backbone({"token_ids": token_ids, "padding_mask": padding_mask}, training=False)
+    real = padding_mask.astype(bool)
+    assert max_abs_diff(ours["sequence_output"].numpy()[real], hf_sequence[real]) <= tol
+
+
+def assert_mlm_parity(pretrainer, hf_logits, token_ids, padding_mask, positions,
+                      tol: float = 1e-4):
+    """Our pretrainer's mlm_logits at `positions` equal the reference's full-sequence logits
+    gathered at the same positions."""
+    ours = pretrainer({"token_ids": token_ids, "padding_mask": padding_mask,
+                       "masked_lm_positions": positions}, training=False)["mlm_logits"]
+    assert max_abs_diff(ours, np.take_along_axis(hf_logits, positions[..., None], 1)) <= tol

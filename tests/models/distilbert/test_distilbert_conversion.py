@@ -10,8 +10,9 @@ from garden.models.distilbert.pretrainer import DistilBertPretrainer
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from convert_testing import (hf_sequence_and_logits, max_abs_diff, randomize_torch_,  # noqa: E402
-                             save_hf_dir, torch_state_dict_to_numpy)
+from convert_testing import (assert_mlm_parity, assert_sequence_parity,  # noqa: E402
+                             hf_sequence_and_logits, randomize_torch_, save_hf_dir,
+                             torch_state_dict_to_numpy)
 
 
 @pytest.fixture(scope="module")
@@ -41,12 +42,8 @@ def test_parity_with_hugging_face_distilbert_for_masked_lm(reference):
     assert isinstance(models["pretrainer"], DistilBertPretrainer)
     token_ids, padding_mask, positions = _inputs()
     hf_sequence, hf_logits = hf_sequence_and_logits(model, token_ids, padding_mask)
-    ours = models["pretrainer"]({"token_ids": token_ids, "padding_mask": padding_mask,
-                                 "masked_lm_positions": positions}, training=False)
-    real = padding_mask.astype(bool)
-    assert max_abs_diff(ours["sequence_output"].numpy()[real], hf_sequence[real]) <= 1e-4
-    assert max_abs_diff(ours["mlm_logits"],
-                        np.take_along_axis(hf_logits, positions[..., None], 1)) <= 1e-4
+    assert_sequence_parity(models["backbone"], hf_sequence, token_ids, padding_mask)
+    assert_mlm_parity(models["pretrainer"], hf_logits, token_ids, padding_mask, positions)
     assert np.abs(hf_logits).max() > 1.0  # large weights: a layout error could not hide
 
 
@@ -60,15 +57,11 @@ def test_backbone_only_checkpoint_and_directory(reference, tmp_path):
     assert models["pretrainer"] is None
     token_ids, padding_mask, positions = _inputs()
     hf_sequence, hf_logits = hf_sequence_and_logits(masked_lm, token_ids, padding_mask)
-    real = padding_mask.astype(bool)
-    sequence = models["backbone"]({"token_ids": token_ids, "padding_mask": padding_mask})
-    assert max_abs_diff(sequence["sequence_output"].numpy()[real], hf_sequence[real]) <= 1e-4
+    assert_sequence_parity(models["backbone"], hf_sequence, token_ids, padding_mask)
 
     # save_pretrained drops the tied vocab_projector.weight; garden.convert dispatches here.
     loaded = load_huggingface(save_hf_dir(masked_lm, str(tmp_path / "hf")), "distilbert")
-    logits = loaded["pretrainer"]({"token_ids": token_ids, "padding_mask": padding_mask,
-                                   "masked_lm_positions": positions})["mlm_logits"]
-    assert max_abs_diff(logits, np.take_along_axis(hf_logits, positions[..., None], 1)) <= 1e-4
+    assert_mlm_parity(loaded["pretrainer"], hf_logits, token_ids, padding_mask, positions)
 
 
 def test_mismatched_checkpoint_names_the_parameters(reference):

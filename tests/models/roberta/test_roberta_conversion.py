@@ -10,7 +10,8 @@ from garden.models.roberta.pretrainer import RobertaPretrainer
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from convert_testing import (hf_sequence_and_logits, max_abs_diff, randomize_torch_,  # noqa: E402
+from convert_testing import (assert_mlm_parity, assert_sequence_parity,  # noqa: E402
+                             hf_sequence_and_logits, max_abs_diff, randomize_torch_,
                              save_hf_dir, torch_state_dict_to_numpy)
 
 PAD = 1
@@ -50,16 +51,10 @@ def test_parity_with_hugging_face_roberta_for_masked_lm(reference):
 
     token_ids, padding_mask, positions = _inputs()
     hf_sequence, hf_logits = hf_sequence_and_logits(model, token_ids, padding_mask)
-    ours = models["pretrainer"]({"token_ids": token_ids, "padding_mask": padding_mask,
-                                 "masked_lm_positions": positions}, training=False)
-    sequence = models["backbone"]({"token_ids": token_ids, "padding_mask": padding_mask},
-                                  training=False)["sequence_output"].numpy()
-    real = padding_mask.astype(bool)
-    assert max_abs_diff(sequence[real], hf_sequence[real]) <= 1e-4
-    want_logits = np.take_along_axis(hf_logits, positions[..., None], axis=1)
-    assert max_abs_diff(ours["mlm_logits"], want_logits) <= 1e-4
+    assert_sequence_parity(models["backbone"], hf_sequence, token_ids, padding_mask)
+    assert_mlm_parity(models["pretrainer"], hf_logits, token_ids, padding_mask, positions)
     # Sensitivity: BERT-style positions (rows 0..T-1) would be far off.
-    assert np.abs(hf_sequence[real]).max() > 0.1
+    assert np.abs(hf_sequence[padding_mask.astype(bool)]).max() > 0.1
 
 
 def test_parity_of_roberta_model_with_pooler(reference):
@@ -90,9 +85,7 @@ def test_load_huggingface_directory(reference, tmp_path):
     models = load_huggingface(save_hf_dir(model, str(tmp_path / "hf")), "roberta")
     token_ids, padding_mask, positions = _inputs()
     _, hf_logits = hf_sequence_and_logits(model, token_ids, padding_mask)
-    ours = models["pretrainer"]({"token_ids": token_ids, "padding_mask": padding_mask,
-                                 "masked_lm_positions": positions})["mlm_logits"]
-    assert max_abs_diff(ours, np.take_along_axis(hf_logits, positions[..., None], 1)) <= 1e-4
+    assert_mlm_parity(models["pretrainer"], hf_logits, token_ids, padding_mask, positions)
 
 
 def test_mismatched_checkpoint_names_the_parameters(reference):
