@@ -21,6 +21,13 @@ def _sentences(seed, n):
 
 
 @pytest.fixture(scope="session")
+def sentences():
+    """_sentences(seed, n): n random sentences of the tiny vocabulary (a fixture, because a
+    `from conftest import` would find whichever tests/*/conftest.py was imported first)."""
+    return _sentences
+
+
+@pytest.fixture(scope="session")
 def tiny_vocab():
     return list(TINY_VOCAB)
 

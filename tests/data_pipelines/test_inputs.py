@@ -48,8 +48,8 @@ def test_read_jsonl_units_and_bad_lines():
                                       ("invalid_utf8", 6)])
 
 
-def test_jsonl_input_end_to_end(tmp_path, tiny_vocab_path):
-    from conftest import _sentences
+def test_jsonl_input_end_to_end(tmp_path, tiny_vocab_path, sentences):
+    _sentences = sentences
 
     docs = [" ".join(t.capitalize() for t in _sentences(k, 5)) for k in range(8)]
     path = tmp_path / "docs.jsonl"
@@ -67,10 +67,10 @@ def test_jsonl_input_end_to_end(tmp_path, tiny_vocab_path):
     assert info["arguments"]["input_format"] == "jsonl"
 
 
-def test_tfds_input_end_to_end(tmp_path, tiny_vocab_path):
+def test_tfds_input_end_to_end(tmp_path, tiny_vocab_path, sentences):
     import tensorflow as tf
     import tensorflow_datasets as tfds
-    from conftest import _sentences
+    _sentences = sentences
 
     texts = [" ".join(t.capitalize() for t in _sentences(100 + k, 4)) for k in range(12)] + [""]
     builder = tfds.dataset_builders.TfDataBuilder(
@@ -88,8 +88,8 @@ def test_tfds_input_end_to_end(tmp_path, tiny_vocab_path):
                                 f"--tfds_data_dir={tmp_path / 'tfds'}"))
 
 
-def test_huge_line_is_skipped_not_loaded(tmp_path, tiny_vocab_path):
-    from conftest import _sentences
+def test_huge_line_is_skipped_not_loaded(tmp_path, tiny_vocab_path, sentences):
+    _sentences = sentences
 
     path = tmp_path / "big.txt"
     with open(path, "wb") as f:
