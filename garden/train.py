@@ -81,6 +81,8 @@ def train(model_dir: str, strategy, task=gin.REQUIRED, train_steps: int = gin.RE
         task.prepare()
         setup.check_arguments(train_steps, global_batch_size, strategy.num_replicas_in_sync,
                               gradient_accumulation_steps)
+        for warning in setup.schedule_warnings(train_steps, warmup_steps, lr_schedule):
+            print(f"[train] warning: {warning}", flush=True)
         if jit_compile is None:
             # XLA cannot reach other logical CPU devices' variables; on one CPU it only adds
             # compile time. Keep it for GPUs and TPUs.

@@ -312,7 +312,15 @@ class SentenceClassification(Task):
         return ds.map(encode, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
     def schedule(self, train_steps: int) -> List[Stage]:
+        warned = []
+
         def dataset_fn(input_context, batch_size, seed, skip_batches):
+            if len(self.train_rows) < batch_size and not warned:
+                # Repeated to fill the batch: every batch holds the same examples more than once.
+                warned.append(True)
+                print(f"[{self.name}] warning: {self.train_file} has {len(self.train_rows)} "
+                      f"examples, fewer than one batch of {batch_size}: each batch repeats "
+                      f"them; lower train.global_batch_size", flush=True)
             return self._dataset(self.train_rows, self.train_labels, batch_size, shuffle_seed=seed,
                                  repeat=True, skip=skip_batches, input_context=input_context)
 

@@ -30,6 +30,18 @@ def check_arguments(train_steps, global_batch_size, replicas: int,
                           f"{replicas} replicas x {gradient_accumulation_steps} accumulation steps")
 
 
+def schedule_warnings(train_steps: int, warmup_steps: int, lr_schedule: str) -> list:
+    """Settings that run but surely do not do what was meant (issue 13 item 9), as lines
+    the trainer prints before the first step."""
+    warnings = []
+    if lr_schedule != "slanted_triangular" and warmup_steps >= train_steps:
+        warnings.append(
+            f"train.warmup_steps ({warmup_steps}) >= train.train_steps ({train_steps}): the "
+            f"learning rate never leaves warmup and never reaches train.learning_rate; bind "
+            f"train.warmup_steps to a share of the run (BERT: 1%, GLUE fine-tuning: 10%)")
+    return warnings
+
+
 def check_writable(model_dir: str) -> None:
     import tensorflow as tf
 

@@ -111,3 +111,15 @@ def test_regression_refuses_label_names(tmp_path):
     with pytest.raises(ValueError, match="a regression task has none"):
         SentenceClassification(backbone=None, vocab="v", train_file="t", eval_file="e",
                                label_names=["a", "b"], regression=True)
+
+
+def test_a_train_file_smaller_than_one_batch_is_announced_once(regression_task, capsys):
+    # 4 examples in batches of 32: the repeated dataset fills each batch with copies.
+    stage = regression_task.schedule(10)[0]
+    stage.dataset_fn(None, 32, 0, 0)
+    stage.dataset_fn(None, 32, 0, 0)  # a second input pipeline: no second warning
+    out = capsys.readouterr().out
+    assert out.count("fewer than one batch of 32") == 1, out
+    assert "sts.tsv has 4 examples" in out
+    regression_task.schedule(10)[0].dataset_fn(None, 4, 0, 0)  # a batch the file fills
+    assert "fewer than one batch" not in capsys.readouterr().out

@@ -220,3 +220,11 @@ def test_the_serving_module_goes_to_the_one_exporter(tmp_path, monkeypatch):
 
     assert report.export(Served(), "m") == f"{tmp_path}/clf/1"
     assert calls == [(("module of", "m"), str(tmp_path), "clf")]
+
+
+def test_warmup_longer_than_the_run_is_announced():
+    (warning,) = setup.schedule_warnings(train_steps=100, warmup_steps=100, lr_schedule="linear")
+    assert "never leaves warmup" in warning and "(100)" in warning
+    assert setup.schedule_warnings(train_steps=100, warmup_steps=10, lr_schedule="linear") == []
+    # ULMFiT's slanted triangular schedule rises for warmup_steps by design of its own.
+    assert setup.schedule_warnings(100, 100, "slanted_triangular") == []
