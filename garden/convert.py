@@ -75,6 +75,9 @@ def _converter(family: str, function: str):
 # --- Hugging Face -----------------------------------------------------------------------------
 
 def _hf_directory(path_or_dir: str) -> str:
+    if not os.path.exists(path_or_dir):
+        raise FileNotFoundError(f"{path_or_dir} does not exist: give a Hugging Face checkpoint "
+                                f"directory (config.json next to its weights)")
     return path_or_dir if os.path.isdir(path_or_dir) else os.path.dirname(path_or_dir)
 
 
@@ -329,8 +332,12 @@ def main(argv=None) -> int:
                              "Garden's default encoder (the garden uses the exact GELU)")
     args = parser.parse_args(argv)
 
-    models, config = convert(args.source, args.model, args.input, args.config,
-                             args.allow_approximate_gelu)
+    try:
+        models, config = convert(args.source, args.model, args.input, args.config,
+                                 args.allow_approximate_gelu)
+    except (FileNotFoundError, ValueError) as e:  # a wrong path or a checkpoint that does not fit
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     os.makedirs(args.output, exist_ok=True)
     written = {}
     for key in ("backbone", "pretrainer"):

@@ -248,3 +248,14 @@ def test_bert_base_parameter_count_matches_hugging_face():
     backbone = BertBackbone(**PRESETS["bert_base"])
     assert backbone.count_params() == hf_count == 109_482_240
     assert BertPretrainer(backbone).count_params() == hf_pt_count
+
+
+def test_convert_of_a_missing_directory_is_one_line_naming_it(tmp_path):
+    missing = tmp_path / "no_such_checkpoint"
+    proc = run_module("garden.convert", "--source=huggingface", "--model=bert",
+                      f"--input={missing}", f"--output={tmp_path / 'out'}", check=False,
+                      timeout=120)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    assert f"error: {missing} does not exist" in proc.stderr
+    assert not (tmp_path / "out").exists()
