@@ -277,6 +277,11 @@ def match_files(pattern: str, flag: str = "--input") -> List[str]:
         raise InputError(f"cannot list {flag}={pattern}: {e}") from e
     if not matched:
         raise InputError(f"{flag}={pattern} matches no files; check the path/glob")
+    # A local directory matches itself; reading it fails deep inside a worker.
+    folders = [m.path for m in matched if "://" not in m.path and os.path.isdir(m.path)]
+    if folders:
+        raise InputError(f"{flag}={pattern} names a directory ({folders[0]}), not files: give "
+                         f"a glob of its files, e.g. {flag}='{folders[0].rstrip('/')}/*.txt'")
     return sorted(m.path for m in matched)
 
 

@@ -270,6 +270,13 @@ def test_failed_run_leaves_no_completed(e2e, tiny_corpus, tiny_vocab_path, tmp_p
 def test_clear_errors(tmp_path, tiny_corpus, tiny_vocab_path, capsys):
     with pytest.raises(SystemExit, match="matches no files"):
         make_pretrain.run(_argv({"pattern": str(tmp_path / "nothing-*.txt")}, tiny_vocab_path, str(tmp_path / "o")))
+    # A directory matches itself; it must be refused at launch, not fail inside a worker.
+    folder = tmp_path / "corpus_dir"
+    folder.mkdir()
+    (folder / "a.txt").write_text("the cat sat .\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match=r"names a directory .*corpus_dir/\*\.txt"):
+        make_pretrain.run(_argv({"pattern": str(folder)}, tiny_vocab_path, str(tmp_path / "o")))
+    assert not os.path.exists(tmp_path / "o" / "COMPLETED")
     missing = str(tmp_path / "missing_vocab.txt")
     with pytest.raises(tokenizers.VocabularyError, match="missing_vocab.txt"):
         make_pretrain.run(_argv(tiny_corpus, missing, str(tmp_path / "o")))
