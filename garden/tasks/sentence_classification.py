@@ -304,8 +304,13 @@ class SentenceClassification(Task):
         ds = ds.batch(batch_size, drop_remainder=repeat)
         ds = data.shard_batches(ds, input_context, skip)
 
+        # Built here, eagerly, not inside the map's trace: a tokenizer first made in a tf.data
+        # graph holds that graph's tensors, and a second dataset (another input pipeline, the
+        # evaluation) could not use it.
+        packer = self.packer
+
         def encode(cols, label):
-            inputs = self.packer(cols["text_a"], cols.get("text_b"))
+            inputs = packer(cols["text_a"], cols.get("text_b"))
             inputs["label_ids"] = label
             return inputs
 
