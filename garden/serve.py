@@ -1,0 +1,127 @@
+"""`python -m garden.serve`: TensorFlow Serving's REST API over the garden's export directories.
+
+    python -m garden.serve --rest_api_port=8501 --model_name=sentiment \\
+        --model_base_path=/tmp/exports/sentiment
+    curl http://localhost:8501/v1/models/sentiment
+    curl -d '{"instances": [{"text_a": "a fine film"}]}' \\
+        http://localhost:8501/v1/models/sentiment:predict
+
+The flags are tensorflow_model_server's (the same command line serves the same directory with
+the real model server, see docs/tasks.md "Serving: garden.serve"):
+    --rest_api_port=8501            0 picks a free port (the model server's 0 turns REST off;
+                                    here REST is all there is). The log line "Exporting
+                                    HTTP/REST API at:HOST:PORT" says where.
+    --model_name=default --model_base_path=DIR    one model: DIR/<version>/ SavedModels
+    --model_config_file=FILE        several models, version policies and labels (text proto
+                                    model_config_list, garden/serving/server_config.py)
+    --file_system_poll_wait_seconds=1   new versions under a base path are loaded while
+                                    serving (0: look once at start-up; < 0: never)
+    --enable_model_warmup=true      replay assets.extra/tf_serving_warmup_requests on load
+    --port=N                        the model server's gRPC port: not served here (warning)
+Garden's own additions: --rest_api_host (default 127.0.0.1, a local server; 0.0.0.0 listens
+everywhere, as the model server does) and --verbose (log every request).
+
+Models are loaded before the port opens; each version once, shared by the request threads
+(Werkzeug's threaded WSGI server). What is loaded, the warmup replay and the address are logged
+to stderr. The routes, bodies and error codes: garden/serving/server.py and server_json.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+from typing import Iterable, Optional
+
+
+def _bool(text: str) -> bool:
+    value = str(text).strip().lower()
+    if value in ("1", "true", "t", "yes", "y"):
+        return True
+    if value in ("0", "false", "f", "no", "n"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m garden.serve",
+        description="TensorFlow Serving's REST API (status, metadata, :predict, :classify, "
+                    ":regress) over export directories <base_path>/<version>/, with the "
+                    "model server's flags.")
+    p.add_argument("--rest_api_port", type=int, default=8501,
+                   help="HTTP port (default 8501; 0 picks a free one and logs it)")
+    p.add_argument("--rest_api_host", default="127.0.0.1",
+                   help="address to listen on (garden's flag; default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=0,
+                   help="the model server's gRPC port; garden.serve has no gRPC API")
+    p.add_argument("--model_name", default="default",
+                   help="name of the model in the URLs (with --model_base_path)")
+    p.add_argument("--model_base_path", default="",
+                   help="directory holding the model's versions <base_path>/<N>/")
+    p.add_argument("--model_config_file", default="",
+                   help="text proto model_config_list {config {name base_path "
+                        "model_version_policy version_labels}} (instead of the two above)")
+    p.add_argument("--file_system_poll_wait_seconds", type=float, default=1.0,
+                   help="seconds between looks for new versions (0: only at start-up)")
+    p.add_argument("--enable_model_warmup", type=_bool, nargs="?", const=True, default=True,
+                   help="replay assets.extra/tf_serving_warmup_requests on load (default true)")
+    p.add_argument("--verbose", action="store_true", help="log every request (Werkzeug's log)")
+    return p
+
+
+def main(argv: Optional[Iterable[str]] = None) -> int:
+    args = build_parser().parse_args(list(argv) if argv is not None else None)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log = logging.getLogger("garden.serve")
+    from garden.serving.server_config import ConfigError, model_configs
+
+    try:
+        configs = model_configs(args.model_name, args.model_base_path, args.model_config_file)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.port:
+        log.warning("--port=%d: garden.serve has no gRPC API; only the REST API on "
+                    "--rest_api_port is served", args.port)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow_text  # noqa: F401  registers the text ops the signatures run
+
+    from garden.serving import server
+
+    if not args.verbose:
+        server.quiet_request_log()
+    for c in configs:
+        policy = {"latest": f"latest {c.num_versions}", "all": "all",
+                  "specific": f"specific {list(c.versions)}"}[c.policy]
+        log.info("Model %s: base path %s, version policy %s%s", c.name, c.base_path, policy,
+                 f", labels {dict(c.labels)}" if c.labels else "")
+    manager = server.ModelManager(configs, warmup=args.enable_model_warmup)
+    manager.start(args.file_system_poll_wait_seconds)
+    try:
+        http = server.make_server(manager, args.rest_api_host, args.rest_api_port)
+    except OSError as e:
+        print(f"error: --rest_api_port={args.rest_api_port} on {args.rest_api_host}: "
+              f"{e.strerror}", file=sys.stderr)
+        return 2
+    log.info(server.pid_and_port_line(args.rest_api_host, http.port))
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        http.serve_forever()
+    except KeyboardInterrupt:
+        log.info("Shutting down")
+    finally:
+        manager.stop()
+        http.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,79 @@
+"""Helpers of the garden.serve tests: start `python -m garden.serve` as a real process on a free
+loopback port, and talk to it over HTTP with the standard library."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+from testing import REPO_ROOT
+
+PORT_LINE = re.compile(r"Exporting HTTP/REST API at:([\d.]+):(\d+)")
+
+
+class ServerProcess:
+    """`python -m garden.serve ARGS --rest_api_port=0`; the port is read from its log."""
+
+    def __init__(self, args, log_path: str, timeout: float = 180):
+        self.log_path = log_path
+        self._log = open(log_path, "w", encoding="utf-8")
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "garden.serve", "--rest_api_port=0", *args],
+            cwd=REPO_ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while True:
+            match = PORT_LINE.search(self.log())
+            if match:
+                self.host, self.port = match.group(1), int(match.group(2))
+                return
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise AssertionError(f"garden.serve did not start (exit {self.proc.returncode})"
+                                     f":\n{self.log()[-4000:]}")
+            time.sleep(0.2)
+
+    def log(self) -> str:
+        with open(self.log_path, encoding="utf-8") as f:
+            return f.read()
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+        return self.proc.returncode
+
+
+class Client:
+    """One keep-alive connection; request() returns (status, content type, parsed body)."""
+
+    def __init__(self, server: ServerProcess, timeout: float = 60):
+        self.conn = http.client.HTTPConnection(server.host, server.port, timeout=timeout)
+
+    def request(self, method: str, path: str, body=None):
+        data = body if isinstance(body, (bytes, type(None))) else (
+            body.encode() if isinstance(body, str) else json.dumps(body).encode())
+        headers = {"Content-Type": "application/json"} if data is not None else {}
+        self.conn.request(method, path, body=data, headers=headers)
+        response = self.conn.getresponse()
+        raw = response.read()
+        return response.status, response.getheader("Content-Type"), json.loads(raw)
+
+    def get(self, path):
+        return self.request("GET", path)
+
+    def post(self, path, body):
+        return self.request("POST", path, body)
+
+    def close(self):
+        self.conn.close()
