@@ -145,8 +145,8 @@ class ServableVersion:
         missing = sorted(set(sd.inputs) - set(arrays))
         if missing:
             raise invalid(f"signature {key} needs inputs {sorted(sd.inputs)}; missing {missing}")
-        for k, v in arrays.items():
-            _check_shape(key, k, sd.inputs[k].tensor_shape, np.shape(v))
+        for k in sorted(arrays):
+            _check_shape(key, k, sd.inputs[k].tensor_shape, np.shape(arrays[k]))
         tensors = {k: tf.constant(v, dtype=tf.as_dtype(sd.inputs[k].dtype))
                    for k, v in arrays.items()}
         try:
@@ -417,6 +417,11 @@ def quiet_request_log() -> None:
     """Werkzeug logs one line per request at INFO; a served model under load would drown the
     log in them."""
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
+
+
+# The start-up line that says where the API listens (TF Serving logs the same words); tests and
+# the latency benchmark start garden.serve with --rest_api_port=0 and read the port from it.
+PORT_LINE = re.compile(r"Exporting HTTP/REST API at:([\d.]+):(\d+)")
 
 
 def pid_and_port_line(host: str, port: int) -> str:

@@ -6,14 +6,12 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import re
 import subprocess
 import sys
 import time
 
+from garden.serving.server import PORT_LINE
 from testing import REPO_ROOT
-
-PORT_LINE = re.compile(r"Exporting HTTP/REST API at:([\d.]+):(\d+)")
 
 
 class ServerProcess:

@@ -340,7 +340,7 @@ BAD_REQUESTS = [
     ("/v1/models/sentiment:predict", {"signature_name": "serving_ids",
                                       "inputs": {"token_ids": [1, 2], "segment_ids": [0, 0],
                                                  "padding_mask": [1, 1]}}, 400,
-     "signature serving_ids: input token_ids must have shape [?, ?], got [2]"),
+     "signature serving_ids: input padding_mask must have shape [?, ?], got [2]"),
     ("/v1/models/sentiment:predict", {"signature_name": "serving_ids",
                                       "instances": [{"token_ids": [1.5], "segment_ids": [0],
                                                      "padding_mask": [1]}]}, 400,

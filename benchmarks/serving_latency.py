@@ -1,0 +1,273 @@
+"""Serving latency of a BERT-base sentence classifier, 128 tokens, batch 1 and 32, in one run.
+
+Contenders, all float32 on this machine's CPU cores, random weights (nothing downloaded):
+- ours, in-process: the garden export (garden.serving.export of a TextClassifierServing over
+  SequenceClassifier(bert_base), 2 labels, max_seq_length 128) loaded with
+  tf.saved_model.load, called through its signatures: `serving_default` (raw text: tokenizer
+  and packing in the graph) and `serving_ids` (int32 token_ids / segment_ids / padding_mask).
+- ours over HTTP: the same export served by `python -m garden.serve` (a separate process,
+  warmup on) and called on one keep-alive connection: POST :predict with {"instances": texts}
+  and {"signature_name": "serving_ids", "inputs": {...}}; the request bodies are encoded before
+  the clock starts, the response is read whole inside it (JSON parsing of the answer is not).
+- Hugging Face torch eager: transformers' BertForSequenceClassification(BertConfig(), 2 labels)
+  in eval mode under torch.inference_mode, with `torch.set_num_threads(cores)`.
+- keras-hub: keras_hub.models.BertTextClassifier(BertBackbone of bert_base's shape,
+  preprocessor=None), `predict_on_batch` (its compiled predict function).
+Inputs: the same ids for everyone (random word pieces, no padding: 128 real tokens); the raw
+text is 200 synthetic words of a synthetic 30522-word vocabulary, so that it packs to the same
+128 tokens.
+
+The fp32 matmul limit: the forward's matmul FLOPs (encoder dense layers 2*B*T*L*(4H^2+2HF),
+attention 2*B*L*2*T^2*H, pooler 2*B*H^2, classifier 2*B*H*C; embeddings, LayerNorm, softmax
+and GELU not counted) divided by the best fp32 tf.linalg.matmul rate measured in this run (a
+large square product and the forward's own [B*T, H] x [H, F] shape). No implementation can
+beat it on this machine; the ratio to it says how much of the time goes elsewhere.
+
+Each timing is the median of `--reps` calls after `--warmup` calls (batch 32 uses
+`--reps_batch32`). Other load on the machine (load average before and after) is recorded:
+on a shared machine the figures are upper bounds.
+
+    python -m benchmarks.serving_latency --output_json=/tmp/serving_latency.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Callable, Dict, List
+
+import numpy as np
+
+from benchmarks import common
+from benchmarks.common import log, usable_cores, write_report
+
+SEQ, LAYERS, HIDDEN, HEADS, FFN, VOCAB, LABELS = 128, 12, 768, 12, 3072, 30522, 2
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def forward_flops(batch: int) -> int:
+    """Matmul FLOPs of one BERT-base classifier forward (see the module docstring)."""
+    dense = 2 * batch * SEQ * LAYERS * (4 * HIDDEN * HIDDEN + 2 * HIDDEN * FFN)
+    attention = 2 * batch * LAYERS * 2 * SEQ * SEQ * HIDDEN
+    return dense + attention + 2 * batch * HIDDEN * HIDDEN + 2 * batch * HIDDEN * LABELS
+
+
+def timed(fn: Callable[[], object], warmup: int, reps: int) -> dict:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(reps):
+        started = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - started)
+    return {"median_s": float(np.median(times)), "min_s": min(times), "reps": reps}
+
+
+def matmul_peak(batches: List[int], seconds: float) -> dict:
+    import tensorflow as tf
+
+    shapes = {"square_2048": (2048, 2048, 2048)}
+    for b in batches:
+        shapes[f"ffn_b{b}"] = (b * SEQ, HIDDEN, FFN)
+    out = {}
+    for name, (m, k, n) in shapes.items():
+        a = tf.random.stateless_normal([m, k], seed=[1, 2])
+        w = tf.random.stateless_normal([k, n], seed=[3, 4])
+        mm = tf.function(tf.linalg.matmul)
+        mm(a, w).numpy()
+        best, total, reps = float("inf"), 0.0, 0
+        while total < seconds or reps < 3:
+            started = time.perf_counter()
+            mm(a, w).numpy()
+            d = time.perf_counter() - started
+            best, total, reps = min(best, d), total + d, reps + 1
+        out[name] = {"m": m, "k": k, "n": n, "best_gflops": 2 * m * k * n / best / 1e9,
+                     "reps": reps}
+    return out
+
+
+def make_export(work: str) -> tuple:
+    """A BERT-base classifier export, its vocabulary, and a text that packs to 128 tokens."""
+    import keras
+
+    from data_pipelines import tokenizers
+    from garden.models.bert.presets import bert_backbone_from_preset
+    from garden.models.classifier import SequenceClassifier
+    from garden.serving import export
+    from garden.serving.modules import TextClassifierServing
+    from garden.serving.text import TextPacker
+
+    words = [f"w{i}" for i in range(VOCAB - len(SPECIALS))]
+    vocab = os.path.join(work, "vocab.txt")
+    with open(vocab, "w", encoding="utf-8") as f:
+        f.write("\n".join(SPECIALS + words) + "\n")
+    keras.utils.set_random_seed(0)
+    model = SequenceClassifier(bert_backbone_from_preset("bert_base", vocab_size=VOCAB),
+                               num_classes=LABELS)
+    packer = TextPacker(tokenizers.load_tokenizer("wordpiece", vocab, lower_case=True), SEQ)
+    rng = np.random.default_rng(0)
+    text = " ".join(words[i] for i in rng.integers(0, len(words), 200))
+    started = time.perf_counter()
+    path = export.export(TextClassifierServing(model, packer, vocab, ["a", "b"], text_b=False),
+                         os.path.join(work, "exports"), "bert_base_classifier")
+    log(f"exported {path} in {time.perf_counter() - started:.0f} s")
+    return path, packer, text
+
+
+def start_server(model_dir: str, log_path: str):
+    from garden.serving.server import PORT_LINE
+
+    out = open(log_path, "w")
+    proc = subprocess.Popen([sys.executable, "-m", "garden.serve", "--rest_api_port=0",
+                             "--model_name=bert", f"--model_base_path={model_dir}",
+                             "--file_system_poll_wait_seconds=0"],
+                            stdout=out, stderr=subprocess.STDOUT,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline and proc.poll() is None:
+        with open(log_path) as f:
+            match = PORT_LINE.search(f.read())
+        if match:
+            return proc, int(match.group(2))
+        time.sleep(0.5)
+    proc.kill()
+    raise RuntimeError(f"garden.serve did not start; see {log_path}")
+
+
+def main(argv=None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--batches", default="1,32")
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--reps", type=int, default=10, help="timed calls at batch 1")
+    p.add_argument("--reps_batch32", type=int, default=3, help="timed calls at batch >= 8")
+    p.add_argument("--peak_seconds", type=float, default=1.0)
+    p.add_argument("--contenders", default="ours,http,torch,keras_hub")
+    p.add_argument("--output_json", default="")
+    args = p.parse_args(argv)
+    batches = [int(b) for b in args.batches.split(",")]
+    contenders = args.contenders.split(",")
+    cores = usable_cores()
+    report = {"machine": common.machine_info(["tensorflow", "keras", "keras-hub", "torch",
+                                              "transformers", "werkzeug"]),
+              "load_average_before": os.getloadavg(), "shape": {"seq_length": SEQ,
+                                                                "batches": batches}}
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401
+
+    work = tempfile.mkdtemp(prefix="serving_latency-")
+    export_dir, packer, text = make_export(work)
+    ids = {b: packer.encode_numpy([text] * b) for b in batches}
+    assert int(ids[1]["padding_mask"].sum()) == SEQ, "the text must fill 128 tokens"
+    results: Dict[str, Dict[int, dict]] = {}
+
+    def reps(b):
+        return args.reps if b < 8 else args.reps_batch32
+
+    if "ours" in contenders:
+        loaded = tf.saved_model.load(export_dir)
+        text_fn, ids_fn = loaded.signatures["serving_default"], loaded.signatures["serving_ids"]
+        results["ours_text"], results["ours_ids"] = {}, {}
+        for b in batches:
+            texts = tf.constant([text] * b)
+            tensors = {k: tf.constant(v) for k, v in ids[b].items()}
+            results["ours_text"][b] = timed(lambda: text_fn(text_a=texts)["logits"].numpy(),
+                                            args.warmup, reps(b))
+            results["ours_ids"][b] = timed(lambda: ids_fn(**tensors)["logits"].numpy(),
+                                           args.warmup, reps(b))
+            log(f"ours b{b}: text {results['ours_text'][b]['median_s'] * 1e3:.1f} ms, ids "
+                f"{results['ours_ids'][b]['median_s'] * 1e3:.1f} ms")
+        del loaded, text_fn, ids_fn
+    if "http" in contenders:
+        proc, port = start_server(os.path.dirname(export_dir), os.path.join(work, "serve.log"))
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+
+        def post(body: bytes):
+            conn.request("POST", "/v1/models/bert:predict", body=body,
+                         headers={"Content-Type": "application/json"})
+            response = conn.getresponse()
+            data = response.read()
+            if response.status != 200:
+                raise RuntimeError(data[:500])
+
+        results["http_text"], results["http_ids"] = {}, {}
+        try:
+            for b in batches:
+                text_body = json.dumps({"instances": [text] * b}).encode()
+                ids_body = json.dumps({"signature_name": "serving_ids", "inputs": {
+                    k: v.tolist() for k, v in ids[b].items()}}).encode()
+                results["http_text"][b] = timed(lambda: post(text_body), args.warmup, reps(b))
+                results["http_ids"][b] = timed(lambda: post(ids_body), args.warmup, reps(b))
+                log(f"http b{b}: text {results['http_text'][b]['median_s'] * 1e3:.1f} ms, ids "
+                    f"{results['http_ids'][b]['median_s'] * 1e3:.1f} ms")
+        finally:
+            conn.close()
+            proc.terminate()
+            proc.wait(timeout=60)
+    if "torch" in contenders:
+        import torch
+        from transformers import BertConfig, BertForSequenceClassification
+
+        torch.manual_seed(0)
+        torch.set_num_threads(cores)
+        model = BertForSequenceClassification(BertConfig(num_labels=LABELS)).eval()
+        report["torch_attention"] = getattr(model.config, "_attn_implementation", None)
+        results["torch_eager"] = {}
+        for b in batches:
+            inputs = {"input_ids": torch.tensor(ids[b]["token_ids"], dtype=torch.long),
+                      "token_type_ids": torch.tensor(ids[b]["segment_ids"], dtype=torch.long),
+                      "attention_mask": torch.tensor(ids[b]["padding_mask"], dtype=torch.long)}
+
+            def call():
+                with torch.inference_mode():
+                    return model(**inputs).logits.numpy()
+
+            results["torch_eager"][b] = timed(call, args.warmup, reps(b))
+            log(f"torch eager b{b}: {results['torch_eager'][b]['median_s'] * 1e3:.1f} ms")
+        del model
+    if "keras_hub" in contenders:
+        import keras_hub
+
+        backbone = keras_hub.models.BertBackbone(
+            vocabulary_size=VOCAB, num_layers=LAYERS, num_heads=HEADS, hidden_dim=HIDDEN,
+            intermediate_dim=FFN, max_sequence_length=512)
+        classifier = keras_hub.models.BertTextClassifier(backbone=backbone, num_classes=LABELS,
+                                                         preprocessor=None)
+        results["keras_hub"] = {}
+        for b in batches:
+            inputs = {k: v for k, v in ids[b].items()}
+            results["keras_hub"][b] = timed(lambda: classifier.predict_on_batch(inputs),
+                                            args.warmup, reps(b))
+            log(f"keras-hub b{b}: {results['keras_hub'][b]['median_s'] * 1e3:.1f} ms")
+        del classifier, backbone
+    peaks = matmul_peak(batches, args.peak_seconds)
+    best = max(v["best_gflops"] for v in peaks.values())
+    limits = {b: forward_flops(b) / (best * 1e9) for b in batches}
+    report.update({"results": results, "matmul_peak": peaks, "best_gflops": best,
+                   "forward_gflop": {b: forward_flops(b) / 1e9 for b in batches},
+                   "matmul_limit_s": limits, "load_average_after": os.getloadavg()})
+    ratios = {}
+    for name, per_batch in results.items():
+        for b, r in per_batch.items():
+            ratios[f"{name}_b{b}"] = {"ms": r["median_s"] * 1e3,
+                                      "x_matmul_limit": r["median_s"] / limits[b]}
+            if "torch_eager" in results:
+                ratios[f"{name}_b{b}"]["x_torch_eager"] = (
+                    r["median_s"] / results["torch_eager"][b]["median_s"])
+    report["ratios"] = ratios
+    log(f"matmul peak {best:.0f} GFLOP/s; limit " +
+        ", ".join(f"b{b} {limits[b] * 1e3:.1f} ms" for b in batches))
+    print(f"{'contender':24s} {'ms':>9s} {'x limit':>8s} {'x torch':>8s}")
+    for key, r in ratios.items():
+        print(f"{key:24s} {r['ms']:9.1f} {r['x_matmul_limit']:8.2f} "
+              f"{r.get('x_torch_eager', float('nan')):8.2f}")
+    return write_report(report, args.output_json)
+
+
+if __name__ == "__main__":
+    main()
