@@ -115,18 +115,18 @@ class ServableVersion:
             return 0
         from garden.serving.export import read_warmup_requests
 
-        started = time.perf_counter()
-        requests = read_warmup_requests(path)
-        for i, request in enumerate(requests):
+        started, replayed = time.perf_counter(), 0
+        for i, request in enumerate(read_warmup_requests(path)):
             key = request["signature_name"] or "serving_default"
             try:
                 self.run(key, request["inputs"])
             except ServingError as e:
                 raise ValueError(f"{path}: warmup record {i} ({key}) failed: {e.message}") from None
+            replayed += 1
         log.info("Finished reading warmup data for model at %s. Number of warmup records read: "
-                 "%d. Elapsed time (microseconds): %d.", path, len(requests),
+                 "%d. Elapsed time (microseconds): %d.", path, replayed,
                  int((time.perf_counter() - started) * 1e6))
-        return len(requests)
+        return replayed
 
     def unload(self) -> None:
         self.functions, self._loaded = {}, None
