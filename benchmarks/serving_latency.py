@@ -140,128 +140,206 @@ def start_server(model_dir: str, log_path: str):
     raise RuntimeError(f"garden.serve did not start; see {log_path}")
 
 
+# ---------------------------------------------------------------------------------------------
+# Workers: each contender runs in its own process (TensorFlow's and torch's thread pools in one
+# process slow each other down; a fresh process also starts every contender equally cold).
+
+
+def _inputs(work: str, batches: List[int]):
+    with open(os.path.join(work, "inputs.json")) as f:
+        data = json.load(f)
+    ids = {b: {k: np.asarray(v, np.int32) for k, v in data["ids"][str(b)].items()}
+           for b in batches}
+    return data["text"], ids, data["export_dir"]
+
+
+def worker_export(work: str, batches: List[int], args) -> dict:
+    import tensorflow as tf  # noqa: F401
+    import tensorflow_text  # noqa: F401
+
+    export_dir, packer, text = make_export(work)
+    ids = {str(b): {k: v.tolist() for k, v in packer.encode_numpy([text] * b).items()}
+           for b in batches}
+    assert sum(ids[str(batches[0])]["padding_mask"][0]) == SEQ, "the text must fill 128 tokens"
+    with open(os.path.join(work, "inputs.json"), "w") as f:
+        json.dump({"text": text, "ids": ids, "export_dir": export_dir}, f)
+    return {"export_dir": export_dir}
+
+
+def worker_peak(work: str, batches: List[int], args) -> dict:
+    return matmul_peak(batches, args.peak_seconds)
+
+
+def worker_ours(work: str, batches: List[int], args) -> dict:
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401
+
+    text, ids, export_dir = _inputs(work, batches)
+    loaded = tf.saved_model.load(export_dir)
+    text_fn, ids_fn = loaded.signatures["serving_default"], loaded.signatures["serving_ids"]
+    out = {"ours_text": {}, "ours_ids": {}}
+    for b in batches:
+        texts = tf.constant([text] * b)
+        tensors = {k: tf.constant(v) for k, v in ids[b].items()}
+        out["ours_text"][b] = timed(lambda: text_fn(text_a=texts)["logits"].numpy(),
+                                    args.warmup, _reps(args, b))
+        out["ours_ids"][b] = timed(lambda: ids_fn(**tensors)["logits"].numpy(),
+                                   args.warmup, _reps(args, b))
+    return out
+
+
+def worker_http(work: str, batches: List[int], args) -> dict:
+    """The client side imports no TensorFlow: only the server process runs the model."""
+    text, ids, export_dir = _inputs(work, batches)
+    proc, port = start_server(os.path.dirname(export_dir), os.path.join(work, "serve.log"))
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+
+    def post(body: bytes):
+        conn.request("POST", "/v1/models/bert:predict", body=body,
+                     headers={"Content-Type": "application/json"})
+        response = conn.getresponse()
+        data = response.read()
+        if response.status != 200:
+            raise RuntimeError(data[:500])
+
+    out = {"http_text": {}, "http_ids": {}}
+    try:
+        for b in batches:
+            text_body = json.dumps({"instances": [text] * b}).encode()
+            ids_body = json.dumps({"signature_name": "serving_ids", "inputs": {
+                k: v.tolist() for k, v in ids[b].items()}}).encode()
+            out["http_text"][b] = timed(lambda: post(text_body), args.warmup, _reps(args, b))
+            out["http_ids"][b] = timed(lambda: post(ids_body), args.warmup, _reps(args, b))
+    finally:
+        conn.close()
+        proc.terminate()
+        proc.wait(timeout=60)
+    return out
+
+
+def worker_torch(work: str, batches: List[int], args) -> dict:
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification
+
+    _, ids, _ = _inputs(work, batches)
+    torch.manual_seed(0)
+    torch.set_num_threads(usable_cores())
+    model = BertForSequenceClassification(BertConfig(num_labels=LABELS)).eval()
+    out = {"torch_eager": {}, "attention": getattr(model.config, "_attn_implementation", None),
+           "threads": torch.get_num_threads()}
+    for b in batches:
+        inputs = {"input_ids": torch.tensor(ids[b]["token_ids"], dtype=torch.long),
+                  "token_type_ids": torch.tensor(ids[b]["segment_ids"], dtype=torch.long),
+                  "attention_mask": torch.tensor(ids[b]["padding_mask"], dtype=torch.long)}
+
+        def call():
+            with torch.inference_mode():
+                return model(**inputs).logits.numpy()
+
+        out["torch_eager"][b] = timed(call, args.warmup, _reps(args, b))
+    return out
+
+
+def worker_keras_hub(work: str, batches: List[int], args) -> dict:
+    import keras_hub
+
+    _, ids, _ = _inputs(work, batches)
+    backbone = keras_hub.models.BertBackbone(
+        vocabulary_size=VOCAB, num_layers=LAYERS, num_heads=HEADS, hidden_dim=HIDDEN,
+        intermediate_dim=FFN, max_sequence_length=512)
+    classifier = keras_hub.models.BertTextClassifier(backbone=backbone, num_classes=LABELS,
+                                                     preprocessor=None)
+    out = {"keras_hub": {}}
+    for b in batches:
+        inputs = dict(ids[b])
+        out["keras_hub"][b] = timed(lambda: classifier.predict_on_batch(inputs), args.warmup,
+                                    _reps(args, b))
+    return out
+
+
+WORKERS = {"export": worker_export, "peak": worker_peak, "ours": worker_ours,
+           "http": worker_http, "torch": worker_torch, "keras_hub": worker_keras_hub}
+
+
+def _reps(args, b: int) -> int:
+    return args.reps if b < 8 else args.reps_batch32
+
+
+def spawn(name: str, work: str, argv: List[str]) -> dict:
+    result = os.path.join(work, f"{name}.json")
+    started = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.serving_latency", *argv,
+                           f"--_worker={name}", f"--_work={work}"],
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"worker {name} failed:\n{proc.stderr[-4000:]}")
+    with open(result) as f:
+        out = json.load(f)
+    log(f"{name}: done in {time.perf_counter() - started:.0f} s")
+    return out
+
+
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--batches", default="1,32")
     p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--reps", type=int, default=10, help="timed calls at batch 1")
+    p.add_argument("--reps", type=int, default=10, help="timed calls at batch < 8")
     p.add_argument("--reps_batch32", type=int, default=3, help="timed calls at batch >= 8")
-    p.add_argument("--peak_seconds", type=float, default=1.0)
+    p.add_argument("--peak_seconds", type=float, default=2.0,
+                   help="seconds of matmuls per shape (before and after the contenders)")
     p.add_argument("--contenders", default="ours,http,torch,keras_hub")
+    p.add_argument("--work_dir", default="", help="default: a new temporary directory")
     p.add_argument("--output_json", default="")
+    p.add_argument("--_worker", default="", help=argparse.SUPPRESS)
+    p.add_argument("--_work", default="", help=argparse.SUPPRESS)
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = p.parse_args(argv)
     batches = [int(b) for b in args.batches.split(",")]
-    contenders = args.contenders.split(",")
-    cores = usable_cores()
+    if args._worker:
+        out = WORKERS[args._worker](args._work, batches, args)
+        with open(os.path.join(args._work, f"{args._worker}.json"), "w") as f:
+            json.dump(out, f)
+        return out
+    passed = [a for a in argv if not a.startswith(("--output_json", "--work_dir"))]
+    work = args.work_dir or tempfile.mkdtemp(prefix="serving_latency-")
+    os.makedirs(work, exist_ok=True)
     report = {"machine": common.machine_info(["tensorflow", "keras", "keras-hub", "torch",
                                               "transformers", "werkzeug"]),
-              "load_average_before": os.getloadavg(), "shape": {"seq_length": SEQ,
-                                                                "batches": batches}}
-    import tensorflow as tf
-    import tensorflow_text  # noqa: F401
-
-    work = tempfile.mkdtemp(prefix="serving_latency-")
-    export_dir, packer, text = make_export(work)
-    ids = {b: packer.encode_numpy([text] * b) for b in batches}
-    assert int(ids[1]["padding_mask"].sum()) == SEQ, "the text must fill 128 tokens"
-    results: Dict[str, Dict[int, dict]] = {}
-
-    def reps(b):
-        return args.reps if b < 8 else args.reps_batch32
-
-    if "ours" in contenders:
-        loaded = tf.saved_model.load(export_dir)
-        text_fn, ids_fn = loaded.signatures["serving_default"], loaded.signatures["serving_ids"]
-        results["ours_text"], results["ours_ids"] = {}, {}
-        for b in batches:
-            texts = tf.constant([text] * b)
-            tensors = {k: tf.constant(v) for k, v in ids[b].items()}
-            results["ours_text"][b] = timed(lambda: text_fn(text_a=texts)["logits"].numpy(),
-                                            args.warmup, reps(b))
-            results["ours_ids"][b] = timed(lambda: ids_fn(**tensors)["logits"].numpy(),
-                                           args.warmup, reps(b))
-            log(f"ours b{b}: text {results['ours_text'][b]['median_s'] * 1e3:.1f} ms, ids "
-                f"{results['ours_ids'][b]['median_s'] * 1e3:.1f} ms")
-        del loaded, text_fn, ids_fn
-    if "http" in contenders:
-        proc, port = start_server(os.path.dirname(export_dir), os.path.join(work, "serve.log"))
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
-
-        def post(body: bytes):
-            conn.request("POST", "/v1/models/bert:predict", body=body,
-                         headers={"Content-Type": "application/json"})
-            response = conn.getresponse()
-            data = response.read()
-            if response.status != 200:
-                raise RuntimeError(data[:500])
-
-        results["http_text"], results["http_ids"] = {}, {}
-        try:
-            for b in batches:
-                text_body = json.dumps({"instances": [text] * b}).encode()
-                ids_body = json.dumps({"signature_name": "serving_ids", "inputs": {
-                    k: v.tolist() for k, v in ids[b].items()}}).encode()
-                results["http_text"][b] = timed(lambda: post(text_body), args.warmup, reps(b))
-                results["http_ids"][b] = timed(lambda: post(ids_body), args.warmup, reps(b))
-                log(f"http b{b}: text {results['http_text'][b]['median_s'] * 1e3:.1f} ms, ids "
-                    f"{results['http_ids'][b]['median_s'] * 1e3:.1f} ms")
-        finally:
-            conn.close()
-            proc.terminate()
-            proc.wait(timeout=60)
-    if "torch" in contenders:
-        import torch
-        from transformers import BertConfig, BertForSequenceClassification
-
-        torch.manual_seed(0)
-        torch.set_num_threads(cores)
-        model = BertForSequenceClassification(BertConfig(num_labels=LABELS)).eval()
-        report["torch_attention"] = getattr(model.config, "_attn_implementation", None)
-        results["torch_eager"] = {}
-        for b in batches:
-            inputs = {"input_ids": torch.tensor(ids[b]["token_ids"], dtype=torch.long),
-                      "token_type_ids": torch.tensor(ids[b]["segment_ids"], dtype=torch.long),
-                      "attention_mask": torch.tensor(ids[b]["padding_mask"], dtype=torch.long)}
-
-            def call():
-                with torch.inference_mode():
-                    return model(**inputs).logits.numpy()
-
-            results["torch_eager"][b] = timed(call, args.warmup, reps(b))
-            log(f"torch eager b{b}: {results['torch_eager'][b]['median_s'] * 1e3:.1f} ms")
-        del model
-    if "keras_hub" in contenders:
-        import keras_hub
-
-        backbone = keras_hub.models.BertBackbone(
-            vocabulary_size=VOCAB, num_layers=LAYERS, num_heads=HEADS, hidden_dim=HIDDEN,
-            intermediate_dim=FFN, max_sequence_length=512)
-        classifier = keras_hub.models.BertTextClassifier(backbone=backbone, num_classes=LABELS,
-                                                         preprocessor=None)
-        results["keras_hub"] = {}
-        for b in batches:
-            inputs = {k: v for k, v in ids[b].items()}
-            results["keras_hub"][b] = timed(lambda: classifier.predict_on_batch(inputs),
-                                            args.warmup, reps(b))
-            log(f"keras-hub b{b}: {results['keras_hub'][b]['median_s'] * 1e3:.1f} ms")
-        del classifier, backbone
-    peaks = matmul_peak(batches, args.peak_seconds)
-    best = max(v["best_gflops"] for v in peaks.values())
+              "load_average_before": os.getloadavg(),
+              "shape": {"seq_length": SEQ, "batches": batches},
+              "settings": {"warmup": args.warmup, "reps": args.reps,
+                           "reps_batch32": args.reps_batch32}}
+    spawn("export", work, passed)
+    peaks = [spawn("peak", work, passed)]
+    results: Dict[str, Dict[str, dict]] = {}
+    for name in args.contenders.split(","):
+        out = spawn(name, work, passed)
+        report.update({f"{name}_{k}": v for k, v in out.items() if not isinstance(v, dict)})
+        results.update({k: v for k, v in out.items() if isinstance(v, dict)})
+        for key, per_batch in out.items():
+            if isinstance(per_batch, dict):
+                log(f"{key}: " + ", ".join(f"b{b} {r['median_s'] * 1e3:.1f} ms"
+                                           for b, r in per_batch.items()))
+    peaks.append(spawn("peak", work, passed))
+    best = max(v["best_gflops"] for peak in peaks for v in peak.values())
     limits = {b: forward_flops(b) / (best * 1e9) for b in batches}
     report.update({"results": results, "matmul_peak": peaks, "best_gflops": best,
                    "forward_gflop": {b: forward_flops(b) / 1e9 for b in batches},
                    "matmul_limit_s": limits, "load_average_after": os.getloadavg()})
     ratios = {}
     for name, per_batch in results.items():
-        for b, r in per_batch.items():
-            ratios[f"{name}_b{b}"] = {"ms": r["median_s"] * 1e3,
-                                      "x_matmul_limit": r["median_s"] / limits[b]}
+        for b_text, r in per_batch.items():
+            b = int(b_text)
+            row = {"ms": r["median_s"] * 1e3, "x_matmul_limit": r["median_s"] / limits[b]}
             if "torch_eager" in results:
-                ratios[f"{name}_b{b}"]["x_torch_eager"] = (
-                    r["median_s"] / results["torch_eager"][b]["median_s"])
+                row["x_torch_eager"] = r["median_s"] / results["torch_eager"][b_text]["median_s"]
+            ratios[f"{name}_b{b}"] = row
     report["ratios"] = ratios
     log(f"matmul peak {best:.0f} GFLOP/s; limit " +
-        ", ".join(f"b{b} {limits[b] * 1e3:.1f} ms" for b in batches))
+        ", ".join(f"b{b} {limits[b] * 1e3:.1f} ms" for b in batches) +
+        f"; load average before {report['load_average_before'][0]:.1f}, after "
+        f"{report['load_average_after'][0]:.1f}")
     print(f"{'contender':24s} {'ms':>9s} {'x limit':>8s} {'x torch':>8s}")
     for key, r in ratios.items():
         print(f"{key:24s} {r['ms']:9.1f} {r['x_matmul_limit']:8.2f} "

@@ -204,16 +204,20 @@ class ModelManager:
 
     def _poll_model(self, config: ModelConfig) -> None:
         on_disk = self.versions_on_disk(config.base_path)
-        with self._lock:
-            known = dict(self._versions[config.name])
-        failed = {v for v, s in known.items() if s.state == END and s.error}
-        wanted = config.wanted([v for v in on_disk if v not in failed])
-        if not on_disk and not known:
+        if not on_disk and not self._versions[config.name]:
             log.warning("No versions of servable %s found under base path %s", config.name,
                         config.base_path)
-        for version in wanted:
-            current = known.get(version)
-            if current is None or current.state == END:
+        while True:
+            # A version that fails to load drops out of the policy's choice, and the next one
+            # down is loaded in the same pass (latest {} keeps serving the newest good one).
+            with self._lock:
+                known = dict(self._versions[config.name])
+            failed = {v for v, s in known.items() if s.state == END and s.error}
+            wanted = config.wanted([v for v in on_disk if v not in failed])
+            to_load = [v for v in wanted if v not in known or known[v].state == END]
+            if not to_load:
+                break
+            for version in to_load:
                 self._load(config.name, version, on_disk[version])
         with self._lock:
             stale = [s for v, s in self._versions[config.name].items()

@@ -83,6 +83,14 @@ class EchoModule(ServingModule):
         return [("serving_default", {"text": np.array([b"warm", b"up"], dtype=object)})]
 
 
+class BadWarmupEcho(EchoModule):
+    """Its warmup request is a single string where the signature takes a batch: replaying it
+    fails, so this version must never turn AVAILABLE."""
+
+    def warmup_requests(self):
+        return [("serving_default", {"text": np.array(b"not a batch", dtype=object)})]
+
+
 def _packer(vocab):
     return TextPacker(tokenizers.load_tokenizer("wordpiece", vocab, lower_case=True), MAX_LEN)
 
@@ -110,6 +118,7 @@ def exports(tmp_path_factory):
         ids, logits = _keras(model, vocab, TEXTS)
         expected[version] = {"probabilities": tf.nn.softmax(logits).numpy(), "ids": ids}
     export.export(EchoModule(), base, "echo")
+    export.export(BadWarmupEcho(), base, "echo")
     config = str(root / "models.config")
     with open(config, "w", encoding="utf-8") as f:
         f.write(f"""
@@ -379,6 +388,14 @@ def test_new_version_is_served_while_running_and_warmup_replayed(server, client,
                 f"read: 4.") in log, log[-3000:]
     assert "echo/1/assets.extra/tf_serving_warmup_requests. Number of warmup records read: 1." \
         in log
+    # Echo's version 2 fails its warmup (the request really runs): it ends in END with the
+    # error, and version 1, next under the latest-version policy, is served instead.
+    status = client.get("/v1/models/echo")[2]["model_version_status"]
+    assert [(s["version"], s["state"], s["status"]["error_code"]) for s in status] == [
+        ("2", "END", "UNKNOWN"), ("1", "AVAILABLE", "OK")], status
+    assert "warmup record 0 (serving_default) failed" in status[0]["status"]["error_message"]
+    assert "input text must have shape [?], got []" in status[0]["status"]["error_message"]
+    assert client.get("/v1/models/echo/metadata")[2]["model_spec"]["version"] == "1"
     # A new version appears the way the exporter writes one: built aside, renamed into place.
     model_dir = os.path.join(exports["base"], "sentiment")
     shutil.copytree(os.path.join(model_dir, "1"), os.path.join(model_dir, ".tmp-3"))
