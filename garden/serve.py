@@ -35,14 +35,7 @@ import signal
 import sys
 from typing import Iterable, Optional
 
-
-def _bool(text: str) -> bool:
-    value = str(text).strip().lower()
-    if value in ("1", "true", "t", "yes", "y"):
-        return True
-    if value in ("0", "false", "f", "no", "n"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+from data_pipelines.objectives.base import add_bool
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -66,8 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "model_version_policy version_labels}} (instead of the two above)")
     p.add_argument("--file_system_poll_wait_seconds", type=float, default=1.0,
                    help="seconds between looks for new versions (0: only at start-up)")
-    p.add_argument("--enable_model_warmup", type=_bool, nargs="?", const=True, default=True,
-                   help="replay assets.extra/tf_serving_warmup_requests on load (default true)")
+    add_bool(p, "enable_model_warmup", True,
+             "replay assets.extra/tf_serving_warmup_requests on load")
     p.add_argument("--verbose", action="store_true", help="log every request (Werkzeug's log)")
     return p
 
