@@ -19,9 +19,13 @@ text is 200 synthetic words of a synthetic 30522-word vocabulary, so that it pac
 
 The fp32 matmul limit: the forward's matmul FLOPs (encoder dense layers 2*B*T*L*(4H^2+2HF),
 attention 2*B*L*2*T^2*H, pooler 2*B*H^2, classifier 2*B*H*C; embeddings, LayerNorm, softmax
-and GELU not counted) divided by the best fp32 tf.linalg.matmul rate measured in this run (a
-large square product and the forward's own [B*T, H] x [H, F] shape). No implementation can
-beat it on this machine; the ratio to it says how much of the time goes elsewhere.
+and GELU not counted) divided by the best fp32 matmul rate measured in this run, before and
+after the contenders (TensorFlow and torch.mm; a large square product and the forward's own
+[B*T, H] x [H, F] and [B*T, H] x [H, H] shapes). No implementation can beat it on this
+machine; the ratio to it says how much of the time goes elsewhere.
+
+Each contender runs in its own process, one after the other (TensorFlow's and torch's thread
+pools in one process slow each other down).
 
 Each timing is the median of `--reps` calls after `--warmup` calls (batch 32 uses
 `--reps_batch32`). Other load on the machine (load average before and after) is recorded:
@@ -70,25 +74,47 @@ def timed(fn: Callable[[], object], warmup: int, reps: int) -> dict:
 
 
 def matmul_peak(batches: List[int], seconds: float) -> dict:
-    import tensorflow as tf
+    """Best fp32 matmul rate, GFLOP/s, per library and shape.
 
+    TensorFlow: a tf.function of 8 products (a single-op tf.function skips Grappler, so its
+    MatMul is not rewritten to oneDNN's kernel the way the model's are: measured 38 against
+    166 GFLOP/s here); torch.mm (oneDNN / MKL). The best over everything is the limit.
+    """
+    import tensorflow as tf
+    import torch
+
+    torch.set_num_threads(usable_cores())
     shapes = {"square_2048": (2048, 2048, 2048)}
     for b in batches:
         shapes[f"ffn_b{b}"] = (b * SEQ, HIDDEN, FFN)
+        shapes[f"qkv_b{b}"] = (b * SEQ, HIDDEN, HIDDEN)
+
+    def best_rate(call, flops: int) -> dict:
+        call()
+        best, total, reps = float("inf"), 0.0, 0
+        while total < seconds or reps < 3:
+            started = time.perf_counter()
+            call()
+            d = time.perf_counter() - started
+            best, total, reps = min(best, d), total + d, reps + 1
+        return {"best_gflops": flops / best / 1e9, "reps": reps}
+
+    @tf.function
+    def chain(a, w):
+        acc = tf.linalg.matmul(a, w)
+        for i in range(7):
+            acc += tf.linalg.matmul(a + float(i + 1), w)
+        return acc
+
     out = {}
     for name, (m, k, n) in shapes.items():
         a = tf.random.stateless_normal([m, k], seed=[1, 2])
         w = tf.random.stateless_normal([k, n], seed=[3, 4])
-        mm = tf.function(tf.linalg.matmul)
-        mm(a, w).numpy()
-        best, total, reps = float("inf"), 0.0, 0
-        while total < seconds or reps < 3:
-            started = time.perf_counter()
-            mm(a, w).numpy()
-            d = time.perf_counter() - started
-            best, total, reps = min(best, d), total + d, reps + 1
-        out[name] = {"m": m, "k": k, "n": n, "best_gflops": 2 * m * k * n / best / 1e9,
-                     "reps": reps}
+        ta, tw = torch.from_numpy(a.numpy()), torch.from_numpy(w.numpy())
+        out[f"tf_{name}"] = dict(m=m, k=k, n=n, **best_rate(lambda: chain(a, w).numpy(),
+                                                            8 * 2 * m * k * n))
+        out[f"torch_{name}"] = dict(m=m, k=k, n=n, **best_rate(lambda: torch.mm(ta, tw),
+                                                               2 * m * k * n))
     return out
 
 
