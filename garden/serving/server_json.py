@@ -192,26 +192,33 @@ def _fill(value, shape: List[int], level: int, dtype, out: list) -> None:
         _fill(item, shape, level + 1, dtype, out)
 
 
+def _contains_bool(value) -> bool:
+    if isinstance(value, list):
+        if value and isinstance(value[0], list):
+            return any(_contains_bool(v) for v in value)
+        return bool in set(map(type, value))
+    return type(value) is bool
+
+
 def to_array(value, dtype: np.dtype) -> np.ndarray:
     """A JSON value (scalar or nested lists) as a dense array of `dtype` (object = strings).
 
-    Numbers and plain strings go through numpy in one call; anything numpy cannot take as is
-    (ragged lists, b64 objects, a wrong type) is walked element by element, which also gives the
-    precise error message.
+    Numbers go through numpy in one call (ids at batch 32: 12288 values); strings, and anything
+    numpy cannot take as is (ragged lists, b64 objects, a wrong type, true/false among numbers,
+    which numpy would read as 1/0), are walked element by element, which also gives the precise
+    error message.
     """
     dtype = np.dtype(dtype)
     shape = _dense_shape(value)
-    try:
-        array = np.array(value)
-    except (ValueError, TypeError, OverflowError):
-        array = None
-    if array is not None and list(array.shape) == shape and array.size:
+    array = None
+    if dtype != object:
+        try:
+            array = np.array(value)
+        except (ValueError, TypeError, OverflowError):
+            pass
+    if array is not None and list(array.shape) == shape and array.size and (
+            dtype == np.bool_ or not _contains_bool(value)):
         kind = array.dtype.kind
-        if dtype == object and kind == "U":
-            flat = [_leaf(s, dtype) for s in array.ravel().tolist()]
-            out = np.empty(len(flat), dtype=object)
-            out[:] = flat
-            return out.reshape(shape)
         if dtype.kind in "iu" and kind in "iu":
             low, high = _INT_RANGES[dtype]
             if array.min() >= low and array.max() <= high:
