@@ -337,8 +337,9 @@ BAD_REQUESTS = [
     ("/v1/models/sentiment:predict", {"instances": [3]}, 400, "is not of expected type: DT_STRING"),
     ("/v1/models/sentiment:predict", {"instances": ["a", 1]}, 400,
      "JSON Value: 1 Type: Number is not of expected type: DT_STRING"),
-    ("/v1/models/echo:predict", {"signature_name": "scale", "inputs": {"x": [[1, 2]],
-                                                                       "k": [True]}}, 400,
+    # numpy would read [1, true] as [1, 1]
+    ("/v1/models/echo:predict", {"signature_name": "scale", "inputs": {"x": [[1, 2], [3, 4]],
+                                                                       "k": [1, True]}}, 400,
      "Type: True is not of expected type: DT_INT64"),
     ("/v1/models/sentiment:predict", {"instances": [{"text_b": "x"}]}, 400,
      "does not have named input: text_b"),
