@@ -348,9 +348,25 @@ def test_summary_of_the_full_size_configs(config, low, high, capsys):
     assert low <= total <= high, (config, total)
 
 
-@pytest.mark.parametrize("config", ["configs/spanbert_tiny.gin", "configs/ernie_tiny.gin",
-                                    "configs/distilbert_tiny.gin"])
-def test_summary_of_the_tiny_twins(config, bert_data, capsys):
+# The tiny twins' parts (BERT-tiny: L2 H128 F512, 512 positions; --summary sizes the word
+# table from the preset, 30,522 pieces, as it reads no vocabulary): a shared core of word and
+# position tables, embedding LayerNorm and 2 blocks (q, k, v, output, two dense, two
+# LayerNorms), and the tied MLM head (transform, LayerNorm, output bias).
+_V, _H, _F = 30522, 128, 512
+_BLOCK = 4 * (_H * _H + _H) + (_H * _F + _F) + (_F * _H + _H) + 4 * _H
+_CORE = _V * _H + 512 * _H + 2 * _H + 2 * _BLOCK
+_MLM = _H * _H + _H + 2 * _H + _V
+_BERT = _CORE + 2 * _H + (_H * _H + _H) + _MLM  # + token types and pooler
+
+
+@pytest.mark.parametrize("config,expected", [
+    # SpanBERT: no NSP; SBO: 15 x 200 positions, (2H + 200) -> H, LN, H -> H, LN, output bias.
+    ("configs/spanbert_tiny.gin",
+     _BERT + 15 * 200 + (2 * _H + 200) * _H + _H + 2 * _H + _H * _H + _H + 2 * _H + _V),
+    ("configs/ernie_tiny.gin", _BERT + 2 * _H + 2),  # BERT's NSP head
+    ("configs/distilbert_tiny.gin", _CORE + _MLM),     # no token types, pooler or NSP
+])
+def test_summary_of_the_tiny_twins(config, expected, bert_data, capsys):
     assert train_lib.main([f"--config={config}", "--summary",
                            f"--gin_param=VOCAB='{bert_data.vocab}'"]) == 0
-    assert 0 < _total(capsys) < 10_000_000
+    assert _total(capsys) == expected, config
