@@ -348,25 +348,31 @@ def test_summary_of_the_full_size_configs(config, low, high, capsys):
     assert low <= total <= high, (config, total)
 
 
-# The tiny twins' parts (BERT-tiny: L2 H128 F512, 512 positions; --summary sizes the word
-# table from the preset, 30,522 pieces, as it reads no vocabulary): a shared core of word and
-# position tables, embedding LayerNorm and 2 blocks (q, k, v, output, two dense, two
-# LayerNorms), and the tied MLM head (transform, LayerNorm, output bias).
-_V, _H, _F = 30522, 128, 512
+# The tiny twins' parts (BERT-tiny: L2 H128 F512, 512 positions; V pieces of VOCAB): a
+# shared core of word and position tables, embedding LayerNorm and 2 blocks (q, k, v, output,
+# two dense, two LayerNorms), and the tied MLM head (transform, LayerNorm, output bias).
+_H, _F = 128, 512
 _BLOCK = 4 * (_H * _H + _H) + (_H * _F + _F) + (_F * _H + _H) + 4 * _H
-_CORE = _V * _H + 512 * _H + 2 * _H + 2 * _BLOCK
-_MLM = _H * _H + _H + 2 * _H + _V
-_BERT = _CORE + 2 * _H + (_H * _H + _H) + _MLM  # + token types and pooler
+
+
+def _core(v):
+    return v * _H + 512 * _H + 2 * _H + 2 * _BLOCK
+
+
+def _bert(v):  # + token types, pooler and the MLM head
+    return _core(v) + 2 * _H + (_H * _H + _H) + (_H * _H + _H + 2 * _H + v)
 
 
 @pytest.mark.parametrize("config,expected", [
     # SpanBERT: no NSP; SBO: 15 x 200 positions, (2H + 200) -> H, LN, H -> H, LN, output bias.
     ("configs/spanbert_tiny.gin",
-     _BERT + 15 * 200 + (2 * _H + 200) * _H + _H + 2 * _H + _H * _H + _H + 2 * _H + _V),
-    ("configs/ernie_tiny.gin", _BERT + 2 * _H + 2),  # BERT's NSP head
-    ("configs/distilbert_tiny.gin", _CORE + _MLM),     # no token types, pooler or NSP
-])
+     lambda v: _bert(v) + 15 * 200 + (2 * _H + 200) * _H + 3 * _H + _H * _H + 3 * _H + v),
+    ("configs/ernie_tiny.gin", lambda v: _bert(v) + 2 * _H + 2),  # BERT's NSP head
+    ("configs/distilbert_tiny.gin",  # no token types, pooler or NSP
+     lambda v: _core(v) + _H * _H + _H + 2 * _H + v),
+], ids=["spanbert", "ernie", "distilbert"])
 def test_summary_of_the_tiny_twins(config, expected, bert_data, capsys):
     assert train_lib.main([f"--config={config}", "--summary",
                            f"--gin_param=VOCAB='{bert_data.vocab}'"]) == 0
-    assert _total(capsys) == expected, config
+    vocab_size = _vocab_size(bert_data.vocab)
+    assert _total(capsys) == expected(vocab_size), (config, vocab_size)
