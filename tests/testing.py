@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -38,6 +39,59 @@ def run_python(args, check: bool = True, timeout: int = 600, **env) -> subproces
     return proc
 
 
+class LineReader:
+    """Reads a child's text stdout pipe on a thread, so that every wait has a deadline whether
+    or not lines arrive: a child that hangs silently fails the test instead of blocking it
+    (the child is killed), and so does one that exits before the awaited line."""
+
+    def __init__(self, proc):
+        import queue
+        import threading
+
+        self.proc, self.lines, self._queue = proc, [], queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self):
+        for line in self.proc.stdout:
+            self._queue.put(line)
+        self._queue.put(None)
+
+    def _next(self, deadline: float, waiting_for: str):
+        import queue
+        import time
+
+        try:
+            return self._queue.get(timeout=max(deadline - time.monotonic(), 0.0))
+        except queue.Empty:
+            self.proc.kill()
+            raise AssertionError(f"no {waiting_for} by the deadline; child killed. Last lines:\n"
+                                 f"{''.join(self.lines[-20:])}") from None
+
+    def until(self, prefix: str, timeout: float) -> str:
+        """Waits for the first line that starts with `prefix` and returns it."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while True:
+            line = self._next(deadline, f"line starting {prefix!r}")
+            if line is None:
+                raise AssertionError(f"exit {self.proc.wait()} before a line starting "
+                                     f"{prefix!r}:\n{''.join(self.lines[-20:])}")
+            self.lines.append(line)
+            if line.startswith(prefix):
+                return line
+
+    def rest(self, timeout: float) -> str:
+        """Waits for the end of the output (and the exit); returns all the output read."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while (line := self._next(deadline, "end of output")) is not None:
+            self.lines.append(line)
+        self.proc.wait(timeout=max(deadline - time.monotonic(), 1.0))
+        return "".join(self.lines)
+
+
 def pretrain_args(bert_data, model_dir, *extra, steps: int = 6, dropout: float = 0.0) -> list:
     """`-m garden.train` arguments for a tiny BERT run on the bert_data fixture (seq 64)."""
     phases = [{"start_step": 0, "data_dir": bert_data.data_dir, "max_seq_length": 64}]
@@ -64,6 +118,46 @@ def checkpoint_floats(model_dir) -> dict:
     names = [n for n in dtypes if dtypes[n].is_floating]
     assert len(names) > 40
     return {n: reader.get_tensor(n) for n in names}
+
+
+class TrainingProbe:
+    """What a garden.train run really computed, seen from inside its task (for in-process runs
+    under --strategy=one_device): wraps `task_class.compute_metrics` (pytest's monkeypatch)
+    and counts, in tf.Variables (so executions, not traces), the training micro-batches the
+    task was given and their smallest and largest number of examples; at trace time it keeps
+    the dtype of the backbone's hidden states (`activation_dtypes`, from TransformerEncoderBlock
+    outputs on real tensors) seen during the run."""
+
+    def __init__(self, monkeypatch, task_class):
+        import keras
+        import tensorflow as tf
+
+        from garden.layers.transformer_encoder import TransformerEncoderBlock
+
+        self.calls = tf.Variable(0, dtype=tf.int64, trainable=False)
+        self.smallest = tf.Variable(2 ** 62, dtype=tf.int64, trainable=False)
+        self.largest = tf.Variable(0, dtype=tf.int64, trainable=False)
+        self.activation_dtypes = set()
+        compute_metrics, block_call = task_class.compute_metrics, TransformerEncoderBlock.call
+
+        def counted(task, model, batch, training, weight_shares=None):
+            if training:
+                size = tf.shape(tf.nest.flatten(batch)[0], out_type=tf.int64)[0]
+                self.calls.assign_add(1)
+                self.smallest.assign(tf.minimum(self.smallest, size))
+                self.largest.assign(tf.maximum(self.largest, size))
+            return compute_metrics(task, model, batch, training, weight_shares)
+
+        @functools.wraps(block_call)  # the same signature: Keras reads `training` from it
+        def recorded(block, inputs, *args, **kwargs):
+            outputs = block_call(block, inputs, *args, **kwargs)
+            hidden = tf.nest.flatten(outputs)[0]
+            if not isinstance(hidden, keras.KerasTensor):  # not the functional model's build
+                self.activation_dtypes.add(keras.backend.standardize_dtype(hidden.dtype))
+            return outputs
+
+        monkeypatch.setattr(task_class, "compute_metrics", counted)
+        monkeypatch.setattr(TransformerEncoderBlock, "call", recorded)
 
 
 def max_abs_diff(a: dict, b: dict) -> float:

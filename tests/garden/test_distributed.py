@@ -1,7 +1,9 @@
 """The same global batch gives the same training however it is split: one device, two mirrored
 logical CPUs, two workers under MultiWorkerMirroredStrategy (loopback TF_CONFIG), and gradient
-accumulation. Plus exact resume after SIGKILL. Every run is a real `python -m garden.train`
-process."""
+accumulation (with evidence that the task really got the micro-batches). Plus exact resume
+after SIGKILL at a deterministic point. Every run is a real garden.train: a fresh
+`python -m garden.train` process, or its main in this process where the test watches the task
+from inside (tests/testing.py TrainingProbe)."""
 
 from __future__ import annotations
 
@@ -16,8 +18,10 @@ import time
 import pytest
 import tensorflow as tf
 
-from testing import REPO_ROOT, checkpoint_floats as _weights, max_abs_diff as _max_diff
-from testing import pretrain_args, python_env as _env, run_python as _run
+from garden.tasks.pretraining import Pretraining
+from testing import REPO_ROOT, LineReader, TrainingProbe, checkpoint_floats as _weights
+from testing import max_abs_diff as _max_diff, pretrain_args, python_env as _env
+from testing import read_summary, run_python as _run, train_in_process
 
 STEPS = 6
 
@@ -27,10 +31,15 @@ def _args(bert_data, model_dir, *extra, steps=STEPS, dropout=0.0):
 
 
 @pytest.fixture(scope="module")
-def single_device(bert_data, tmp_path_factory):
+def single_device_dir(bert_data, tmp_path_factory):
     model_dir = tmp_path_factory.mktemp("single")
     _run(_args(bert_data, model_dir, "--strategy=one_device"))
-    return _weights(model_dir)
+    return model_dir
+
+
+@pytest.fixture(scope="module")
+def single_device(single_device_dir):
+    return _weights(single_device_dir)
 
 
 def test_training_moves_the_weights(bert_data, single_device, tmp_path):
@@ -45,9 +54,30 @@ def test_mirrored_two_logical_cpus_match_one_device(bert_data, single_device, tm
     assert _max_diff(single_device, _weights(tmp_path)) < 2e-5
 
 
-def test_gradient_accumulation_matches_one_device(bert_data, single_device, tmp_path):
-    _run(_args(bert_data, tmp_path, "--strategy=one_device",
-               "--gin_param=train.gradient_accumulation_steps=4"))
+@pytest.mark.parametrize("accumulation", [1, 4])
+def test_gradient_accumulation_feeds_micro_batches_and_matches_one_device(
+        bert_data, single_device_dir, single_device, tmp_path, monkeypatch, accumulation):
+    """With train.gradient_accumulation_steps=4 the task is given 4 micro-batches of 16 / 4
+    examples per step; 1 is the negative control (one batch of 16 per step). A trainer that
+    ignored the switch would still end at the one-device weights, so the micro-batches the
+    task sees are what shows that the switch took effect."""
+    monkeypatch.chdir(REPO_ROOT)  # configs include each other by repo-relative paths
+    probe = TrainingProbe(monkeypatch, Pretraining)
+    argv = _args(bert_data, tmp_path, "--strategy=one_device",
+                 f"--gin_param=train.gradient_accumulation_steps={accumulation}")[2:]
+    summary = train_in_process(argv, tmp_path, steps=STEPS)
+    assert int(probe.calls.numpy()) == STEPS * accumulation
+    assert int(probe.smallest.numpy()) == int(probe.largest.numpy()) == 16 // accumulation
+    # Step 1 starts from the same weights on the same 16 examples (log_every=1: its loss is
+    # the first logged): the split changes only the order of float32 additions. Summing n
+    # terms in another order moves a float32 result by at most about n * 2^-24 of its
+    # magnitude (Higham's gamma_n); n is bounded by the longest chain of additions of the
+    # loss: the log-sum-exp over the V = 2000 pieces, the 16 x 10 predictions and the dot
+    # products of the 2 layers (2 x (128 + 512) wide).
+    loss, reference = (summary["first_logged_metrics"]["loss"],
+                       read_summary(single_device_dir)["first_logged_metrics"]["loss"])
+    n = 2000 + 16 * 10 + 2 * (128 + 512)
+    assert abs(loss - reference) <= n * 2.0 ** -24 * abs(reference), (loss, reference)
     assert _max_diff(single_device, _weights(tmp_path)) < 2e-5
 
 
@@ -63,31 +93,83 @@ def _free_ports(count):
             s.close()
 
 
-def test_two_workers_match_one_device(bert_data, single_device, tmp_path):
+def _start_workers(bert_data, model_dir, logs):
+    """Two workers on fresh ports; their output goes to files under logs."""
     workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
     procs = []
     for index in range(2):
         tf_config = json.dumps({"cluster": {"worker": workers},
                                 "task": {"type": "worker", "index": index}})
-        procs.append(subprocess.Popen(
-            [sys.executable, *_args(bert_data, tmp_path, "--strategy=multi_worker_mirrored")],
-            cwd=REPO_ROOT, env=_env(TF_CONFIG=tf_config), stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True))
-    outputs = []
-    for proc in procs:
-        try:
-            out, _ = proc.communicate(timeout=600)
-        finally:
+        with open(logs / f"worker{index}.log", "w") as out:
+            procs.append(subprocess.Popen(
+                [sys.executable, *_args(bert_data, model_dir, "--strategy=multi_worker_mirrored")],
+                cwd=REPO_ROOT, env=_env(TF_CONFIG=tf_config), stdout=out,
+                stderr=subprocess.STDOUT))
+    return procs
+
+
+def _wait_for_workers(procs, logs, timeout=600):
+    """Waits for both and returns their outputs; when one fails, the other is killed (it
+    would wait for its peer). When the failure is a port taken in the meantime (the ports are
+    free when chosen, and another process may bind one before the worker does: the gRPC
+    server then reports "Address already in use"), returns None."""
+    deadline = time.monotonic() + timeout
+    try:
+        while any(p.poll() is None for p in procs):
+            failed = [i for i, p in enumerate(procs) if p.poll() not in (None, 0)]
+            if failed:
+                if "Address already in use" in (logs / f"worker{failed[0]}.log").read_text():
+                    return None
+                break
+            assert time.monotonic() < deadline, "workers did not finish within the deadline"
+            time.sleep(0.5)
+    finally:
+        for proc in procs:
             proc.kill()
-        outputs.append(out)
+            proc.wait()
+    return [(logs / f"worker{i}.log").read_text() for i in range(len(procs))]
+
+
+def test_two_workers_match_one_device(bert_data, single_device, tmp_path):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    model_dir = tmp_path / "model"
+    for attempt in range(3):  # a port taken by another process between choice and bind: again
+        procs = _start_workers(bert_data, model_dir, logs)
+        outputs = _wait_for_workers(procs, logs)
+        if outputs is not None:
+            break
+    else:
+        pytest.fail("three pairs of free ports were all taken before the workers bound them")
     for proc in procs:
         assert proc.returncode == 0, "\n".join(f"--- worker {i} (exit {p.returncode}) ---\n{o[-3000:]}"
                                                 for i, (p, o) in enumerate(zip(procs, outputs)))
     assert "on 2 replica(s)" in outputs[0]
     assert "worker done" in outputs[1]
     # Only the chief's files remain.
-    assert not [p for p in os.listdir(tmp_path) if p.startswith(".worker")]
-    assert _max_diff(single_device, _weights(tmp_path)) < 2e-5
+    assert not [p for p in os.listdir(model_dir) if p.startswith(".worker")]
+    assert _max_diff(single_device, _weights(model_dir)) < 2e-5
+
+
+# garden.train that stops itself (SIGSTOP) right after the log line of step argv[1], so that
+# the test's SIGKILL lands at that point and nowhere later, however slowly the test reads.
+_STOPPING_TRAIN = """
+import os, runpy, signal, sys
+from garden.training import progress
+stop_at, add = int(sys.argv.pop(1)), progress.Progress.add
+def add_then_stop(self, step, *args):
+    line = add(self, step, *args)
+    if step == stop_at:
+        os.kill(os.getpid(), signal.SIGSTOP)
+    return line
+progress.Progress.add = add_then_stop
+runpy.run_module("garden.train", run_name="__main__", alter_sys=True)
+"""
+
+
+def _stopped(pid) -> bool:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0] in ("T", "t")
 
 
 def test_sigkill_then_resume_ends_at_the_uninterrupted_weights(bert_data, tmp_path):
@@ -99,18 +181,20 @@ def test_sigkill_then_resume_ends_at_the_uninterrupted_weights(bert_data, tmp_pa
 
     killed = tmp_path / "killed"
     for kill_after, kept in ((4, "ckpt-3"), (8, "ckpt-6")):
-        proc = subprocess.Popen([sys.executable, *_args(bert_data, killed, *extra, steps=steps,
-                                                        dropout=0.1)],
+        # e.g. checkpoint at 6, step 8 done and lost; the child stops itself after that step's
+        # line, so the kill falls between steps 8 and 9 on any machine.
+        args = _args(bert_data, killed, *extra, steps=steps, dropout=0.1)[2:]
+        proc = subprocess.Popen([sys.executable, "-c", _STOPPING_TRAIN, str(kill_after), *args],
                                 cwd=REPO_ROOT, env=_env(), stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True)
-        deadline = time.time() + 300
-        for line in proc.stdout:
-            # e.g. checkpoint at 6, step 8 done and lost
-            if line.startswith(f"[train] step {kill_after}/"):
-                proc.send_signal(signal.SIGKILL)
-                break
-            assert time.time() < deadline
-        proc.wait(timeout=60)
+        reader = LineReader(proc)
+        reader.until(f"[train] step {kill_after}/", timeout=300)
+        deadline = time.monotonic() + 60
+        while not _stopped(proc.pid):
+            assert time.monotonic() < deadline, "the child did not stop after its step line"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        reader.rest(timeout=60)
         assert proc.returncode == -signal.SIGKILL
         assert tf.train.latest_checkpoint(str(killed / "checkpoints")).endswith(kept)
 

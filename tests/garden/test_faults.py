@@ -5,26 +5,20 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 
 import tensorflow as tf
 
-from testing import REPO_ROOT, pretrain_args, python_env, run_python
+from testing import REPO_ROOT, LineReader, pretrain_args, python_env, run_python
 
 
 def test_sigterm_writes_a_checkpoint_and_the_run_resumes(bert_data, tmp_path):
     args = pretrain_args(bert_data, tmp_path, "--gin_param=train.checkpoint_every=1000", steps=400)
     proc = subprocess.Popen([sys.executable, *args], cwd=REPO_ROOT, env=python_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.time() + 300
-    lines = []
-    for line in proc.stdout:
-        lines.append(line)
-        if line.startswith("[train] step 5/"):
-            proc.send_signal(signal.SIGTERM)
-        assert time.time() < deadline, "".join(lines[-20:])
-    proc.wait(timeout=60)
-    out = "".join(lines)
+    reader = LineReader(proc)  # deadlines hold even when the child prints nothing
+    reader.until("[train] step 5/", timeout=300)
+    proc.send_signal(signal.SIGTERM)
+    out = reader.rest(timeout=120)
     assert proc.returncode == 143, out[-3000:]
     assert "SIGTERM: saved" in out
     # No periodic checkpoint was due (every 1000): the one there is the preemption's.

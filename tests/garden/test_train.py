@@ -161,9 +161,25 @@ def test_summary_of_bert_large_reports_about_335m(capsys):
     assert 334_000_000 < total < 337_000_000, total
 
 
-def test_finetune_from_pretraining_checkpoint_then_export(bert_data, tmp_path):
+def test_finetune_from_pretraining_checkpoint_then_export(bert_data, tmp_path, monkeypatch):
+    import csv
+
+    import numpy as np
+
+    from garden.tasks.sentence_classification import SentenceClassification
+    from testing import checkpoint_floats
+
     pretrain_dir = tmp_path / "pretrain"
     assert train_lib.main(_pretrain_args(bert_data, pretrain_dir, 10)) == 0
+    # The backbone's weights as the task built it, before the first step.
+    initial, build_model = {}, SentenceClassification.build_model
+
+    def build_and_keep(task):
+        model, objects = build_model(task)
+        initial.update({w.path: w.numpy() for w in objects["backbone"].weights})
+        return model, objects
+
+    monkeypatch.setattr(SentenceClassification, "build_model", build_and_keep)
     export_base = tmp_path / "export"
     rc = train_lib.main([
         "--config=configs/finetune/classification_tiny.gin", f"--model_dir={tmp_path / 'ft'}",
@@ -175,21 +191,39 @@ def test_finetune_from_pretraining_checkpoint_then_export(bert_data, tmp_path):
         "--gin_param=TRAIN_STEPS=30", "--gin_param=train.log_every=10",
         "--gin_param=garden.SentenceClassification.max_seq_length=64"])
     assert rc == 0
+    # INIT_CHECKPOINT was loaded: every backbone weight at step 0 is a tensor of the
+    # pretraining checkpoint, bit for bit; and not a fresh initialisation, whose LayerNorm
+    # scales are all 1 and offsets all 0 (10 pretraining steps moved them).
+    pretrained = list(checkpoint_floats(pretrain_dir).values())
+    assert len(initial) > 30
+    for path, value in initial.items():
+        assert any(t.shape == value.shape and np.array_equal(t, value) for t in pretrained), path
+    norms = [v for p, v in initial.items() if p.endswith(("/gamma", "/beta"))]
+    assert len(norms) >= 6
+    assert not [v for v in norms if np.all(v == 1.0) or np.all(v == 0.0)]
+
     summary = read_summary(tmp_path / "ft")
     assert summary["export_dir"] == str(export_base / "bert_tiny_classifier" / "1")
-    assert 0.0 <= summary["eval_accuracy"] <= 1.0 and summary["eval_examples"] > 100
-    # The export answers raw text in a fresh process, through its serving signature.
+    with open(f"{bert_data.task_dir}/dev.tsv", newline="", encoding="utf-8") as f:
+        dev = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+    assert summary["eval_examples"] == len(dev) > 100
+    # The export answers raw text in a fresh process, through its serving signature; its
+    # predictions on the dev texts give the accuracy the trainer reported (the same model and
+    # packing; a near-tie decided differently by float rounding may move one or two).
     code = ("import json, sys, tensorflow as tf, tensorflow_text\n"
             "m = tf.saved_model.load(sys.argv[1])\n"
-            "out = m.signatures['serving_default'](text_a=tf.constant(['The for statement.', 'Return a list.']))\n"
+            "texts = json.load(sys.stdin)\n"
+            "out = m.signatures['serving_default'](text_a=tf.constant(texts))\n"
             "print(json.dumps([[l.decode() for l in out['label'].numpy()],\n"
             "                  out['probabilities'].numpy().sum(-1).tolist()]))\n")
     proc = subprocess.run([sys.executable, "-c", code, summary["export_dir"]], capture_output=True,
-                          text=True, timeout=300)
+                          input=json.dumps([row["text_a"] for row in dev]), text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     labels, sums = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert len(labels) == 2 and all(l in ("library", "reference") for l in labels)
+    assert len(labels) == len(dev) and set(labels) <= {"library", "reference"}
     assert all(abs(s - 1.0) < 1e-5 for s in sums)
+    accuracy = np.mean([label == row["label"] for label, row in zip(labels, dev)])
+    assert abs(accuracy - summary["eval_accuracy"]) <= 2 / len(dev), (accuracy, summary)
 
 
 def test_two_phases_switch_data_and_continue_from_the_same_weights(bert_data, tmp_path, capsys):
@@ -241,7 +275,10 @@ def test_periodic_evaluation_on_held_out_data(bert_data, tmp_path, capsys):
     evals = summary["last_eval_metrics"]
     # MFU = 6 x non-embedding parameters x tokens/s over a matmul peak measured at start.
     assert summary["peak_flops"] > 1e9 and 0.0 < summary["mfu_last_window"] < 1.0
-    assert evals["mlm_loss"] > 0 and 0.0 <= evals["nsp_accuracy"] <= 1.0
+    # 3 batches of 32 (eval_batch_size): the NSP accuracy is a count of right answers out of
+    # 96 (a mean of probabilities or of another number of examples would not be).
+    assert evals["mlm_loss"] > 0
+    assert abs(evals["nsp_accuracy"] * 96 - round(evals["nsp_accuracy"] * 96)) < 1e-3, evals
     # The scalars reach TensorBoard.
     import tensorflow as tf
 
@@ -277,22 +314,46 @@ def test_report_renders_the_curves_of_a_run(bert_data, tmp_path, capsys):
     assert "no TensorBoard event files" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
-def test_mixed_precision_trains_and_restores_the_policy(bert_data, tmp_path, policy):
+@pytest.mark.parametrize("policy,compute_dtype", [("mixed_bfloat16", "bfloat16"),
+                                                  ("mixed_float16", "float16")])
+def test_mixed_precision_computes_in_its_dtype_and_restores_the_policy(
+        bert_data, tmp_path, monkeypatch, policy, compute_dtype):
     import keras
+    import numpy as np
+    import tensorflow as tf
 
+    from garden.tasks.pretraining import Pretraining
+    from testing import TrainingProbe
+
+    probe = TrainingProbe(monkeypatch, Pretraining)
     args = _pretrain_args(bert_data, tmp_path, 4, f"--gin_param=train.mixed_precision='{policy}'",
-                          "--gin_param=train.log_every=2")
+                          "--strategy=one_device", "--gin_param=train.log_every=2",
+                          "--gin_param=train.peak_flops=1e12")  # no float16 matmul timing
     assert train_lib.main(args) == 0
+    # The Transformer blocks' outputs in the run's steps had the policy's compute dtype (a
+    # model built before the policy, or a policy never set, computes in float32).
+    assert probe.activation_dtypes == {compute_dtype}
+    assert int(probe.calls.numpy()) == 4
     metrics = read_summary(tmp_path)["last_logged_metrics"]
     assert 0 < metrics["loss"] < 20
     assert keras.mixed_precision.global_policy().name == "float32"
     # Weights stay float32 in the checkpoint (variables are float32 under mixed policies).
-    import tensorflow as tf
-
     ckpt = tf.train.latest_checkpoint(str(tmp_path / "checkpoints"))
-    dtypes = tf.train.load_checkpoint(ckpt).get_variable_to_dtype_map()
+    reader = tf.train.load_checkpoint(ckpt)
+    dtypes = reader.get_variable_to_dtype_map()
     assert not [n for n, d in dtypes.items() if d in (tf.bfloat16, tf.float16)]
+    # float16 needs loss scaling (bfloat16 has float32's range and none): the checkpoint
+    # holds the LossScaleOptimizer's state. It starts at 2^15 and halves at each step whose
+    # scaled gradient overflows; step_counter counts the finite steps since the last halving.
+    scale_name = "optimizer/dynamic_scale/.ATTRIBUTES/VARIABLE_VALUE"
+    counter_name = "optimizer/step_counter/.ATTRIBUTES/VARIABLE_VALUE"
+    if policy == "mixed_float16":
+        assert scale_name in dtypes and counter_name in dtypes, "no loss-scale state saved"
+        halvings = 15 - np.log2(reader.get_tensor(scale_name))
+        assert halvings in range(5), reader.get_tensor(scale_name)
+        assert 1 <= halvings + reader.get_tensor(counter_name) <= 4
+    else:
+        assert scale_name not in dtypes and counter_name not in dtypes
 
 
 def test_xla_on_one_cpu_device_trains_and_lowers_the_loss(bert_data, tmp_path, capsys):

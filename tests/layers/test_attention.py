@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 
 from garden.layers.attention import MultiHeadAttention
+from objective_testing import within
 
 
 def _pair(hidden=16, heads=4, dropout=0.0):
@@ -59,10 +60,38 @@ def test_outputs_and_gradients_equal_keras(mask_kind):
 
 
 def test_dropout_only_in_training_and_at_its_rate():
-    ours, _ = _pair(hidden=32, heads=2, dropout=0.5)
-    x = np.random.default_rng(2).normal(size=(4, 64, 32)).astype("float32")
-    np.testing.assert_array_equal(ours(x, x, training=False).numpy(), ours(x, x).numpy())
-    assert not np.allclose(ours(x, x, training=True).numpy(), ours(x, x, training=False).numpy())
+    """Values that are one-hot over the keys and identity projections make the output the
+    dropped attention probabilities themselves: 0 where dropped, p / (1 - rate) elsewhere. The
+    share of zeros over n = 16,384 probabilities must fit Binomial(n, 0.1) within 5 standard
+    errors (0.012; a fifth of the rate, 0.02, is 34 of them away)."""
+    rate, batch, heads, length = 0.1, 8, 2, 32
+    layer = MultiHeadAttention(num_heads=heads, key_dim=length, dropout=rate)
+    query_shape, value_shape = (batch, length, heads * length), (batch, length, length)
+    layer.build(query_shape, value_shape)
+    rng = np.random.default_rng(2)
+    for dense in (layer.query_dense, layer.key_dense):
+        dense.kernel.assign(rng.normal(scale=0.3, size=dense.kernel.shape).astype("float32"))
+    for dense in (layer.query_dense, layer.key_dense, layer.value_dense, layer.output_dense):
+        dense.bias.assign(np.zeros(dense.bias.shape, "float32"))
+    layer.value_dense.kernel.assign(np.repeat(np.eye(length, dtype="float32")[:, None], heads, 1))
+    layer.output_dense.kernel.assign(np.eye(heads * length, dtype="float32").reshape(
+        heads, length, heads * length))
+    query = rng.normal(size=query_shape).astype("float32")
+    value = np.broadcast_to(np.eye(length, dtype="float32"), value_shape)  # v_k = e_k
+
+    keras.utils.set_random_seed(5)
+    out, probabilities = layer(query, value, training=True, return_attention_scores=True)
+    p = np.transpose(probabilities.numpy(), (0, 2, 1, 3)).reshape(batch, length, -1)  # as out
+    out = out.numpy()
+    assert p.min() > 0  # so a 0 in the output is a dropped probability
+    dropped = out == 0
+    n = dropped.size
+    assert n == 16_384 and within(int(dropped.sum()), n, rate), dropped.mean()
+    np.testing.assert_allclose(out[~dropped], p[~dropped] / (1 - rate), rtol=1e-5)
+    # Inference: no dropout, the probabilities themselves.
+    out, probabilities = layer(query, value, training=False, return_attention_scores=True)
+    np.testing.assert_allclose(out.numpy(), np.transpose(probabilities.numpy(), (0, 2, 1, 3))
+                               .reshape(batch, length, -1), rtol=1e-6)
 
 
 def test_mixed_precision_runs_in_the_compute_dtype():

@@ -67,7 +67,7 @@ def test_assign_weights_loads_and_names_every_problem():
     broken = dict(source, **{"classifier.weight": np.zeros(3, "float32")})
     del broken["encoder.layer.0.output.dense.bias"]
     broken["pooler.dense.weight"] = np.zeros((H, 3), "float32")
-    with pytest.raises(ValueError) as error:
+    with pytest.raises(ValueError, match="^my checkpoint: checkpoint does not match") as error:
         conversion.assign_weights(backbone, broken, names, source="my checkpoint")
     message = str(error.value)
     assert message.startswith("my checkpoint: checkpoint does not match")

@@ -52,8 +52,8 @@ def test_unknown_preset_names_the_choices():
         albert_backbone_from_preset("albert_huge")
 
 
-@pytest.mark.parametrize("share,num_groups", [("all", 1), ("all", 2), ("attention", 1),
-                                              ("ffn", 1), ("none", 1)])
+# One share mode with groups here; each mode with one group at 12 layers below.
+@pytest.mark.parametrize("share,num_groups", [("all", 2)])
 def test_count_formula_matches_keras_on_a_small_model(share, num_groups):
     backbone = AlbertBackbone(vocab_size=97, num_layers=4, hidden_size=32, num_heads=4,
                               intermediate_size=37, embedding_size=16, max_sequence_length=40,
@@ -99,6 +99,13 @@ def test_pretrainer_parameter_count_equals_hugging_face():
                                             ("none", 89)])
 def test_sharing_ablation_sizes_of_the_paper(share, millions):
     # Lan et al. (2020), table 4, ALBERT-base with E = 128: all-shared 12M, shared-FFN 38M,
-    # shared-attention 64M, not-shared 89M. (Counted by the formula checked above.)
+    # shared-attention 64M, not-shared 89M. Building them takes over a minute here, so the
+    # backbone's sharing is counted at the paper's depth (12 layers) on narrow widths, where
+    # it must equal the formula (with one group of shared weights; two groups are counted
+    # above); the formula then counts the paper's widths.
+    narrow = AlbertBackbone(vocab_size=97, num_layers=12, hidden_size=32, num_heads=4,
+                            intermediate_size=37, embedding_size=16, max_sequence_length=40,
+                            share=share)
+    assert narrow.count_params() == _parameter_count(97, 12, 32, 37, E=16, P=40, share=share)
     count = _parameter_count(30000, 12, 768, 3072, share=share)
     assert abs(count / 1e6 - millions) < 1.0, count

@@ -104,7 +104,7 @@ def test_missing_and_unexpected_names_are_reported():
     state = _state(hf)
     del state["electra.encoder.layer.1.output.dense.bias"]
     state["electra.pooler.dense.weight"] = np.zeros((32, 32), "float32")
-    with pytest.raises(ValueError) as error:
+    with pytest.raises(ValueError, match=r"electra\.encoder\.layer\.1\.output\.dense\.bias") as error:
         from_huggingface(hf.config.to_dict(), state)
     message = str(error.value)
     assert "electra.encoder.layer.1.output.dense.bias" in message
