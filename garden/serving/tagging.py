@@ -2,7 +2,9 @@
 
 Everything runs in the graph, as data_pipelines/finetune/conll.py does in Python for training
 (the ids are tested equal):
-  1. words: tensorflow-text's WhitespaceTokenizer with byte offsets;
+  1. words: split at runs of Unicode whitespace, the characters Python's str.split() splits
+     at (tensorflow-text's RegexSplitWithOffsets, an op of every TF Serving release since
+     2.12; its WhitespaceTokenizer's op is newer), with byte offsets;
   2. pieces of each word with the training tokenizer (byte-level BPE: a space before every
      word but the first); a word without pieces gets the unknown token; a word keeps at most
      max_seq_length - 2 pieces;
@@ -39,6 +41,11 @@ from data_pipelines import tokenizers
 from data_pipelines.finetune.conll import tag_type
 from garden.serving.modules import PREDICT, ServingModule
 from garden.serving.text import TextPacker, checked_text
+
+
+# Python's str.split() whitespace: RE2's \\s ([\\t\\n\\f\\r ]), \\v, the separators U+001C..1F,
+# NEL, and the Unicode separator categories (NBSP, U+2000..200A, U+2028, U+3000, ...).
+WHITESPACE = r"[\s\x0b\x1c-\x1f\x85\p{Z}]+"
 
 
 class TaggerServing(ServingModule):
@@ -138,7 +145,7 @@ class TaggerServing(ServingModule):
 
     def tag_text(self, sentences) -> Dict[str, tf.Tensor]:
         text = checked_text(sentences, "sentences")
-        words, starts, ends = tf_text.WhitespaceTokenizer().tokenize_with_offsets(text)
+        words, starts, ends = tf_text.regex_split_with_offsets(text, WHITESPACE)
         inputs, rows, positions = self.encode_words(words)
         logits = tf.cast(self.model(inputs, training=False)["logits"], tf.float32)
         word_logits = tf.gather_nd(logits, tf.stack([rows, positions], axis=1))
