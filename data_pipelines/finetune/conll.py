@@ -39,6 +39,7 @@ make_finetune kind (data_pipelines/finetune/__init__.py): NAME "conll", flags
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from data_pipelines.finetune import FinetuneDataError
@@ -116,6 +117,22 @@ def _check_iob2(path: str, lines: Sequence[int], tags: Sequence[str]) -> None:
 
 # -- reading ------------------------------------------------------------------------------
 
+def _read(path: str) -> bytes:
+    """A local file without TensorFlow (a Beam worker that only tokenizes need not load
+    it); gs:// and other remote paths through tf.io.gfile."""
+    if "://" not in path:
+        if not os.path.isfile(path):
+            raise FinetuneDataError(f"CoNLL file not found: {path}")
+        with open(path, "rb") as f:
+            return f.read()
+    import tensorflow as tf
+
+    if not tf.io.gfile.exists(path):
+        raise FinetuneDataError(f"CoNLL file not found: {path}")
+    with tf.io.gfile.GFile(path, "rb") as f:
+        return f.read()
+
+
 def _decode(path: str, raw: bytes) -> str:
     try:
         return raw.decode("utf-8")
@@ -190,12 +207,7 @@ def read_examples(path: str, scheme: str = "iob1", label_names: Optional[Sequenc
             if scheme == "iob2":
                 _check_iob2(f"{path}: example {k}", range(1, len(s.tags) + 1), s.tags)
         return sentences
-    import tensorflow as tf
-
-    if not tf.io.gfile.exists(path):
-        raise FinetuneDataError(f"CoNLL file not found: {path}")
-    with tf.io.gfile.GFile(path, "rb") as f:
-        sentences = parse(_decode(path, f.read()), path, scheme, label_names)
+    sentences = parse(_decode(path, _read(path)), path, scheme, label_names)
     if not sentences:
         raise FinetuneDataError(f"{path} has no sentences")
     return sentences
@@ -222,6 +234,10 @@ def read_tfds(source: str, data_dir: Optional[str] = None) -> List[ConllSentence
     out = []
     for k, ex in enumerate(tfds.as_numpy(ds)):
         words = tuple(w.decode("utf-8") for w in ex["tokens"])
+        lengths = {k: len(ex[k]) for k in ("tokens", "pos", "chunks", "ner")}
+        if len(set(lengths.values())) != 1:
+            raise FinetuneDataError(f"{source}: example {k} has columns of different lengths "
+                                    f"{lengths}")
         out.append(ConllSentence(words, tuple(names[i] for i in ex["ner"]),
                                  tuple(pos_names[i] for i in ex["pos"]),
                                  tuple(chunk_names[i] for i in ex["chunks"]), 0, k + 1))
