@@ -57,6 +57,37 @@ def test_lenient_and_strict_modes_differ_on_ill_formed_spans():
         entity_scores(gold, [["O", "O"]])
 
 
+def test_loss_counts_only_labelled_first_sub_tokens(tmp_path):
+    from garden.tasks.tagging import TokenTagging
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "##b"]) + "\n")
+    data = tmp_path / "d.txt"
+    data.write_text("ab X X I-KW\na X X O\n\n")
+    task = TokenTagging(backbone=None, vocab=str(vocab), train_data=str(data),
+                        eval_data=str(data), max_seq_length=6, label_names=["O", "I-KW"])
+    task.prepare()
+    arrays = task.train_arrays
+    # [CLS] a ##b a [SEP] [PAD]: labels on the two first sub-tokens only.
+    np.testing.assert_array_equal(arrays["label_ids"], [[-1, 1, -1, 0, -1, -1]])
+
+    class Fixed:  # logits favouring O everywhere, by log(3) nats
+        def __call__(self, inputs, training=False):
+            shape = tf.shape(inputs["token_ids"])
+            return {"logits": tf.tile(tf.constant([[[math.log(3.0), 0.0]]]),
+                                      [shape[0], shape[1], 1])}
+
+    batch = {k: tf.constant(v) for k, v in arrays.items()}
+    metrics = task.compute_metrics(Fixed(), batch, training=True)
+    # Two labelled positions: -log(1/4) for I-KW, -log(3/4) for O, averaged.
+    expected = (-math.log(0.25) - math.log(0.75)) / 2
+    assert float(metrics["loss"]) == pytest.approx(expected, rel=1e-5)
+    shares = task.loss_weights(batch)
+    assert float(shares["labelled"]) == 2.0
+    halved = task.compute_metrics(Fixed(), batch, True, {"labelled": tf.constant(4.0)})
+    assert float(halved["loss"]) == pytest.approx(expected / 2, rel=1e-4)
+
+
 # -- the sample task, trained --------------------------------------------------------------
 
 def _documents(corpus_file: str):
