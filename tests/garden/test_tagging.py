@@ -245,15 +245,15 @@ def test_frozen_four_layer_tagger_trains_only_its_head(bert_data, sample_task, t
         backbone = [w.numpy() for w in objects["backbone"].weights]
         head = [w.numpy() for w in model.weights if not any(
             w is b for b in objects["backbone"].weights)]
-        assert model.trainable_weights and not objects["backbone"].trainable_weights
-        return backbone, head
+        return backbone, head, model, objects["backbone"]
 
-    backbone_1, head_1 = weights(1)
-    backbone_3, head_3 = weights(3)
+    backbone_1, head_1, _, _ = weights(1)
+    backbone_3, head_3, model, backbone = weights(3)
     assert len(backbone_1) > 20 and len(head_1) >= 5  # BiLSTM kernels + dense
     for a, b in zip(backbone_1, backbone_3):
         np.testing.assert_array_equal(a, b)  # bit-identical
     assert any(not np.array_equal(a, b) for a, b in zip(head_1, head_3))
+    assert model.trainable_weights and not backbone.trainable_weights
 
 
 # -- extract_features -------------------------------------------------------------------------
