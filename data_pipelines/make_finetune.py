@@ -60,7 +60,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from data_pipelines import beam_options, casing, features, gcs, output, progress, sources, tokenizers
+from data_pipelines import beam_options, features, gcs, jobs, output, progress, sources, tokenizers
 from data_pipelines.counters import SumDictsFn, count as _count
 from data_pipelines.finetune import FinetuneDataError
 from data_pipelines.make_pretrain import encode_entries, read_entries
@@ -421,15 +421,6 @@ def parse_args(argv: Optional[Sequence[str]] = None):
     return args, beam_args
 
 
-def _list_input(args) -> List[str]:
-    """The input's files (or tfds shards: sets args.tfds_shards); InputError when there are none."""
-    if args.input_format != "tfds":
-        return sources.match_files(args.input)
-    args.tfds_shards = sources.tfds_shards(args.input, args.tfds_data_dir)
-    name, split = sources.parse_tfds(args.input)
-    return [f"{name}:{split}[{i}shard]" for i in args.tfds_shards]
-
-
 def run(argv: Optional[Sequence[str]] = None) -> dict:
     """Runs the job; returns the stats (or, for a dry run, {"dry_run": path}). Bad input or an
     unusable output directory ends it with SystemExit("error: ...")."""
@@ -437,47 +428,25 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     pipeline_options = PipelineOptions(beam_args)
     dry_run = beam_options.is_dry_run(pipeline_options)
     try:
-        paths = {"--vocab": args.vocab}
-        if not dry_run:
-            paths.update({"--input": args.input, "--output_dir": args.output_dir,
-                          "--tfds_data_dir": args.tfds_data_dir or ""})
-        gcs.check_credentials(paths)
-        tokenizer = tokenizers.load_tokenizer(args.tokenizer, args.vocab, lower_case=args.do_lower_case)
-        _LOG.info("vocabulary %s (%s): %d pieces (%s)", args.vocab, args.tokenizer, tokenizer.vocab.size,
-                  tokenizer.fingerprint)
-        warning = casing.mismatch(tokenizer, args.do_lower_case)
-        if warning:
-            _LOG.warning("%s", warning)
+        gcs.check_credentials(jobs.checked_paths(args, dry_run))
+        tokenizer = jobs.load_tokenizer(args.tokenizer, args.vocab, args.do_lower_case, _LOG)
+        build = lambda p, work_dir: build_pipeline(p, args, work_dir)  # noqa: E731
         if dry_run:
-            p = beam.Pipeline(options=pipeline_options)
-            build_pipeline(p, args, output.work_dir_of(args.output_dir, "dry-run"))
-            result = p.run()
-            return {"dry_run": beam_options.save_dataflow_job(result, args.output_dir)}
-        files = _list_input(args)
+            return jobs.dry_run(pipeline_options, build, args.output_dir)
+        files = jobs.list_input(args)
         _LOG.info("input %s: %d %s", args.input, len(files),
                   "tfds shards" if args.input_format == "tfds" else "files")
         with output.OutputLock(args.output_dir, "make_finetune"):
-            return _run_locked(args, beam_args, pipeline_options, tokenizer, files)
+            return _run_locked(args, beam_args, pipeline_options, tokenizer, files, build)
     except (sources.InputError, output.OutputError, gcs.CredentialsError, FinetuneDataError) as e:
         raise SystemExit(f"error: {e}") from e
 
 
-def _run_locked(args, beam_args, pipeline_options, tokenizer, files) -> dict:
+def _run_locked(args, beam_args, pipeline_options, tokenizer, files, build) -> dict:
     output.prepare(args.output_dir, args.overwrite, args.split)
     _LOG.info("running %s: task=%s num_shards=%d -> %s", beam_options.runner_name(pipeline_options),
               args.task, args.num_shards, args.output_dir)
-    work_dir = output.work_dir_of(args.output_dir, uuid.uuid4().hex[:12])
-    p = beam.Pipeline(runner=beam_options.make_runner(pipeline_options), options=pipeline_options)
-    build_pipeline(p, args, work_dir)
-    try:
-        with _progress(args, work_dir):
-            result = p.run()
-            result.wait_until_finish()
-    finally:
-        output.remove_work_dirs(args.output_dir)
-    state = str(result.state)
-    if "DONE" not in state:
-        raise output.OutputError(f"pipeline ended in state {state}; {args.output_dir} is not COMPLETED")
+    jobs.run_pipeline(pipeline_options, build, args.output_dir, lambda work_dir: _progress(args, work_dir))
     stats = json.loads(output.read_text(FileSystems.join(args.output_dir, "stats.json")))
     if stats["error_count"]:
         more = f" (and {stats['error_count'] - 1} more input errors, listed in stats.json)" \
