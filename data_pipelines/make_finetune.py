@@ -129,6 +129,21 @@ def featurize(kind, examples: Sequence, tokenizer, options, first_index: int, on
     return out
 
 
+def serialized_rows(spec: features.Spec, columns) -> List[Tuple[str, int, bytes]]:
+    """(sort key, example index, tf.train.Example bytes) of each row of a kind's columns
+    (name -> [N, length] int64 matrix; rows in example order, windows in order)."""
+    if not columns or not len(next(iter(columns.values()))):
+        return []
+    n = len(columns["example_index"])
+    lengths = {name: [spec[name].length] * n for name in spec}
+    records = features.serialize_columns(spec, columns, lengths)
+    index = columns["example_index"][:, 0].tolist()
+    window = [0] * n
+    for r in range(1, n):  # the position of a row among its example's rows
+        window[r] = window[r - 1] + 1 if index[r] == index[r - 1] else 0
+    return [(example_key(i, j), i, rec) for i, j, rec in zip(index, window, records)]
+
+
 def as_values(record: dict, spec: features.Spec, index: int) -> dict:
     """A kind's record (name -> int | list) as lists of values; example_index set to ``index``."""
     row = {name: (value if isinstance(value, (list, tuple)) else [value]) for name, value in record.items()}
@@ -218,25 +233,29 @@ class MakeFeaturesFn(beam.DoFn):
                 _LOG.warning("skipping example %d of %s: %s", index, source_id, error)
                 self._shown += 1
 
-        per_example = featurize(self._kind, examples, self._tokenizer, self._options, first, on_error)
-        by_shard: Dict[int, List[Tuple[str, dict]]] = {}
-        for k, records in enumerate(per_example):
-            index = first + k
-            for j, record in enumerate(records):
-                by_shard.setdefault(index % self._num_shards, []).append(
-                    (example_key(index, j), as_values(record, self._spec, index)))
+        if hasattr(self._kind, "examples_columns"):
+            columns = self._kind.examples_columns(examples, self._tokenizer, self._options, first,
+                                                  on_error=on_error)
+            keyed = serialized_rows(self._spec, columns)
+        else:
+            per_example = featurize(self._kind, examples, self._tokenizer, self._options, first, on_error)
+            keyed = [(example_key(first + k, j), first + k, as_values(record, self._spec, first + k))
+                     for k, records in enumerate(per_example) for j, record in enumerate(records)]
+            records = features.serialize_examples(self._spec, [r for _, _, r in keyed])
+            keyed = [(key, index, record) for (key, index, _), record in zip(keyed, records)]
+        by_shard: Dict[int, List[Tuple[str, bytes]]] = {}
+        for key, index, record in keyed:
+            by_shard.setdefault(index % self._num_shards, []).append((key, record))
         out_path = FileSystems.join(self._work_dir, "features", f"{first:012d}.bin")
         parts, ranges, offset = [], [], 0
         for shard in sorted(by_shard):
-            keyed = by_shard[shard]
-            data = encode_entries(list(zip((key for key, _ in keyed),
-                                           features.serialize_examples(self._spec, [r for _, r in keyed]))))
+            data = encode_entries(by_shard[shard])
             parts.append(data)
-            ranges.append((shard, (first, out_path, offset, len(data), len(keyed))))
+            ranges.append((shard, (first, out_path, offset, len(data), len(by_shard[shard]))))
             offset += len(data)
-            _count(stats, "instances", len(keyed))
+            _count(stats, "instances", len(by_shard[shard]))
         output.write_atomic(out_path, b"".join(parts))
-        _count(stats, "examples_featurized", sum(1 for r in per_example if r))
+        _count(stats, "examples_featurized", len({index for _, index, _ in keyed}))
         yield from ranges
         for message in skipped:
             yield beam.pvalue.TaggedOutput(SKIPPED_TAG, message)

@@ -118,6 +118,20 @@ def test_bytes_do_not_depend_on_runner_or_chunking(files, first_run, tmp_path):
     assert shard_bytes(other) == shard_bytes(out)
 
 
+def test_per_example_protocol_path_writes_the_same_bytes(files, first_run, tmp_path, monkeypatch):
+    """A kind with only the required protocol (example_features per example, as conll's) goes
+    through make_finetune's generic path: the same bytes as squad's columnar path."""
+    import types
+
+    out, _ = first_run
+    plain = types.SimpleNamespace(**{name: getattr(squad, name) for name in (
+        "NAME", "add_flags", "options_from_flags", "read_examples", "example_features", "feature_spec")})
+    monkeypatch.setattr(make_finetune, "get_kind", lambda name: plain)
+    other = str(tmp_path / "plain")
+    run(files, other, "--num_shards=3", "--examples_per_chunk=5")
+    assert shard_bytes(other) == shard_bytes(out)
+
+
 def test_output_directory_contract(files, first_run, tmp_path):
     out, _ = first_run
     with pytest.raises(SystemExit, match="already holds a completed dataset"):
