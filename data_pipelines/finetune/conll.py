@@ -29,8 +29,9 @@ Layout `[CLS] pieces [SEP]` (RoBERTa's `<s> pieces </s>`: the same with that voc
 roles); segment_ids are all 0 (RoBERTa's backbone ignores them). garden/serving/tagging.py
 builds the same ids in the graph from raw sentences (tested equal).
 
-`tfds:conll2003[/split]` reads TensorFlow Datasets' prepared conll2003 from a local data_dir
-(`read_examples("tfds:conll2003/dev", data_dir=...)`); its ner ClassLabel names are the tags.
+`tfds:conll2003[:split]` reads TensorFlow Datasets' prepared conll2003 from a local data_dir
+(`read_examples("tfds:conll2003:dev", data_dir=...)`, make_finetune
+`--input=tfds:conll2003:dev --tfds_data_dir=...`); its ner ClassLabel names are the tags.
 
 make_finetune kind (data_pipelines/finetune/__init__.py): NAME "conll", flags
 --max_seq_length (128), --conll_scheme (iob1), --conll_labels (CoNLL-2003's nine).
@@ -192,13 +193,14 @@ def parse(text: str, path: str = "<string>", scheme: str = "iob1",
 
 def read_examples(path: str, scheme: str = "iob1", label_names: Optional[Sequence[str]] = None,
                   data_dir: Optional[str] = None) -> List[ConllSentence]:
-    """The sentences of a CoNLL-2003 file (or `tfds:conll2003[/split]`), in file order.
+    """The sentences of a CoNLL-2003 file (or `tfds:conll2003[:split]`), in file order.
 
     label_names: when given, a tag outside them is an error naming file:line.
     data_dir: TensorFlow Datasets' data_dir for a tfds: source (nothing is downloaded).
     """
     if path.startswith("tfds:"):
-        sentences = read_tfds(path, data_dir)
+        name, _, split = path[len("tfds:"):].partition(":")
+        sentences = read_tfds(name, split or "train", data_dir)
         for k, s in enumerate(sentences):
             for tag in s.tags:
                 if label_names is not None and tag not in label_names:
@@ -213,20 +215,19 @@ def read_examples(path: str, scheme: str = "iob1", label_names: Optional[Sequenc
     return sentences
 
 
-def read_tfds(source: str, data_dir: Optional[str] = None) -> List[ConllSentence]:
-    """`tfds:conll2003[/SPLIT]` (split default train; the CoNLL name "dev" is tfds' "dev") as
-    sentences, from a prepared local data_dir (download=False)."""
+def read_tfds(name: str, split: str, data_dir: Optional[str] = None) -> List[ConllSentence]:
+    """The sentences of a prepared tensorflow-datasets split of conll2003 (``split`` may select
+    shards, e.g. "train[0shard]"; CoNLL-2003's splits are train, dev, test), in the dataset's
+    order, from data_dir (nothing is downloaded). Errors name the dataset, split and example."""
     import tensorflow_datasets as tfds
 
-    name, _, split = source[len("tfds:"):].partition("/")
-    if name != "conll2003":
-        raise FinetuneDataError(f"{source}: only tfds:conll2003[/split] is a CoNLL source")
-    split = split or "train"
+    if name.split("/")[0] != "conll2003":
+        raise FinetuneDataError(f"tfds:{name}: only tfds:conll2003[:split] is a CoNLL source")
     try:
         builder = tfds.builder(name, data_dir=data_dir)
-        ds = builder.as_dataset(split=split)
+        ds = builder.as_dataset(split=split, shuffle_files=False)
     except (AssertionError, ValueError, FileNotFoundError) as e:
-        raise FinetuneDataError(f"{source}: cannot read split {split!r} from data_dir "
+        raise FinetuneDataError(f"tfds:{name}:{split}: cannot read it from data_dir "
                                 f"{data_dir!r} ({e}); prepare it with tfds first") from None
     names = builder.info.features["ner"].feature.names
     pos_names = builder.info.features["pos"].feature.names
@@ -234,10 +235,10 @@ def read_tfds(source: str, data_dir: Optional[str] = None) -> List[ConllSentence
     out = []
     for k, ex in enumerate(tfds.as_numpy(ds)):
         words = tuple(w.decode("utf-8") for w in ex["tokens"])
-        lengths = {k: len(ex[k]) for k in ("tokens", "pos", "chunks", "ner")}
+        lengths = {c: len(ex[c]) for c in ("tokens", "pos", "chunks", "ner")}
         if len(set(lengths.values())) != 1:
-            raise FinetuneDataError(f"{source}: example {k} has columns of different lengths "
-                                    f"{lengths}")
+            raise FinetuneDataError(f"tfds:{name}:{split} example {k}: columns of different "
+                                    f"lengths {lengths}")
         out.append(ConllSentence(words, tuple(names[i] for i in ex["ner"]),
                                  tuple(pos_names[i] for i in ex["pos"]),
                                  tuple(chunk_names[i] for i in ex["chunks"]), 0, k + 1))

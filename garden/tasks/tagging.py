@@ -1,7 +1,7 @@
 """Token tagging (CoNLL-2003 NER) as a task of the shared trainer.
 
 Data, train and eval alike, is either
-  * a CoNLL-2003 file (or `tfds:conll2003/<split>` with `tfds_data_dir`), read by
+  * a CoNLL-2003 file (or `tfds:conll2003:<split>` with `tfds_data_dir`), read by
     data_pipelines.finetune.conll and turned into first-sub-token records in this process by
     the same `example_features` that make_finetune runs, or
   * a `python -m data_pipelines.make_finetune --task=conll` output directory (COMPLETED,
@@ -63,16 +63,28 @@ def rejoin(arrays: Dict[str, np.ndarray], predicted: np.ndarray) -> Dict[int, tu
     return out
 
 
-def read_data_dir(path: str) -> tuple:
-    """(info, files) of a make_finetune --task=conll output directory, checked."""
+def read_data_dir(path: str, options: Optional[conll.ConllOptions] = None,
+                  vocab_fingerprint: Optional[str] = None) -> tuple:
+    """(info, files) of a make_finetune --task=conll output directory, checked: complete, of
+    the conll kind, and (when given) made with these options and this vocabulary."""
     if not tf.io.gfile.exists(posixpath.join(path, "COMPLETED")):
         raise data.DataDirError(f"{path} has no COMPLETED marker: make_finetune did not finish "
                                 f"writing it")
     with tf.io.gfile.GFile(posixpath.join(path, "info.json")) as f:
         info = json.load(f)
-    files = sorted(tf.io.gfile.glob(posixpath.join(path, "*.tfrecord*")))
-    if not files:
-        raise data.DataDirError(f"{path} has no *.tfrecord shards")
+    if info.get("task", info.get("objective")) != conll.NAME:
+        raise data.DataDirError(f"{path} holds {info.get('task')!r} records, not conll")
+    made = info.get("options") or {}
+    if options is not None:
+        for key, want in (("max_seq_length", options.max_seq_length),
+                          ("label_names", list(options.label_names))):
+            if key in made and made[key] != want:
+                raise data.DataDirError(f"{path} was made with {key} {made[key]}, the task "
+                                        f"has {want}")
+    if vocab_fingerprint and info.get("vocab_fingerprint") not in (None, vocab_fingerprint):
+        raise data.DataDirError(f"{path} was tokenized with another vocabulary "
+                                f"({info.get('vocab_fingerprint')}) than {vocab_fingerprint}")
+    files = data.listed_shards(path, info)
     return info, files
 
 
@@ -84,7 +96,7 @@ class TokenTagging(Task):
             factory, e.g. bert_backbone); with feature_layers it must take
             output_hidden_states (the family factories do).
         vocab: the pretraining vocabulary (vocab.txt, .model, vocab.json).
-        train_data, eval_data: a CoNLL-2003 file, tfds:conll2003/<split>, or a make_finetune
+        train_data, eval_data: a CoNLL-2003 file, tfds:conll2003:<split>, or a make_finetune
             --task=conll directory.
         max_seq_length: sub-tokens per row ([CLS]/[SEP] included); longer sentences are cut
             into pieces (128).
@@ -187,10 +199,10 @@ class TokenTagging(Task):
         """Records of a CoNLL source as arrays; for a data directory: None for train (read
         by tf.data), every record for eval."""
         if sentences is None:
+            _, files = read_data_dir(path, self.options, self.text_tokenizer.fingerprint)
             if path == self.train_data and path != self.eval_data:
-                self._train_files = read_data_dir(path)[1]
+                self._train_files = files
                 return None
-            _, files = read_data_dir(path)
             spec = conll.feature_spec(self.options)
             ds = tf.data.TFRecordDataset(files).map(lambda x: tf.io.parse_single_example(x, spec))
             rows = list(ds.as_numpy_iterator())

@@ -156,7 +156,7 @@ def test_tfds_conll2003_from_mock_data():
     ner = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"]
 
     def as_dataset(self, split, *args, **kwargs):
-        assert split == "dev"
+        assert split == "dev", split
         return tf.data.Dataset.from_tensor_slices({
             "tokens": tf.ragged.constant([["EU", "rejects"], ["Peter", "Blackburn", "."]]),
             "pos": tf.ragged.constant([[1, 2], [3, 4, 5]], dtype=tf.int64),
@@ -164,7 +164,7 @@ def test_tfds_conll2003_from_mock_data():
             "ner": tf.ragged.constant([[4, 0], [2, 2, 0]], dtype=tf.int64)})
 
     with tfds.testing.mock_data(as_dataset_fn=as_dataset):
-        s = conll.read_examples("tfds:conll2003/dev", data_dir="/nonexistent")
+        s = conll.read_examples("tfds:conll2003:dev", data_dir="/nonexistent")
     assert [x.words for x in s] == [("EU", "rejects"), ("Peter", "Blackburn", ".")]
     assert [x.tags for x in s] == [("I-ORG", "O"), ("I-PER", "I-PER", "O")]
     assert ner == list(conll.CONLL2003_LABELS)
