@@ -29,7 +29,6 @@ Progress (examples done, rate) goes to stderr every --progress_seconds.
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import posixpath
 import sys
@@ -109,16 +108,6 @@ def backbone_from_run(model_dir: str, gin_params: Sequence[str]):
     return task.backbone_fn, task.vocab, task.lower_case, kind, ckpt, "backbone"
 
 
-def build_backbone(factory, packer, output_hidden_states=True):
-    defaults = {"default_vocab_size": packer.vocab_size}
-    params = inspect.signature(factory).parameters
-    if "default_padding_idx" in params:
-        defaults["default_padding_idx"] = packer.pad_id
-    if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        raise ValueError(f"backbone factory {factory.__name__} takes no output_hidden_states")
-    return factory(**defaults, output_hidden_states=output_hidden_states)
-
-
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="python -m garden.extract_features",
                                 description=__doc__.split("\n\n")[0])
@@ -157,6 +146,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     from garden.serving.text import load_packer
     from garden.tasks.sentence_classification import resolve_init_checkpoint
+    from garden.tasks.tagging import make_backbone, restore_backbone
 
     try:
         if args.model_dir:
@@ -176,10 +166,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     lower_case = lower_case if args.lower_case is None else args.lower_case
     packer = load_packer(vocab, args.max_seq_length, kind=args.tokenizer or kind,
                          lower_case=lower_case)
-    backbone = build_backbone(factory, packer)
-    status = tf.train.Checkpoint(**{obj: backbone}).read(ckpt)
-    status.expect_partial()
-    status.assert_existing_objects_matched()
+    try:
+        backbone = make_backbone(factory, packer, output_hidden_states=True)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    restore_backbone(backbone, ckpt, obj, "extract_features")
     depth = int(backbone.output["hidden_states"].shape[0]) - 1
     bad = [i for i in layers if not -depth <= i <= depth]
     if bad:

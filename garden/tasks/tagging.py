@@ -88,6 +88,30 @@ def read_data_dir(path: str, options: Optional[conll.ConllOptions] = None,
     return info, files
 
 
+def make_backbone(factory: Callable, packer, output_hidden_states: bool = False):
+    """A backbone from a gin factory with the vocabulary's size (and <pad> id where the
+    family's positions depend on it, RoBERTa); output_hidden_states for feature-based use."""
+    defaults = {"default_vocab_size": packer.vocab_size}
+    params = inspect.signature(factory).parameters
+    if "default_padding_idx" in params:
+        defaults["default_padding_idx"] = packer.pad_id
+    if output_hidden_states:
+        if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+            raise ValueError(f"backbone factory {getattr(factory, '__name__', factory)} takes "
+                             f"no output_hidden_states (use e.g. bert_backbone)")
+        defaults["output_hidden_states"] = True
+    return factory(**defaults)
+
+
+def restore_backbone(backbone, checkpoint: str, object_name: str, who: str) -> None:
+    """Restores `backbone` from the checkpoint's `object_name` (backbone; ELECTRA:
+    discriminator); every backbone weight must be found there."""
+    status = tf.train.Checkpoint(**{object_name: backbone}).read(checkpoint)
+    status.expect_partial()
+    status.assert_existing_objects_matched()
+    print(f"[{who}] backbone initialised from {checkpoint} (its {object_name!r})", flush=True)
+
+
 class TokenTagging(Task):
     """Fine-tunes a backbone to tag words (CoNLL-2003 NER); serves word-level entities.
 
@@ -219,23 +243,9 @@ class TokenTagging(Task):
 
     # -- the model -------------------------------------------------------------------------
     def build_model(self):
-        defaults = {"default_vocab_size": self.packer.vocab_size}
-        params = inspect.signature(self.backbone_fn).parameters
-        if "default_padding_idx" in params:
-            defaults["default_padding_idx"] = self.packer.pad_id
-        if self.feature_layers:
-            if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
-                raise ValueError("feature_layers needs a backbone factory that takes "
-                                 "output_hidden_states (e.g. bert_backbone)")
-            defaults["output_hidden_states"] = True
-        backbone = self.backbone_fn(**defaults)
+        backbone = make_backbone(self.backbone_fn, self.packer, bool(self.feature_layers))
         if self.init_checkpoint:
-            status = tf.train.Checkpoint(
-                **{self.init_checkpoint_object: backbone}).read(self._init_path)
-            status.expect_partial()
-            status.assert_existing_objects_matched()
-            print(f"[{self.name}] backbone initialised from {self._init_path} "
-                  f"(its {self.init_checkpoint_object!r})", flush=True)
+            restore_backbone(backbone, self._init_path, self.init_checkpoint_object, self.name)
         model = TokenTagger(backbone, len(self.label_names), dropout=self.dropout,
                             feature_layers=self.feature_layers, lstm_units=self.lstm_units)
         return model, {"model": model, "backbone": backbone}

@@ -3,9 +3,7 @@ mock data), first-sub-token features with non-overlapping pieces, and the CoNLL 
 
 from __future__ import annotations
 
-import os
 
-import numpy as np
 import pytest
 
 from data_pipelines import tokenizers
