@@ -298,13 +298,16 @@ def split_pieces(lengths: Sequence[int], budget: int) -> List[int]:
 
 def example_features(example: ConllSentence, tokenizer, options: ConllOptions,
                      example_index: int = 0) -> List[Dict]:
-    """The records of one sentence (module docstring); tags outside options.label_names are
-    a FinetuneDataError naming the sentence's line."""
+    """The records of one sentence (module docstring); tags outside options.label_names, or
+    (scheme iob2) an I-X that does not continue an X entity, are a FinetuneDataError naming
+    the line (make_finetune skips and counts that sentence)."""
     index = {name: i for i, name in enumerate(options.label_names)}
     unknown = sorted(set(example.tags) - set(index))
     if unknown:
         raise FinetuneDataError(f"sentence at line {example.line}: tags {unknown} are not among "
                                 f"the labels {list(options.label_names)}")
+    if options.scheme == "iob2":  # one word per line: word i sits on line `line + i`
+        _check_iob2("line", [example.line + i for i in range(len(example.tags))], example.tags)
     vocab = tokenizer.vocab
     cls, sep, pad = (vocab.special(r, "tagging") for r in ("cls", "sep", "pad"))
     length = options.max_seq_length

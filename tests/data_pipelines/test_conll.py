@@ -102,6 +102,9 @@ def test_iob1_is_refused_as_iob2_and_converted_for_scoring(tmp_path):
     # IOB1's B- separates two adjacent entities of one type; I- after another type starts one.
     assert conll.iob1_to_iob2(["I-PER", "I-PER", "B-PER", "I-LOC", "O", "I-LOC"]) == \
         ["B-PER", "I-PER", "B-PER", "B-LOC", "O", "B-LOC"]
+    # make_finetune reads with the default scheme; the iob2 option checks each sentence.
+    with pytest.raises(FinetuneDataError, match=r"line:3: I-ORG after the sentence start"):
+        conll.example_features(s1[0], None, conll.ConllOptions(scheme="iob2"))
     bad = iob2.replace("Blackburn NNP I-NP I-PER", "Blackburn NNP I-NP I-LOC")
     with pytest.raises(FinetuneDataError, match=r"iob2\.txt:14: I-LOC after B-PER"):
         conll.read_examples(_write(tmp_path, "iob2.txt", bad), scheme="iob2")
