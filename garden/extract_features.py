@@ -95,6 +95,7 @@ def backbone_from_run(model_dir: str, gin_params: Sequence[str]):
     if not tf.io.gfile.exists(config):
         raise FileNotFoundError(f"{model_dir} has no operative_config.gin: not a garden.train "
                                 f"run directory (use --init_checkpoint with --config)")
+    gin.clear_config()
     gin.parse_config_files_and_bindings([config], list(gin_params), skip_unknown=True)
     task = gin.query_parameter("train.task").scoped_configurable_fn()
     if not hasattr(task, "backbone_fn") or not hasattr(task, "vocab"):
@@ -155,6 +156,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         else:
             from garden.models import factory as factories  # registers the gin factories
 
+            gin.clear_config()
             gin.parse_config_files_and_bindings(args.config, args.gin_param)
             factory = getattr(factories, args.backbone)
             vocab, lower_case, kind, obj = args.vocab, True, args.tokenizer, args.checkpoint_object

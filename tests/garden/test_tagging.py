@@ -258,9 +258,13 @@ def test_frozen_four_layer_tagger_trains_only_its_head(bert_data, sample_task, t
 
 # -- extract_features -------------------------------------------------------------------------
 
-def test_extract_features_writes_the_backbone_hidden_states(bert_data, tmp_path):
+def test_extract_features_writes_the_backbone_hidden_states(bert_data, tmp_path, capsys,
+                                                            monkeypatch):
+    from garden import extract_features
     from garden.models.bert.presets import bert_backbone_from_preset
     from garden.serving.text import load_packer
+
+    monkeypatch.chdir(REPO_ROOT)  # --config is repo-relative, as on the command line
 
     packer = load_packer(bert_data.vocab, 16)
     backbone = bert_backbone_from_preset("bert_tiny", vocab_size=packer.vocab_size,
@@ -270,14 +274,16 @@ def test_extract_features_writes_the_backbone_hidden_states(bert_data, tmp_path)
              "sixteen pieces by the packer because it does not fit."]
     (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     out, npz = tmp_path / "out.jsonl", tmp_path / "out.npz"
-    proc = subprocess.run(
-        [sys.executable, "-m", "garden.extract_features", f"--init_checkpoint={prefix}",
-         "--config=configs/models/bert_tiny.gin", f"--vocab={bert_data.vocab}",
-         f"--input={tmp_path / 'in.txt'}", f"--output={out}", f"--numpy={npz}",
-         "--layers=-1,-2,0", "--max_seq_length=16", "--batch_size=1"],
-        cwd=REPO_ROOT, env=python_env(), capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "2/2 examples" in proc.stderr
+    assert extract_features.main(
+        [f"--init_checkpoint={prefix}", "--config=configs/models/bert_tiny.gin",
+         f"--vocab={bert_data.vocab}", f"--input={tmp_path / 'in.txt'}", f"--output={out}",
+         f"--numpy={npz}", "--layers=-1,-2,0", "--max_seq_length=16", "--batch_size=1"]) == 0
+    assert "2/2 examples" in capsys.readouterr().err
+    assert extract_features.main(
+        [f"--init_checkpoint={prefix}", "--config=configs/models/bert_tiny.gin",
+         f"--vocab={bert_data.vocab}", f"--input={tmp_path / 'in.txt'}", f"--output={out}",
+         "--layers=-3"]) == 2
+    assert "--layers [-3] outside the backbone's layers (-2..2" in capsys.readouterr().err
     inputs = packer.encode_numpy([lines[0], lines[2]])
     states = backbone(inputs, training=False)["hidden_states"].numpy()  # [L+1, B, T, H]
     rows = [json.loads(line) for line in out.read_text().splitlines()]
