@@ -173,6 +173,14 @@ def test_export_in_a_fresh_process_gives_the_keras_entities(trained, sample_task
     with open(os.path.join(export_dir, "assets.extra", "garden_export.json")) as f:
         meta = json.load(f)
     assert meta["label_names"] == LABELS and meta["scheme"] == "iob1"
+    assert meta["signatures"] == {"serving_default": "tensorflow/serving/predict",
+                                  "serving_ids": "tensorflow/serving/predict"}
+    from garden.serving.export import read_warmup_requests
+
+    warmup = read_warmup_requests(os.path.join(export_dir, "assets.extra",
+                                               "tf_serving_warmup_requests"))
+    assert {w["signature_name"] for w in warmup} == {"serving_default", "serving_ids"}
+    assert sorted(warmup[-1]["inputs"]) == ["padding_mask", "segment_ids", "token_ids"]
     dev = conll.read_examples(f"{task_dir}/dev.txt")
     long = max(dev, key=lambda s: len(s.words))
     sentences = [" ".join(s.words) for s in dev[:6]] + [
