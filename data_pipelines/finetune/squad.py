@@ -1,16 +1,47 @@
-"""SQuAD v1.1 and v2.0: the JSON reader (windowed features follow in this module).
+"""SQuAD v1.1 and v2.0: the JSON reader and the windowed features of extractive QA.
 
 The file is the official layout: {"version", "data": [{"title", "paragraphs": [{"context",
 "qas": [{"id", "question", "answers": [{"text", "answer_start"}], "is_impossible"?,
 "plausible_answers"?}]}]}]}. answer_start counts characters (not bytes) of the context.
+
+Features (one record per window; the make_finetune kind "squad"; docs/tasks.md):
+
+    [CLS] question [SEP] context window [SEP] [PAD] ...      layout "bert", segment_ids 0 / 1
+    <s> question </s> </s> context window </s> <pad> ...     layout "roberta", segment_ids all 0
+
+* the question is cut to its first max_query_length pieces;
+* a context longer than max_seq_length - len(question) - specials is cut into windows whose
+  starts are doc_stride pieces apart (BERT's run_squad and Model Garden's squad_lib: doc_stride
+  is the STEP between window starts, not the overlap of Hugging Face's tokenizers); the last
+  window ends at the context's end;
+* token_is_max_context: a context piece appears in several windows; it counts in the one where
+  min(pieces left of it, pieces right of it) + 0.01 * window length is largest (the first such
+  window on a tie), as run_squad's _check_is_max_context;
+* start_position / end_position: the first gold answer's character span re-aligned to the
+  pieces it overlaps (the first piece ending after answer_start, the last piece starting before
+  its end; tensorflow-text gives byte offsets, converted to characters here), as positions in
+  the window; 0 / 0 ([CLS]) for an unanswerable question and in every window that does not
+  hold the whole answer;
+* is_impossible is the question's (1 for a v2.0 unanswerable question), the same in all its
+  windows;
+* context_char_start / context_char_end: each context piece's character span [start, end) in
+  the context string (what the served model cuts the answer text with); -1 elsewhere;
+* unique_id = example_index * WINDOWS_PER_EXAMPLE + window_index.
+
+Tokenization is data_pipelines.tokenizers' tokenize_with_offsets, so WordPiece, SentencePiece
+and byte-level BPE vocabularies all work; with WordPiece the windows, max-context flags and
+positions equal Model Garden's squad_lib (tests/data_pipelines/test_squad_features.py), which
+splits the context at whitespace first and re-aligns the answer by matching its tokens.
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
-from typing import List, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+import numpy as np
 import tensorflow as tf
 
 from data_pipelines.finetune import FinetuneDataError
@@ -36,6 +67,44 @@ def _string(value, what: str) -> str:
     if not isinstance(value, str):
         raise FinetuneDataError(f"{what} must be a string, got {type(value).__name__} {value!r}")
     return value
+
+
+def make_example(qa, context: str, title: str, where: str, seen: set) -> SquadExample:
+    """One question (a dict of the JSON layout) checked and turned into a SquadExample;
+    ``where`` names it in errors, ``seen`` holds the ids met so far (duplicates refused)."""
+    if not isinstance(qa, dict):
+        raise FinetuneDataError(f"{where} is not an object")
+    qas_id = _string(qa.get("id"), f"{where}.id")
+    if qas_id in seen:
+        raise FinetuneDataError(f"{where}: duplicate id {qas_id!r}")
+    seen.add(qas_id)
+    question = _string(qa.get("question"), f"{where}.question")
+    impossible = qa.get("is_impossible", False)
+    if not isinstance(impossible, bool):
+        raise FinetuneDataError(f"{where}.is_impossible must be true or false, got {impossible!r}")
+    answers = qa.get("answers", [])
+    if not isinstance(answers, list):
+        raise FinetuneDataError(f"{where}.answers must be a list")
+    gold = []
+    for k, ans in enumerate(answers):
+        what = f"{where}.answers[{k}]"
+        if not isinstance(ans, dict):
+            raise FinetuneDataError(f"{what} is not an object")
+        text = _string(ans.get("text"), f"{what}.text")
+        start = ans.get("answer_start")
+        if isinstance(start, bool) or not isinstance(start, int):
+            raise FinetuneDataError(f"{what}.answer_start must be an integer, got {start!r}")
+        if start < 0 or context[start:start + len(text)] != text:
+            raise FinetuneDataError(
+                f"{what}: answer_start {start} does not point at {text!r} in the context (found "
+                f"{context[max(start, 0):max(start, 0) + len(text)]!r}); answer_start counts characters")
+        gold.append((text, start))
+    if impossible:
+        gold = []
+    elif not gold:
+        raise FinetuneDataError(f"{where}: an answerable question (is_impossible false or absent) "
+                                f"has no answers")
+    return SquadExample(qas_id, question, context, tuple(gold), impossible, title)
 
 
 def read_examples(path: str) -> List[SquadExample]:
@@ -70,42 +139,276 @@ def read_examples(path: str) -> List[SquadExample]:
                 raise FinetuneDataError(f"{where} has no 'qas' list")
             context = _string(para.get("context"), f"{where}.context")
             for q, qa in enumerate(para["qas"]):
-                where = _where(path, a, p, q)
-                if not isinstance(qa, dict):
-                    raise FinetuneDataError(f"{where} is not an object")
-                qas_id = _string(qa.get("id"), f"{where}.id")
-                if qas_id in seen:
-                    raise FinetuneDataError(f"{where}: duplicate id {qas_id!r}")
-                seen.add(qas_id)
-                question = _string(qa.get("question"), f"{where}.question")
-                impossible = qa.get("is_impossible", False)
-                if not isinstance(impossible, bool):
-                    raise FinetuneDataError(f"{where}.is_impossible must be true or false, "
-                                            f"got {impossible!r}")
-                answers = qa.get("answers", [])
-                if not isinstance(answers, list):
-                    raise FinetuneDataError(f"{where}.answers must be a list")
-                gold = []
-                for k, ans in enumerate(answers):
-                    what = f"{where}.answers[{k}]"
-                    if not isinstance(ans, dict):
-                        raise FinetuneDataError(f"{what} is not an object")
-                    text = _string(ans.get("text"), f"{what}.text")
-                    start = ans.get("answer_start")
-                    if isinstance(start, bool) or not isinstance(start, int):
-                        raise FinetuneDataError(f"{what}.answer_start must be an integer, "
-                                                f"got {start!r}")
-                    if context[start:start + len(text)] != text:
-                        raise FinetuneDataError(
-                            f"{what}: answer_start {start} does not point at {text!r} in the "
-                            f"context (found {context[start:start + len(text)]!r}); "
-                            f"answer_start counts characters")
-                    gold.append((text, start))
-                if impossible:
-                    gold = []
-                elif not gold:
-                    raise FinetuneDataError(f"{where}: an answerable question (is_impossible "
-                                            f"false or absent) has no answers")
-                examples.append(SquadExample(qas_id, question, context, tuple(gold),
-                                             impossible, title))
+                examples.append(make_example(qa, context, title, _where(path, a, p, q), seen))
     return examples
+
+
+
+def read_tfds(name: str, split: str, data_dir: Optional[str]) -> List[SquadExample]:
+    """The questions of a prepared tensorflow-datasets split (``squad/v1.1`` or ``squad/v2.0``;
+    ``split`` may select shards, e.g. "train[0shard]"), in the dataset's order. Nothing is
+    downloaded. The fields are the JSON's (answers as {text: [...], answer_start: [...]}), so
+    the same checks apply; errors name the dataset, split and example index."""
+    import tensorflow_datasets as tfds
+
+    ds = tfds.builder(name, data_dir=data_dir).as_dataset(split=split, shuffle_files=False)
+    text = lambda v: v.decode("utf-8") if isinstance(v, bytes) else v  # noqa: E731
+    examples, seen = [], set()
+    for i, row in enumerate(tfds.as_numpy(ds)):
+        where = f"tfds:{name}:{split} example {i}"
+        answers = row.get("answers", {})
+        qa = {"id": text(row.get("id")), "question": text(row.get("question")),
+              "is_impossible": bool(row.get("is_impossible", False)),
+              "answers": [{"text": text(t), "answer_start": int(a)}
+                          for t, a in zip(answers.get("text", []), answers.get("answer_start", []))]}
+        examples.append(make_example(qa, _string(text(row.get("context")), f"{where}.context"),
+                                     text(row.get("title", b"")), where, seen))
+    return examples
+
+# ---------------------------------------------------------------------------------------------
+# Windowed features
+
+NAME = "squad"
+LAYOUTS = ("bert", "roberta")
+# The layout of a tokenizer kind's families unless --layout says otherwise (as
+# garden.serving.text.DEFAULT_LAYOUT: RoBERTa is the byte-level BPE encoder).
+DEFAULT_LAYOUT = {"wordpiece": "bert", "sentencepiece": "bert", "bpe": "roberta"}
+# unique_id = example_index * WINDOWS_PER_EXAMPLE + window_index; an example with more windows
+# (a context of ~128k pieces at the defaults) is refused.
+WINDOWS_PER_EXAMPLE = 1000
+_SPECIALS = {"bert": 3, "roberta": 4}  # [CLS] q [SEP] c [SEP] / <s> q </s></s> c </s>
+
+
+@dataclasses.dataclass(frozen=True)
+class SquadOptions:
+    """Window geometry (BERT's run_squad defaults) and the special-token layout."""
+
+    max_seq_length: int = 384
+    doc_stride: int = 128
+    max_query_length: int = 64
+    layout: str = "bert"
+
+    def __post_init__(self):
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"unknown layout {self.layout!r}; expected one of {LAYOUTS}")
+        if self.doc_stride < 1 or self.max_query_length < 1:
+            raise ValueError(f"doc_stride and max_query_length must be >= 1, got "
+                             f"{self.doc_stride} and {self.max_query_length}")
+        room = self.max_seq_length - self.max_query_length - _SPECIALS[self.layout]
+        if room < 1:
+            raise ValueError(f"max_seq_length={self.max_seq_length} leaves no room for the context "
+                             f"after a question of max_query_length={self.max_query_length} pieces and "
+                             f"{_SPECIALS[self.layout]} special tokens")
+
+
+def add_flags(parser) -> None:
+    """make_finetune --task=squad's own flags."""
+    parser.add_argument("--max_seq_length", type=int, default=384,
+                        help="pieces per window, special tokens included (default %(default)s)")
+    parser.add_argument("--doc_stride", type=int, default=128,
+                        help="pieces between the STARTS of two consecutive windows of a long context "
+                        "(BERT / Model Garden meaning; not Hugging Face's overlap) (default %(default)s)")
+    parser.add_argument("--max_query_length", type=int, default=64,
+                        help="a question is cut to this many pieces (default %(default)s)")
+    parser.add_argument("--layout", choices=("auto",) + LAYOUTS, default="auto",
+                        help="special tokens: bert ([CLS] q [SEP] c [SEP], segment ids) or roberta "
+                        "(<s> q </s></s> c </s>); auto: roberta for --tokenizer=bpe, else bert "
+                        "(default %(default)s)")
+
+
+def options_from_flags(args: argparse.Namespace) -> SquadOptions:
+    layout = args.layout if args.layout != "auto" else DEFAULT_LAYOUT.get(args.tokenizer, "bert")
+    return SquadOptions(args.max_seq_length, args.doc_stride, args.max_query_length, layout)
+
+
+def feature_spec(options: SquadOptions) -> Dict[str, tf.io.FixedLenFeature]:
+    """What the window records hold (interface 3 of docs/tasks.md); all int64."""
+    spec = {name: tf.io.FixedLenFeature([], tf.int64) for name in SCALARS}
+    spec.update({name: tf.io.FixedLenFeature([options.max_seq_length], tf.int64) for name in ROWS})
+    return spec
+
+
+def char_offsets(text: str, starts: Sequence[int], ends: Sequence[int]) -> Tuple[np.ndarray, np.ndarray]:
+    """UTF-8 byte spans [start, end) in ``text`` -> character spans; a span that ends inside a
+    character covers that whole character."""
+    starts = np.asarray(starts, np.int64)
+    ends = np.asarray(ends, np.int64)
+    if text.isascii():
+        return starts, ends
+    # Byte offset at which each character starts, and the text's length in bytes last.
+    at = np.concatenate([[0], np.cumsum([len(c.encode("utf-8")) for c in text])])
+    return (np.searchsorted(at, starts, side="right") - 1,
+            np.searchsorted(at, ends, side="left"))
+
+
+def tokenize_pieces(tokenizer, texts: Sequence[str]) -> List[Tuple[List[int], np.ndarray, np.ndarray]]:
+    """(piece ids, character starts, character ends) of each text, in one batched call."""
+    ids, starts, ends = tokenizer.tokenize_with_offsets(list(texts))
+    return [(i, *char_offsets(t, s, e)) for t, i, s, e in zip(texts, ids, starts, ends)]
+
+
+def answer_pieces(starts: np.ndarray, ends: np.ndarray, answer_start: int, answer_end: int
+                  ) -> Optional[Tuple[int, int]]:
+    """First and last piece (inclusive) that overlap the character span [answer_start,
+    answer_end); None when no piece does (an answer of whitespace only)."""
+    overlap = np.flatnonzero((ends > answer_start) & (starts < answer_end))
+    if not len(overlap):
+        return None
+    return int(overlap[0]), int(overlap[-1])
+
+
+def window_spans(num_pieces: int, max_pieces: int, doc_stride: int) -> List[Tuple[int, int]]:
+    """(start, length) of each window over ``num_pieces`` context pieces: starts doc_stride
+    apart, the last window reaching the end (one empty window for an empty context)."""
+    spans, start = [], 0
+    while start < num_pieces:
+        length = min(num_pieces - start, max_pieces)
+        spans.append((start, length))
+        if start + length == num_pieces:
+            break
+        start += min(length, doc_stride)
+    return spans or [(0, 0)]
+
+
+def max_context_windows(spans: Sequence[Tuple[int, int]], num_pieces: int) -> np.ndarray:
+    """For each context piece, the window where it has the most context: the largest
+    min(left, right) + 0.01 * window length, the first window on a tie."""
+    best = np.zeros(num_pieces, np.int64)
+    if len(spans) == 1:
+        return best
+    best_score = np.full(num_pieces, -1.0)
+    for w, (start, length) in enumerate(spans):
+        p = np.arange(start, start + length)
+        score = np.minimum(p - start, start + length - 1 - p) + 0.01 * length
+        better = score > best_score[p]
+        best[p[better]] = w
+        best_score[p[better]] = score[better]
+    return best
+
+
+SCALARS = ("unique_id", "example_index", "window_index", "start_position", "end_position",
+           "is_impossible")
+ROWS = ("token_ids", "segment_ids", "padding_mask", "token_is_max_context", "context_char_start",
+        "context_char_end")
+
+
+@dataclasses.dataclass
+class _Plan:
+    """One example's windows before they are written into the columns."""
+
+    index: int
+    prefix: np.ndarray        # [CLS] question [SEP] (roberta: [SEP] [SEP])
+    context: tuple            # (ids, char starts, char ends) of the whole context
+    spans: List[Tuple[int, int]]
+    best: np.ndarray          # max-context window of each context piece
+    answer: Optional[Tuple[int, int]]
+    is_impossible: int
+
+
+def _plan(example: SquadExample, example_index: int, question, context, specials, options: SquadOptions) -> _Plan:
+    cls, sep, _ = specials
+    q_ids = list(question[0][:options.max_query_length])
+    prefix = np.array([cls] + q_ids + ([sep, sep] if options.layout == "roberta" else [sep]), np.int64)
+    c_ids = context[0]
+    spans = window_spans(len(c_ids), options.max_seq_length - len(prefix) - 1, options.doc_stride)
+    if len(spans) > WINDOWS_PER_EXAMPLE:
+        raise FinetuneDataError(f"question {example.qas_id!r}: its context makes {len(spans)} windows, "
+                                f"more than {WINDOWS_PER_EXAMPLE}; raise --doc_stride")
+    answer = None
+    if example.answers and not example.is_impossible:
+        text, start = example.answers[0]
+        answer = answer_pieces(context[1], context[2], start, start + len(text))
+        if answer is None:
+            raise FinetuneDataError(f"question {example.qas_id!r}: answer {text!r} at character "
+                                    f"{start} covers no piece of the tokenized context")
+    return _Plan(example_index, prefix, context, spans, max_context_windows(spans, len(c_ids)), answer,
+                 int(example.is_impossible))
+
+
+def _columns(plans: Sequence[_Plan], specials, options: SquadOptions) -> Dict[str, np.ndarray]:
+    """The windows of ``plans`` as columns: scalars [N, 1], rows [N, max_seq_length]."""
+    _, sep, pad = specials
+    n = sum(len(p.spans) for p in plans)
+    t = options.max_seq_length
+    cols = {name: np.zeros((n, 1), np.int64) for name in SCALARS}
+    cols.update({name: np.zeros((n, t), np.int64) for name in ROWS})
+    cols["token_ids"][:] = pad
+    cols["context_char_start"][:] = -1
+    cols["context_char_end"][:] = -1
+    ids, seg, mask, tmc = cols["token_ids"], cols["segment_ids"], cols["padding_mask"], cols["token_is_max_context"]
+    cs, ce = cols["context_char_start"], cols["context_char_end"]
+    r = 0
+    for plan in plans:
+        off = len(plan.prefix)
+        c_ids, c_starts, c_ends = plan.context
+        for w, (start, length) in enumerate(plan.spans):
+            end = off + length
+            ids[r, :off] = plan.prefix
+            ids[r, off:end] = c_ids[start:start + length]
+            ids[r, end] = sep
+            mask[r, :end + 1] = 1
+            if options.layout == "bert":
+                seg[r, off:end + 1] = 1
+            tmc[r, off:end] = plan.best[start:start + length] == w
+            cs[r, off:end] = c_starts[start:start + length]
+            ce[r, off:end] = c_ends[start:start + length]
+            cols["unique_id"][r] = plan.index * WINDOWS_PER_EXAMPLE + w
+            cols["example_index"][r] = plan.index
+            cols["window_index"][r] = w
+            cols["is_impossible"][r] = plan.is_impossible
+            if plan.answer is not None and start <= plan.answer[0] and plan.answer[1] < start + length:
+                cols["start_position"][r] = plan.answer[0] - start + off
+                cols["end_position"][r] = plan.answer[1] - start + off
+            r += 1
+    return cols
+
+
+def examples_columns(examples: Sequence[SquadExample], tokenizer, options: SquadOptions,
+                     first_index: int = 0,
+                     on_error: Optional[Callable[[int, FinetuneDataError], None]] = None
+                     ) -> Dict[str, np.ndarray]:
+    """The window records of ``examples`` (example_index = first_index + position) as columns
+    (scalars [N, 1], rows [N, max_seq_length], int64; rows in example then window order), with
+    all questions and the distinct contexts tokenized in one batched call each. What
+    make_finetune writes (through data_pipelines.features.serialize_columns).
+
+    An example that cannot be featurized (an answer that covers no piece, too many windows)
+    raises FinetuneDataError, or, with ``on_error``, is reported there and gets no records.
+    """
+    vocab = tokenizer.vocab
+    specials = tuple(vocab.special(r, f"the SQuAD {options.layout!r} layout") for r in ("cls", "sep", "pad"))
+    contexts = list(dict.fromkeys(e.context for e in examples))  # each paragraph once, in order
+    pieces = tokenize_pieces(tokenizer, contexts)
+    context_pieces = {c: (np.asarray(i, np.int64), s, e) for c, (i, s, e) in zip(contexts, pieces)}
+    questions = tokenize_pieces(tokenizer, [e.question for e in examples])
+    plans = []
+    for k, (example, question) in enumerate(zip(examples, questions)):
+        try:
+            plans.append(_plan(example, first_index + k, question, context_pieces[example.context],
+                               specials, options))
+        except FinetuneDataError as e:
+            if on_error is None:
+                raise
+            on_error(first_index + k, e)
+    return _columns(plans, specials, options)
+
+
+def examples_features(examples: Sequence[SquadExample], tokenizer, options: SquadOptions,
+                      first_index: int = 0,
+                      on_error: Optional[Callable[[int, FinetuneDataError], None]] = None
+                      ) -> List[List[dict]]:
+    """examples_columns as one list of record dicts (name -> int | list of int) per example
+    (an example reported to ``on_error`` gets [])."""
+    cols = examples_columns(examples, tokenizer, options, first_index, on_error)
+    lists = {name: (cols[name][:, 0] if name in SCALARS else cols[name]).tolist() for name in cols}
+    out: List[List[dict]] = [[] for _ in examples]
+    for r, index in enumerate(lists["example_index"]):
+        out[index - first_index].append({name: lists[name][r] for name in cols})
+    return out
+
+
+def example_features(example: SquadExample, tokenizer, options: SquadOptions,
+                     example_index: int = 0) -> List[dict]:
+    """The window records of one example (see the module docstring); ``tokenizer`` from
+    data_pipelines.tokenizers.load_tokenizer."""
+    return examples_features([example], tokenizer, options, example_index)[0]

@@ -14,6 +14,7 @@ TASKS: Dict[str, str] = {
     "Pretraining": "garden.tasks.pretraining:Pretraining",
     "Distillation": "garden.tasks.distillation:Distillation",
     "SentenceClassification": "garden.tasks.sentence_classification:SentenceClassification",
+    "TokenTagging": "garden.tasks.tagging:TokenTagging",
 }
 
 # Gin names of the tasks Pretraining replaced -> the binding that selects the same family, for
