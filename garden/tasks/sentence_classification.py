@@ -11,6 +11,13 @@ Classification: string labels, softmax cross-entropy, accuracy next to the major
 Regression (`regression=True`, e.g. STS-B): numeric labels, one output trained with the mean
 squared error, evaluated with Pearson and Spearman correlations (scipy.stats).
 
+GLUE (`glue_task='mrpc'`, 'sst2', 'stsb', 'mnli', ...): the files are the task's official TSVs,
+read by data_pipelines.finetune.glue (its column layout, label set and file:line errors); text_b
+and regression follow the task, the class order is BERT's (glue.label_names; stored with the
+checkpoint's head and in the export's label_names) unless `label_names` permutes it, and
+evaluate adds the official metric (garden.metrics.glue: CoLA MCC, MRPC/QQP F1 of class "1",
+STS-B Pearson and Spearman; MNLI's mismatched accuracy from `eval_mismatched_file`).
+
 The backbone's weights come from one object of the pretraining checkpoint: `backbone` for the
 families whose pretraining task saves it under that name (BERT, RoBERTa, ALBERT, SpanBERT,
 DistilBERT), `discriminator` for ELECTRA (its generator is dropped; docs/objectives.md section 6),
@@ -30,7 +37,9 @@ from typing import Callable, List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
+from data_pipelines.finetune import FinetuneDataError, glue
 from garden import data
+from garden.metrics import glue as glue_metrics
 from garden.models.classifier import SequenceClassifier
 from garden.serving.modules import TextClassifierServing
 from garden.serving.text import load_packer
@@ -173,6 +182,24 @@ def resolve_init_checkpoint(path: str, wanted_object: str) -> str:
     return ckpt
 
 
+def build_backbone(task):
+    """The backbone of a fine-tuning task (task.backbone_fn sized by task.packer), restored from
+    task._init_path's `task.init_checkpoint_object` when task.init_checkpoint is set."""
+    defaults = {"default_vocab_size": task.packer.vocab_size}
+    # RoBERTa's positions are offset by the <pad> id: its factory takes the vocabulary's.
+    if "default_padding_idx" in inspect.signature(task.backbone_fn).parameters:
+        defaults["default_padding_idx"] = task.packer.pad_id
+    backbone = task.backbone_fn(**defaults)
+    if task.init_checkpoint:
+        status = tf.train.Checkpoint(
+            **{task.init_checkpoint_object: backbone}).read(task._init_path)
+        status.expect_partial()
+        status.assert_existing_objects_matched()
+        print(f"[{task.name}] backbone initialised from {task._init_path} "
+              f"(its {task.init_checkpoint_object!r})", flush=True)
+    return backbone
+
+
 class SentenceClassification(Task):
     """Fine-tunes a pretrained backbone on a labelled text file; serves it from raw text.
 
@@ -197,6 +224,9 @@ class SentenceClassification(Task):
         tokenizer: "wordpiece" | "sentencepiece" | "bpe"; default from the vocabulary's name.
         layout: "bert" | "roberta" text packing (garden.serving.text); default by tokenizer.
         regression: one output trained with the mean squared error on numeric labels.
+        glue_task: read train_file / eval_file as this GLUE task's official TSVs (cola, sst2,
+            mrpc, qqp, stsb, mnli, qnli, rte, wnli); sets text_b, regression and label_names.
+        eval_mismatched_file: MNLI's dev_mismatched.tsv, scored as eval_accuracy_mismatched.
     """
 
     name = "sentence_classification"
@@ -207,7 +237,20 @@ class SentenceClassification(Task):
                  init_checkpoint_object: str = "backbone", dropout: float = 0.1,
                  export_base: Optional[str] = None, model_name: str = "classifier",
                  tokenizer: Optional[str] = None, layout: Optional[str] = None,
-                 regression: bool = False):
+                 regression: bool = False, glue_task: Optional[str] = None,
+                 eval_mismatched_file: Optional[str] = None):
+        self.glue_task = None
+        if glue_task:
+            spec = glue.task_spec(glue_task)
+            self.glue_task = spec.name
+            text_b, regression = spec.text_b is not None, spec.labels is None
+            if label_names and sorted(label_names) != sorted(spec.labels or ()):
+                raise ValueError(f"label_names {list(label_names)} are not GLUE {spec.name}'s "
+                                 f"classes {list(spec.labels or ())} (in some order)")
+            label_names = label_names or glue.label_names(spec.name)
+        if eval_mismatched_file and self.glue_task != "mnli":
+            raise ValueError("eval_mismatched_file is MNLI's second dev set; set glue_task='mnli'")
+        self.eval_mismatched_file = eval_mismatched_file
         self.backbone_fn = backbone
         self.vocab, self.tokenizer, self.layout = vocab, tokenizer, layout
         self.train_file, self.eval_file = train_file, eval_file
@@ -226,10 +269,13 @@ class SentenceClassification(Task):
         self._packer = None
         packer = self.packer  # checks the vocabulary, its special tokens and the layout now
         self._packer = None  # ... and is built again on first use, see `packer`
-        self.train_rows = read_examples(self.train_file, self.text_b, self.regression)
-        self.eval_rows = read_examples(self.eval_file, self.text_b, self.regression)
+        self.train_rows = self._read(self.train_file)
+        self.eval_rows = self._read(self.eval_file)
         self.train_labels = self._labels(self.train_file, self.train_rows)
         self.eval_labels = self._labels(self.eval_file, self.eval_rows)
+        if self.eval_mismatched_file:
+            self.mismatched_rows = self._read(self.eval_mismatched_file)
+            self.mismatched_labels = self._labels(self.eval_mismatched_file, self.mismatched_rows)
         if self.init_checkpoint:
             self._init_path = resolve_init_checkpoint(self.init_checkpoint,
                                                       self.init_checkpoint_object)
@@ -237,6 +283,21 @@ class SentenceClassification(Task):
         print(f"[{self.name}] {len(self.train_rows)} train / {len(self.eval_rows)} eval "
               f"examples, {what}, {packer.kind} text in the {packer.layout!r} layout",
               flush=True)
+
+    def _read(self, path: str) -> List[dict]:
+        """Rows {text_a, (text_b), label} of a data file: a GLUE TSV of glue_task (labelled),
+        or a .tsv/.csv/.jsonl with the columns text_a, (text_b), label."""
+        if not self.glue_task:
+            return read_examples(path, self.text_b, self.regression)
+        try:
+            examples = glue.read_examples(path, self.glue_task)
+        except FinetuneDataError as e:
+            raise TaskDataError(str(e)) from None
+        if examples[0].label is None:
+            raise TaskDataError(f"{path}: a GLUE {self.glue_task} test file (no labels); "
+                                f"training and evaluation need labels")
+        return [{"text_a": e.text_a, "label": e.label,
+                 **({"text_b": e.text_b} if self.text_b else {})} for e in examples]
 
     @property
     def packer(self):
@@ -269,18 +330,7 @@ class SentenceClassification(Task):
 
     # -- the model -------------------------------------------------------------------------
     def build_model(self):
-        defaults = {"default_vocab_size": self.packer.vocab_size}
-        # RoBERTa's positions are offset by the <pad> id: its factory takes the vocabulary's.
-        if "default_padding_idx" in inspect.signature(self.backbone_fn).parameters:
-            defaults["default_padding_idx"] = self.packer.pad_id
-        backbone = self.backbone_fn(**defaults)
-        if self.init_checkpoint:
-            status = tf.train.Checkpoint(
-                **{self.init_checkpoint_object: backbone}).read(self._init_path)
-            status.expect_partial()
-            status.assert_existing_objects_matched()
-            print(f"[{self.name}] backbone initialised from {self._init_path} "
-                  f"(its {self.init_checkpoint_object!r})", flush=True)
+        backbone = build_backbone(self)
         model = SequenceClassifier(backbone, num_classes=self.num_outputs, dropout=self.dropout)
         # "backbone" lets garden.train size layer-wise LR decay (train.layer_decay) from it.
         return model, {"model": model, "backbone": backbone}
@@ -357,9 +407,20 @@ class SentenceClassification(Task):
 
     def evaluate(self, model, batch_size: int = 64) -> dict:
         """Classification: accuracy next to the majority-class baseline (the train set's
-        mode). Regression: Pearson and Spearman correlations and the mean squared error."""
+        mode). Regression: Pearson and Spearman correlations and the mean squared error.
+        With glue_task: also the task's official metric (garden.metrics.glue: eval_mcc,
+        eval_f1; MNLI's eval_accuracy_mismatched with eval_mismatched_file)."""
         logits = self.predict(model, self.eval_rows, batch_size)
         result = {"eval_examples": int(len(self.eval_labels))}
+        if self.glue_task:
+            predictions = logits[:, 0] if self.regression else logits.argmax(-1)
+            official = glue_metrics.glue_metrics(self.glue_task, predictions, self.eval_labels,
+                                                 self.label_names)
+            result.update({f"eval_{k}": v for k, v in official.items()})
+            if self.eval_mismatched_file:
+                mismatched = self.predict(model, self.mismatched_rows, batch_size).argmax(-1)
+                result["eval_accuracy_mismatched"] = glue_metrics.accuracy(
+                    mismatched, self.mismatched_labels)
         if self.regression:
             from scipy import stats
 
