@@ -21,7 +21,7 @@ from typing import Callable, List, Optional
 import numpy as np
 import tensorflow as tf
 
-from data_pipelines.finetune import swag
+from data_pipelines.finetune import swag, tfds_sources
 from garden import data
 from garden.metrics.glue import swag_accuracy
 from garden.models.multiple_choice import MultipleChoiceModel
@@ -36,7 +36,8 @@ class MultipleChoice(Task):
 
     Args: as garden.SentenceClassification (backbone, vocab, train_file, eval_file,
         max_seq_length, lower_case, init_checkpoint, init_checkpoint_object, dropout,
-        export_base, model_name, tokenizer, layout); the files are SWAG CSVs with labels.
+        export_base, model_name, tokenizer, layout); the files are SWAG CSVs with labels, or
+        `tfds:hellaswag:<split>` prepared under tfds_data_dir.
     """
 
     name = "multiple_choice"
@@ -46,7 +47,7 @@ class MultipleChoice(Task):
                  init_checkpoint: Optional[str] = None, init_checkpoint_object: str = "backbone",
                  dropout: float = 0.1, export_base: Optional[str] = None,
                  model_name: str = "multiple_choice", tokenizer: Optional[str] = None,
-                 layout: Optional[str] = None):
+                 layout: Optional[str] = None, tfds_data_dir: Optional[str] = None):
         self.backbone_fn, self.vocab = backbone, vocab
         self.tokenizer, self.layout = tokenizer, layout
         self.train_file, self.eval_file = train_file, eval_file
@@ -55,6 +56,7 @@ class MultipleChoice(Task):
         self.dropout = dropout
         self.export_base, self.model_name = export_base, model_name
         self.num_choices = swag.NUM_CHOICES
+        self.tfds_data_dir = tfds_data_dir
 
     # -- before anything is built ---------------------------------------------------------
     def prepare(self) -> None:
@@ -70,9 +72,9 @@ class MultipleChoice(Task):
               f"examples of {self.num_choices} choices, {packer.kind} text in the "
               f"{packer.layout!r} layout", flush=True)
 
-    @staticmethod
-    def _read(path: str) -> List[swag.SwagExample]:
-        examples = swag.read_examples(path)
+    def _read(self, path: str) -> List[swag.SwagExample]:
+        examples = (tfds_sources.read_choices(path, self.tfds_data_dir)
+                    if tfds_sources.is_tfds(path) else swag.read_examples(path))
         unlabelled = [e.guid for e in examples if e.label is None]
         if unlabelled:
             raise swag.FinetuneDataError(f"{path}: no label column (a test file?); training and "

@@ -37,7 +37,7 @@ from typing import Callable, List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from data_pipelines.finetune import FinetuneDataError, glue
+from data_pipelines.finetune import FinetuneDataError, glue, tfds_sources
 from garden import data
 from garden.metrics import glue as glue_metrics
 from garden.models.classifier import SequenceClassifier
@@ -227,6 +227,8 @@ class SentenceClassification(Task):
         glue_task: read train_file / eval_file as this GLUE task's official TSVs (cola, sst2,
             mrpc, qqp, stsb, mnli, qnli, rte, wnli); sets text_b, regression and label_names.
         eval_mismatched_file: MNLI's dev_mismatched.tsv, scored as eval_accuracy_mismatched.
+        tfds_data_dir: where `tfds:glue/<task>:<split>` files are prepared (with glue_task, the
+            files may be such specs: data_pipelines.finetune.tfds_sources; no downloads).
     """
 
     name = "sentence_classification"
@@ -238,7 +240,8 @@ class SentenceClassification(Task):
                  export_base: Optional[str] = None, model_name: str = "classifier",
                  tokenizer: Optional[str] = None, layout: Optional[str] = None,
                  regression: bool = False, glue_task: Optional[str] = None,
-                 eval_mismatched_file: Optional[str] = None):
+                 eval_mismatched_file: Optional[str] = None,
+                 tfds_data_dir: Optional[str] = None):
         self.glue_task = None
         if glue_task:
             spec = glue.task_spec(glue_task)
@@ -251,6 +254,7 @@ class SentenceClassification(Task):
         if eval_mismatched_file and self.glue_task != "mnli":
             raise ValueError("eval_mismatched_file is MNLI's second dev set; set glue_task='mnli'")
         self.eval_mismatched_file = eval_mismatched_file
+        self.tfds_data_dir = tfds_data_dir
         self.backbone_fn = backbone
         self.vocab, self.tokenizer, self.layout = vocab, tokenizer, layout
         self.train_file, self.eval_file = train_file, eval_file
@@ -290,7 +294,12 @@ class SentenceClassification(Task):
         if not self.glue_task:
             return read_examples(path, self.text_b, self.regression)
         try:
-            examples = glue.read_examples(path, self.glue_task)
+            if tfds_sources.is_tfds(path):
+                examples = tfds_sources.read_glue(path, self.tfds_data_dir)
+                if not examples[0].guid.startswith(self.glue_task + "-"):
+                    raise FinetuneDataError(f"{path} is not GLUE {self.glue_task}")
+            else:
+                examples = glue.read_examples(path, self.glue_task)
         except FinetuneDataError as e:
             raise TaskDataError(str(e)) from None
         if examples[0].label is None:
