@@ -22,13 +22,13 @@ import numpy as np
 import tensorflow as tf
 
 from data_pipelines.finetune import swag, tfds_sources
-from garden import data
 from garden.metrics.glue import swag_accuracy
 from garden.models.multiple_choice import MultipleChoiceModel
 from garden.serving.choice import MultipleChoiceServing, pack_choices
 from garden.serving.text import load_packer
 from garden.tasks.base import Stage, Task
-from garden.tasks.sentence_classification import build_backbone, resolve_init_checkpoint
+from garden.tasks.sentence_classification import (batches, build_backbone,
+                                                   resolve_init_checkpoint, softmax_metrics)
 
 
 class MultipleChoice(Task):
@@ -105,13 +105,8 @@ class MultipleChoice(Task):
         columns = {"context": [e.context for e in examples],
                    "endings": [[second for _, second in p] for p in pairs]}
         labels = np.array([e.label if e.label is not None else -1 for e in examples], np.int64)
-        ds = tf.data.Dataset.from_tensor_slices((columns, labels))
-        if repeat:
-            ds = ds.repeat()
-        if shuffle_seed is not None:
-            ds = ds.shuffle(len(examples), seed=shuffle_seed, reshuffle_each_iteration=True)
-        ds = ds.batch(batch_size, drop_remainder=repeat)
-        ds = data.shard_batches(ds, input_context, skip)
+        ds = batches(tf.data.Dataset.from_tensor_slices((columns, labels)), len(examples),
+                     batch_size, shuffle_seed, repeat, skip, input_context)
         packer = self.packer  # built eagerly, outside the map's trace
 
         def encode(cols, label):
@@ -134,12 +129,7 @@ class MultipleChoice(Task):
         return tf.cast(model(inputs, training=training)["logits"], tf.float32)
 
     def compute_metrics(self, model, batch, training: bool, weight_shares=None):
-        logits = self._logits(model, batch, training)
-        labels = tf.cast(batch["label_ids"], tf.int64)
-        loss = tf.reduce_mean(
-            tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
-        accuracy = tf.reduce_mean(tf.cast(tf.equal(tf.argmax(logits, -1), labels), tf.float32))
-        return {"loss": loss, "accuracy": accuracy}
+        return softmax_metrics(self._logits(model, batch, training), batch["label_ids"])
 
     # -- after training ---------------------------------------------------------------------
     def predict(self, model, examples, batch_size: int = 32) -> np.ndarray:

@@ -57,15 +57,10 @@ _DIALECTS = {".tsv": dict(delimiter="\t", quoting=csv.QUOTE_NONE, strict=True),
 
 
 def _read_text(path: str) -> str:
-    if not tf.io.gfile.exists(path):
-        raise TaskDataError(f"data file not found: {path}")
-    with tf.io.gfile.GFile(path, "rb") as f:
-        raw = f.read()
     try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = raw[:e.start].count(b"\n") + 1
-        raise TaskDataError(f"{path}:{line}: invalid UTF-8") from e
+        return glue.read_text(path)
+    except FinetuneDataError as e:
+        raise TaskDataError(str(e)) from None
 
 
 def _read_delimited(path: str, text: str, columns: List[str], numeric_label: bool) -> List[dict]:
@@ -180,6 +175,27 @@ def resolve_init_checkpoint(path: str, wanted_object: str) -> str:
         raise ValueError(f"checkpoint {ckpt} has no {wanted_object!r} object to initialise the "
                          f"backbone from; it holds {sorted(objects)}{hint}")
     return ckpt
+
+
+def batches(ds: tf.data.Dataset, size: int, batch_size: int, shuffle_seed=None,
+            repeat: bool = False, skip: int = 0, input_context=None) -> tf.data.Dataset:
+    """A fine-tuning dataset of `size` examples as batches: repeated and shuffled for training
+    (full batches only), dealt to input pipelines after `skip` batches (garden.data)."""
+    if repeat:
+        ds = ds.repeat()
+    if shuffle_seed is not None:
+        ds = ds.shuffle(size, seed=shuffle_seed, reshuffle_each_iteration=True)
+    ds = ds.batch(batch_size, drop_remainder=repeat)
+    return data.shard_batches(ds, input_context, skip)
+
+
+def softmax_metrics(logits: tf.Tensor, label_ids: tf.Tensor) -> dict:
+    """Softmax cross-entropy over the last axis (the loss) and accuracy of one batch."""
+    labels = tf.cast(label_ids, tf.int64)
+    loss = tf.reduce_mean(
+        tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
+    accuracy = tf.reduce_mean(tf.cast(tf.equal(tf.argmax(logits, -1), labels), tf.float32))
+    return {"loss": loss, "accuracy": accuracy}
 
 
 def build_backbone(task):
@@ -355,13 +371,8 @@ class SentenceClassification(Task):
         columns = {"text_a": [r["text_a"] for r in rows]}
         if self.text_b:
             columns["text_b"] = [r["text_b"] for r in rows]
-        ds = tf.data.Dataset.from_tensor_slices((columns, labels))
-        if repeat:
-            ds = ds.repeat()
-        if shuffle_seed is not None:
-            ds = ds.shuffle(len(rows), seed=shuffle_seed, reshuffle_each_iteration=True)
-        ds = ds.batch(batch_size, drop_remainder=repeat)
-        ds = data.shard_batches(ds, input_context, skip)
+        ds = batches(tf.data.Dataset.from_tensor_slices((columns, labels)), len(rows),
+                     batch_size, shuffle_seed, repeat, skip, input_context)
 
         # Built here, eagerly, not inside the map's trace: a tokenizer first made in a tf.data
         # graph holds that graph's tensors, and a second dataset (another input pipeline, the
@@ -401,11 +412,7 @@ class SentenceClassification(Task):
             error = logits[:, 0] - tf.cast(batch["label_ids"], tf.float32)
             return {"loss": tf.reduce_mean(tf.square(error)),
                     "mean_absolute_error": tf.reduce_mean(tf.abs(error))}
-        labels = tf.cast(batch["label_ids"], tf.int64)
-        loss = tf.reduce_mean(
-            tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
-        accuracy = tf.reduce_mean(tf.cast(tf.equal(tf.argmax(logits, -1), labels), tf.float32))
-        return {"loss": loss, "accuracy": accuracy}
+        return softmax_metrics(logits, batch["label_ids"])
 
     # -- after training ---------------------------------------------------------------------
     def predict(self, model, rows, batch_size: int = 64) -> np.ndarray:

@@ -25,6 +25,7 @@ from garden import train as train_lib
 from testing import train_in_process
 
 PRETRAIN_STEPS = 300
+CLASSIFICATION = "configs/finetune/classification_tiny.gin"
 
 
 @pytest.fixture(autouse=True)
@@ -76,7 +77,7 @@ def test_single_sentence_task_learns_and_pretraining_helps(bert_data, tasks, pre
                                                            tmp_path):
     root, summaries = tasks
     run = lambda name, init: _finetune(  # noqa: E731
-        bert_data, str(tmp_path / name), "configs/finetune/classification_tiny.gin",
+        bert_data, str(tmp_path / name), CLASSIFICATION,
         "SentenceClassification", _glue(root, "single"), 60, 32, init=init, glue_task="sst2")
     scratch, warm = run("scratch", None), run("pretrained", pretrained)
     n, baseline = scratch["eval_examples"], summaries["single"]["baseline"]["value"]
@@ -91,8 +92,8 @@ def test_single_sentence_task_learns_and_pretraining_helps(bert_data, tasks, pre
 
 def test_pair_task_learns(bert_data, tasks, tmp_path):
     root, summaries = tasks
-    result = _finetune(bert_data, str(tmp_path / "pair"), "configs/finetune/classification_tiny.gin",
-                       "SentenceClassification", _glue(root, "pair"), 100, 64, glue_task="mrpc")
+    result = _finetune(bert_data, str(tmp_path / "pair"), CLASSIFICATION, "SentenceClassification",
+                       _glue(root, "pair"), 100, 64, glue_task="mrpc")
     baseline = summaries["pair"]["baseline"]["value"]
     assert margin_in_standard_errors(result["eval_accuracy"], baseline,
                                      result["eval_examples"]) > 3, result
@@ -101,9 +102,8 @@ def test_pair_task_learns(bert_data, tasks, tmp_path):
 
 def test_similarity_regression_learns(bert_data, tasks, tmp_path):
     root, _ = tasks
-    result = _finetune(bert_data, str(tmp_path / "stsb"), "configs/finetune/classification_tiny.gin",
-                       "SentenceClassification", _glue(root, "similarity"), 100, 64,
-                       glue_task="stsb")
+    result = _finetune(bert_data, str(tmp_path / "stsb"), CLASSIFICATION, "SentenceClassification",
+                       _glue(root, "similarity"), 100, 64, glue_task="stsb")
     # A constant prediction has no correlation; under no correlation Pearson's r has a standard
     # error of about 1 / sqrt(n - 3) (Fisher's z).
     se = 1 / math.sqrt(result["eval_examples"] - 3)
@@ -113,8 +113,8 @@ def test_similarity_regression_learns(bert_data, tasks, tmp_path):
 def test_swag_task_learns(bert_data, tasks, tmp_path):
     root, summaries = tasks
     files = [os.path.join(root, "swag", f"{split}.csv") for split in ("train", "val")]
-    result = _finetune(bert_data, str(tmp_path / "swag"), "configs/finetune/multiple_choice_tiny.gin",
-                       "MultipleChoice", files, 60, 48)
+    result = _finetune(bert_data, str(tmp_path / "swag"),
+                       "configs/finetune/multiple_choice_tiny.gin", "MultipleChoice", files, 60, 48)
     baseline = summaries["swag"]["baseline"]["value"]
     assert result["baseline_accuracy"] == pytest.approx(baseline)
     assert margin_in_standard_errors(result["eval_accuracy"], baseline,

@@ -42,9 +42,10 @@ out["text"] = {k: v.numpy().tolist() for k, v in text.items()}
 ids = m.signatures["serving_ids"](**{k: tf.constant(v, tf.int32) for k, v in args["ids"].items()})
 out["ids"] = {k: v.numpy().tolist() for k, v in ids.items()}
 errors = {}
-for name, (context, endings) in {"three_endings": (args["contexts"], [e[:3] for e in args["endings"]]),
-                                 "flat_endings": (args["contexts"], args["endings"][0]),
-                                 "rows_differ": (args["contexts"][:1], args["endings"])}.items():
+cases = {"three_endings": (args["contexts"], [e[:3] for e in args["endings"]]),
+         "flat_endings": (args["contexts"], args["endings"][0]),
+         "rows_differ": (args["contexts"][:1], args["endings"])}
+for name, (context, endings) in cases.items():
     try:
         m.signatures["serving_default"](context=tf.constant(context), endings=tf.constant(endings))
         errors[name] = "no error"
