@@ -452,8 +452,15 @@ class SentenceClassification(Task):
         return result
 
     def finish(self, model, model_dir: str) -> dict:
+        """evaluate(), plus the class order of the trained head (and the GLUE task), which
+        the trainer writes to the model_dir's summary.json (the export has it in its
+        metadata): ids of another order would swap classes (glue.check_label_order)."""
         result = self.evaluate(model)
         print(f"[{self.name}] eval {json.dumps(result, sort_keys=True)}", flush=True)
+        if not self.regression:
+            result["label_names"] = list(self.label_names)
+        if self.glue_task:
+            result["glue_task"] = self.glue_task
         return result
 
     def serving_module(self, model) -> TextClassifierServing:

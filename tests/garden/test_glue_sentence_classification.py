@@ -66,6 +66,9 @@ def test_permuted_label_names_score_the_same_f1(tmp_path):
     predicted = [1, 1, 1, 1, 1, 0, 0, 0]  # classes "1"/"0": logit 0 is now class "1"
     result = task.evaluate(Fixed([[1.0, 0.0] if p else [0.0, 1.0] for p in predicted]))
     assert result["eval_f1"] == pytest.approx(0.6)
+    # The class order goes into summary.json with the final scores.
+    final = task.finish(Fixed([[1.0, 0.0]] * len(gold)), str(tmp_path))
+    assert final["label_names"] == ["1", "0"] and final["glue_task"] == "mrpc"
     with pytest.raises(ValueError, match="are not GLUE mrpc's classes"):
         _task(tmp_path, "mrpc", path, path, label_names=["0", "2"])
 
