@@ -13,8 +13,8 @@ squared error, evaluated with Pearson and Spearman correlations (scipy.stats).
 
 GLUE (`glue_task='mrpc'`, 'sst2', 'stsb', 'mnli', ...): the files are the task's official TSVs,
 read by data_pipelines.finetune.glue (its column layout, label set and file:line errors); text_b
-and regression follow the task, the class order is BERT's (glue.label_names; stored with the
-checkpoint's head and in the export's label_names) unless `label_names` permutes it, and
+and regression follow the task, the class order is BERT's (glue.label_names; recorded in the
+model_dir's summary.json and the export's metadata) unless `label_names` permutes it, and
 evaluate adds the official metric (garden.metrics.glue: CoLA MCC, MRPC/QQP F1 of class "1",
 STS-B Pearson and Spearman; MNLI's mismatched accuracy from `eval_mismatched_file`).
 
