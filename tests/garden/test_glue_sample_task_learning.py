@@ -4,11 +4,11 @@ baseline on dev by a margin in standard errors derived from the dev size, and on
 single-sentence task the BERT pretrained on the sample corpus (bert_data fixture, 300 steps)
 beats the same model from scratch after the same fine-tuning steps.
 
-Measured on 2 CPU cores (dev sizes 351 / 400 / 400 / 400):
-    single  60 steps, seq 32   scratch 0.758, pretrained 0.875   majority 0.430
-    pair    100 steps, seq 64  0.62                              majority 0.50
-    stsb    100 steps, seq 64  Pearson ~0.23                     constant prediction 0
-    swag    80 steps, seq 48   0.595                             most frequent position 0.258
+Measured with garden.train on the CLI's output (dev sizes 351 / 400 / 400 / 400):
+    single  60 steps, seq 32   scratch 0.758-0.766, pretrained 0.875   majority 0.430
+    pair    100 steps, seq 64  0.62                                     majority 0.50
+    stsb    80 steps, seq 64   Pearson 0.225                            constant prediction 0
+    swag    80 steps, seq 48   0.595                                    most frequent position 0.258
 """
 
 from __future__ import annotations
