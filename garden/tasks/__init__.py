@@ -15,6 +15,7 @@ TASKS: Dict[str, str] = {
     "Distillation": "garden.tasks.distillation:Distillation",
     "SentenceClassification": "garden.tasks.sentence_classification:SentenceClassification",
     "TokenTagging": "garden.tasks.tagging:TokenTagging",
+    "MultipleChoice": "garden.tasks.multiple_choice:MultipleChoice",
 }
 
 # Gin names of the tasks Pretraining replaced -> the binding that selects the same family, for

@@ -11,6 +11,13 @@ Classification: string labels, softmax cross-entropy, accuracy next to the major
 Regression (`regression=True`, e.g. STS-B): numeric labels, one output trained with the mean
 squared error, evaluated with Pearson and Spearman correlations (scipy.stats).
 
+GLUE (`glue_task='mrpc'`, 'sst2', 'stsb', 'mnli', ...): the files are the task's official TSVs,
+read by data_pipelines.finetune.glue (its column layout, label set and file:line errors); text_b
+and regression follow the task, the class order is BERT's (glue.label_names; recorded in the
+model_dir's summary.json and the export's metadata) unless `label_names` permutes it, and
+evaluate adds the official metric (garden.metrics.glue: CoLA MCC, MRPC/QQP F1 of class "1",
+STS-B Pearson and Spearman; MNLI's mismatched accuracy from `eval_mismatched_file`).
+
 The backbone's weights come from one object of the pretraining checkpoint: `backbone` for the
 families whose pretraining task saves it under that name (BERT, RoBERTa, ALBERT, SpanBERT,
 DistilBERT), `discriminator` for ELECTRA (its generator is dropped; docs/objectives.md section 6),
@@ -30,7 +37,9 @@ from typing import Callable, List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
+from data_pipelines.finetune import FinetuneDataError, glue, tfds_sources
 from garden import data
+from garden.metrics import glue as glue_metrics
 from garden.models.classifier import SequenceClassifier
 from garden.serving.modules import TextClassifierServing
 from garden.serving.text import load_packer
@@ -48,15 +57,10 @@ _DIALECTS = {".tsv": dict(delimiter="\t", quoting=csv.QUOTE_NONE, strict=True),
 
 
 def _read_text(path: str) -> str:
-    if not tf.io.gfile.exists(path):
-        raise TaskDataError(f"data file not found: {path}")
-    with tf.io.gfile.GFile(path, "rb") as f:
-        raw = f.read()
     try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = raw[:e.start].count(b"\n") + 1
-        raise TaskDataError(f"{path}:{line}: invalid UTF-8") from e
+        return glue.read_text(path)
+    except FinetuneDataError as e:
+        raise TaskDataError(str(e)) from None
 
 
 def _read_delimited(path: str, text: str, columns: List[str], numeric_label: bool) -> List[dict]:
@@ -173,6 +177,45 @@ def resolve_init_checkpoint(path: str, wanted_object: str) -> str:
     return ckpt
 
 
+def batches(ds: tf.data.Dataset, size: int, batch_size: int, shuffle_seed=None,
+            repeat: bool = False, skip: int = 0, input_context=None) -> tf.data.Dataset:
+    """A fine-tuning dataset of `size` examples as batches: repeated and shuffled for training
+    (full batches only), dealt to input pipelines after `skip` batches (garden.data)."""
+    if repeat:
+        ds = ds.repeat()
+    if shuffle_seed is not None:
+        ds = ds.shuffle(size, seed=shuffle_seed, reshuffle_each_iteration=True)
+    ds = ds.batch(batch_size, drop_remainder=repeat)
+    return data.shard_batches(ds, input_context, skip)
+
+
+def softmax_metrics(logits: tf.Tensor, label_ids: tf.Tensor) -> dict:
+    """Softmax cross-entropy over the last axis (the loss) and accuracy of one batch."""
+    labels = tf.cast(label_ids, tf.int64)
+    loss = tf.reduce_mean(
+        tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
+    accuracy = tf.reduce_mean(tf.cast(tf.equal(tf.argmax(logits, -1), labels), tf.float32))
+    return {"loss": loss, "accuracy": accuracy}
+
+
+def build_backbone(task):
+    """The backbone of a fine-tuning task (task.backbone_fn sized by task.packer), restored from
+    task._init_path's `task.init_checkpoint_object` when task.init_checkpoint is set."""
+    defaults = {"default_vocab_size": task.packer.vocab_size}
+    # RoBERTa's positions are offset by the <pad> id: its factory takes the vocabulary's.
+    if "default_padding_idx" in inspect.signature(task.backbone_fn).parameters:
+        defaults["default_padding_idx"] = task.packer.pad_id
+    backbone = task.backbone_fn(**defaults)
+    if task.init_checkpoint:
+        status = tf.train.Checkpoint(
+            **{task.init_checkpoint_object: backbone}).read(task._init_path)
+        status.expect_partial()
+        status.assert_existing_objects_matched()
+        print(f"[{task.name}] backbone initialised from {task._init_path} "
+              f"(its {task.init_checkpoint_object!r})", flush=True)
+    return backbone
+
+
 class SentenceClassification(Task):
     """Fine-tunes a pretrained backbone on a labelled text file; serves it from raw text.
 
@@ -197,6 +240,11 @@ class SentenceClassification(Task):
         tokenizer: "wordpiece" | "sentencepiece" | "bpe"; default from the vocabulary's name.
         layout: "bert" | "roberta" text packing (garden.serving.text); default by tokenizer.
         regression: one output trained with the mean squared error on numeric labels.
+        glue_task: read train_file / eval_file as this GLUE task's official TSVs (cola, sst2,
+            mrpc, qqp, stsb, mnli, qnli, rte, wnli); sets text_b, regression and label_names.
+        eval_mismatched_file: MNLI's dev_mismatched.tsv, scored as eval_accuracy_mismatched.
+        tfds_data_dir: where `tfds:glue/<task>:<split>` files are prepared (with glue_task, the
+            files may be such specs: data_pipelines.finetune.tfds_sources; no downloads).
     """
 
     name = "sentence_classification"
@@ -207,7 +255,22 @@ class SentenceClassification(Task):
                  init_checkpoint_object: str = "backbone", dropout: float = 0.1,
                  export_base: Optional[str] = None, model_name: str = "classifier",
                  tokenizer: Optional[str] = None, layout: Optional[str] = None,
-                 regression: bool = False):
+                 regression: bool = False, glue_task: Optional[str] = None,
+                 eval_mismatched_file: Optional[str] = None,
+                 tfds_data_dir: Optional[str] = None):
+        self.glue_task = None
+        if glue_task:
+            spec = glue.task_spec(glue_task)
+            self.glue_task = spec.name
+            text_b, regression = spec.text_b is not None, spec.labels is None
+            if label_names and sorted(label_names) != sorted(spec.labels or ()):
+                raise ValueError(f"label_names {list(label_names)} are not GLUE {spec.name}'s "
+                                 f"classes {list(spec.labels or ())} (in some order)")
+            label_names = label_names or glue.label_names(spec.name)
+        if eval_mismatched_file and self.glue_task != "mnli":
+            raise ValueError("eval_mismatched_file is MNLI's second dev set; set glue_task='mnli'")
+        self.eval_mismatched_file = eval_mismatched_file
+        self.tfds_data_dir = tfds_data_dir
         self.backbone_fn = backbone
         self.vocab, self.tokenizer, self.layout = vocab, tokenizer, layout
         self.train_file, self.eval_file = train_file, eval_file
@@ -226,10 +289,13 @@ class SentenceClassification(Task):
         self._packer = None
         packer = self.packer  # checks the vocabulary, its special tokens and the layout now
         self._packer = None  # ... and is built again on first use, see `packer`
-        self.train_rows = read_examples(self.train_file, self.text_b, self.regression)
-        self.eval_rows = read_examples(self.eval_file, self.text_b, self.regression)
+        self.train_rows = self._read(self.train_file)
+        self.eval_rows = self._read(self.eval_file)
         self.train_labels = self._labels(self.train_file, self.train_rows)
         self.eval_labels = self._labels(self.eval_file, self.eval_rows)
+        if self.eval_mismatched_file:
+            self.mismatched_rows = self._read(self.eval_mismatched_file)
+            self.mismatched_labels = self._labels(self.eval_mismatched_file, self.mismatched_rows)
         if self.init_checkpoint:
             self._init_path = resolve_init_checkpoint(self.init_checkpoint,
                                                       self.init_checkpoint_object)
@@ -237,6 +303,26 @@ class SentenceClassification(Task):
         print(f"[{self.name}] {len(self.train_rows)} train / {len(self.eval_rows)} eval "
               f"examples, {what}, {packer.kind} text in the {packer.layout!r} layout",
               flush=True)
+
+    def _read(self, path: str) -> List[dict]:
+        """Rows {text_a, (text_b), label} of a data file: a GLUE TSV of glue_task (labelled),
+        or a .tsv/.csv/.jsonl with the columns text_a, (text_b), label."""
+        if not self.glue_task:
+            return read_examples(path, self.text_b, self.regression)
+        try:
+            if tfds_sources.is_tfds(path):
+                examples = tfds_sources.read_glue(path, self.tfds_data_dir)
+                if not examples[0].guid.startswith(self.glue_task + "-"):
+                    raise FinetuneDataError(f"{path} is not GLUE {self.glue_task}")
+            else:
+                examples = glue.read_examples(path, self.glue_task)
+        except FinetuneDataError as e:
+            raise TaskDataError(str(e)) from None
+        if examples[0].label is None:
+            raise TaskDataError(f"{path}: a GLUE {self.glue_task} test file (no labels); "
+                                f"training and evaluation need labels")
+        return [{"text_a": e.text_a, "label": e.label,
+                 **({"text_b": e.text_b} if self.text_b else {})} for e in examples]
 
     @property
     def packer(self):
@@ -269,18 +355,7 @@ class SentenceClassification(Task):
 
     # -- the model -------------------------------------------------------------------------
     def build_model(self):
-        defaults = {"default_vocab_size": self.packer.vocab_size}
-        # RoBERTa's positions are offset by the <pad> id: its factory takes the vocabulary's.
-        if "default_padding_idx" in inspect.signature(self.backbone_fn).parameters:
-            defaults["default_padding_idx"] = self.packer.pad_id
-        backbone = self.backbone_fn(**defaults)
-        if self.init_checkpoint:
-            status = tf.train.Checkpoint(
-                **{self.init_checkpoint_object: backbone}).read(self._init_path)
-            status.expect_partial()
-            status.assert_existing_objects_matched()
-            print(f"[{self.name}] backbone initialised from {self._init_path} "
-                  f"(its {self.init_checkpoint_object!r})", flush=True)
+        backbone = build_backbone(self)
         model = SequenceClassifier(backbone, num_classes=self.num_outputs, dropout=self.dropout)
         # "backbone" lets garden.train size layer-wise LR decay (train.layer_decay) from it.
         return model, {"model": model, "backbone": backbone}
@@ -296,13 +371,8 @@ class SentenceClassification(Task):
         columns = {"text_a": [r["text_a"] for r in rows]}
         if self.text_b:
             columns["text_b"] = [r["text_b"] for r in rows]
-        ds = tf.data.Dataset.from_tensor_slices((columns, labels))
-        if repeat:
-            ds = ds.repeat()
-        if shuffle_seed is not None:
-            ds = ds.shuffle(len(rows), seed=shuffle_seed, reshuffle_each_iteration=True)
-        ds = ds.batch(batch_size, drop_remainder=repeat)
-        ds = data.shard_batches(ds, input_context, skip)
+        ds = batches(tf.data.Dataset.from_tensor_slices((columns, labels)), len(rows),
+                     batch_size, shuffle_seed, repeat, skip, input_context)
 
         # Built here, eagerly, not inside the map's trace: a tokenizer first made in a tf.data
         # graph holds that graph's tensors, and a second dataset (another input pipeline, the
@@ -342,11 +412,7 @@ class SentenceClassification(Task):
             error = logits[:, 0] - tf.cast(batch["label_ids"], tf.float32)
             return {"loss": tf.reduce_mean(tf.square(error)),
                     "mean_absolute_error": tf.reduce_mean(tf.abs(error))}
-        labels = tf.cast(batch["label_ids"], tf.int64)
-        loss = tf.reduce_mean(
-            tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
-        accuracy = tf.reduce_mean(tf.cast(tf.equal(tf.argmax(logits, -1), labels), tf.float32))
-        return {"loss": loss, "accuracy": accuracy}
+        return softmax_metrics(logits, batch["label_ids"])
 
     # -- after training ---------------------------------------------------------------------
     def predict(self, model, rows, batch_size: int = 64) -> np.ndarray:
@@ -357,9 +423,20 @@ class SentenceClassification(Task):
 
     def evaluate(self, model, batch_size: int = 64) -> dict:
         """Classification: accuracy next to the majority-class baseline (the train set's
-        mode). Regression: Pearson and Spearman correlations and the mean squared error."""
+        mode). Regression: Pearson and Spearman correlations and the mean squared error.
+        With glue_task: also the task's official metric (garden.metrics.glue: eval_mcc,
+        eval_f1; MNLI's eval_accuracy_mismatched with eval_mismatched_file)."""
         logits = self.predict(model, self.eval_rows, batch_size)
         result = {"eval_examples": int(len(self.eval_labels))}
+        if self.glue_task:
+            predictions = logits[:, 0] if self.regression else logits.argmax(-1)
+            official = glue_metrics.glue_metrics(self.glue_task, predictions, self.eval_labels,
+                                                 self.label_names)
+            result.update({f"eval_{k}": v for k, v in official.items()})
+            if self.eval_mismatched_file:
+                mismatched = self.predict(model, self.mismatched_rows, batch_size).argmax(-1)
+                result["eval_accuracy_mismatched"] = glue_metrics.accuracy(
+                    mismatched, self.mismatched_labels)
         if self.regression:
             from scipy import stats
 
@@ -375,8 +452,15 @@ class SentenceClassification(Task):
         return result
 
     def finish(self, model, model_dir: str) -> dict:
+        """evaluate(), plus the class order of the trained head (and the GLUE task), which
+        the trainer writes to the model_dir's summary.json (the export has it in its
+        metadata): ids of another order would swap classes (glue.check_label_order)."""
         result = self.evaluate(model)
         print(f"[{self.name}] eval {json.dumps(result, sort_keys=True)}", flush=True)
+        if not self.regression:
+            result["label_names"] = list(self.label_names)
+        if self.glue_task:
+            result["glue_task"] = self.glue_task
         return result
 
     def serving_module(self, model) -> TextClassifierServing:
