@@ -15,10 +15,12 @@ Beam worker processes included; peak RSS):
   cost (interpreter, TensorFlow, Beam, vocabulary), which is subtracted.
 
 The file: the sample corpus (Python's own documentation, `data_pipelines.sample_corpus`) made
-into SQuAD v1.1 by data_pipelines/sample_tasks/squad.py's cloze rule, with SQuAD's shape (about
-120 words and 5 questions per paragraph) instead of the sample task's small defaults; --copies
+into SQuAD v1.1 by data_pipelines/sample_tasks/squad.py's cloze rule, with paragraphs of 6
+sentences and 5 questions (about 76 words and 4.7 questions per paragraph; SQuAD v1.1's train
+set: about 120 words and 4.6 questions) instead of the sample task's small defaults; --copies
 regroups the sentences (shifted by one sentence per copy) for a larger file with other
-paragraphs. SQuAD v1.1's train set has 87,599 questions; the default here is about 10,000.
+paragraphs. SQuAD v1.1's train set has 87,599 questions; the default here has 9,723, --copies=8
+about 78,000.
 
     python -m benchmarks.squad_features --output_json=/tmp/squad_features.json
     python -m benchmarks.squad_features --copies=8      # about SQuAD v1.1's size
