@@ -17,8 +17,10 @@ The job (DirectRunner by default; every unknown flag goes to Beam's PipelineOpti
                  in file order, cut into chunks of --examples_per_chunk consecutive examples
                  written to work files; a malformed file ends the job with the reader's
                  message (file and record), and nothing is marked COMPLETED
-  MakeFeatures   per chunk, the kind's features of every example (one batched tokenizer
-                 call per chunk where the kind offers it), serialized as tf.train.Example and
+  MakeFeatures   per chunk, the kind's features of every example (squad: all of the chunk's
+                 windows as int64 columns from one batched tokenizer call, serialized by
+                 features.serialize_columns; a kind with example_features only: per example),
+                 serialized as tf.train.Example and
                  written to a work file, one key-ordered range per output shard; an example
                  the kind cannot featurize (e.g. an answer that covers no piece) is skipped,
                  named in the log (the first few per worker) and counted in stats.json

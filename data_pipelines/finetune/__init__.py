@@ -21,9 +21,12 @@ A kind that `python -m data_pipelines.make_finetune` writes (squad, conll) is a 
     feature_spec(options) -> {name: tf.io.FixedLenFeature}
                                             what garden's tasks parse the records with
 and optionally:
-    examples_features(examples, tokenizer, options, first_index=0, on_error=None)
-                                            example_features of many examples at once (one
-                                            batched tokenizer call), as squad.py has
+    examples_columns(examples, tokenizer, options, first_index=0, on_error=None)
+                                            the records of many examples at once as int64
+                                            columns {name: [N, length]} (one batched tokenizer
+                                            call; serialized without per-record dicts), as
+                                            squad.py has; make_finetune prefers it
+    examples_features(...)                  the same as lists of record dicts
     read_tfds(name, split, data_dir) -> list
                                             the examples of a prepared tensorflow-datasets
                                             split (``split`` may be "train[3shard]"), for

@@ -48,15 +48,18 @@ def _hash(*parts) -> int:
     return int.from_bytes(hashlib.sha256("\x1f".join(map(str, parts)).encode("utf-8")).digest()[:8], "big")
 
 
-def paragraphs(documents: Sequence[Tuple[str, Sequence[str]]]) -> Dict[str, List[Tuple[str, List[str]]]]:
-    """{"train": [(paragraph id, sentences)], "dev": [...]}: consecutive sentence groups."""
+def paragraphs(documents: Sequence[Tuple[str, Sequence[str]]], sentences_per_paragraph: int = PARAGRAPH_SENTENCES,
+               shift: int = 0) -> Dict[str, List[Tuple[str, List[str]]]]:
+    """{"train": [(paragraph id, sentences)], "dev": [...]}: consecutive sentence groups
+    (``shift`` drops a document's first sentences, for other groupings of the same text)."""
     out = {"train": [], "dev": []}
     for name, sentences in documents:
         split = "dev" if _hash("split", name) % 10 == 0 else "train"
-        for k in range(0, len(sentences), PARAGRAPH_SENTENCES):
-            group = [" ".join(s.split()) for s in sentences[k:k + PARAGRAPH_SENTENCES]]
+        sentences = list(sentences)[shift:]
+        for k in range(0, len(sentences), sentences_per_paragraph):
+            group = [" ".join(s.split()) for s in sentences[k:k + sentences_per_paragraph]]
             if len(group) >= 2:
-                out[split].append((f"{name}#{k // PARAGRAPH_SENTENCES}", group))
+                out[split].append((f"{name}#{k // sentences_per_paragraph}", group))
     return out
 
 
@@ -78,14 +81,15 @@ def cloze(sentence: str, key) -> Optional[Tuple[str, str, int, str, str]]:
     return None
 
 
-def _questions(pid: str, sentences: List[str], other: List[str], other_id: str) -> List[dict]:
+def _questions(pid: str, sentences: List[str], other: List[str], other_id: str, answerable: int,
+               unanswerable: bool) -> List[dict]:
     context = " ".join(sentences)
     starts = [0]
     for s in sentences[:-1]:
         starts.append(starts[-1] + len(s) + 1)
     order = sorted(range(len(sentences)), key=lambda k: _hash("sentence", pid, k))
     qas = []
-    for k in order[:QUESTIONS_PER_PARAGRAPH]:
+    for k in order[:answerable]:
         made = cloze(sentences[k], (pid, k))
         if made is None:
             continue
@@ -94,7 +98,7 @@ def _questions(pid: str, sentences: List[str], other: List[str], other_id: str) 
         assert context[start:start + len(answer)] == answer
         qas.append({"id": f"{pid}/{k}", "question": question, "is_impossible": False,
                     "answers": [{"text": answer, "answer_start": start}]})
-    for k in sorted(range(len(other)), key=lambda k: _hash("unanswerable", pid, k)):
+    for k in sorted(range(len(other)) if unanswerable else [], key=lambda k: _hash("unanswerable", pid, k)):
         made = cloze(other[k], (other_id, k))
         if made is None:
             continue
@@ -107,21 +111,27 @@ def _questions(pid: str, sentences: List[str], other: List[str], other_id: str) 
     return qas
 
 
-def build(documents) -> Dict[str, dict]:
-    """The two SQuAD v2.0 documents {"train": {...}, "dev": {...}}."""
+def build(documents, *, sentences_per_paragraph: int = PARAGRAPH_SENTENCES,
+          answerable: int = QUESTIONS_PER_PARAGRAPH, unanswerable: bool = True,
+          max_paragraphs: Optional[Dict[str, int]] = None, shift: int = 0) -> Dict[str, dict]:
+    """The two SQuAD documents {"train": {...}, "dev": {...}} (v2.0; v1.1 without
+    unanswerable questions). The keywords change the sizes for benchmarks; write() uses the
+    documented defaults."""
+    limits = MAX_PARAGRAPHS if max_paragraphs is None else max_paragraphs
     out = {}
-    for split, paras in paragraphs(documents).items():
-        paras = sorted(paras, key=lambda p: _hash("order", p[0]))[:MAX_PARAGRAPHS[split]]
+    for split, paras in paragraphs(documents, sentences_per_paragraph, shift).items():
+        paras = sorted(paras, key=lambda p: _hash("order", shift, p[0]))[:limits.get(split)]
         articles: Dict[str, dict] = {}
         for j, (pid, sentences) in enumerate(paras):
             other_id, other = paras[(j + 1) % len(paras)]
-            qas = _questions(pid, sentences, other, other_id)
+            qas = _questions(pid, sentences, other, other_id, answerable, unanswerable)
             if not qas:
                 continue
             title = pid.split("#")[0]
             article = articles.setdefault(title, {"title": title, "paragraphs": []})
             article["paragraphs"].append({"context": " ".join(sentences), "qas": qas})
-        out[split] = {"version": "v2.0", "data": [articles[t] for t in sorted(articles)]}
+        out[split] = {"version": "v2.0" if unanswerable else "1.1",
+                      "data": [articles[t] for t in sorted(articles)]}
     return out
 
 
