@@ -100,3 +100,16 @@ def test_v2_distinguishes_empty_answers_from_v1():
     assert squad.squad_v1(gold, {"q": ""})["f1"] == 0.0
     with pytest.raises(ValueError, match=r"1 of 1 questions have no prediction \(first: 'q'\)"):
         squad.squad_v2(gold, {})
+
+
+def test_threshold_sweep_keeps_the_first_threshold_of_a_plateau():
+    # Answering q2 (right) gains 1; answering q1 (a correct "") or q3 (wrong) gains nothing:
+    # the best threshold is q2's na_prob, not that of a later question on the same plateau.
+    data = [{"paragraphs": [{"qas": [{"id": q, "answers": a}]}]} for q, a in
+            (("q1", []), ("q2", [{"text": "paris"}]), ("q3", [{"text": "seine"}]))]
+    predictions = {"q1": "", "q2": "Paris", "q3": "tower"}
+    na_probs = {"q1": -1.0, "q2": 0.5, "q3": 2.0}
+    ours = squad.squad_v2(squad.gold_from_dataset(data), predictions, na_probs)
+    theirs = official_v2.evaluate(data, predictions, na_probs)
+    assert ours["best_f1_thresh"] == theirs["final_f1_thresh"] == 0.5
+    assert ours["best_f1"] == pytest.approx(theirs["final_f1"]) == pytest.approx(200 / 3)
