@@ -1,16 +1,47 @@
-"""SQuAD v1.1 and v2.0: the JSON reader (windowed features follow in this module).
+"""SQuAD v1.1 and v2.0: the JSON reader and the windowed features of extractive QA.
 
 The file is the official layout: {"version", "data": [{"title", "paragraphs": [{"context",
 "qas": [{"id", "question", "answers": [{"text", "answer_start"}], "is_impossible"?,
 "plausible_answers"?}]}]}]}. answer_start counts characters (not bytes) of the context.
+
+Features (one record per window; the make_finetune kind "squad"; docs/tasks.md):
+
+    [CLS] question [SEP] context window [SEP] [PAD] ...      layout "bert", segment_ids 0 / 1
+    <s> question </s> </s> context window </s> <pad> ...     layout "roberta", segment_ids all 0
+
+* the question is cut to its first max_query_length pieces;
+* a context longer than max_seq_length - len(question) - specials is cut into windows whose
+  starts are doc_stride pieces apart (BERT's run_squad and Model Garden's squad_lib: doc_stride
+  is the STEP between window starts, not the overlap of Hugging Face's tokenizers); the last
+  window ends at the context's end;
+* token_is_max_context: a context piece appears in several windows; it counts in the one where
+  min(pieces left of it, pieces right of it) + 0.01 * window length is largest (the first such
+  window on a tie), as run_squad's _check_is_max_context;
+* start_position / end_position: the first gold answer's character span re-aligned to the
+  pieces it overlaps (the first piece ending after answer_start, the last piece starting before
+  its end; tensorflow-text gives byte offsets, converted to characters here), as positions in
+  the window; 0 / 0 ([CLS]) for an unanswerable question and in every window that does not
+  hold the whole answer;
+* is_impossible is the question's (1 for a v2.0 unanswerable question), the same in all its
+  windows;
+* context_char_start / context_char_end: each context piece's character span [start, end) in
+  the context string (what the served model cuts the answer text with); -1 elsewhere;
+* unique_id = example_index * WINDOWS_PER_EXAMPLE + window_index.
+
+Tokenization is data_pipelines.tokenizers' tokenize_with_offsets, so WordPiece, SentencePiece
+and byte-level BPE vocabularies all work; with WordPiece the windows, max-context flags and
+positions equal Model Garden's squad_lib (tests/data_pipelines/test_squad_features.py), which
+splits the context at whitespace first and re-aligns the answer by matching its tokens.
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
-from typing import List, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+import numpy as np
 import tensorflow as tf
 
 from data_pipelines.finetune import FinetuneDataError
@@ -109,3 +140,215 @@ def read_examples(path: str) -> List[SquadExample]:
                 examples.append(SquadExample(qas_id, question, context, tuple(gold),
                                              impossible, title))
     return examples
+
+
+# ---------------------------------------------------------------------------------------------
+# Windowed features
+
+NAME = "squad"
+LAYOUTS = ("bert", "roberta")
+# The layout of a tokenizer kind's families unless --layout says otherwise (as
+# garden.serving.text.DEFAULT_LAYOUT: RoBERTa is the byte-level BPE encoder).
+DEFAULT_LAYOUT = {"wordpiece": "bert", "sentencepiece": "bert", "bpe": "roberta"}
+# unique_id = example_index * WINDOWS_PER_EXAMPLE + window_index; an example with more windows
+# (a context of ~128k pieces at the defaults) is refused.
+WINDOWS_PER_EXAMPLE = 1000
+_SPECIALS = {"bert": 3, "roberta": 4}  # [CLS] q [SEP] c [SEP] / <s> q </s></s> c </s>
+
+
+@dataclasses.dataclass(frozen=True)
+class SquadOptions:
+    """Window geometry (BERT's run_squad defaults) and the special-token layout."""
+
+    max_seq_length: int = 384
+    doc_stride: int = 128
+    max_query_length: int = 64
+    layout: str = "bert"
+
+    def __post_init__(self):
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"unknown layout {self.layout!r}; expected one of {LAYOUTS}")
+        if self.doc_stride < 1 or self.max_query_length < 1:
+            raise ValueError(f"doc_stride and max_query_length must be >= 1, got "
+                             f"{self.doc_stride} and {self.max_query_length}")
+        room = self.max_seq_length - self.max_query_length - _SPECIALS[self.layout]
+        if room < 1:
+            raise ValueError(f"max_seq_length={self.max_seq_length} leaves no room for the context "
+                             f"after a question of max_query_length={self.max_query_length} pieces and "
+                             f"{_SPECIALS[self.layout]} special tokens")
+
+
+def add_flags(parser) -> None:
+    """make_finetune --task=squad's own flags."""
+    parser.add_argument("--max_seq_length", type=int, default=384,
+                        help="pieces per window, special tokens included (default %(default)s)")
+    parser.add_argument("--doc_stride", type=int, default=128,
+                        help="pieces between the STARTS of two consecutive windows of a long context "
+                        "(BERT / Model Garden meaning; not Hugging Face's overlap) (default %(default)s)")
+    parser.add_argument("--max_query_length", type=int, default=64,
+                        help="a question is cut to this many pieces (default %(default)s)")
+    parser.add_argument("--layout", choices=("auto",) + LAYOUTS, default="auto",
+                        help="special tokens: bert ([CLS] q [SEP] c [SEP], segment ids) or roberta "
+                        "(<s> q </s></s> c </s>); auto: roberta for --tokenizer=bpe, else bert "
+                        "(default %(default)s)")
+
+
+def options_from_flags(args: argparse.Namespace) -> SquadOptions:
+    layout = args.layout if args.layout != "auto" else DEFAULT_LAYOUT.get(args.tokenizer, "bert")
+    return SquadOptions(args.max_seq_length, args.doc_stride, args.max_query_length, layout)
+
+
+def feature_spec(options: SquadOptions) -> Dict[str, tf.io.FixedLenFeature]:
+    """What the window records hold (interface 3 of docs/tasks.md); all int64."""
+    t = options.max_seq_length
+    scalars = ("unique_id", "example_index", "window_index", "start_position", "end_position",
+               "is_impossible")
+    rows = ("token_ids", "segment_ids", "padding_mask", "token_is_max_context",
+            "context_char_start", "context_char_end")
+    spec = {name: tf.io.FixedLenFeature([], tf.int64) for name in scalars}
+    spec.update({name: tf.io.FixedLenFeature([t], tf.int64) for name in rows})
+    return spec
+
+
+def char_offsets(text: str, starts: Sequence[int], ends: Sequence[int]) -> Tuple[np.ndarray, np.ndarray]:
+    """UTF-8 byte spans [start, end) in ``text`` -> character spans; a span that ends inside a
+    character covers that whole character."""
+    starts = np.asarray(starts, np.int64)
+    ends = np.asarray(ends, np.int64)
+    if text.isascii():
+        return starts, ends
+    # Byte offset at which each character starts, and the text's length in bytes last.
+    at = np.concatenate([[0], np.cumsum([len(c.encode("utf-8")) for c in text])])
+    return (np.searchsorted(at, starts, side="right") - 1,
+            np.searchsorted(at, ends, side="left"))
+
+
+def tokenize_pieces(tokenizer, texts: Sequence[str]) -> List[Tuple[List[int], np.ndarray, np.ndarray]]:
+    """(piece ids, character starts, character ends) of each text, in one batched call."""
+    ids, starts, ends = tokenizer.tokenize_with_offsets(list(texts))
+    return [(i, *char_offsets(t, s, e)) for t, i, s, e in zip(texts, ids, starts, ends)]
+
+
+def answer_pieces(starts: np.ndarray, ends: np.ndarray, answer_start: int, answer_end: int
+                  ) -> Optional[Tuple[int, int]]:
+    """First and last piece (inclusive) that overlap the character span [answer_start,
+    answer_end); None when no piece does (an answer of whitespace only)."""
+    overlap = np.flatnonzero((ends > answer_start) & (starts < answer_end))
+    if not len(overlap):
+        return None
+    return int(overlap[0]), int(overlap[-1])
+
+
+def window_spans(num_pieces: int, max_pieces: int, doc_stride: int) -> List[Tuple[int, int]]:
+    """(start, length) of each window over ``num_pieces`` context pieces: starts doc_stride
+    apart, the last window reaching the end (one empty window for an empty context)."""
+    spans, start = [], 0
+    while start < num_pieces:
+        length = min(num_pieces - start, max_pieces)
+        spans.append((start, length))
+        if start + length == num_pieces:
+            break
+        start += min(length, doc_stride)
+    return spans or [(0, 0)]
+
+
+def max_context_windows(spans: Sequence[Tuple[int, int]], num_pieces: int) -> np.ndarray:
+    """For each context piece, the window where it has the most context: the largest
+    min(left, right) + 0.01 * window length, the first window on a tie."""
+    best = np.zeros(num_pieces, np.int64)
+    if len(spans) == 1:
+        return best
+    best_score = np.full(num_pieces, -1.0)
+    for w, (start, length) in enumerate(spans):
+        p = np.arange(start, start + length)
+        score = np.minimum(p - start, start + length - 1 - p) + 0.01 * length
+        better = score > best_score[p]
+        best[p[better]] = w
+        best_score[p[better]] = score[better]
+    return best
+
+
+def _example_windows(example: SquadExample, example_index: int, question, context, vocab,
+                     options: SquadOptions) -> List[dict]:
+    q_ids = list(question[0][:options.max_query_length])
+    c_ids, c_starts, c_ends = context
+    layout = options.layout
+    cls, sep, pad = (vocab.special(r, f"the SQuAD {layout!r} layout") for r in ("cls", "sep", "pad"))
+    prefix = [cls] + q_ids + ([sep, sep] if layout == "roberta" else [sep])
+    offset = len(prefix)
+    t = options.max_seq_length
+    spans = window_spans(len(c_ids), t - offset - 1, options.doc_stride)
+    if len(spans) > WINDOWS_PER_EXAMPLE:
+        raise FinetuneDataError(f"question {example.qas_id!r}: its context makes {len(spans)} windows, "
+                                f"more than {WINDOWS_PER_EXAMPLE}; raise --doc_stride")
+    answer = None
+    if example.answers and not example.is_impossible:
+        text, start = example.answers[0]
+        answer = answer_pieces(c_starts, c_ends, start, start + len(text))
+        if answer is None:
+            raise FinetuneDataError(f"question {example.qas_id!r}: answer {text!r} at character "
+                                    f"{start} covers no piece of the tokenized context")
+    best = max_context_windows(spans, len(c_ids))
+    out = []
+    for w, (start, length) in enumerate(spans):
+        n = offset + length + 1
+        padding = [0] * (t - n)
+        ids = prefix + list(c_ids[start:start + length]) + [sep] + [pad] * (t - n)
+        if layout == "bert":
+            segments = [0] * offset + [1] * (length + 1) + padding
+        else:
+            segments = [0] * t
+        none = [-1] * offset
+        tail = [-1] * (t - offset - length)
+        max_context = [0] * offset + (best[start:start + length] == w).astype(np.int64).tolist() + [0] + padding
+        s_pos = e_pos = 0
+        if answer is not None and start <= answer[0] and answer[1] < start + length:
+            s_pos, e_pos = answer[0] - start + offset, answer[1] - start + offset
+        out.append({
+            "unique_id": example_index * WINDOWS_PER_EXAMPLE + w,
+            "example_index": example_index,
+            "window_index": w,
+            "token_ids": ids,
+            "segment_ids": segments,
+            "padding_mask": [1] * n + padding,
+            "start_position": s_pos,
+            "end_position": e_pos,
+            "is_impossible": int(example.is_impossible),
+            "token_is_max_context": max_context,
+            "context_char_start": none + c_starts[start:start + length].tolist() + tail,
+            "context_char_end": none + c_ends[start:start + length].tolist() + tail,
+        })
+    return out
+
+
+def examples_features(examples: Sequence[SquadExample], tokenizer, options: SquadOptions,
+                      first_index: int = 0,
+                      on_error: Optional[Callable[[int, FinetuneDataError], None]] = None
+                      ) -> List[List[dict]]:
+    """The window records of each example (example_index = first_index + its position), with
+    all questions and the distinct contexts tokenized in one batched call each.
+
+    An example that cannot be featurized (an answer that covers no piece, too many windows)
+    raises FinetuneDataError, or, with ``on_error``, is reported there and gets no records.
+    """
+    contexts = list(dict.fromkeys(e.context for e in examples))  # each paragraph once, in order
+    context_pieces = dict(zip(contexts, tokenize_pieces(tokenizer, contexts)))
+    questions = tokenize_pieces(tokenizer, [e.question for e in examples])
+    out = []
+    for k, (example, question) in enumerate(zip(examples, questions)):
+        try:
+            out.append(_example_windows(example, first_index + k, question,
+                                        context_pieces[example.context], tokenizer.vocab, options))
+        except FinetuneDataError as e:
+            if on_error is None:
+                raise
+            on_error(first_index + k, e)
+            out.append([])
+    return out
+
+
+def example_features(example: SquadExample, tokenizer, options: SquadOptions,
+                     example_index: int = 0) -> List[dict]:
+    """The window records of one example (see the module docstring); ``tokenizer`` from
+    data_pipelines.tokenizers.load_tokenizer."""
+    return examples_features([example], tokenizer, options, example_index)[0]
