@@ -14,6 +14,7 @@ TASKS: Dict[str, str] = {
     "Pretraining": "garden.tasks.pretraining:Pretraining",
     "Distillation": "garden.tasks.distillation:Distillation",
     "SentenceClassification": "garden.tasks.sentence_classification:SentenceClassification",
+    "QuestionAnswering": "garden.tasks.question_answering:QuestionAnswering",
 }
 
 # Gin names of the tasks Pretraining replaced -> the binding that selects the same family, for
