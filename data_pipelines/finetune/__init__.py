@@ -20,6 +20,18 @@ A kind that `python -m data_pipelines.make_finetune` writes (squad, conll) is a 
                                             name -> int | list of int | bytes
     feature_spec(options) -> {name: tf.io.FixedLenFeature}
                                             what garden's tasks parse the records with
+and optionally:
+    examples_features(examples, tokenizer, options, first_index=0, on_error=None)
+                                            example_features of many examples at once (one
+                                            batched tokenizer call), as squad.py has
+    read_tfds(name, split, data_dir) -> list
+                                            the examples of a prepared tensorflow-datasets
+                                            split (``split`` may be "train[3shard]"), for
+                                            --input=tfds:NAME[/CONFIG][:SPLIT]
+example_features may take ``example_index=`` (make_finetune passes the example's index in the
+input when it does, and otherwise sets a record's "example_index" feature itself). A
+FinetuneDataError from read_examples / read_tfds ends the job with its message; one from
+example_features skips that example and is counted.
 """
 
 

@@ -69,6 +69,44 @@ def _string(value, what: str) -> str:
     return value
 
 
+def make_example(qa, context: str, title: str, where: str, seen: set) -> SquadExample:
+    """One question (a dict of the JSON layout) checked and turned into a SquadExample;
+    ``where`` names it in errors, ``seen`` holds the ids met so far (duplicates refused)."""
+    if not isinstance(qa, dict):
+        raise FinetuneDataError(f"{where} is not an object")
+    qas_id = _string(qa.get("id"), f"{where}.id")
+    if qas_id in seen:
+        raise FinetuneDataError(f"{where}: duplicate id {qas_id!r}")
+    seen.add(qas_id)
+    question = _string(qa.get("question"), f"{where}.question")
+    impossible = qa.get("is_impossible", False)
+    if not isinstance(impossible, bool):
+        raise FinetuneDataError(f"{where}.is_impossible must be true or false, got {impossible!r}")
+    answers = qa.get("answers", [])
+    if not isinstance(answers, list):
+        raise FinetuneDataError(f"{where}.answers must be a list")
+    gold = []
+    for k, ans in enumerate(answers):
+        what = f"{where}.answers[{k}]"
+        if not isinstance(ans, dict):
+            raise FinetuneDataError(f"{what} is not an object")
+        text = _string(ans.get("text"), f"{what}.text")
+        start = ans.get("answer_start")
+        if isinstance(start, bool) or not isinstance(start, int):
+            raise FinetuneDataError(f"{what}.answer_start must be an integer, got {start!r}")
+        if start < 0 or context[start:start + len(text)] != text:
+            raise FinetuneDataError(
+                f"{what}: answer_start {start} does not point at {text!r} in the context (found "
+                f"{context[max(start, 0):max(start, 0) + len(text)]!r}); answer_start counts characters")
+        gold.append((text, start))
+    if impossible:
+        gold = []
+    elif not gold:
+        raise FinetuneDataError(f"{where}: an answerable question (is_impossible false or absent) "
+                                f"has no answers")
+    return SquadExample(qas_id, question, context, tuple(gold), impossible, title)
+
+
 def read_examples(path: str) -> List[SquadExample]:
     """Every question of a SQuAD v1.1 / v2.0 file, in file order.
 
@@ -101,46 +139,31 @@ def read_examples(path: str) -> List[SquadExample]:
                 raise FinetuneDataError(f"{where} has no 'qas' list")
             context = _string(para.get("context"), f"{where}.context")
             for q, qa in enumerate(para["qas"]):
-                where = _where(path, a, p, q)
-                if not isinstance(qa, dict):
-                    raise FinetuneDataError(f"{where} is not an object")
-                qas_id = _string(qa.get("id"), f"{where}.id")
-                if qas_id in seen:
-                    raise FinetuneDataError(f"{where}: duplicate id {qas_id!r}")
-                seen.add(qas_id)
-                question = _string(qa.get("question"), f"{where}.question")
-                impossible = qa.get("is_impossible", False)
-                if not isinstance(impossible, bool):
-                    raise FinetuneDataError(f"{where}.is_impossible must be true or false, "
-                                            f"got {impossible!r}")
-                answers = qa.get("answers", [])
-                if not isinstance(answers, list):
-                    raise FinetuneDataError(f"{where}.answers must be a list")
-                gold = []
-                for k, ans in enumerate(answers):
-                    what = f"{where}.answers[{k}]"
-                    if not isinstance(ans, dict):
-                        raise FinetuneDataError(f"{what} is not an object")
-                    text = _string(ans.get("text"), f"{what}.text")
-                    start = ans.get("answer_start")
-                    if isinstance(start, bool) or not isinstance(start, int):
-                        raise FinetuneDataError(f"{what}.answer_start must be an integer, "
-                                                f"got {start!r}")
-                    if context[start:start + len(text)] != text:
-                        raise FinetuneDataError(
-                            f"{what}: answer_start {start} does not point at {text!r} in the "
-                            f"context (found {context[start:start + len(text)]!r}); "
-                            f"answer_start counts characters")
-                    gold.append((text, start))
-                if impossible:
-                    gold = []
-                elif not gold:
-                    raise FinetuneDataError(f"{where}: an answerable question (is_impossible "
-                                            f"false or absent) has no answers")
-                examples.append(SquadExample(qas_id, question, context, tuple(gold),
-                                             impossible, title))
+                examples.append(make_example(qa, context, title, _where(path, a, p, q), seen))
     return examples
 
+
+
+def read_tfds(name: str, split: str, data_dir: Optional[str]) -> List[SquadExample]:
+    """The questions of a prepared tensorflow-datasets split (``squad/v1.1`` or ``squad/v2.0``;
+    ``split`` may select shards, e.g. "train[0shard]"), in the dataset's order. Nothing is
+    downloaded. The fields are the JSON's (answers as {text: [...], answer_start: [...]}), so
+    the same checks apply; errors name the dataset, split and example index."""
+    import tensorflow_datasets as tfds
+
+    ds = tfds.builder(name, data_dir=data_dir).as_dataset(split=split, shuffle_files=False)
+    text = lambda v: v.decode("utf-8") if isinstance(v, bytes) else v  # noqa: E731
+    examples, seen = [], set()
+    for i, row in enumerate(tfds.as_numpy(ds)):
+        where = f"tfds:{name}:{split} example {i}"
+        answers = row.get("answers", {})
+        qa = {"id": text(row.get("id")), "question": text(row.get("question")),
+              "is_impossible": bool(row.get("is_impossible", False)),
+              "answers": [{"text": text(t), "answer_start": int(a)}
+                          for t, a in zip(answers.get("text", []), answers.get("answer_start", []))]}
+        examples.append(make_example(qa, _string(text(row.get("context")), f"{where}.context"),
+                                     text(row.get("title", b"")), where, seen))
+    return examples
 
 # ---------------------------------------------------------------------------------------------
 # Windowed features
