@@ -76,6 +76,58 @@ def _char_offsets(text: tf.Tensor, byte_offsets: tf.RaggedTensor) -> tf.RaggedTe
     return tf.RaggedTensor.from_tensor(chars, lengths=byte_offsets.row_lengths())
 
 
+def decode_windows(context: tf.Tensor, windows: Dict[str, tf.Tensor], start_logits: tf.Tensor,
+                   end_logits: tf.Tensor, null_threshold: float = math.inf,
+                   n_best: int = N_BEST, max_answer_length: int = MAX_ANSWER_LENGTH
+                   ) -> Dict[str, tf.Tensor]:
+    """garden.models.question_answering.decode's rules, in the graph, on the windows of a
+    batch of contexts [B]: windows as QuestionAnsweringServing.windows gives them (window-
+    major, an example's windows in order), logits float32 [W, T]. Returns answer, start, end,
+    score, null_score_diff [B] (see the module docstring)."""
+    batch = tf.size(context)
+    example = windows["example_index"]
+    k = min(n_best, int(start_logits.shape[1]))
+    top_s = tf.math.top_k(start_logits, k=k).indices  # ties: lower index first
+    top_e = tf.math.top_k(end_logits, k=k).indices
+    take = lambda x, idx: tf.gather(x, idx, batch_dims=1)  # noqa: E731
+    cs_s = take(windows["context_char_start"], top_s)
+    cs_e = take(windows["context_char_start"], top_e)
+    ok = ((cs_s >= 0) & (take(windows["token_is_max_context"], top_s) > 0))[:, :, None]
+    ok &= (cs_e >= 0)[:, None, :]
+    length = top_e[:, None, :] - top_s[:, :, None] + 1
+    ok &= (length >= 1) & (length <= max_answer_length)
+    score = take(start_logits, top_s)[:, :, None] + take(end_logits, top_e)[:, None, :]
+    score = tf.reshape(tf.where(ok, score, -np.inf), [-1])  # window-major, start, end
+    cand_example = tf.repeat(example, k * k)
+    valid = score > -np.inf
+    # An example without a valid candidate: its segment max is float32's lowest, not
+    # -inf (the op's initial value), so "has an answer" is counted, not compared.
+    has = tf.math.unsorted_segment_sum(tf.cast(valid, tf.int32), cand_example, batch) > 0
+    best = tf.math.unsorted_segment_max(score, cand_example, batch)
+    found = (score == tf.gather(best, cand_example)) & valid
+    flat_index = tf.range(tf.size(score, out_type=tf.int64))
+    first = tf.math.unsorted_segment_min(
+        tf.where(found, flat_index, tf.int64.max), cand_example, batch)
+    best = tf.where(has, best, -np.inf)
+    first = tf.where(has, first, 0)
+    w, rest = first // (k * k), first % (k * k)
+    s_tok = tf.gather_nd(top_s, tf.stack([w, rest // k], 1))
+    e_tok = tf.gather_nd(top_e, tf.stack([w, rest % k], 1))
+    c_start = tf.gather_nd(windows["context_char_start"], tf.stack([w, tf.cast(s_tok, tf.int64)], 1))
+    c_end = tf.gather_nd(windows["context_char_end"], tf.stack([w, tf.cast(e_tok, tf.int64)], 1))
+
+    null = tf.math.unsorted_segment_min(start_logits[:, 0] + end_logits[:, 0], example, batch)
+    diff = null - best
+    answer = has & (diff <= null_threshold)
+    start = tf.where(answer, c_start, -1)
+    end = tf.where(answer, c_end, -1)
+    text = tf.strings.substr(context, tf.maximum(start, 0), tf.maximum(end - start, 0),
+                             unit="UTF8_CHAR")
+    return {"answer": tf.where(answer, text, ""), "start": start, "end": end,
+            "score": tf.where(answer, best, null), "null_score_diff": diff}
+
+
+
 class QuestionAnsweringServing(ServingModule):
     """Raw (question, context) in, the answer text and its character span out.
 
@@ -203,52 +255,6 @@ class QuestionAnsweringServing(ServingModule):
         extra = tf.fill([c.nrows(), 1], tf.constant(sep, c.dtype))
         return [q, tf.concat([extra, c], axis=1)]
 
-    # -- decoding -------------------------------------------------------------------------
-    def decode(self, context, windows, start_logits, end_logits) -> Dict[str, tf.Tensor]:
-        """decode()'s rules on a batch's windows (see the module docstring)."""
-        batch = tf.size(context)
-        example = windows["example_index"]
-        T = self.packer.max_seq_length
-        k = min(self.n_best, T)
-        top_s = tf.math.top_k(start_logits, k=k).indices  # ties: lower index first
-        top_e = tf.math.top_k(end_logits, k=k).indices
-        take = lambda x, idx: tf.gather(x, idx, batch_dims=1)  # noqa: E731
-        cs_s = take(windows["context_char_start"], top_s)
-        cs_e = take(windows["context_char_start"], top_e)
-        ok = ((cs_s >= 0) & (take(windows["token_is_max_context"], top_s) > 0))[:, :, None]
-        ok &= (cs_e >= 0)[:, None, :]
-        length = top_e[:, None, :] - top_s[:, :, None] + 1
-        ok &= (length >= 1) & (length <= self.max_answer_length)
-        score = take(start_logits, top_s)[:, :, None] + take(end_logits, top_e)[:, None, :]
-        score = tf.reshape(tf.where(ok, score, -np.inf), [-1])  # window-major, start, end
-        cand_example = tf.repeat(example, k * k)
-        valid = score > -np.inf
-        # An example without a valid candidate: its segment max is float32's lowest, not
-        # -inf (the op's initial value), so "has an answer" is counted, not compared.
-        has = tf.math.unsorted_segment_sum(tf.cast(valid, tf.int32), cand_example, batch) > 0
-        best = tf.math.unsorted_segment_max(score, cand_example, batch)
-        found = (score == tf.gather(best, cand_example)) & valid
-        flat_index = tf.range(tf.size(score, out_type=tf.int64))
-        first = tf.math.unsorted_segment_min(
-            tf.where(found, flat_index, tf.int64.max), cand_example, batch)
-        best = tf.where(has, best, -np.inf)
-        first = tf.where(has, first, 0)
-        w, rest = first // (k * k), first % (k * k)
-        s_tok = tf.gather_nd(top_s, tf.stack([w, rest // k], 1))
-        e_tok = tf.gather_nd(top_e, tf.stack([w, rest % k], 1))
-        c_start = tf.gather_nd(windows["context_char_start"], tf.stack([w, tf.cast(s_tok, tf.int64)], 1))
-        c_end = tf.gather_nd(windows["context_char_end"], tf.stack([w, tf.cast(e_tok, tf.int64)], 1))
-
-        null = tf.math.unsorted_segment_min(start_logits[:, 0] + end_logits[:, 0], example, batch)
-        diff = null - best
-        answer = has & (diff <= self.null_threshold)
-        start = tf.where(answer, c_start, -1)
-        end = tf.where(answer, c_end, -1)
-        text = tf.strings.substr(context, tf.maximum(start, 0), tf.maximum(end - start, 0),
-                                 unit="UTF8_CHAR")
-        return {"answer": tf.where(answer, text, ""), "start": start, "end": end,
-                "score": tf.where(answer, best, null), "null_score_diff": diff}
-
     def logits(self, inputs: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
         inputs = {k: tf.cast(inputs[k], tf.int32) for k in self.packer.input_names}
         out = self.model(inputs, training=False)
@@ -265,7 +271,8 @@ class QuestionAnsweringServing(ServingModule):
             question, context = tf.identity(question), tf.identity(context)
         windows = self.windows(question, context)
         out = self.logits(windows)
-        return self.decode(context, windows, out["start_logits"], out["end_logits"])
+        return decode_windows(context, windows, out["start_logits"], out["end_logits"],
+                              self.null_threshold, self.n_best, self.max_answer_length)
 
     # -- the contract ---------------------------------------------------------------------
     def signatures(self):

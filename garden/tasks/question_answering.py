@@ -37,7 +37,7 @@ import numpy as np
 import tensorflow as tf
 
 from data_pipelines.finetune import FinetuneDataError, squad
-from garden.data import DataDirError, listed_shards
+from garden.data import DataDirError, open_data_dir
 from garden.metrics import squad as squad_metrics
 from garden.models.question_answering import (MAX_ANSWER_LENGTH, N_BEST, SpanExtractor,
                                               decode_all, span_loss)
@@ -173,26 +173,22 @@ class QuestionAnswering(Task):
         return stack([r for rows in per_example for r in rows])
 
     def _open_records(self, path: str, packer) -> List[str]:
-        """The shards of a make_finetune --task=squad directory, checked against this task."""
-        if not tf.io.gfile.exists(posixpath.join(path, "COMPLETED")):
-            raise DataDirError(f"{path} has no COMPLETED marker: make_finetune did not finish "
-                               f"writing it")
-        with tf.io.gfile.GFile(posixpath.join(path, "info.json")) as f:
-            info = json.load(f)
-        kind = info.get("task", info.get("objective"))
-        if kind != "squad":
-            raise DataDirError(f"{path} holds {kind!r} records, not squad (make_finetune "
-                               f"--task=squad)")
-        args = dict(info.get("arguments", {}), **info.get("options", {}))
-        for key in ("max_seq_length", "doc_stride", "max_query_length", "layout"):
-            if key in args and args[key] != getattr(self.options, key):
-                raise DataDirError(f"{path} was made with {key}={args[key]!r}, this task uses "
-                                   f"{getattr(self.options, key)!r}")
-        fingerprint = info.get("vocab_fingerprint")
-        if fingerprint and fingerprint != packer.fingerprint:
-            raise DataDirError(f"{path} was tokenized with another vocabulary ({fingerprint}) "
-                               f"than {self.vocab} ({packer.fingerprint})")
-        return listed_shards(path, info)
+        """The shards of a make_finetune --task=squad directory, checked against this task:
+        COMPLETED, the vocabulary, the window options and the number of questions read."""
+        ddir = open_data_dir(path, objective="squad", vocab_fingerprint=packer.fingerprint,
+                             max_seq_length=self.max_seq_length)
+        made = ddir.info.get("options") or {}
+        for key in ("doc_stride", "max_query_length", "layout"):
+            if key in made and made[key] != getattr(self.options, key):
+                raise DataDirError(f"{path} was made with {key}={made[key]!r}, this task uses "
+                                   f"{getattr(self.options, key)!r}; re-run make_finetune or "
+                                   f"bind garden.QuestionAnswering.{key}")
+        read = (ddir.info.get("examples") or {}).get("read")
+        if read is not None and read != len(self.train_examples):
+            raise DataDirError(f"{path} was made from {read} questions ({ddir.info.get('input_files')}"
+                               f"), {self.train_file} has {len(self.train_examples)}: its "
+                               f"example_index would not point at this file's questions")
+        return ddir.files
 
     # -- the model -------------------------------------------------------------------------
     def build_model(self):
