@@ -293,6 +293,7 @@ class QuestionAnswering(Task):
         threshold = self.tune_threshold(model)
         found = self.answers(model, self.eval_examples, self._eval_windows, threshold)
         predictions = {e.qas_id: a.text for e, a in zip(self.eval_examples, found)}
+        self.last_answers = {e.qas_id: a for e, a in zip(self.eval_examples, found)}
         gold = squad_metrics.gold_from_examples(self.eval_examples)
         result = {"eval_questions": len(self.eval_examples)}
         if self.version_2:
@@ -309,7 +310,20 @@ class QuestionAnswering(Task):
         return result
 
     def finish(self, model, model_dir: str) -> dict:
+        """evaluate(), and the official scripts' input files in model_dir:
+        predictions.json (qid -> answer, "" for none) and null_odds.json (qid -> null score
+        - best score, the na_prob file of evaluate-v2.0.py), plus answers.json (the
+        character spans and scores)."""
         result = self.evaluate(model)
+        files = {
+            "predictions.json": {q: a.text for q, a in self.last_answers.items()},
+            "null_odds.json": {q: a.null_diff for q, a in self.last_answers.items()},
+            "answers.json": {q: {"text": a.text, "start": a.start, "end": a.end,
+                                 "score": a.score} for q, a in self.last_answers.items()}}
+        for name, content in files.items():
+            with tf.io.gfile.GFile(posixpath.join(model_dir, name), "w") as f:
+                # allow_nan: a question without any candidate has an infinite null difference.
+                f.write(json.dumps(content, indent=1, sort_keys=True) + "\n")
         print(f"[{self.name}] eval {json.dumps(result, sort_keys=True)}", flush=True)
         return result
 
