@@ -16,7 +16,7 @@ import pytest
 import tensorflow as tf
 
 from data_pipelines import sample_corpus
-from testing import run_module, run_python, train_in_process
+from testing import run_python, train_in_process
 
 FACTS = ("code", "port")
 
@@ -151,23 +151,35 @@ def test_qa_task_learns_beats_the_null_baseline_and_serves_the_same_answers(
 
 def test_make_finetune_records_give_the_in_process_training_windows(bert_data, qa_files,
                                                                      tmp_path):
-    from garden.models import factory  # noqa: F401  (gin factories)
+    from data_pipelines import make_finetune
     from garden.tasks.question_answering import QuestionAnswering
 
-    records = tmp_path / "records"
-    run_module("data_pipelines.make_finetune", "--task=squad", f"--input={qa_files['train']}",
-               f"--output_dir={records}", f"--vocab={bert_data.vocab}", "--do_lower_case",
-               "--max_seq_length=64", "--doc_stride=24", "--max_query_length=12",
-               "--num_shards=2")
+    # The first 300 questions (30 paragraphs held out) keep the Beam run short.
+    with open(qa_files["train"]) as f:
+        doc = json.load(f)
+    doc["data"][0]["paragraphs"] = doc["data"][0]["paragraphs"][:300]
+    train = str(tmp_path / "train.json")
+    with open(train, "w") as f:
+        json.dump(doc, f)
+    records = str(tmp_path / "records")
+    make_finetune.run(["--task=squad", f"--input={train}", f"--output_dir={records}",
+                       f"--vocab={bert_data.vocab}", "--max_seq_length=64", "--doc_stride=24",
+                       "--max_query_length=12", "--num_shards=2"])
 
     def windows(train_records):
-        task = QuestionAnswering(None, bert_data.vocab, qa_files["train"], qa_files["dev"],
+        task = QuestionAnswering(None, bert_data.vocab, train, qa_files["dev"],
                                  train_records=train_records, max_seq_length=64, doc_stride=24,
                                  max_query_length=12)
         task.prepare()
         rows = [{k: v.numpy().tolist() for k, v in w.items()} for w in task._train_windows()]
         return sorted(rows, key=lambda r: r["unique_id"])
 
-    from_records, in_process = windows(str(records)), windows(None)
-    assert len(from_records) == len(in_process) > 900  # 1000 questions less 100 held out
+    from_records, in_process = windows(records), windows(None)
+    assert len(from_records) == len(in_process) >= 270  # 300 questions less 30 held out
     assert from_records == in_process
+    assert {r["example_index"] % 10 for r in from_records} == set(range(9))  # none of 9 mod 10
+
+    # Records of another window geometry are refused by name.
+    with pytest.raises(ValueError, match=r"records was made with doc_stride=24, this task uses 32"):
+        QuestionAnswering(None, bert_data.vocab, train, qa_files["dev"], train_records=records,
+                          max_seq_length=64, doc_stride=32, max_query_length=12).prepare()
