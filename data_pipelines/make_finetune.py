@@ -60,7 +60,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from data_pipelines import beam_options, casing, features, gcs, output, progress, sources, tokenizers
+from data_pipelines import beam_options, features, gcs, jobs, output, progress, sources, tokenizers
 from data_pipelines.counters import SumDictsFn, count as _count
 from data_pipelines.finetune import FinetuneDataError
 from data_pipelines.make_pretrain import encode_entries, read_entries
@@ -127,6 +127,21 @@ def featurize(kind, examples: Sequence, tokenizer, options, first_index: int, on
             on_error(first_index + k, e)
             out.append([])
     return out
+
+
+def serialized_rows(spec: features.Spec, columns) -> List[Tuple[str, int, bytes]]:
+    """(sort key, example index, tf.train.Example bytes) of each row of a kind's columns
+    (name -> [N, length] int64 matrix; rows in example order, windows in order)."""
+    if not columns or not len(next(iter(columns.values()))):
+        return []
+    n = len(columns["example_index"])
+    lengths = {name: [spec[name].length] * n for name in spec}
+    records = features.serialize_columns(spec, columns, lengths)
+    index = columns["example_index"][:, 0].tolist()
+    window = [0] * n
+    for r in range(1, n):  # the position of a row among its example's rows
+        window[r] = window[r - 1] + 1 if index[r] == index[r - 1] else 0
+    return [(example_key(i, j), i, rec) for i, j, rec in zip(index, window, records)]
 
 
 def as_values(record: dict, spec: features.Spec, index: int) -> dict:
@@ -218,25 +233,29 @@ class MakeFeaturesFn(beam.DoFn):
                 _LOG.warning("skipping example %d of %s: %s", index, source_id, error)
                 self._shown += 1
 
-        per_example = featurize(self._kind, examples, self._tokenizer, self._options, first, on_error)
-        by_shard: Dict[int, List[Tuple[str, dict]]] = {}
-        for k, records in enumerate(per_example):
-            index = first + k
-            for j, record in enumerate(records):
-                by_shard.setdefault(index % self._num_shards, []).append(
-                    (example_key(index, j), as_values(record, self._spec, index)))
+        if hasattr(self._kind, "examples_columns"):
+            columns = self._kind.examples_columns(examples, self._tokenizer, self._options, first,
+                                                  on_error=on_error)
+            keyed = serialized_rows(self._spec, columns)
+        else:
+            per_example = featurize(self._kind, examples, self._tokenizer, self._options, first, on_error)
+            keyed = [(example_key(first + k, j), first + k, as_values(record, self._spec, first + k))
+                     for k, records in enumerate(per_example) for j, record in enumerate(records)]
+            records = features.serialize_examples(self._spec, [r for _, _, r in keyed])
+            keyed = [(key, index, record) for (key, index, _), record in zip(keyed, records)]
+        by_shard: Dict[int, List[Tuple[str, bytes]]] = {}
+        for key, index, record in keyed:
+            by_shard.setdefault(index % self._num_shards, []).append((key, record))
         out_path = FileSystems.join(self._work_dir, "features", f"{first:012d}.bin")
         parts, ranges, offset = [], [], 0
         for shard in sorted(by_shard):
-            keyed = by_shard[shard]
-            data = encode_entries(list(zip((key for key, _ in keyed),
-                                           features.serialize_examples(self._spec, [r for _, r in keyed]))))
+            data = encode_entries(by_shard[shard])
             parts.append(data)
-            ranges.append((shard, (first, out_path, offset, len(data), len(keyed))))
+            ranges.append((shard, (first, out_path, offset, len(data), len(by_shard[shard]))))
             offset += len(data)
-            _count(stats, "instances", len(keyed))
+            _count(stats, "instances", len(by_shard[shard]))
         output.write_atomic(out_path, b"".join(parts))
-        _count(stats, "examples_featurized", sum(1 for r in per_example if r))
+        _count(stats, "examples_featurized", len({index for _, index, _ in keyed}))
         yield from ranges
         for message in skipped:
             yield beam.pvalue.TaggedOutput(SKIPPED_TAG, message)
@@ -421,15 +440,6 @@ def parse_args(argv: Optional[Sequence[str]] = None):
     return args, beam_args
 
 
-def _list_input(args) -> List[str]:
-    """The input's files (or tfds shards: sets args.tfds_shards); InputError when there are none."""
-    if args.input_format != "tfds":
-        return sources.match_files(args.input)
-    args.tfds_shards = sources.tfds_shards(args.input, args.tfds_data_dir)
-    name, split = sources.parse_tfds(args.input)
-    return [f"{name}:{split}[{i}shard]" for i in args.tfds_shards]
-
-
 def run(argv: Optional[Sequence[str]] = None) -> dict:
     """Runs the job; returns the stats (or, for a dry run, {"dry_run": path}). Bad input or an
     unusable output directory ends it with SystemExit("error: ...")."""
@@ -437,47 +447,25 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     pipeline_options = PipelineOptions(beam_args)
     dry_run = beam_options.is_dry_run(pipeline_options)
     try:
-        paths = {"--vocab": args.vocab}
-        if not dry_run:
-            paths.update({"--input": args.input, "--output_dir": args.output_dir,
-                          "--tfds_data_dir": args.tfds_data_dir or ""})
-        gcs.check_credentials(paths)
-        tokenizer = tokenizers.load_tokenizer(args.tokenizer, args.vocab, lower_case=args.do_lower_case)
-        _LOG.info("vocabulary %s (%s): %d pieces (%s)", args.vocab, args.tokenizer, tokenizer.vocab.size,
-                  tokenizer.fingerprint)
-        warning = casing.mismatch(tokenizer, args.do_lower_case)
-        if warning:
-            _LOG.warning("%s", warning)
+        gcs.check_credentials(jobs.checked_paths(args, dry_run))
+        tokenizer = jobs.load_tokenizer(args.tokenizer, args.vocab, args.do_lower_case, _LOG)
+        build = lambda p, work_dir: build_pipeline(p, args, work_dir)  # noqa: E731
         if dry_run:
-            p = beam.Pipeline(options=pipeline_options)
-            build_pipeline(p, args, output.work_dir_of(args.output_dir, "dry-run"))
-            result = p.run()
-            return {"dry_run": beam_options.save_dataflow_job(result, args.output_dir)}
-        files = _list_input(args)
+            return jobs.dry_run(pipeline_options, build, args.output_dir)
+        files = jobs.list_input(args)
         _LOG.info("input %s: %d %s", args.input, len(files),
                   "tfds shards" if args.input_format == "tfds" else "files")
         with output.OutputLock(args.output_dir, "make_finetune"):
-            return _run_locked(args, beam_args, pipeline_options, tokenizer, files)
+            return _run_locked(args, beam_args, pipeline_options, tokenizer, files, build)
     except (sources.InputError, output.OutputError, gcs.CredentialsError, FinetuneDataError) as e:
         raise SystemExit(f"error: {e}") from e
 
 
-def _run_locked(args, beam_args, pipeline_options, tokenizer, files) -> dict:
+def _run_locked(args, beam_args, pipeline_options, tokenizer, files, build) -> dict:
     output.prepare(args.output_dir, args.overwrite, args.split)
     _LOG.info("running %s: task=%s num_shards=%d -> %s", beam_options.runner_name(pipeline_options),
               args.task, args.num_shards, args.output_dir)
-    work_dir = output.work_dir_of(args.output_dir, uuid.uuid4().hex[:12])
-    p = beam.Pipeline(runner=beam_options.make_runner(pipeline_options), options=pipeline_options)
-    build_pipeline(p, args, work_dir)
-    try:
-        with _progress(args, work_dir):
-            result = p.run()
-            result.wait_until_finish()
-    finally:
-        output.remove_work_dirs(args.output_dir)
-    state = str(result.state)
-    if "DONE" not in state:
-        raise output.OutputError(f"pipeline ended in state {state}; {args.output_dir} is not COMPLETED")
+    jobs.run_pipeline(pipeline_options, build, args.output_dir, lambda work_dir: _progress(args, work_dir))
     stats = json.loads(output.read_text(FileSystems.join(args.output_dir, "stats.json")))
     if stats["error_count"]:
         more = f" (and {stats['error_count'] - 1} more input errors, listed in stats.json)" \

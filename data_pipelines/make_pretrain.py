@@ -91,7 +91,7 @@ import numpy as np
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from data_pipelines import (beam_options, casing, features, gcs, objectives, output, progress, sources,
+from data_pipelines import (beam_options, features, gcs, jobs, objectives, output, progress, sources,
                             tokenizers)
 from data_pipelines.counters import SumDictsFn, count as _count
 from data_pipelines.objectives import base
@@ -761,24 +761,6 @@ def parse_args(argv: Optional[Sequence[str]] = None):
     return args, beam_args
 
 
-def _list_input(args) -> List[str]:
-    """The input's files (or tfds shards: sets args.tfds_shards); InputError when there are none."""
-    if args.input_format != "tfds":
-        return sources.match_files(args.input)
-    args.tfds_shards = sources.tfds_shards(args.input, args.tfds_data_dir)
-    name, split = sources.parse_tfds(args.input)
-    return [f"{name}:{split}[{i}shard]" for i in args.tfds_shards]
-
-
-def _gcs_paths(args, dry_run: bool) -> Dict[str, str]:
-    """The paths of the run that are read or written now (a dry run only reads --vocab)."""
-    paths = {"--vocab": args.vocab}
-    if not dry_run:
-        paths.update({"--input": args.input, "--output_dir": args.output_dir,
-                      "--tfds_data_dir": args.tfds_data_dir or ""})
-    return paths
-
-
 def run(argv: Optional[Sequence[str]] = None) -> dict:
     """Runs the job; returns the stats (or, for a dry run, {"dry_run": path}). Bad input or an
     unusable output directory ends it with SystemExit("error: ...")."""
@@ -786,48 +768,28 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     pipeline_options = PipelineOptions(beam_args)
     dry_run = beam_options.is_dry_run(pipeline_options)
     try:
-        gcs.check_credentials(_gcs_paths(args, dry_run))
+        gcs.check_credentials(jobs.checked_paths(args, dry_run))
         # Clear VocabularyError naming the file; the Vocab (ids, roles) travels to the workers.
-        tokenizer = tokenizers.load_tokenizer(args.tokenizer, args.vocab, lower_case=args.do_lower_case)
-        _LOG.info("vocabulary %s (%s): %d pieces (%s)", args.vocab, args.tokenizer, tokenizer.vocab.size,
-                  tokenizer.fingerprint)
-        warning = casing.mismatch(tokenizer, args.do_lower_case)
-        if warning:
-            _LOG.warning("%s", warning)
+        tokenizer = jobs.load_tokenizer(args.tokenizer, args.vocab, args.do_lower_case, _LOG)
+        build = lambda p, work_dir: build_pipeline(p, args, tokenizer.vocab, work_dir)  # noqa: E731
         if dry_run:
-            # Nothing is listed, read or written but the job description: a gs:// glob or output
-            # dir would need credentials and network.
-            p = beam.Pipeline(options=pipeline_options)
-            build_pipeline(p, args, tokenizer.vocab, output.work_dir_of(args.output_dir, "dry-run"))
-            result = p.run()  # DataflowRunner with dry_run translates the job and returns at once
-            return {"dry_run": beam_options.save_dataflow_job(result, args.output_dir)}
-        files = _list_input(args)
+            return jobs.dry_run(pipeline_options, build, args.output_dir)
+        files = jobs.list_input(args)
         _LOG.info("input %s: %d files", args.input, len(files))
         with output.OutputLock(args.output_dir, "make_pretrain"):
-            return _run_locked(args, beam_args, pipeline_options, tokenizer)
+            return _run_locked(args, beam_args, pipeline_options, tokenizer, build)
     except (sources.InputError, output.OutputError, gcs.CredentialsError) as e:
         raise SystemExit(f"error: {e}") from e
 
 
-def _run_locked(args, beam_args, pipeline_options, tokenizer) -> dict:
+def _run_locked(args, beam_args, pipeline_options, tokenizer, build) -> dict:
     """The run proper, with the output directory locked: prepare it, run the pipeline, write
     info.json and COMPLETED."""
     output.prepare(args.output_dir, args.overwrite, SPLIT)
     _LOG.info("running %s: objective=%s dupe_factor=%d max_seq_length=%d num_shards=%d -> %s",
               beam_options.runner_name(pipeline_options), args.objective, args.dupe_factor,
               args.max_seq_length, args.num_shards, args.output_dir)
-    work_dir = output.work_dir_of(args.output_dir, uuid.uuid4().hex[:12])
-    p = beam.Pipeline(runner=beam_options.make_runner(pipeline_options), options=pipeline_options)
-    build_pipeline(p, args, tokenizer.vocab, work_dir)
-    try:
-        with _progress(args, work_dir):
-            result = p.run()
-            result.wait_until_finish()
-    finally:
-        output.remove_work_dirs(args.output_dir)
-    state = str(result.state)
-    if "DONE" not in state:
-        raise output.OutputError(f"pipeline ended in state {state}; {args.output_dir} is not COMPLETED")
+    jobs.run_pipeline(pipeline_options, build, args.output_dir, lambda work_dir: _progress(args, work_dir))
 
     stats = json.loads(output.read_text(FileSystems.join(args.output_dir, "stats.json")))
     shard_files = [shard_name(args.output_dir, s, args.num_shards, args.compress) for s in range(args.num_shards)]

@@ -223,13 +223,8 @@ def options_from_flags(args: argparse.Namespace) -> SquadOptions:
 
 def feature_spec(options: SquadOptions) -> Dict[str, tf.io.FixedLenFeature]:
     """What the window records hold (interface 3 of docs/tasks.md); all int64."""
-    t = options.max_seq_length
-    scalars = ("unique_id", "example_index", "window_index", "start_position", "end_position",
-               "is_impossible")
-    rows = ("token_ids", "segment_ids", "padding_mask", "token_is_max_context",
-            "context_char_start", "context_char_end")
-    spec = {name: tf.io.FixedLenFeature([], tf.int64) for name in scalars}
-    spec.update({name: tf.io.FixedLenFeature([t], tf.int64) for name in rows})
+    spec = {name: tf.io.FixedLenFeature([], tf.int64) for name in SCALARS}
+    spec.update({name: tf.io.FixedLenFeature([options.max_seq_length], tf.int64) for name in ROWS})
     return spec
 
 
@@ -291,82 +286,124 @@ def max_context_windows(spans: Sequence[Tuple[int, int]], num_pieces: int) -> np
     return best
 
 
-def _example_windows(example: SquadExample, example_index: int, question, context, vocab,
-                     options: SquadOptions) -> List[dict]:
+SCALARS = ("unique_id", "example_index", "window_index", "start_position", "end_position",
+           "is_impossible")
+ROWS = ("token_ids", "segment_ids", "padding_mask", "token_is_max_context", "context_char_start",
+        "context_char_end")
+
+
+@dataclasses.dataclass
+class _Plan:
+    """One example's windows before they are written into the columns."""
+
+    index: int
+    prefix: np.ndarray        # [CLS] question [SEP] (roberta: [SEP] [SEP])
+    context: tuple            # (ids, char starts, char ends) of the whole context
+    spans: List[Tuple[int, int]]
+    best: np.ndarray          # max-context window of each context piece
+    answer: Optional[Tuple[int, int]]
+    is_impossible: int
+
+
+def _plan(example: SquadExample, example_index: int, question, context, specials, options: SquadOptions) -> _Plan:
+    cls, sep, _ = specials
     q_ids = list(question[0][:options.max_query_length])
-    c_ids, c_starts, c_ends = context
-    layout = options.layout
-    cls, sep, pad = (vocab.special(r, f"the SQuAD {layout!r} layout") for r in ("cls", "sep", "pad"))
-    prefix = [cls] + q_ids + ([sep, sep] if layout == "roberta" else [sep])
-    offset = len(prefix)
-    t = options.max_seq_length
-    spans = window_spans(len(c_ids), t - offset - 1, options.doc_stride)
+    prefix = np.array([cls] + q_ids + ([sep, sep] if options.layout == "roberta" else [sep]), np.int64)
+    c_ids = context[0]
+    spans = window_spans(len(c_ids), options.max_seq_length - len(prefix) - 1, options.doc_stride)
     if len(spans) > WINDOWS_PER_EXAMPLE:
         raise FinetuneDataError(f"question {example.qas_id!r}: its context makes {len(spans)} windows, "
                                 f"more than {WINDOWS_PER_EXAMPLE}; raise --doc_stride")
     answer = None
     if example.answers and not example.is_impossible:
         text, start = example.answers[0]
-        answer = answer_pieces(c_starts, c_ends, start, start + len(text))
+        answer = answer_pieces(context[1], context[2], start, start + len(text))
         if answer is None:
             raise FinetuneDataError(f"question {example.qas_id!r}: answer {text!r} at character "
                                     f"{start} covers no piece of the tokenized context")
-    best = max_context_windows(spans, len(c_ids))
-    out = []
-    for w, (start, length) in enumerate(spans):
-        n = offset + length + 1
-        padding = [0] * (t - n)
-        ids = prefix + list(c_ids[start:start + length]) + [sep] + [pad] * (t - n)
-        if layout == "bert":
-            segments = [0] * offset + [1] * (length + 1) + padding
-        else:
-            segments = [0] * t
-        none = [-1] * offset
-        tail = [-1] * (t - offset - length)
-        max_context = [0] * offset + (best[start:start + length] == w).astype(np.int64).tolist() + [0] + padding
-        s_pos = e_pos = 0
-        if answer is not None and start <= answer[0] and answer[1] < start + length:
-            s_pos, e_pos = answer[0] - start + offset, answer[1] - start + offset
-        out.append({
-            "unique_id": example_index * WINDOWS_PER_EXAMPLE + w,
-            "example_index": example_index,
-            "window_index": w,
-            "token_ids": ids,
-            "segment_ids": segments,
-            "padding_mask": [1] * n + padding,
-            "start_position": s_pos,
-            "end_position": e_pos,
-            "is_impossible": int(example.is_impossible),
-            "token_is_max_context": max_context,
-            "context_char_start": none + c_starts[start:start + length].tolist() + tail,
-            "context_char_end": none + c_ends[start:start + length].tolist() + tail,
-        })
-    return out
+    return _Plan(example_index, prefix, context, spans, max_context_windows(spans, len(c_ids)), answer,
+                 int(example.is_impossible))
+
+
+def _columns(plans: Sequence[_Plan], specials, options: SquadOptions) -> Dict[str, np.ndarray]:
+    """The windows of ``plans`` as columns: scalars [N, 1], rows [N, max_seq_length]."""
+    _, sep, pad = specials
+    n = sum(len(p.spans) for p in plans)
+    t = options.max_seq_length
+    cols = {name: np.zeros((n, 1), np.int64) for name in SCALARS}
+    cols.update({name: np.zeros((n, t), np.int64) for name in ROWS})
+    cols["token_ids"][:] = pad
+    cols["context_char_start"][:] = -1
+    cols["context_char_end"][:] = -1
+    ids, seg, mask, tmc = cols["token_ids"], cols["segment_ids"], cols["padding_mask"], cols["token_is_max_context"]
+    cs, ce = cols["context_char_start"], cols["context_char_end"]
+    r = 0
+    for plan in plans:
+        off = len(plan.prefix)
+        c_ids, c_starts, c_ends = plan.context
+        for w, (start, length) in enumerate(plan.spans):
+            end = off + length
+            ids[r, :off] = plan.prefix
+            ids[r, off:end] = c_ids[start:start + length]
+            ids[r, end] = sep
+            mask[r, :end + 1] = 1
+            if options.layout == "bert":
+                seg[r, off:end + 1] = 1
+            tmc[r, off:end] = plan.best[start:start + length] == w
+            cs[r, off:end] = c_starts[start:start + length]
+            ce[r, off:end] = c_ends[start:start + length]
+            cols["unique_id"][r] = plan.index * WINDOWS_PER_EXAMPLE + w
+            cols["example_index"][r] = plan.index
+            cols["window_index"][r] = w
+            cols["is_impossible"][r] = plan.is_impossible
+            if plan.answer is not None and start <= plan.answer[0] and plan.answer[1] < start + length:
+                cols["start_position"][r] = plan.answer[0] - start + off
+                cols["end_position"][r] = plan.answer[1] - start + off
+            r += 1
+    return cols
+
+
+def examples_columns(examples: Sequence[SquadExample], tokenizer, options: SquadOptions,
+                     first_index: int = 0,
+                     on_error: Optional[Callable[[int, FinetuneDataError], None]] = None
+                     ) -> Dict[str, np.ndarray]:
+    """The window records of ``examples`` (example_index = first_index + position) as columns
+    (scalars [N, 1], rows [N, max_seq_length], int64; rows in example then window order), with
+    all questions and the distinct contexts tokenized in one batched call each. What
+    make_finetune writes (through data_pipelines.features.serialize_columns).
+
+    An example that cannot be featurized (an answer that covers no piece, too many windows)
+    raises FinetuneDataError, or, with ``on_error``, is reported there and gets no records.
+    """
+    vocab = tokenizer.vocab
+    specials = tuple(vocab.special(r, f"the SQuAD {options.layout!r} layout") for r in ("cls", "sep", "pad"))
+    contexts = list(dict.fromkeys(e.context for e in examples))  # each paragraph once, in order
+    pieces = tokenize_pieces(tokenizer, contexts)
+    context_pieces = {c: (np.asarray(i, np.int64), s, e) for c, (i, s, e) in zip(contexts, pieces)}
+    questions = tokenize_pieces(tokenizer, [e.question for e in examples])
+    plans = []
+    for k, (example, question) in enumerate(zip(examples, questions)):
+        try:
+            plans.append(_plan(example, first_index + k, question, context_pieces[example.context],
+                               specials, options))
+        except FinetuneDataError as e:
+            if on_error is None:
+                raise
+            on_error(first_index + k, e)
+    return _columns(plans, specials, options)
 
 
 def examples_features(examples: Sequence[SquadExample], tokenizer, options: SquadOptions,
                       first_index: int = 0,
                       on_error: Optional[Callable[[int, FinetuneDataError], None]] = None
                       ) -> List[List[dict]]:
-    """The window records of each example (example_index = first_index + its position), with
-    all questions and the distinct contexts tokenized in one batched call each.
-
-    An example that cannot be featurized (an answer that covers no piece, too many windows)
-    raises FinetuneDataError, or, with ``on_error``, is reported there and gets no records.
-    """
-    contexts = list(dict.fromkeys(e.context for e in examples))  # each paragraph once, in order
-    context_pieces = dict(zip(contexts, tokenize_pieces(tokenizer, contexts)))
-    questions = tokenize_pieces(tokenizer, [e.question for e in examples])
-    out = []
-    for k, (example, question) in enumerate(zip(examples, questions)):
-        try:
-            out.append(_example_windows(example, first_index + k, question,
-                                        context_pieces[example.context], tokenizer.vocab, options))
-        except FinetuneDataError as e:
-            if on_error is None:
-                raise
-            on_error(first_index + k, e)
-            out.append([])
+    """examples_columns as one list of record dicts (name -> int | list of int) per example
+    (an example reported to ``on_error`` gets [])."""
+    cols = examples_columns(examples, tokenizer, options, first_index, on_error)
+    lists = {name: (cols[name][:, 0] if name in SCALARS else cols[name]).tolist() for name in cols}
+    out: List[List[dict]] = [[] for _ in examples]
+    for r, index in enumerate(lists["example_index"]):
+        out[index - first_index].append({name: lists[name][r] for name in cols})
     return out
 
 

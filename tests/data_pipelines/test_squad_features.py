@@ -217,3 +217,50 @@ def test_records_parse_with_feature_spec(hand_file, tokenizer):
     np.testing.assert_array_equal(parsed["context_char_start"].numpy(),
                                   [w["context_char_start"] for w in flat])
     np.testing.assert_array_equal(parsed["start_position"].numpy(), [w["start_position"] for w in flat])
+
+
+@pytest.fixture(scope="module")
+def other_kinds(tmp_path_factory):
+    """A SentencePiece and a byte-level BPE vocabulary learnt by make_vocab on a few pydoc topics."""
+    from data_pipelines import make_vocab, sample_corpus
+
+    root = tmp_path_factory.mktemp("squad_kinds")
+    docs = sample_corpus.topic_documents()[:12]
+    (root / "text.txt").write_text("\n\n".join("\n".join(s) for _, s in docs) + "\n", encoding="utf-8")
+    paths = {"sentencepiece": str(root / "sp.model"), "bpe": str(root / "bpe")}
+    for kind, path in paths.items():
+        make_vocab.main([f"--tokenizer={kind}", f"--input={root / 'text.txt'}", f"--output={path}",
+                         "--vocab_size=400", "--lower_case"])
+    return {kind: tokenizers.load_tokenizer(kind, path, lower_case=True) for kind, path in paths.items()}, docs
+
+
+@pytest.mark.parametrize("kind", ["sentencepiece", "bpe"])
+def test_answer_spans_with_other_tokenizer_kinds(kind, other_kinds, tmp_path):
+    """With SentencePiece and byte-level BPE pieces (offsets from tokenize_with_offsets), the
+    labelled pieces' character spans give back the answer word, in every window that holds it,
+    and the packing follows the kind's layout."""
+    toks, docs = other_kinds
+    tokenizer = toks[kind]
+    context = " ".join(docs[3][1][:4]) + " Café naïve"
+    words = [w for w in context.split() if w.isalpha() and len(w) > 3][:6] + ["naïve"]
+    starts = [context.index(" " + w + " ") + 1 if " " + w + " " in context else context.rindex(w) for w in words]
+    path = squad_json(tmp_path / f"{kind}.json", [{"context": context, "qas": [
+        {"id": f"w{k}", "question": f"which word is {k} ?", "answers": [{"text": w, "answer_start": s}]}
+        for k, (w, s) in enumerate(zip(words, starts))]}])
+    layout = "roberta" if kind == "bpe" else "bert"
+    options = squad.SquadOptions(48, 12, 10, layout=layout)
+    vocab = tokenizer.vocab
+    for example, windows in zip(squad.read_examples(path), squad.examples_features(
+            squad.read_examples(path), tokenizer, options)):
+        (text, start), = example.answers
+        holding = [w for w in windows if w["start_position"] > 0]
+        assert holding, example.qas_id
+        for w in holding:
+            s, e = w["start_position"], w["end_position"]
+            span = context[w["context_char_start"][s]:w["context_char_end"][e]]
+            assert span == text, (kind, text, span)
+        first = windows[0]["token_ids"]
+        assert first[0] == vocab.special("cls")
+        n_q = next(i for i, t in enumerate(first) if t == vocab.special("sep"))
+        if layout == "roberta":
+            assert first[n_q + 1] == vocab.special("sep")  # <s> q </s></s> c </s>

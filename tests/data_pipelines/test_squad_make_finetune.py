@@ -118,6 +118,20 @@ def test_bytes_do_not_depend_on_runner_or_chunking(files, first_run, tmp_path):
     assert shard_bytes(other) == shard_bytes(out)
 
 
+def test_per_example_protocol_path_writes_the_same_bytes(files, first_run, tmp_path, monkeypatch):
+    """A kind with only the required protocol (example_features per example, as conll's) goes
+    through make_finetune's generic path: the same bytes as squad's columnar path."""
+    import types
+
+    out, _ = first_run
+    plain = types.SimpleNamespace(**{name: getattr(squad, name) for name in (
+        "NAME", "add_flags", "options_from_flags", "read_examples", "example_features", "feature_spec")})
+    monkeypatch.setattr(make_finetune, "get_kind", lambda name: plain)
+    other = str(tmp_path / "plain")
+    run(files, other, "--num_shards=3", "--examples_per_chunk=5")
+    assert shard_bytes(other) == shard_bytes(out)
+
+
 def test_output_directory_contract(files, first_run, tmp_path):
     out, _ = first_run
     with pytest.raises(SystemExit, match="already holds a completed dataset"):
@@ -159,3 +173,53 @@ def test_unfeaturizable_example_is_skipped_and_counted(files, tmp_path):
                                          f"{paras[1]['context'].index(' ')} covers no piece of the "
                                          "tokenized context"]
     assert os.path.exists(out / "COMPLETED")
+
+
+def prepare_tfds_squad(json_path, data_dir, config):
+    """A tensorflow-datasets squad/<config> dataset prepared in data_dir from a local SQuAD file,
+    with the registered builder's own features (nothing is downloaded)."""
+    import tensorflow_datasets as tfds
+
+    feats = tfds.builder(f"squad/{config}", data_dir=str(data_dir)).info.features
+    rows = []
+    for article in json.load(open(json_path))["data"]:
+        for para in article["paragraphs"]:
+            for qa in para["qas"]:
+                answers = {"text": [a["text"] for a in qa["answers"]],
+                           "answer_start": [a["answer_start"] for a in qa["answers"]]}
+                row = {"id": qa["id"], "title": article["title"], "context": para["context"],
+                       "question": qa["question"], "answers": answers}
+                if config == "v2.0":
+                    row.update(is_impossible=qa.get("is_impossible", False),
+                               plausible_answers={"text": [], "answer_start": []})
+                rows.append(row)
+    ds = tf.data.Dataset.from_generator(lambda: iter(rows), output_signature=feats.get_tensor_spec())
+    tfds.dataset_builders.TfDataBuilder(
+        name="squad", config=config, version="3.0.0", data_dir=str(data_dir),
+        split_datasets={"validation": ds}, features=feats).download_and_prepare()
+
+
+def test_tfds_squad_from_local_data_dir(files, tmp_path):
+    data_dir = tmp_path / "tfds"
+    prepare_tfds_squad(files["b"], data_dir, "v2.0")
+    examples = squad.read_tfds("squad/v2.0", "validation", str(data_dir))
+    from_json = squad.read_examples(files["b"])
+    assert sorted(examples, key=lambda e: e.qas_id) == sorted(from_json, key=lambda e: e.qas_id)
+    out = tmp_path / "out"
+    stats = make_finetune.run(["--task=squad", "--input=tfds:squad/v2.0:validation",
+                               f"--tfds_data_dir={data_dir}", f"--vocab={files['vocab']}",
+                               f"--output_dir={out}", "--split=dev", "--num_shards=1",
+                               "--progress_seconds=0", *GEOMETRY])
+    options = squad.SquadOptions(24, 5, 6)
+    tokenizer = tokenizers.load_tokenizer("wordpiece", files["vocab"])
+    expected = [w for ws in squad.examples_features(examples, tokenizer, options) for w in ws]
+    records = [{k: v.numpy() for k, v in tf.io.parse_single_example(r, squad.feature_spec(options)).items()}
+               for r in tf.data.TFRecordDataset(str(out / "dev-00000-of-00001.tfrecord"))]
+    assert stats["examples_read"] == 14 and len(records) == len(expected) > 14
+    for r, w in zip(records, expected):
+        for name, value in w.items():
+            np.testing.assert_array_equal(r[name], value, err_msg=name)
+    with pytest.raises(SystemExit, match="prepare it first"):
+        make_finetune.run(["--task=squad", "--input=tfds:squad/v1.1:validation",
+                           f"--tfds_data_dir={data_dir}", f"--vocab={files['vocab']}",
+                           f"--output_dir={tmp_path / 'o2'}", "--progress_seconds=0"])
