@@ -320,8 +320,11 @@ class QuestionAnswering(Task):
         files = {
             "predictions.json": {q: a.text for q, a in self.last_answers.items()},
             "null_odds.json": {q: a.null_diff for q, a in self.last_answers.items()},
+            # score as the served signature gives it: the null score for "".
             "answers.json": {q: {"text": a.text, "start": a.start, "end": a.end,
-                                 "score": a.score} for q, a in self.last_answers.items()}}
+                                 "score": a.score if a.text else a.null_score,
+                                 "null_score_diff": a.null_diff}
+                             for q, a in self.last_answers.items()}}
         for name, content in files.items():
             with tf.io.gfile.GFile(posixpath.join(model_dir, name), "w") as f:
                 # allow_nan: a question without any candidate has an infinite null difference.
