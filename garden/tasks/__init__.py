@@ -16,6 +16,7 @@ TASKS: Dict[str, str] = {
     "SentenceClassification": "garden.tasks.sentence_classification:SentenceClassification",
     "TokenTagging": "garden.tasks.tagging:TokenTagging",
     "MultipleChoice": "garden.tasks.multiple_choice:MultipleChoice",
+    "QuestionAnswering": "garden.tasks.question_answering:QuestionAnswering",
 }
 
 # Gin names of the tasks Pretraining replaced -> the binding that selects the same family, for

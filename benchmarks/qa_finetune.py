@@ -1,0 +1,235 @@
+"""SQuAD fine-tuning step throughput: ours against Model Garden's question_answering task.
+
+Both contenders train the same span labeler (BERT encoder -> dense(2) -> start / end logits,
+loss = mean of the two cross-entropies) on the same synthetic SQuAD-shaped batch (384 tokens:
+a 64-piece question segment and a context segment, no padding, random start / end positions),
+float32, dropout 0.1, AdamW (lr 5e-5 with linear warmup, weight decay 0.01, LayerNorm / bias
+excluded, global-norm clip 1.0):
+
+- ours: garden.models.question_answering.SpanExtractor(BertBackbone) trained by garden.train's
+  own step (garden.training.step.make_train_step over QuestionAnswering.compute_metrics, under
+  the MirroredStrategy the trainer builds, garden.optimization's AdamW), XLA off as the
+  trainer's CPU default;
+- Model Garden: official.nlp.tasks.question_answering.QuestionAnsweringTask (BertSpanLabeler on
+  networks.BertEncoder) stepped by task.train_step under a tf.function with its metrics,
+  optimizer from OptimizerFactory ("adamw" = legacy AdamWeightDecay with its own clip), as
+  Model Garden's trainer does.
+
+Each runs in its own process (tf_keras and Keras 3 keep separate global state), one after the
+other; the report gives examples per second, the ratio ours / Model Garden and the other load
+on the machine during each run (the CPU is shared).
+
+    python -m benchmarks.qa_finetune --configs=tiny,base --output_json=/tmp/qa_finetune.json
+
+Configs: "tiny" L2 H128 A2 FFN512, batch 32; "base" BERT-base L12 H768 A12 FFN3072, batch 4
+(a BERT-base step of 32 x 384 tokens takes over a minute on 2 cores; --batch_size overrides).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import psutil
+
+from benchmarks.common import log, machine_info, usable_cores, write_report
+from benchmarks.train_step import StepTimer, _pkg_resources_shim
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONFIGS = {
+    "tiny": dict(num_layers=2, hidden_size=128, num_heads=2, intermediate_size=512,
+                 batch_size=32, steps=10, warmup=2),
+    "base": dict(num_layers=12, hidden_size=768, num_heads=12, intermediate_size=3072,
+                 batch_size=4, steps=3, warmup=1),
+}
+COMMON = dict(vocab_size=30522, seq_length=384, query_length=64, max_sequence_length=512,
+              type_vocab_size=2, dropout=0.1)
+OPTIMIZER = dict(learning_rate=5e-5, weight_decay=0.01, epsilon=1e-6, clip_norm=1.0,
+                 train_steps=10_000, warmup_steps=100)
+CONTENDERS = ("ours", "model_garden")
+SEED = 1234
+
+
+def synthetic_batch(cfg: dict):
+    """[CLS] question [SEP] context [SEP] ids with segments, full mask, random answers."""
+    import numpy as np
+
+    rng = np.random.default_rng(SEED)
+    b, t, q = cfg["batch_size"], cfg["seq_length"], cfg["query_length"]
+    ids = rng.integers(1000, cfg["vocab_size"], size=(b, t), dtype=np.int32)
+    ids[:, 0], ids[:, q + 1], ids[:, -1] = 101, 102, 102
+    segments = np.zeros((b, t), np.int32)
+    segments[:, q + 2:] = 1
+    start = rng.integers(q + 2, t - 31, size=b).astype(np.int32)
+    end = (start + rng.integers(0, 30, size=b)).astype(np.int32)
+    return {"token_ids": ids, "segment_ids": segments, "padding_mask": np.ones((b, t), np.int32),
+            "start_position": start, "end_position": end}
+
+
+def worker_ours(cfg: dict, args) -> dict:
+    import keras
+    import tensorflow as tf
+
+    from garden import distribute
+    from garden.models.bert.backbone import BertBackbone
+    from garden.models.question_answering import SpanExtractor
+    from garden.optimization import create_optimizer
+    from garden.tasks.question_answering import QuestionAnswering
+    from garden.training.step import make_train_step
+
+    keras.utils.set_random_seed(SEED)
+    strategy = distribute.create_strategy("mirrored")
+    # compute_metrics needs no file: the task is built bare.
+    task = QuestionAnswering(backbone=None, vocab="unused", train_file="unused",
+                             eval_file="unused")
+    with strategy.scope():
+        model = SpanExtractor(BertBackbone(
+            vocab_size=cfg["vocab_size"], num_layers=cfg["num_layers"],
+            hidden_size=cfg["hidden_size"], num_heads=cfg["num_heads"],
+            intermediate_size=cfg["intermediate_size"],
+            max_sequence_length=cfg["max_sequence_length"],
+            type_vocab_size=cfg["type_vocab_size"], dropout=cfg["dropout"]))
+        opt = create_optimizer("adamw", OPTIMIZER["learning_rate"], OPTIMIZER["train_steps"],
+                               OPTIMIZER["warmup_steps"], weight_decay=OPTIMIZER["weight_decay"],
+                               epsilon=OPTIMIZER["epsilon"])
+        opt.build(model.trainable_variables)
+    train_step, _ = make_train_step(strategy, task, model, opt, 1, OPTIMIZER["clip_norm"], False)
+    dataset = tf.data.Dataset.from_tensors(synthetic_batch(cfg)).repeat()
+    iterator = iter(strategy.distribute_datasets_from_function(lambda ctx: dataset))
+
+    def step():
+        return {k: float(v) for k, v in train_step(iterator).items()}["loss"]
+
+    result = StepTimer(args.warmup, args.steps).run(step)
+    result["parameters"] = int(model.count_params())
+    return result
+
+
+def worker_model_garden(cfg: dict, args) -> dict:
+    _pkg_resources_shim()
+    import tensorflow as tf
+    import tf_keras
+    from official.core import config_definitions
+    from official.modeling import optimization
+    from official.nlp.configs import encoders
+    from official.nlp.tasks import question_answering
+
+    tf_keras.utils.set_random_seed(SEED)
+    encoder = encoders.EncoderConfig(type="bert", bert=encoders.BertEncoderConfig(
+        vocab_size=cfg["vocab_size"], hidden_size=cfg["hidden_size"],
+        num_layers=cfg["num_layers"], num_attention_heads=cfg["num_heads"],
+        intermediate_size=cfg["intermediate_size"], dropout_rate=cfg["dropout"],
+        attention_dropout_rate=cfg["dropout"],
+        max_position_embeddings=cfg["max_sequence_length"],
+        type_vocab_size=cfg["type_vocab_size"]))
+    config = question_answering.QuestionAnsweringConfig(
+        model=question_answering.ModelConfig(encoder=encoder),
+        train_data=config_definitions.DataConfig(), validation_data=None)
+    task = question_answering.QuestionAnsweringTask(config)
+    model = task.build_model()
+    metrics = task.build_metrics(training=True)
+    opt_config = optimization.OptimizationConfig({
+        "optimizer": {"type": "adamw", "adamw": {
+            "weight_decay_rate": OPTIMIZER["weight_decay"], "epsilon": OPTIMIZER["epsilon"],
+            "exclude_from_weight_decay": ["LayerNorm", "layer_norm", "bias"],
+            "gradient_clip_norm": OPTIMIZER["clip_norm"]}},
+        "learning_rate": {"type": "polynomial", "polynomial": {
+            "initial_learning_rate": OPTIMIZER["learning_rate"],
+            "decay_steps": OPTIMIZER["train_steps"], "end_learning_rate": 0.0}},
+        "warmup": {"type": "linear", "linear": {"warmup_steps": OPTIMIZER["warmup_steps"]}},
+    })
+    factory = optimization.OptimizerFactory(opt_config)
+    opt = factory.build_optimizer(factory.build_learning_rate())
+    b = synthetic_batch(cfg)
+    features = {"input_word_ids": b["token_ids"], "input_mask": b["padding_mask"],
+                "input_type_ids": b["segment_ids"]}
+    labels = {"start_positions": b["start_position"], "end_positions": b["end_position"]}
+    iterator = iter(tf.data.Dataset.from_tensors((features, labels)).repeat())
+
+    @tf.function
+    def run(iterator):
+        return task.train_step(next(iterator), model, opt, metrics)
+
+    def step():
+        return {k: float(v) for k, v in run(iterator).items()}["loss"]
+
+    result = StepTimer(args.warmup, args.steps).run(step)
+    result["parameters"] = int(model.count_params())
+    return result
+
+
+def run_worker(args) -> None:
+    cfg = {**COMMON, **CONFIGS[args.configs]}
+    cfg["batch_size"] = args.batch_size or cfg["batch_size"]
+    t0 = time.perf_counter()
+    worker = worker_ours if args._worker == "ours" else worker_model_garden
+    result = worker(cfg, args)
+    result["process_s"] = time.perf_counter() - t0
+    result["peak_rss_mib"] = psutil.Process().memory_info().rss / (1 << 20)
+    with open(args._result, "w") as f:
+        json.dump(result, f)
+
+
+def spawn(name: str, config: str, batch_size: int, steps: int, warmup: int, work_dir: str) -> dict:
+    result_path = os.path.join(work_dir, f"{config}-{name}.json")
+    log_path = os.path.join(work_dir, f"{config}-{name}.log")
+    cmd = [sys.executable, "-m", "benchmarks.qa_finetune", "--_worker", name, "--_result",
+           result_path, "--configs", config, "--batch_size", str(batch_size),
+           "--steps", str(steps), "--warmup", str(warmup)]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
+    log(f"{config}/{name}: starting (log {log_path})")
+    with open(log_path, "wb") as out:
+        rc = subprocess.call(cmd, cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    if rc != 0:
+        with open(log_path, "rb") as f:
+            tail = f.read()[-3000:].decode("utf-8", "replace")
+        raise RuntimeError(f"{config}/{name} exited with {rc}; last lines of {log_path}:\n{tail}")
+    with open(result_path) as f:
+        return json.load(f)
+
+
+def main(argv=None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--configs", default="tiny,base", help="comma-separated: tiny, base")
+    p.add_argument("--batch_size", type=int, default=0, help="override the config's batch")
+    p.add_argument("--steps", type=int, default=0, help="timed steps (default per config)")
+    p.add_argument("--warmup", type=int, default=0, help="untimed steps (default per config)")
+    p.add_argument("--output_json", default="")
+    p.add_argument("--_worker", default="", help=argparse.SUPPRESS)
+    p.add_argument("--_result", default="", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args._worker:
+        cfg = CONFIGS[args.configs]
+        args.steps, args.warmup = args.steps or cfg["steps"], args.warmup or cfg["warmup"]
+        run_worker(args)
+        return {}
+    report = {"machine": machine_info(["tensorflow", "keras", "tf-models-official"]),
+              "cores": usable_cores(), "seq_length": COMMON["seq_length"], "configs": {}}
+    with tempfile.TemporaryDirectory() as work_dir:
+        for config in args.configs.split(","):
+            cfg = CONFIGS[config]
+            batch = args.batch_size or cfg["batch_size"]
+            steps, warmup = args.steps or cfg["steps"], args.warmup or cfg["warmup"]
+            rows = {}
+            for name in CONTENDERS:
+                r = spawn(name, config, batch, steps, warmup, work_dir)
+                r["examples_per_s"] = batch / r["median_step_s"]
+                rows[name] = r
+                log(f"{config}/{name}: median step {r['median_step_s']:.3f} s, "
+                    f"{r['examples_per_s']:.1f} examples/s, other load "
+                    f"{r['other_load_cores']:.2f} cores, loss {r['first_loss']:.3f} -> "
+                    f"{r['last_loss']:.3f}")
+            ratio = rows["ours"]["examples_per_s"] / rows["model_garden"]["examples_per_s"]
+            report["configs"][config] = {"batch_size": batch, "results": rows,
+                                         "ours_over_model_garden": ratio}
+            log(f"{config}: ours / Model Garden throughput = {ratio:.2f}x")
+    return write_report(report, args.output_json)
+
+
+if __name__ == "__main__":
+    main()
