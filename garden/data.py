@@ -27,6 +27,7 @@ class DataDir:
     info: dict
     spec: features.Spec
     files: list
+    announced: set = dataclasses.field(default_factory=set, repr=False)  # warnings already printed
 
     @property
     def compressed(self) -> bool:
@@ -170,8 +171,15 @@ def record_dataset(data: DataDir, *, batch_size: int, seed: int, input_context=N
                    skip_batches: int = 0) -> tf.data.Dataset:
     """Parsed, shuffled batches of `batch_size` (per replica) examples of a checked directory.
 
-    Deterministic for a given seed (see shard_batches for distribution and resume).
+    Deterministic for a given seed (see shard_batches for distribution and resume). A repeated
+    directory of fewer instances than one batch is announced once: each batch holds copies.
     """
+    total = (data.info.get("instances") or {}).get("total")
+    if repeat and total is not None and 0 < total < batch_size and "small" not in data.announced:
+        data.announced.add("small")
+        print(f"[data] warning: {data.path} holds {total} instances, fewer than one batch of "
+              f"{batch_size}: each batch repeats them; make more data or lower "
+              f"train.global_batch_size", flush=True)
     ds = tf.data.TFRecordDataset(data.files, compression_type="GZIP" if data.compressed else "")
     if repeat:
         ds = ds.repeat()

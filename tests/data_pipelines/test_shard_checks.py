@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from data_pipelines import output, tfrecord
+from data_pipelines import features, output, tfrecord
 from garden import data
 
 RECORDS = [b"a" * 5, b"", b"bc" * 40, b"d" * 7]  # frames of 21, 16, 96 and 23 bytes
@@ -97,3 +97,16 @@ def test_a_missing_shard_is_named(tmp_path, with_sizes):
     with pytest.raises(data.DataDirError, match=f"lacks 1 of the 3 shards its info.json lists: "
                                                 f"{info['files'][2]}"):
         data.listed_shards(str(data_dir), info)
+
+
+def test_a_directory_smaller_than_one_batch_is_announced_once(tmp_path, capsys):
+    data_dir, info = _shards(tmp_path)  # 8 instances
+    ddir = data.DataDir(path=str(data_dir), info=info, spec=features.classification_spec(8),
+                        files=data.listed_shards(str(data_dir), info))
+    data.record_dataset(ddir, batch_size=16, seed=0)
+    data.record_dataset(ddir, batch_size=16, seed=0)  # a second input pipeline: no second line
+    out = capsys.readouterr().out
+    assert out.count(f"{data_dir} holds 8 instances, fewer than one batch of 16") == 1, out
+    data.record_dataset(data.DataDir(ddir.path, info, ddir.spec, ddir.files), batch_size=8, seed=0)
+    data.record_dataset(ddir, batch_size=32, seed=0, repeat=False)  # evaluation: read once
+    assert "fewer than one batch" not in capsys.readouterr().out
