@@ -197,6 +197,11 @@ def train_args(data, model_dir, *extra, steps: int = 2, data_dir=None, seq: int 
     return args + ["--strategy=one_device", "--gin_param=train.peak_flops=1e12", *extra]
 
 
+def _train(*extra) -> Callable[[Ctx], List[str]]:
+    """The setup of a row that runs garden.train on bert_data with `extra` arguments."""
+    return lambda c: train_args(c.data, c.dir / "run", *extra)
+
+
 def finetune_args(c: Ctx, *extra, train_file=None, init="None") -> List[str]:
     return ["--config=configs/finetune/classification_tiny.gin", f"--model_dir={c.dir / 'ft'}",
             f"--gin_param=VOCAB='{c.data.vocab}'",
@@ -317,7 +322,7 @@ def _export_model_dir(c: Ctx) -> List[str]:
 
 
 def _no_credentials(c: Ctx) -> dict:
-    # Offline: no key file, an empty gcloud configuration, and not a GCE VM (as tests/data_pipelines/test_gcs.py).
+    # Offline: no key file, an empty gcloud configuration, and not a GCE VM (as test_gcs.py does).
     return {"CLOUDSDK_CONFIG": str(c.dir / "gcloud"), "NO_GCE_CHECK": "true",
             "GCE_METADATA_TIMEOUT": "1", "GOOGLE_APPLICATION_CREDENTIALS": ""}
 
@@ -332,9 +337,10 @@ _out_data = (lambda c: str(c.dir / "out"))
 
 CASES = [
     # --- make_vocab
-    Case("vocab-invalid-utf8-nul-and-long-lines", MV, lambda c: vocab_cli(c, "--max_line_bytes=300", input=c.write(
-        "bad.txt", b"a \x00 b\n" + b"x" * 400 + b"\n" + _corpus_bytes()[:200] + b"\xff\xfe broken\n"
-        + _corpus_bytes()[200:])),
+    Case("vocab-invalid-utf8-nul-and-long-lines", MV, lambda c: vocab_cli(
+        c, "--max_line_bytes=300", input=c.write("bad.txt", b"a \x00 b\n" + b"x" * 400 + b"\n"
+                                                  + _corpus_bytes()[:200] + b"\xff\xfe broken\n"
+                                                  + _corpus_bytes()[200:])),
         "skip", r"skipped 3 lines \{'invalid_utf8': 1, 'line_too_long': 1, 'nul_byte': 1\}", output=_out_vocab,
         slow=True),
     Case("vocab-input-glob-matches-nothing", MV, lambda c: vocab_cli(c, input=str(c.dir / "no/*.txt")),
@@ -350,7 +356,8 @@ CASES = [
     Case("vocab-output-read-only", MV, lambda c: [*vocab_cli(c)[:1], f"--output={read_only_dir(c)}/v.txt",
                                                   "--vocab_size=200"],
          "error", r"--output=\S+/v\.txt cannot be written \(Permission denied"),
-    Case("vocab-output-is-a-directory", MV, lambda c: [*vocab_cli(c)[:1], f"--output={c.dir}", "--vocab_size=200"],
+    Case("vocab-output-is-a-directory", MV,
+         lambda c: [*vocab_cli(c)[:1], f"--output={c.dir}", "--vocab_size=200"],
          "error", r"--output=\S+ is a directory; give the path of the file"),
     Case("vocab-gs-without-credentials", MV, lambda c: vocab_cli(c, input="gs://garden-test-bucket/c/*.txt"),
          "error", r"--input=gs://garden-test-bucket/c/\*\.txt needs Google Cloud credentials",
@@ -383,7 +390,8 @@ CASES = [
          "usage", r"--dupe_factor must be >= 1, got -2", output=_out_data),
     Case("pretrain-unknown-flag", MP, lambda c: pretrain_cli(c, "--num_shard=3"),
          "usage", r"unrecognized arguments: --num_shard=3", output=_out_data),
-    Case("pretrain-gs-without-credentials", MP, lambda c: pretrain_cli(c, output_dir="gs://garden-test-bucket/out"),
+    Case("pretrain-gs-without-credentials", MP,
+         lambda c: pretrain_cli(c, output_dir="gs://garden-test-bucket/out"),
          "error", r"--output_dir=gs://garden-test-bucket/out needs Google Cloud credentials.*gcloud auth",
          env=_no_credentials),
     # --- sample_corpus
@@ -408,20 +416,21 @@ CASES = [
          "error", r"has max_seq_length 128, the config expects 64"),
     Case("train-empty-dataset", GT, lambda c: _empty_dataset(c), "error", r"holds no instances"),
     # --- garden.train: configuration
-    Case("train-vocab-macro-missing", GT, lambda c: _without(train_args(c.data, c.dir / "run"), "--gin_param=VOCAB"),
+    Case("train-vocab-macro-missing", GT,
+         lambda c: _without(train_args(c.data, c.dir / "run"), "--gin_param=VOCAB"),
          "error", r"uses the macro %VOCAB but does not bind it"),
     Case("train-data-dir-macro-missing", GT, lambda c: [
         a for a in _without(train_args(c.data, c.dir / "run"), "--gin_param=DATA_DIR")
         if not a.startswith("--gin_param=garden.Pretraining.phases")],
         "error", r"uses the macro %DATA_DIR but does not bind it"),
-    Case("train-fractional-steps", GT, lambda c: train_args(c.data, c.dir / "run", "--gin_param=train.train_steps=20.5"),
+    Case("train-fractional-steps", GT, _train("--gin_param=train.train_steps=20.5"),
          "error", r"train\.train_steps must be a positive whole number; got 20\.5"),
-    Case("train-zero-batch", GT, lambda c: train_args(c.data, c.dir / "run", "--gin_param=train.global_batch_size=0"),
+    Case("train-zero-batch", GT, _train("--gin_param=train.global_batch_size=0"),
          "error", r"global_batch_size"),
-    Case("train-negative-steps", GT, lambda c: train_args(c.data, c.dir / "run", "--gin_param=train.train_steps=-3"),
+    Case("train-negative-steps", GT, _train("--gin_param=train.train_steps=-3"),
          "error", r"train\.train_steps must be a positive whole number; got -3"),
     Case("train-gin-syntax-error", GT, _bad_gin, "error", r"broken\.gin.*line 3"),
-    Case("train-gin-unknown-parameter", GT, lambda c: train_args(c.data, c.dir / "run", "--gin_param=train.train_stepz=3"),
+    Case("train-gin-unknown-parameter", GT, _train("--gin_param=train.train_stepz=3"),
          "error", r"invalid configuration \(--gin_param=train\.train_stepz=3\): Configurable 'train' "
                   r"doesn't have a parameter named 'train_stepz'\.$"),
     Case("train-config-file-missing", GT, lambda c: ["--config=configs/no_such.gin", f"--model_dir={c.dir}"],
@@ -438,8 +447,7 @@ CASES = [
          r"ckpt-1.*does not fit the configured model.*(\(128, 512\)|\[128,512\])", slow=True),
     # --- garden.train: runs that finish but warn
     Case("train-warmup-longer-than-run", GT,
-         lambda c: train_args(c.data, c.dir / "run", "--gin_param=train.train_steps=1",
-                              "--gin_param=train.warmup_steps=5"),
+         _train("--gin_param=train.train_steps=1", "--gin_param=train.warmup_steps=5"),
          "warn", r"warning: train\.warmup_steps \(5\) >= train\.train_steps \(1\)", slow=True),
     Case("train-pretraining-data-smaller-than-a-batch", GT, _tiny_data_dir,
          "warn", r"warning: \S+/tiny holds \d+ instances, fewer than one batch of 16", slow=True),
@@ -449,7 +457,8 @@ CASES = [
     # --- garden.export
     Case("export-model-dir-without-version", GE, _export_model_dir, "error",
          r"not a SavedModel version directory .*versions \[1, 2\]: pass \S+/clf/2"),
-    Case("export-missing-dir", GE, lambda c: [str(c.dir / "nothing")], "error", r"\S+/nothing is not a SavedModel"),
+    Case("export-missing-dir", GE, lambda c: [str(c.dir / "nothing")],
+         "error", r"\S+/nothing is not a SavedModel"),
     # --- garden.convert
     Case("convert-missing-directory", GC, lambda c: [
         "--source=huggingface", "--model=bert", f"--input={c.dir / 'no_model'}", f"--output={c.dir / 'out'}"],
@@ -463,7 +472,8 @@ CASES = [
     Case("convert-tf1-checkpoint-missing", GC, lambda c: [
         "--source=tf1", "--model=bert", f"--input={c.dir / 'ckpt'}", f"--output={c.dir / 'out'}",
         f"--config={c.write('bert_config.json', _BERT_CONFIG)}"],
-        "error", r"--input=\S+/ckpt cannot be read as a --source=tf1 checkpoint", output=lambda c: str(c.dir / "out")),
+        "error", r"--input=\S+/ckpt cannot be read as a --source=tf1 checkpoint",
+        output=lambda c: str(c.dir / "out")),
     Case("convert-unknown-family", GC, lambda c: [
         "--source=huggingface", "--model=gpt9", f"--input={c.dir}", f"--output={c.dir / 'out'}"],
         "usage", r"--model: invalid choice: 'gpt9'", output=lambda c: str(c.dir / "out")),
