@@ -290,10 +290,27 @@ def parse_config(config_files, bindings) -> None:
     try:
         gin.parse_config_files_and_bindings(config_files, bindings, finalize_config=False)
     except (ValueError, KeyError, SyntaxError, ImportError, IOError) as e:
+        text = str(e).strip()
+        hint = tasks.renamed_hint(text)
+        # One line: gin's first line says what is wrong (with the file and line for a config
+        # file); for a --gin_param its next lines give "In bindings string line N" and a dump.
+        at = re.search(r"In bindings string line (\d+)", text)
         where = ", ".join(config_files + [f"--gin_param={b}" for b in bindings])
-        hint = tasks.renamed_hint(str(e))
+        if at:
+            where = f"--gin_param={_binding_at_line(bindings, int(at.group(1)))}"
         raise ConfigError(f"invalid configuration ({where}): " + (f"{hint}. " if hint else "")
-                          + str(e)) from e
+                          + text.splitlines()[0]) from e
+
+
+def _binding_at_line(bindings, line: int) -> str:
+    """The --gin_param holding line `line` (1-based) of the bindings gin parses joined by
+    newlines."""
+    first = 1
+    for binding in bindings:
+        first += binding.count("\n") + 1
+        if line < first:
+            return binding
+    return bindings[-1] if bindings else "?"
 
 
 def build_summary(config_files, bindings) -> int:
@@ -397,15 +414,35 @@ def main(argv=None) -> int:
         strategy = distribute.create_strategy(args.strategy, args.tpu)
         _train_reporting_macros(args.model_dir, strategy)
     except (ConfigError, PermissionError, FileNotFoundError, FloatingPointError) as e:
-        print(f"error: {_without_gin_context(e)}", file=sys.stderr)
-        return 2
+        message = f"error: {_without_gin_context(e)}"
     except ValueError as e:  # data/config mismatches raised by tasks (DataDirError, ...)
-        print(f"error: {type(e).__name__}: {_without_gin_context(e)}", file=sys.stderr)
-        return 2
+        message = f"error: {type(e).__name__}: {_without_gin_context(e)}"
     except _tf_op_error() as e:  # e.g. a checkpoint or file the config names that is not there
-        print(f"error: {type(e).__name__}: {e.message.splitlines()[0]}", file=sys.stderr)
-        return 2
-    return 0
+        message = f"error: {type(e).__name__}: {e.message.splitlines()[0]}"
+    else:
+        return 0
+    _release_quietly()
+    print(message, file=sys.stderr)
+    return 2
+
+
+def _release_quietly() -> None:
+    """Frees what the failed run built before its one-line refusal is printed: a checkpoint
+    restore it abandoned otherwise logs "Value in checkpoint could not be found" warnings
+    when the objects die at exit, after the line that must come last."""
+    if "tensorflow" not in sys.modules:
+        return
+    import gc
+
+    import tensorflow as tf
+
+    logger = tf.get_logger()
+    level = logger.level
+    logger.setLevel("ERROR")
+    try:
+        gc.collect()
+    finally:
+        logger.setLevel(level)
 
 
 if __name__ == "__main__":
