@@ -231,3 +231,45 @@ def test_frozen_gradients_leave_the_clipping_norm():
     # Without gradual unfreezing every gradient counts.
     plain = create_optimizer("adamw", 0.01, 20, 0)
     assert _zero_frozen(plain, grads, variables) is grads
+
+
+def test_gradual_unfreezing_through_garden_train(bert_data, tmp_path, monkeypatch):
+    """configs/finetune/classification_tiny.gin with train.unfreeze_every = 2 (2 layers), 3
+    steps, a checkpoint after each: between the checkpoints of steps 1 and 3 the head and the
+    pooler (unfrozen at step 2) moved, while both Transformer layers and the embeddings (from
+    steps 4, 6, 8) are bit-identical, weight decay and a non-zero rate notwithstanding."""
+    import gin
+    import tensorflow as tf
+
+    from garden import train as train_lib
+    from garden.optimization import layer_depth
+    from testing import train_in_process
+
+    monkeypatch.chdir(train_lib.REPO_ROOT)  # configs include each other by repo paths
+    model_dir = tmp_path / "ft"
+    bindings = [f"VOCAB = '{bert_data.vocab}'", f"TRAIN_FILE = '{bert_data.task_dir}/train.tsv'",
+                f"EVAL_FILE = '{bert_data.task_dir}/dev.tsv'", "INIT_CHECKPOINT = None",
+                "EXPORT_BASE = None", "TRAIN_STEPS = 3", "train.unfreeze_every = 2",
+                "train.warmup_steps = 0", "train.checkpoint_every = 1", "train.log_every = 1",
+                "train.global_batch_size = 8", "train.peak_flops = 1e12",
+                "garden.SentenceClassification.max_seq_length = 32"]
+    config = "configs/finetune/classification_tiny.gin"
+    train_in_process([f"--config={config}", f"--model_dir={model_dir}", "--strategy=one_device",
+                      *(f"--gin_param={b}" for b in bindings)], model_dir, steps=3)
+    assert "train.unfreeze_every = 2" in (model_dir / "operative_config.gin").read_text()
+
+    train_lib.parse_config([config], bindings)
+    task = gin.query_parameter("train.task").scoped_configurable_fn()
+    task.prepare()
+    model = task.build_model()[0]
+    paths = tf.train.get_checkpoint_state(str(model_dir / "checkpoints")).all_model_checkpoint_paths
+    weights = {}
+    for path in paths:
+        tf.train.Checkpoint(model=model).read(path).expect_partial()
+        weights[int(path.rsplit("-", 1)[1])] = {v.path: v.numpy() for v in model.trainable_variables}
+    assert {1, 3} <= set(weights), paths
+    moved = {}
+    for name in weights[1]:
+        depth = layer_depth(name, 2)
+        moved.setdefault(depth, set()).add(not np.array_equal(weights[1][name], weights[3][name]))
+    assert moved == {0: {False}, 1: {False}, 2: {False}, 3: {True}, 4: {True}}, moved
