@@ -38,10 +38,15 @@ class FamilyData:
 
 
 @pytest.fixture(scope="session")
-def family_data(tmp_path_factory) -> FamilyData:
+def family_data(shared_artefacts) -> FamilyData:
     """One sample-corpus file -> BPE / SentencePiece / WordPiece vocabularies -> roberta, albert
-    and electra data, all made by the project's command-line tools (run side by side)."""
-    root = str(tmp_path_factory.mktemp("family_data"))
+    and electra data, all made by the project's command-line tools (run side by side); once
+    per test run, whichever xdist worker asks first (tests/conftest.py build_once)."""
+    return shared_artefacts("family_data", _build_family_data, FamilyData)
+
+
+def _build_family_data(root) -> dict:
+    root = str(root)
     corpus = learn.sample_corpus(root)[0]
     families = ("roberta", "albert", "electra")
     with concurrent.futures.ThreadPoolExecutor(3) as pool:
@@ -51,7 +56,7 @@ def family_data(tmp_path_factory) -> FamilyData:
         data_jobs = {f: pool.submit(learn.pretrain_data, root, f, vocab[f], corpus, SEQ, 1, "train")
                      for f in families}
         data = {f: job.result() for f, job in data_jobs.items()}
-    return FamilyData(root=root, vocab=vocab, data=data)
+    return dict(root=root, vocab=vocab, data=data)
 
 
 @pytest.fixture(autouse=True)
