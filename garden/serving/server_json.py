@@ -1,6 +1,6 @@
 """TF Serving's REST bodies <-> numpy arrays, as its util/json_tensor.cc defines them.
 
-Requests (docs /work/shared/SERVING.md; TF Serving g3doc/api_rest.md):
+Requests (docs/tasks.md "Serving: garden.serve"; TensorFlow Serving's REST API documentation):
     :predict   {"signature_name"?, "instances": [...]}  row format: one entry per example, a
                                                          bare value (one input) or an object
                                                          {input: value} (every input named)
