@@ -34,10 +34,10 @@ import os
 import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
-PARAGRAPH_SENTENCES = 4
+PARAGRAPH_SENTENCES = 2
 QUESTIONS_PER_PARAGRAPH = 2
-CLOZE_WORDS = 5
-MAX_PARAGRAPHS = {"train": 1000, "dev": 150}
+CLOZE_WORDS = 3
+MAX_PARAGRAPHS = {"train": 1000, "dev": 250}
 FILES = {"train": "train-v2.0.json", "dev": "dev-v2.0.json"}
 
 _WORD = re.compile(r"\S+")
@@ -63,21 +63,23 @@ def paragraphs(documents: Sequence[Tuple[str, Sequence[str]]], sentences_per_par
     return out
 
 
-def cloze(sentence: str, key) -> Optional[Tuple[str, str, int, str, str]]:
-    """(question, answer, answer's character offset in the sentence, left words, right words)
-    for one word chosen by ``key`` among the sentence's words of 4+ letters (not its first)
-    whose neighbourhood does not hold the word "what"; None when it has none."""
+def content_words(text: str) -> set:
+    """The lower-cased letter runs of 4+ letters in ``text`` (its key words)."""
+    return {w for w in re.findall(r"[a-z]+", text.lower()) if len(w) >= 4}
+
+
+def cloze(sentence: str, key) -> Optional[Tuple[str, str, int, str]]:
+    """(question, answer, answer's character offset in the sentence, stretch) for one word
+    chosen by ``key`` among the sentence's words of 4+ letters that have CLOZE_WORDS words
+    before them in the sentence; the stretch (those words, verbatim) must hold a key word and
+    not the word "what". The question is the stretch + " what ?". None when no word fits."""
     words = list(_WORD.finditer(sentence))
-    candidates = [i for i in range(1, len(words)) if _ANSWER.match(words[i].group())]
-    if not candidates:
-        return None
+    candidates = [i for i in range(CLOZE_WORDS, len(words)) if _ANSWER.match(words[i].group())]
     for i in sorted(candidates, key=lambda i: _hash("answer", key, i)):
-        left = " ".join(w.group() for w in words[max(0, i - CLOZE_WORDS):i])
-        right = " ".join(w.group() for w in words[i + 1:i + 1 + CLOZE_WORDS]).rstrip(".!?:;,")
-        if "what" in (left + " " + right).lower().split():
-            continue  # the blank must be the question's only "what"
-        question = " ".join(p for p in (left, "what", right) if p) + " ?"
-        return question, words[i].group(), words[i].start(), left, right
+        stretch = " ".join(w.group() for w in words[i - CLOZE_WORDS:i])
+        if "what" in stretch.lower().split() or not content_words(stretch):
+            continue  # the blank must be the question's only "what"; a stretch of key words
+        return stretch + " what ?", words[i].group(), words[i].start(), stretch
     return None
 
 
@@ -93,19 +95,19 @@ def _questions(pid: str, sentences: List[str], other: List[str], other_id: str, 
         made = cloze(sentences[k], (pid, k))
         if made is None:
             continue
-        question, answer, at, _, _ = made
+        question, answer, at, stretch = made
         start = starts[k] + at
         assert context[start:start + len(answer)] == answer
+        if context.count(stretch + " ") != 1:
+            continue  # the stretch must point at one place of the paragraph
         qas.append({"id": f"{pid}/{k}", "question": question, "is_impossible": False,
                     "answers": [{"text": answer, "answer_start": start}]})
+    words = content_words(context)
     for k in sorted(range(len(other)) if unanswerable else [], key=lambda k: _hash("unanswerable", pid, k)):
         made = cloze(other[k], (other_id, k))
-        if made is None:
-            continue
-        question, _, _, left, right = made
-        if (left and left in context) or (right and right in context):
-            continue
-        qas.append({"id": f"{pid}/none", "question": question, "is_impossible": True,
+        if made is None or content_words(made[3]) & words:
+            continue  # unanswerable: none of the question's key words is in the paragraph
+        qas.append({"id": f"{pid}/none", "question": made[0], "is_impossible": True,
                     "answers": [], "plausible_answers": []})
         break
     return qas
