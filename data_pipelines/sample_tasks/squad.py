@@ -40,8 +40,14 @@ CLOZE_WORDS = 3
 MAX_PARAGRAPHS = {"train": 1000, "dev": 250}
 FILES = {"train": "train-v2.0.json", "dev": "dev-v2.0.json"}
 
-_WORD = re.compile(r"\S+")
-_ANSWER = re.compile(r"^[A-Za-z]{4,}$")
+KINDS = ("module", "function", "method", "class", "exception", "statement", "attribute",
+         "argument", "object", "type", "value", "parameter", "keyword", "operator", "file")
+STOP = {"the", "and", "for", "this", "that", "each", "its", "new", "same", "other", "any", "one",
+        "which", "given", "such", "not", "into", "from", "with", "all", "are", "has", "have",
+        "was", "can", "see", "built", "first", "second", "current", "base", "called", "special",
+        "whose", "their", "every", "another", "some", "per", "only", "own", "named", "then"}
+# The name right before a kind word: "the json module", 'the "global" statement'.
+_NAME = re.compile(r"\b([A-Za-z]{3,})\"? $")
 
 
 def _hash(*parts) -> int:
@@ -63,53 +69,34 @@ def paragraphs(documents: Sequence[Tuple[str, Sequence[str]]], sentences_per_par
     return out
 
 
-def content_words(text: str) -> set:
-    """The lower-cased letter runs of 4+ letters in ``text`` (its key words)."""
-    return {w for w in re.findall(r"[a-z]+", text.lower()) if len(w) >= 4}
+def relations(context: str) -> Dict[str, Tuple[str, int]]:
+    """{kind: (answer, its character offset)} for each KINDS word that stands exactly once in
+    ``context`` right after a name (a word of 3+ letters, quotes allowed, not in STOP)."""
+    found: Dict[str, List[Tuple[str, int]]] = {}
+    for kind in KINDS:
+        hits = list(re.finditer(rf"\b{kind}s?\b", context, flags=re.IGNORECASE))
+        if len(hits) != 1:
+            continue  # absent, or ambiguous
+        m = _NAME.search(context[:hits[0].start()])
+        if m and m.group(1).lower() not in STOP:
+            found[kind] = (m.group(1), m.start(1))
+    return found
 
 
-def cloze(sentence: str, key) -> Optional[Tuple[str, str, int, str]]:
-    """(question, answer, answer's character offset in the sentence, stretch) for one word
-    chosen by ``key`` among the sentence's words of 4+ letters that have CLOZE_WORDS words
-    before them in the sentence; the stretch (those words, verbatim) must hold a key word and
-    not the word "what". The question is the stretch + " what ?". None when no word fits."""
-    words = list(_WORD.finditer(sentence))
-    candidates = [i for i in range(CLOZE_WORDS, len(words)) if _ANSWER.match(words[i].group())]
-    for i in sorted(candidates, key=lambda i: _hash("answer", key, i)):
-        stretch = " ".join(w.group() for w in words[i - CLOZE_WORDS:i])
-        if "what" in stretch.lower().split() or not content_words(stretch):
-            continue  # the blank must be the question's only "what"; a stretch of key words
-        return stretch + " what ?", words[i].group(), words[i].start(), stretch
-    return None
-
-
-def _questions(pid: str, sentences: List[str], other: List[str], other_id: str, answerable: int,
-               unanswerable: bool) -> List[dict]:
+def _questions(pid: str, sentences: List[str], answerable: int, unanswerable: bool) -> List[dict]:
     context = " ".join(sentences)
-    starts = [0]
-    for s in sentences[:-1]:
-        starts.append(starts[-1] + len(s) + 1)
-    order = sorted(range(len(sentences)), key=lambda k: _hash("sentence", pid, k))
+    found = relations(context)
     qas = []
-    for k in order[:answerable]:
-        made = cloze(sentences[k], (pid, k))
-        if made is None:
-            continue
-        question, answer, at, stretch = made
-        start = starts[k] + at
+    for kind in sorted(found, key=lambda k: _hash("kind", pid, k))[:answerable]:
+        answer, start = found[kind]
         assert context[start:start + len(answer)] == answer
-        if context.count(stretch + " ") != 1:
-            continue  # the stretch must point at one place of the paragraph
-        qas.append({"id": f"{pid}/{k}", "question": question, "is_impossible": False,
+        qas.append({"id": f"{pid}/{kind}", "question": f"which {kind} ?", "is_impossible": False,
                     "answers": [{"text": answer, "answer_start": start}]})
-    words = content_words(context)
-    for k in sorted(range(len(other)) if unanswerable else [], key=lambda k: _hash("unanswerable", pid, k)):
-        made = cloze(other[k], (other_id, k))
-        if made is None or content_words(made[3]) & words:
-            continue  # unanswerable: none of the question's key words is in the paragraph
-        qas.append({"id": f"{pid}/none", "question": made[0], "is_impossible": True,
+    absent = [k for k in KINDS if not re.search(rf"\b{k}", context, flags=re.IGNORECASE)]
+    if unanswerable and qas and absent:
+        kind = sorted(absent, key=lambda k: _hash("unanswerable", pid, k))[0]
+        qas.append({"id": f"{pid}/none", "question": f"which {kind} ?", "is_impossible": True,
                     "answers": [], "plausible_answers": []})
-        break
     return qas
 
 
@@ -122,13 +109,16 @@ def build(documents, *, sentences_per_paragraph: int = PARAGRAPH_SENTENCES,
     limits = MAX_PARAGRAPHS if max_paragraphs is None else max_paragraphs
     out = {}
     for split, paras in paragraphs(documents, sentences_per_paragraph, shift).items():
-        paras = sorted(paras, key=lambda p: _hash("order", shift, p[0]))[:limits.get(split)]
+        paras = sorted(paras, key=lambda p: _hash("order", shift, p[0]))
         articles: Dict[str, dict] = {}
-        for j, (pid, sentences) in enumerate(paras):
-            other_id, other = paras[(j + 1) % len(paras)]
-            qas = _questions(pid, sentences, other, other_id, answerable, unanswerable)
+        kept, limit = 0, limits.get(split)
+        for pid, sentences in paras:
+            qas = _questions(pid, sentences, answerable, unanswerable)
             if not qas:
                 continue
+            if limit is not None and kept >= limit:
+                break
+            kept += 1
             title = pid.split("#")[0]
             article = articles.setdefault(title, {"title": title, "paragraphs": []})
             article["paragraphs"].append({"context": " ".join(sentences), "qas": qas})

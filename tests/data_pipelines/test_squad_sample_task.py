@@ -47,18 +47,30 @@ def test_questions_follow_the_documented_rule(task):
     out, _ = task
     for name in ("train-v2.0.json", "dev-v2.0.json"):
         for e in squad.read_examples(str(out / name)):
-            words = e.question[:-2].split()  # "... what ... ?"
-            k = words.index("what")
-            left, right = " ".join(words[:k]), " ".join(words[k + 1:])
-            if e.is_impossible:
-                assert not (left and left in e.context) and not (right and right in e.context), e.qas_id
+            # "<the 3 words before the answer> what ?", with a key word (4+ letters).
+            assert e.question.endswith(" what ?"), e.qas_id
+            stretch = e.question[:-len(" what ?")]
+            assert len(stretch.split()) == sample_squad.CLOZE_WORDS, e.qas_id
+            assert "what" not in stretch.lower().split()
+            keys = sample_squad.content_words(stretch)
+            assert keys, e.qas_id
+            if e.is_impossible:  # none of its key words is in the paragraph
+                assert not keys & sample_squad.content_words(e.context), e.qas_id
                 continue
             (text, start), = e.answers
             assert len(text) >= 4 and text.isalpha()
-            # The question is the answer's neighbourhood with the answer replaced by "what".
-            filled = " ".join(words[:k] + [text] + words[k + 1:])
-            at = e.context.find(filled.rstrip(".!?:;,"), max(0, start - len(left) - 1))
-            assert at >= 0 and at + len(left) + (1 if left else 0) == start, e.qas_id
+            # The stretch stands once in the paragraph, right before the answer.
+            assert e.context.count(stretch + " ") == 1, e.qas_id
+            assert e.context[:start].endswith(stretch + " "), e.qas_id
+
+
+def test_paragraphs_are_two_consecutive_sentences():
+    documents = [("doc", ["One sentence here.", "Two sentence here.", "Three here.",
+                          "Four here.", "Five alone."])]
+    paras = sample_squad.paragraphs(documents)
+    assert paras["train"] + paras["dev"] == [
+        ("doc#0", ["One sentence here.", "Two sentence here."]),
+        ("doc#1", ["Three here.", "Four here."])]  # the last single sentence is dropped
 
 
 def test_baseline_is_always_null_on_dev(task):
