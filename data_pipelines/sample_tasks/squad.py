@@ -6,22 +6,24 @@ layout, data_pipelines/finetune/squad.py reads them) and returns {"files", "coun
 
 How it is made (deterministic: sha256 of names, never hash() or set order):
 
-* Paragraphs: each document's sentences, in order, in groups of PARAGRAPH_SENTENCES (a last
+* Paragraphs: each document's sentences, in order, in groups of PARAGRAPH_SENTENCES (2; a last
   group of fewer than 2 sentences is dropped), joined by one space; the title is the document
-  name. A document goes to dev when sha256(name) % 10 == 0, else to train.
-* Answerable questions (cloze, the learnable rule): from QUESTIONS_PER_PARAGRAPH sentences of
-  the paragraph, one word of 4+ letters (not the sentence's first word) is the answer; the
-  question is the up to CLOZE_WORDS words on each side of it with the word replaced by "what",
-  plus "?". E.g. "Return a copy of the string with leading whitespace removed." ->
-  "copy of the string with what whitespace removed ?", answer "leading" at its character
-  offset in the paragraph. A model answers it by finding the words around the blank in the
-  context and pointing at the word between them.
-* Unanswerable questions (v2.0 is_impossible): a cloze question made the same way from a
-  sentence of ANOTHER paragraph (the next paragraph of the split, cyclically), asked against
-  this one; it is kept only when neither the words left of the blank nor the words right of
-  it occur in this paragraph, so no span of it answers the question. One per paragraph.
+  name. A document goes to dev when sha256(name) % 10 == 0, else to train. Paragraphs are taken
+  in sha256 order and only those with a question count, up to MAX_PARAGRAPHS per split.
+* Answerable questions (relations, the learnable rule): for each kind word of KINDS
+  ("module", "function", "method", "class", "exception", "statement", "attribute", "argument",
+  "object", "type", "value", "parameter", "keyword", "operator", "file"; plural allowed, any
+  case) that stands EXACTLY ONCE in the paragraph, right after a name (a word of 3+ letters,
+  optionally in double quotes, not in STOP), the question is "which <kind> ?" and the answer
+  is that name at its character offset. E.g. 'Import the "json" module first.' -> "which
+  module ?", answer "json". Up to QUESTIONS_PER_PARAGRAPH per paragraph (chosen by sha256).
+  A model answers it by finding the asked kind word in the context and pointing at the word
+  before it.
+* Unanswerable questions (v2.0 is_impossible): one per paragraph that has an answerable one,
+  "which <kind> ?" for a kind whose word (or a word starting with it) does not occur in the
+  paragraph at all, so no span answers it.
 
-So a third of the questions are unanswerable. The trivial baseline is the always-null answer:
+So about half the questions are unanswerable. The trivial baseline is the always-null answer:
 exact match = F1 = 100 * unanswerable / all on dev (the official v2.0 script gives a null
 prediction 1 on an unanswerable question and 0 on an answerable one).
 """
@@ -36,7 +38,6 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 PARAGRAPH_SENTENCES = 2
 QUESTIONS_PER_PARAGRAPH = 2
-CLOZE_WORDS = 3
 MAX_PARAGRAPHS = {"train": 1000, "dev": 250}
 FILES = {"train": "train-v2.0.json", "dev": "dev-v2.0.json"}
 
