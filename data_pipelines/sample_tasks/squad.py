@@ -6,19 +6,18 @@ layout, data_pipelines/finetune/squad.py reads them) and returns {"files", "coun
 
 How it is made (deterministic: sha256 of names, never hash() or set order):
 
-* Paragraphs: each document's sentences, in order, in groups of PARAGRAPH_SENTENCES (2; a last
-  group of fewer than 2 sentences is dropped), joined by one space; the title is the document
-  name. A document goes to dev when sha256(name) % 10 == 0, else to train. Paragraphs are taken
-  in sha256 order and only those with a question count, up to MAX_PARAGRAPHS per split.
-* Answerable questions (relations, the learnable rule): for each kind word of KINDS
-  ("module", "function", "method", "class", "exception", "statement", "attribute", "argument",
-  "object", "type", "value", "parameter", "keyword", "operator", "file"; plural allowed, any
-  case) that stands EXACTLY ONCE in the paragraph, right after a name (a word of 3+ letters,
-  optionally in double quotes, not in STOP), the question is "which <kind> ?" and the answer
-  is that name at its character offset. E.g. 'Import the "json" module first.' -> "which
-  module ?", answer "json". Up to QUESTIONS_PER_PARAGRAPH per paragraph (chosen by sha256).
-  A model answers it by finding the asked kind word in the context and pointing at the word
-  before it.
+* Paragraphs: each document's sentences, in order, in groups of PARAGRAPH_SENTENCES (1: short
+  contexts are what BERT-tiny learns in a few hundred steps; with larger groups a last group
+  of one sentence is dropped), joined by one space; the title is the document name. A
+  document goes to dev when sha256(name) % 10 == 0, else to train. Paragraphs are taken in
+  sha256 order and only those with a question count, up to MAX_PARAGRAPHS per split.
+* Answerable questions (relations, the learnable rule): for a kind word of KINDS ("object",
+  "value", "function", "module"; plural allowed, any case) that stands EXACTLY ONCE in the
+  paragraph, right after a name (a word of 3+ letters, optionally in double quotes, not in
+  STOP), the question is "which <kind> ?" and the answer is that name at its character
+  offset. E.g. 'Import the "json" module first.' -> "which module ?", answer "json". Up to
+  QUESTIONS_PER_PARAGRAPH per paragraph (chosen by sha256). A model answers it by finding the
+  asked kind word in the context and pointing at the word before it.
 * Unanswerable questions (v2.0 is_impossible): one per paragraph that has an answerable one,
   "which <kind> ?" for a kind whose word (or a word starting with it) does not occur in the
   paragraph at all, so no span answers it.
@@ -36,13 +35,12 @@ import os
 import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
-PARAGRAPH_SENTENCES = 2
-QUESTIONS_PER_PARAGRAPH = 2
-MAX_PARAGRAPHS = {"train": 1000, "dev": 250}
+PARAGRAPH_SENTENCES = 1
+QUESTIONS_PER_PARAGRAPH = 1
+MAX_PARAGRAPHS = {"train": 1000, "dev": 300}
 FILES = {"train": "train-v2.0.json", "dev": "dev-v2.0.json"}
 
-KINDS = ("module", "function", "method", "class", "exception", "statement", "attribute",
-         "argument", "object", "type", "value", "parameter", "keyword", "operator", "file")
+KINDS = ("object", "value", "function", "module")
 STOP = {"the", "and", "for", "this", "that", "each", "its", "new", "same", "other", "any", "one",
         "which", "given", "such", "not", "into", "from", "with", "all", "are", "has", "have",
         "was", "can", "see", "built", "first", "second", "current", "base", "called", "special",
@@ -65,7 +63,7 @@ def paragraphs(documents: Sequence[Tuple[str, Sequence[str]]], sentences_per_par
         sentences = list(sentences)[shift:]
         for k in range(0, len(sentences), sentences_per_paragraph):
             group = [" ".join(s.split()) for s in sentences[k:k + sentences_per_paragraph]]
-            if len(group) >= 2:
+            if len(group) >= min(2, sentences_per_paragraph):
                 out[split].append((f"{name}#{k // sentences_per_paragraph}", group))
     return out
 

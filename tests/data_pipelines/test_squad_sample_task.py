@@ -76,13 +76,16 @@ def test_relations_on_a_hand_checked_paragraph():
     assert sample_squad._questions("doc#1", ["Nothing to ask about here."], 2, True) == []
 
 
-def test_paragraphs_are_two_consecutive_sentences():
+def test_paragraphs_are_consecutive_sentence_groups():
     documents = [("doc", ["One sentence here.", "Two sentence here.", "Three here.",
                           "Four here.", "Five alone."])]
     paras = sample_squad.paragraphs(documents)
     assert paras["train"] + paras["dev"] == [
+        (f"doc#{k}", [s]) for k, s in enumerate(documents[0][1])]  # PARAGRAPH_SENTENCES = 1
+    paras = sample_squad.paragraphs(documents, 2)
+    assert paras["train"] + paras["dev"] == [
         ("doc#0", ["One sentence here.", "Two sentence here."]),
-        ("doc#1", ["Three here.", "Four here."])]  # the last single sentence is dropped
+        ("doc#1", ["Three here.", "Four here."])]  # a last single sentence is dropped
 
 
 def test_baseline_is_always_null_on_dev(task):
