@@ -107,8 +107,12 @@ def build(documents, *, sentences_per_paragraph: int = PARAGRAPH_SENTENCES,
     documented defaults."""
     limits = MAX_PARAGRAPHS if max_paragraphs is None else max_paragraphs
     out = {}
-    for split, paras in paragraphs(documents, sentences_per_paragraph, shift).items():
-        paras = sorted(paras, key=lambda p: _hash("order", shift, p[0]))
+    split_paras = paragraphs(documents, sentences_per_paragraph, shift)
+    dev_contexts = {" ".join(sentences) for _, sentences in split_paras["dev"]}
+    for split in ("train", "dev"):
+        paras = sorted(split_paras[split], key=lambda p: _hash("order", shift, p[0]))
+        if split == "train":  # a sentence repeated in a dev document is not trained on
+            paras = [p for p in paras if " ".join(p[1]) not in dev_contexts]
         articles: Dict[str, dict] = {}
         kept, limit = 0, limits.get(split)
         for pid, sentences in paras:
