@@ -9,8 +9,9 @@ How it is made (deterministic: sha256 of names, never hash() or set order):
 * Paragraphs: each document's sentences, in order, in groups of PARAGRAPH_SENTENCES (1: short
   contexts are what BERT-tiny learns in a few hundred steps; with larger groups a last group
   of one sentence is dropped), joined by one space; the title is the document name. A
-  document goes to dev when sha256(name) % 10 == 0, else to train. Paragraphs are taken in
-  sha256 order and only those with a question count, up to MAX_PARAGRAPHS per split.
+  document goes to dev when sha256(name) % 10 == 0, else to train (less any paragraph whose
+  text is also a dev paragraph: pydoc repeats sentences). Paragraphs are taken in sha256 order
+  and only those with a question count, up to MAX_PARAGRAPHS per split.
 * Answerable questions (relations, the learnable rule): for a kind word of KINDS ("object",
   "value", "function", "module"; plural allowed, any case) that stands EXACTLY ONCE in the
   paragraph, right after a name (a word of 3+ letters, optionally in double quotes, not in
