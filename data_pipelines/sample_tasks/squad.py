@@ -46,6 +46,9 @@ STOP = {"the", "and", "for", "this", "that", "each", "its", "new", "same", "othe
         "which", "given", "such", "not", "into", "from", "with", "all", "are", "has", "have",
         "was", "can", "see", "built", "first", "second", "current", "base", "called", "special",
         "whose", "their", "every", "another", "some", "per", "only", "own", "named", "then"}
+CLOZE_WORDS = 5  # rule="cloze" (benchmarks)
+_WORD = re.compile(r"\S+")
+_CLOZE_ANSWER = re.compile(r"^[A-Za-z]{4,}$")
 # The name right before a kind word: "the json module", 'the "global" statement'.
 _NAME = re.compile(r"\b([A-Za-z]{3,})\"? $")
 
@@ -100,12 +103,41 @@ def _questions(pid: str, sentences: List[str], answerable: int, unanswerable: bo
     return qas
 
 
+def cloze_questions(pid: str, sentences: List[str], answerable: int) -> List[dict]:
+    """The benchmarks' dense answerable questions (build(rule="cloze")): in up to
+    ``answerable`` sentences, one word of 4+ letters (not the first) is the answer and the
+    question is the up to CLOZE_WORDS words on each side of it with the word replaced by
+    "what", plus "?" (the sample task's earlier rule; tiny models did not learn it)."""
+    context = " ".join(sentences)
+    starts = [0]
+    for s in sentences[:-1]:
+        starts.append(starts[-1] + len(s) + 1)
+    qas = []
+    for k in sorted(range(len(sentences)), key=lambda k: _hash("sentence", pid, k))[:answerable]:
+        words = list(_WORD.finditer(sentences[k]))
+        candidates = [i for i in range(1, len(words)) if _CLOZE_ANSWER.match(words[i].group())]
+        for i in sorted(candidates, key=lambda i: _hash("answer", (pid, k), i)):
+            left = " ".join(w.group() for w in words[max(0, i - CLOZE_WORDS):i])
+            right = " ".join(w.group() for w in words[i + 1:i + 1 + CLOZE_WORDS]).rstrip(".!?:;,")
+            if "what" in (left + " " + right).lower().split():
+                continue  # the blank must be the question's only "what"
+            start = starts[k] + words[i].start()
+            qas.append({"id": f"{pid}/{k}", "is_impossible": False,
+                        "question": " ".join(p for p in (left, "what", right) if p) + " ?",
+                        "answers": [{"text": words[i].group(), "answer_start": start}]})
+            break
+    return qas
+
+
 def build(documents, *, sentences_per_paragraph: int = PARAGRAPH_SENTENCES,
           answerable: int = QUESTIONS_PER_PARAGRAPH, unanswerable: bool = True,
-          max_paragraphs: Optional[Dict[str, int]] = None, shift: int = 0) -> Dict[str, dict]:
+          max_paragraphs: Optional[Dict[str, int]] = None, shift: int = 0,
+          rule: str = "relation") -> Dict[str, dict]:
     """The two SQuAD documents {"train": {...}, "dev": {...}} (v2.0; v1.1 without
-    unanswerable questions). The keywords change the sizes for benchmarks; write() uses the
-    documented defaults."""
+    unanswerable questions). The keywords change the sizes for benchmarks (rule="cloze":
+    cloze_questions, v1.1 only); write() uses the documented defaults."""
+    if rule not in ("relation", "cloze") or (rule == "cloze" and unanswerable):
+        raise ValueError(f"rule={rule!r}: 'relation', or 'cloze' with unanswerable=False")
     limits = MAX_PARAGRAPHS if max_paragraphs is None else max_paragraphs
     out = {}
     split_paras = paragraphs(documents, sentences_per_paragraph, shift)
@@ -117,7 +149,8 @@ def build(documents, *, sentences_per_paragraph: int = PARAGRAPH_SENTENCES,
         articles: Dict[str, dict] = {}
         kept, limit = 0, limits.get(split)
         for pid, sentences in paras:
-            qas = _questions(pid, sentences, answerable, unanswerable)
+            qas = (_questions(pid, sentences, answerable, unanswerable) if rule == "relation"
+                   else cloze_questions(pid, sentences, answerable))
             if not qas:
                 continue
             if limit is not None and kept >= limit:

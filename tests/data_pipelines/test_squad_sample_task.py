@@ -141,3 +141,25 @@ def test_windows_equal_model_garden_on_the_sample_task(task, bert_data, tmp_path
     questions = sum(len(a["paragraphs"][0]["qas"]) for a in kept)
     assert len(windows) > 2 * questions, (len(windows), questions)
     assert sum(w["start_position"] > 0 for w in windows) > len(kept)
+
+
+def test_cloze_rule_for_benchmarks():
+    """build(rule="cloze") keeps the dense v1.1 cloze questions benchmarks/squad_features.py
+    times; it makes no unanswerable questions."""
+    sentence = "Return a copy of the string with leading whitespace removed."
+    built = sample_squad.build([("doc", [sentence, sentence])], sentences_per_paragraph=2,
+                               answerable=2, unanswerable=False, max_paragraphs={},
+                               rule="cloze")
+    qas = [q for split in built.values() for a in split["data"] for p in a["paragraphs"]
+           for q in p["qas"]]
+    assert len(qas) == 2 and built["train"]["version"] == "1.1"
+    context = sentence + " " + sentence
+    for qa in qas:
+        (answer,) = qa["answers"]
+        words = qa["question"][:-2].split()
+        k = words.index("what")
+        filled = " ".join(words[:k] + [answer["text"]] + words[k + 1:])
+        assert context[answer["answer_start"]:].startswith(answer["text"])
+        assert filled.rstrip(".") in context
+    with pytest.raises(ValueError, match="cloze"):
+        sample_squad.build([("doc", [sentence])], rule="cloze")
