@@ -1,6 +1,9 @@
 # Two commands set everything up on a fresh machine (see README.md):
 #   make demo   creates/reuses .venv, installs the runtime, runs the whole pipeline on a sample corpus
 #   make test   creates/reuses .venv, installs runtime + test + bench extras, runs the test suite
+#               in PYTEST_WORKERS pytest-xdist processes (default 2, one per core of the
+#               reference machine; 0 runs it in this process); PYTEST_ARGS adds pytest arguments,
+#               e.g. make test PYTEST_ARGS="-k finetune --durations=30"
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
@@ -8,6 +11,10 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 DEMO_DIR ?= demo_out
 PYTEST_ARGS ?=
+PYTEST_WORKERS ?= 2
+# Whole test files per worker: module fixtures are built once; session fixtures that several
+# files share are built once per run under a lock (tests/conftest.py build_once).
+XDIST_ARGS = $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
 
 .PHONY: demo test install install-test clean help
 
@@ -36,7 +43,7 @@ demo: $(VENV)/.runtime-installed
 	$(PY) -m garden.demo --work_dir=$(DEMO_DIR)
 
 test: $(VENV)/.test-installed
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q $(XDIST_ARGS) $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) $(DEMO_DIR) .pytest_cache

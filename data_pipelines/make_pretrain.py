@@ -741,7 +741,8 @@ def _objective_tokenizer(name: str) -> str:
 def parse_args(argv: Optional[Sequence[str]] = None):
     """Our flags (common + the objective's) and the rest (Beam pipeline options)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    pre = argparse.ArgumentParser(prog="python -m data_pipelines.make_pretrain", add_help=False,
+                                  allow_abbrev=False)  # its errors name the command as typed
     pre.add_argument("--objective", choices=objectives.NAMES)
     known, _ = pre.parse_known_args(argv)
     objective = objectives.get(known.objective) if known.objective else None

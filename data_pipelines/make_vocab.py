@@ -263,6 +263,7 @@ def main(argv=None) -> None:
     skips = Skips()
     try:
         gcs.check_credentials({"--input": args.input, "--output": args.output})
+        check_output(args.output, args.tokenizer)
         files = match_files(args.input)
         print(f"learning a {args.tokenizer} vocabulary (max {args.vocab_size}, lower_case={args.lower_case}) "
               f"from {len(files)} files", flush=True)
@@ -274,6 +275,23 @@ def main(argv=None) -> None:
     # with this vocabulary (make_pretrain warns when they disagree).
     print(f"wrote {vocab_arg}: vocab_size={size} (pipelines: --vocab={vocab_arg} "
           f"--do_lower_case={'true' if args.lower_case else 'false'})")
+
+
+def check_output(output: str, tokenizer: str) -> None:
+    """Before any learning: a local --output must be a writable place for the vocabulary
+    (its folder is made); InputError naming it otherwise. (gs:// is checked when written.)"""
+    if "://" in output:
+        return
+    folder = output if tokenizer == "bpe" and not output.endswith(".json") else os.path.dirname(output)
+    if folder != output and os.path.isdir(output):
+        raise InputError(f"--output={output} is a directory; give the path of the file to write")
+    try:
+        os.makedirs(folder or ".", exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder or ".", prefix=".make_vocab-probe-"):
+            pass
+    except OSError as e:
+        raise InputError(f"--output={output} cannot be written ({e.strerror}: {e.filename}); "
+                         f"choose a writable path") from None
 
 
 def _learn_and_write(args, files: Sequence[str], skips: Skips) -> tuple:

@@ -13,8 +13,8 @@ trust nothing without it. Around a run:
   work directories of interrupted runs.
 * work files under ``<output_dir>/_work-<run id>/``, written under a temporary name and renamed
   (``write_atomic``), so a retried bundle never leaves a half-written file behind a name;
-* ``complete``: every listed shard present, at least one instance, then info.json, then
-  COMPLETED.
+* ``complete``: every listed shard present, at least one instance, then info.json (with each
+  shard's byte size, ``file_sizes``), then COMPLETED.
 
 Paths go through Beam's FileSystems, so gs:// works the same as local paths.
 """
@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import posixpath
 import shutil
 import socket
 import time
@@ -133,7 +134,8 @@ def complete(output_dir: str, info: dict, shard_files: Sequence[str], instances:
              summary: str = "") -> None:
     """Writes info.json, then COMPLETED: only when every shard in ``shard_files`` exists and
     the dataset holds at least one instance (a trainer cannot learn from zero; ``summary``
-    says what was read, so the error shows where the input went)."""
+    says what was read, so the error shows where the input went). info.json gets
+    ``file_sizes`` ({shard base name: bytes}), which readers check in one stat per shard."""
     missing = [f for f in shard_files if not FileSystems.exists(f)]
     if missing:
         raise OutputError(f"the pipeline finished but shards are missing in {output_dir}: {missing[:3]}; "
@@ -142,6 +144,9 @@ def complete(output_dir: str, info: dict, shard_files: Sequence[str], instances:
         raise OutputError(f"the input gave 0 instances{summary}, so {output_dir} is not marked COMPLETED "
                           f"(stats.json there counts what was read and skipped); check --input, its "
                           f"format flags and the sequence length")
+    sizes = {posixpath.basename(f): FileSystems.get_filesystem(f).metadata(f).size_in_bytes
+             for f in shard_files}
+    info = {**info, "file_sizes": sizes}
     write_text(FileSystems.join(output_dir, "info.json"), json.dumps(info, indent=2, sort_keys=True))
     write_text(FileSystems.join(output_dir, COMPLETED), "")
 

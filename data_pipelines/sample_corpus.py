@@ -24,6 +24,7 @@ Sentences of 20..400 characters that are mostly letters are kept.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import importlib
 import inspect
@@ -225,6 +226,16 @@ def write_task(rows, output: str) -> List[str]:
     return paths
 
 
+@contextlib.contextmanager
+def _writing(flag: str, path: str):
+    """One line naming the flag when its directory cannot be written (e.g. it names a file)."""
+    try:
+        yield
+    except OSError as e:
+        raise SystemExit(f"error: {flag}={path}: cannot write there ({e.strerror}: "
+                         f"{e.filename})") from None
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(prog="python -m data_pipelines.sample_corpus", description=__doc__.split("\n\n")[0])
     p.add_argument("--output", required=True, help="directory for corpus-*-of-*.txt")
@@ -237,14 +248,16 @@ def main(argv=None) -> None:
     topics = topic_documents()
     modules = module_documents()
     docs = topics + modules
-    paths = write_corpus(docs, args.output, args.num_files)
+    with _writing("--output", args.output):
+        paths = write_corpus(docs, args.output, args.num_files)
     n_sent = sum(len(s) for _, s in docs)
     n_bytes = sum(os.path.getsize(x) for x in paths)
     print(f"corpus: {len(paths)} files in {args.output}, {len(docs)} documents "
           f"({len(topics)} pydoc topics, {len(modules)} modules), {n_sent} sentences, {n_bytes} bytes")
     if args.task_output:
         rows = task_rows(topics, modules)
-        tpaths = write_task(rows, args.task_output)
+        with _writing("--task_output", args.task_output):
+            tpaths = write_task(rows, args.task_output)
         counts = {k: len(v) for k, v in rows.items()}
         print(f"task: {tpaths[0]} ({counts['train']} rows), {tpaths[1]} ({counts['dev']} rows); "
               f"labels reference/library")

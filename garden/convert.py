@@ -338,6 +338,14 @@ def main(argv=None) -> int:
     except (FileNotFoundError, ValueError) as e:  # a wrong path or a checkpoint that does not fit
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except Exception as e:  # noqa: BLE001 - TensorFlow's reader: not a checkpoint (prefix)
+        import tensorflow as tf
+
+        if not isinstance(e, tf.errors.OpError):
+            raise
+        print(f"error: --input={args.input} cannot be read as a --source={args.source} checkpoint: "
+              f"{type(e).__name__}: {e.message.splitlines()[0]}", file=sys.stderr)
+        return 2
     os.makedirs(args.output, exist_ok=True)
     written = {}
     for key in ("backbone", "pretrainer"):

@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import posixpath
-import struct
 from typing import List, Optional
 
 import tensorflow as tf
@@ -28,6 +27,7 @@ class DataDir:
     info: dict
     spec: features.Spec
     files: list
+    announced: set = dataclasses.field(default_factory=set, repr=False)  # warnings already printed
 
     @property
     def compressed(self) -> bool:
@@ -69,9 +69,14 @@ def open_data_dir(path: str, *, objective: str, split: str = "train",
 
 
 def listed_shards(path: str, info: dict, split: str = "train") -> List[str]:
-    """The shards info.json lists, each checked before training: present, of the recorded size
-    where info.json records sizes, and (uncompressed local shards) holding the recorded number
-    of whole records; a directory with no instances at all is refused by name."""
+    """The shards info.json lists, each checked before training, and a directory with no
+    instances at all refused by name.
+
+    A directory written with ``file_sizes`` in info.json (data_pipelines/output.complete):
+    every shard present with its recorded byte size, one stat per shard. One written before:
+    every shard present and, for uncompressed local shards, walked frame by frame
+    (data_pipelines.tfrecord.frame_lengths) to hold the recorded number of whole records.
+    """
     total = (info.get("instances") or {}).get("total")
     if total == 0:
         raise DataDirError(f"{path} holds no instances (info.json: instances.total = 0): its "
@@ -84,41 +89,52 @@ def listed_shards(path: str, info: dict, split: str = "train") -> List[str]:
             raise DataDirError(f"{path} has no {split}-*.tfrecord shards")
         return files
     files = [posixpath.join(path, n) for n in names]
-    missing = [n for n, f in zip(names, files) if not tf.io.gfile.exists(f)]
+    found = {}
+    for name, f in zip(names, files):
+        try:
+            found[name] = tf.io.gfile.stat(f).length
+        except tf.errors.NotFoundError:
+            pass
+    missing = [n for n in names if n not in found]
     if missing:
         raise DataDirError(f"{path} lacks {len(missing)} of the {len(names)} shards its "
                            f"info.json lists: {', '.join(missing[:5])}. Re-run make_pretrain "
                            f"for it (training on the rest would silently skip their data)")
-    sizes = info.get("file_sizes") or {}
+    sizes = info.get("file_sizes")
     per_shard = (info.get("instances") or {}).get("per_shard") or [None] * len(files)
     for name, f, expected in zip(names, files, per_shard):
-        size = tf.io.gfile.stat(f).length
-        if name in sizes and int(sizes[name]) != size:
-            raise DataDirError(f"shard {f} has {size} bytes, info.json records {sizes[name]}: "
-                               f"it is truncated or was replaced. Re-run make_pretrain")
-        if expected is not None and not f.endswith(".gz") and "://" not in f:
-            _check_framing(f, size, int(expected))
+        if sizes is not None:  # one stat per shard; the walk only to say where one breaks
+            if name not in sizes or int(sizes[name]) != found[name]:
+                _check_framing(f, expected)
+                raise DataDirError(f"shard {f} has {found[name]} bytes, info.json records "
+                                   f"{sizes.get(name, 'no size')}: it is truncated or was "
+                                   f"replaced. Re-run make_pretrain for it")
+        else:  # written before info.json recorded sizes
+            _check_framing(f, expected)
     return files
 
 
-def _check_framing(path: str, size: int, expected: int) -> None:
-    """Walks the TFRecord frames (8-byte length, 4-byte CRC, data, 4-byte CRC) by their
-    lengths only, without reading the data: a truncated shard ends inside a frame, or holds
-    fewer records than info.json records."""
-    records, offset = 0, 0
-    with tf.io.gfile.GFile(path, "rb") as f:
-        while offset < size:
-            f.seek(offset)
-            header = f.read(8)
-            end = offset + 8 + 4 + (struct.unpack("<Q", header)[0] if len(header) == 8 else size) + 4
-            if end > size:
-                break  # the frame starting at `offset` does not fit: truncated there
-            offset, records = end, records + 1
-    if offset != size or records != expected:
-        partial = f", a partial record at byte {offset}" if offset != size else ""
+def _check_framing(path: str, expected: Optional[int]) -> None:
+    """For an uncompressed local shard: whole frames only, and as many records as info.json
+    records where it records them (a truncated shard ends inside a frame or holds fewer);
+    DataDirError naming the shard, and the partial record's byte offset, when not."""
+    if path.endswith(".gz") or "://" in path:
+        return
+    from data_pipelines import tfrecord  # here: the usual check (file_sizes) needs no walk
+
+    records = 0
+    try:
+        for _ in tfrecord.frame_lengths(path):
+            records += 1
+    except tfrecord.FramingError as e:
+        recorded = f"; info.json records {expected}" if expected is not None else ""
         raise DataDirError(
-            f"shard {path} is truncated or corrupt ({size} bytes: {records} whole records"
-            f"{partial}; info.json records {expected}). Re-run make_pretrain for it")
+            f"shard {path} is truncated or corrupt ({e.size} bytes: {e.records} whole records, "
+            f"a partial record at byte {e.offset}{recorded}). Re-run make_pretrain for it") from None
+    if expected is not None and records != int(expected):
+        raise DataDirError(
+            f"shard {path} is truncated or corrupt ({records} whole records; info.json records "
+            f"{expected}). Re-run make_pretrain for it")
 
 
 def locate_corruption(files) -> Optional[str]:
@@ -155,8 +171,15 @@ def record_dataset(data: DataDir, *, batch_size: int, seed: int, input_context=N
                    skip_batches: int = 0) -> tf.data.Dataset:
     """Parsed, shuffled batches of `batch_size` (per replica) examples of a checked directory.
 
-    Deterministic for a given seed (see shard_batches for distribution and resume).
+    Deterministic for a given seed (see shard_batches for distribution and resume). A repeated
+    directory of fewer instances than one batch is announced once: each batch holds copies.
     """
+    total = (data.info.get("instances") or {}).get("total")
+    if repeat and total is not None and 0 < total < batch_size and "small" not in data.announced:
+        data.announced.add("small")
+        print(f"[data] warning: {data.path} holds {total} instances, fewer than one batch of "
+              f"{batch_size}: each batch repeats them; make more data or lower "
+              f"train.global_batch_size", flush=True)
     ds = tf.data.TFRecordDataset(data.files, compression_type="GZIP" if data.compressed else "")
     if repeat:
         ds = ds.repeat()

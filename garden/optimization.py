@@ -176,19 +176,58 @@ def layerwise_multiplier(num_layers: int, decay: float) -> Callable[[str], float
     return multiplier
 
 
-def _with_layerwise_decay(cls, multiplier: Callable[[str], float]):
+def unfreeze_steps(num_layers: int, every: int) -> Callable[[str], int]:
+    """path -> the step from which the variable trains under gradual unfreezing (ULMFiT,
+    Howard & Ruder 2018, section 3.3): the layer groups of layer_depth, top first. The task
+    head (depth num_layers + 2) trains from step 0, the pooler from step `every`, the top
+    Transformer layer from 2 x `every`, ..., the embeddings from (num_layers + 2) x `every`."""
+    if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+        raise ValueError(f"unfreeze_every must be a positive whole number of steps, got {every!r}")
+
+    def first_step(path: str) -> int:
+        return (num_layers + 2 - layer_depth(path, num_layers)) * every
+    return first_step
+
+
+def _variable_path(variable) -> str:
+    # The TF backend hands update_step the backing tf.Variable ("a/b/kernel:0"), not the
+    # Keras Variable with its .path.
+    return getattr(variable, "path", None) or variable.name.split(":")[0]
+
+
+def _per_layer(cls, multiplier: Optional[Callable[[str], float]],
+               first_step: Optional[Callable[[str], int]]):
     """`cls` (a Keras optimizer class) whose per-variable learning rate, and with it the
-    decoupled weight decay, is scaled by multiplier(variable.path)."""
+    decoupled weight decay, is scaled by multiplier(variable.path) (None: 1), and which leaves
+    a variable untouched (no update, no weight decay, no slot change) before the step
+    first_step(variable.path) (None: from step 0)."""
 
     def rate(variable) -> float:
-        # The TF backend hands update_step the backing tf.Variable ("a/b/kernel:0"), not the
-        # Keras Variable with its .path.
-        path = getattr(variable, "path", None) or variable.name.split(":")[0]
-        return multiplier(path)
+        return multiplier(_variable_path(variable)) if multiplier else 1.0
 
-    class LayerwiseDecay(cls):
+    def start(variable) -> int:
+        return first_step(_variable_path(variable)) if first_step else 0
+
+    class PerLayer(cls):
+        def trains_now(self, variable):
+            """A boolean tensor: `variable` is unfrozen at the current step (None: always)."""
+            first = start(variable)
+            return None if first <= 0 else keras.ops.greater_equal(self.iterations, first)
+
         def update_step(self, gradient, variable, learning_rate):
-            return super().update_step(gradient, variable, learning_rate * rate(variable))
+            lr = learning_rate * rate(variable) if multiplier else learning_rate
+            unfrozen = self.trains_now(variable)
+            if unfrozen is None:
+                return super().update_step(gradient, variable, lr)
+            import tensorflow as tf
+
+            parent = super().update_step
+
+            def update():
+                parent(gradient, variable, lr)
+                return tf.constant(True)
+
+            tf.cond(unfrozen, update, lambda: tf.constant(False))
 
         def _apply_weight_decay(self, variables):
             if self.weight_decay is None:
@@ -197,20 +236,27 @@ def _with_layerwise_decay(cls, multiplier: Callable[[str], float]):
                 if self._use_weight_decay(variable):
                     lr = keras.ops.cast(self.learning_rate, variable.dtype) * rate(variable)
                     wd = keras.ops.cast(self.weight_decay, variable.dtype)
+                    unfrozen = self.trains_now(variable)
+                    if unfrozen is not None:
+                        # 0 before the group's first step: w - w x 0 leaves w bit-identical.
+                        lr = lr * keras.ops.cast(unfrozen, variable.dtype)
                     variable.assign(variable - variable * wd * lr)
 
-    LayerwiseDecay.__name__ = f"LayerwiseDecay{cls.__name__}"
-    return LayerwiseDecay
+    PerLayer.__name__ = f"PerLayer{cls.__name__}"
+    return PerLayer
 
 
 def create_optimizer(name, learning_rate, train_steps, warmup_steps, weight_decay=0.01,
                      beta_1=0.9, beta_2=0.999, epsilon=1e-6, end_learning_rate=0.0, power=1.0,
                      schedule="linear", layer_decay: Optional[float] = None,
-                     num_layers: Optional[int] = None):
+                     num_layers: Optional[int] = None, unfreeze_every: Optional[int] = None):
     """AdamW (BERT) or LAMB with a learning-rate schedule and the weight-decay exclusions.
 
     layer_decay: with num_layers, layer-wise learning-rate decay for fine-tuning (ELECTRA):
-        see layerwise_multiplier. None: one rate for every variable.
+        see layerwise_multiplier; 1 / 2.6 gives ULMFiT's discriminative rates (each layer
+        group at the rate of the one above divided by 2.6). None: one rate for every variable.
+    unfreeze_every: with num_layers, gradual unfreezing (ULMFiT): see unfreeze_steps. None:
+        every variable trains from step 0.
     """
     schedule = create_schedule(schedule, learning_rate, train_steps, warmup_steps,
                                end_learning_rate=end_learning_rate, power=power)
@@ -218,12 +264,19 @@ def create_optimizer(name, learning_rate, train_steps, warmup_steps, weight_deca
     if name not in classes:
         raise ValueError(f"unknown optimizer {name!r}; expected 'adamw' or 'lamb'")
     cls = classes[name]
+    multiplier = first_step = None
     if layer_decay is not None:
         if not num_layers:
             raise ValueError("layer_decay needs the backbone's num_layers")
         if not 0.0 < layer_decay <= 1.0:
             raise ValueError(f"layer_decay must be in (0, 1], got {layer_decay}")
-        cls = _with_layerwise_decay(cls, layerwise_multiplier(num_layers, layer_decay))
+        multiplier = layerwise_multiplier(num_layers, layer_decay)
+    if unfreeze_every is not None:
+        if not num_layers:
+            raise ValueError("unfreeze_every needs the backbone's num_layers")
+        first_step = unfreeze_steps(num_layers, unfreeze_every)
+    if multiplier or first_step:
+        cls = _per_layer(cls, multiplier, first_step)
     if name == "adamw":
         optimizer = cls(learning_rate=schedule, weight_decay=weight_decay,
                         beta_1=beta_1, beta_2=beta_2, epsilon=epsilon)

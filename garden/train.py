@@ -54,7 +54,8 @@ def train(model_dir: str, strategy, task=gin.REQUIRED, train_steps: int = gin.RE
           mixed_precision: Optional[str] = None, jit_compile: Optional[bool] = None,
           gradient_accumulation_steps: int = 1, eval_every: int = 0,
           lr_schedule: str = "linear", lr_power: float = 1.0, end_learning_rate: float = 0.0,
-          layer_decay: Optional[float] = None, peak_flops: Optional[float] = None) -> dict:
+          layer_decay: Optional[float] = None, unfreeze_every: Optional[int] = None,
+          peak_flops: Optional[float] = None) -> dict:
     """Trains `task` for `train_steps` steps of `global_batch_size` examples.
 
     global_batch_size = per-replica batch x replicas x gradient_accumulation_steps; the loss
@@ -64,7 +65,13 @@ def train(model_dir: str, strategy, task=gin.REQUIRED, train_steps: int = gin.RE
     'slanted_triangular' (ULMFiT, rising for warmup_steps).
     layer_decay: layer-wise learning-rate decay for fine-tuning (ELECTRA: 0.8, large 0.9):
     the task head at the full rate, each Transformer layer below at `layer_decay` times the
-    rate of the one above (garden.optimization.layerwise_multiplier).
+    rate of the one above (garden.optimization.layerwise_multiplier); 1 / 2.6 = 0.3846 gives
+    ULMFiT's discriminative rates.
+    unfreeze_every: gradual unfreezing for fine-tuning (ULMFiT): the task head trains alone for
+    the first `unfreeze_every` steps, then the layer group below it (pooler, top Transformer
+    layer, ..., embeddings) joins every `unfreeze_every` steps; a frozen group gets no update,
+    no weight decay and no gradient in the clipping norm (garden.optimization.unfreeze_steps).
+    One epoch is the training rows / global_batch_size steps. None: all layers train at once.
     peak_flops: the accelerator's peak FLOP/s for the MFU scalar; None: measured at start
     with a large matmul on the first device (MFU = 6 x non-embedding parameters x tokens/s
     / peak, attention FLOPs left out, so it is a lower bound).
@@ -89,7 +96,7 @@ def train(model_dir: str, strategy, task=gin.REQUIRED, train_steps: int = gin.RE
             jit_compile = not distribute.uses_only_cpus(strategy)
         run = _Run(model_dir, strategy, task, train_steps, global_batch_size,
                    gradient_accumulation_steps, seed, log_every, eval_every, checkpoint_every)
-        run.build(keep_checkpoints, mixed_precision, layer_decay, dict(
+        run.build(keep_checkpoints, mixed_precision, layer_decay, unfreeze_every, dict(
             name=optimizer, learning_rate=learning_rate, warmup_steps=warmup_steps,
             weight_decay=weight_decay, beta_1=adam_beta_1, beta_2=adam_beta_2,
             epsilon=adam_epsilon, schedule=lr_schedule, power=lr_power,
@@ -115,7 +122,8 @@ class _Run:
         self.chief = distribute.is_chief(strategy)
         self.last_eval = {}
 
-    def build(self, keep_checkpoints, mixed_precision, layer_decay, optimizer_args) -> None:
+    def build(self, keep_checkpoints, mixed_precision, layer_decay, unfreeze_every,
+              optimizer_args) -> None:
         """The model, optimizer and checkpoint (restored when model_dir holds one)."""
         import keras
 
@@ -126,7 +134,8 @@ class _Run:
         with self.strategy.scope():
             self.model, objects = self.task.build_model()
             self.opt = setup.build_optimizer(self.model, objects, self.train_steps,
-                                             mixed_precision, layer_decay, **optimizer_args)
+                                             mixed_precision, layer_decay, unfreeze_every,
+                                             **optimizer_args)
         self.loss_scaled = mixed_precision == "mixed_float16"
         self.checkpoints = checkpoints.Checkpoints(
             self.model_dir, self.model, self.opt, objects, keep=keep_checkpoints,
@@ -290,10 +299,27 @@ def parse_config(config_files, bindings) -> None:
     try:
         gin.parse_config_files_and_bindings(config_files, bindings, finalize_config=False)
     except (ValueError, KeyError, SyntaxError, ImportError, IOError) as e:
+        text = str(e).strip()
+        hint = tasks.renamed_hint(text)
+        # One line: gin's first line says what is wrong (with the file and line for a config
+        # file); for a --gin_param its next lines give "In bindings string line N" and a dump.
+        at = re.search(r"In bindings string line (\d+)", text)
         where = ", ".join(config_files + [f"--gin_param={b}" for b in bindings])
-        hint = tasks.renamed_hint(str(e))
+        if at:
+            where = f"--gin_param={_binding_at_line(bindings, int(at.group(1)))}"
         raise ConfigError(f"invalid configuration ({where}): " + (f"{hint}. " if hint else "")
-                          + str(e)) from e
+                          + text.splitlines()[0]) from e
+
+
+def _binding_at_line(bindings, line: int) -> str:
+    """The --gin_param holding line `line` (1-based) of the bindings gin parses joined by
+    newlines."""
+    first = 1
+    for binding in bindings:
+        first += binding.count("\n") + 1
+        if line < first:
+            return binding
+    return bindings[-1] if bindings else "?"
 
 
 def build_summary(config_files, bindings) -> int:
@@ -397,15 +423,35 @@ def main(argv=None) -> int:
         strategy = distribute.create_strategy(args.strategy, args.tpu)
         _train_reporting_macros(args.model_dir, strategy)
     except (ConfigError, PermissionError, FileNotFoundError, FloatingPointError) as e:
-        print(f"error: {_without_gin_context(e)}", file=sys.stderr)
-        return 2
+        message = f"error: {_without_gin_context(e)}"
     except ValueError as e:  # data/config mismatches raised by tasks (DataDirError, ...)
-        print(f"error: {type(e).__name__}: {_without_gin_context(e)}", file=sys.stderr)
-        return 2
+        message = f"error: {type(e).__name__}: {_without_gin_context(e)}"
     except _tf_op_error() as e:  # e.g. a checkpoint or file the config names that is not there
-        print(f"error: {type(e).__name__}: {e.message.splitlines()[0]}", file=sys.stderr)
-        return 2
-    return 0
+        message = f"error: {type(e).__name__}: {e.message.splitlines()[0]}"
+    else:
+        return 0
+    _release_quietly()
+    print(message, file=sys.stderr)
+    return 2
+
+
+def _release_quietly() -> None:
+    """Frees what the failed run built before its one-line refusal is printed: a checkpoint
+    restore it abandoned otherwise logs "Value in checkpoint could not be found" warnings
+    when the objects die at exit, after the line that must come last."""
+    if "tensorflow" not in sys.modules:
+        return
+    import gc
+
+    import tensorflow as tf
+
+    logger = tf.get_logger()
+    level = logger.level
+    logger.setLevel("ERROR")
+    try:
+        gc.collect()
+    finally:
+        logger.setLevel(level)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ PYPI = "https://pypi.org/simple"
 
 # Bench/test packages a Dataflow worker must never install (setup.cfg's extras, plus opencv,
 # which tf-models-official pulls in).
-NOT_ON_WORKERS = {"torch", "transformers", "tf-models-official", "pytest",
+NOT_ON_WORKERS = {"torch", "transformers", "tf-models-official", "pytest", "pytest-xdist",
                   "opencv-python-headless", "tf-keras"}
 
 
@@ -339,3 +339,4 @@ def test_test_and_bench_extras_resolve_on_pypi_with_the_constraints(tmp_path):
     resolved = pip_dry_run(tmp_path, "-c", "constraints.txt", "-e", ".[test,bench]")
     assert resolved["torch"] == "2.13.0"
     assert resolved["tf-models-official"] == "2.20.0"
+    assert resolved["pytest-xdist"] == "3.8.0"

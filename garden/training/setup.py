@@ -73,18 +73,23 @@ def dtype_policy(name: Optional[str]):
 
 
 def build_optimizer(model, objects, train_steps: int, mixed_precision: Optional[str],
-                    layer_decay: Optional[float], **optimizer_args):
+                    layer_decay: Optional[float], unfreeze_every: Optional[int] = None,
+                    **optimizer_args):
     """The configured optimizer (LossScaleOptimizer-wrapped for mixed_float16), built on the
-    model's trainable variables; layer-wise decay counts the layers of objects["backbone"]."""
+    model's trainable variables; layer-wise decay and gradual unfreezing count the layers of
+    objects["backbone"]."""
     import keras
 
     from garden.optimization import create_optimizer
 
     num_layers = None
-    if layer_decay is not None and "backbone" in objects:
+    if (layer_decay is not None or unfreeze_every is not None) and "backbone" in objects:
         num_layers = objects["backbone"].get_config().get("num_layers")
-    opt = create_optimizer(train_steps=train_steps, layer_decay=layer_decay,
-                           num_layers=num_layers, **optimizer_args)
+    if unfreeze_every is not None and not num_layers:
+        raise ConfigError("train.unfreeze_every needs a task whose model has a backbone with "
+                          "num_layers (a fine-tuning task); unbind it for this task")
+    opt = create_optimizer(train_steps=train_steps, layer_decay=layer_decay, num_layers=num_layers,
+                           unfreeze_every=unfreeze_every, **optimizer_args)
     if mixed_precision == "mixed_float16":
         opt = keras.optimizers.LossScaleOptimizer(opt)
     opt.build(model.trainable_variables)

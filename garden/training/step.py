@@ -66,13 +66,26 @@ def _clip_factor(grad_norm, clip_norm: Optional[float], scale, replicas: int):
     return factor
 
 
+def _zero_frozen(opt, grads, variables):
+    """Gradients of the variables that gradual unfreezing holds frozen at this step, as zeros:
+    they count neither in the clipping norm nor in the logged grad_norm."""
+    import tensorflow as tf
+
+    trains_now = getattr(getattr(opt, "inner_optimizer", opt), "trains_now", None)
+    if trains_now is None:
+        return grads
+    masks = [trains_now(v) for v in variables]
+    return [g if m is None else tf.where(m, g, tf.zeros_like(g)) for g, m in zip(grads, masks)]
+
+
 def make_train_step(strategy, task, model, opt, gradient_accumulation_steps: int = 1,
                     clip_norm: Optional[float] = 1.0, jit_compile: bool = False):
     """The training step of `garden.train` (also what benchmarks/train_step.py times).
 
     Returns (train_step, compute_gradients): train_step(iterator) is a tf.function that takes
     `gradient_accumulation_steps` micro-batches per replica from the distributed iterator,
-    all-reduces the summed gradients, clips their global norm, applies `opt` and returns the
+    all-reduces the summed gradients, zeroes those of layers that gradual unfreezing holds
+    frozen (optimization.unfreeze_steps), clips their global norm, applies `opt` and returns the
     replica-mean metrics (with "grad_norm"); compute_gradients(micro_batches, weight_shares)
     is its per-replica part (XLA-compiled with jit_compile).
     """
@@ -94,6 +107,7 @@ def make_train_step(strategy, task, model, opt, gradient_accumulation_steps: int
         # Clip the global (all-replica) gradient, as a single device would.
         context = tf.distribute.get_replica_context()
         grads = context.all_reduce(tf.distribute.ReduceOp.SUM, grads)
+        grads = _zero_frozen(opt, grads, variables)
         scale = opt.dynamic_scale if loss_scaled else 1.0
         grad_norm = tf.linalg.global_norm(grads)
         factor = _clip_factor(grad_norm, clip_norm, scale, replicas)

@@ -130,3 +130,146 @@ def test_fused_adamw_follows_keras_adamw():
     # It did move the weights, and decayed the kernel but not the bias.
     assert not np.allclose(ours_w[0], init["kernel"])
     assert isinstance(create_optimizer("adamw", 0.1, 10, 1), AdamW)
+
+
+def _tiny_classifier(num_layers: int):
+    from garden.models.bert.backbone import BertBackbone
+    from garden.models.classifier import SequenceClassifier
+
+    backbone = BertBackbone(vocab_size=50, num_layers=num_layers, hidden_size=16, num_heads=2,
+                            intermediate_size=32, max_sequence_length=8)
+    return SequenceClassifier(backbone, num_classes=3)
+
+
+def test_discriminative_rates_divide_by_2_6_from_each_layer_group_to_the_one_below():
+    """ULMFiT's eta_l = eta_(l+1) / 2.6 is train.layer_decay = 1 / 2.6: Adam's first step moves
+    each weight by its rate, so the head must move by lr and each group below by the step of
+    the group above / 2.6 (head, pooler, top layer, ..., embeddings)."""
+    import tensorflow as tf
+
+    from garden.optimization import layer_depth
+
+    num_layers, lr = 3, 0.01
+    model = _tiny_classifier(num_layers)
+    variables = model.trainable_variables
+    opt = create_optimizer("adamw", lr, train_steps=10, warmup_steps=0, weight_decay=0.0,
+                           schedule="polynomial", end_learning_rate=lr, layer_decay=1 / 2.6,
+                           num_layers=num_layers)
+    opt.build(variables)
+    before = [v.numpy().copy() for v in variables]
+    opt.apply_gradients(zip([tf.ones_like(v) for v in variables], variables))
+    step = {}  # depth -> the steps of its variables
+    for v, b in zip(variables, before):
+        step.setdefault(layer_depth(v.path, num_layers), []).append(np.abs(v.numpy() - b).max())
+    assert sorted(step) == list(range(num_layers + 3))  # embeddings, 3 layers, pooler, head
+    top = num_layers + 2
+    np.testing.assert_allclose(step[top], lr, rtol=1e-3)
+    for depth in range(top):
+        np.testing.assert_allclose(step[depth], np.max(step[depth + 1]) / 2.6, rtol=1e-3,
+                                   err_msg=f"depth {depth}")
+
+
+@pytest.mark.parametrize("name", ["adamw", "lamb"])
+def test_gradual_unfreezing_leaves_frozen_groups_bit_identical(name):
+    """unfreeze_every=2 with 2 layers: the head trains from step 0, the pooler from 2, layer 1
+    from 4, layer 0 from 6, the embeddings from 8. Before its step a group's weights are
+    bit-identical (no update, no weight decay: 0.1 here) and its Adam slots stay zero; from its
+    step it moves. Steps run in a tf.function, as in the trainer."""
+    import tensorflow as tf
+
+    from garden.optimization import layer_depth, unfreeze_steps
+
+    num_layers, every = 2, 2
+    model = _tiny_classifier(num_layers)
+    variables = model.trainable_variables
+    opt = create_optimizer(name, 0.01, train_steps=20, warmup_steps=0, weight_decay=0.1,
+                           unfreeze_every=every, num_layers=num_layers)
+    opt.build(variables)
+    first = unfreeze_steps(num_layers, every)
+    assert sorted({first(v.path) for v in variables}) == [0, 2, 4, 6, 8]
+    rng = np.random.default_rng(0)
+
+    @tf.function
+    def apply(grads):
+        opt.apply_gradients(zip(grads, variables))
+
+    for step in range(7):
+        before = [v.numpy().copy() for v in variables]
+        apply([tf.constant(rng.normal(size=v.shape).astype("float32")) for v in variables])
+        for i, (v, b) in enumerate(zip(variables, before)):
+            if step < first(v.path):
+                assert np.array_equal(v.numpy(), b), (step, v.path)
+                assert not np.any(opt._momentums[i].numpy()), (step, v.path)
+            else:
+                assert not np.array_equal(v.numpy(), b), (step, v.path)
+    # The embeddings (depth 0) never trained in these 7 steps; layer 0 (depth 1) just did.
+    depths = {layer_depth(v.path, num_layers) for i, v in enumerate(variables)
+              if np.any(opt._momentums[i].numpy())}
+    assert depths == {1, 2, 3, 4}
+    with pytest.raises(ValueError, match="unfreeze_every"):
+        create_optimizer(name, 0.01, 10, 0, unfreeze_every=0, num_layers=2)
+    with pytest.raises(ValueError, match="num_layers"):
+        create_optimizer(name, 0.01, 10, 0, unfreeze_every=2)
+
+
+def test_frozen_gradients_leave_the_clipping_norm():
+    """The trainer's step zeroes the gradients of frozen groups before the global norm."""
+    import tensorflow as tf
+
+    from garden.training.step import _zero_frozen
+
+    model = _tiny_classifier(2)
+    variables = model.trainable_variables
+    opt = create_optimizer("adamw", 0.01, 20, 0, unfreeze_every=3, num_layers=2)
+    opt.build(variables)
+    grads = [tf.ones_like(v) for v in variables]
+    head = [v for v in variables if "classifier_dense" in v.path]
+    kept = _zero_frozen(opt, grads, variables)
+    expected = sum(int(np.prod(v.shape)) for v in head)
+    assert 0 < len(head) < len(variables)
+    assert float(tf.linalg.global_norm(kept)) ** 2 == pytest.approx(expected)
+    # Without gradual unfreezing every gradient counts.
+    plain = create_optimizer("adamw", 0.01, 20, 0)
+    assert _zero_frozen(plain, grads, variables) is grads
+
+
+def test_gradual_unfreezing_through_garden_train(bert_data, tmp_path, monkeypatch):
+    """configs/finetune/classification_tiny.gin with train.unfreeze_every = 2 (2 layers), 3
+    steps, a checkpoint after each: between the checkpoints of steps 1 and 3 the head and the
+    pooler (unfrozen at step 2) moved, while both Transformer layers and the embeddings (from
+    steps 4, 6, 8) are bit-identical, weight decay and a non-zero rate notwithstanding."""
+    import gin
+    import tensorflow as tf
+
+    from garden import train as train_lib
+    from garden.optimization import layer_depth
+    from testing import train_in_process
+
+    monkeypatch.chdir(train_lib.REPO_ROOT)  # configs include each other by repo paths
+    model_dir = tmp_path / "ft"
+    bindings = [f"VOCAB = '{bert_data.vocab}'", f"TRAIN_FILE = '{bert_data.task_dir}/train.tsv'",
+                f"EVAL_FILE = '{bert_data.task_dir}/dev.tsv'", "INIT_CHECKPOINT = None",
+                "EXPORT_BASE = None", "TRAIN_STEPS = 3", "train.unfreeze_every = 2",
+                "train.warmup_steps = 0", "train.checkpoint_every = 1", "train.log_every = 1",
+                "train.global_batch_size = 8", "train.peak_flops = 1e12",
+                "garden.SentenceClassification.max_seq_length = 32"]
+    config = "configs/finetune/classification_tiny.gin"
+    train_in_process([f"--config={config}", f"--model_dir={model_dir}", "--strategy=one_device",
+                      *(f"--gin_param={b}" for b in bindings)], model_dir, steps=3)
+    assert "train.unfreeze_every = 2" in (model_dir / "operative_config.gin").read_text()
+
+    train_lib.parse_config([config], bindings)
+    task = gin.query_parameter("train.task").scoped_configurable_fn()
+    task.prepare()
+    model = task.build_model()[0]
+    paths = tf.train.get_checkpoint_state(str(model_dir / "checkpoints")).all_model_checkpoint_paths
+    weights = {}
+    for path in paths:
+        tf.train.Checkpoint(model=model).read(path).expect_partial()
+        weights[int(path.rsplit("-", 1)[1])] = {v.path: v.numpy() for v in model.trainable_variables}
+    assert {1, 3} <= set(weights), paths
+    moved = {}
+    for name in weights[1]:
+        depth = layer_depth(name, 2)
+        moved.setdefault(depth, set()).add(not np.array_equal(weights[1][name], weights[3][name]))
+    assert moved == {0: {False}, 1: {False}, 2: {False}, 3: {True}, 4: {True}}, moved

@@ -26,8 +26,13 @@ class ServingCorpus:
 
 
 @pytest.fixture(scope="session")
-def serving_corpus(tmp_path_factory) -> ServingCorpus:
-    root = str(tmp_path_factory.mktemp("serving_corpus"))
+def serving_corpus(shared_artefacts) -> ServingCorpus:
+    """Built once per test run (shared by xdist workers; tests/conftest.py build_once)."""
+    return shared_artefacts("serving_corpus", _build_serving_corpus, ServingCorpus)
+
+
+def _build_serving_corpus(root) -> dict:
+    root = str(root)
     corpus, task_dir = os.path.join(root, "corpus"), os.path.join(root, "task")
     run_module("data_pipelines.sample_corpus", f"--output={corpus}", f"--task_output={task_dir}")
     first = sorted(glob.glob(os.path.join(corpus, "*.txt")))[0]
@@ -42,4 +47,4 @@ def serving_corpus(tmp_path_factory) -> ServingCorpus:
         run_module("data_pipelines.make_vocab", f"--tokenizer={kind}", f"--input={corpus_slice}",
                    f"--output={output}", f"--vocab_size={VOCAB_SIZE}", "--lower_case")
         vocab[kind] = path
-    return ServingCorpus(root=root, corpus_slice=corpus_slice, task_dir=task_dir, vocab=vocab)
+    return dict(root=root, corpus_slice=corpus_slice, task_dir=task_dir, vocab=vocab)

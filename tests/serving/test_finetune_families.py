@@ -121,7 +121,7 @@ def test_finetune_from_pretraining_and_serve_raw_text(pretrained, tmp_path):
 
     # 2. Built from the config, before any step: the backbone holds the pretraining values
     # (every non-constant weight equals a tensor of the pretraining checkpoint, exactly).
-    task, model = _build(config, _bindings(vocab, files, pretrain_dir, None, 1))
+    task, model = _build(config, bindings)
     assert (task.packer.kind, task.packer.layout) == FAMILIES[family]
     reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(f"{pretrain_dir}/checkpoints"))
     saved = [reader.get_tensor(k) for k in reader.get_variable_to_shape_map()
@@ -130,12 +130,14 @@ def test_finetune_from_pretraining_and_serve_raw_text(pretrained, tmp_path):
     assert len(varying) >= 10
     for w in varying:
         assert any(s.shape == w.shape and np.array_equal(s, w) for s in saved), w.shape
-    keras.backend.clear_session()
 
-    # 3. The Keras model restored from the fine-tuning checkpoint vs the export, same texts.
-    task, model = _build(config, bindings)
-    tf.train.Checkpoint(model=model).read(
-        tf.train.latest_checkpoint(str(ft_dir / "checkpoints"))).expect_partial()
+    # 3. The same Keras model, restored from the fine-tuning checkpoint, vs the export.
+    before = [np.asarray(w).copy() for w in model.backbone.weights]
+    status = tf.train.Checkpoint(model=model).read(
+        tf.train.latest_checkpoint(str(ft_dir / "checkpoints")))
+    status.expect_partial()
+    status.assert_existing_objects_matched()
+    assert not all(np.array_equal(np.asarray(w), b) for w, b in zip(model.backbone.weights, before))
     rows = task.eval_rows[:6] + [{"text_a": "Café: ünïcode & symbols!", "text_b": ""}]
     expected = task.predict(model, rows)
     texts = [[r["text_a"] for r in rows], [r["text_b"] for r in rows]]
