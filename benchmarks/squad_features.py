@@ -57,7 +57,7 @@ def make_squad_file(path: str, copies: int) -> Dict[str, int]:
     for copy in range(copies):
         built = sample_squad.build(documents, sentences_per_paragraph=SENTENCES_PER_PARAGRAPH,
                                    answerable=QUESTIONS_PER_PARAGRAPH, unanswerable=False,
-                                   max_paragraphs={}, shift=copy)
+                                   max_paragraphs={}, shift=copy, rule="cloze")
         for article in built["train"]["data"] + built["dev"]["data"]:
             for para in article["paragraphs"]:
                 for qa in para["qas"]:

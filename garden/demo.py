@@ -10,8 +10,9 @@ user would type them, on a small corpus built from the Python installation's own
                                     (garden.report draws its curves to bert_tiny/curves.png)
   5. garden.train classification    fine-tuning from that checkpoint + SavedModel export
   6. a fresh process loads the export and classifies raw sentences via serving_default
-  7. data_pipelines.sample_tasks     SQuAD v2.0 (cloze + unanswerable) and CoNLL (keywords,
-                                    modules, code names) sample tasks from the same corpus
+  7. data_pipelines.sample_tasks     sample tasks from the same corpus: SQuAD v2.0 ("which
+                                    module ?" relations + unanswerable) and CoNLL (keywords,
+                                    modules, code names)
   8. data_pipelines.make_finetune    windowed SQuAD features (Apache Beam)
   9. garden.train qa_tiny            extractive QA fine-tuning from the pretraining checkpoint,
                                     null threshold tuned on held-out training paragraphs
@@ -211,7 +212,7 @@ def _serve_and_ask(py: str, env: dict, work: str, summaries) -> dict:
                    "returns a string, and its loads function parses one.")
         requests = [
             (names[0], {"instances": [{"text_a": "Return the number of items in a container."}]}),
-            (names[1], {"instances": [{"question": "Its what function returns a string?",
+            (names[1], {"instances": [{"question": "which module ?",
                                        "context": context}]}),
             (names[2], {"instances": [{"sentences": "Use the json module and import os "
                                                     "before calling ArgumentParser."}]}),

@@ -6,22 +6,24 @@ layout, data_pipelines/finetune/squad.py reads them) and returns {"files", "coun
 
 How it is made (deterministic: sha256 of names, never hash() or set order):
 
-* Paragraphs: each document's sentences, in order, in groups of PARAGRAPH_SENTENCES (a last
-  group of fewer than 2 sentences is dropped), joined by one space; the title is the document
-  name. A document goes to dev when sha256(name) % 10 == 0, else to train.
-* Answerable questions (cloze, the learnable rule): from QUESTIONS_PER_PARAGRAPH sentences of
-  the paragraph, one word of 4+ letters (not the sentence's first word) is the answer; the
-  question is the up to CLOZE_WORDS words on each side of it with the word replaced by "what",
-  plus "?". E.g. "Return a copy of the string with leading whitespace removed." ->
-  "copy of the string with what whitespace removed ?", answer "leading" at its character
-  offset in the paragraph. A model answers it by finding the words around the blank in the
-  context and pointing at the word between them.
-* Unanswerable questions (v2.0 is_impossible): a cloze question made the same way from a
-  sentence of ANOTHER paragraph (the next paragraph of the split, cyclically), asked against
-  this one; it is kept only when neither the words left of the blank nor the words right of
-  it occur in this paragraph, so no span of it answers the question. One per paragraph.
+* Paragraphs: each document's sentences, in order, in groups of PARAGRAPH_SENTENCES (1: short
+  contexts are what BERT-tiny learns in a few hundred steps; with larger groups a last group
+  of one sentence is dropped), joined by one space; the title is the document name. A
+  document goes to dev when sha256(name) % 10 == 0, else to train (less any paragraph whose
+  text is also a dev paragraph: pydoc repeats sentences). Paragraphs are taken in sha256 order
+  and only those with a question count, up to MAX_PARAGRAPHS per split.
+* Answerable questions (relations, the learnable rule): for a kind word of KINDS ("object",
+  "value", "function", "module"; plural allowed, any case) that stands EXACTLY ONCE in the
+  paragraph, right after a name (a word of 3+ letters, optionally in double quotes, not in
+  STOP), the question is "which <kind> ?" and the answer is that name at its character
+  offset. E.g. 'Import the "json" module first.' -> "which module ?", answer "json". Up to
+  QUESTIONS_PER_PARAGRAPH per paragraph (chosen by sha256). A model answers it by finding the
+  asked kind word in the context and pointing at the word before it.
+* Unanswerable questions (v2.0 is_impossible): one per paragraph that has an answerable one,
+  "which <kind> ?" for a kind whose word (or a word starting with it) does not occur in the
+  paragraph at all, so no span answers it.
 
-So a third of the questions are unanswerable. The trivial baseline is the always-null answer:
+So about half the questions are unanswerable. The trivial baseline is the always-null answer:
 exact match = F1 = 100 * unanswerable / all on dev (the official v2.0 script gives a null
 prediction 1 on an unanswerable question and 0 on an answerable one).
 """
@@ -34,14 +36,21 @@ import os
 import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
-PARAGRAPH_SENTENCES = 4
-QUESTIONS_PER_PARAGRAPH = 2
-CLOZE_WORDS = 5
-MAX_PARAGRAPHS = {"train": 1000, "dev": 150}
+PARAGRAPH_SENTENCES = 1
+QUESTIONS_PER_PARAGRAPH = 1
+MAX_PARAGRAPHS = {"train": 1000, "dev": 300}
 FILES = {"train": "train-v2.0.json", "dev": "dev-v2.0.json"}
 
+KINDS = ("object", "value", "function", "module")
+STOP = {"the", "and", "for", "this", "that", "each", "its", "new", "same", "other", "any", "one",
+        "which", "given", "such", "not", "into", "from", "with", "all", "are", "has", "have",
+        "was", "can", "see", "built", "first", "second", "current", "base", "called", "special",
+        "whose", "their", "every", "another", "some", "per", "only", "own", "named", "then"}
+CLOZE_WORDS = 5  # rule="cloze" (benchmarks)
 _WORD = re.compile(r"\S+")
-_ANSWER = re.compile(r"^[A-Za-z]{4,}$")
+_CLOZE_ANSWER = re.compile(r"^[A-Za-z]{4,}$")
+# The name right before a kind word: "the json module", 'the "global" statement'.
+_NAME = re.compile(r"\b([A-Za-z]{3,})\"? $")
 
 
 def _hash(*parts) -> int:
@@ -58,75 +67,95 @@ def paragraphs(documents: Sequence[Tuple[str, Sequence[str]]], sentences_per_par
         sentences = list(sentences)[shift:]
         for k in range(0, len(sentences), sentences_per_paragraph):
             group = [" ".join(s.split()) for s in sentences[k:k + sentences_per_paragraph]]
-            if len(group) >= 2:
+            if len(group) >= min(2, sentences_per_paragraph):
                 out[split].append((f"{name}#{k // sentences_per_paragraph}", group))
     return out
 
 
-def cloze(sentence: str, key) -> Optional[Tuple[str, str, int, str, str]]:
-    """(question, answer, answer's character offset in the sentence, left words, right words)
-    for one word chosen by ``key`` among the sentence's words of 4+ letters (not its first)
-    whose neighbourhood does not hold the word "what"; None when it has none."""
-    words = list(_WORD.finditer(sentence))
-    candidates = [i for i in range(1, len(words)) if _ANSWER.match(words[i].group())]
-    if not candidates:
-        return None
-    for i in sorted(candidates, key=lambda i: _hash("answer", key, i)):
-        left = " ".join(w.group() for w in words[max(0, i - CLOZE_WORDS):i])
-        right = " ".join(w.group() for w in words[i + 1:i + 1 + CLOZE_WORDS]).rstrip(".!?:;,")
-        if "what" in (left + " " + right).lower().split():
-            continue  # the blank must be the question's only "what"
-        question = " ".join(p for p in (left, "what", right) if p) + " ?"
-        return question, words[i].group(), words[i].start(), left, right
-    return None
+def relations(context: str) -> Dict[str, Tuple[str, int]]:
+    """{kind: (answer, its character offset)} for each KINDS word that stands exactly once in
+    ``context`` right after a name (a word of 3+ letters, quotes allowed, not in STOP)."""
+    found: Dict[str, List[Tuple[str, int]]] = {}
+    for kind in KINDS:
+        hits = list(re.finditer(rf"\b{kind}s?\b", context, flags=re.IGNORECASE))
+        if len(hits) != 1:
+            continue  # absent, or ambiguous
+        m = _NAME.search(context[:hits[0].start()])
+        if m and m.group(1).lower() not in STOP:
+            found[kind] = (m.group(1), m.start(1))
+    return found
 
 
-def _questions(pid: str, sentences: List[str], other: List[str], other_id: str, answerable: int,
-               unanswerable: bool) -> List[dict]:
+def _questions(pid: str, sentences: List[str], answerable: int, unanswerable: bool) -> List[dict]:
+    context = " ".join(sentences)
+    found = relations(context)
+    qas = []
+    for kind in sorted(found, key=lambda k: _hash("kind", pid, k))[:answerable]:
+        answer, start = found[kind]
+        assert context[start:start + len(answer)] == answer
+        qas.append({"id": f"{pid}/{kind}", "question": f"which {kind} ?", "is_impossible": False,
+                    "answers": [{"text": answer, "answer_start": start}]})
+    absent = [k for k in KINDS if not re.search(rf"\b{k}", context, flags=re.IGNORECASE)]
+    if unanswerable and qas and absent:
+        kind = sorted(absent, key=lambda k: _hash("unanswerable", pid, k))[0]
+        qas.append({"id": f"{pid}/none", "question": f"which {kind} ?", "is_impossible": True,
+                    "answers": [], "plausible_answers": []})
+    return qas
+
+
+def cloze_questions(pid: str, sentences: List[str], answerable: int) -> List[dict]:
+    """The benchmarks' dense answerable questions (build(rule="cloze")): in up to
+    ``answerable`` sentences, one word of 4+ letters (not the first) is the answer and the
+    question is the up to CLOZE_WORDS words on each side of it with the word replaced by
+    "what", plus "?" (the sample task's earlier rule; tiny models did not learn it)."""
     context = " ".join(sentences)
     starts = [0]
     for s in sentences[:-1]:
         starts.append(starts[-1] + len(s) + 1)
-    order = sorted(range(len(sentences)), key=lambda k: _hash("sentence", pid, k))
     qas = []
-    for k in order[:answerable]:
-        made = cloze(sentences[k], (pid, k))
-        if made is None:
-            continue
-        question, answer, at, _, _ = made
-        start = starts[k] + at
-        assert context[start:start + len(answer)] == answer
-        qas.append({"id": f"{pid}/{k}", "question": question, "is_impossible": False,
-                    "answers": [{"text": answer, "answer_start": start}]})
-    for k in sorted(range(len(other)) if unanswerable else [], key=lambda k: _hash("unanswerable", pid, k)):
-        made = cloze(other[k], (other_id, k))
-        if made is None:
-            continue
-        question, _, _, left, right = made
-        if (left and left in context) or (right and right in context):
-            continue
-        qas.append({"id": f"{pid}/none", "question": question, "is_impossible": True,
-                    "answers": [], "plausible_answers": []})
-        break
+    for k in sorted(range(len(sentences)), key=lambda k: _hash("sentence", pid, k))[:answerable]:
+        words = list(_WORD.finditer(sentences[k]))
+        candidates = [i for i in range(1, len(words)) if _CLOZE_ANSWER.match(words[i].group())]
+        for i in sorted(candidates, key=lambda i: _hash("answer", (pid, k), i)):
+            left = " ".join(w.group() for w in words[max(0, i - CLOZE_WORDS):i])
+            right = " ".join(w.group() for w in words[i + 1:i + 1 + CLOZE_WORDS]).rstrip(".!?:;,")
+            if "what" in (left + " " + right).lower().split():
+                continue  # the blank must be the question's only "what"
+            start = starts[k] + words[i].start()
+            qas.append({"id": f"{pid}/{k}", "is_impossible": False,
+                        "question": " ".join(p for p in (left, "what", right) if p) + " ?",
+                        "answers": [{"text": words[i].group(), "answer_start": start}]})
+            break
     return qas
 
 
 def build(documents, *, sentences_per_paragraph: int = PARAGRAPH_SENTENCES,
           answerable: int = QUESTIONS_PER_PARAGRAPH, unanswerable: bool = True,
-          max_paragraphs: Optional[Dict[str, int]] = None, shift: int = 0) -> Dict[str, dict]:
+          max_paragraphs: Optional[Dict[str, int]] = None, shift: int = 0,
+          rule: str = "relation") -> Dict[str, dict]:
     """The two SQuAD documents {"train": {...}, "dev": {...}} (v2.0; v1.1 without
-    unanswerable questions). The keywords change the sizes for benchmarks; write() uses the
-    documented defaults."""
+    unanswerable questions). The keywords change the sizes for benchmarks (rule="cloze":
+    cloze_questions, v1.1 only); write() uses the documented defaults."""
+    if rule not in ("relation", "cloze") or (rule == "cloze" and unanswerable):
+        raise ValueError(f"rule={rule!r}: 'relation', or 'cloze' with unanswerable=False")
     limits = MAX_PARAGRAPHS if max_paragraphs is None else max_paragraphs
     out = {}
-    for split, paras in paragraphs(documents, sentences_per_paragraph, shift).items():
-        paras = sorted(paras, key=lambda p: _hash("order", shift, p[0]))[:limits.get(split)]
+    split_paras = paragraphs(documents, sentences_per_paragraph, shift)
+    dev_contexts = {" ".join(sentences) for _, sentences in split_paras["dev"]}
+    for split in ("train", "dev"):
+        paras = sorted(split_paras[split], key=lambda p: _hash("order", shift, p[0]))
+        if split == "train":  # a sentence repeated in a dev document is not trained on
+            paras = [p for p in paras if " ".join(p[1]) not in dev_contexts]
         articles: Dict[str, dict] = {}
-        for j, (pid, sentences) in enumerate(paras):
-            other_id, other = paras[(j + 1) % len(paras)]
-            qas = _questions(pid, sentences, other, other_id, answerable, unanswerable)
+        kept, limit = 0, limits.get(split)
+        for pid, sentences in paras:
+            qas = (_questions(pid, sentences, answerable, unanswerable) if rule == "relation"
+                   else cloze_questions(pid, sentences, answerable))
             if not qas:
                 continue
+            if limit is not None and kept >= limit:
+                break
+            kept += 1
             title = pid.split("#")[0]
             article = articles.setdefault(title, {"title": title, "paragraphs": []})
             article["paragraphs"].append({"context": " ".join(sentences), "qas": qas})
