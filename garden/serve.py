@@ -65,6 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _has_version(base_path: str) -> bool:
+    """Whether a local base path holds a version directory <N>/ (as the model server loads)."""
+    return os.path.isdir(base_path) and any(
+        e.isdigit() and os.path.isdir(os.path.join(base_path, e)) for e in os.listdir(base_path))
+
+
 def main(argv: Optional[Iterable[str]] = None) -> int:
     args = build_parser().parse_args(list(argv) if argv is not None else None)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
@@ -77,6 +83,12 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    for c in configs:
+        if "://" not in c.base_path and not _has_version(c.base_path):
+            what = ("does not exist" if not os.path.exists(c.base_path) else
+                    "holds no version directory <N>/ (garden.export writes <base_path>/<N>/saved_model.pb)")
+            print(f"error: model {c.name}: base path {c.base_path} {what}", file=sys.stderr)
+            return 2
     if args.port:
         log.warning("--port=%d: garden.serve has no gRPC API; only the REST API on "
                     "--rest_api_port is served", args.port)
