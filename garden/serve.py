@@ -32,6 +32,7 @@ import argparse
 import logging
 import os
 import signal
+import socket
 import sys
 from typing import Iterable, Optional
 
@@ -71,6 +72,21 @@ def _has_version(base_path: str) -> bool:
         e.isdigit() and os.path.isdir(os.path.join(base_path, e)) for e in os.listdir(base_path))
 
 
+def _bind(host: str, port: int) -> socket.socket:
+    """The REST API's socket, bound to (host, port) but not listening yet; OSError if taken."""
+    from werkzeug.serving import get_sockaddr, select_address_family
+
+    family = select_address_family(host, port)
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Werkzeug's own bind
+        sock.bind(get_sockaddr(host, port, family))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 def main(argv: Optional[Iterable[str]] = None) -> int:
     args = build_parser().parse_args(list(argv) if argv is not None else None)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
@@ -89,6 +105,12 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
                     "holds no version directory <N>/ (garden.export writes <base_path>/<N>/saved_model.pb)")
             print(f"error: model {c.name}: base path {c.base_path} {what}", file=sys.stderr)
             return 2
+    try:  # bound (not yet listening) before the models load: a taken port fails in a second
+        sock = _bind(args.rest_api_host, args.rest_api_port)
+    except OSError as e:
+        print(f"error: --rest_api_port={args.rest_api_port} on {args.rest_api_host}: "
+              f"{e.strerror}", file=sys.stderr)
+        return 2
     if args.port:
         log.warning("--port=%d: garden.serve has no gRPC API; only the REST API on "
                     "--rest_api_port is served", args.port)
@@ -106,12 +128,9 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
                  f", labels {dict(c.labels)}" if c.labels else "")
     manager = server.ModelManager(configs, warmup=args.enable_model_warmup)
     manager.start(args.file_system_poll_wait_seconds)
-    try:
-        http = server.make_server(manager, args.rest_api_host, args.rest_api_port)
-    except OSError as e:
-        print(f"error: --rest_api_port={args.rest_api_port} on {args.rest_api_host}: "
-              f"{e.strerror}", file=sys.stderr)
-        return 2
+    sock.listen(128)
+    http = server.make_server(manager, args.rest_api_host, args.rest_api_port, fd=sock.fileno())
+    sock.close()  # the server holds its own duplicate
     log.info(server.pid_and_port_line(args.rest_api_host, http.port))
 
     def stop(signum, frame):
