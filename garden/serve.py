@@ -21,6 +21,10 @@ the real model server, see docs/tasks.md "Serving: garden.serve"):
 Garden's own additions: --rest_api_host (default 127.0.0.1, a local server; 0.0.0.0 listens
 everywhere, as the model server does) and --verbose (log every request).
 
+Refused at start-up, in one "error:" line: a local base path that does not exist or holds no
+version directory <N>/ (the model server would wait for one; here that is taken for a typo), and
+a --rest_api_port in use (the port is bound first, before any model loads).
+
 Models are loaded before the port opens; each version once, shared by the request threads
 (Werkzeug's threaded WSGI server). What is loaded, the warmup replay and the address are logged
 to stderr. The routes, bodies and error codes: garden/serving/server.py and server_json.py.
