@@ -417,7 +417,8 @@ def make_parser(kind=None, task: Optional[str] = None) -> argparse.ArgumentParse
 def parse_args(argv: Optional[Sequence[str]] = None):
     """Our flags (common + the kind's) and the rest (Beam pipeline options)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    pre = argparse.ArgumentParser(prog="python -m data_pipelines.make_finetune", add_help=False,
+                                  allow_abbrev=False)
     pre.add_argument("--task", choices=sorted(KINDS))
     known, _ = pre.parse_known_args(argv)
     kind = None

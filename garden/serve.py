@@ -21,6 +21,10 @@ the real model server, see docs/tasks.md "Serving: garden.serve"):
 Garden's own additions: --rest_api_host (default 127.0.0.1, a local server; 0.0.0.0 listens
 everywhere, as the model server does) and --verbose (log every request).
 
+Refused at start-up, in one "error:" line: a local base path that does not exist or holds no
+version directory <N>/ (the model server would wait for one; here that is taken for a typo), and
+a --rest_api_port in use (the port is bound first, before any model loads).
+
 Models are loaded before the port opens; each version once, shared by the request threads
 (Werkzeug's threaded WSGI server). What is loaded, the warmup replay and the address are logged
 to stderr. The routes, bodies and error codes: garden/serving/server.py and server_json.py.
@@ -32,6 +36,7 @@ import argparse
 import logging
 import os
 import signal
+import socket
 import sys
 from typing import Iterable, Optional
 
@@ -65,6 +70,27 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _has_version(base_path: str) -> bool:
+    """Whether a local base path holds a version directory <N>/ (as the model server loads)."""
+    return os.path.isdir(base_path) and any(
+        e.isdigit() and os.path.isdir(os.path.join(base_path, e)) for e in os.listdir(base_path))
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """The REST API's socket, bound to (host, port) but not listening yet; OSError if taken."""
+    from werkzeug.serving import get_sockaddr, select_address_family
+
+    family = select_address_family(host, port)
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Werkzeug's own bind
+        sock.bind(get_sockaddr(host, port, family))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 def main(argv: Optional[Iterable[str]] = None) -> int:
     args = build_parser().parse_args(list(argv) if argv is not None else None)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
@@ -76,6 +102,18 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
         configs = model_configs(args.model_name, args.model_base_path, args.model_config_file)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    for c in configs:
+        if "://" not in c.base_path and not _has_version(c.base_path):
+            what = ("does not exist" if not os.path.exists(c.base_path) else
+                    "holds no version directory <N>/ (garden.export writes <base_path>/<N>/saved_model.pb)")
+            print(f"error: model {c.name}: base path {c.base_path} {what}", file=sys.stderr)
+            return 2
+    try:  # bound (not yet listening) before the models load: a taken port fails in a second
+        sock = _bind(args.rest_api_host, args.rest_api_port)
+    except OSError as e:
+        print(f"error: --rest_api_port={args.rest_api_port} on {args.rest_api_host}: "
+              f"{e.strerror}", file=sys.stderr)
         return 2
     if args.port:
         log.warning("--port=%d: garden.serve has no gRPC API; only the REST API on "
@@ -94,12 +132,9 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
                  f", labels {dict(c.labels)}" if c.labels else "")
     manager = server.ModelManager(configs, warmup=args.enable_model_warmup)
     manager.start(args.file_system_poll_wait_seconds)
-    try:
-        http = server.make_server(manager, args.rest_api_host, args.rest_api_port)
-    except OSError as e:
-        print(f"error: --rest_api_port={args.rest_api_port} on {args.rest_api_host}: "
-              f"{e.strerror}", file=sys.stderr)
-        return 2
+    sock.listen(128)
+    http = server.make_server(manager, args.rest_api_host, args.rest_api_port, fd=sock.fileno())
+    sock.close()  # the server holds its own duplicate
     log.info(server.pid_and_port_line(args.rest_api_host, http.port))
 
     def stop(signum, frame):

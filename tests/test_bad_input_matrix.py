@@ -2,7 +2,9 @@
 and faults, each run in a fresh process as a user would run it.
 
 Tools: data_pipelines.make_vocab, data_pipelines.make_pretrain, data_pipelines.sample_corpus,
-garden.train, garden.export, garden.convert (TOOLS; a new tool is added there and gets rows).
+data_pipelines.make_finetune (--task=squad|conll), data_pipelines.sample_tasks, garden.train (the
+pretraining and fine-tuning tasks), garden.export, garden.convert, garden.serve,
+garden.extract_features (TOOLS; a new tool is added there and gets rows).
 
 What each row expects (``Case.expect``):
 
@@ -74,7 +76,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from testing import REPO_ROOT, pretrain_args, python_env  # noqa: E402
 
 TOOLS = ("data_pipelines.make_vocab", "data_pipelines.make_pretrain", "data_pipelines.sample_corpus",
-         "garden.train", "garden.export", "garden.convert")
+         "data_pipelines.make_finetune", "data_pipelines.sample_tasks",
+         "garden.train", "garden.export", "garden.convert", "garden.serve", "garden.extract_features")
 ROW_WORKERS = 3  # subprocesses at once: most of a row is a fresh interpreter importing TensorFlow
 ROW_TIMEOUT = 240
 # What makes an output look complete, and what a refused run must not leave behind either: a
@@ -327,11 +330,83 @@ def _no_credentials(c: Ctx) -> dict:
             "GCE_METADATA_TIMEOUT": "1", "GOOGLE_APPLICATION_CREDENTIALS": ""}
 
 
+# --- fine-tuning inputs (make_finetune, the fine-tuning tasks of garden.train)
+
+_SQUAD_CONTEXT = "the cat sat on the mat while a dog ran far away ."
+
+
+def _squad(*qas) -> str:
+    """A SQuAD v2.0 file with one paragraph holding `qas` (default: one good question)."""
+    import json
+
+    qas = qas or ({"id": "q1", "question": "where did the cat sit ?", "is_impossible": False,
+                   "answers": [{"text": "on the mat", "answer_start": 12}]},)
+    return json.dumps({"version": "v2.0", "data": [{"title": "t", "paragraphs": [
+        {"context": _SQUAD_CONTEXT, "qas": list(qas)}]}]}, indent=1)
+
+
+def _qa(qas_id="q1", text="on the mat", start=12, **extra) -> dict:
+    return {"id": qas_id, "question": "where did the cat sit ?", "is_impossible": False,
+            "answers": [{"text": text, "answer_start": start}], **extra}
+
+
+_CONLL = ("-DOCSTART- -X- -X- O\n\nthe DT B-NP O\ncat NN I-NP B-MISC\nsat VBD B-VP O\n\n"
+          "a DT B-NP O\ndog NN I-NP B-PER\n\n")
+
+
+def finetune_cli(c: Ctx, task: str, text: Optional[str] = None, *extra, input=None, vocab=None,
+                 output_dir=None) -> List[str]:
+    """make_finetune arguments for --task=task on a file holding `text` (or `input`)."""
+    name = {"squad": "train.json", "conll": "train.txt"}[task]
+    return [f"--task={task}", f"--input={input or c.write(name, text)}",
+            f"--output_dir={output_dir or c.dir / 'out'}", f"--vocab={vocab or c.data.vocab}",
+            "--num_shards=1", "--max_seq_length=64",
+            *(["--max_query_length=16", "--doc_stride=16"] if task == "squad" else []), *extra]
+
+
+def _finetune_locked(c: Ctx) -> List[str]:
+    from data_pipelines import output
+
+    out = c.dir / "out"
+    c.hold(output.OutputLock(str(out), "make_finetune"))
+    return finetune_cli(c, "conll", _CONLL, output_dir=out)
+
+
+def task_train_args(c: Ctx, config: str, *bindings) -> List[str]:
+    """garden.train arguments for a fine-tuning config with one training step, no export."""
+    return [f"--config=configs/finetune/{config}", f"--model_dir={c.dir / 'ft'}",
+            f"--gin_param=VOCAB='{c.data.vocab}'", "--gin_param=INIT_CHECKPOINT=None",
+            "--gin_param=EXPORT_BASE=None", "--gin_param=TRAIN_STEPS=1", "--strategy=one_device",
+            "--gin_param=train.peak_flops=1e12", *[f"--gin_param={b}" for b in bindings]]
+
+
+def _texts(c: Ctx) -> str:
+    return c.write("in.txt", "the cat sat\n")
+
+
+def _serve_config(c: Ctx, text: str) -> List[str]:
+    return [f"--model_config_file={c.write('models.config', text)}", "--rest_api_port=0"]
+
+
+def _port_in_use(c: Ctx) -> List[str]:
+    import socket
+
+    sock = c.hold(contextlib.closing(socket.socket()))
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1)
+    base = c.dir / "models" / "m"
+    (base / "1").mkdir(parents=True)
+    return [f"--model_base_path={base}", f"--rest_api_port={sock.getsockname()[1]}"]
+
+
+
 # ---------------------------------------------------------------------------------------------
 # The table
 
 MV, MP, SC = "data_pipelines.make_vocab", "data_pipelines.make_pretrain", "data_pipelines.sample_corpus"
 GT, GE, GC = "garden.train", "garden.export", "garden.convert"
+MF, ST = "data_pipelines.make_finetune", "data_pipelines.sample_tasks"
+GS, GX = "garden.serve", "garden.extract_features"
 _out_vocab = (lambda c: str(c.dir / "vocab.txt"))
 _out_data = (lambda c: str(c.dir / "out"))
 
@@ -394,6 +469,97 @@ CASES = [
          lambda c: pretrain_cli(c, output_dir="gs://garden-test-bucket/out"),
          "error", r"--output_dir=gs://garden-test-bucket/out needs Google Cloud credentials.*gcloud auth",
          env=_no_credentials),
+    # --- make_finetune
+    Case("finetune-squad-invalid-json", MF, lambda c: finetune_cli(c, "squad", _squad()[:-20]),
+         "error", r"train\.json:\d+: invalid JSON"),
+    Case("finetune-squad-answer-start-off", MF, lambda c: finetune_cli(c, "squad", _squad(_qa(start=9))),
+         "error", r"train\.json: data\[0\]\.paragraphs\[0\]\.qas\[0\]\.answers\[0\]: answer_start 9 does not "
+                  r"point at 'on the mat'"),
+    Case("finetune-squad-duplicate-id", MF, lambda c: finetune_cli(c, "squad", _squad(_qa(), _qa())),
+         "error", r"train\.json: data\[0\]\.paragraphs\[0\]\.qas\[1\]: duplicate id 'q1'"),
+    Case("finetune-squad-id-not-a-string", MF, lambda c: finetune_cli(c, "squad", _squad(_qa(qas_id=7))),
+         "error", r"qas\[0\]\.id must be a string, got int 7"),
+    Case("finetune-squad-answer-start-a-string", MF, lambda c: finetune_cli(c, "squad", _squad(_qa(start="12"))),
+         "error", r"answers\[0\]\.answer_start must be an integer, got '12'"),
+    Case("finetune-squad-zero-questions", MF, lambda c: finetune_cli(c, "squad", '{"version": "v2.0", "data": []}'),
+         "error", r"the input gave 0 instances \(sources read 1, examples read 0.*\S+/out is not marked COMPLETED",
+         slow=True),
+    Case("finetune-conll-wrong-column-count", MF, lambda c: finetune_cli(
+        c, "conll", _CONLL.replace("sat VBD B-VP O", "sat VBD O")),
+        "error", r"train\.txt:5: expected 4 columns \(word POS chunk NER\), got 3"),
+    Case("finetune-conll-bad-tag", MF, lambda c: finetune_cli(c, "conll", _CONLL.replace("B-PER", "X-PER")),
+         "error", r"train\.txt:8: tag 'X-PER' is not O, B-TYPE or I-TYPE; \S+/out is not COMPLETED"),
+    Case("finetune-conll-tag-not-a-label", MF, lambda c: finetune_cli(c, "conll", _CONLL.replace("B-PER", "B-ANIMAL")),
+         "skip", r"skipping example 1 of \S+/train\.txt: sentence at line 7: tags \['B-ANIMAL'\] are not among",
+         output=lambda c: str(c.dir / "out" / "COMPLETED"), slow=True),
+    Case("finetune-input-missing", MF, lambda c: finetune_cli(c, "conll", input=str(c.dir / "none.txt")),
+         "error", r"\S+/none\.txt", output=_out_data),
+    Case("finetune-input-flag-missing", MF, lambda c: [a for a in finetune_cli(c, "conll", _CONLL)
+                                                      if not a.startswith("--input")],
+         "usage", r"the following arguments are required: --input", output=_out_data),
+    Case("finetune-input-is-a-directory", MF, lambda c: finetune_cli(c, "conll", input=str(c.dir)),
+         "error", r"--input=\S+ names a directory", output=_out_data),
+    Case("finetune-unknown-task", MF, lambda c: ["--task=ner", *finetune_cli(c, "conll", _CONLL)[1:]],
+         "usage", r"--task: invalid choice: 'ner'", output=_out_data),
+    Case("finetune-vocab-missing", MF, lambda c: finetune_cli(c, "conll", _CONLL, vocab=str(c.dir / "nope.txt")),
+         "error", r"nope\.txt", output=_out_data),
+    Case("finetune-second-run-on-a-locked-dir", MF, _finetune_locked,
+         "error", rf"in use by another make_finetune run \(pid {os.getpid()} "),
+    Case("finetune-output-dir-read-only", MF, lambda c: finetune_cli(c, "conll", _CONLL, output_dir=read_only_dir(c)),
+         "error", r"cannot create \S+/LOCK in --output_dir"),
+    # --- sample_tasks
+    Case("sample-tasks-output-is-a-file", ST, lambda c: [f"--output={c.write('taken', 'x')}", "--kinds=single"],
+         "error", r"--output=\S+/taken"),
+    Case("sample-tasks-output-read-only", ST, lambda c: [f"--output={read_only_dir(c)}/tasks", "--kinds=single"],
+         "error", r"--output=\S+/tasks"),
+    Case("sample-tasks-unknown-kind", ST, lambda c: [f"--output={c.dir / 't'}", "--kinds=single,qa"],
+         "usage", r"--kinds: unknown \['qa'\]", output=lambda c: str(c.dir / "t")),
+    # --- garden.serve
+    Case("serve-base-path-missing", GS, lambda c: [f"--model_base_path={c.dir / 'none'}", "--rest_api_port=0"],
+         "error", r"model default: base path \S+/none does not exist"),
+    Case("serve-base-path-without-versions", GS, lambda c: [f"--model_base_path={c.dir}", "--rest_api_port=0"],
+         "error", r"base path \S+/serve-base-path-without-versions holds no version directory"),
+    Case("serve-config-file-malformed", GS, lambda c: _serve_config(
+        c, "model_config_list {\n  config {\n    name: 'm'\n    base_path: \n  }\n}\n"),
+        "error", r"models\.config: 5:3 : .*Expected string"),
+    Case("serve-config-file-missing", GS, lambda c: [f"--model_config_file={c.dir / 'none.config'}"],
+         "error", r"\S+/none\.config"),
+    Case("serve-config-file-and-base-path", GS, lambda c: [
+        *_serve_config(c, f"model_config_list {{ config {{ name: 'm' base_path: '{c.dir}' }} }}\n"),
+        f"--model_base_path={c.dir}"],
+        "error", r"--model_config_file.*--model_base_path|--model_base_path.*--model_config_file"),
+    Case("serve-port-in-use", GS, _port_in_use, "error", r"--rest_api_port=\d+ on 127\.0\.0\.1: Address already in use"),
+    # --- extract_features
+    Case("extract-model-dir-missing", GX, lambda c: [
+        f"--model_dir={c.dir / 'none'}", f"--input={_texts(c)}",
+        f"--output={c.dir / 'f.jsonl'}"], "error", r"\S+/none", output=lambda c: str(c.dir / "f.jsonl")),
+    Case("extract-bad-layers", GX, lambda c: [
+        f"--model_dir={c.dir}", f"--input={_texts(c)}",
+        f"--output={c.dir / 'f.jsonl'}", "--layers=-1,top"],
+        "error", r"--layers must be comma-separated integers, got '-1,top'", output=lambda c: str(c.dir / "f.jsonl")),
+    Case("extract-input-missing", GX, lambda c: [
+        f"--model_dir={c.dir}", f"--input={c.dir / 'none.txt'}", f"--output={c.dir / 'f.jsonl'}"],
+        "error", r"\S+/none\.txt", output=lambda c: str(c.dir / "f.jsonl")),
+    Case("extract-neither-model-dir-nor-checkpoint", GX, lambda c: [
+        f"--input={_texts(c)}", f"--output={c.dir / 'f.jsonl'}"],
+        "usage", r"give exactly one of --model_dir and --init_checkpoint"),
+    # --- garden.train: the fine-tuning tasks on malformed files
+    Case("train-tagging-conll-bad-columns", GT, lambda c: task_train_args(
+        c, "tagging_tiny.gin", f"TRAIN_DATA='{c.write('train.txt', _CONLL.replace('sat VBD B-VP O', 'sat O'))}'",
+        f"EVAL_DATA='{c.write('dev.txt', _CONLL)}'"),
+        "error", r"train\.txt:5: expected 4 columns"),
+    Case("train-qa-squad-answer-start-off", GT, lambda c: task_train_args(
+        c, "qa_tiny.gin", f"TRAIN_FILE='{c.write('train.json', _squad(_qa(start=3)))}'", "TRAIN_RECORDS=None",
+        f"EVAL_FILE='{c.write('dev.json', _squad())}'"),
+        "error", r"train\.json: data\[0\]\.paragraphs\[0\]\.qas\[0\]\.answers\[0\]: answer_start 3"),
+    Case("train-multiple-choice-short-row", GT, lambda c: task_train_args(
+        c, "multiple_choice_tiny.gin", f"TRAIN_FILE='{c.write('train.csv', _SWAG_BAD)}'",
+        f"EVAL_FILE='{c.write('dev.csv', _SWAG_BAD)}'"),
+        "error", r"train\.csv:3: row has \d+ fields"),
+    Case("train-glue-sst2-extra-field", GT, lambda c: finetune_args(
+        c, "--gin_param=garden.SentenceClassification.glue_task='sst2'", train_file=c.write(
+            "train.tsv", "sentence\tlabel\nthe cat sat\t1\nthe dog\tran\t0\n")),
+        "error", r"train\.tsv:3"),
     # --- sample_corpus
     Case("sample-corpus-zero-files", SC, lambda c: [f"--output={c.dir / 'corpus'}", "--num_files=0"],
          "usage", r"--num_files must be >= 1"),
@@ -478,6 +644,10 @@ CASES = [
         "--source=huggingface", "--model=gpt9", f"--input={c.dir}", f"--output={c.dir / 'out'}"],
         "usage", r"--model: invalid choice: 'gpt9'", output=lambda c: str(c.dir / "out")),
 ]
+
+_SWAG_HEADER = "video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,ending1,ending2,ending3,label\n"
+_SWAG_BAD = (_SWAG_HEADER + "v1,0,the cat sat,the cat sat,on,gold,the mat,a hat,the sun,a dog,0\n"
+             "v2,1,the dog ran,the dog ran,far,gold,away,home,late\n")
 
 _BERT_CONFIG = ('{"vocab_size": 100, "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, '
                 '"intermediate_size": 64, "hidden_act": "gelu", "hidden_dropout_prob": 0.1, '

@@ -23,6 +23,7 @@ import importlib
 import json
 import os
 import sys
+import tempfile
 from typing import Dict, List, Optional
 
 KINDS: Dict[str, str] = {
@@ -88,6 +89,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     unknown = [k for k in kinds if k not in KINDS]
     if unknown or not kinds:
         parser.error(f"--kinds: unknown {unknown}; choose from {','.join(KINDS)}")
+    try:  # an unusable --output fails here, in one line, before any kind is generated
+        os.makedirs(args.output, exist_ok=True)
+        tempfile.TemporaryFile(dir=args.output).close()
+    except OSError as e:
+        print(f"error: --output={args.output}: cannot write there ({e.strerror})", file=sys.stderr)
+        return 1
     docs = documents()
     results, missing = {}, []
     for kind in kinds:
@@ -99,7 +106,6 @@ def main(argv: Optional[List[str]] = None) -> int:
             missing.append(kind)
             continue
         results[kind] = write(docs, os.path.join(args.output, kind))
-    os.makedirs(args.output, exist_ok=True)
     with open(os.path.join(args.output, "README.json"), "w", encoding="utf-8") as f:
         json.dump(results, f, indent=2, sort_keys=True)
         f.write("\n")

@@ -410,11 +410,12 @@ def _version(text: Optional[str]) -> Optional[int]:
     return version
 
 
-def make_server(manager: ModelManager, host: str, port: int):
-    """Werkzeug's threaded WSGI server on (host, port); port 0 picks a free one (server.port)."""
+def make_server(manager: ModelManager, host: str, port: int, fd: Optional[int] = None):
+    """Werkzeug's threaded WSGI server on (host, port); port 0 picks a free one (server.port).
+    fd: a socket already bound to them and listening (garden.serve binds before loading)."""
     from werkzeug.serving import make_server as werkzeug_server
 
-    return werkzeug_server(host, port, RestApi(manager), threaded=True)
+    return werkzeug_server(host, port, RestApi(manager), threaded=True, fd=fd)
 
 
 def quiet_request_log() -> None:
