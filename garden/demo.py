@@ -208,11 +208,10 @@ def _serve_and_ask(py: str, env: dict, work: str, summaries) -> dict:
             else:
                 time.sleep(0.5)
         names = list(models)
-        context = ("The json module encodes Python objects as JSON text. Its dumps function "
-                   "returns a string, and its loads function parses one.")
+        context = "Return a new file object for the path."
         requests = [
             (names[0], {"instances": [{"text_a": "Return the number of items in a container."}]}),
-            (names[1], {"instances": [{"question": "which module ?",
+            (names[1], {"instances": [{"question": "which object ?",
                                        "context": context}]}),
             (names[2], {"instances": [{"sentences": "Use the json module and import os "
                                                     "before calling ArgumentParser."}]}),
