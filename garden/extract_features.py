@@ -147,7 +147,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     from garden.serving.text import load_packer
     from garden.tasks.sentence_classification import resolve_init_checkpoint
-    from garden.tasks.tagging import make_backbone, restore_backbone
+    from garden.tasks.shared import make_backbone, restore_backbone
 
     try:
         if args.model_dir:

@@ -27,7 +27,6 @@ character offsets out).
 
 from __future__ import annotations
 
-import inspect
 import json
 import math
 import posixpath
@@ -192,16 +191,7 @@ class QuestionAnswering(Task):
 
     # -- the model -------------------------------------------------------------------------
     def build_model(self):
-        defaults = {"default_vocab_size": self.packer.vocab_size}
-        if "default_padding_idx" in inspect.signature(self.backbone_fn).parameters:
-            defaults["default_padding_idx"] = self.packer.pad_id
-        backbone = self.backbone_fn(**defaults)
-        if self.init_checkpoint:
-            status = tf.train.Checkpoint(
-                **{self.init_checkpoint_object: backbone}).read(self._init_path)
-            status.expect_partial()
-            status.assert_existing_objects_matched()
-            print(f"[{self.name}] backbone initialised from {self._init_path}", flush=True)
+        backbone = sentence_classification.build_backbone(self)
         model = SpanExtractor(backbone)
         return model, {"model": model, "backbone": backbone}
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import collections
 import csv
-import inspect
 import io
 import json
 import posixpath
@@ -44,6 +43,7 @@ from garden.models.classifier import SequenceClassifier
 from garden.serving.modules import TextClassifierServing
 from garden.serving.text import load_packer
 from garden.tasks.base import Stage, Task
+from garden.tasks.shared import make_backbone, restore_backbone
 
 
 class TaskDataError(ValueError):
@@ -198,21 +198,12 @@ def softmax_metrics(logits: tf.Tensor, label_ids: tf.Tensor) -> dict:
     return {"loss": loss, "accuracy": accuracy}
 
 
-def build_backbone(task):
+def build_backbone(task, output_hidden_states: bool = False):
     """The backbone of a fine-tuning task (task.backbone_fn sized by task.packer), restored from
     task._init_path's `task.init_checkpoint_object` when task.init_checkpoint is set."""
-    defaults = {"default_vocab_size": task.packer.vocab_size}
-    # RoBERTa's positions are offset by the <pad> id: its factory takes the vocabulary's.
-    if "default_padding_idx" in inspect.signature(task.backbone_fn).parameters:
-        defaults["default_padding_idx"] = task.packer.pad_id
-    backbone = task.backbone_fn(**defaults)
+    backbone = make_backbone(task.backbone_fn, task.packer, output_hidden_states)
     if task.init_checkpoint:
-        status = tf.train.Checkpoint(
-            **{task.init_checkpoint_object: backbone}).read(task._init_path)
-        status.expect_partial()
-        status.assert_existing_objects_matched()
-        print(f"[{task.name}] backbone initialised from {task._init_path} "
-              f"(its {task.init_checkpoint_object!r})", flush=True)
+        restore_backbone(backbone, task._init_path, task.init_checkpoint_object, task.name)
     return backbone
 
 

@@ -1,5 +1,7 @@
-"""What the pretraining-style tasks share: phases of data, the batch index that keys per-batch
-randomness, the TFRecord -> model input mapping and the mean of a task's metrics.
+"""What the tasks share: phases of data, the batch index that keys per-batch randomness, the
+TFRecord -> model input mapping and the mean of a task's metrics (pretraining-style tasks), and
+the backbone of a fine-tuning task sized by its vocabulary and restored from a checkpoint
+(make_backbone / restore_backbone: every fine-tuning task and garden.extract_features).
 
 A public home of its own (it used to be private names of bert_pretraining.py that other tasks
 imported): garden/tasks/pretraining.py and garden/tasks/distillation.py both read it.
@@ -8,6 +10,7 @@ imported): garden/tasks/pretraining.py and garden/tasks/distillation.py both rea
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from typing import Callable, Dict, List, Sequence
 
 import tensorflow as tf
@@ -98,3 +101,27 @@ def mean_metrics(task, model, dataset) -> Dict[str, float]:
             sums[k] = sums.get(k, 0.0) + float(v)
         count += 1
     return {k: v / count for k, v in sums.items() if k != "tokens"} if count else {}
+
+
+def make_backbone(factory: Callable, packer, output_hidden_states: bool = False):
+    """A backbone from a gin factory with the vocabulary's size (and <pad> id where the
+    family's positions depend on it, RoBERTa); output_hidden_states for feature-based use."""
+    defaults = {"default_vocab_size": packer.vocab_size}
+    params = inspect.signature(factory).parameters
+    if "default_padding_idx" in params:
+        defaults["default_padding_idx"] = packer.pad_id
+    if output_hidden_states:
+        if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+            raise ValueError(f"backbone factory {getattr(factory, '__name__', factory)} takes "
+                             f"no output_hidden_states (use e.g. bert_backbone)")
+        defaults["output_hidden_states"] = True
+    return factory(**defaults)
+
+
+def restore_backbone(backbone, checkpoint: str, object_name: str, who: str) -> None:
+    """Restores `backbone` from the checkpoint's `object_name` (backbone; ELECTRA:
+    discriminator); every backbone weight must be found there."""
+    status = tf.train.Checkpoint(**{object_name: backbone}).read(checkpoint)
+    status.expect_partial()
+    status.assert_existing_objects_matched()
+    print(f"[{who}] backbone initialised from {checkpoint} (its {object_name!r})", flush=True)

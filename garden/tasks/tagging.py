@@ -23,7 +23,6 @@ garden.serving.tagging.TaggerServing: raw sentences in, word-level entities out.
 
 from __future__ import annotations
 
-import inspect
 import json
 import posixpath
 from typing import Callable, Dict, List, Optional, Sequence
@@ -39,7 +38,7 @@ from garden.models.tagger import TokenTagger
 from garden.serving.tagging import TaggerServing
 from garden.serving.text import load_packer
 from garden.tasks.base import Stage, Task
-from garden.tasks.sentence_classification import resolve_init_checkpoint
+from garden.tasks.sentence_classification import build_backbone, resolve_init_checkpoint
 
 RECORD_KEYS = ("token_ids", "segment_ids", "padding_mask", "label_ids", "example_index",
                "piece_index")
@@ -86,30 +85,6 @@ def read_data_dir(path: str, options: Optional[conll.ConllOptions] = None,
                                 f"({info.get('vocab_fingerprint')}) than {vocab_fingerprint}")
     files = data.listed_shards(path, info)
     return info, files
-
-
-def make_backbone(factory: Callable, packer, output_hidden_states: bool = False):
-    """A backbone from a gin factory with the vocabulary's size (and <pad> id where the
-    family's positions depend on it, RoBERTa); output_hidden_states for feature-based use."""
-    defaults = {"default_vocab_size": packer.vocab_size}
-    params = inspect.signature(factory).parameters
-    if "default_padding_idx" in params:
-        defaults["default_padding_idx"] = packer.pad_id
-    if output_hidden_states:
-        if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
-            raise ValueError(f"backbone factory {getattr(factory, '__name__', factory)} takes "
-                             f"no output_hidden_states (use e.g. bert_backbone)")
-        defaults["output_hidden_states"] = True
-    return factory(**defaults)
-
-
-def restore_backbone(backbone, checkpoint: str, object_name: str, who: str) -> None:
-    """Restores `backbone` from the checkpoint's `object_name` (backbone; ELECTRA:
-    discriminator); every backbone weight must be found there."""
-    status = tf.train.Checkpoint(**{object_name: backbone}).read(checkpoint)
-    status.expect_partial()
-    status.assert_existing_objects_matched()
-    print(f"[{who}] backbone initialised from {checkpoint} (its {object_name!r})", flush=True)
 
 
 class TokenTagging(Task):
@@ -243,9 +218,7 @@ class TokenTagging(Task):
 
     # -- the model -------------------------------------------------------------------------
     def build_model(self):
-        backbone = make_backbone(self.backbone_fn, self.packer, bool(self.feature_layers))
-        if self.init_checkpoint:
-            restore_backbone(backbone, self._init_path, self.init_checkpoint_object, self.name)
+        backbone = build_backbone(self, output_hidden_states=bool(self.feature_layers))
         model = TokenTagger(backbone, len(self.label_names), dropout=self.dropout,
                             feature_layers=self.feature_layers, lstm_units=self.lstm_units)
         return model, {"model": model, "backbone": backbone}
