@@ -397,7 +397,8 @@ class Pretraining(Task):
             raise ValueError(f"the config's {name} has vocab_size {config['vocab_size']}, "
                              f"the vocabulary {self.vocab} has {self.vocab_size} tokens")
         max_len = max(p.max_seq_length for p in self.phases)
-        if max_len > config["max_sequence_length"]:
+        # Families without a position table (T5's relative buckets) have no such limit.
+        if "max_sequence_length" in config and max_len > config["max_sequence_length"]:
             raise ValueError(f"data of length {max_len} exceeds the {name}'s "
                              f"max_sequence_length {config['max_sequence_length']}")
 

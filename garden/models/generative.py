@@ -1,0 +1,70 @@
+"""The contract between the models that generate and everything that drives them.
+
+GPT, GPT-2, the GPT-3-style sparse model (decoder-only) and T5, BART (encoder-decoder) each
+provide one `GenerativeLM`; garden.generation (greedy, sampling, beam search), the generation
+export (garden/serving), garden.fewshot and the LM tasks use only what is written here, so a new
+family that honours it decodes, serves and is scored without an edit elsewhere.
+
+Training / scoring call, `model(inputs, training=...)` -> {"logits": float32 [B, T, V], ...}:
+    decoder-only    inputs {"token_ids": int32 [B, T], "padding_mask": int32 [B, T]}, 1 = real
+                    token. Rows may be LEFT-padded (batched prompts): position ids are then
+                    max(cumsum(padding_mask) - 1, 0), as Hugging Face computes them, so a
+                    left-padded row gives the logits of the same row unpadded.
+    encoder-decoder inputs {"encoder_token_ids", "encoder_padding_mask": [B, S],
+                    "decoder_token_ids", "decoder_padding_mask": [B, T]}; decoder_token_ids
+                    are the targets shifted right behind the decoder start token(s).
+    logits[:, t] scores the token at t + 1 (decoder-only) / target t (encoder-decoder); float32
+    whatever the dtype policy, since they feed a softmax.
+
+Incremental decoding (what garden.generation calls, inside one tf.function):
+    start_decoding(prompt, max_length) -> (logits float32 [B, V], state)
+        prompt: the decoder-only inputs above (left-padded), or for encoder-decoder models
+            the encoder inputs plus "decoder_token_ids" / "decoder_padding_mask" [B, P] (the
+            start tokens: T5 [0], BART [2, 0] = </s> <s>), left-padded likewise.
+        max_length: int (Python), the decoder slots of the cache, P + the most new tokens.
+        The prompt fills cache slots 0..P-1; logits are the next-token scores after slot P-1.
+        Encoder-decoder models run the encoder and project the cross-attention keys and values
+        here, once (T5 and BART then never recompute them).
+    decode_step(token_ids int32 [B], index int32 scalar, state) -> (logits float32 [B, V], state)
+        token_ids go into cache slot `index` (P, P+1, ...); logits score the token after it.
+    `state` is a dict (nest) of tensors whose shapes do not change from step to step (so it
+    is a tf.while_loop variable) and whose axis 0 is the batch in every tensor, so beam search
+    reorders beams with tf.gather(t, rows) and widens a batch with tf.repeat(t, k, axis=0)
+    over the whole nest. No Python value may live in it.
+
+Class attributes:
+    is_encoder_decoder: bool.
+    max_decoder_length: int or None, the most decoder positions the model has (learned
+        position tables: GPT-2 1024, BART 1024); None when unbounded (T5's relative buckets).
+
+The default `start_decoding` / `decode_step` raise; every family implements both and is tested
+against its own full recompute (cached logits equal to model(inputs) over the whole sequence).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Optional, Tuple
+
+import keras
+
+DECODER_INPUTS = ("token_ids", "padding_mask")
+SEQ2SEQ_INPUTS = ("encoder_token_ids", "encoder_padding_mask", "decoder_token_ids",
+                  "decoder_padding_mask")
+
+
+class GenerativeLM(keras.Model):
+    """Base of every model that generates text (see the module docstring for the contract)."""
+
+    is_encoder_decoder: bool = False
+    max_decoder_length: Optional[int] = None
+
+    @property
+    def input_names(self) -> Tuple[str, ...]:
+        """The names `call` reads (training and scoring)."""
+        return SEQ2SEQ_INPUTS if self.is_encoder_decoder else DECODER_INPUTS
+
+    def start_decoding(self, prompt: Dict, max_length: int) -> Tuple[object, Dict]:
+        raise NotImplementedError(f"{type(self).__name__} does not implement start_decoding")
+
+    def decode_step(self, token_ids, index, state: Dict) -> Tuple[object, Dict]:
+        raise NotImplementedError(f"{type(self).__name__} does not implement decode_step")

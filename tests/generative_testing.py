@@ -1,0 +1,172 @@
+"""Small GenerativeLMs (garden/models/generative.py) for testing what drives a generative model
+(garden.generation, the generation export, garden.fewshot, the LM tasks) without depending on
+any one family: a pre-LN decoder-only model and an encoder-decoder, both on garden.layers with
+real KV caches, built in milliseconds.
+
+    model = ToyCausalLM(vocab_size=40, seed=0)
+    logits = model({"token_ids": ids, "padding_mask": mask})["logits"]      # [B, T, V]
+    next_logits, state = model.start_decoding({"token_ids": ids, "padding_mask": mask}, 16)
+    next_logits, state = model.decode_step(tokens, index, state)
+"""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+from garden.layers import TransformerDecoderBlock, TransformerEncoderBlock
+from garden.models.generative import GenerativeLM
+
+
+def _positions(padding_mask):
+    """Left-padding-aware position ids: max(cumsum(mask) - 1, 0)."""
+    return ops.maximum(ops.cumsum(ops.cast(padding_mask, "int32"), axis=1) - 1, 0)
+
+
+class ToyCausalLM(GenerativeLM):
+    """Token + position tables, pre-LN decoder blocks, final LayerNorm, tied logits (GPT-2's
+    shape at toy size)."""
+
+    is_encoder_decoder = False
+
+    def __init__(self, vocab_size: int = 40, hidden_size: int = 32, num_heads: int = 2,
+                 num_layers: int = 2, max_decoder_length: int = 64, seed: int = 0, **kwargs):
+        super().__init__(**kwargs)
+        keras.utils.set_random_seed(seed)
+        self.vocab_size, self.hidden_size = vocab_size, hidden_size
+        self.num_heads, self.num_layers = num_heads, num_layers
+        self.max_decoder_length = max_decoder_length
+        self.token_table = keras.layers.Embedding(
+            vocab_size, hidden_size, embeddings_initializer=keras.initializers.RandomNormal(
+                stddev=1.0), name="tokens")
+        self.position_table = keras.layers.Embedding(max_decoder_length, hidden_size,
+                                                     name="positions")
+        self.blocks = [TransformerDecoderBlock(num_heads, 2 * hidden_size, dropout=0.0,
+                                               normalize_first=True, name=f"block_{i}")
+                       for i in range(num_layers)]
+        self.final_norm = keras.layers.LayerNormalization(epsilon=1e-5, name="final_norm")
+
+    def _logits(self, x):
+        return ops.cast(ops.matmul(self.final_norm(x), ops.transpose(self.token_table.embeddings)),
+                        "float32")
+
+    def call(self, inputs, training=False):
+        mask = ops.cast(inputs["padding_mask"], "int32")
+        x = self.token_table(inputs["token_ids"]) + self.position_table(_positions(mask))
+        for block in self.blocks:
+            x = block(x, decoder_padding_mask=mask, training=training)
+        return {"logits": self._logits(x)}
+
+    def _empty_cache(self, batch, max_length):
+        width = self.hidden_size // self.num_heads
+        return ops.zeros((batch, self.num_layers, 2, max_length, self.num_heads, width))
+
+    def start_decoding(self, prompt, max_length):
+        mask = ops.cast(prompt["padding_mask"], "int32")
+        batch, length = ops.shape(mask)[0], ops.shape(mask)[1]
+        # Slots after the prompt count as real: the causal mask hides them until written.
+        slots = ops.concatenate([mask, ops.ones((batch, max_length - length), "int32")], axis=1)
+        x = self.token_table(prompt["token_ids"]) + self.position_table(_positions(mask))
+        cache = self._empty_cache(batch, max_length)
+        layers = []
+        for i, block in enumerate(self.blocks):
+            x, layer_cache = block(x, decoder_padding_mask=slots,
+                                   self_attention_cache=cache[:, i],
+                                   self_attention_cache_update_index=0)
+            layers.append(layer_cache)
+        state = {"cache": ops.stack(layers, axis=1), "padding_mask": slots,
+                 "positions": ops.sum(mask, axis=1)}
+        return self._logits(x[:, -1]), state
+
+    def decode_step(self, token_ids, index, state):
+        x = self.token_table(token_ids[:, None]) + self.position_table(state["positions"][:, None])
+        layers = []
+        for i, block in enumerate(self.blocks):
+            x, layer_cache = block(x, decoder_padding_mask=state["padding_mask"],
+                                   self_attention_cache=state["cache"][:, i],
+                                   self_attention_cache_update_index=index)
+            layers.append(layer_cache)
+        state = {"cache": ops.stack(layers, axis=1), "padding_mask": state["padding_mask"],
+                 "positions": state["positions"] + 1}
+        return self._logits(x[:, 0]), state
+
+
+class ToySeq2SeqLM(GenerativeLM):
+    """One post-LN encoder block, decoder blocks with cross-attention, one shared token table
+    (BART's shape at toy size, without positions in the encoder)."""
+
+    is_encoder_decoder = True
+
+    def __init__(self, vocab_size: int = 40, hidden_size: int = 32, num_heads: int = 2,
+                 num_layers: int = 2, max_decoder_length: int = 64, seed: int = 0, **kwargs):
+        super().__init__(**kwargs)
+        keras.utils.set_random_seed(seed)
+        self.vocab_size, self.hidden_size = vocab_size, hidden_size
+        self.num_heads, self.num_layers = num_heads, num_layers
+        self.max_decoder_length = max_decoder_length
+        self.token_table = keras.layers.Embedding(
+            vocab_size, hidden_size, embeddings_initializer=keras.initializers.RandomNormal(
+                stddev=1.0), name="tokens")
+        self.position_table = keras.layers.Embedding(max_decoder_length, hidden_size,
+                                                     name="positions")
+        self.encoder = TransformerEncoderBlock(num_heads, 2 * hidden_size, dropout=0.0,
+                                               name="encoder")
+        self.blocks = [TransformerDecoderBlock(num_heads, 2 * hidden_size, dropout=0.0,
+                                               name=f"block_{i}") for i in range(num_layers)]
+
+    def _logits(self, x):
+        return ops.cast(ops.matmul(x, ops.transpose(self.token_table.embeddings)), "float32")
+
+    def _encode(self, inputs):
+        mask = ops.cast(inputs["encoder_padding_mask"], "int32")
+        return self.encoder(self.token_table(inputs["encoder_token_ids"]), padding_mask=mask), mask
+
+    def call(self, inputs, training=False):
+        encoded, encoder_mask = self._encode(inputs)
+        mask = ops.cast(inputs["decoder_padding_mask"], "int32")
+        x = self.token_table(inputs["decoder_token_ids"]) + self.position_table(_positions(mask))
+        for block in self.blocks:
+            x = block(x, encoded, decoder_padding_mask=mask, encoder_padding_mask=encoder_mask,
+                      training=training)
+        return {"logits": self._logits(x)}
+
+    def start_decoding(self, prompt, max_length):
+        encoded, encoder_mask = self._encode(prompt)
+        mask = ops.cast(prompt["decoder_padding_mask"], "int32")
+        batch, length = ops.shape(mask)[0], ops.shape(mask)[1]
+        slots = ops.concatenate([mask, ops.ones((batch, max_length - length), "int32")], axis=1)
+        x = self.token_table(prompt["decoder_token_ids"]) + self.position_table(_positions(mask))
+        width = self.hidden_size // self.num_heads
+        self_cache = ops.zeros((batch, 2, max_length, self.num_heads, width))
+        cross_cache = ops.zeros((batch, 2, ops.shape(encoded)[1], self.num_heads, width))
+        self_layers, cross_layers = [], []
+        for block in self.blocks:
+            x, layer_self, layer_cross = block(
+                x, encoded, decoder_padding_mask=slots, encoder_padding_mask=encoder_mask,
+                self_attention_cache=self_cache, self_attention_cache_update_index=0,
+                cross_attention_cache=cross_cache, cross_attention_cache_update_index=0)
+            self_layers.append(layer_self)
+            cross_layers.append(layer_cross)
+        state = {"self_cache": ops.stack(self_layers, axis=1),
+                 "cross_cache": ops.stack(cross_layers, axis=1),
+                 "encoder_padding_mask": encoder_mask, "padding_mask": slots,
+                 "positions": ops.sum(mask, axis=1)}
+        return self._logits(x[:, -1]), state
+
+    def decode_step(self, token_ids, index, state):
+        x = self.token_table(token_ids[:, None]) + self.position_table(state["positions"][:, None])
+        encoded = ops.zeros((ops.shape(x)[0], ops.shape(state["cross_cache"])[3],
+                             self.hidden_size))  # unused: the cross cache is read as is
+        self_layers = []
+        for i, block in enumerate(self.blocks):
+            x, layer_self, _ = block(
+                x, encoded, decoder_padding_mask=state["padding_mask"],
+                encoder_padding_mask=state["encoder_padding_mask"],
+                self_attention_cache=state["self_cache"][:, i],
+                self_attention_cache_update_index=index,
+                cross_attention_cache=state["cross_cache"][:, i],
+                cross_attention_cache_update_index=None)
+            self_layers.append(layer_self)
+        state = dict(state, self_cache=ops.stack(self_layers, axis=1),
+                     positions=state["positions"] + 1)
+        return self._logits(x[:, 0]), state
