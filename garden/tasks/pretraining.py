@@ -292,7 +292,19 @@ def _electra_family() -> Family:
                   options={"mask_prob": 0.15, "temperature": 1.0, "disc_weight": 50.0})
 
 
+def _record_in(module: str) -> Callable[[], Family]:
+    """A family whose record lives in its own module (the generative families), as
+    `FAMILY = Family(...)` there; imported on first use like the records above."""
+    def load() -> Family:
+        import importlib
+
+        return importlib.import_module(module).FAMILY
+    return load
+
+
 # The table: family name -> record (built on first use: the records import the models).
+# Generative families keep their records in garden/tasks/pretraining_<family>.py:
+#   "gpt2": _record_in("garden.tasks.pretraining_gpt2"),
 FAMILIES: Dict[str, Callable[[], Family]] = {
     "bert": _bert_family,
     "albert": _albert_family,
