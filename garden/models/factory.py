@@ -28,6 +28,9 @@ class Family:
     backbone: str  # "module:Class"
     presets: str   # module with a PRESETS dict (preset name -> complete constructor config)
     default_preset: str
+    # Generative families: "module:Class" of the GenerativeLM (garden/models/generative.py)
+    # made from the backbone, Class(backbone) -> the model that trains, decodes and serves.
+    lm: str = ""
 
     def backbone_class(self):
         module, cls = self.backbone.split(":")
@@ -155,3 +158,22 @@ def electra_discriminator(default_vocab_size: Optional[int] = None):
     restore it from the pretraining checkpoint's `discriminator` object. The generator tower
     built alongside is dropped."""
     return electra_towers(default_vocab_size=default_vocab_size)["discriminator"]
+
+
+@gin.configurable
+def generative_lm(default_vocab_size: Optional[int] = None, preset: str = "gpt2_small",
+                  **overrides):
+    """The GenerativeLM of a generative family's `preset` (GPT, GPT-2, GPT-3-style, T5, BART):
+    `backbone(...)` of that preset wrapped in the family's `lm` class; the arguments are
+    `backbone`'s. The LM tasks (causal LM and text-to-text fine-tuning) take it as their model.
+
+    Example (gin): generative_lm.preset = 'gpt2_tiny'
+    """
+    family = family_of(preset)
+    if not family.lm:
+        raise ValueError(f"preset {preset!r} is a {family.name} encoder, which does not "
+                         "generate; choose a preset of a generative family (gpt, gpt2, gpt3, "
+                         "t5, bart)")
+    module, cls = family.lm.split(":")
+    lm_class = getattr(importlib.import_module(module), cls)
+    return lm_class(backbone(default_vocab_size, preset=preset, **overrides))
