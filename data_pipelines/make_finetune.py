@@ -236,9 +236,14 @@ class MakeFeaturesFn(beam.DoFn):
         if hasattr(self._kind, "examples_columns"):
             columns = self._kind.examples_columns(examples, self._tokenizer, self._options, first,
                                                   on_error=on_error)
+            if hasattr(self._kind, "to_records"):  # the stored form of some features
+                columns = self._kind.to_records(columns)
             keyed = serialized_rows(self._spec, columns)
         else:
             per_example = featurize(self._kind, examples, self._tokenizer, self._options, first, on_error)
+            if hasattr(self._kind, "to_records"):
+                per_example = [[self._kind.to_records(r) for r in records]
+                               for records in per_example]
             keyed = [(example_key(first + k, j), first + k, as_values(record, self._spec, first + k))
                      for k, records in enumerate(per_example) for j, record in enumerate(records)]
             records = features.serialize_examples(self._spec, [r for _, _, r in keyed])

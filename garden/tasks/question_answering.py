@@ -5,7 +5,7 @@ Data (docs/tasks.md, "Extractive question answering"):
   windows are made in this process with example_features (small tasks), or read from
   `train_records`, a `python -m data_pipelines.make_finetune --task=squad` output directory
   made from that same file (COMPLETED, info.json's window options and vocabulary checked;
-  parsed with data_pipelines.finetune.squad.feature_spec).
+  parsed with data_pipelines.finetune.squad.parse_record).
 - eval_file: a SQuAD JSON scored with the official metric (garden.metrics.squad: EM / F1,
   v2.0 HasAns / NoAns) through garden.models.question_answering.decode (n_best starts x ends,
   max_answer_length, max-context, null threshold).
@@ -204,10 +204,9 @@ class QuestionAnswering(Task):
         """Unbatched training windows (the held-out paragraphs left out)."""
         keep = tf.constant(~self.holdout)
         if self.train_records:
-            spec = squad.feature_spec(self.options)
             ds = tf.data.TFRecordDataset(self._records, compression_type=(
                 "GZIP" if self._records[0].endswith(".gz") else ""))
-            ds = ds.map(lambda x: tf.io.parse_single_example(x, spec))
+            ds = ds.map(lambda x: squad.parse_record(x, self.options))
         else:
             windows = self._featurize(self.train_examples, self.train_file)
             ds = tf.data.Dataset.from_tensor_slices(windows)

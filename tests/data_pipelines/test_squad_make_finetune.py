@@ -67,9 +67,9 @@ def shard_bytes(out):
             for p in sorted(glob.glob(os.path.join(out, "train-*")))}
 
 
-def read_records(out, spec):
+def read_records(out, options):
     files = sorted(glob.glob(os.path.join(out, "train-*.tfrecord")))
-    return [{k: v.numpy() for k, v in tf.io.parse_single_example(r, spec).items()}
+    return [{k: v.numpy() for k, v in squad.parse_record(r, options).items()}
             for r in tf.data.TFRecordDataset(files)]
 
 
@@ -90,8 +90,14 @@ def test_records_equal_example_features_in_input_order(files, first_run):
     for i, windows in enumerate(squad.examples_features(examples, tokenizer, options)):
         for w in windows:
             expected[(i, w["window_index"])] = w
-    records = read_records(out, squad.feature_spec(options))
+    records = read_records(out, options)
     assert stats["examples_read"] == 38 and stats["instances"] == len(expected) == len(records)
+    # Stored plus one: no -1 (a 10-byte varint) in the files, 0 where no context piece is.
+    raw = [tf.io.parse_single_example(r, squad.feature_spec(options)) for r in
+           tf.data.TFRecordDataset(sorted(glob.glob(os.path.join(out, "train-*.tfrecord"))))]
+    stored = np.stack([r["context_char_start"].numpy() for r in raw])
+    assert stored.min() == 0 and (stored == 0).sum() == sum(
+        (r["context_char_start"] == -1).sum() for r in records)
     for r in records:
         want = expected[(int(r["example_index"]), int(r["window_index"]))]
         for name, value in want.items():
@@ -119,13 +125,15 @@ def test_bytes_do_not_depend_on_runner_or_chunking(files, first_run, tmp_path):
 
 
 def test_per_example_protocol_path_writes_the_same_bytes(files, first_run, tmp_path, monkeypatch):
-    """A kind with only the required protocol (example_features per example, as conll's) goes
-    through make_finetune's generic path: the same bytes as squad's columnar path."""
+    """A kind with only the required protocol (example_features per example, as conll's, plus
+    squad's to_records) goes through make_finetune's generic path: the same bytes as squad's
+    columnar path."""
     import types
 
     out, _ = first_run
     plain = types.SimpleNamespace(**{name: getattr(squad, name) for name in (
-        "NAME", "add_flags", "options_from_flags", "read_examples", "example_features", "feature_spec")})
+        "NAME", "add_flags", "options_from_flags", "read_examples", "example_features", "feature_spec",
+        "to_records")})
     monkeypatch.setattr(make_finetune, "get_kind", lambda name: plain)
     other = str(tmp_path / "plain")
     run(files, other, "--num_shards=3", "--examples_per_chunk=5")
@@ -213,7 +221,7 @@ def test_tfds_squad_from_local_data_dir(files, tmp_path):
     options = squad.SquadOptions(24, 5, 6)
     tokenizer = tokenizers.load_tokenizer("wordpiece", files["vocab"])
     expected = [w for ws in squad.examples_features(examples, tokenizer, options) for w in ws]
-    records = [{k: v.numpy() for k, v in tf.io.parse_single_example(r, squad.feature_spec(options)).items()}
+    records = [{k: v.numpy() for k, v in squad.parse_record(r, options).items()}
                for r in tf.data.TFRecordDataset(str(out / "dev-00000-of-00001.tfrecord"))]
     assert stats["examples_read"] == 14 and len(records) == len(expected) > 14
     for r, w in zip(records, expected):
