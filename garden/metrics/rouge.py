@@ -15,11 +15,15 @@ scores 0 (rouge-score's convention).
 
 from __future__ import annotations
 
+import collections
+import re
+import statistics
 from typing import Dict, List, Sequence
 
 import numpy as np
 
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
+_WORD = re.compile(r"\S+")
 
 
 def per_example(predictions: Sequence[str], references: Sequence[str],
@@ -54,4 +58,30 @@ def corpus_rouge(predictions: Sequence[str], references: Sequence[str],
         out[k] = float(values.mean()) if len(values) else 0.0
         out[f"{k}_se"] = (float(values.std(ddof=1) / np.sqrt(len(values)))
                           if len(values) > 1 else 0.0)
+    return out
+
+
+def trivial_baselines(train_targets: Sequence[str], sources: Sequence[str],
+                      references: Sequence[str]) -> Dict[str, object]:
+    """corpus_rouge of the trivial predictions for (sources -> references), N = the median
+    whitespace word count of the train targets:
+        lead      the source's first N words (a summariser's lead-N rule);
+        constant  the N most frequent (lower-cased) train target words, in frequency order;
+        empty     "" (0 by definition);
+        tail      the source's last N words (on the seq2seq sample task, whose target ends the
+                  source, the extractive rule that solves it: a reference, not a baseline).
+    Also "words" (N) and "constant_prediction"."""
+    n = int(statistics.median(len(_WORD.findall(t)) for t in train_targets)) if len(
+        train_targets) else 0
+    counts = collections.Counter(w for t in train_targets for w in _WORD.findall(t.lower()))
+    constant = " ".join(w for w, _ in counts.most_common(n))
+    predictions = {
+        "lead": [" ".join(_WORD.findall(s)[:n]) for s in sources],
+        "constant": [constant] * len(sources),
+        "empty": [""] * len(sources),
+        "tail": [" ".join(_WORD.findall(s)[-n:]) if n else "" for s in sources],
+    }
+    out: Dict[str, object] = {name: corpus_rouge(p, references) for name, p in predictions.items()}
+    out["words"] = n
+    out["constant_prediction"] = constant
     return out
