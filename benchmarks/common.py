@@ -11,6 +11,8 @@ import importlib.metadata
 import json
 import os
 import platform
+import sys
+import types
 from typing import Iterable, List
 
 
@@ -80,3 +82,35 @@ def write_report(report: dict, path) -> dict:
             json.dump(report, f, indent=2)
         log(f"wrote {path}")
     return report
+
+
+def pkg_resources_shim() -> None:
+    """official.nlp.tasks imports tensorflow_hub, which wants pkg_resources.parse_version only;
+    setuptools (pkg_resources) is not in the venv, so give it packaging's parse."""
+    import importlib.util
+
+    if importlib.util.find_spec("pkg_resources") is None:
+        from packaging.version import parse
+
+        sys.modules["pkg_resources"] = types.SimpleNamespace(parse_version=parse)
+
+
+def model_garden_adamw(settings: dict):
+    """Model Garden's optimizer as official/nlp/configs/experiments set it up for BERT:
+    legacy AdamWeightDecay with its own global-norm clip, polynomial decay to 0 with linear
+    warmup. `settings`: learning_rate, weight_decay, epsilon, clip_norm, train_steps,
+    warmup_steps (the benchmark's OPTIMIZER, which our side gets too)."""
+    from official.modeling import optimization
+
+    config = optimization.OptimizationConfig({
+        "optimizer": {"type": "adamw", "adamw": {
+            "weight_decay_rate": settings["weight_decay"], "epsilon": settings["epsilon"],
+            "exclude_from_weight_decay": ["LayerNorm", "layer_norm", "bias"],
+            "gradient_clip_norm": settings["clip_norm"]}},
+        "learning_rate": {"type": "polynomial", "polynomial": {
+            "initial_learning_rate": settings["learning_rate"],
+            "decay_steps": settings["train_steps"], "end_learning_rate": 0.0}},
+        "warmup": {"type": "linear", "linear": {"warmup_steps": settings["warmup_steps"]}},
+    })
+    factory = optimization.OptimizerFactory(config)
+    return factory.build_optimizer(factory.build_learning_rate())

@@ -37,8 +37,9 @@ import time
 
 import psutil
 
+from benchmarks import common
 from benchmarks.common import log, machine_info, usable_cores, write_report
-from benchmarks.train_step import StepTimer, _pkg_resources_shim
+from benchmarks.train_step import StepTimer
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = {
@@ -111,11 +112,10 @@ def worker_ours(cfg: dict, args) -> dict:
 
 
 def worker_model_garden(cfg: dict, args) -> dict:
-    _pkg_resources_shim()
+    common.pkg_resources_shim()
     import tensorflow as tf
     import tf_keras
     from official.core import config_definitions
-    from official.modeling import optimization
     from official.nlp.configs import encoders
     from official.nlp.tasks import question_answering
 
@@ -133,18 +133,7 @@ def worker_model_garden(cfg: dict, args) -> dict:
     task = question_answering.QuestionAnsweringTask(config)
     model = task.build_model()
     metrics = task.build_metrics(training=True)
-    opt_config = optimization.OptimizationConfig({
-        "optimizer": {"type": "adamw", "adamw": {
-            "weight_decay_rate": OPTIMIZER["weight_decay"], "epsilon": OPTIMIZER["epsilon"],
-            "exclude_from_weight_decay": ["LayerNorm", "layer_norm", "bias"],
-            "gradient_clip_norm": OPTIMIZER["clip_norm"]}},
-        "learning_rate": {"type": "polynomial", "polynomial": {
-            "initial_learning_rate": OPTIMIZER["learning_rate"],
-            "decay_steps": OPTIMIZER["train_steps"], "end_learning_rate": 0.0}},
-        "warmup": {"type": "linear", "linear": {"warmup_steps": OPTIMIZER["warmup_steps"]}},
-    })
-    factory = optimization.OptimizerFactory(opt_config)
-    opt = factory.build_optimizer(factory.build_learning_rate())
+    opt = common.model_garden_adamw(OPTIMIZER)
     b = synthetic_batch(cfg)
     features = {"input_word_ids": b["token_ids"], "input_mask": b["padding_mask"],
                 "input_type_ids": b["segment_ids"]}

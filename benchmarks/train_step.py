@@ -350,23 +350,10 @@ def op_stats(logdir: str, top: int = 15) -> dict:
             "top_ops": ranked(by_op)}
 
 
-def _pkg_resources_shim() -> None:
-    """official.nlp.tasks imports tensorflow_hub, which wants pkg_resources.parse_version only;
-    setuptools (pkg_resources) is not in the venv, so give it packaging's parse."""
-    import importlib.util
-    import types
-
-    if importlib.util.find_spec("pkg_resources") is None:
-        from packaging.version import parse
-
-        sys.modules["pkg_resources"] = types.SimpleNamespace(parse_version=parse)
-
-
 def worker_model_garden(cfg: dict, args, jit_compile: bool) -> dict:
-    _pkg_resources_shim()
+    common.pkg_resources_shim()
     import tensorflow as tf
     import tf_keras
-    from official.modeling import optimization
     from official.nlp.configs import bert, encoders
     from official.nlp.data import pretrain_dataloader
     from official.nlp.tasks import masked_lm
@@ -388,20 +375,7 @@ def worker_model_garden(cfg: dict, args, jit_compile: bool) -> dict:
     task = masked_lm.MaskedLMTask(task_config)
     model = task.build_model()
     metrics = task.build_metrics(training=True)
-    # As official/nlp/configs/experiments (bert/pretraining): legacy AdamWeightDecay, its own
-    # global-norm clip (gradient_clip_norm=1.0), polynomial decay with linear warmup.
-    opt_config = optimization.OptimizationConfig({
-        "optimizer": {"type": "adamw", "adamw": {
-            "weight_decay_rate": OPTIMIZER["weight_decay"], "epsilon": OPTIMIZER["epsilon"],
-            "exclude_from_weight_decay": ["LayerNorm", "layer_norm", "bias"],
-            "gradient_clip_norm": OPTIMIZER["clip_norm"]}},
-        "learning_rate": {"type": "polynomial", "polynomial": {
-            "initial_learning_rate": OPTIMIZER["learning_rate"],
-            "decay_steps": OPTIMIZER["train_steps"], "end_learning_rate": 0.0}},
-        "warmup": {"type": "linear", "linear": {"warmup_steps": OPTIMIZER["warmup_steps"]}},
-    })
-    factory = optimization.OptimizerFactory(opt_config)
-    opt = factory.build_optimizer(factory.build_learning_rate())
+    opt = common.model_garden_adamw(OPTIMIZER)
 
     b = synthetic_batch(cfg)
     inputs = {

@@ -10,14 +10,17 @@ directory's lifecycle).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
+import posixpath
 import uuid
 from typing import Callable, Dict, List, Optional
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from data_pipelines import beam_options, casing, output, sources, tokenizers
+from data_pipelines import beam_options, casing, features, output, sources, tokenizers
+from data_pipelines.objectives import base
 
 Build = Callable[[beam.Pipeline, str], None]  # (pipeline, work dir) -> adds the job
 
@@ -80,3 +83,34 @@ def run_pipeline(pipeline_options: PipelineOptions, build: Build, output_dir: st
     state = str(result.state)
     if "DONE" not in state:
         raise output.OutputError(f"pipeline ended in state {state}; {output_dir} is not COMPLETED")
+
+
+def info_fields(args, beam_args, tokenizer, options, feature_spec, shard_files) -> Dict:
+    """The info.json fields both make_pretrain and make_finetune write: the arguments, the
+    vocabulary and its fingerprint, the feature spec, compression and the shard names
+    (garden/data.py checks the data against its config with them)."""
+    arguments = {k: v for k, v in vars(args).items() if k != "tfds_shards"}
+    return {
+        "arguments": {**arguments, "beam_args": list(beam_args)},
+        "options": (dataclasses.asdict(options) if dataclasses.is_dataclass(options)
+                    else str(options)),
+        "tokenizer": args.tokenizer,
+        "lower_case": args.do_lower_case,
+        "vocab": args.vocab,
+        "vocab_size": tokenizer.vocab.size,
+        "vocab_fingerprint": tokenizer.fingerprint,
+        "feature_spec": features.spec_to_json(feature_spec),
+        "compression": "GZIP" if args.compress else None,
+        "files": [posixpath.basename(f) for f in shard_files],
+    }
+
+
+def main(run: Callable, argv=None) -> None:
+    """A job's command-line entry: logging set up, then `run(argv)`; a vocabulary that cannot
+    be used ends the process with one `error: ...` line instead of a traceback."""
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        run(argv)
+    except (tokenizers.VocabularyError, base.VocabularyRoleError) as e:
+        raise SystemExit(f"error: {e}") from e

@@ -46,14 +46,12 @@ logged every --progress_seconds, counted from the work files and shards written 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import hashlib
 import importlib
 import inspect
 import json
 import logging
 import pickle
-import posixpath
 import sys
 import uuid
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -506,24 +504,15 @@ def _info(args, beam_args, tokenizer, files: Sequence[str], shard_files: Sequenc
     reads ``objective``, the vocabulary, ``max_seq_length``, ``feature_spec`` and ``files``)."""
     kind = get_kind(args.task)
     options = kind.options_from_flags(args)
-    arguments = {k: v for k, v in vars(args).items() if k != "tfds_shards"}
     return {
         "format_version": features.FORMAT_VERSION,
         "task": args.task,
         "objective": args.task,
         "split": args.split,
         "input_files": list(files),
-        "arguments": {**arguments, "beam_args": list(beam_args)},
-        "options": dataclasses.asdict(options) if dataclasses.is_dataclass(options) else str(options),
-        "tokenizer": args.tokenizer,
-        "lower_case": args.do_lower_case,
-        "vocab": args.vocab,
-        "vocab_size": tokenizer.vocab.size,
-        "vocab_fingerprint": tokenizer.fingerprint,
-        "feature_spec": features.spec_to_json(record_spec(kind.feature_spec(options))),
         "max_seq_length": getattr(options, "max_seq_length", None),
-        "compression": "GZIP" if args.compress else None,
-        "files": [posixpath.basename(f) for f in shard_files],
+        **jobs.info_fields(args, beam_args, tokenizer, options,
+                           record_spec(kind.feature_spec(options)), shard_files),
         "examples": {"read": stats["examples_read"], "featurized": stats["examples_featurized"],
                      "skipped": stats["examples_skipped"]},
         "instances": {"total": stats["instances"], "per_shard": stats["instances_per_shard"]},
@@ -531,11 +520,7 @@ def _info(args, beam_args, tokenizer, files: Sequence[str], shard_files: Sequenc
 
 
 def main(argv=None) -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    try:
-        run(argv)
-    except (tokenizers.VocabularyError, base.VocabularyRoleError) as e:
-        raise SystemExit(f"error: {e}") from e
+    jobs.main(run, argv)
 
 
 if __name__ == "__main__":

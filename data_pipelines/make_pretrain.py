@@ -72,7 +72,6 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
-import dataclasses
 import gc
 import hashlib
 import heapq
@@ -80,7 +79,6 @@ import json
 import logging
 import math
 import pickle
-import posixpath
 import struct
 import sys
 import uuid
@@ -829,34 +827,21 @@ def _info(args, beam_args, tokenizer, shard_files: Sequence[str], stats: dict) -
     """info.json: what a reader needs to check the data against its config (garden/data.py)."""
     objective = objectives.get(args.objective)
     options = objective.make_options(args)
-    arguments = {k: v for k, v in vars(args).items() if k != "tfds_shards"}
     return {
         "format_version": features.FORMAT_VERSION,
         "objective": args.objective,
         "recipe": objective.recipe,
         "split": SPLIT,
-        "arguments": {**arguments, "beam_args": list(beam_args)},
-        "options": dataclasses.asdict(options) if dataclasses.is_dataclass(options) else str(options),
-        "tokenizer": args.tokenizer,
-        "lower_case": args.do_lower_case,
-        "vocab": args.vocab,
-        "vocab_size": tokenizer.vocab.size,
-        "vocab_fingerprint": tokenizer.fingerprint,
-        "feature_spec": features.spec_to_json(objective.feature_spec(options)),
         "max_seq_length": args.max_seq_length,
         "max_predictions_per_seq": getattr(args, "max_predictions_per_seq", None),
-        "compression": "GZIP" if args.compress else None,
-        "files": [posixpath.basename(f) for f in shard_files],
+        **jobs.info_fields(args, beam_args, tokenizer, options, objective.feature_spec(options),
+                           shard_files),
         "instances": {"total": stats["instances"], "per_shard": stats["instances_per_shard"]},
     }
 
 
 def main(argv=None) -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    try:
-        run(argv)
-    except (tokenizers.VocabularyError, base.VocabularyRoleError) as e:
-        raise SystemExit(f"error: {e}") from e
+    jobs.main(run, argv)
 
 
 if __name__ == "__main__":

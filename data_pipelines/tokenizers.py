@@ -407,6 +407,65 @@ def _map_lowered_offsets(texts: List[str], lowered: List[bytes], starts, ends, l
 # In-graph modules (one per kind)
 
 
+def char_spans(text, starts, ends):
+    """In the graph: UTF-8 byte spans [start, end) of text[i] (ragged [batch, (pieces)]) ->
+    character spans, as data_pipelines.finetune.squad.char_offsets computes them eagerly: a
+    start inside a character moves to that character's start, an end inside one covers it."""
+    import tensorflow as tf
+
+    _, char_bytes = tf.strings.unicode_decode_with_offsets(text, "UTF-8")
+    # Byte offset at which each character starts, then the text's length, per row.
+    lengths = tf.expand_dims(tf.cast(tf.strings.length(text), tf.int64), 1)
+    at = tf.concat([char_bytes, tf.RaggedTensor.from_tensor(lengths)], axis=1)
+    table = at.to_tensor(default_value=tf.int64.max)
+
+    def search(offsets, side):
+        values = tf.cast(offsets, tf.int64).to_tensor(default_value=0)
+        found = tf.searchsorted(table, values, side=side, out_type=tf.int64)
+        return tf.RaggedTensor.from_tensor(found, lengths=offsets.row_lengths())
+
+    return search(starts, "right") - 1, search(ends, "left")
+
+
+def _lowered_to_original(text, lowered_starts, lowered_ends):
+    """Character spans in tf.strings.lower(text) -> spans in text. Lower-casing maps each
+    character to one or more ("İ" -> "i" + U+0307), so each original character's lowered
+    length is summed and searched, as tokenizers._map_lowered_offsets does with bytes."""
+    import tensorflow as tf
+
+    chars = tf.strings.unicode_split(text, "UTF-8")
+    lowered_lengths = tf.strings.length(tf.strings.lower(chars, encoding="utf-8"),
+                                        unit="UTF8_CHAR")
+    zero = tf.zeros_like(lowered_lengths[:, :1])
+    at = tf.cast(tf.concat([zero, tf.math.cumsum(lowered_lengths, axis=1)], axis=1), tf.int64)
+    table = at.to_tensor(default_value=tf.int64.max)
+
+    def search(offsets, side):
+        found = tf.searchsorted(table, offsets.to_tensor(default_value=0), side=side,
+                                out_type=tf.int64)
+        return tf.RaggedTensor.from_tensor(found, lengths=offsets.row_lengths())
+
+    return search(lowered_starts, "right") - 1, search(lowered_ends, "left")
+
+
+def _strip_leading_space_in_graph(text, starts, ends):
+    """The graph twin of _strip_leading_space: a piece's span starts after the whitespace it
+    carries ("\u2581the" starts at "t"); a whitespace-only piece becomes empty at its end."""
+    import tensorflow as tf
+
+    rows = tf.gather(text, starts.value_rowids())
+    pieces = tf.strings.substr(rows, starts.flat_values, ends.flat_values - starts.flat_values)
+    stripped = tf.strings.regex_replace(pieces, "^[ \t\n\r\x0b\x0c]+", "")
+    shift = tf.cast(tf.strings.length(pieces) - tf.strings.length(stripped), starts.dtype)
+    return starts.with_flat_values(starts.flat_values + shift)
+
+
+def _original_spans(text, lowered, starts, ends, lower_case: bool):
+    """Byte spans in the (lowered) text the tokenizer saw -> character spans in `text`."""
+    starts, ends = char_spans(lowered, starts, ends)
+    return _lowered_to_original(text, starts, ends) if lower_case else (starts, ends)
+
+
 @functools.lru_cache(maxsize=None)
 def _graph_modules():
     """The module classes, defined on first use so that importing this file needs no TF."""
@@ -421,6 +480,12 @@ def _graph_modules():
 
         def tokenize(self, text):
             return self.tokenizer.tokenize(text)
+
+        def tokenize_with_char_offsets(self, text):
+            """(ids, starts, ends) ragged int64: each piece's CHARACTER span [start, end) in
+            the original text (FastBertTokenizer maps its normaliser's offsets back)."""
+            ids, starts, ends = self.tokenizer.tokenize_with_offsets(text)
+            return (ids, *char_spans(text, starts, ends))
 
         @tf.function(input_signature=spec)
         def __call__(self, text):
@@ -441,6 +506,16 @@ def _graph_modules():
         def tokenize(self, text):
             return tf.cast(self.tokenizer.tokenize(self.lower(text)), tf.int64)
 
+        def tokenize_with_char_offsets(self, text):
+            """(ids, starts, ends) ragged int64, spans in characters of the original text as
+            TextTokenizer.tokenize_with_offsets gives them in bytes."""
+            lowered = self.lower(text)
+            ids, starts, ends = self.tokenizer.tokenize_with_offsets(lowered)
+            starts, ends = tf.cast(starts, tf.int64), tf.cast(ends, tf.int64)
+            starts = _strip_leading_space_in_graph(lowered, starts, ends)
+            return (tf.cast(ids, tf.int64),
+                    *_original_spans(text, lowered, starts, ends, self.lower_case))
+
         @tf.function(input_signature=spec)
         def __call__(self, text):
             return self.tokenize(text)
@@ -457,6 +532,14 @@ def _graph_modules():
             self.tokenizer = keras_hub.tokenizers.BytePairTokenizer(
                 vocabulary=vocabulary, merges=merges, unsplittable_tokens=[], dtype="int64",
                 _allow_python_workflow=False)
+            # Each piece's length in bytes of the text (byte-level pieces are the text's
+            # bytes), for offsets in the graph; 0 for a token that is not bytes.
+            byte_of = {c: b for b, c in bytes_to_unicode().items()}
+            lengths = np.zeros(max(vocabulary.values()) + 1, np.int64)
+            for token, i in vocabulary.items():
+                if all(c in byte_of for c in token):
+                    lengths[i] = len(token)
+            self.piece_lengths = tf.constant(lengths)
 
         def lower(self, text):
             return tf.strings.lower(text, encoding="utf-8") if self.lower_case else text
@@ -472,6 +555,21 @@ def _graph_modules():
         # keras-hub's graph runs a while loop over merges with a lookup cache: as a graph it is
         # faster than op by op (0.91 vs 0.74 MB per CPU-second), so eager calls use it too.
         tokenize = __call__
+
+        def tokenize_with_char_offsets(self, text):
+            """(ids, starts, ends) ragged int64, spans in characters of the original text: the
+            pieces laid end to end over the (lowered) text's bytes, then as
+            TextTokenizer.tokenize_with_offsets (leading whitespace left out)."""
+            lowered = self.lower(text)
+            ids = self(text)
+            lengths = tf.gather(self.piece_lengths, ids.flat_values)
+            total = tf.cumsum(lengths)  # over the whole batch, then restarted per row
+            before_row = tf.gather(tf.concat([[0], total], 0), ids.row_splits[:-1])
+            flat_ends = total - tf.gather(before_row, ids.value_rowids())
+            ends = ids.with_flat_values(flat_ends)
+            starts = ids.with_flat_values(flat_ends - lengths)
+            starts = _strip_leading_space_in_graph(lowered, starts, ends)
+            return (ids, *_original_spans(text, lowered, starts, ends, self.lower_case))
 
     return WordPieceModule, SentencePieceModule, BytePairModule
 

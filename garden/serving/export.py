@@ -71,6 +71,9 @@ TF_TEXT_OP_FIRST_RELEASE = {
     "WordpieceTokenizeWithOffsets": "2.0",
     "SentencepieceOp": "2.0",
     "SentencepieceTokenizeOp": "2.0",
+    # Added with SentencepieceTokenizer itself (tensorflow/text commit 35d8bc0, 2019-09-23,
+    # first tagged in v1.15.0 / 2.0), like SentencepieceTokenizeOp.
+    "SentencepieceTokenizeWithOffsetsOp": "2.0",
     "FastBertNormalize": "2.9",
     "FastWordpieceTokenizeWithOffsets": "2.9",
     "TFText>RoundRobinTrim": "2.13",

@@ -6,10 +6,10 @@ one graph.
 garden.serve) needs no client-side code:
 
 1. tokenize: the question with the fine-tuning tokenizer, cut to max_query_length pieces; the
-   context with its offsets (tensorflow-text's FastBertTokenizer.tokenize_with_offsets: UTF-8
-   BYTE spans), turned into CHARACTER spans by counting the characters before each byte offset
-   (tf.strings.unicode_decode_with_offsets + searchsorted), because SQuAD's answer_start and
-   a client's string indices count characters;
+   context with its CHARACTER spans (data_pipelines.tokenizers' in-graph
+   tokenize_with_char_offsets for WordPiece, SentencePiece and byte-level BPE: the UTF-8 byte
+   offsets tensorflow-text gives, turned into characters as make_finetune does), because
+   SQuAD's answer_start and a client's string indices count characters;
 2. window the context exactly as make_finetune does (data_pipelines.finetune.squad, the
    original run_squad.py): max_tokens_for_doc = max_seq_length - question pieces - 3 (BERT
    layout [CLS] q [SEP] window [SEP]; RoBERTa's <s> q </s></s> window </s> takes 4), windows
@@ -34,8 +34,7 @@ InvalidArgumentError):
 
 The null threshold (tuned by garden.tasks.question_answering on held-out training data) is a
 constant of the graph and is written to the export's metadata; +inf (a v1.1 model) never
-answers "" unless no candidate is left. Offsets in the graph come from the WordPiece
-tokenizer; other tokenizer kinds export serving_ids only (metadata says so).
+answers "" unless no candidate is left.
 """
 
 from __future__ import annotations
@@ -52,8 +51,9 @@ from garden.models.question_answering import MAX_ANSWER_LENGTH, N_BEST
 from garden.serving.modules import PREDICT, ServingModule
 from garden.serving.text import TextPacker, checked_text
 
-# Kinds whose in-graph tokenizer gives offsets in the original text.
-TEXT_KINDS = ("wordpiece",)
+# Kinds whose in-graph tokenizer gives offsets in the original text (all of them:
+# data_pipelines.tokenizers' modules, tokenize_with_char_offsets).
+TEXT_KINDS = ("wordpiece", "sentencepiece", "bpe")
 
 
 def _strings(texts: Sequence[str]) -> np.ndarray:
@@ -63,17 +63,6 @@ def _strings(texts: Sequence[str]) -> np.ndarray:
 def layout_specials(layout: str) -> Tuple[int, int]:
     """(tokens before the question, special tokens of a window in all) of a text layout."""
     return (1, 4) if layout == "roberta" else (1, 3)
-
-
-def _char_offsets(text: tf.Tensor, byte_offsets: tf.RaggedTensor) -> tf.RaggedTensor:
-    """Character index of each UTF-8 byte offset (at a character boundary or the text's end)
-    of text[i]: the number of characters that start before it."""
-    _, char_bytes = tf.strings.unicode_decode_with_offsets(text, "UTF-8")
-    big = tf.int64.max
-    starts = char_bytes.to_tensor(default_value=big)
-    values = byte_offsets.to_tensor(default_value=0)
-    chars = tf.searchsorted(starts, values, side="left", out_type=tf.int64)
-    return tf.RaggedTensor.from_tensor(chars, lengths=byte_offsets.row_lengths())
 
 
 def decode_windows(context: tf.Tensor, windows: Dict[str, tf.Tensor], start_logits: tf.Tensor,
@@ -178,8 +167,7 @@ class QuestionAnsweringServing(ServingModule):
     # -- windows --------------------------------------------------------------------------
     def _context_pieces(self, context):
         """Piece ids and character spans of the contexts, ragged [B, (pieces)]."""
-        ids, starts, ends = self.packer.tokenizer.tokenizer.tokenize_with_offsets(context)
-        return ids, _char_offsets(context, starts), _char_offsets(context, ends)
+        return self.packer.tokenizer.tokenize_with_char_offsets(context)
 
     def windows(self, question: tf.Tensor, context: tf.Tensor) -> Dict[str, tf.Tensor]:
         """The windows of a batch as make_finetune's records (without the labels):
@@ -231,6 +219,8 @@ class QuestionAnsweringServing(ServingModule):
             end_of_segment_id=self.packer.sep_id)
         token_ids, padding_mask = tf_text.pad_model_inputs(token_ids, T, pad_value=self.packer.pad_id)
         segment_ids, _ = tf_text.pad_model_inputs(segment_ids, T, pad_value=0)
+        if self.packer.layout == "roberta":  # one segment, as make_finetune writes it
+            segment_ids = tf.zeros_like(segment_ids)
 
         def per_token(values, fill):
             """A context-slot value in its packed position, `fill` everywhere else."""

@@ -3,37 +3,21 @@ mock data), first-sub-token features with non-overlapping pieces, and the CoNLL 
 
 from __future__ import annotations
 
-
 import pytest
 
 from data_pipelines import tokenizers
 from data_pipelines.finetune import FinetuneDataError, conll
 from data_pipelines.sample_tasks import conll as sample_conll
 
-# The shared task's own first lines (eng.train), IOB1: entities start with I-.
-ENG_TRAIN = """-DOCSTART- -X- -X- O
+from conll_testing import ENG_TRAIN_HEAD, VOCAB
 
-EU NNP B-NP I-ORG
-rejects VBZ B-VP O
-German JJ B-NP I-MISC
-call NN I-NP O
-to TO B-VP O
-boycott VB I-VP O
-British JJ B-NP I-MISC
-lamb NN I-NP O
-. . O O
-
-Peter NNP B-NP I-PER
-Blackburn NNP I-NP I-PER
-
+# The shared task's first lines, then the start of its next document.
+ENG_TRAIN = ENG_TRAIN_HEAD + """
 -DOCSTART- -X- -X- O
 
 BRUSSELS NNP B-NP I-LOC
 1996-08-22 CD I-NP O
 """
-
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "eu", "rejects", "german", "call", "to",
-         "boy", "##cot", "##t", "british", "lamb", ".", "peter", "black", "##burn"]
 
 
 def _write(tmp_path, name, text):

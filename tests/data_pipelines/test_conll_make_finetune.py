@@ -15,24 +15,10 @@ import tensorflow as tf
 from data_pipelines import make_finetune, tokenizers
 from data_pipelines.finetune import conll
 
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "eu", "rejects", "german", "call", "to",
-         "boy", "##cot", "##t", "british", "lamb", ".", "peter", "black", "##burn"]
+from conll_testing import ENG_TRAIN_HEAD, VOCAB
+
 LABELS = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-MISC", "I-MISC"]
-TEXT = """-DOCSTART- -X- -X- O
-
-EU NNP B-NP I-ORG
-rejects VBZ B-VP O
-German JJ B-NP I-MISC
-call NN I-NP O
-to TO B-VP O
-boycott VB I-VP O
-British JJ B-NP I-MISC
-lamb NN I-NP O
-. . O O
-
-Peter NNP B-NP I-PER
-Blackburn NNP I-NP I-PER
-
+TEXT = ENG_TRAIN_HEAD + """
 Peter NNP B-NP I-PER
 rejects VBZ B-VP O
 . . O O

@@ -1,0 +1,224 @@
+"""Generation speed: GPT-2 small's architecture, 32-token prompts, 64 new tokens, greedy, batch 1
+and 8, tokens per second, against keras-hub and Hugging Face torch in one run (issue 15).
+
+Contenders, all float32 on this machine's CPU cores, random weights (nothing downloaded):
+- ours: `garden.generation.Generator` over `garden.models.factory.generative_lm("gpt2_small")`
+  (the cached decode loop compiled once: one tf.while_loop over decode_step), XLA off as
+  garden.generation defaults on CPUs, and with `--ours_xla` also jit_compile=True.
+- keras-hub: `keras_hub.models.GPT2CausalLM(GPT2Backbone of gpt2_small's shape,
+  preprocessor=None).generate` with its greedy sampler (its generate step compiled with XLA on
+  the TensorFlow backend, static KV cache), inputs padded to prompt + new tokens.
+- Hugging Face torch eager: transformers' GPT2LMHeadModel(GPT2Config()).generate(do_sample=False)
+  under torch.inference_mode with `torch.set_num_threads(cores)` and its dynamic KV cache.
+Every contender generates exactly 64 new tokens per row: EOS cannot stop a row (ours:
+min_new_tokens=64; keras-hub: stop_token_ids=None; torch: min_new_tokens=64), so the work is the
+same whatever the random weights predict. Prompts are the same random ids for everyone.
+
+tokens/s = batch * 64 / median wall time of one generate call, after `--warmup` calls (which
+include compilation: reported separately as the first call's time). Each contender runs in its
+own process, one after the other (TensorFlow's and torch's thread pools in one process slow each
+other down). The load average before and after is recorded: on a shared machine the figures are
+lower bounds.
+
+    python -m benchmarks.generation --output_json=/tmp/generation.json
+    python -m benchmarks.generation --tiny   # a 2-layer model: checks the harness in a minute
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Dict, List
+
+import numpy as np
+
+from benchmarks import common
+from benchmarks.common import log, usable_cores, write_report
+
+PROMPT, NEW, VOCAB, EOS = 32, 64, 50257, 50256
+SMALL = dict(num_layers=12, hidden_size=768, num_heads=12, intermediate_size=3072)
+TINY = dict(num_layers=2, hidden_size=128, num_heads=2, intermediate_size=512)
+
+
+def _shape(args) -> Dict[str, int]:
+    return TINY if args.tiny else SMALL
+
+
+def _prompts(batch: int) -> np.ndarray:
+    return np.random.default_rng(batch).integers(0, EOS, (batch, PROMPT)).astype("int32")
+
+
+def _timed(call, warmup: int, reps: int) -> dict:
+    t0 = time.perf_counter()
+    call()
+    first = time.perf_counter() - t0
+    for _ in range(max(warmup - 1, 0)):
+        call()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - t0)
+    return {"first_call_s": first, "median_s": float(np.median(times)), "times_s": times}
+
+
+def worker_ours(batches: List[int], args, jit_compile: bool) -> dict:
+    import keras
+
+    from garden.generation import GenerationConfig, Generator
+    from garden.models import factory
+
+    keras.utils.set_random_seed(0)
+    shape = _shape(args)
+    model = factory.generative_lm(preset="gpt2_small", dropout=0.0, vocab_size=VOCAB, **shape)
+    generator = Generator(model, eos_id=EOS, pad_id=EOS, jit_compile=jit_compile)
+    config = GenerationConfig(max_new_tokens=NEW, min_new_tokens=NEW)
+    out = {"parameters": int(model.count_params())}
+    for b in batches:
+        ids = _prompts(b)
+        prompt = {"token_ids": ids, "padding_mask": np.ones_like(ids)}
+        result = _timed(lambda: generator.generate(prompt, config), args.warmup, args.reps)
+        tokens = generator.generate(prompt, config)["token_ids"]
+        assert np.asarray(tokens).shape == (b, NEW)
+        out[f"batch{b}"] = result
+    out["tracing_count"] = generator.tracing_count()
+    return out
+
+
+def worker_ours_xla(batches, args):
+    return worker_ours(batches, args, True)
+
+
+def worker_keras_hub(batches: List[int], args) -> dict:
+    import keras
+    import keras_hub
+
+    keras.utils.set_random_seed(0)
+    shape = _shape(args)
+    backbone = keras_hub.models.GPT2Backbone(
+        vocabulary_size=VOCAB, num_layers=shape["num_layers"], num_heads=shape["num_heads"],
+        hidden_dim=shape["hidden_size"], intermediate_dim=shape["intermediate_size"],
+        dropout=0.0, max_sequence_length=1024)
+    lm = keras_hub.models.GPT2CausalLM(backbone=backbone, preprocessor=None)
+    lm.compile(sampler="greedy")
+    out = {"parameters": int(backbone.count_params())}
+    for b in batches:
+        ids = np.concatenate([_prompts(b), np.zeros((b, NEW), "int32")], axis=1)
+        mask = np.concatenate([np.ones((b, PROMPT), bool), np.zeros((b, NEW), bool)], axis=1)
+        inputs = {"token_ids": ids, "padding_mask": mask}
+        result = _timed(lambda: lm.generate(inputs, stop_token_ids=None), args.warmup, args.reps)
+        generated = lm.generate(inputs, stop_token_ids=None)
+        assert np.asarray(generated["padding_mask"]).sum(axis=1).tolist() == [PROMPT + NEW] * b
+        out[f"batch{b}"] = result
+    return out
+
+
+def worker_torch(batches: List[int], args) -> dict:
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    torch.set_num_threads(usable_cores())
+    shape = _shape(args)
+    config = transformers.GPT2Config(
+        vocab_size=VOCAB, n_layer=shape["num_layers"], n_embd=shape["hidden_size"],
+        n_head=shape["num_heads"], n_inner=shape["intermediate_size"], resid_pdrop=0.0,
+        embd_pdrop=0.0, attn_pdrop=0.0)
+    model = transformers.GPT2LMHeadModel(config).eval()
+    out = {"parameters": int(sum(p.numel() for p in model.parameters()))}
+    for b in batches:
+        ids = torch.from_numpy(_prompts(b).astype("int64"))
+        mask = torch.ones_like(ids)
+
+        def call():
+            with torch.inference_mode():
+                return model.generate(input_ids=ids, attention_mask=mask, do_sample=False,
+                                      max_new_tokens=NEW, min_new_tokens=NEW,
+                                      pad_token_id=EOS, eos_token_id=EOS)
+
+        result = _timed(call, args.warmup, args.reps)
+        assert tuple(call().shape) == (b, PROMPT + NEW)
+        out[f"batch{b}"] = result
+    return out
+
+
+WORKERS = {"ours": lambda b, a: worker_ours(b, a, False), "ours_xla": worker_ours_xla,
+           "keras_hub": worker_keras_hub, "torch": worker_torch}
+
+
+def spawn(name: str, work: str, argv: List[str]) -> dict:
+    log(f"{name}: starting")
+    path = os.path.join(work, f"{name}.json")
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.generation", *argv,
+                           f"--_worker={name}", f"--_work={work}"],
+                          capture_output=True, text=True)
+    if proc.returncode != 0 or not os.path.exists(path):
+        tail = (proc.stdout + proc.stderr).strip().splitlines()[-15:]
+        raise RuntimeError(f"{name} failed (exit {proc.returncode}):\n" + "\n".join(tail))
+    with open(path) as f:
+        return json.load(f)
+
+
+def main(argv=None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--batches", default="1,8", help="comma-separated batch sizes")
+    p.add_argument("--warmup", type=int, default=2, help="untimed calls (the first compiles)")
+    p.add_argument("--reps", type=int, default=3, help="timed calls (median reported)")
+    p.add_argument("--contenders", default="ours,keras_hub,torch",
+                   help="comma-separated subset of " + ",".join(WORKERS))
+    p.add_argument("--ours_xla", action="store_true", help="also time ours with jit_compile")
+    p.add_argument("--tiny", action="store_true", help="a 2-layer H128 model (harness check)")
+    p.add_argument("--output_json", default="")
+    p.add_argument("--_worker", default="", help=argparse.SUPPRESS)
+    p.add_argument("--_work", default="", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    batches = [int(b) for b in args.batches.split(",")]
+    if args._worker:
+        out = WORKERS[args._worker](batches, args)
+        with open(os.path.join(args._work, f"{args._worker}.json"), "w") as f:
+            json.dump(out, f)
+        return out
+
+    contenders = args.contenders.split(",") + (["ours_xla"] if args.ours_xla else [])
+    unknown = sorted(set(contenders) - set(WORKERS))
+    if unknown:
+        p.error(f"unknown contenders {unknown}; choose from {sorted(WORKERS)}")
+    passed = [a for a in (argv if argv is not None else sys.argv[1:])
+              if not a.startswith(("--output_json", "--contenders", "--ours_xla"))]
+    load_before = os.getloadavg()
+    results = {}
+    with tempfile.TemporaryDirectory() as work:
+        for name in contenders:
+            results[name] = spawn(name, work, passed)
+            for b in batches:
+                r = results[name][f"batch{b}"]
+                log(f"{name} batch {b}: {b * NEW / r['median_s']:.1f} tokens/s "
+                    f"(median {r['median_s']:.3f} s, first call {r['first_call_s']:.1f} s)")
+    rows = {}
+    for b in batches:
+        rate = {n: b * NEW / results[n][f"batch{b}"]["median_s"] for n in contenders}
+        row = {"tokens_per_s": rate}
+        for ours in ("ours", "ours_xla"):
+            for peer in ("keras_hub", "torch"):
+                if ours in rate and peer in rate:
+                    row[f"{ours}/{peer}"] = rate[ours] / rate[peer]
+        rows[f"batch{b}"] = row
+        log(f"batch {b}: " + ", ".join(f"{k} {v:.2f}x" for k, v in row.items() if "/" in k))
+    report = {"benchmark": "generation", "shape": "tiny" if args.tiny else "gpt2_small",
+              "prompt_tokens": PROMPT, "new_tokens": NEW, "method": "greedy",
+              "results": results, "ratios": rows, "load_average_before": load_before,
+              "load_average_after": os.getloadavg(),
+              "machine": common.machine_info(["tensorflow", "keras", "keras-hub", "torch",
+                                              "transformers"])}
+    if args.output_json:
+        write_report(report, args.output_json)
+    return report
+
+
+if __name__ == "__main__":
+    main()
