@@ -169,7 +169,7 @@ class _GenerativeFinetuning(Task):
         # Read and checked now; the TF tokenizer of the datasets is built on first use (see
         # `text_tokenizer`), after the trainer seeds.
         eager = tokenizers.load_tokenizer(self.kind, self.vocab, lower_case=self.lower_case)
-        self.token_vocab = eager.vocab
+        self.eager_tokenizer, self.token_vocab = eager, eager.vocab
         self._set_specials(eager)
         self.train_rows = read_pairs(self.train_file)
         self.eval_rows = read_pairs(self.eval_file)
@@ -180,7 +180,10 @@ class _GenerativeFinetuning(Task):
         if self.init_checkpoint:
             self._init_path = resolve_init_checkpoint(self.init_checkpoint,
                                                       self.init_checkpoint_object)
-        self._tokenizer = None
+        # SentencePiece: built again on first use (see `text_tokenizer`); BPE's module (lookup
+        # tables, no op-owned resource) survives the seeding and is reused: building it costs
+        # a few seconds.
+        self._tokenizer = eager.in_graph() if self.kind == "bpe" else None
         print(f"[{self.name}] {len(self.train_rows)} train / {len(self.eval_rows)} eval pairs, "
               f"{self.kind} vocabulary of {eager.vocab.size}", flush=True)
 
@@ -206,8 +209,8 @@ class _GenerativeFinetuning(Task):
 
     @property
     def text_tokenizer(self):
-        """The in-graph tokenizer module, built on first use (the trainer seeds after
-        prepare(), which drops the SentencePiece op's resource; see
+        """The in-graph tokenizer module; SentencePiece's is built again on first use (the
+        trainer seeds after prepare(), which drops the SentencePiece op's resource; see
         SentenceClassification.packer)."""
         if getattr(self, "_tokenizer", None) is None:
             self._tokenizer = tokenizers.load_tokenizer(

@@ -171,3 +171,40 @@ def test_bad_input(seq2seq, tmp_path):
     task.model_fn = _toy(ToyCausalLM, 64)
     with pytest.raises(ValueError, match=r"needs an encoder-decoder GenerativeLM.*ToyCausalLM"):
         task.build_model()
+
+
+def test_bpe_layouts_and_detokenize(seq2seq, tmp_path):
+    """Byte-level BPE (BART, GPT-2): <s> x </s> into the encoder and </s> <s> as decoder start;
+    GPT-2's <|endoftext|> before the prompt and as EOS; ids decode back to the text (BPE and
+    SentencePiece); causal prompts are left-padded for generation."""
+    root, _, sp_vocab = seq2seq
+    text = root / "sources.txt"
+    bpe = tmp_path / "bpe"
+    assert make_vocab.main(["--tokenizer=bpe", f"--input={text}", f"--output={bpe}",
+                            "--vocab_size=400"]) in (0, None)
+    t2t = lm_finetuning.TextToText(None, str(bpe / "vocab.json"), str(root / "train.jsonl"),
+                                   str(root / "dev.jsonl"), max_source_length=64,
+                                   max_target_length=24, max_eval_examples=4)
+    t2t.prepare()
+    tokens = t2t.token_vocab.tokens
+    assert [tokens[i] for i in t2t.start_ids] == ["</s>", "<s>"]
+    batch = next(iter(t2t._dataset(t2t.eval_rows, 4)))
+    row = batch["encoder_token_ids"].numpy()[0]
+    length = int(batch["encoder_padding_mask"].numpy()[0].sum())
+    assert tokens[row[0]] == "<s>" and tokens[row[length - 1]] == "</s>"
+    assert lm_finetuning.detokenize(t2t.token_vocab, row[:length], "bpe") == t2t.eval_rows[0][
+        "source"]
+    causal = lm_finetuning.CausalLMFinetuning(None, str(bpe / "vocab.json"), "x", "y")
+    causal._set_specials(t2t.eager_tokenizer)
+    assert tokens[causal.eos_id] == "<|endoftext|>" and causal.prefix == [causal.eos_id]
+    assert lm_finetuning.detokenize(t2t.token_vocab, causal.separator_ids, "bpe") == "=>"
+    causal = _task(lm_finetuning.CausalLMFinetuning, seq2seq)
+    prompt = next(iter(causal._dataset(causal.eval_rows[:2], 2, for_generation=True)))
+    ids, mask = prompt["token_ids"].numpy()[0], prompt["padding_mask"].numpy()[0]
+    assert mask[-1] == 1 and mask[0] == 0  # left-padded
+    assert lm_finetuning.detokenize(causal.token_vocab, ids[mask == 1], "sentencepiece") == (
+        causal.eval_rows[0]["source"] + causal.separator)
+    sp = _task(lm_finetuning.TextToText, seq2seq)
+    labels = next(iter(sp._dataset(sp.eval_rows[:1], 1)))["labels"].numpy()[0]
+    assert lm_finetuning.detokenize(sp.token_vocab, labels, "sentencepiece") == sp.eval_rows[0][
+        "target"]
