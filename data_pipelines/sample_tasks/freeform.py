@@ -15,11 +15,11 @@ Trivial baseline (exact match on dev): the train set's most frequent answer for 
 from __future__ import annotations
 
 import collections
-import json
 import os
 import re
 
 from data_pipelines.sample_tasks.classification import Documents, _by_split, rng
+from data_pipelines.sample_tasks.seq2seq import write_jsonl
 
 PROMPT_WORDS = 4
 PER_DOCUMENT = 2
@@ -50,10 +50,7 @@ def write(documents: Documents, output_dir: str) -> dict:
     """train.jsonl, dev.jsonl and the summary (see the module docstring)."""
     os.makedirs(output_dir, exist_ok=True)
     rows = questions(documents)
-    for split, examples in rows.items():
-        with open(os.path.join(output_dir, f"{split}.jsonl"), "w", encoding="utf-8") as f:
-            for e in examples:
-                f.write(json.dumps(e, ensure_ascii=False) + "\n")
+    write_jsonl(output_dir, rows)
     answer = collections.Counter(e["answer"] for e in rows["train"]).most_common(1)[0][0]
     value = sum(e["answer"] == answer for e in rows["dev"]) / len(rows["dev"])
     return {"files": ["train.jsonl", "dev.jsonl"], "format": 'JSONL {"question", "answer"}',

@@ -57,17 +57,22 @@ def pairs(documents: Documents) -> dict:
     return out
 
 
+def write_jsonl(output_dir: str, rows: dict) -> None:
+    """<output_dir>/<split>.jsonl for split -> [record], one JSON object per line (UTF-8)."""
+    for split, examples in rows.items():
+        with open(os.path.join(output_dir, f"{split}.jsonl"), "w", encoding="utf-8") as f:
+            for e in examples:
+                f.write(json.dumps(e, ensure_ascii=False) + "\n")
+
+
 def write(documents: Documents, output_dir: str) -> dict:
     """train/dev/test.jsonl and the summary (see the module docstring)."""
     from garden.metrics import rouge
 
     os.makedirs(output_dir, exist_ok=True)
     rows = pairs(documents)
-    for split, examples in rows.items():
-        with open(os.path.join(output_dir, f"{split}.jsonl"), "w", encoding="utf-8") as f:
-            for e in examples:
-                f.write(json.dumps({"source": e["source"], "target": e["target"]},
-                                   ensure_ascii=False) + "\n")
+    write_jsonl(output_dir, {split: [{"source": e["source"], "target": e["target"]} for e in r]
+                             for split, r in rows.items()})
     dev = rows["dev"]
     scores = rouge.trivial_baselines([e["target"] for e in rows["train"]],
                                      [e["source"] for e in dev], [e["target"] for e in dev])

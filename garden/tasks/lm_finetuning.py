@@ -55,7 +55,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
-import os
 import posixpath
 from typing import Callable, Dict, List, Optional, Sequence
 
@@ -66,8 +65,7 @@ from data_pipelines import tokenizers
 from garden import losses
 from garden.metrics import rouge
 from garden.tasks.base import Stage, Task
-from garden.tasks.sentence_classification import (TaskDataError, _DIALECTS, _read_delimited,
-                                                  _read_jsonl, _read_text, batches,
+from garden.tasks.sentence_classification import (TaskDataError, batches, read_records,
                                                   resolve_init_checkpoint)
 from garden.tasks.shared import restore_backbone
 
@@ -76,16 +74,7 @@ COLUMNS = ["source", "target"]
 
 def read_pairs(path: str) -> List[dict]:
     """[{"source", "target"}] of a .jsonl / .tsv / .csv file (see the module docstring)."""
-    text = _read_text(path)
-    ext = posixpath.splitext(path)[1].lower()
-    if ext in _DIALECTS:
-        rows = _read_delimited(path, text, COLUMNS, False)
-    elif ext in (".jsonl", ".json"):
-        rows = _read_jsonl(path, text, COLUMNS, False)
-    else:
-        raise TaskDataError(f"{path}: unsupported extension {ext!r}; use .jsonl, .tsv or .csv")
-    if not rows:
-        raise TaskDataError(f"{path} has no examples")
+    rows = read_records(path, COLUMNS)
     for i, row in enumerate(rows, start=1):
         for column in COLUMNS:
             if not row[column].strip():

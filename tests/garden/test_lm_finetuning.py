@@ -7,16 +7,16 @@
   or padding position fails it;
 - the toys of tests/generative_testing.py (gin-configurable factories defined here; the
   families plug in through generative_lm the same way) learn through garden.train: the
-  teacher-forced token accuracy beats the trivial most-frequent-token baseline by > 5 standard
+  teacher-forced token accuracy beats the trivial most-frequent-token baseline by > 8 standard
   errors of the per-example difference over the eval examples, and the ROUGE written to
   summary.json is the ROUGE of the predictions it wrote (garden.generation greedy);
 - bad input: an empty target names its file and record; a WordPiece vocabulary is refused; a
   decoder-only model for TextToText is refused.
 
-Measured (2 CPU cores, toys H=32, 150 steps, 64 eval pairs): token accuracy ~0.16-0.18
-against the baseline's 0.056 (gain SE ~0.01); the toys' greedy output is mostly repetition
-(ROUGE-L ~0.02-0.04, under the lead-N baseline's 0.25): they have no way to copy in order (the
-toy encoder has no positions).
+Measured (2 CPU cores, toys H=32, 300 steps, 64 eval pairs): token accuracy 0.193 (TextToText)
+and 0.176 (CausalLMFinetuning) against the baseline's 0.057, gain SE 0.010 (12-13 SE; the test
+asks for 8); the toys' greedy output is mostly repetition (ROUGE-L 0.056, under the lead-N
+baseline's 0.25): they have no way to copy in order (the toy encoder has no positions).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from garden.tasks.sentence_classification import TaskDataError
 from generative_testing import ToyCausalLM, ToySeq2SeqLM
 from testing import train_in_process
 
-STEPS = 150
+STEPS = 300
 
 
 def _toy(cls, max_decoder_length):
@@ -132,7 +132,8 @@ def _finetune(seq2seq, tmp_path, config, task, toy):
         f"--gin_param=TRAIN_FILE='{root / 'train.jsonl'}'",
         f"--gin_param=EVAL_FILE='{root / 'dev.jsonl'}'", "--gin_param=INIT_CHECKPOINT=None",
         f"--gin_param=TRAIN_STEPS={STEPS}", "--gin_param=train.learning_rate=3e-3",
-        f"--gin_param=garden.{task}.model=@{toy}", f"--gin_param=garden.{task}.max_eval_examples=64",
+        f"--gin_param=garden.{task}.model=@{toy}",
+        f"--gin_param=garden.{task}.max_eval_examples=64",
         f"--gin_param=garden.{task}.max_target_length=24", "--gin_param=train.log_every=50"],
         model_dir, steps=STEPS)
     keras.backend.clear_session()
@@ -145,7 +146,7 @@ def _finetune(seq2seq, tmp_path, config, task, toy):
 def test_toy_learns_through_garden_train(seq2seq, tmp_path, config, task, toy):
     model_dir, result = _finetune(seq2seq, tmp_path, config, task, toy)
     gain = result["eval_token_accuracy"] - result["baseline_token_accuracy"]
-    assert gain / result["token_accuracy_gain_se"] > 5, result
+    assert gain / result["token_accuracy_gain_se"] > 8, result
     # The trivial baselines are the sample task's, recomputed on the 64 scored pairs.
     with open(os.path.join(model_dir, "predictions.jsonl"), encoding="utf-8") as f:
         predictions = [json.loads(line) for line in f]
