@@ -271,8 +271,9 @@ class _GenerativeFinetuning(Task):
         denominator = None if weight_shares is None else weight_shares["label_weights"] + 1e-5
         loss, accuracy = losses.weighted_sparse_cross_entropy(
             logits, batch["labels"], batch["label_weights"], denominator)
-        return {"loss": loss, "token_accuracy": accuracy,
-                "tokens": tf.reduce_sum(tf.cast(batch["label_weights"], tf.float32))}
+        masks = [k for k in model.input_names if k.endswith("padding_mask")]
+        return {"loss": loss, "token_accuracy": accuracy,  # tokens: real inputs, for MFU
+                "tokens": tf.add_n([tf.reduce_sum(tf.cast(batch[k], tf.float32)) for k in masks])}
 
     # -- after training ---------------------------------------------------------------------
     def _teacher_forced(self, model, rows) -> dict:

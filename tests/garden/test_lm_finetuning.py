@@ -119,8 +119,8 @@ def test_loss_covers_exactly_the_target_tokens(seq2seq, cls, kwargs):
         log_probs = logits[row] - np.log(np.exp(logits[row]).sum(-1, keepdims=True))
         nll -= sum(log_probs[p, labels[row, p]] for p in positions)
         count += len(completion)
+    assert float(tf.reduce_sum(batch["label_weights"])) == count
     metrics = task.compute_metrics(model, batch, training=False)
-    assert float(metrics["tokens"]) == count
     np.testing.assert_allclose(float(metrics["loss"]), nll / count, rtol=1e-4)
 
 
@@ -168,7 +168,13 @@ def test_bad_input(seq2seq, tmp_path):
         task.prepare()
     with pytest.raises(ValueError, match=r"WordPiece text cannot be decoded"):
         lm_finetuning.CausalLMFinetuning(None, str(tmp_path / "vocab.txt"), "x", "y")
-    task = _task(lm_finetuning.TextToText, seq2seq)
+    with pytest.raises(ValueError, match=r"generation: unknown settings \['beams'\]"):
+        _task(lm_finetuning.TextToText, seq2seq, generation={"beams": 4})
+    task = _task(lm_finetuning.TextToText, seq2seq,
+                 generation={"method": "beam", "num_beams": 2, "length_penalty": 0.6})
+    config = task.generation_config  # the beam options reach the decoding settings
+    assert (config.method, config.num_beams, config.length_penalty,
+            config.max_new_tokens) == ("beam", 2, 0.6, task.max_target_length)
     task.model_fn = _toy(ToyCausalLM, 64)
     with pytest.raises(ValueError, match=r"needs an encoder-decoder GenerativeLM.*ToyCausalLM"):
         task.build_model()
