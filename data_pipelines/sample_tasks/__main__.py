@@ -9,6 +9,8 @@ Kinds (KINDS: kind -> "module:function", imported only when that kind is asked f
     swag        SWAG CSV              four-way next-sentence choice
     squad       SQuAD v2.0 JSON       extractive QA with unanswerable questions
     conll       CoNLL-2003            tagging of code names / modules / keywords
+    seq2seq     JSONL source/target   two consecutive sentences -> the second (ROUGE)
+    freeform    JSONL question/answer "complete: <4 words>" -> the next word (exact match)
 Each generator is called as write(documents, <output>/<kind>/) with the topic documents then
 the module documents of data_pipelines.sample_corpus and returns a JSON-serialisable summary
 with "files", "counts" and "baseline" (the trivial baseline on the dev split). The summaries go
@@ -33,6 +35,8 @@ KINDS: Dict[str, str] = {
     "swag": "data_pipelines.sample_tasks.swag:write",
     "squad": "data_pipelines.sample_tasks.squad:write",
     "conll": "data_pipelines.sample_tasks.conll:write",
+    "seq2seq": "data_pipelines.sample_tasks.seq2seq:write",
+    "freeform": "data_pipelines.sample_tasks.freeform:write",
 }
 
 

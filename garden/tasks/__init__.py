@@ -17,6 +17,8 @@ TASKS: Dict[str, str] = {
     "TokenTagging": "garden.tasks.tagging:TokenTagging",
     "MultipleChoice": "garden.tasks.multiple_choice:MultipleChoice",
     "QuestionAnswering": "garden.tasks.question_answering:QuestionAnswering",
+    "TextToText": "garden.tasks.lm_finetuning:TextToText",
+    "CausalLMFinetuning": "garden.tasks.lm_finetuning:CausalLMFinetuning",
 }
 
 # Gin names of the tasks Pretraining replaced -> the binding that selects the same family, for

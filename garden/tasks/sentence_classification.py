@@ -134,9 +134,16 @@ def read_examples(path: str, text_b: bool = False, numeric_label: bool = False) 
     TSV and CSV need a header line naming the columns; every problem names the file and line.
     numeric_label: labels are numbers (regression); in TSV/CSV they must parse as floats.
     """
+    columns = ["text_a", "label"] + (["text_b"] if text_b else [])
+    return read_records(path, columns, numeric_label)
+
+
+def read_records(path: str, columns: List[str], numeric_label: bool = False) -> List[dict]:
+    """Rows {column: value} of a .tsv / .csv (header naming the columns) / .jsonl file; the
+    errors of read_examples (file and line). A column "label" may be numeric (numeric_label);
+    every other column is text."""
     text = _read_text(path)
     ext = posixpath.splitext(path)[1].lower()
-    columns = ["text_a", "label"] + (["text_b"] if text_b else [])
     if ext in _DIALECTS:
         rows = _read_delimited(path, text, columns, numeric_label)
     elif ext in (".jsonl", ".json"):

@@ -1,0 +1,488 @@
+"""Fine-tuning a generative model on (source, target) text pairs: TextToText (T5 / BART style,
+encoder-decoder) and CausalLMFinetuning (GPT-2 style, decoder-only), tasks of the shared trainer.
+
+Data: .jsonl (one object per line with string fields "source" and "target") or .tsv / .csv
+with a header naming the columns source and target (the readers of
+garden.tasks.sentence_classification: errors name the file and line; an empty source or target
+names its record). `python -m data_pipelines.sample_tasks --kinds=seq2seq` writes such files.
+
+Tokenization runs in tf.data with the vocabulary's in-graph tokenizer (data_pipelines.tokenizers:
+a SentencePiece .model or a byte-level BPE vocab.json; WordPiece has no way back to text and is
+refused). Sequences are truncated to the configured lengths; prepare() tokenizes every file once
+and prints how many sources / targets were cut (a counted truncation, never a silent one).
+
+TextToText, for an example with source ids x and target ids y (S = max_source_length,
+T = max_target_length target tokens including EOS):
+    encoder_token_ids   x[:S - |prefix| - |suffix|] between the source prefix / suffix
+                        (SentencePiece: T5's x </s>; BPE: BART's <s> x </s>), right-padded
+    decoder_token_ids   start + y[:T - 1]; `decoder_start_ids` (T5 [0], BART [2, 0]: </s> <s>;
+                        default by vocabulary: SentencePiece [<pad>], BPE [</s>, <s>])
+    labels              (start + y[:T - 1] + [EOS])[1:]: logits[:, t] scores label t
+    label_weights       1 on the labels that are target tokens or the EOS, 0 on start tokens
+                        (BART's <s> after </s>) and padding
+CausalLMFinetuning: the sequence is [<bos>] + x + separator + y + [EOS] (bos: BPE's
+<|endoftext|>, none for SentencePiece; EOS: <|endoftext|> for BPE, </s> for SentencePiece;
+the separator is `separator` tokenized as text, default " =>", and y is " " + target, GPT-3's
+leading space), token_ids = sequence[:-1], labels = sequence[1:], and the loss covers only the
+completion labels (y and EOS): never the prompt, never padding. Sources are cut to
+max_prompt_length with the separator kept.
+
+Loss: cross-entropy of the labels weighted by label_weights (garden.losses, the global weight
+of the batch as denominator so the loss does not depend on how the batch is split); metrics:
+"token_accuracy" (teacher-forced argmax == label over the weighted labels).
+
+Evaluation (evaluate / finish, on the eval file, the first `max_eval_examples`):
+    teacher-forced  eval_loss, eval_token_accuracy (mean over examples of each example's
+                    accuracy), its standard error, the trivial baseline_token_accuracy (the most
+                    frequent train label token predicted everywhere) and the standard error of
+                    the per-example difference (token_accuracy_gain_se), for margins;
+    generated       garden.generation.generate (greedy by default; `generation` overrides the
+                    GenerationConfig fields, e.g. {"method": "beam", "num_beams": 4,
+                    "length_penalty": 0.6}; max_new_tokens defaults to max_target_length), the
+                    new tokens up to EOS decoded to text and scored with ROUGE-1/2/L F against
+                    the targets (garden.metrics.rouge: rouge-score's tokenizer, no stemmer),
+                    next to the trivial baselines (lead-N, constant, empty; and the tail rule).
+finish() adds them to summary.json and writes the predictions to <model_dir>/predictions.jsonl.
+
+The model comes from the gin factory `model` (garden.models.factory.generative_lm: a generative
+preset -> its GenerativeLM), called with default_vocab_size = the vocabulary's size.
+`init_checkpoint` restores its backbone (object `init_checkpoint_object` of a pretraining
+model_dir) before fine-tuning. No export (serving_module is None).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import posixpath
+from typing import Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from data_pipelines import tokenizers
+from garden import losses
+from garden.metrics import rouge
+from garden.tasks.base import Stage, Task
+from garden.tasks.sentence_classification import (TaskDataError, batches, read_records,
+                                                  resolve_init_checkpoint)
+from garden.tasks.shared import restore_backbone
+
+COLUMNS = ["source", "target"]
+
+
+def read_pairs(path: str) -> List[dict]:
+    """[{"source", "target"}] of a .jsonl / .tsv / .csv file (see the module docstring)."""
+    rows = read_records(path, COLUMNS)
+    for i, row in enumerate(rows, start=1):
+        for column in COLUMNS:
+            if not row[column].strip():
+                raise TaskDataError(f"{path}: record {i} (of the non-blank records) has an empty "
+                                    f"{column}; drop the record or fill it")
+    return rows
+
+
+def detokenize(vocab, ids: Sequence[int], kind: str) -> str:
+    """Text of ids, control ids (pad, EOS, ...) left out: SentencePiece joins the pieces and
+    turns U+2581 into spaces; byte-level BPE maps the pieces back to bytes (GPT-2's table)
+    and decodes UTF-8 (an incomplete character becomes U+FFFD)."""
+    pieces = [vocab.tokens[i] for i in ids if 0 <= i < vocab.size and i not in vocab.special_ids]
+    if kind == "sentencepiece":
+        return "".join(pieces).replace(tokenizers.SP_WORD_START, " ").strip()
+    byte_of = {c: b for b, c in tokenizers.bytes_to_unicode().items()}
+    data = bytes(byte_of[c] for piece in pieces for c in piece if c in byte_of)
+    return data.decode("utf-8", errors="replace").strip()
+
+
+def _fill(batch_size, ids: Sequence[int]) -> tf.RaggedTensor:
+    """The same ids for every row, as a ragged [batch, len(ids)] (for concatenation)."""
+    row = tf.constant(list(ids), tf.int64)
+    return tf.RaggedTensor.from_tensor(tf.tile(row[None], [batch_size, 1]))
+
+
+def _dense(ragged: tf.RaggedTensor, length: int, pad_id: int):
+    """(ids int32 [B, length] right-padded, mask int32 [B, length])."""
+    ids = ragged.to_tensor(default_value=pad_id, shape=[None, length])
+    mask = tf.sequence_mask(ragged.row_lengths(), length, dtype=tf.int32)
+    return tf.cast(ids, tf.int32), mask
+
+
+def _left_pad(ids, mask):
+    """Right-padded rows moved to the right end (left padding, what generation expects)."""
+    length = tf.shape(ids)[1]
+    shift = length - tf.reduce_sum(mask, axis=1)
+    index = (tf.range(length)[None] - shift[:, None]) % length
+    return tf.gather(ids, index, batch_dims=1), tf.gather(mask, index, batch_dims=1)
+
+
+class _GenerativeFinetuning(Task):
+    """What TextToText and CausalLMFinetuning share: files, tokenizer, loss, evaluation."""
+
+    encoder_decoder: bool = False
+
+    def __init__(self, model: Callable, vocab: str, train_file: str, eval_file: str,
+                 max_target_length: int = 64, lower_case: bool = False,
+                 tokenizer: Optional[str] = None, generation: Optional[Dict] = None,
+                 max_eval_examples: Optional[int] = None, eval_batch_size: int = 32,
+                 init_checkpoint: Optional[str] = None,
+                 init_checkpoint_object: str = "backbone"):
+        self.model_fn = model
+        self.vocab, self.lower_case = vocab, lower_case
+        self.kind = tokenizer or tokenizers.detect_kind(vocab)
+        if self.kind not in ("sentencepiece", "bpe"):
+            raise ValueError(f"{self.name}: vocabulary {vocab} is {self.kind}; generation needs "
+                             f"a SentencePiece .model or a byte-level BPE vocab.json (WordPiece "
+                             f"text cannot be decoded back)")
+        self.train_file, self.eval_file = train_file, eval_file
+        if max_target_length < 2:
+            raise ValueError(f"{self.name}.max_target_length must be >= 2 (a token and EOS)")
+        self.max_target_length = int(max_target_length)
+        self.generation = dict(generation or {})
+        self.max_eval_examples = max_eval_examples
+        self.eval_batch_size = int(eval_batch_size)
+        self.init_checkpoint = init_checkpoint
+        self.init_checkpoint_object = init_checkpoint_object
+
+    # -- before anything is built ---------------------------------------------------------
+    def prepare(self) -> None:
+        from garden import generation
+
+        fields = {f.name for f in dataclasses.fields(generation.GenerationConfig)}
+        unknown = sorted(set(self.generation) - fields)
+        if unknown:
+            raise ValueError(f"{self.name}.generation: unknown settings {unknown}; "
+                             f"GenerationConfig has {sorted(fields)}")
+        self.generation_config = generation.GenerationConfig(
+            **{"max_new_tokens": self.max_target_length, **self.generation})
+        # Read and checked now; the TF tokenizer of the datasets is built on first use (see
+        # `text_tokenizer`), after the trainer seeds.
+        eager = tokenizers.load_tokenizer(self.kind, self.vocab, lower_case=self.lower_case)
+        self.eager_tokenizer, self.token_vocab = eager, eager.vocab
+        self._set_specials(eager)
+        self.train_rows = read_pairs(self.train_file)
+        self.eval_rows = read_pairs(self.eval_file)
+        if self.max_eval_examples:
+            self.eval_rows = self.eval_rows[:int(self.max_eval_examples)]
+        self._check_lengths(eager, self.train_file, self.train_rows)
+        self._check_lengths(eager, self.eval_file, self.eval_rows)
+        if self.init_checkpoint:
+            self._init_path = resolve_init_checkpoint(self.init_checkpoint,
+                                                      self.init_checkpoint_object)
+        # SentencePiece: built again on first use (see `text_tokenizer`); BPE's module (lookup
+        # tables, no op-owned resource) survives the seeding and is reused: building it costs
+        # a few seconds.
+        self._tokenizer = eager.in_graph() if self.kind == "bpe" else None
+        print(f"[{self.name}] {len(self.train_rows)} train / {len(self.eval_rows)} eval pairs, "
+              f"{self.kind} vocabulary of {eager.vocab.size}", flush=True)
+
+    def _check_lengths(self, eager, path: str, rows: List[dict]) -> None:
+        """Counts (and reports) the sources and targets that will be cut; remembers the most
+        frequent label token of the train targets (the trivial token-accuracy baseline)."""
+        sources = eager.tokenize([r["source"] for r in rows])
+        targets = eager.tokenize([self._target_text(r["target"]) for r in rows])
+        if any(not t for t in targets):
+            i = next(k for k, t in enumerate(targets) if not t)
+            raise TaskDataError(f"{path}: record {i + 1}: target {rows[i]['target']!r} has no "
+                                f"tokens")
+        cut_sources = sum(len(s) > self.source_room for s in sources)
+        cut_targets = sum(len(t) > self.max_target_length - 1 for t in targets)
+        if cut_sources or cut_targets:
+            print(f"[{self.name}] {path}: {cut_sources} of {len(rows)} sources longer than "
+                  f"{self.source_room} tokens and {cut_targets} targets longer than "
+                  f"{self.max_target_length - 1} tokens are truncated", flush=True)
+        if path == self.train_file:
+            labels = collections.Counter(i for t in targets for i in t[:self.max_target_length - 1])
+            labels[self.eos_id] += len(targets)
+            self.most_frequent_label = labels.most_common(1)[0][0]
+
+    @property
+    def text_tokenizer(self):
+        """The in-graph tokenizer module; SentencePiece's is built again on first use (the
+        trainer seeds after prepare(), which drops the SentencePiece op's resource; see
+        SentenceClassification.packer)."""
+        if getattr(self, "_tokenizer", None) is None:
+            self._tokenizer = tokenizers.load_tokenizer(
+                self.kind, self.vocab, lower_case=self.lower_case).in_graph()
+        return self._tokenizer
+
+    def _target_text(self, target: str) -> str:
+        return target
+
+    # -- the model -------------------------------------------------------------------------
+    def build_model(self):
+        model = self.model_fn(default_vocab_size=self.token_vocab.size)
+        if bool(getattr(model, "is_encoder_decoder", None)) != self.encoder_decoder:
+            want = "an encoder-decoder" if self.encoder_decoder else "a decoder-only"
+            raise ValueError(f"{self.name} needs {want} GenerativeLM; {self.name}.model built a "
+                             f"{type(model).__name__} (is_encoder_decoder="
+                             f"{getattr(model, 'is_encoder_decoder', None)})")
+        # One call on a dummy batch builds a subclassed model's weights (the trainer counts
+        # parameters and the checkpoint restores before the first step).
+        model({k: tf.ones([1, 2], tf.int32) for k in model.input_names}, training=False)
+        backbone = getattr(model, "backbone", None)
+        if self.init_checkpoint:
+            restore_backbone(backbone if backbone is not None else model, self._init_path,
+                             self.init_checkpoint_object, self.name)
+        objects = {"model": model}
+        if backbone is not None:
+            objects["backbone"] = backbone
+        return model, objects
+
+    @staticmethod
+    def summary_model(backbone):
+        raise NotImplementedError("the LM tasks take a `model` factory; print a GenerativeLM's "
+                                  "summary with keras instead of garden.train --summary")
+
+    # -- the data ---------------------------------------------------------------------------
+    def _dataset(self, rows, batch_size, shuffle_seed=None, repeat=False, skip=0,
+                 input_context=None, for_generation=False):
+        columns = {c: [r[c] for r in rows] for c in COLUMNS}
+        ds = batches(tf.data.Dataset.from_tensor_slices(columns), len(rows), batch_size,
+                     shuffle_seed, repeat, skip, input_context)
+        tokenizer = self.text_tokenizer  # built eagerly, outside the map's trace
+
+        def encode(cols):
+            source = tokenizer(cols["source"])
+            target = tokenizer(tf.strings.join([self._target_prefix, cols["target"]]))
+            return self._encode(source, target, for_generation)
+
+        return ds.map(encode, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+    _target_prefix = ""
+
+    def schedule(self, train_steps: int) -> List[Stage]:
+        def dataset_fn(input_context, batch_size, seed, skip_batches):
+            return self._dataset(self.train_rows, batch_size, shuffle_seed=seed, repeat=True,
+                                 skip=skip_batches, input_context=input_context)
+
+        return [Stage(0, train_steps, dataset_fn, self.train_file)]
+
+    # -- the objective ----------------------------------------------------------------------
+    def loss_weights(self, batch):
+        return {"label_weights": tf.reduce_sum(tf.cast(batch["label_weights"], tf.float32))}
+
+    def _logits(self, model, batch, training: bool):
+        inputs = {k: batch[k] for k in model.input_names}
+        return tf.cast(model(inputs, training=training)["logits"], tf.float32)
+
+    def compute_metrics(self, model, batch, training: bool, weight_shares=None):
+        logits = self._logits(model, batch, training)
+        denominator = None if weight_shares is None else weight_shares["label_weights"] + 1e-5
+        loss, accuracy = losses.weighted_sparse_cross_entropy(
+            logits, batch["labels"], batch["label_weights"], denominator)
+        masks = [k for k in model.input_names if k.endswith("padding_mask")]
+        return {"loss": loss, "token_accuracy": accuracy,  # tokens: real inputs, for MFU
+                "tokens": tf.add_n([tf.reduce_sum(tf.cast(batch[k], tf.float32)) for k in masks])}
+
+    # -- after training ---------------------------------------------------------------------
+    def _teacher_forced(self, model, rows) -> dict:
+        """Per-example token accuracy of the model and of the most-frequent-label baseline,
+        and the weighted mean loss."""
+        model_acc, base_acc, nll_sum, weight_sum = [], [], 0.0, 0.0
+        for batch in self._dataset(rows, self.eval_batch_size):
+            logits = self._logits(model, batch, False)
+            labels = batch["labels"].numpy()
+            weights = batch["label_weights"].numpy().astype(np.float64)
+            nll = tf.nn.sparse_softmax_cross_entropy_with_logits(
+                labels=tf.cast(labels, tf.int32), logits=logits).numpy()
+            nll_sum += float((nll * weights).sum())
+            weight_sum += float(weights.sum())
+            count = weights.sum(axis=1)
+            model_acc.extend(((logits.numpy().argmax(-1) == labels) * weights).sum(1) / count)
+            base_acc.extend(((labels == self.most_frequent_label) * weights).sum(1) / count)
+        model_acc, base_acc = np.array(model_acc), np.array(base_acc)
+        n = len(model_acc)
+        se = lambda x: float(x.std(ddof=1) / np.sqrt(n)) if n > 1 else 0.0  # noqa: E731
+        return {"eval_loss": nll_sum / max(weight_sum, 1.0),
+                "eval_token_accuracy": float(model_acc.mean()),
+                "eval_token_accuracy_se": se(model_acc),
+                "baseline_token_accuracy": float(base_acc.mean()),
+                "token_accuracy_gain_se": se(model_acc - base_acc)}
+
+    def predict(self, model, rows) -> List[str]:
+        """Generated text for each row's source (the task's GenerationConfig)."""
+        from garden import generation
+
+        generator = generation.Generator(model, eos_id=self.eos_id, pad_id=self.pad_id)
+        out = []
+        for batch in self._dataset(rows, self.eval_batch_size, for_generation=True):
+            prompt = {k: v for k, v in batch.items() if k in self.prompt_names}
+            result = generator.generate(prompt, self.generation_config)
+            ids, lengths = np.asarray(result["token_ids"]), np.asarray(result["lengths"])
+            out.extend(detokenize(self.token_vocab, row[:length], self.kind)
+                       for row, length in zip(ids.tolist(), lengths.tolist()))
+        return out
+
+    def evaluate(self, model) -> dict:
+        result = {"eval_examples": len(self.eval_rows), **self._teacher_forced(model,
+                                                                               self.eval_rows)}
+        self.last_predictions = self.predict(model, self.eval_rows)
+        references = [r["target"] for r in self.eval_rows]
+        scores = rouge.corpus_rouge(self.last_predictions, references)
+        result.update({f"eval_{k}": v for k, v in scores.items()})
+        baselines = rouge.trivial_baselines([r["target"] for r in self.train_rows],
+                                            [r["source"] for r in self.eval_rows], references)
+        for name in ("lead", "constant", "empty", "tail"):
+            result.update({f"baseline_{name}_{k}": v for k, v in baselines[name].items()
+                           if not k.endswith("_se")})
+        result["generation"] = dataclasses.asdict(self.generation_config)
+        return result
+
+    def finish(self, model, model_dir: str) -> dict:
+        """evaluate(), and the eval predictions in <model_dir>/predictions.jsonl."""
+        result = self.evaluate(model)
+        with tf.io.gfile.GFile(posixpath.join(model_dir, "predictions.jsonl"), "w") as f:
+            for row, prediction in zip(self.eval_rows, self.last_predictions):
+                f.write(json.dumps({**row, "prediction": prediction}, ensure_ascii=False) + "\n")
+        print(f"[{self.name}] eval {json.dumps(result, sort_keys=True)}", flush=True)
+        return result
+
+
+class TextToText(_GenerativeFinetuning):
+    """Encoder-decoder fine-tuning (T5, BART) on source -> target pairs (module docstring).
+
+    Args:
+        model: gin factory (default_vocab_size=...) -> an encoder-decoder GenerativeLM
+            (garden.models.factory.generative_lm with a T5 or BART preset).
+        vocab: SentencePiece .model or BPE vocab.json the model's ids come from.
+        train_file, eval_file: .jsonl / .tsv / .csv with source and target.
+        max_source_length: encoder length including the prefix / suffix specials.
+        max_target_length: target tokens including EOS (also the default max_new_tokens).
+        decoder_start_ids: the decoder's start tokens (T5 [0], BART [2, 0]); default by
+            vocabulary: SentencePiece [<pad>], BPE [</s>, <s>].
+        lower_case: lower-case text before tokenizing (must match the vocabulary).
+        tokenizer: "sentencepiece" | "bpe"; default from the vocabulary's name.
+        generation: GenerationConfig overrides for evaluation (greedy by default).
+        max_eval_examples: score only the first N eval pairs (None: all).
+        eval_batch_size: batch of the evaluation and generation.
+        init_checkpoint, init_checkpoint_object: restore the backbone from a pretraining run.
+    """
+
+    name = "text_to_text"
+    encoder_decoder = True
+    prompt_names = ("encoder_token_ids", "encoder_padding_mask", "decoder_token_ids",
+                    "decoder_padding_mask")
+
+    def __init__(self, model: Callable, vocab: str, train_file: str, eval_file: str,
+                 max_source_length: int = 128, max_target_length: int = 64,
+                 decoder_start_ids: Optional[Sequence[int]] = None, **kwargs):
+        super().__init__(model, vocab, train_file, eval_file, max_target_length, **kwargs)
+        self.max_source_length = int(max_source_length)
+        self.decoder_start_ids = list(decoder_start_ids) if decoder_start_ids else None
+
+    def _set_specials(self, eager) -> None:
+        vocab = eager.vocab
+        self.pad_id, self.eos_id = vocab.special("pad", self.name), vocab.special("eos", self.name)
+        if self.kind == "sentencepiece":  # T5: x </s>, decoder starts with <pad>
+            self.source_prefix, self.source_suffix = [], [self.eos_id]
+            default_start = [self.pad_id]
+        else:  # BART: <s> x </s>, decoder starts with </s> <s>
+            bos = vocab.special("bos", self.name)
+            self.source_prefix, self.source_suffix = [bos], [self.eos_id]
+            default_start = [self.eos_id, bos]
+        self.start_ids = self.decoder_start_ids or default_start
+        bad = [i for i in self.start_ids if not 0 <= i < vocab.size]
+        if bad:
+            raise ValueError(f"{self.name}.decoder_start_ids {self.start_ids}: ids {bad} are not "
+                             f"in {self.vocab} ({vocab.size} ids)")
+        if self.source_room < 1:
+            raise ValueError(f"{self.name}.max_source_length {self.max_source_length} leaves no "
+                             f"room for a source token beside {self.source_prefix} and "
+                             f"{self.source_suffix}")
+
+    @property
+    def source_room(self) -> int:
+        return self.max_source_length - len(self.source_prefix) - len(self.source_suffix)
+
+    @property
+    def decoder_length(self) -> int:
+        return len(self.start_ids) + self.max_target_length - 1
+
+    def _encode(self, source, target, for_generation):
+        batch = source.nrows()
+        source = tf.concat([_fill(batch, self.source_prefix), source[:, :self.source_room],
+                            _fill(batch, self.source_suffix)], axis=1)
+        encoder_ids, encoder_mask = _dense(source, self.max_source_length, self.pad_id)
+        out = {"encoder_token_ids": encoder_ids, "encoder_padding_mask": encoder_mask}
+        if for_generation:  # the prompt: the encoder inputs and the start tokens
+            start = tf.tile(tf.constant([self.start_ids], tf.int32), [batch, 1])
+            return dict(out, decoder_token_ids=start, decoder_padding_mask=tf.ones_like(start))
+        sequence = tf.concat([_fill(batch, self.start_ids),
+                              target[:, :self.max_target_length - 1],
+                              _fill(batch, [self.eos_id])], axis=1)
+        length = self.decoder_length
+        out["decoder_token_ids"], out["decoder_padding_mask"] = _dense(sequence[:, :-1], length,
+                                                                       self.pad_id)
+        labels, label_mask = _dense(sequence[:, 1:], length, self.pad_id)
+        # Labels before position len(start) - 1 are start tokens (BART's <s>), not targets.
+        is_target = tf.cast(tf.range(length) >= len(self.start_ids) - 1, tf.int32)[None]
+        out.update(labels=labels, label_weights=tf.cast(label_mask * is_target, tf.float32))
+        return out
+
+
+class CausalLMFinetuning(_GenerativeFinetuning):
+    """Decoder-only fine-tuning (GPT-2) on prompt + completion, the loss on the completion
+    only (module docstring).
+
+    Args:
+        model: gin factory (default_vocab_size=...) -> a decoder-only GenerativeLM
+            (garden.models.factory.generative_lm with a GPT-2 preset).
+        vocab, train_file, eval_file, lower_case, tokenizer, generation, max_eval_examples,
+            eval_batch_size, init_checkpoint, init_checkpoint_object: as TextToText.
+        max_prompt_length: prompt tokens (bos, source, separator).
+        max_target_length: completion tokens including EOS.
+        separator: text between source and target (tokenized on its own), default " =>".
+    """
+
+    name = "causal_lm_finetuning"
+    encoder_decoder = False
+    prompt_names = ("token_ids", "padding_mask")
+
+    def __init__(self, model: Callable, vocab: str, train_file: str, eval_file: str,
+                 max_prompt_length: int = 128, max_target_length: int = 64,
+                 separator: str = " =>", **kwargs):
+        super().__init__(model, vocab, train_file, eval_file, max_target_length, **kwargs)
+        self.max_prompt_length = int(max_prompt_length)
+        self.separator = separator
+
+    _target_prefix = " "  # GPT-3: completions start with a space
+
+    def _target_text(self, target: str) -> str:
+        return self._target_prefix + target
+
+    def _set_specials(self, eager) -> None:
+        vocab = eager.vocab
+        self.pad_id = vocab.special("pad", self.name)
+        if self.kind == "bpe":  # GPT-2: <|endoftext|> starts and ends a text
+            self.eos_id = vocab.special("eod", self.name)
+            self.prefix = [self.eos_id]
+        else:
+            self.eos_id, self.prefix = vocab.special("eos", self.name), []
+        self.separator_ids = eager.tokenize([self.separator])[0] if self.separator else []
+        if self.source_room < 1:
+            raise ValueError(f"{self.name}.max_prompt_length {self.max_prompt_length} leaves no "
+                             f"room for a source token beside {self.prefix} and the separator "
+                             f"{self.separator!r} ({len(self.separator_ids)} tokens)")
+
+    @property
+    def source_room(self) -> int:
+        return self.max_prompt_length - len(self.prefix) - len(self.separator_ids)
+
+    def _encode(self, source, target, for_generation):
+        batch = source.nrows()
+        prompt = tf.concat([_fill(batch, self.prefix), source[:, :self.source_room],
+                            _fill(batch, self.separator_ids)], axis=1)
+        if for_generation:  # the prompt, left-padded
+            ids, mask = _dense(prompt, self.max_prompt_length, self.pad_id)
+            ids, mask = _left_pad(ids, mask)
+            return {"token_ids": ids, "padding_mask": mask}
+        sequence = tf.concat([prompt, target[:, :self.max_target_length - 1],
+                              _fill(batch, [self.eos_id])], axis=1)
+        length = self.max_prompt_length + self.max_target_length - 1
+        inputs, input_mask = _dense(sequence[:, :-1], length, self.pad_id)
+        labels, label_mask = _dense(sequence[:, 1:], length, self.pad_id)
+        # Label j is sequence[j + 1]: a completion token when j + 1 >= len(prompt).
+        completion = tf.range(length)[None] >= tf.cast(prompt.row_lengths() - 1, tf.int32)[:, None]
+        return {"token_ids": inputs, "padding_mask": input_mask, "labels": labels,
+                "label_weights": tf.cast(label_mask * tf.cast(completion, tf.int32), tf.float32)}
