@@ -53,6 +53,8 @@ FAMILIES = (
            "garden.models.electra.presets", "electra_small"),
     Family("distilbert", "garden.models.distilbert.backbone:DistilBertBackbone",
            "garden.models.distilbert.presets", "distilbert_base"),
+    Family("gpt", "garden.models.gpt.backbone:GPTBackbone", "garden.models.gpt.presets", "gpt",
+           lm="garden.models.gpt.backbone:GPTCausalLM"),
 )
 
 
