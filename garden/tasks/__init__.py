@@ -17,6 +17,7 @@ TASKS: Dict[str, str] = {
     "TokenTagging": "garden.tasks.tagging:TokenTagging",
     "MultipleChoice": "garden.tasks.multiple_choice:MultipleChoice",
     "QuestionAnswering": "garden.tasks.question_answering:QuestionAnswering",
+    "LastTokenClassification": "garden.tasks.last_token_classification:LastTokenClassification",
 }
 
 # Gin names of the tasks Pretraining replaced -> the binding that selects the same family, for
