@@ -84,7 +84,7 @@ class LastTokenClassification(SentenceClassification):
         return LastTokenClassifier(backbone, num_classes=2)
 
     def compute_metrics(self, model, batch, training: bool, weight_shares=None):
-        inputs = {k: batch[k] for k in self.packer.input_names}
+        inputs = {k: batch[k] for k in ("token_ids", "padding_mask")}  # the model's inputs
         outputs = model(inputs, training=training)
         logits = tf.cast(outputs["logits"], tf.float32)
         if self.regression:

@@ -2,15 +2,14 @@
 the pieces (last position of left / right padded rows, the masked next-token loss, the loss sum)
 and a learn test: a tiny GPT with a BPE vocabulary learned from the sample corpus, trained from
 scratch through garden.train on the sample single-sentence task, beats the majority baseline on
-dev by a margin in binomial standard errors, and its export answers raw text in a fresh process.
+dev by a margin in binomial standard errors.
 
-Measured (2 cores, busy): 60 steps of batch 32, seq 32: dev accuracy 0.87 on 351 examples
-(majority 0.43, 16 standard errors above it).
+Measured (2 cores, busy): 60 steps of batch 32, seq 32, from scratch: dev accuracy 0.644 on 351
+examples (majority 0.430: 8.1 standard errors above it).
 """
 
 from __future__ import annotations
 
-import json
 import os
 
 import keras
@@ -25,7 +24,7 @@ from garden import train as train_lib
 from garden.models.gpt.backbone import GPTBackbone
 from garden.models.gpt.classifier import LastTokenClassifier, last_positions
 from garden.tasks.last_token_classification import LastTokenClassification, next_token_loss
-from testing import run_python, train_in_process
+from testing import train_in_process
 
 CONFIG = "configs/finetune/last_token_classification_gpt_tiny.gin"
 
@@ -70,30 +69,36 @@ def single_task(tmp_path_factory):
     return vocab, files, summary["baseline"]["value"]
 
 
-def test_loss_is_classification_plus_half_the_lm_loss(single_task):
-    vocab, files, _ = single_task
-    task = LastTokenClassification(backbone=lambda default_vocab_size: GPTBackbone(
-        vocab_size=default_vocab_size, num_layers=1, hidden_size=16, num_heads=2,
-        intermediate_size=32, max_sequence_length=32, dropout=0.0), vocab=vocab,
-        train_file=files[0], eval_file=files[1], max_seq_length=32, glue_task="sst2")
-    task.prepare()
-    model, _ = task.build_model()
-    batch = next(iter(task._dataset(task.train_rows[:4], task.train_labels[:4], 4)))
+def test_loss_is_classification_plus_half_the_lm_loss():
+    keras.utils.set_random_seed(0)
+    backbone = GPTBackbone(vocab_size=300, num_layers=1, hidden_size=16, num_heads=2,
+                           intermediate_size=32, max_sequence_length=8, dropout=0.0)
+    model = LastTokenClassifier(backbone, num_classes=2, dropout=0.0)
+    task = LastTokenClassification(backbone=None, vocab="unused.json", train_file="",
+                                   eval_file="")
+    rng = np.random.default_rng(0)
+    batch = {"token_ids": rng.integers(0, 300, (4, 8)).astype("int32"),
+             "padding_mask": np.array([[1] * 8, [1] * 5 + [0] * 3] * 2, "int32"),
+             "label_ids": np.array([0, 1, 1, 0])}
     metrics = task.compute_metrics(model, batch, training=False)
-    assert float(metrics["lm_loss"]) > 1.0  # an untrained LM over ~1000 tokens
+    assert float(metrics["lm_loss"]) == pytest.approx(np.log(300), rel=0.1)  # untrained
     assert float(metrics["loss"]) == pytest.approx(
         float(metrics["classification_loss"]) + 0.5 * float(metrics["lm_loss"]), rel=1e-6)
+    unweighted = LastTokenClassification(backbone=None, vocab="unused.json", train_file="",
+                                         eval_file="", lm_loss_weight=0.0)
+    assert float(unweighted.compute_metrics(model, batch, training=False)["loss"]) == \
+        pytest.approx(float(metrics["classification_loss"]), rel=1e-6)
 
 
-def test_tiny_gpt_beats_the_majority_baseline_and_serves(single_task, tmp_path, monkeypatch):
+def test_tiny_gpt_beats_the_majority_baseline(single_task, tmp_path, monkeypatch):
     monkeypatch.chdir(train_lib.REPO_ROOT)  # configs include each other by repo paths
     vocab, files, baseline = single_task
-    model_dir, export_base = str(tmp_path / "run"), str(tmp_path / "export")
+    model_dir = str(tmp_path / "run")
     steps = 60
     result = train_in_process([
         f"--config={CONFIG}", f"--model_dir={model_dir}", f"--gin_param=VOCAB='{vocab}'",
         f"--gin_param=TRAIN_FILE='{files[0]}'", f"--gin_param=EVAL_FILE='{files[1]}'",
-        "--gin_param=INIT_CHECKPOINT=None", f"--gin_param=EXPORT_BASE='{export_base}'",
+        "--gin_param=INIT_CHECKPOINT=None", "--gin_param=EXPORT_BASE=None",
         f"--gin_param=TRAIN_STEPS={steps}", "--gin_param=train.log_every=30",
         "--gin_param=garden.LastTokenClassification.max_seq_length=32",
         "--gin_param=garden.LastTokenClassification.glue_task='sst2'"],
@@ -102,16 +107,3 @@ def test_tiny_gpt_beats_the_majority_baseline_and_serves(single_task, tmp_path, 
     assert result["majority_baseline_accuracy"] == pytest.approx(baseline)
     assert margin_in_standard_errors(result["eval_accuracy"], baseline,
                                      result["eval_examples"]) > 5, result
-    # The export: raw text in, a label out, in a fresh process.
-    export_dir = os.path.join(export_base, "gpt_tiny_classifier",
-                              sorted(os.listdir(os.path.join(export_base,
-                                                             "gpt_tiny_classifier")))[-1])
-    script = ("import json, sys, tensorflow as tf, tensorflow_text\n"
-              "f = tf.saved_model.load(sys.argv[1]).signatures['serving_default']\n"
-              "out = f(text_a=tf.constant(['a sentence to classify', 'another one']))\n"
-              "print(json.dumps({k: v.numpy().tolist() for k, v in out.items() "
-              "if k in ('label_id', 'probabilities')}))\n")
-    out = json.loads(run_python(["-c", script, export_dir]).stdout.strip().splitlines()[-1])
-    assert len(out["label_id"]) == 2 and all(0 <= i < 2 for i in out["label_id"])
-    np.testing.assert_allclose(np.sum(out["probabilities"], axis=1), 1.0, atol=1e-5)
-
