@@ -50,12 +50,14 @@ def test_classifier_reads_the_last_real_token():
 def test_next_token_loss_counts_only_real_pairs():
     logits = tf.math.log(tf.constant([[[0.5, 0.5], [0.9, 0.1], [0.2, 0.8]]]))
     ids = tf.constant([[0, 0, 1]])
-    # Pairs (0->1) and (1->2) real: -(log 0.5 + log 0.8) / 2; with the last token padded only
-    # the first pair counts.
+    # Pairs (0->1) and (1->2) real: -(log p0(0) + log p1(1)) / 2 = -(log 0.5 + log 0.1) / 2;
+    # with the last token padded only the first pair counts, with the first only the second.
     full = next_token_loss(logits, ids, tf.constant([[1, 1, 1]]))
     assert float(full) == pytest.approx(-(np.log(0.5) + np.log(0.1)) / 2, rel=1e-6)
     short = next_token_loss(logits, ids, tf.constant([[1, 1, 0]]))
     assert float(short) == pytest.approx(-np.log(0.5), rel=1e-6)
+    left = next_token_loss(logits, ids, tf.constant([[0, 1, 1]]))  # left padding: pair 1->2
+    assert float(left) == pytest.approx(-np.log(0.1), rel=1e-6)
 
 
 @pytest.fixture(scope="module")

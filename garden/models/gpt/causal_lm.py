@@ -4,7 +4,7 @@ by GPT (2018) and the GPT-3-style sparse model.
 The backbone supplies what the LM drives, so the cached decode loop is written once:
     backbone.embed(token_ids, position_ids, training) -> float [B, T, H]
     backbone.decoder_blocks: blocks called as
-        block(x, decoder_padding_mask=..., self_attention_cache=..., 
+        block(x, decoder_padding_mask=..., self_attention_cache=...,
               self_attention_cache_update_index=...) -> (x, cache)
         (garden.layers.TransformerDecoderBlock's signature; without a cache -> x)
     backbone.finish(x) -> x after the last block (GPT: identity, GPT-3: final LayerNorm)
@@ -47,6 +47,9 @@ class CachedCausalLM(GenerativeLM):
         super().__init__(**kwargs)
         self.backbone = backbone
         self.max_decoder_length = int(backbone.max_sequence_length)
+        # Every weight is the (functional, built) backbone's: built now, so count_params and
+        # saving work before a first call.
+        self.built = True
 
     def logits(self, hidden):
         """float32 logits [..., V] of hidden states [..., H] (the tied softmax)."""
