@@ -53,6 +53,10 @@ FAMILIES = (
            "garden.models.electra.presets", "electra_small"),
     Family("distilbert", "garden.models.distilbert.backbone:DistilBertBackbone",
            "garden.models.distilbert.presets", "distilbert_base"),
+    Family("gpt", "garden.models.gpt.backbone:GPTBackbone", "garden.models.gpt.presets", "gpt",
+           lm="garden.models.gpt.backbone:GPTCausalLM"),
+    Family("gpt3", "garden.models.gpt3.backbone:GPT3Backbone", "garden.models.gpt3.presets",
+           "gpt3_small", lm="garden.models.gpt3.backbone:GPT3CausalLM"),
 )
 
 

@@ -19,6 +19,7 @@ TASKS: Dict[str, str] = {
     "QuestionAnswering": "garden.tasks.question_answering:QuestionAnswering",
     "TextToText": "garden.tasks.lm_finetuning:TextToText",
     "CausalLMFinetuning": "garden.tasks.lm_finetuning:CausalLMFinetuning",
+    "LastTokenClassification": "garden.tasks.last_token_classification:LastTokenClassification",
 }
 
 # Gin names of the tasks Pretraining replaced -> the binding that selects the same family, for

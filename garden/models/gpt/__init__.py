@@ -1,0 +1,1 @@
+"""GPT (Radford et al., 2018): post-LN decoder, positions in the token table."""
