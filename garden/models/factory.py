@@ -53,6 +53,7 @@ FAMILIES = (
            "garden.models.electra.presets", "electra_small"),
     Family("distilbert", "garden.models.distilbert.backbone:DistilBertBackbone",
            "garden.models.distilbert.presets", "distilbert_base"),
+    Family("bart", "garden.models.bart.backbone:BartBackbone", "garden.models.bart.presets", "bart_base", lm="garden.models.bart.backbone:BartSeq2SeqLM"),
 )
 
 
