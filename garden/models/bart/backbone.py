@@ -185,6 +185,7 @@ class BartSeq2SeqLM(GenerativeLM):
         self.final_logits_bias = self.add_weight(
             shape=(int(backbone.vocab_size),), initializer="zeros", trainable=False,
             name="final_logits_bias")
+        self.built = True  # the backbone is a built functional model; the bias exists
 
     def _logits(self, x):
         table = self.backbone.token_embedding.embeddings
