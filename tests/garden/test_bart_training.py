@@ -41,9 +41,9 @@ def _make_pretrain(root, vocab, corpus_file, tag, *flags):
     return out
 
 
-def _build(root) -> dict:
+def _build(root, corpus_file: str) -> dict:
     root = str(root)
-    files = learn.sample_corpus(root)
+    files = sorted(glob.glob(os.path.join(os.path.dirname(corpus_file), "*.txt")))
     vocab = learn.vocabulary(root, "bpe", files[0], 1000)
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         train = pool.submit(_make_pretrain, root, vocab, files[0], "train")
@@ -53,8 +53,10 @@ def _build(root) -> dict:
 
 
 @pytest.fixture(scope="module")
-def bart_data(shared_artefacts) -> BartData:
-    return shared_artefacts("bart_data", _build, BartData)
+def bart_data(shared_artefacts, bert_data) -> BartData:
+    # The sample corpus files of the session's bert_data fixture (built once per test run).
+    return shared_artefacts("bart_data", lambda root: _build(root, bert_data.corpus_glob),
+                            BartData)
 
 
 def _bindings(bd: BartData, steps: int) -> list:
@@ -119,30 +121,33 @@ def _constant_guess(targets):
 
 
 def test_bart_denoising_learns_through_garden_train(bart_data, tmp_path, monkeypatch):
-    """bart_tiny (no dropout, lr 2e-3), 150 steps of 32 blocks of 64 pieces through
-    garden.train, restored and scored on 10 held-out batches of another corpus file:
+    """bart_tiny (no dropout, lr 2e-3), 100 steps of 32 blocks of 64 pieces through
+    garden.train, restored and scored on 6 held-out batches of another corpus file:
       * reconstruction accuracy over every real target piece beats the best constant guess
         (always the most frequent target piece: the best a model that can neither copy from
         the encoder nor use the decoder's prefix can do) by 5 binomial standard errors of
         that guess over the n targets, and the loss is below the targets' unigram entropy;
       * on the pieces the input does not hold in order (infilled spans, random pieces:
         positions where copying is no help) accuracy beats the constant guess of those
-        pieces by 5 standard errors too."""
+        pieces by 5 standard errors too.
+    (Measured at 150 steps over 10 batches: 0.179 vs 0.032 over n = 15,647, loss 4.59 vs
+    entropy 5.78; noised pieces 0.139 vs 0.035 over m = 4,298. At 100 steps the training
+    accuracy is 0.15.)"""
     monkeypatch.chdir(train_lib.REPO_ROOT)
     model_dir = str(tmp_path / "bart")
-    bindings = _bindings(bart_data, 150)
+    bindings = _bindings(bart_data, 100)
     argv = [f"--config={CONFIG}", f"--model_dir={model_dir}",
             *[f"--gin_param={b}" for b in bindings]]
-    summary = train_in_process(argv, model_dir, "bart_pretraining", 150)
+    summary = train_in_process(argv, model_dir, "bart_pretraining", 100)
     first = summary["first_logged_metrics"]
     assert abs(first["lm_loss"] - math.log(1000)) < 1.5, first  # ~uniform over the BPE pieces
     task, model = _restored(model_dir, bindings)
-    s = _score(task, model, bart_data.held_out, batches=10)
+    s = _score(task, model, bart_data.held_out, batches=6)
 
     n = len(s["targets"])
     p0, entropy = _constant_guess(s["targets"])
     accuracy = float(s["hits"].mean())
-    assert n > 10_000, n  # 10 batches x 32 blocks x ~60 pieces
+    assert n > 6_000, n  # 6 batches x 32 blocks x ~50 pieces
     assert accuracy > p0 + 5 * math.sqrt(p0 * (1 - p0) / n), (accuracy, p0, n)
     assert float(s["nll"].mean()) < entropy, (float(s["nll"].mean()), entropy)
 
