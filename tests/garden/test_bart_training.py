@@ -158,3 +158,15 @@ def test_bart_denoising_learns_through_garden_train(bart_data, tmp_path, monkeyp
     assert noised_accuracy > q0 + 5 * math.sqrt(q0 * (1 - q0) / m), (noised_accuracy, q0, m)
     print(f"bart learn: n={n} acc={accuracy:.3f} const={p0:.3f} loss={s['nll'].mean():.3f} "
           f"H={entropy:.3f}; noised m={m} acc={noised_accuracy:.3f} const={q0:.3f}")
+
+
+def test_bart_tiny_config_builds_with_summary(capsys, monkeypatch):
+    # `garden.train --summary` path: the run file's @backbone wrapped by the bart record; the
+    # preset vocabulary (no VOCAB bound), so the count is the preset's plus final_logits_bias.
+    from garden.models.bart import PRESETS, bart_parameter_count
+
+    monkeypatch.chdir(train_lib.REPO_ROOT)
+    total = train_lib.build_summary([CONFIG], [])
+    assert "Total parameters" in capsys.readouterr().out
+    preset = PRESETS["bart_tiny"]
+    assert total == bart_parameter_count(**preset) + preset["vocab_size"], total
