@@ -36,6 +36,7 @@ FAMILIES = {
     "electra": "garden.models.electra.conversion",
     "distilbert": "garden.models.distilbert.conversion",
     "gpt": "garden.models.gpt.conversion",
+    "bart": "garden.models.bart.conversion",
 }
 
 # config.json "model_type" values each family accepts: a BERT checkpoint passed as
@@ -47,6 +48,7 @@ HF_MODEL_TYPES = {
     "electra": ("electra",),
     "distilbert": ("distilbert",),
     "gpt": ("openai-gpt",),
+    "bart": ("bart",),
 }
 
 SOURCES = ("huggingface", "tf1", "model_garden")

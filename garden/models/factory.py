@@ -57,6 +57,7 @@ FAMILIES = (
            lm="garden.models.gpt.backbone:GPTCausalLM"),
     Family("gpt3", "garden.models.gpt3.backbone:GPT3Backbone", "garden.models.gpt3.presets",
            "gpt3_small", lm="garden.models.gpt3.backbone:GPT3CausalLM"),
+    Family("bart", "garden.models.bart.backbone:BartBackbone", "garden.models.bart.presets", "bart_base", lm="garden.models.bart.backbone:BartSeq2SeqLM"),
 )
 
 

@@ -1,0 +1,256 @@
+"""BART (Lewis et al., 2020): the encoder-decoder backbone and its GenerativeLM.
+
+BartBackbone is a Keras functional model (garden.models.backbone.Backbone records its config):
+    shared token table (encoder input, decoder input and, in BartSeq2SeqLM, the tied softmax);
+    learned positions with 2 offset rows (ids start at 2: a table of max_sequence_length + 2
+    rows, Hugging Face's BartLearnedPositionalEmbedding); no embedding scaling; LayerNorm on
+    the embeddings of each stack, then dropout; post-LN blocks (garden.layers
+    TransformerEncoderBlock / TransformerDecoderBlock, exact GELU, eps 1e-5); no final LayerNorm.
+Positions follow the padding mask, max(cumsum(mask) - 1, 0) + 2, so a left-padded row gives
+the outputs of the same row unpadded (with right padding this is Hugging Face's arange + 2 on
+every real token).
+
+BartSeq2SeqLM (garden/models/generative.py) adds the logits x E^T + final_logits_bias (a
+non-trainable [V] weight, a buffer in Hugging Face's checkpoints, zero in fresh ones) and the
+cached decoding: start_decoding runs the encoder and projects every decoder layer's
+cross-attention keys and values once; decode_step reads them as is.
+"""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+from garden.layers import TransformerDecoderBlock
+from garden.layers.embeddings import truncated_normal
+from garden.models.backbone import Backbone, backbone_inputs, encoder_block_list
+from garden.models.generative import SEQ2SEQ_INPUTS, GenerativeLM
+
+POSITION_OFFSET = 2  # fairseq's learned positions start after the <pad> row (padding_idx + 1)
+DECODER_START_IDS = (2, 0)  # </s> <s>
+
+
+def bart_positions(padding_mask):
+    """Position-table rows of [B, T] tokens: max(cumsum(mask) - 1, 0) + 2 (left-padding aware)."""
+    mask = ops.cast(padding_mask, "int32")
+    return ops.maximum(ops.cumsum(mask, axis=1) - 1, 0) + POSITION_OFFSET
+
+
+def embed(backbone_layers, stack: str, token_ids, positions, training=None):
+    """LayerNorm(tokens + positions) then dropout, for `stack` "encoder" or "decoder"."""
+    layers = backbone_layers
+    x = layers.token_embedding(token_ids) + getattr(layers, f"{stack}_position_embedding")(
+        positions)
+    x = getattr(layers, f"{stack}_embeddings_layer_norm")(x)
+    return layers.embeddings_dropout(x, training=training)
+
+
+def encode(backbone_layers, token_ids, padding_mask, training=None):
+    """The encoder stack: float [B, S, H]."""
+    mask = ops.cast(padding_mask, "int32")
+    x = embed(backbone_layers, "encoder", token_ids, bart_positions(mask), training)
+    for block in backbone_layers.encoder_blocks:
+        x = block(x, padding_mask=mask, training=training)
+    return x
+
+
+class _Layers:
+    """The backbone's layers by name, before the functional model exists to hold them."""
+
+    def __init__(self, **layers):
+        self.__dict__.update(layers)
+
+
+@keras.saving.register_keras_serializable(package="garden")
+class BartBackbone(Backbone):
+    """BART's encoder-decoder as a Keras functional model.
+
+    Inputs (dict, int32): encoder_token_ids, encoder_padding_mask [B, S]; decoder_token_ids,
+    decoder_padding_mask [B, T] (1 = real token; decoder_token_ids are the targets shifted
+    right behind </s>).
+    Outputs (dict): encoder_sequence_output [B, S, H], decoder_sequence_output [B, T, H].
+
+    Args:
+        vocab_size: int, byte-level BPE vocabulary (50265 with fairseq's 4 specials).
+        num_layers: int, layers of each stack (base 6, large 12).
+        hidden_size: int, d_model (768 / 1024).
+        num_heads: int, attention heads of every attention (12 / 16).
+        intermediate_size: int, feed-forward width (3072 / 4096).
+        max_sequence_length: int, longest encoder or decoder input (1024); the position tables
+            have max_sequence_length + 2 rows.
+        dropout: float, on the embeddings and the block outputs (0.1).
+        attention_dropout: float or None, on the attention probabilities (None: `dropout`).
+        initializer_range: float, stddev of the initializers (0.02).
+        layer_norm_epsilon: float (1e-5).
+        dtype: None, str or keras.DTypePolicy.
+
+    Example:
+        backbone = BartBackbone.from_preset("bart_tiny", vocab_size=1000)
+        out = backbone({"encoder_token_ids": ids, "encoder_padding_mask": mask,
+                        "decoder_token_ids": dec, "decoder_padding_mask": dec_mask})
+    """
+
+    presets_module = "garden.models.bart.presets"
+
+    def __init__(
+        self,
+        vocab_size: int = 50265,
+        num_layers: int = 6,
+        hidden_size: int = 768,
+        num_heads: int = 12,
+        intermediate_size: int = 3072,
+        max_sequence_length: int = 1024,
+        dropout: float = 0.1,
+        attention_dropout=None,
+        initializer_range: float = 0.02,
+        layer_norm_epsilon: float = 1e-5,
+        dtype=None,
+        **kwargs,
+    ):
+        # === Layers ===
+        def table(rows, name):
+            return keras.layers.Embedding(rows, hidden_size, dtype=dtype, name=name,
+                                          embeddings_initializer=truncated_normal(
+                                              initializer_range))
+
+        def norm(name):
+            return keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, dtype=dtype,
+                                                   name=name)
+
+        block_args = dict(num_heads=num_heads, intermediate_size=intermediate_size,
+                          dropout=dropout, attention_dropout=attention_dropout,
+                          activation="gelu", layer_norm_epsilon=layer_norm_epsilon,
+                          initializer_range=initializer_range, dtype=dtype)
+        rows = max_sequence_length + POSITION_OFFSET
+        layers = _Layers(
+            token_embedding=table(vocab_size, "token_embedding"),
+            encoder_position_embedding=table(rows, "encoder_position_embedding"),
+            decoder_position_embedding=table(rows, "decoder_position_embedding"),
+            encoder_embeddings_layer_norm=norm("encoder_embeddings_layer_norm"),
+            decoder_embeddings_layer_norm=norm("decoder_embeddings_layer_norm"),
+            embeddings_dropout=keras.layers.Dropout(dropout, dtype=dtype,
+                                                    name="embeddings_dropout"),
+            encoder_blocks=encoder_block_list(num_layers, **block_args),
+            decoder_blocks=[TransformerDecoderBlock(name=f"decoder_layer_{i}", **block_args)
+                            for i in range(num_layers)])
+
+        # === Functional graph ===
+        inputs = backbone_inputs(SEQ2SEQ_INPUTS)
+        encoded = encode(layers, inputs["encoder_token_ids"], inputs["encoder_padding_mask"])
+        decoder_mask = inputs["decoder_padding_mask"]
+        x = embed(layers, "decoder", inputs["decoder_token_ids"], bart_positions(decoder_mask))
+        for block in layers.decoder_blocks:
+            x = block(x, encoded, decoder_padding_mask=decoder_mask,
+                      encoder_padding_mask=inputs["encoder_padding_mask"])
+        outputs = {"encoder_sequence_output": encoded, "decoder_sequence_output": x}
+        super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
+
+        # === Config === (recorded by Backbone from the arguments above)
+        for name, layer in vars(layers).items():
+            setattr(self, name, layer)
+
+    @property
+    def token_embedding(self) -> keras.layers.Embedding:
+        return self._token_embedding
+
+    @token_embedding.setter
+    def token_embedding(self, layer):
+        self._token_embedding = layer
+
+
+@keras.saving.register_keras_serializable(package="garden")
+class BartSeq2SeqLM(GenerativeLM):
+    """BART with its tied LM head: the GenerativeLM of garden/models/generative.py.
+
+    call(inputs) -> {"logits": float32 [B, T, V]} for the seq2seq inputs of BartBackbone.
+    start_decoding(prompt, max_length) / decode_step(token_ids, index, state): cached decoding;
+    state = {"self_cache" [B, L, 2, max_length, A, d], "cross_cache" [B, L, 2, S, A, d],
+    "encoder_padding_mask" [B, S], "padding_mask" [B, max_length], "positions" [B]}.
+
+    Args:
+        backbone: BartBackbone.
+
+    Example:
+        lm = BartSeq2SeqLM(BartBackbone.from_preset("bart_tiny", vocab_size=1000))
+        logits, state = lm.start_decoding({**encoder_inputs, "decoder_token_ids": [[2, 0]] * B,
+                                           "decoder_padding_mask": [[1, 1]] * B}, 32)
+    """
+
+    is_encoder_decoder = True
+
+    def __init__(self, backbone: BartBackbone, **kwargs):
+        super().__init__(**kwargs)
+        self.backbone = backbone
+        self.max_decoder_length = int(backbone.max_sequence_length)
+        self.final_logits_bias = self.add_weight(
+            shape=(int(backbone.vocab_size),), initializer="zeros", trainable=False,
+            name="final_logits_bias")
+        self.built = True  # the backbone is a built functional model; the bias exists
+
+    def _logits(self, x):
+        table = self.backbone.token_embedding.embeddings
+        logits = ops.matmul(x, ops.cast(ops.transpose(table), x.dtype))
+        return ops.cast(logits, "float32") + ops.cast(self.final_logits_bias, "float32")
+
+    def call(self, inputs, training=False):
+        outputs = self.backbone({k: inputs[k] for k in SEQ2SEQ_INPUTS}, training=training)
+        return {"logits": self._logits(outputs["decoder_sequence_output"])}
+
+    def _decoder_layers(self, x, encoded, state, index, cross_index):
+        self_layers, cross_layers = [], []
+        for i, block in enumerate(self.backbone.decoder_blocks):
+            x, layer_self, layer_cross = block(
+                x, encoded, decoder_padding_mask=state["padding_mask"],
+                encoder_padding_mask=state["encoder_padding_mask"],
+                self_attention_cache=state["self_cache"][:, i],
+                self_attention_cache_update_index=index,
+                cross_attention_cache=state["cross_cache"][:, i],
+                cross_attention_cache_update_index=cross_index, training=False)
+            self_layers.append(layer_self)
+            cross_layers.append(layer_cross)
+        return x, ops.stack(self_layers, axis=1), ops.stack(cross_layers, axis=1)
+
+    def start_decoding(self, prompt, max_length):
+        b = self.backbone
+        encoder_mask = ops.cast(prompt["encoder_padding_mask"], "int32")
+        encoded = encode(b, prompt["encoder_token_ids"], encoder_mask, training=False)
+        mask = ops.cast(prompt["decoder_padding_mask"], "int32")
+        batch, length = ops.shape(mask)[0], ops.shape(mask)[1]
+        # Slots after the prompt count as real: the causal mask hides them until written.
+        slots = ops.concatenate([mask, ops.ones((batch, max_length - length), "int32")], axis=1)
+        x = embed(b, "decoder", prompt["decoder_token_ids"], bart_positions(mask), False)
+        width = b.hidden_size // b.num_heads
+        layers = len(b.decoder_blocks)
+        dtype = encoded.dtype
+        state = {
+            "self_cache": ops.zeros((batch, layers, 2, max_length, b.num_heads, width), dtype),
+            "cross_cache": ops.zeros((batch, layers, 2, ops.shape(encoded)[1], b.num_heads,
+                                      width), dtype),
+            "encoder_padding_mask": encoder_mask, "padding_mask": slots,
+            "positions": ops.sum(mask, axis=1) + POSITION_OFFSET}
+        # Cross index 0: each layer projects the encoder's keys and values into its cache.
+        x, self_cache, cross_cache = self._decoder_layers(x, encoded, state, 0, 0)
+        state.update(self_cache=self_cache, cross_cache=cross_cache)
+        return self._logits(x[:, -1]), state
+
+    def decode_step(self, token_ids, index, state):
+        b = self.backbone
+        x = embed(b, "decoder", token_ids[:, None], state["positions"][:, None], False)
+        # The cross caches are read as is (index None): this stand-in for the encoder output
+        # only gives the blocks their shapes and is never projected.
+        encoded = ops.zeros((ops.shape(x)[0], ops.shape(state["cross_cache"])[3],
+                             b.hidden_size), x.dtype)
+        x, self_cache, _ = self._decoder_layers(x, encoded, state, index, None)
+        state = dict(state, self_cache=self_cache, positions=state["positions"] + 1)
+        return self._logits(x[:, 0]), state
+
+    def get_config(self):
+        config = super().get_config()
+        config["backbone"] = keras.saving.serialize_keras_object(self.backbone)
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
+        return cls(**config)
