@@ -53,6 +53,8 @@ FAMILIES = (
            "garden.models.electra.presets", "electra_small"),
     Family("distilbert", "garden.models.distilbert.backbone:DistilBertBackbone",
            "garden.models.distilbert.presets", "distilbert_base"),
+    Family("gpt2", "garden.models.gpt2.backbone:GPT2Backbone", "garden.models.gpt2.presets",
+           "gpt2_small", lm="garden.models.gpt2.causal_lm:GPT2CausalLM"),
 )
 
 
