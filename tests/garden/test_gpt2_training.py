@@ -18,6 +18,7 @@ import pytest
 import tensorflow as tf
 
 from benchmarks import objectives_learn as learn
+from data_pipelines import make_vocab
 from garden.tasks.pretraining_gpt2 import next_token_weights
 
 SEQ = 64
@@ -35,7 +36,12 @@ class GPT2Data:
 
 def _build(root, files) -> dict:
     root = str(root)
-    vocab = learn.vocabulary(root, "bpe", files[0], VOCAB_SIZE)
+    # make_vocab in this process (as learn.vocabulary runs it, without a second interpreter):
+    # the same arguments, the same output path.
+    vocab = os.path.join(root, f"bpe-{VOCAB_SIZE}", "vocab.json")
+    make_vocab.main(["--tokenizer=bpe", f"--input={files[0]}", f"--output={os.path.dirname(vocab)}",
+                     f"--vocab_size={VOCAB_SIZE}", "--lower_case"])
+    assert vocab == learn.vocabulary(root, "bpe", files[0], VOCAB_SIZE)  # found, not rebuilt
     with concurrent.futures.ThreadPoolExecutor(2) as pool:  # two make_pretrain processes
         jobs = [pool.submit(learn.pretrain_data, root, "gpt2", vocab, files[i], SEQ, 1, tag)
                 for i, tag in ((0, "train"), (learn.HELD_OUT, "eval"))]
