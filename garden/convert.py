@@ -6,6 +6,10 @@
     python -m garden.convert --source=model_garden --model=bert --input=CKPT_PREFIX \
         --config=encoder_config.json --output=OUT
 
+GPT-2's original release (openai/gpt-2: models/<size>/model.ckpt + hparams.json) is the tf1
+source: `--source=tf1 --model=gpt2 --input=models/124M/model.ckpt --config=models/124M/hparams.json`
+(garden/models/gpt2/conversion.py maps OpenAI's model/h0/attn/c_attn/w ... names).
+
 OUT receives backbone.keras, pretrainer.keras when the checkpoint has pretraining heads, and
 convert_info.json (source, family, input, config, parameter counts). The Python API returns the
 same models: `load_huggingface`, `load_tf1`, `load_model_garden`, each
@@ -37,6 +41,7 @@ FAMILIES = {
     "distilbert": "garden.models.distilbert.conversion",
     "gpt": "garden.models.gpt.conversion",
     "bart": "garden.models.bart.conversion",
+    "gpt2": "garden.models.gpt2.conversion",
 }
 
 # config.json "model_type" values each family accepts: a BERT checkpoint passed as
@@ -49,6 +54,7 @@ HF_MODEL_TYPES = {
     "distilbert": ("distilbert",),
     "gpt": ("openai-gpt",),
     "bart": ("bart",),
+    "gpt2": ("gpt2",),
 }
 
 SOURCES = ("huggingface", "tf1", "model_garden")

@@ -58,6 +58,8 @@ FAMILIES = (
     Family("gpt3", "garden.models.gpt3.backbone:GPT3Backbone", "garden.models.gpt3.presets",
            "gpt3_small", lm="garden.models.gpt3.backbone:GPT3CausalLM"),
     Family("bart", "garden.models.bart.backbone:BartBackbone", "garden.models.bart.presets", "bart_base", lm="garden.models.bart.backbone:BartSeq2SeqLM"),
+    Family("gpt2", "garden.models.gpt2.backbone:GPT2Backbone", "garden.models.gpt2.presets",
+           "gpt2_small", lm="garden.models.gpt2.causal_lm:GPT2CausalLM"),
 )
 
 

@@ -312,6 +312,7 @@ FAMILIES: Dict[str, Callable[[], Family]] = {
     "roberta": _roberta_family,
     "electra": _electra_family,
     "bart": _record_in("garden.tasks.pretraining_bart"),
+    "gpt2": _record_in("garden.tasks.pretraining_gpt2"),
 }
 
 

@@ -1,0 +1,200 @@
+"""GPT-2 training-step throughput: garden's GPT2CausalLM through garden.train's own step against
+keras-hub's GPT2CausalLM trained with `model.fit`, with MFU against a matmul peak measured in
+the same run.
+
+Both train the same architecture (GPT-2 small, or --tiny L2 H128 A2) from random weights on
+one synthetic batch of byte-level-BPE-sized ids (vocabulary 50,257, no padding), float32
+(or --mixed_precision=mixed_bfloat16), dropout 0.1, AdamW lr 1e-4 with warmup + linear decay,
+weight decay 0.01, gradients clipped to global norm 1.0:
+
+- ours: GPT2CausalLM(GPT2Backbone) and the gpt2 Pretraining record's loss (next-token
+  cross-entropy over the seq_len - 1 labels of the block), stepped by
+  garden.training.step.make_train_step under the `--strategy` tf.distribute strategy
+  (one_device by default), garden.optimization's AdamW, every metric fetched each step as
+  garden.train does; XLA off (the trainer's CPU default) and, with --xla, also on.
+- keras-hub: keras_hub.models.GPT2CausalLM(GPT2Backbone, preprocessor=None), compiled with
+  keras AdamW(global_clipnorm=1.0) and its default loss (sparse CE from logits, weighted by
+  the padding mask), trained with model.fit on x = the block, y = the block shifted by one.
+
+Everything runs in this process, one contender after the other, between two peak
+measurements (fp32 or bf16 tf.linalg.matmul, square 4096 and [B*T, H] x [H, 4H]; the best
+is the peak; benchmarks/train_step.py's worker). FLOPs per step = 3 x forward, forward per
+token = 2 x (12 L H^2 + V H) + 4 L T H (the full T x T score and context products, as
+computed: the causal mask saves nothing in a dense kernel).
+
+    python -m benchmarks.gpt2_train_step --seq_len=128 --batch_size=4 --steps=5
+    python -m benchmarks.gpt2_train_step --tiny --output_json=/tmp/gpt2_step.json
+
+See benchmarks/README.md ("GPT-2 training step") for a run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import sys
+from typing import Dict
+
+import numpy as np
+
+from benchmarks import common
+from benchmarks.common import log, write_report
+from benchmarks.train_step import StepTimer, _fit_timed, worker_peak
+
+SIZES = {"small": dict(num_layers=12, hidden_size=768, num_heads=12),
+         "tiny": dict(num_layers=2, hidden_size=128, num_heads=2)}
+VOCAB = 50257
+OPTIMIZER = dict(learning_rate=1e-4, weight_decay=0.01, epsilon=1e-6, clip_norm=1.0,
+                 train_steps=10_000, warmup_steps=100)
+SEED = 1234
+
+
+def step_flops(cfg: Dict) -> float:
+    """Training FLOPs of one step (see the module docstring)."""
+    size = SIZES[cfg["size"]]
+    L, H, T, B = size["num_layers"], size["hidden_size"], cfg["seq_len"], cfg["batch_size"]
+    per_token = 2 * (12 * L * H * H + VOCAB * H) + 4 * L * T * H
+    return 3.0 * per_token * B * T
+
+
+def synthetic_block(cfg: Dict) -> np.ndarray:
+    rng = np.random.default_rng(SEED)
+    return rng.integers(0, VOCAB, (cfg["batch_size"], cfg["seq_len"] + 1)).astype("int32")
+
+
+def run_ours(cfg: Dict, args, jit_compile: bool) -> Dict:
+    import keras
+    import tensorflow as tf
+
+    from garden import distribute
+    from garden.models.gpt2 import GPT2Backbone, GPT2CausalLM
+    from garden.optimization import create_optimizer
+    from garden.tasks.pretraining import Pretraining
+    from garden.training.step import make_train_step
+
+    keras.utils.set_random_seed(SEED)
+    strategy = distribute.create_strategy(args.strategy)
+    task = Pretraining(backbone=None, vocab="unused", family="gpt2",
+                       phases=[{"start_step": 0, "data_dir": "unused",
+                                "max_seq_length": cfg["seq_len"]}])
+    with strategy.scope():
+        model = GPT2CausalLM(GPT2Backbone(vocab_size=VOCAB, dropout=0.1,
+                                          max_sequence_length=max(1024, cfg["seq_len"]),
+                                          **SIZES[cfg["size"]]))
+        opt = create_optimizer("adamw", OPTIMIZER["learning_rate"], OPTIMIZER["train_steps"],
+                               OPTIMIZER["warmup_steps"], weight_decay=OPTIMIZER["weight_decay"],
+                               epsilon=OPTIMIZER["epsilon"])
+        opt.build(model.trainable_variables)
+    train_step, _ = make_train_step(strategy, task, model, opt, 1, OPTIMIZER["clip_norm"],
+                                    jit_compile)
+    ids = synthetic_block(cfg)[:, :cfg["seq_len"]]
+    batch = {"input_ids": ids, "input_mask": np.ones_like(ids)}
+    dataset = tf.data.Dataset.from_tensors(batch).repeat()
+    iterator = iter(strategy.distribute_datasets_from_function(lambda ctx: dataset))
+
+    def step():
+        return {k: float(v) for k, v in train_step(iterator).items()}["loss"]
+
+    result = StepTimer(args.warmup, args.steps).run(step)
+    result["parameters"] = int(model.count_params())
+    return result
+
+
+def run_keras_hub(cfg: Dict, args) -> Dict:
+    import keras
+    import keras_hub
+    import tensorflow as tf
+
+    from garden.optimization import WarmupPolynomialDecay
+
+    keras.utils.set_random_seed(SEED)
+    s = SIZES[cfg["size"]]
+    backbone = keras_hub.models.GPT2Backbone(
+        vocabulary_size=VOCAB, num_layers=s["num_layers"], num_heads=s["num_heads"],
+        hidden_dim=s["hidden_size"], intermediate_dim=4 * s["hidden_size"], dropout=0.1,
+        max_sequence_length=max(1024, cfg["seq_len"]))
+    model = keras_hub.models.GPT2CausalLM(backbone, preprocessor=None)
+    opt = keras.optimizers.AdamW(
+        learning_rate=WarmupPolynomialDecay(OPTIMIZER["learning_rate"], OPTIMIZER["train_steps"],
+                                            OPTIMIZER["warmup_steps"]),
+        weight_decay=OPTIMIZER["weight_decay"], epsilon=OPTIMIZER["epsilon"],
+        global_clipnorm=OPTIMIZER["clip_norm"])
+    opt.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
+    model.compile(optimizer=opt, jit_compile=False)
+    block = synthetic_block(cfg)
+    x = {"token_ids": block[:, :-1], "padding_mask": np.ones_like(block[:, :-1])}
+    y = block[:, 1:]
+    result = _fit_timed(model, tf.data.Dataset.from_tensors((x, y)).repeat(), args)
+    result["parameters"] = int(model.count_params())
+    return result
+
+
+def summarise(name: str, cfg: Dict, r: Dict, peak_gflops: float) -> Dict:
+    tokens = cfg["batch_size"] * cfg["seq_len"]
+    steps = len(r["step_s"])
+    achieved = step_flops(cfg) * steps / r["wall_s"]
+    return {"contender": name, "tokens_per_s": tokens * steps / r["wall_s"],
+            "median_step_s": r["median_step_s"], "achieved_gflops": achieved / 1e9,
+            "mfu": achieved / 1e9 / peak_gflops, "parameters": r["parameters"],
+            "first_loss": r["first_loss"], "last_loss": r["last_loss"],
+            "cores_used": r["cores_used"], "other_load_cores": r["other_load_cores"]}
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(prog="python -m benchmarks.gpt2_train_step",
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("--tiny", action="store_true", help="L2 H128 A2 instead of GPT-2 small")
+    p.add_argument("--seq_len", type=int, default=1024)
+    p.add_argument("--batch_size", type=int, default=8)
+    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--xla", action="store_true", help="also time ours with jit_compile=True")
+    p.add_argument("--strategy", default="one_device", help="garden.distribute strategy name")
+    p.add_argument("--mixed_precision", default=None, choices=[None, "mixed_bfloat16"])
+    p.add_argument("--peak_seconds", type=float, default=1.0)
+    p.add_argument("--output_json", default=None)
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> Dict:
+    args = parse_args(argv)
+    cfg = dict(size="tiny" if args.tiny else "small", seq_len=args.seq_len,
+               batch_size=args.batch_size)
+    if args.mixed_precision:
+        import keras
+
+        keras.mixed_precision.set_global_policy(args.mixed_precision)
+    peak_cfg = dict(batch_size=cfg["batch_size"], seq_length=cfg["seq_len"],
+                    hidden_size=SIZES[cfg["size"]]["hidden_size"],
+                    intermediate_size=4 * SIZES[cfg["size"]]["hidden_size"])
+    peaks = [worker_peak(peak_cfg, args)]
+    runs = {"ours": lambda: run_ours(cfg, args, False)}
+    if args.xla:
+        runs["ours_xla"] = lambda: run_ours(cfg, args, True)
+    runs["keras_hub"] = lambda: run_keras_hub(cfg, args)
+    raw = {}
+    for name, run in runs.items():
+        log(f"{name}: {args.warmup} warm-up + {args.steps} timed steps")
+        raw[name] = run()
+    peaks.append(worker_peak(peak_cfg, args))
+    peak = max(s["best_gflops"] for p in peaks for s in p["shapes"].values())
+    rows = [summarise(name, cfg, r, peak) for name, r in raw.items()]
+    base = next(r for r in rows if r["contender"] == "keras_hub")
+    print(f"GPT-2 {cfg['size']} seq {cfg['seq_len']} batch {cfg['batch_size']}: "
+          f"{step_flops(cfg) / 1e9:.1f} GFLOP/step, matmul peak {peak:.0f} GFLOP/s")
+    print("| contender | tokens/s | median step s | GFLOP/s | MFU | vs keras-hub | loss first -> last |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['contender']} | {r['tokens_per_s']:.0f} | {r['median_step_s']:.3f} | "
+              f"{r['achieved_gflops']:.1f} | {r['mfu']:.1%} | "
+              f"{r['tokens_per_s'] / base['tokens_per_s']:.2f}x | "
+              f"{r['first_loss']:.3f} -> {r['last_loss']:.3f} |")
+    report = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "config": cfg,
+              "args": vars(args), "peak_gflops": peak, "peaks": peaks, "rows": rows, "raw": raw,
+              "machine": common.machine_info(["tensorflow", "keras", "keras-hub"])}
+    return write_report(report, args.output_json)
+
+
+if __name__ == "__main__":
+    main()
+    sys.exit(0)
