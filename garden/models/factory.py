@@ -53,6 +53,7 @@ FAMILIES = (
            "garden.models.electra.presets", "electra_small"),
     Family("distilbert", "garden.models.distilbert.backbone:DistilBertBackbone",
            "garden.models.distilbert.presets", "distilbert_base"),
+    Family("xlnet", "garden.models.xlnet.backbone:XLNetBackbone", "garden.models.xlnet.presets", "xlnet_base"),
 )
 
 
