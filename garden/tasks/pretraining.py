@@ -311,6 +311,7 @@ FAMILIES: Dict[str, Callable[[], Family]] = {
     "spanbert": _spanbert_family,
     "roberta": _roberta_family,
     "electra": _electra_family,
+    "xlnet": _record_in("garden.tasks.pretraining_xlnet"),
 }
 
 
