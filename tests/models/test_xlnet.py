@@ -49,7 +49,8 @@ def _inputs(batch: int, seed: int = 0, lengths=None):
     ids = np.zeros((batch, T), "int32")
     seg = np.zeros((batch, T), "int32")
     mask = np.zeros((batch, T), "int32")
-    perm = np.ones((batch, T, T), "float32")
+    # Padding columns stay 0 here: only padding_mask may hide them (the batch-invariance test).
+    perm = np.zeros((batch, T, T), "float32")
     mapping = np.zeros((batch, P, T), "float32")
     for b, n in enumerate(lengths):
         start = T - n
@@ -209,6 +210,8 @@ def test_batch_invariance_under_left_padding(converted):
                                   target_mapping=alone["target_mapping"])
         assert max_abs_diff(single["query"][0], together["query"][b]) <= 1e-5
         assert max_abs_diff(single["content"][0], together["content"][b, -n:]) <= 1e-5
+        plain = backbone(_plain(alone))["sequence_output"][0]
+        assert max_abs_diff(plain, backbone(_plain(batch))["sequence_output"][b, -n:]) <= 1e-5
 
 
 def test_keras_save_round_trip(converted, tmp_path):
