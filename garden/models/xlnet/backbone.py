@@ -462,5 +462,3 @@ class XLNetLMHead(keras.layers.Layer):
     def compute_output_shape(self, input_shape):
         return tuple(input_shape[:-1]) + (self.token_embedding.input_dim,)
 
-
-PRETRAIN_INPUTS = ("token_ids", "segment_ids", "padding_mask", "perm_mask", "target_mapping")
