@@ -42,6 +42,7 @@ FAMILIES = {
     "gpt": "garden.models.gpt.conversion",
     "bart": "garden.models.bart.conversion",
     "gpt2": "garden.models.gpt2.conversion",
+    "xlnet": "garden.models.xlnet.conversion",
 }
 
 # config.json "model_type" values each family accepts: a BERT checkpoint passed as
@@ -55,6 +56,7 @@ HF_MODEL_TYPES = {
     "gpt": ("openai-gpt",),
     "bart": ("bart",),
     "gpt2": ("gpt2",),
+    "xlnet": ("xlnet",),
 }
 
 SOURCES = ("huggingface", "tf1", "model_garden")

@@ -60,6 +60,7 @@ FAMILIES = (
     Family("bart", "garden.models.bart.backbone:BartBackbone", "garden.models.bart.presets", "bart_base", lm="garden.models.bart.backbone:BartSeq2SeqLM"),
     Family("gpt2", "garden.models.gpt2.backbone:GPT2Backbone", "garden.models.gpt2.presets",
            "gpt2_small", lm="garden.models.gpt2.causal_lm:GPT2CausalLM"),
+    Family("xlnet", "garden.models.xlnet.backbone:XLNetBackbone", "garden.models.xlnet.presets", "xlnet_base"),
 )
 
 

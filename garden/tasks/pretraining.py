@@ -313,6 +313,7 @@ FAMILIES: Dict[str, Callable[[], Family]] = {
     "electra": _electra_family,
     "bart": _record_in("garden.tasks.pretraining_bart"),
     "gpt2": _record_in("garden.tasks.pretraining_gpt2"),
+    "xlnet": _record_in("garden.tasks.pretraining_xlnet"),
 }
 
 

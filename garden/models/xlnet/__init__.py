@@ -1,0 +1,9 @@
+"""XLNet (Yang et al., 2019): two-stream relative-attention backbone with Transformer-XL memory,
+permutation-LM pretrainer and loss, presets, Hugging Face import."""
+
+from garden.models.xlnet.backbone import XLNetBackbone
+from garden.models.xlnet.presets import PRESETS, xlnet_backbone_from_preset
+from garden.models.xlnet.pretrainer import XLNetPretrainer, xlnet_pretrain_loss
+
+__all__ = ["XLNetBackbone", "XLNetPretrainer", "xlnet_pretrain_loss", "PRESETS",
+           "xlnet_backbone_from_preset"]
