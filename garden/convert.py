@@ -35,6 +35,7 @@ FAMILIES = {
     "albert": "garden.models.albert.conversion",
     "electra": "garden.models.electra.conversion",
     "distilbert": "garden.models.distilbert.conversion",
+    "t5": "garden.models.t5.conversion",
 }
 
 # config.json "model_type" values each family accepts: a BERT checkpoint passed as
@@ -45,6 +46,7 @@ HF_MODEL_TYPES = {
     "albert": ("albert",),
     "electra": ("electra",),
     "distilbert": ("distilbert",),
+    "t5": ("t5",),
 }
 
 SOURCES = ("huggingface", "tf1", "model_garden")

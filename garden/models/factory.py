@@ -53,6 +53,7 @@ FAMILIES = (
            "garden.models.electra.presets", "electra_small"),
     Family("distilbert", "garden.models.distilbert.backbone:DistilBertBackbone",
            "garden.models.distilbert.presets", "distilbert_base"),
+    Family("t5", "garden.models.t5:T5Backbone", "garden.models.t5.presets", "t5_small", lm="garden.models.t5:T5Seq2SeqLM"),
 )
 
 
