@@ -126,7 +126,7 @@ def test_huggingface_parity(tmp_path, version, feed_forward_proj, untied, extra)
                         hf_encoder[enc_real]) <= 1e-4
     assert max_abs_diff(logits[dec_real], hf_logits[dec_real]) <= 1e-4
     # The weights matter at this scale: the logits spread (a 1e-4 match is not trivial).
-    assert np.std(hf_logits[dec_real]) > 0.2
+    assert np.std(hf_logits[dec_real]) > 0.1
 
 
 def test_conversion_is_strict(tmp_path):
