@@ -311,6 +311,7 @@ FAMILIES: Dict[str, Callable[[], Family]] = {
     "spanbert": _spanbert_family,
     "roberta": _roberta_family,
     "electra": _electra_family,
+    "t5": _record_in("garden.tasks.pretraining_t5"),
 }
 
 

@@ -119,9 +119,13 @@ class T5Block(keras.layers.Layer):
         if self.is_decoder:
             self.cross_attention, self.cross_attention_norm = self._attention("cross_attention",
                                                                               input_shape)
-        inputs = ("wi_0", "wi_1") if self.gated_feedforward else ("wi",)
-        self.feedforward_in = [self._dense(ff, f * d ** -0.5, name, d) for name in inputs]
-        self.feedforward_out = self._dense(d, f * ff ** -0.5, "wo", ff)
+        # Plain attributes, not a list: TensorFlow checkpoints do not follow Keras' lists.
+        if self.gated_feedforward:
+            self.wi_0 = self._dense(ff, f * d ** -0.5, "wi_0", d)
+            self.wi_1 = self._dense(ff, f * d ** -0.5, "wi_1", d)
+        else:
+            self.wi = self._dense(ff, f * d ** -0.5, "wi", d)
+        self.wo = self._dense(d, f * ff ** -0.5, "wo", ff)
         self.feedforward_norm = RMSNorm(self.layer_norm_epsilon, dtype=self.dtype_policy,
                                         name="feedforward_norm")
         self.feedforward_norm.build(input_shape)
@@ -131,10 +135,11 @@ class T5Block(keras.layers.Layer):
         self.built = True
 
     def _feedforward(self, x, training):
-        h = self.act(self.feedforward_in[0](x))
         if self.gated_feedforward:
-            h = h * self.feedforward_in[1](x)
-        return self.feedforward_out(self.dropout_layer(h, training=training))
+            h = self.act(self.wi_0(x)) * self.wi_1(x)
+        else:
+            h = self.act(self.wi(x))
+        return self.wo(self.dropout_layer(h, training=training))
 
     def call(self, x, position_bias=None, attention_mask=None, encoder_sequence=None,
              encoder_attention_mask=None, self_cache=None, cache_index=None, cross_cache=None,
@@ -197,19 +202,24 @@ class T5Stack(keras.layers.Layer):
         self.block_args = dict(block_args)
 
     def build(self, input_shape):
-        self.blocks = []
         for i in range(self.num_layers):
             block = T5Block(is_decoder=self.is_decoder, has_relative_bias=i == 0,
                             bidirectional=not self.is_decoder, dtype=self.dtype_policy,
                             name=f"block_{i}", **self.block_args)
             block.build(input_shape)
-            self.blocks.append(block)
+            # One attribute per block, not a list: TensorFlow checkpoints (garden.train's)
+            # do not follow the lists Keras tracks, so a list's weights would not be saved.
+            setattr(self, f"block_{i}", block)
         self.final_norm = RMSNorm(self.block_args.get("layer_norm_epsilon", 1e-6),
                                   dtype=self.dtype_policy, name="final_norm")
         self.final_norm.build(input_shape)
         self.dropout_layer = keras.layers.Dropout(self.block_args.get("dropout", 0.1),
                                                   dtype=self.dtype_policy, name="dropout")
         self.built = True
+
+    @property
+    def blocks(self):
+        return [getattr(self, f"block_{i}") for i in range(self.num_layers)]
 
     @property
     def relative_attention_bias(self) -> RelativePositionBias:
