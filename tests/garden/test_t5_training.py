@@ -6,6 +6,7 @@ learns" on sample-corpus data made by the real tools (SentencePiece vocabulary, 
 from __future__ import annotations
 
 import dataclasses
+import glob
 import math
 import os
 
@@ -30,21 +31,29 @@ class T5Data:
     eval: str  # held-out file 1
 
 
-def _t5_data(root: str, vocab: str, corpus_file: str, tag: str) -> str:
+def _t5_data(root: str, vocab: str, corpus_file: str, tag: str, dupe_factor: int = 1) -> str:
     out = os.path.join(root, f"t5-{tag}-{SEQ}")
     learn._run("data_pipelines.make_pretrain", "--objective=t5", f"--input={corpus_file}",
                f"--output_dir={out}", f"--vocab={vocab}", "--tokenizer=sentencepiece",
                f"--inputs_length={SEQ}", f"--max_seq_length={SEQ}", "--num_shards=1",
-               "--seed=12345", "--overwrite")
+               f"--dupe_factor={dupe_factor}", "--seed=12345", "--overwrite")
     return out
 
 
-def _build(root) -> dict:
+def _build(root, corpus_dir: str) -> dict:
+    import concurrent.futures
+
     root = str(root)
-    files = learn.sample_corpus(root)
+    files = sorted(glob.glob(os.path.join(corpus_dir, "*.txt")))
     vocab = learn.vocabulary(root, "sentencepiece", files[0], VOCAB_SIZE)
-    return dict(root=root, vocab=vocab, train=_t5_data(root, vocab, files[0], "train"),
-                eval=_t5_data(root, vocab, files[learn.HELD_OUT], "eval"))
+    # The data keeps T5's case while learn.vocabulary lower-cases: capitals become <unk>
+    # (5% of the targets), in the targets and the baseline alike.
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        # Three corruptions of file 0 (~3700 chunks): with one (~1200), 300 steps of 32 overfit
+        # it and the held-out loss stays above the unigram entropy.
+        train = pool.submit(_t5_data, root, vocab, files[0], "train", 3)
+        held_out = pool.submit(_t5_data, root, vocab, files[learn.HELD_OUT], "eval")
+        return dict(root=root, vocab=vocab, train=train.result(), eval=held_out.result())
 
 
 @pytest.fixture(autouse=True)
@@ -54,8 +63,11 @@ def _cwd_repo(monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def t5_data(shared_artefacts) -> T5Data:
-    return shared_artefacts("t5_data", _build, T5Data)
+def t5_data(shared_artefacts, bert_data) -> T5Data:
+    """A SentencePiece vocabulary of sample-corpus file 0 (the corpus of the bert_data
+    session fixture), T5 data of file 0 for training and of file 1 held out."""
+    corpus_dir = os.path.dirname(bert_data.corpus_glob)
+    return shared_artefacts("t5_data", lambda root: _build(root, corpus_dir), T5Data)
 
 
 def _task(data: T5Data) -> Pretraining:
@@ -131,24 +143,23 @@ def _noise_scores(task, model, num_batches: int) -> dict:
 
 
 def test_t5_tiny_beats_the_constant_guess_held_out(t5_data):
-    """configs/t5_tiny.gin through garden.train (300 steps of 32, 64-token inputs, corpus file
-    0), scored on held-out file 1. Baseline: the sentinels and EOS are nearly free (their order
+    """configs/t5_tiny.gin through garden.train (300 steps of 32, LAMB 2e-2, 64-token inputs,
+    three corruptions of corpus file 0), scored on all of held-out file 1. Baseline: the sentinels and EOS are nearly free (their order
     is fixed), so the comparison is over the corrupted text pieces only: accuracy above always
     guessing the most frequent such piece by 5 binomial standard errors of that guess over the
     n pieces scored, and their mean loss below their unigram entropy (the best context-free
-    distribution fitted on those very targets)."""
+    distribution fitted on those very targets). (Measured: 0.097 vs 0.078 over 14,330 pieces,
+    8.6 standard errors; loss 5.00 vs 5.11 nats.)"""
     steps = 300
     bindings = learn.bindings("t5", t5_data.vocab, t5_data.train, t5_data.eval, SEQ,
                               steps=steps, batch_size=32,
-                              extra=["garden.Pretraining.shuffle_buffer = 1000",
-                                     "garden.Pretraining.lower_case = False",
-                                     "train.learning_rate = 3e-3"])
+                              extra=["garden.Pretraining.shuffle_buffer = 1000"])
     model_dir = os.path.join(t5_data.root, "learn-t5")
     summary = learn.train_family("t5", model_dir, bindings)
     assert summary["steps"] == steps
     task, model = learn._restored_task("t5", model_dir, bindings)
-    result = _noise_scores(task, model, num_batches=20)
+    result = _noise_scores(task, model, num_batches=100)  # the whole held-out file
     n, p0 = result["n"], result["constant_guess"]
-    assert n > 5000, result  # 20 batches x 32 held-out chunks x ~10 corrupted pieces
+    assert n > 10_000, result  # ~1400 held-out chunks x 10 corrupted pieces
     assert result["accuracy"] > p0 + 5 * math.sqrt(p0 * (1 - p0) / n), result
     assert result["loss"] < result["unigram_entropy"], result
