@@ -63,7 +63,6 @@ FAMILIES: Dict[str, Family] = {
     "ernie": Family("configs/ernie_tiny.gin", "Pretraining", "ernie", "wordpiece", True),
     # Distilled from a BERT tiny teacher trained here first, on the same BERT data.
     "distilbert": Family("configs/distilbert_tiny.gin", "Distillation", "bert", "wordpiece", True),
-    "t5": Family("configs/t5_tiny.gin", "Pretraining", "t5", "sentencepiece", False),
 }
 
 
