@@ -43,6 +43,7 @@ FAMILIES = {
     "bart": "garden.models.bart.conversion",
     "gpt2": "garden.models.gpt2.conversion",
     "xlnet": "garden.models.xlnet.conversion",
+    "t5": "garden.models.t5.conversion",
 }
 
 # config.json "model_type" values each family accepts: a BERT checkpoint passed as
@@ -57,6 +58,7 @@ HF_MODEL_TYPES = {
     "bart": ("bart",),
     "gpt2": ("gpt2",),
     "xlnet": ("xlnet",),
+    "t5": ("t5",),
 }
 
 SOURCES = ("huggingface", "tf1", "model_garden")

@@ -61,6 +61,7 @@ FAMILIES = (
     Family("gpt2", "garden.models.gpt2.backbone:GPT2Backbone", "garden.models.gpt2.presets",
            "gpt2_small", lm="garden.models.gpt2.causal_lm:GPT2CausalLM"),
     Family("xlnet", "garden.models.xlnet.backbone:XLNetBackbone", "garden.models.xlnet.presets", "xlnet_base"),
+    Family("t5", "garden.models.t5:T5Backbone", "garden.models.t5.presets", "t5_small", lm="garden.models.t5:T5Seq2SeqLM"),
 )
 
 

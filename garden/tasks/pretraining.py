@@ -314,6 +314,7 @@ FAMILIES: Dict[str, Callable[[], Family]] = {
     "bart": _record_in("garden.tasks.pretraining_bart"),
     "gpt2": _record_in("garden.tasks.pretraining_gpt2"),
     "xlnet": _record_in("garden.tasks.pretraining_xlnet"),
+    "t5": _record_in("garden.tasks.pretraining_t5"),
 }
 
 
