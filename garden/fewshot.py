@@ -196,8 +196,10 @@ class Scorer:
         s = len(start)
         return [log_probs[i, np.arange(s - 1, s - 1 + len(c)), c] for i, c in enumerate(comps)]
 
-    def generate(self, prompts: Sequence[str], max_new_tokens: int) -> List[str]:
-        """Beam search (width 4, GNMT alpha 0.6) answers, cut at the first newline."""
+    def generate(self, prompts: Sequence[str], max_new_tokens: int,
+                 pad_to: int = 0) -> List[str]:
+        """Beam search (width 4, GNMT alpha 0.6) answers, cut at the first newline. pad_to:
+        the prompt width (at least the longest prompt), so that batches share one trace."""
         from garden.generation import GenerationConfig, generate
         from garden.serving.generation import detokenize_numpy
 
@@ -206,7 +208,7 @@ class Scorer:
         ids = self.tokenize(prompts)
         if self.model.is_encoder_decoder:
             ids = [r + [self.eos_id] for r in ids]
-            width = max(len(r) for r in ids)
+            width = max([pad_to] + [len(r) for r in ids])
             enc = np.full((len(ids), width), self.pad_id, np.int32)
             for i, r in enumerate(ids):
                 enc[i, :len(r)] = r
@@ -217,7 +219,7 @@ class Scorer:
         else:
             budget = (self.max_length - max_new_tokens) if self.max_length else None
             ids = [r[-budget:] if budget else r for r in ids]
-            width = max(len(r) for r in ids)
+            width = max([min(pad_to, budget or pad_to)] + [len(r) for r in ids])
             tok = np.full((len(ids), width), self.pad_id, np.int32)
             mask = np.zeros_like(tok)
             for i, r in enumerate(ids):
@@ -272,8 +274,10 @@ def evaluate(scorer: Scorer, task: str, demos: Sequence[Example], examples: Sequ
         baseline = float(np.mean([1 / len(e.completions) for e in examples]))
         return _result("accuracy", hits, baseline, normalization=normalization, **info)
     answers = []
+    width = max(len(ids) for ids in scorer.tokenize(prompts)) + (
+        1 if scorer.model.is_encoder_decoder else 0)  # one trace for every batch
     for start in range(0, len(prompts), batch_size):
-        answers += scorer.generate(prompts[start:start + batch_size], max_new_tokens)
+        answers += scorer.generate(prompts[start:start + batch_size], max_new_tokens, width)
     gold = [normalize_answer(e.completions[0]) for e in examples]
     hits = [normalize_answer(a) == g for a, g in zip(answers, gold)]
     common = collections.Counter(normalize_answer(d.completions[0]) for d in demos)

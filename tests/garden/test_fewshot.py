@@ -111,10 +111,9 @@ def test_command_line_swag_and_freeform(setup, capsys):
             for i, (q, a) in enumerate(zip(questions, answers))]
     qa = root / "qa.jsonl"
     qa.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    out = root / "qa.json"
-    assert fewshot.main([f"--model_dir={model_dir}", "--task=freeform", f"--demos={qa}",
-                         f"--eval={qa}", "--k=0", "--max_new_tokens=4", f"--output={out}"]) == 0
-    free = json.loads(out.read_text())
+    data = fewshot.read_freeform(str(qa))
+    free = fewshot.evaluate(scorer, "freeform", data, data, k=0, max_new_tokens=4,
+                            batch_size=2)
     hits = [fewshot.normalize_answer(a) == fewshot.normalize_answer(r["answer"])
             for a, r in zip(answers, rows)]
     assert hits[0] and not hits[1]

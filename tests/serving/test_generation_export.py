@@ -108,7 +108,7 @@ def test_served_generation_equals_generate(served):
         "inputs": {k: v.tolist() for k, v in prompt.items()}})
     assert status == 200, body
     assert body["outputs"]["token_ids"] == out["token_ids"].tolist()
-    assert "Number of warmup records read: 5" in served["server"].log()
+    assert "Number of warmup records read: 4" in served["server"].log()
 
 
 @pytest.mark.parametrize("values,message", [
@@ -174,7 +174,10 @@ def test_detokenizer_matches_the_libraries(serving_corpus):
     reference = keras_hub.tokenizers.BytePairTokenizer(vocabulary=vocab_json, merges=merges)
     specials = bpe_tok.vocab.special_ids
     ids = rng.integers(0, bpe_tok.vocab.size, (20, 12))
-    expected = [reference.detokenize(tf.constant([int(i) for i in row[:n] if i not in specials],
-                                                 tf.int32)).numpy().decode("utf-8", "replace")
-                for row, n in zip(ids, lengths)]
+    expected = []
+    for row, n in zip(ids, lengths):
+        text = reference.detokenize(tf.constant([int(i) for i in row[:n] if i not in specials],
+                                                tf.int32))
+        expected.append(text if isinstance(text, str) else text.numpy().decode("utf-8",
+                                                                               "replace"))
     assert detokenize_numpy(bpe_tok, ids, lengths) == expected
