@@ -106,7 +106,8 @@ def test_command_line_swag_and_freeform(setup, capsys):
     # Free form: gold answers are the toy's own beam answers for half the questions.
     questions = [f"what is item {i}?" for i in range(4)]
     prompts = [fewshot.Example(f"Q: {q}\nA:", (" x",)).context for q in questions]
-    answers = scorer.generate(prompts, max_new_tokens=4)
+    width = max(len(ids) for ids in scorer.tokenize(prompts))  # evaluate's: one trace for both
+    answers = scorer.generate(prompts, max_new_tokens=4, pad_to=width)
     rows = [{"question": q, "answer": (a if i % 2 == 0 else a + " not") or "empty"}
             for i, (q, a) in enumerate(zip(questions, answers))]
     qa = root / "qa.jsonl"

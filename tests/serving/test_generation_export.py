@@ -141,11 +141,8 @@ def test_encoder_decoder_in_process(serving_corpus):
     prompt = {"encoder_token_ids": ids, "encoder_padding_mask": (ids != pad).astype(np.int32),
               "decoder_token_ids": np.full((3, 1), pad, np.int32),
               "decoder_padding_mask": np.ones((3, 1), np.int32)}
-    config = GenerationConfig(max_new_tokens=CAP, method="beam", num_beams=2)
-    out, texts = _expected(model, tok, prompt, config, eos, pad)
-    got = module.generate_with_settings(
-        tf.constant(PROMPTS), **{k: tf.constant(v) for k, v in _settings_rows(
-            3, method="beam", num_beams=2).items()})
+    out, texts = _expected(model, tok, prompt, GenerationConfig(max_new_tokens=CAP), eos, pad)
+    got = module.generate_default(tf.constant(PROMPTS))
     assert [t.decode() for t in got["text"].numpy()] == texts
     assert got["num_tokens"].numpy().tolist() == out["lengths"].tolist()
     np.testing.assert_allclose(got["score"].numpy(), out["scores"], rtol=1e-5, atol=1e-5)
