@@ -46,6 +46,10 @@ def served(serving_corpus, tmp_path_factory):
     tok = tokenizers.load_tokenizer("bpe", path, lower_case=True)
     eos, pad = tok.vocab.special("eos"), tok.vocab.special("pad")
     model = ToyCausalLM(vocab_size=tok.vocab.size, seed=3)
+    model({"token_ids": np.ones((1, 2), np.int32), "padding_mask": np.ones((1, 2), np.int32)})
+    # A flatter next-token distribution than the toy's (tied table of std 1 repeats its input
+    # token with probability ~1), so that beam search, sampling and greedy differ.
+    model.token_table.embeddings.assign(model.token_table.embeddings * 0.15)
     module = GenerationServing(model, tok, path, eos_id=eos, pad_id=pad,
                                max_prompt_length=PROMPT_LENGTH, max_new_tokens=CAP,
                                max_beams=BEAMS)
@@ -71,6 +75,7 @@ def test_served_generation_equals_generate(served):
     prompt = _left_padded(tok, PROMPTS, PROMPT_LENGTH, pad)
     # serving_default, row format: the export's defaults (greedy, CAP new tokens).
     out, texts = _expected(model, tok, prompt, GenerationConfig(max_new_tokens=CAP), eos, pad)
+    texts_default = texts
     status, _, body = client.post("/v1/models/toy:predict",
                                   {"instances": [{"prompt": p} for p in PROMPTS]})
     assert status == 200, body
@@ -98,8 +103,9 @@ def test_served_generation_equals_generate(served):
         assert body["outputs"]["num_tokens"] == out["lengths"].tolist(), values
         np.testing.assert_allclose(body["outputs"]["score"], out["scores"], rtol=1e-5,
                                    atol=1e-5)
-        answers.append(body["outputs"]["score"])
-    assert answers[0] != answers[2], "beam and greedy scored alike: settings were not applied"
+        answers.append(body["outputs"]["text"])
+    assert answers[0] != texts_default and answers[1] != texts_default, (
+        "beam / sampling gave greedy's answers: the settings would not be tested")
 
     # serving_ids: the tokens themselves.
     out = generate(model, prompt, GenerationConfig(max_new_tokens=CAP), eos_id=eos, pad_id=pad)
@@ -158,6 +164,8 @@ def test_detokenizer_matches_the_libraries(serving_corpus):
     sp = spm.SentencePieceProcessor(model_file=sp_path)
     ids = rng.integers(0, sp_tok.vocab.size, (20, 12))
     lengths = rng.integers(0, 13, 20)
+    specials = sorted(sp_tok.vocab.special_ids)  # pad, EOS, <unk>, control: every row has some
+    ids[:, 1::3] = rng.choice(specials, ids[:, 1::3].shape)
     module = GenerationServing(ToyCausalLM(vocab_size=sp_tok.vocab.size), sp_tok, sp_path,
                                eos_id=1, pad_id=0, max_prompt_length=4, max_new_tokens=2)
     ours = [t.decode() for t in module.decode_text(tf.constant(ids, tf.int32),
@@ -171,6 +179,7 @@ def test_detokenizer_matches_the_libraries(serving_corpus):
     reference = keras_hub.tokenizers.BytePairTokenizer(vocabulary=vocab_json, merges=merges)
     specials = bpe_tok.vocab.special_ids
     ids = rng.integers(0, bpe_tok.vocab.size, (20, 12))
+    ids[:, 1::3] = rng.choice(sorted(specials), ids[:, 1::3].shape)
     expected = []
     for row, n in zip(ids, lengths):
         text = reference.detokenize(tf.constant([int(i) for i in row[:n] if i not in specials],
