@@ -53,10 +53,9 @@ import glob
 import json
 import math
 import os
-import re
 import string
 import sys
-from typing import Dict, Iterable, List, Optional, Sequence
+from typing import Iterable, List, Optional, Sequence
 
 import numpy as np
 

@@ -67,7 +67,7 @@ import numpy as np
 import tensorflow as tf
 
 from data_pipelines import tokenizers
-from garden.generation import METHODS, GenerationConfig, Generator, default_settings
+from garden.generation import METHODS, GenerationConfig, Generator
 from garden.serving.modules import PREDICT, ServingModule, _strings
 from garden.serving.text import checked_text
 

@@ -7,7 +7,6 @@ a Keras-saved model."""
 from __future__ import annotations
 
 import json
-import os
 
 import keras
 import numpy as np

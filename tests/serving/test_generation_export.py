@@ -6,7 +6,6 @@ start) is checked in process, and the detokenizer against sentencepiece and kera
 
 from __future__ import annotations
 
-import os
 
 import numpy as np
 import pytest
@@ -55,7 +54,7 @@ def served(serving_corpus, tmp_path_factory):
                                max_beams=BEAMS)
     root = tmp_path_factory.mktemp("generation_export")
     export(module, str(root), "toy")
-    server = ServerProcess([f"--model_name=toy", f"--model_base_path={root / 'toy'}"],
+    server = ServerProcess(["--model_name=toy", f"--model_base_path={root / 'toy'}"],
                            str(root / "server.log"))
     client = Client(server)
     yield dict(model=model, tok=tok, eos=eos, pad=pad, client=client, server=server)
