@@ -10,7 +10,9 @@ GPT-2's original release (openai/gpt-2: models/<size>/model.ckpt + hparams.json)
 source: `--source=tf1 --model=gpt2 --input=models/124M/model.ckpt --config=models/124M/hparams.json`
 (garden/models/gpt2/conversion.py maps OpenAI's model/h0/attn/c_attn/w ... names).
 
-OUT receives backbone.keras, pretrainer.keras when the checkpoint has pretraining heads, and
+OUT receives backbone.keras, pretrainer.keras when the checkpoint has pretraining heads (for
+the generative families, GPT, GPT-2, T5 and BART: the GenerativeLM of
+garden/models/generative.py, which garden.generate and the LM tasks load), and
 convert_info.json (source, family, input, config, parameter counts). The Python API returns the
 same models: `load_huggingface`, `load_tf1`, `load_model_garden`, each
 `{"backbone": keras.Model, "pretrainer": keras.Model or None}`.

@@ -151,7 +151,10 @@ def _assemble(kwargs: Dict, table: NameTable, weights: Dict[str, np.ndarray], so
     backbone = GPT2Backbone(**kwargs)
     assign_weights(backbone, weights, table, source=f"{source} (GPT-2 config {kwargs})",
                    ignored=ignored, ignored_patterns=ignored_patterns)
-    return {"backbone": backbone, "pretrainer": None, "lm": GPT2CausalLM(backbone)}
+    # "pretrainer" is what garden.convert writes as pretrainer.keras: for a generative family,
+    # its GenerativeLM (as GPT, T5 and BART return it); "lm" names the same model.
+    lm = GPT2CausalLM(backbone)
+    return {"backbone": backbone, "pretrainer": lm, "lm": lm}
 
 
 # --- Hugging Face -----------------------------------------------------------------------------
