@@ -145,11 +145,19 @@ def generate(model, prompt: Dict, config: GenerationConfig, *, eos_id: int,
     (model, eos_id, pad_id, jit_compile), so repeated calls with the same shapes do not
     retrace. Returns numpy {"token_ids" int32 [B, max_new_tokens], "lengths" int32 [B],
     "scores" float32 [B]}."""
+    return generator_for(model, eos_id=eos_id, pad_id=pad_id,
+                         jit_compile=jit_compile).generate(prompt, config)
+
+
+def generator_for(model, *, eos_id: int, pad_id: int,
+                  jit_compile: Optional[bool] = None) -> "Generator":
+    """The Generator generate() uses for (model, eos_id, pad_id, jit_compile), made on first
+    use and kept as long as the model lives."""
     per_model = _GENERATORS.setdefault(model, {})
     key = (int(eos_id), int(pad_id), jit_compile)
     if key not in per_model:
         per_model[key] = Generator(model, eos_id=eos_id, pad_id=pad_id, jit_compile=jit_compile)
-    return per_model[key].generate(prompt, config)
+    return per_model[key]
 
 
 def _prompt_names(model) -> Tuple[str, ...]:

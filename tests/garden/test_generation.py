@@ -16,22 +16,23 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from garden.generation import GenerationConfig, Generator, default_settings, generate
+from garden.generation import GenerationConfig, default_settings, generate, generator_for
 from garden.models.generative import GenerativeLM
 from generative_testing import ToyCausalLM, ToySeq2SeqLM
 
 V = 6
-EOS, PAD = 0, 5  # pad_id is only the filler after EOS: any id will do
+PAD = 5  # pad_id is only the filler after EOS: any id will do
 
 
 class Markov(GenerativeLM):
     """A toy GenerativeLM with spread, context-dependent next-token distributions: the toy's
     logits (which mostly repeat the last token) divided by `tau`, plus a fixed random bigram
-    table indexed by the previous token. It honours the contract through the toy's own cache."""
+    table indexed by the previous token. It honours the contract through the toy's own cache.
+    `eos` is the id the tests use as EOS with it (chosen so that rows stop at various steps)."""
 
-    def __init__(self, inner, tau, seed=0, **kwargs):
+    def __init__(self, inner, tau, eos, seed=0, **kwargs):
         super().__init__(**kwargs)
-        self.inner, self.tau = inner, tau
+        self.inner, self.tau, self.eos = inner, tau, eos
         self.table = np.random.RandomState(seed).normal(0, 1.5, (V, V)).astype("float32")
         self.is_encoder_decoder = inner.is_encoder_decoder
         self.max_decoder_length = inner.max_decoder_length
@@ -54,18 +55,18 @@ class Markov(GenerativeLM):
 
 @pytest.fixture(scope="module")
 def causal():
-    return Markov(ToyCausalLM(vocab_size=V, seed=0), tau=20.0)
+    return Markov(ToyCausalLM(vocab_size=V, seed=0), tau=20.0, eos=2)
 
 
 @pytest.fixture(scope="module")
 def seq2seq():
-    return Markov(ToySeq2SeqLM(vocab_size=V, seed=1), tau=200.0)
+    return Markov(ToySeq2SeqLM(vocab_size=V, seed=1), tau=200.0, eos=0)
 
 
-def gen(model, prompt, config, eos=EOS, jit=False):
-    """generate() without XLA: its compile time would dominate these tiny runs (the XLA path
-    has its own tests below)."""
-    return generate(model, prompt, config, eos_id=eos, pad_id=PAD, jit_compile=jit)
+def gen(model, prompt, config, jit=False):
+    """generate() without XLA (its compile time would dominate these tiny runs; the XLA path
+    has its own test). One Generator per model, so tests of the same shapes share traces."""
+    return generate(model, prompt, config, eos_id=model.eos, pad_id=PAD, jit_compile=jit)
 
 
 def left_pad(rows, width=None):
@@ -123,11 +124,11 @@ def banned(sequence, n):
             if tuple(sequence[i:i + n - 1]) == tail}
 
 
-def reference_greedy(model, prompt, n_new, eos=EOS, min_new=0, no_repeat=0, with_steps=False):
+def reference_greedy(model, prompt, n_new, min_new=0, no_repeat=0):
     """Greedy decoding by full recompute at every step, one row at a time."""
-    out = []
+    eos, out = model.eos, []
     for row in range(len(next(iter(prompt.values())))):
-        tokens, score, steps = [], 0.0, []
+        tokens, score = [], 0.0
         for step in range(n_new):
             lp = next_log_probs(model, prompt, row, [tokens])[0]
             for t in banned(decoder_sequence(model, prompt, row) + tokens, no_repeat):
@@ -137,10 +138,9 @@ def reference_greedy(model, prompt, n_new, eos=EOS, min_new=0, no_repeat=0, with
             token = int(np.argmax(lp))
             tokens.append(token)
             score += lp[token]
-            steps.append(lp[token])
             if token == eos:
                 break
-        out.append((tokens, score, steps) if with_steps else (tokens, score))
+        out.append((tokens, score))
     return out
 
 
@@ -151,78 +151,88 @@ def check_against(out, reference, n_new, atol=1e-4):
         assert out["scores"][row] == pytest.approx(score, abs=atol)
 
 
-PROMPTS = [[3, 4], [2, 5, 3, 4, 2]]  # rows of 2 and 5 tokens: row 0 is left-padded
+def penalty(length, alpha, kind):
+    return ((5 + length) / 6) ** alpha if kind == "gnmt" else length ** alpha
 
 
-def prompt_for(model, rows, width=None):
+_HYPOTHESES = {}
+
+
+def hypotheses(model, prompt, row, n_new):
+    """Every finished hypothesis and its log-prob by full recompute: each continuation that ends
+    with EOS at some step, and each of n_new tokens without EOS."""
+    key = (id(model), tuple(tuple(prompt[k][row].tolist()) for k in sorted(prompt)), n_new)
+    if key not in _HYPOTHESES:
+        found, prefixes, prefix_scores = [], [()], [0.0]
+        for step in range(n_new):
+            lps = next_log_probs(model, prompt, row, prefixes)
+            grown, grown_scores = [], []
+            for p, base, lp in zip(prefixes, prefix_scores, lps):
+                for t in range(V):
+                    if t == model.eos or step == n_new - 1:
+                        found.append((p + (t,), base + lp[t]))
+                    if t != model.eos:
+                        grown.append(p + (t,))
+                        grown_scores.append(base + lp[t])
+            prefixes, prefix_scores = grown, grown_scores
+        _HYPOTHESES[key] = found
+    return _HYPOTHESES[key]
+
+
+def exhaustive_best(model, prompt, row, n_new, alpha, kind):
+    """(penalised score, tokens) of the best hypothesis (module docstring of garden.generation)."""
+    return max((logp / penalty(len(tokens), alpha, kind), tokens)
+               for tokens, logp in hypotheses(model, prompt, row, n_new))
+
+
+# One batch shape for most tests (3 rows, 5 slots, 5 new tokens), so they share traces. With
+# the causal toy's EOS (2): row 0 emits EOS first, rows 1 and 2 never do unaided.
+PROMPTS = [[3, 2], [4, 1, 5], [1, 4, 4, 4, 3]]
+WIDTH, N_NEW = 5, 5
+
+
+def prompt_for(model, rows, width=WIDTH):
     return (seq2seq_prompt if model.is_encoder_decoder else causal_prompt)(rows, width)
-
-
-def truncate(reference, eos):
-    """Greedy with `eos` = greedy without it, cut after the first `eos` (nothing else changes
-    when min_new_tokens = 0)."""
-    out = []
-    for tokens, _, step_scores in reference:
-        end = tokens.index(eos) + 1 if eos in tokens else len(tokens)
-        out.append((tokens[:end], sum(step_scores[:end])))
-    return out
 
 
 @pytest.mark.parametrize("family", ["causal", "seq2seq"])
 def test_greedy_is_the_argmax_of_the_full_recompute_at_every_step(family, request):
     model = request.getfixturevalue(family)
     prompt = prompt_for(model, PROMPTS)
-    plain = reference_greedy(model, prompt, 5, eos=-1, with_steps=True)
-    # EOS = the token row 0 produces at step 3: row 0 stops there, row 1 wherever it meets it
-    eos = plain[0][0][2]
-    out = gen(model, prompt, GenerationConfig(max_new_tokens=5), eos=eos)
-    check_against(out, truncate(plain, eos), 5)
-    assert out["lengths"][0] <= 3 and (out["token_ids"][0, 3:] == PAD).all()
+    out = gen(model, prompt, GenerationConfig(max_new_tokens=N_NEW))
+    reference = reference_greedy(model, prompt, N_NEW)
+    check_against(out, reference, N_NEW)
+    assert any(len(t) < N_NEW for t, _ in reference), "no row stopped at EOS"
+    # Rows are independent: the same rows in another order give the same outputs.
+    swapped = gen(model, prompt_for(model, PROMPTS[::-1]), GenerationConfig(max_new_tokens=N_NEW))
+    for key in ("token_ids", "lengths"):
+        np.testing.assert_array_equal(swapped[key], out[key][::-1])
 
 
-def test_min_new_tokens_and_no_repeat_ngrams_match_the_reference(causal):
+def test_min_new_tokens_holds_eos_back(causal):
     prompt = prompt_for(causal, PROMPTS)
-    plain = reference_greedy(causal, prompt, 5, eos=-1)
-    eos = plain[0][0][0]  # row 0's first token: min_new_tokens must hold it back
-    out = gen(causal, prompt, GenerationConfig(max_new_tokens=5, min_new_tokens=3), eos=eos)
-    check_against(out, reference_greedy(causal, prompt, 5, eos=eos, min_new=3), 5)
-    assert (out["token_ids"][:, :3] != eos).all() and (out["lengths"] >= 3).all()
-    plain = gen(causal, prompt, GenerationConfig(max_new_tokens=5))
+    out = gen(causal, prompt, GenerationConfig(max_new_tokens=N_NEW, min_new_tokens=3))
+    check_against(out, reference_greedy(causal, prompt, N_NEW, min_new=3), N_NEW)
+    assert (out["token_ids"][:, :3] != causal.eos).all() and (out["lengths"] >= 3).all()
+    assert out["lengths"][0] > 1  # row 0 emits EOS first without it
+
+
+def test_no_repeat_ngrams_match_the_reference_and_never_repeat(causal):
+    prompt = prompt_for(causal, PROMPTS)
+    plain = gen(causal, prompt, GenerationConfig(max_new_tokens=N_NEW))
     for n in (1, 2, 3):
-        out = gen(causal, prompt, GenerationConfig(max_new_tokens=5, no_repeat_ngram_size=n))
-        check_against(out, reference_greedy(causal, prompt, 5, no_repeat=n), 5)
+        out = gen(causal, prompt, GenerationConfig(max_new_tokens=N_NEW, no_repeat_ngram_size=n))
+        check_against(out, reference_greedy(causal, prompt, N_NEW, no_repeat=n), N_NEW)
         assert (out["token_ids"] != plain["token_ids"]).any(), n  # the constraint bit
-        for row in range(2 if n > 1 else 0):  # n = 1 bans all 6 tokens within 5 steps
+        for row in range(3):
             start = len(decoder_sequence(causal, prompt, row))
             seq = decoder_sequence(causal, prompt, row) + \
                 out["token_ids"][row][:out["lengths"][row]].tolist()
             for end in range(max(start, n - 1), len(seq)):
+                if n == 1 and end >= V:
+                    break  # six tokens: a 1-gram ban runs out of tokens after six
                 earlier = {tuple(seq[i:i + n]) for i in range(end - n + 1)}
                 assert tuple(seq[end - n + 1:end + 1]) not in earlier, (n, seq)
-
-
-def penalty(length, alpha, kind):
-    return ((5 + length) / 6) ** alpha if kind == "gnmt" else length ** alpha
-
-
-def exhaustive_best(model, prompt, row, n_new, alpha, kind, eos=EOS):
-    """The best hypothesis over all continuations: ending with EOS at any step, or n_new tokens
-    without EOS, by penalised score (module docstring of garden.generation)."""
-    best = (-np.inf, None)
-    prefixes, prefix_scores = [()], [0.0]
-    for step in range(n_new):
-        lps = next_log_probs(model, prompt, row, prefixes)
-        grown, grown_scores = [], []
-        for p, base, lp in zip(prefixes, prefix_scores, lps):
-            for t in range(V):
-                s = base + lp[t]
-                if t == eos or step == n_new - 1:
-                    best = max(best, (s / penalty(step + 1, alpha, kind), p + (t,)))
-                if t != eos:
-                    grown.append(p + (t,))
-                    grown_scores.append(s)
-        prefixes, prefix_scores = grown, grown_scores
-    return best
 
 
 BEAM_CASES = [(0.0, "gnmt"), (1.0, "gnmt"), (2.0, "fairseq"), (-1.0, "fairseq")]
@@ -233,7 +243,7 @@ def test_beam_search_finds_the_exhaustive_optimum_with_a_beam_that_holds_everyth
         family, request):
     model = request.getfixturevalue(family)
     prompt = prompt_for(model, PROMPTS)
-    n_new = 4 if family == "causal" else 3
+    n_new = 3
     # Every candidate ranks in the first num_beams: 5 ** (n_new - 1) live prefixes * 6 tokens.
     beams = 5 ** (n_new - 1) * V
     lengths = set()
@@ -241,7 +251,7 @@ def test_beam_search_finds_the_exhaustive_optimum_with_a_beam_that_holds_everyth
         config = GenerationConfig(max_new_tokens=n_new, method="beam", num_beams=beams,
                                   length_penalty=alpha, length_penalty_kind=kind)
         out = gen(model, prompt, config)
-        for row in range(2):
+        for row in range(3):
             score, tokens = exhaustive_best(model, prompt, row, n_new, alpha, kind)
             assert out["token_ids"][row].tolist() == list(tokens) + [PAD] * (n_new - len(tokens))
             assert out["lengths"][row] == len(tokens)
@@ -250,30 +260,31 @@ def test_beam_search_finds_the_exhaustive_optimum_with_a_beam_that_holds_everyth
     assert len(lengths) >= 2, "every case had the same winning length: penalties untested"
 
 
-def test_a_narrow_beam_scores_its_own_output_and_never_beats_the_optimum(causal):
+def test_a_narrow_beam_scores_its_own_output_and_rows_stay_independent(causal):
     prompt = prompt_for(causal, PROMPTS)
     for alpha, kind in BEAM_CASES:
-        config = GenerationConfig(max_new_tokens=4, method="beam", num_beams=2,
+        config = GenerationConfig(max_new_tokens=N_NEW, method="beam", num_beams=2,
                                   length_penalty=alpha, length_penalty_kind=kind)
         out = gen(causal, prompt, config)
-        for row in range(2):
+        for row in range(3):
             tokens = out["token_ids"][row][:out["lengths"][row]].tolist()
             lps = next_log_probs(causal, prompt, row, [tokens[:i] for i in range(len(tokens))])
             logp = sum(lps[i, t] for i, t in enumerate(tokens))
             assert out["scores"][row] == pytest.approx(logp / penalty(len(tokens), alpha, kind),
                                                        abs=1e-4)
-            best = exhaustive_best(causal, prompt, row, 4, alpha, kind)[0]
-            assert out["scores"][row] <= best + 1e-5
+        swapped = gen(causal, prompt_for(causal, PROMPTS[::-1]), config)
+        np.testing.assert_array_equal(swapped["token_ids"], out["token_ids"][::-1])
 
 
 N_DRAWS = 4000
 
 
-def one_step_distribution(model, n):
-    """One prompt repeated n times (each row draws its own noise) and the exact probabilities
-    of its next token."""
-    prompt = prompt_for(model, [[3, 2, 5]] * n)
-    return prompt, np.exp(next_log_probs(model, prompt, 0, [[]])[0])
+@pytest.fixture(scope="module")
+def draws(causal):
+    """One prompt repeated N_DRAWS times (each row draws its own noise) and the exact
+    probabilities of its next token."""
+    prompt = prompt_for(causal, [[3, 2, 5]] * N_DRAWS, 3)
+    return prompt, np.exp(next_log_probs(causal, prompt, 0, [[]])[0])
 
 
 def assert_frequencies(tokens, probs, n):
@@ -285,130 +296,104 @@ def assert_frequencies(tokens, probs, n):
         assert abs(counts[t] / n - probs[t]) <= 4 * se + 1e-9, (t, counts[t] / n, probs[t], se)
 
 
-@pytest.fixture(scope="module")
-def draws(causal):
-    return one_step_distribution(causal, N_DRAWS)
+def sample_once(model, prompt, **settings):
+    config = GenerationConfig(max_new_tokens=1, method="sample", **settings)
+    return gen(model, prompt, config)["token_ids"][:, 0]
 
 
-def test_top_k_never_leaves_the_k_and_matches_the_renormalised_distribution(causal, draws):
-    prompt, probs = draws
-    assert np.sort(probs)[-3] > 0.05  # at least three likely tokens: k = 2 cuts real mass
-    top = np.argsort(-probs)[:2]
-    out = gen(causal, prompt, GenerationConfig(max_new_tokens=1, method="sample", top_k=2,
-                                               seed=5))
-    kept = np.zeros(V)
-    kept[top] = probs[top] / probs[top].sum()
-    assert set(out["token_ids"][:, 0].tolist()) <= set(top.tolist())
-    assert_frequencies(out["token_ids"][:, 0], kept, N_DRAWS)
-
-
-def test_top_k_holds_at_every_step_of_a_longer_sample(causal):
-    prompt = prompt_for(causal, [[3, 2, 5]] * 8)
-    out = gen(causal, prompt, GenerationConfig(max_new_tokens=4, method="sample", top_k=2,
-                                               seed=1), eos=-1)
-    for row in range(8):
-        tokens = out["token_ids"][row].tolist()
-        lps = next_log_probs(causal, prompt, row, [tokens[:i] for i in range(4)])
-        for step, token in enumerate(tokens):
-            assert token in np.argsort(-lps[step])[:2]
-
-
-def test_top_p_stays_in_the_nucleus_and_matches_its_renormalised_mass(causal, draws):
+def test_samplers_draw_from_the_filtered_renormalised_distribution(causal, draws):
     prompt, probs = draws
     order = np.argsort(-probs)
-    p = float(probs[order[0]] + 0.5 * probs[order[1]])  # nucleus = the two most likely tokens
-    nucleus = order[:2]
-    out = gen(causal, prompt, GenerationConfig(max_new_tokens=1, method="sample", top_p=p,
-                                               seed=2))
+    assert probs[order[2]] > 0.05  # at least three likely tokens: the filters cut real mass
+    # top-k: never outside the k, frequencies of the renormalised top k
+    tokens = sample_once(causal, prompt, top_k=2, seed=5)
     kept = np.zeros(V)
-    kept[nucleus] = probs[nucleus] / probs[nucleus].sum()
-    assert set(out["token_ids"][:, 0].tolist()) <= set(nucleus.tolist())
-    assert_frequencies(out["token_ids"][:, 0], kept, N_DRAWS)
-
-
-def test_temperature_samples_from_the_tempered_distribution(causal, draws):
-    prompt, probs = draws
+    kept[order[:2]] = probs[order[:2]] / probs[order[:2]].sum()
+    assert set(tokens.tolist()) <= set(order[:2].tolist())
+    assert_frequencies(tokens, kept, N_DRAWS)
+    # top-p: p between the first token's mass and the first two's -> the nucleus is two tokens
+    tokens = sample_once(causal, prompt, top_p=float(probs[order[0]] + 0.5 * probs[order[1]]),
+                         seed=2)
+    assert set(tokens.tolist()) <= set(order[:2].tolist())
+    assert_frequencies(tokens, kept, N_DRAWS)
+    # temperature: frequencies of softmax(logits / T)
     for temperature in (1.0, 2.5):
-        out = gen(causal, prompt, GenerationConfig(max_new_tokens=1, method="sample",
-                                                   temperature=temperature, seed=3), eos=-1)
         tempered = probs ** (1 / temperature)
-        assert_frequencies(out["token_ids"][:, 0], tempered / tempered.sum(), N_DRAWS)
-    # the two targets differ by far more than the tolerance, so temperature took effect
+        tokens = sample_once(causal, prompt, temperature=temperature, seed=3)
+        assert_frequencies(tokens, tempered / tempered.sum(), N_DRAWS)
+    # the two temperature targets differ by far more than the tolerance
     assert abs(tempered.max() / tempered.sum() - probs.max()) > 0.05
 
 
-def test_sampling_is_reproducible_from_the_seed(causal):
+def test_sampling_is_reproducible_and_top_k_holds_at_every_step(causal):
     prompt = prompt_for(causal, PROMPTS)
-    draw = lambda seed: gen(causal, prompt, GenerationConfig(
-        max_new_tokens=5, method="sample", seed=seed), eos=-1)["token_ids"]
-    np.testing.assert_array_equal(draw(7), draw(7))
-    assert any((draw(7) != draw(seed)).any() for seed in (8, 9, 10))
+    draw = lambda seed, k=0: gen(causal, prompt, GenerationConfig(
+        max_new_tokens=N_NEW, method="sample", seed=seed, top_k=k))
+    np.testing.assert_array_equal(draw(7)["token_ids"], draw(7)["token_ids"])
+    assert any((draw(7)["token_ids"] != draw(seed)["token_ids"]).any() for seed in (8, 9, 10))
+    out = draw(1, k=2)
+    for row in range(3):
+        tokens = out["token_ids"][row][:out["lengths"][row]].tolist()
+        lps = next_log_probs(causal, prompt, row, [tokens[:i] for i in range(len(tokens))])
+        for step, token in enumerate(tokens):
+            assert token in np.argsort(-lps[step])[:2]
+        assert out["scores"][row] == pytest.approx(
+            sum(lps[i, t] for i, t in enumerate(tokens)), abs=1e-4)
 
 
-@pytest.mark.parametrize("config", [
-    GenerationConfig(max_new_tokens=5),
-    GenerationConfig(max_new_tokens=5, method="sample", top_p=0.9, seed=4),
-    GenerationConfig(max_new_tokens=5, method="beam", num_beams=3, length_penalty=0.6,
-                     no_repeat_ngram_size=2)], ids=["greedy", "sample", "beam"])
 @pytest.mark.parametrize("family", ["causal", "seq2seq"])
-def test_left_padding_and_other_rows_do_not_change_a_row(family, config, request):
+def test_a_sampled_row_does_not_depend_on_the_other_rows(family, request):
     model = request.getfixturevalue(family)
-    alone = gen(model, prompt_for(model, [[3, 4]]), config)
-    first = gen(model, prompt_for(model, [[3, 4], [2, 5, 3, 4, 4], [5, 5, 2, 1, 3, 2]]), config)
-    second = gen(model, prompt_for(model, [[3, 4], [5, 5, 2, 1, 3, 2], [2, 5, 3, 4, 4]]), config)
-    for batch in (first, second):
-        for key in ("token_ids", "lengths"):
-            np.testing.assert_array_equal(batch[key][0], alone[key][0])
-        assert batch["scores"][0] == pytest.approx(alone["scores"][0], abs=1e-4)
-    if config.method != "sample":  # a row's noise is keyed by its row number
-        np.testing.assert_array_equal(first["token_ids"][1:], second["token_ids"][:0:-1])
+    config = GenerationConfig(max_new_tokens=N_NEW, method="sample", top_p=0.9, seed=4)
+    first = gen(model, prompt_for(model, PROMPTS), config)
+    second = gen(model, prompt_for(model, [PROMPTS[0], [5, 5], [2]]), config)
+    np.testing.assert_array_equal(first["token_ids"][0], second["token_ids"][0])
+    assert first["scores"][0] == pytest.approx(second["scores"][0], abs=1e-5)
 
 
 def test_the_decode_loop_is_traced_once_per_shapes_and_method(causal):
-    generator = Generator(causal, eos_id=EOS, pad_id=PAD, jit_compile=False)
     prompt = prompt_for(causal, PROMPTS)
-    generator.generate(prompt, GenerationConfig(max_new_tokens=4))
-    generator.generate(prompt, GenerationConfig(max_new_tokens=4, method="sample"))
-    generator.generate(prompt, GenerationConfig(max_new_tokens=4, method="beam", num_beams=2))
-    assert generator.tracing_count() == 3
-    other = prompt_for(causal, [[5, 2, 3, 3, 1], [4]])  # same shapes, other tokens
-    generator.generate(other, GenerationConfig(max_new_tokens=4, min_new_tokens=2,
-                                               no_repeat_ngram_size=2))
-    for seed, k, p, t in ((1, 0, 1.0, 1.0), (2, 3, 0.8, 0.7), (3, 1, 0.5, 2.0)):
-        generator.generate(other, GenerationConfig(max_new_tokens=4, method="sample", seed=seed,
-                                                   top_k=k, top_p=p, temperature=t))
-    for alpha, kind in BEAM_CASES:
-        generator.generate(other, GenerationConfig(max_new_tokens=4, method="beam", num_beams=2,
-                                                   length_penalty=alpha,
-                                                   length_penalty_kind=kind))
-    assert generator.tracing_count() == 3
-    generator.generate(prompt, GenerationConfig(max_new_tokens=5))  # a new shape: one more
-    assert generator.tracing_count() == 4
+    other = prompt_for(causal, [[5, 2, 3, 3, 1], [4], [1, 1]])  # same shapes, other tokens
+    generator = generator_for(causal, eos_id=causal.eos, pad_id=PAD, jit_compile=False)
+    configs = [GenerationConfig(max_new_tokens=N_NEW, min_new_tokens=2, no_repeat_ngram_size=2)]
+    configs += [GenerationConfig(max_new_tokens=N_NEW, method="sample", seed=seed, top_k=k,
+                                 top_p=p, temperature=t)
+                for seed, k, p, t in ((1, 0, 1.0, 1.0), (2, 3, 0.8, 0.7), (3, 1, 0.5, 2.0))]
+    configs += [GenerationConfig(max_new_tokens=N_NEW, method="beam", num_beams=2,
+                                 length_penalty=alpha, length_penalty_kind=kind)
+                for alpha, kind in BEAM_CASES]
+    for config in configs[:1] + configs[1:2] + configs[4:5]:
+        generator.generate(prompt, config)  # traced here unless an earlier test did
+    traced = generator.tracing_count()
+    for config in configs:
+        generator.generate(other, config)
+    assert generator.tracing_count() == traced
+    generator.generate(prompt, GenerationConfig(max_new_tokens=N_NEW - 1))  # new shape
+    assert generator.tracing_count() == traced + 1
 
 
 def test_decode_fn_stops_at_a_runtime_max_new_tokens(causal):
-    generator = Generator(causal, eos_id=-1, pad_id=PAD, jit_compile=False)
+    generator = generator_for(causal, eos_id=causal.eos, pad_id=PAD, jit_compile=False)
     prompt = prompt_for(causal, PROMPTS)
-    full = generator.generate(prompt, GenerationConfig(max_new_tokens=5))
+    full = generator.generate(prompt, GenerationConfig(max_new_tokens=N_NEW))
 
     @tf.function
     def serve(limit):
         return generator.decode_fn({k: tf.constant(v) for k, v in prompt.items()},
-                                   dict(default_settings(5), max_new_tokens=limit),
-                                   method="greedy", max_new_tokens=5)
+                                   dict(default_settings(N_NEW), max_new_tokens=limit),
+                                   method="greedy", max_new_tokens=N_NEW)
 
     out = serve(tf.constant(3))
     np.testing.assert_array_equal(out["token_ids"][:, :3], full["token_ids"][:, :3])
     assert (out["token_ids"].numpy()[:, 3:] == PAD).all()
-    assert out["lengths"].numpy().tolist() == [3, 3]
+    assert out["lengths"].numpy().tolist() == np.minimum(full["lengths"], 3).tolist()
 
 
 def test_streaming_yields_the_tokens_generate_returns(causal):
+    generator = generator_for(causal, eos_id=causal.eos, pad_id=PAD, jit_compile=False)
     prompt = prompt_for(causal, PROMPTS)
-    eos = reference_greedy(causal, prompt, 3, eos=-1)[0][0][2]
-    generator = Generator(causal, eos_id=eos, pad_id=PAD, jit_compile=False)
-    for config in (GenerationConfig(max_new_tokens=5),
-                   GenerationConfig(max_new_tokens=5, method="sample", seed=9)):
+    for config in (GenerationConfig(max_new_tokens=N_NEW),
+                   GenerationConfig(max_new_tokens=N_NEW, method="sample", seed=9)):
         streamed = np.stack(list(generator.stream(prompt, config)), 1)
         out = generator.generate(prompt, config)
         np.testing.assert_array_equal(streamed, out["token_ids"][:, :streamed.shape[1]])
@@ -416,19 +401,16 @@ def test_streaming_yields_the_tokens_generate_returns(causal):
 
 
 def test_xla_decodes_as_the_references(causal):
-    """The default (jit_compile) path: greedy with the n-gram ban (transformers #18707 and
+    """The default path (jit_compile): greedy with the n-gram ban (transformers #18707 and
     #20901: no_repeat_ngram_size failing under XLA) and beam search."""
     prompt = prompt_for(causal, PROMPTS)
-    out = gen(causal, prompt, GenerationConfig(max_new_tokens=5, no_repeat_ngram_size=2),
-              jit=None)
-    check_against(out, reference_greedy(causal, prompt, 5, no_repeat=2), 5)
-    config = GenerationConfig(max_new_tokens=3, method="beam", num_beams=5 ** 2 * V,
+    out = gen(causal, prompt, GenerationConfig(max_new_tokens=N_NEW, no_repeat_ngram_size=2,
+                                               min_new_tokens=2), jit=None)
+    check_against(out, reference_greedy(causal, prompt, N_NEW, min_new=2, no_repeat=2), N_NEW)
+    config = GenerationConfig(max_new_tokens=N_NEW, method="beam", num_beams=2,
                               length_penalty=1.0)
-    out = gen(causal, prompt, config, jit=None)
-    for row in range(2):
-        score, tokens = exhaustive_best(causal, prompt, row, 3, 1.0, "gnmt")
-        assert out["token_ids"][row][:out["lengths"][row]].tolist() == list(tokens)
-        assert out["scores"][row] == pytest.approx(score, abs=1e-4)
+    for key, value in gen(causal, prompt, config, jit=None).items():
+        np.testing.assert_allclose(value, gen(causal, prompt, config)[key], atol=1e-5)
 
 
 @pytest.mark.parametrize("prompt, message", [
