@@ -209,12 +209,18 @@ def test_greedy_is_the_argmax_of_the_full_recompute_at_every_step(family, reques
         np.testing.assert_array_equal(swapped[key], out[key][::-1])
 
 
-def test_min_new_tokens_holds_eos_back(causal):
-    prompt = prompt_for(causal, PROMPTS)
-    out = gen(causal, prompt, GenerationConfig(max_new_tokens=N_NEW, min_new_tokens=3))
-    check_against(out, reference_greedy(causal, prompt, N_NEW, min_new=3), N_NEW)
-    assert (out["token_ids"][:, :3] != causal.eos).all() and (out["lengths"] >= 3).all()
-    assert out["lengths"][0] > 1  # row 0 emits EOS first without it
+def test_min_new_tokens_holds_eos_back(causal, seq2seq):
+    at_the_boundary = 0
+    for model in (causal, seq2seq):  # causal row 0 emits EOS first; seq2seq rows at step 3
+        prompt = prompt_for(model, PROMPTS)
+        for min_new in (1, 2, 3):
+            config = GenerationConfig(max_new_tokens=N_NEW, min_new_tokens=min_new)
+            out = gen(model, prompt, config)
+            check_against(out, reference_greedy(model, prompt, N_NEW, min_new=min_new), N_NEW)
+            assert (out["token_ids"][:, :min_new] != model.eos).all()
+            assert (out["lengths"] >= min_new).all() and out["lengths"][0] > 1
+            at_the_boundary += int((out["lengths"] == min_new + 1).any())
+    assert at_the_boundary, "no row emitted EOS at the first step allowed: boundary untested"
 
 
 def test_no_repeat_ngrams_match_the_reference_and_never_repeat(causal):
@@ -260,18 +266,36 @@ def test_beam_search_finds_the_exhaustive_optimum_with_a_beam_that_holds_everyth
     assert len(lengths) >= 2, "every case had the same winning length: penalties untested"
 
 
-def test_a_narrow_beam_scores_its_own_output_and_rows_stay_independent(causal):
+def reference_beam(model, prompt, row, n_new, beams, alpha, kind):
+    """Beam search by full recompute that never stops early: the best `beams` of the 2 * beams
+    best candidates stay alive, candidates in the first `beams` ranks that end with EOS (all of
+    them at the last step) finish; the answer is the best finished one."""
+    alive, finished = [((), 0.0)], []
+    for step in range(n_new):
+        lps = next_log_probs(model, prompt, row, [tokens for tokens, _ in alive])
+        candidates = sorted(((score + lp[t], tokens + (t,))
+                             for (tokens, score), lp in zip(alive, lps) for t in range(V)),
+                            key=lambda c: -c[0])[:2 * beams]
+        finished += [(score / penalty(step + 1, alpha, kind), tokens)
+                     for score, tokens in candidates[:beams]
+                     if tokens[-1] == model.eos or step == n_new - 1]
+        alive = [(tokens, score) for score, tokens in candidates
+                 if tokens[-1] != model.eos][:beams]
+    return max(finished)
+
+
+def test_a_narrow_beam_equals_a_reference_beam_that_never_stops_early(causal):
+    """Pruning, the finished set's ranks and the early stop: the early stop must never change
+    the answer (it fires only when no alive hypothesis can win)."""
     prompt = prompt_for(causal, PROMPTS)
     for alpha, kind in BEAM_CASES:
         config = GenerationConfig(max_new_tokens=N_NEW, method="beam", num_beams=2,
                                   length_penalty=alpha, length_penalty_kind=kind)
         out = gen(causal, prompt, config)
         for row in range(3):
-            tokens = out["token_ids"][row][:out["lengths"][row]].tolist()
-            lps = next_log_probs(causal, prompt, row, [tokens[:i] for i in range(len(tokens))])
-            logp = sum(lps[i, t] for i, t in enumerate(tokens))
-            assert out["scores"][row] == pytest.approx(logp / penalty(len(tokens), alpha, kind),
-                                                       abs=1e-4)
+            score, tokens = reference_beam(causal, prompt, row, N_NEW, 2, alpha, kind)
+            assert out["token_ids"][row][:out["lengths"][row]].tolist() == list(tokens)
+            assert out["scores"][row] == pytest.approx(score, abs=1e-4)
         swapped = gen(causal, prompt_for(causal, PROMPTS[::-1]), config)
         np.testing.assert_array_equal(swapped["token_ids"], out["token_ids"][::-1])
 
