@@ -25,32 +25,49 @@ PAD = 5  # pad_id is only the filler after EOS: any id will do
 
 
 class Markov(GenerativeLM):
-    """A toy GenerativeLM with spread, context-dependent next-token distributions: the toy's
-    logits (which mostly repeat the last token) divided by `tau`, plus a fixed random bigram
-    table indexed by the previous token. It honours the contract through the toy's own cache.
-    `eos` is the id the tests use as EOS with it (chosen so that rows stop at various steps)."""
+    """A toy GenerativeLM with spread, history-dependent next-token distributions: the toy's
+    logits (which mostly repeat the last token) divided by `tau`, plus random bigram and
+    trigram tables indexed by the last two tokens. The token before the last lives in the
+    decoding state (next to the toy's own cache), so a beam search that failed to reorder the
+    state would score with the wrong history. `eos` is the id the tests use as EOS with it
+    (chosen so that rows stop at various steps)."""
 
     def __init__(self, inner, tau, eos, seed=0, **kwargs):
         super().__init__(**kwargs)
         self.inner, self.tau, self.eos = inner, tau, eos
-        self.table = np.random.RandomState(seed).normal(0, 1.5, (V, V)).astype("float32")
+        rng = np.random.RandomState(seed)
+        self.bigram = rng.normal(0, 1.5, (V, V)).astype("float32")
+        # row V: no token before (the first position, or left padding)
+        self.trigram = np.concatenate([rng.normal(0, 1.0, (V, V)), np.zeros((1, V))]).astype(
+            "float32")
         self.is_encoder_decoder = inner.is_encoder_decoder
         self.max_decoder_length = inner.max_decoder_length
-        self.key = "decoder_token_ids" if inner.is_encoder_decoder else "token_ids"
+        self.key = "decoder_" if inner.is_encoder_decoder else ""
 
-    def _mix(self, logits, previous):
-        return logits / self.tau + tf.gather(self.table, previous)
+    def _mix(self, logits, last, before):
+        return (logits / self.tau + tf.gather(self.bigram, last)
+                + tf.gather(self.trigram, before))
 
     def call(self, inputs, training=False):
-        return {"logits": self._mix(self.inner(inputs)["logits"], inputs[self.key])}
+        ids = tf.cast(inputs[self.key + "token_ids"], tf.int32)
+        mask = tf.cast(inputs[self.key + "padding_mask"], tf.int32)
+        before = tf.where(mask[:, :-1] > 0, ids[:, :-1], V)
+        before = tf.pad(before, [[0, 0], [1, 0]], constant_values=V)
+        return {"logits": self._mix(self.inner(inputs)["logits"], ids, before)}
 
     def start_decoding(self, prompt, max_length):
         logits, state = self.inner.start_decoding(prompt, max_length)
-        return self._mix(logits, prompt[self.key][:, -1]), state
+        ids = tf.cast(prompt[self.key + "token_ids"], tf.int32)
+        mask = tf.cast(prompt[self.key + "padding_mask"], tf.int32)
+        last = ids[:, -1]
+        before = (tf.where(mask[:, -2] > 0, ids[:, -2], V) if ids.shape[1] > 1
+                  else tf.fill(tf.shape(last), V))
+        return self._mix(logits, last, before), {"inner": state, "last": last}
 
     def decode_step(self, token_ids, index, state):
-        logits, state = self.inner.decode_step(token_ids, index, state)
-        return self._mix(logits, token_ids), state
+        logits, inner = self.inner.decode_step(token_ids, index, state["inner"])
+        return (self._mix(logits, token_ids, state["last"]),
+                {"inner": inner, "last": tf.cast(token_ids, tf.int32)})
 
 
 @pytest.fixture(scope="module")
