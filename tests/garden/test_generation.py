@@ -317,6 +317,26 @@ def test_a_narrow_beam_equals_a_reference_beam_that_never_stops_early(causal):
         np.testing.assert_array_equal(swapped["token_ids"], out["token_ids"][::-1])
 
 
+def test_beam_search_keeps_a_hypothesis_whose_prefix_was_not_the_best(causal):
+    """A garden path: after prompt [0], token 1 is likeliest (0.5) but everything after it is
+    uniform; token 2 (0.4) is followed by 3 almost surely, and the trigram (2, 3) by 4. The best
+    3 tokens are 2 3 4, which ranks second after the first step: beam search must carry beam 1's
+    state (the token before the last) into beam 0's place."""
+    model = Markov(causal.inner, tau=1e6, eos=5)
+    first = np.log([0.04, 0.5, 0.4, 0.03, 0.02, 0.01])
+    model.bigram = np.zeros((V, V), np.float32)
+    model.bigram[0] = first
+    model.bigram[2] = [-5, -5, -5, 5, -5, -10]
+    model.trigram = np.zeros((V + 1, V), np.float32)
+    model.trigram[2] = [-3, -3, -3, -3, 3, -10]
+    prompt = causal_prompt([[0]])
+    out = generate(model, prompt, GenerationConfig(max_new_tokens=3, method="beam", num_beams=2),
+                   eos_id=model.eos, pad_id=PAD, jit_compile=False)
+    assert out["token_ids"][0].tolist() == [2, 3, 4]
+    score, tokens = reference_beam(model, prompt, 0, 3, 2, 0.0, "gnmt")
+    assert tokens == (2, 3, 4) and out["scores"][0] == pytest.approx(score, abs=1e-4)
+
+
 N_DRAWS = 4000
 
 
