@@ -337,6 +337,31 @@ def test_beam_search_keeps_a_hypothesis_whose_prefix_was_not_the_best(causal):
     assert tokens == (2, 3, 4) and out["scores"][0] == pytest.approx(score, abs=1e-4)
 
 
+def test_beam_search_stops_early_only_when_nothing_can_win(causal):
+    """Two hand-made chains, beam width 1, EOS = 5. After [0]: EOS 0.6, then 1 (0.4) which
+    repeats itself almost surely; with fairseq alpha = 2, [1, 1, 1, 1] (-0.92 / 16) beats
+    [EOS] (-0.51), so stopping once a beam finished with a bound at the current length
+    (Hugging Face's default heuristic) would be wrong. After [3]: 2 (0.6) and EOS (0.4, ranked
+    second): only the first num_beams candidates may finish (Hugging Face, fairseq), so the
+    answer is [2, 0, EOS] (-2.22) with alpha = 0, not [EOS] (-0.92)."""
+    model = Markov(causal.inner, tau=1e6, eos=5)
+    model.bigram = np.full((V, V), -20.0, np.float32)
+    model.bigram[0, [1, 5]] = np.log([0.4, 0.6])
+    model.bigram[1, 1] = 10.0
+    model.bigram[3, [2, 5]] = np.log([0.6, 0.4])
+    model.bigram[2] = np.log([0.3, 0.2, 0.1, 0.1, 0.1, 0.2])
+    model.trigram = np.zeros((V + 1, V), np.float32)
+    for start, alpha, kind, expected in ((0, 2.0, "fairseq", [1, 1, 1, 1]),
+                                         (3, 0.0, "gnmt", [2, 0, 5])):
+        prompt = causal_prompt([[start]])
+        config = GenerationConfig(max_new_tokens=4, method="beam", num_beams=1,
+                                  length_penalty=alpha, length_penalty_kind=kind)
+        out = generate(model, prompt, config, eos_id=model.eos, pad_id=PAD, jit_compile=False)
+        assert out["token_ids"][0][:out["lengths"][0]].tolist() == expected
+        score, tokens = reference_beam(model, prompt, 0, 4, 1, alpha, kind)
+        assert list(tokens) == expected and out["scores"][0] == pytest.approx(score, abs=1e-4)
+
+
 N_DRAWS = 4000
 
 
