@@ -228,9 +228,10 @@ def test_greedy_is_the_argmax_of_the_full_recompute_at_every_step(family, reques
 
 def test_min_new_tokens_holds_eos_back(causal, seq2seq):
     at_the_boundary = 0
-    for model in (causal, seq2seq):  # causal row 0 emits EOS first; seq2seq rows at step 3
+    # causal row 0 emits EOS first; the seq2seq rows emit it a few steps in
+    for model, values in ((causal, (3,)), (seq2seq, (1, 2, 3))):
         prompt = prompt_for(model, PROMPTS)
-        for min_new in (1, 2, 3):
+        for min_new in values:
             config = GenerationConfig(max_new_tokens=N_NEW, min_new_tokens=min_new)
             out = gen(model, prompt, config)
             check_against(out, reference_greedy(model, prompt, N_NEW, min_new=min_new), N_NEW)
