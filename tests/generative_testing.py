@@ -23,6 +23,14 @@ def _positions(padding_mask):
     return ops.maximum(ops.cumsum(ops.cast(padding_mask, "int32"), axis=1) - 1, 0)
 
 
+def _config(model, base):
+    """The constructor's arguments (Keras' automatic config records only defaults here), so
+    that model.save / keras.saving.load_model round-trip a toy."""
+    return dict(base, vocab_size=model.vocab_size, hidden_size=model.hidden_size,
+                num_heads=model.num_heads, num_layers=model.num_layers,
+                max_decoder_length=model.max_decoder_length)
+
+
 class ToyCausalLM(GenerativeLM):
     """Token + position tables, pre-LN decoder blocks, final LayerNorm, tied logits (GPT-2's
     shape at toy size)."""
@@ -45,6 +53,9 @@ class ToyCausalLM(GenerativeLM):
                                                normalize_first=True, name=f"block_{i}")
                        for i in range(num_layers)]
         self.final_norm = keras.layers.LayerNormalization(epsilon=1e-5, name="final_norm")
+
+    def get_config(self):
+        return _config(self, super().get_config())
 
     def _logits(self, x):
         return ops.cast(ops.matmul(self.final_norm(x), ops.transpose(self.token_table.embeddings)),
@@ -113,6 +124,9 @@ class ToySeq2SeqLM(GenerativeLM):
                                                name="encoder")
         self.blocks = [TransformerDecoderBlock(num_heads, 2 * hidden_size, dropout=0.0,
                                                name=f"block_{i}") for i in range(num_layers)]
+
+    def get_config(self):
+        return _config(self, super().get_config())
 
     def _logits(self, x):
         return ops.cast(ops.matmul(x, ops.transpose(self.token_table.embeddings)), "float32")

@@ -1,0 +1,83 @@
+"""`python -m garden.generate` on a model directory written by save_model_dir: a toy causal LM
+over a real byte-level BPE vocabulary (the 6 specials, the 256 byte symbols and two merges),
+run in a fresh process."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+
+import numpy as np
+import pytest
+
+from data_pipelines.tokenizers import BPE_SPECIALS, bytes_to_unicode
+from garden import generate as cli
+from garden.generation import GenerationConfig, generate
+from generative_testing import ToyCausalLM
+from testing import REPO_ROOT, run_module
+
+EOS, PAD = BPE_SPECIALS.index("<|endoftext|>"), BPE_SPECIALS.index("<pad>")
+PIECES = BPE_SPECIALS + list(bytes_to_unicode().values()) + ["\u0120t", "he"]
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("generate")
+    (root / "vocab.json").write_text(json.dumps({p: i for i, p in enumerate(PIECES)}))
+    (root / "merges.txt").write_text("#version: 0.2\n\u0120 t\nh e\n")
+    model = ToyCausalLM(vocab_size=len(PIECES), seed=3)
+    ones = np.ones((1, 2), np.int32)
+    model({"token_ids": ones, "padding_mask": ones})
+    out = cli.save_model_dir(str(root / "model"), model, tokenizer_kind="bpe",
+                             vocab=str(root / "vocab.json"), eos_id=EOS, pad_id=PAD)
+    return out, model
+
+
+def expected_text(model, prompts, config):
+    """What the CLI should print: each prompt, then its greedy continuation decoded piece by
+    piece through GPT-2's byte table (up to EOS)."""
+    from data_pipelines.tokenizers import load_tokenizer
+
+    tokenizer = load_tokenizer("bpe", os.path.join(model[0], "vocab.json"), lower_case=False)
+    ids = tokenizer.tokenize(prompts)
+    width = max(len(r) for r in ids)
+    byte_of = {c: b for b, c in bytes_to_unicode().items()}
+    lines = []
+    for text, row in zip(prompts, ids):
+        token_ids = np.zeros((1, width), np.int32)
+        mask = np.zeros((1, width), np.int32)
+        token_ids[0, width - len(row):], mask[0, width - len(row):] = row, 1
+        out = generate(model[1], {"token_ids": token_ids, "padding_mask": mask}, config,
+                       eos_id=EOS, pad_id=PAD, jit_compile=False)
+        new = out["token_ids"][0, :out["lengths"][0]].tolist()
+        new = new[:-1] if new and new[-1] == EOS else new
+        data = b"".join(bytes(byte_of[c] for c in PIECES[t]) for t in new)
+        lines.append(text + data.decode("utf-8", errors="replace"))
+    return lines
+
+
+def test_the_cli_streams_each_prompts_continuation_in_a_fresh_process(model_dir):
+    prompts = ["the cat sat", "hi"]
+    proc = run_module("garden.generate", f"--model_dir={model_dir[0]}", f"--prompt={prompts[0]}",
+                      f"--prompt={prompts[1]}", "--max_new_tokens=6", "--no_jit",
+                      env_extra={"PYTHONPATH": os.path.join(REPO_ROOT, "tests")}, timeout=300)
+    expected = expected_text(model_dir, prompts, GenerationConfig(max_new_tokens=6))
+    assert proc.stdout.splitlines() == expected
+    assert all(len(line) > len(p) for line, p in zip(expected, prompts))  # text was generated
+
+
+def test_the_saved_directory_round_trips_and_bad_input_is_named(model_dir, tmp_path, capsys):
+    loaded = cli.load_model_dir(model_dir[0])
+    prompt = loaded.encode(["the cat", "hi"])
+    assert prompt["padding_mask"].tolist()[1][0] == 0  # "hi" is left-padded
+    np.testing.assert_allclose(loaded.model(prompt)["logits"], model_dir[1](prompt)["logits"],
+                               atol=1e-6)
+    out = io.StringIO()
+    assert cli.main([f"--model_dir={tmp_path}", "--prompt=x"], out=out) == 2
+    assert f"{tmp_path}/generation.json does not exist" in capsys.readouterr().err
+    assert cli.main([f"--model_dir={model_dir[0]}", "--prompt=x", "--top_p=0"], out=out) == 2
+    assert "top_p=0.0 must be in (0, 1]" in capsys.readouterr().err
+    with pytest.raises(FileExistsError):
+        cli.save_model_dir(model_dir[0], model_dir[1], tokenizer_kind="bpe",
+                           vocab=os.path.join(model_dir[0], "vocab.json"), eos_id=EOS, pad_id=PAD)
