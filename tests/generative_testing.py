@@ -31,6 +31,14 @@ def _config(model, base):
                 max_decoder_length=model.max_decoder_length)
 
 
+def _track_for_checkpoints(model, blocks):
+    """tf.train.Checkpoint (what garden.train saves) does not follow layers held in a Python
+    list of a subclassed Keras 3 model: without an attribute each, a checkpoint of the toy held
+    4 of its 36 weights. Keras' own saving tracks them either way."""
+    for i, block in enumerate(blocks):
+        setattr(model, f"block_{i}", block)
+
+
 class ToyCausalLM(GenerativeLM):
     """Token + position tables, pre-LN decoder blocks, final LayerNorm, tied logits (GPT-2's
     shape at toy size)."""
@@ -52,6 +60,7 @@ class ToyCausalLM(GenerativeLM):
         self.blocks = [TransformerDecoderBlock(num_heads, 2 * hidden_size, dropout=0.0,
                                                normalize_first=True, name=f"block_{i}")
                        for i in range(num_layers)]
+        _track_for_checkpoints(self, self.blocks)
         self.final_norm = keras.layers.LayerNormalization(epsilon=1e-5, name="final_norm")
 
     def get_config(self):
@@ -124,6 +133,7 @@ class ToySeq2SeqLM(GenerativeLM):
                                                name="encoder")
         self.blocks = [TransformerDecoderBlock(num_heads, 2 * hidden_size, dropout=0.0,
                                                name=f"block_{i}") for i in range(num_layers)]
+        _track_for_checkpoints(self, self.blocks)
 
     def get_config(self):
         return _config(self, super().get_config())
