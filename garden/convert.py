@@ -65,6 +65,18 @@ HF_MODEL_TYPES = {
 
 SOURCES = ("huggingface", "tf1", "model_garden")
 
+# Generative families whose Hugging Face checkpoint directories carry a tokenizer garden reads:
+# family -> (data_pipelines.tokenizers kind, the vocabulary file in the directory). With it,
+# garden.convert also writes OUT/generate/, a garden.generate model directory (the LM, its
+# vocabulary and ids), which garden.generate, garden.fewshot and the generation export load.
+# (openai-gpt's BPE is character-level with </w> markers, not byte-level: not readable here.)
+GENERATE_TOKENIZERS = {
+    "gpt2": ("bpe", "vocab.json"),
+    "bart": ("bpe", "vocab.json"),
+    "t5": ("sentencepiece", "spiece.model"),
+}
+GENERATE_DIR = "generate"
+
 
 def family_module(family: str):
     """The conversion module of `family`, with a clear error when it is unknown or unwritten."""
@@ -327,6 +339,44 @@ def convert(source: str, family: str, input_path: str, config_path: Optional[str
     raise ValueError(f"unknown --source {source!r}; choose one of {SOURCES}")
 
 
+def generate_ids(family: str, config: Dict) -> Dict:
+    """The ids a garden.generate model directory records, from a Hugging Face config.json:
+    EOS and pad (GPT-2 has no pad: EOS), and how prompts are framed (T5: the encoder input
+    ends with </s>, decoding starts from pad = 0; BART: <s> x </s>, decoding from </s> <s>)."""
+    eos = int(config["eos_token_id"])
+    pad = config.get("pad_token_id")
+    ids = {"eos_id": eos, "pad_id": eos if pad is None else int(pad)}
+    if family == "t5":
+        ids.update(encoder_suffix_ids=[eos],
+                   decoder_start_ids=[int(config.get("decoder_start_token_id", 0) or 0)])
+    elif family == "bart":
+        bos = int(config.get("bos_token_id", 0))
+        ids.update(encoder_prefix_ids=[bos], encoder_suffix_ids=[eos],
+                   decoder_start_ids=[int(config.get("decoder_start_token_id", 2)), bos])
+    return ids
+
+
+def _write_generate_dir(args, models: Dict, config: Dict) -> Optional[str]:
+    """OUT/generate/ when the checkpoint directory has a tokenizer garden reads (see
+    GENERATE_TOKENIZERS); None, with a note, when it has none."""
+    if args.source != "huggingface" or args.model not in GENERATE_TOKENIZERS:
+        return None
+    from data_pipelines import tokenizers
+    from garden.generate import save_model_dir
+
+    kind, name = GENERATE_TOKENIZERS[args.model]
+    vocab = os.path.join(_hf_directory(args.input), name)
+    needed = tokenizers.bpe_files(vocab) if kind == "bpe" else (vocab,)
+    missing = [f for f in needed if not os.path.exists(f)]
+    if missing:
+        print(f"  note: no {', '.join(os.path.basename(f) for f in missing)} in {args.input}: "
+              f"no {GENERATE_DIR}/ model directory written (garden.generate needs the "
+              f"tokenizer)")
+        return None
+    return save_model_dir(os.path.join(args.output, GENERATE_DIR), models["pretrainer"],
+                          tokenizer_kind=kind, vocab=vocab, **generate_ids(args.model, config))
+
+
 def main(argv=None) -> int:
     import argparse
 
@@ -348,6 +398,11 @@ def main(argv=None) -> int:
                              "Garden's default encoder (the garden uses the exact GELU)")
     args = parser.parse_args(argv)
 
+    if args.source == "huggingface" and args.model in GENERATE_TOKENIZERS and \
+            os.path.exists(os.path.join(args.output, GENERATE_DIR)):
+        print(f"error: {os.path.join(args.output, GENERATE_DIR)} exists: give a new --output "
+              f"(the generate/ model directory is never overwritten)", file=sys.stderr)
+        return 2
     try:
         models, config = convert(args.source, args.model, args.input, args.config,
                                  args.allow_approximate_gelu)
@@ -371,13 +426,16 @@ def main(argv=None) -> int:
         path = os.path.join(args.output, f"{key}.keras")
         model.save(path)
         written[key] = {"path": path, "parameters": int(model.count_params())}
+    generate_dir = _write_generate_dir(args, models, config)
     info = {"source": args.source, "family": args.model, "input": os.path.abspath(args.input),
-            "config": config, "models": written}
+            "config": config, "models": written, "generate_dir": generate_dir}
     with open(os.path.join(args.output, "convert_info.json"), "w") as f:
         json.dump(info, f, indent=2, sort_keys=True)
     print(f"converted {args.source} {args.model} checkpoint {args.input}")
     for key, entry in written.items():
         print(f"  {key}: {entry['parameters']:,} parameters -> {entry['path']}")
+    if generate_dir:
+        print(f"  generate: {generate_dir} (python -m garden.generate --model_dir=...)")
     print(f"  info: {os.path.join(args.output, 'convert_info.json')}")
     return 0
 

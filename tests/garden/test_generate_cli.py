@@ -81,3 +81,60 @@ def test_the_saved_directory_round_trips_and_bad_input_is_named(model_dir, tmp_p
     with pytest.raises(FileExistsError):
         cli.save_model_dir(model_dir[0], model_dir[1], tokenizer_kind="bpe",
                            vocab=os.path.join(model_dir[0], "vocab.json"), eos_id=EOS, pad_id=PAD)
+
+
+def test_convert_writes_a_generate_directory_that_continues_as_hugging_face_does(
+        model_dir, tmp_path, capsys):
+    """garden.convert of a Hugging Face GPT-2 directory holding vocab.json + merges.txt also
+    writes OUT/generate/; garden.generate on it prints the prompt and the continuation that
+    Hugging Face's own greedy generate gives, decoded through GPT-2's byte table."""
+    import torch
+    import transformers
+
+    from convert_testing import randomize_torch_
+    from garden import convert
+
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(vocab_size=len(PIECES), n_positions=64, n_embd=32,
+                                     n_layer=2, n_head=2, resid_pdrop=0.0, embd_pdrop=0.0,
+                                     attn_pdrop=0.0, eos_token_id=EOS, bos_token_id=EOS)
+    hf = randomize_torch_(transformers.GPT2LMHeadModel(config).eval(), scale=0.3)
+    hf_dir = tmp_path / "hf"
+    hf.save_pretrained(str(hf_dir))
+    for name in ("vocab.json", "merges.txt"):
+        (hf_dir / name).write_bytes(open(os.path.join(model_dir[0], name), "rb").read())
+    out_dir = tmp_path / "out"
+    argv = ["--source=huggingface", "--model=gpt2", f"--input={hf_dir}", f"--output={out_dir}"]
+    assert convert.main(argv) == 0
+    info = json.load(open(out_dir / "convert_info.json"))
+    assert info["generate_dir"] == str(out_dir / "generate")
+    assert json.load(open(out_dir / "generate" / "generation.json"))["eos_id"] == EOS
+    # A second conversion into the same OUT refuses to overwrite generate/.
+    assert convert.main(argv) == 2
+    assert "generate exists" in capsys.readouterr().err
+
+    prompt = "the cat sat"
+    printed = io.StringIO()
+    assert cli.main([f"--model_dir={out_dir / 'generate'}", f"--prompt={prompt}",
+                     "--max_new_tokens=8", "--no_jit"], out=printed) == 0
+    from data_pipelines.tokenizers import load_tokenizer
+
+    ids = load_tokenizer("bpe", str(hf_dir / "vocab.json"), lower_case=False).tokenize([prompt])
+    with torch.inference_mode():
+        full = hf.generate(torch.tensor(ids), attention_mask=torch.ones(1, len(ids[0]),
+                                                                        dtype=torch.long),
+                           max_new_tokens=8, do_sample=False, pad_token_id=EOS,
+                           eos_token_id=EOS)[0, len(ids[0]):].tolist()
+    new = full[:full.index(EOS)] if EOS in full else full
+    byte_of = {c: b for b, c in bytes_to_unicode().items()}
+    text = b"".join(bytes(byte_of[c] for c in PIECES[t]) for t in new).decode("utf-8", "replace")
+    assert printed.getvalue().rstrip("\n") == prompt + text
+    assert len(text) > 0
+
+    # Without the tokenizer files there is no generate/ directory, and a note says why.
+    for name in ("vocab.json", "merges.txt"):
+        (hf_dir / name).unlink()
+    assert convert.main(["--source=huggingface", "--model=gpt2", f"--input={hf_dir}",
+                         f"--output={tmp_path / 'bare'}"]) == 0
+    assert "no vocab.json, merges.txt" in capsys.readouterr().out
+    assert not (tmp_path / "bare" / "generate").exists()
