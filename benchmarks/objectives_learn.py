@@ -19,7 +19,7 @@ what a model that ignores the context can do:
                     teacher, trained here first on the same data for as many steps, is scored
                     on its own data and on those very batches
 Every margin is also given in standard errors (binomial for accuracies, Hanley-McNeil for the
-AUC). Families: bert, roberta, albert, electra, spanbert, ernie, distilbert (each when its objective and
+AUC). Families: bert, roberta, albert, electra, spanbert, ernie, distilbert, gpt2 (next-token prediction in the token columns) (each when its objective and
 tiny config exist). Training data: corpus file 0, or with --train_files=N the first N files
 other than the held-out file 1; the vocabulary always comes from file 0. The training goes
 through `garden.train.train` in this process, exactly as `python -m garden.train` would run it.
@@ -326,6 +326,13 @@ def score(task, model, batch_size: int = 32, num_batches: int = 20,
             real = outputs["disc_weights"].numpy() > 0
             disc_scores.append(outputs["disc_logits"].numpy()[real])
             disc_labels.append(outputs["disc_labels"].numpy()[real])
+        elif getattr(task, "objective", None) == "gpt2":
+            # Next-token prediction fills the token-prediction columns: targets are the next
+            # pieces where both they and their context token are real (the task's lm_* metrics).
+            metrics = task.compute_metrics(model, batch, training=False)
+            metrics = {"mlm_accuracy": metrics["lm_accuracy"], "mlm_loss": metrics["lm_loss"]}
+            mask = batch["input_mask"].numpy()
+            ids, w = batch["input_ids"].numpy()[:, 1:], (mask[:, 1:] * mask[:, :-1]).astype(float)
         else:
             metrics = task.compute_metrics(model, batch, training=False)
             ids, w = batch["masked_lm_ids"].numpy(), batch["masked_lm_weights"].numpy()
@@ -511,7 +518,8 @@ def _rows(results: Sequence[dict]) -> List[dict]:
 
 
 def table(results: Sequence[dict]) -> str:
-    rows = ["| family | steps | train files | MLM acc. | best constant | margin (SE) | MLM loss "
+    # Token prediction: masked pieces for the encoders, the next piece for GPT-2.
+    rows = ["| family | steps | train files | token acc. | best constant | margin (SE) | token loss "
             "| unigram entropy | NSP/SOP acc. | majority | margin (SE) | disc. AUC | margin (SE) "
             "| train s |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
