@@ -6,8 +6,11 @@
     python -m garden.fewshot --model_dir=runs/gpt2 --task=freeform \\
         --demos=qa/train.jsonl --eval=qa/dev.jsonl --k=8
 
-Model: --model_dir holds the Keras-saved GenerativeLM `model.keras` (keras.saving.load_model;
-the families register their classes) and its vocabulary: a SentencePiece `*.model`, or a
+Model: --model_dir is a garden.generate model directory (lm.keras + generation.json + the
+vocabulary, as garden.convert and garden.generate.save_model_dir write it: tokenizer, EOS, pad
+and decoder start ids come from generation.json), or holds a Keras-saved GenerativeLM
+`model.keras` (keras.saving.load_model; the families register their classes) and its
+vocabulary: a SentencePiece `*.model`, or a
 byte-level BPE `vocab.json` with `merges.txt` (--vocab names another file; --tokenizer and
 --lower_case as the data was made, default: kind from the file name, cased). EOS is the
 vocabulary's <|endoftext|> for BPE (GPT-2) and </s> for SentencePiece (--eos_id overrides);
@@ -311,9 +314,22 @@ def load_scorer(args) -> Scorer:
         if family.lm:
             importlib.import_module(family.lm.split(":")[0])
 
+    from garden import generate
+
+    if os.path.exists(os.path.join(args.model_dir, generate.CONFIG_FILE)):
+        # A garden.generate model directory (garden.convert, save_model_dir): the model, its
+        # vocabulary and ids as recorded; flags given explicitly still win.
+        loaded = generate.load_model_dir(args.model_dir)
+        return Scorer(loaded.model, loaded.tokenizer,
+                      eos_id=loaded.eos_id if args.eos_id is None else args.eos_id,
+                      pad_id=loaded.pad_id if args.pad_id is None else args.pad_id,
+                      decoder_start_ids=[int(x) for x in args.decoder_start_ids.split(",")]
+                      if args.decoder_start_ids else loaded.decoder_start_ids)
     path = os.path.join(args.model_dir, "model.keras")
     if not os.path.exists(path):
-        raise FewshotDataError(f"{args.model_dir}: no model.keras (a Keras-saved GenerativeLM)")
+        raise FewshotDataError(f"{args.model_dir}: neither {generate.CONFIG_FILE} (a "
+                               f"garden.generate model directory) nor model.keras (a "
+                               f"Keras-saved GenerativeLM)")
     model = keras.saving.load_model(path)
     vocab = args.vocab or find_vocab(args.model_dir)
     kind = args.tokenizer or tokenizers.detect_kind(vocab)

@@ -264,7 +264,7 @@ def main(argv: Optional[Sequence[str]] = None, out=None) -> int:
         width = loaded.prompt_length(args.prompt)
         prompts = [loaded.encode([text], width) for text in args.prompt]
     except (ValueError, FileNotFoundError) as e:
-        print(f"garden.generate: {e}", file=sys.stderr)
+        print(f"error: {e}", file=sys.stderr)
         return 2
     generator = Generator(loaded.model, eos_id=loaded.eos_id, pad_id=loaded.pad_id,
                           jit_compile=False if args.no_jit else None)

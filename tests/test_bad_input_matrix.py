@@ -4,7 +4,8 @@ and faults, each run in a fresh process as a user would run it.
 Tools: data_pipelines.make_vocab, data_pipelines.make_pretrain, data_pipelines.sample_corpus,
 data_pipelines.make_finetune (--task=squad|conll), data_pipelines.sample_tasks, garden.train (the
 pretraining and fine-tuning tasks), garden.export, garden.convert, garden.serve,
-garden.extract_features (TOOLS; a new tool is added there and gets rows).
+garden.extract_features, garden.generate, garden.fewshot (TOOLS; a new tool is added there and
+gets rows).
 
 What each row expects (``Case.expect``):
 
@@ -77,7 +78,8 @@ from testing import REPO_ROOT, pretrain_args, python_env  # noqa: E402
 
 TOOLS = ("data_pipelines.make_vocab", "data_pipelines.make_pretrain", "data_pipelines.sample_corpus",
          "data_pipelines.make_finetune", "data_pipelines.sample_tasks",
-         "garden.train", "garden.export", "garden.convert", "garden.serve", "garden.extract_features")
+         "garden.train", "garden.export", "garden.convert", "garden.serve", "garden.extract_features",
+         "garden.generate", "garden.fewshot")
 ROW_WORKERS = 3  # subprocesses at once: most of a row is a fresh interpreter importing TensorFlow
 ROW_TIMEOUT = 240
 # What makes an output look complete, and what a refused run must not leave behind either: a
@@ -407,6 +409,8 @@ MV, MP, SC = "data_pipelines.make_vocab", "data_pipelines.make_pretrain", "data_
 GT, GE, GC = "garden.train", "garden.export", "garden.convert"
 MF, ST = "data_pipelines.make_finetune", "data_pipelines.sample_tasks"
 GS, GX = "garden.serve", "garden.extract_features"
+GG, GF = "garden.generate", "garden.fewshot"
+_QA_NO_ANSWER = '{"question": "q", "answer": "a"}\n{"question": "q"}\n'
 _out_vocab = (lambda c: str(c.dir / "vocab.txt"))
 _out_data = (lambda c: str(c.dir / "out"))
 
@@ -543,6 +547,17 @@ CASES = [
     Case("extract-neither-model-dir-nor-checkpoint", GX, lambda c: [
         f"--input={_texts(c)}", f"--output={c.dir / 'f.jsonl'}"],
         "usage", r"give exactly one of --model_dir and --init_checkpoint"),
+    # --- garden.generate / garden.fewshot
+    Case("generate-model-dir-missing", GG, lambda c: [f"--model_dir={c.dir / 'none'}", "--prompt=x"],
+         "error", r"\S+/none/generation\.json does not exist"),
+    Case("generate-top-p-zero", GG, lambda c: [f"--model_dir={c.dir}", "--prompt=x", "--top_p=0"],
+         "error", r"top_p=0\.0 must be in \(0, 1\]"),
+    Case("fewshot-freeform-line-without-answer", GF, lambda c: [
+        f"--model_dir={c.dir}", "--task=freeform", f"--demos={c.write('qa.jsonl', _QA_NO_ANSWER)}",
+        f"--eval={c.dir / 'qa.jsonl'}"], "error", r"qa\.jsonl:2:"),
+    Case("fewshot-negative-k", GF, lambda c: [
+        f"--model_dir={c.dir}", "--task=swag", "--demos=a.csv", "--eval=b.csv", "--k=-1"],
+        "error", r"--k=-1 must be >= 0"),
     # --- garden.train: the fine-tuning tasks on malformed files
     Case("train-tagging-conll-bad-columns", GT, lambda c: task_train_args(
         c, "tagging_tiny.gin", f"TRAIN_DATA='{c.write('train.txt', _CONLL.replace('sat VBD B-VP O', 'sat O'))}'",

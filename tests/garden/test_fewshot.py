@@ -101,6 +101,16 @@ def test_command_line_swag_and_freeform(setup, capsys):
         e.completions))) == e.label for i, e in enumerate(setup["val"][:6])]
     assert (result["n"], result["k"], result["random_baseline"]) == (6, 1, 0.25)
     assert result["accuracy"] == pytest.approx(np.mean(expected))
+    # The same model as a garden.generate model directory (what garden.convert writes): the
+    # ids come from its generation.json, the scores are the same.
+    from garden import generate
+
+    generate_dir = generate.save_model_dir(
+        str(root / "generate_dir"), model, tokenizer_kind="bpe",
+        vocab=str(model_dir / "vocab.json"), eos_id=scorer.eos_id, pad_id=scorer.pad_id)
+    again = root / "swag_generate_dir.json"
+    assert fewshot.main([f"--model_dir={generate_dir}", *args[1:-1], f"--output={again}"]) == 0
+    assert json.loads(again.read_text())["accuracy"] == result["accuracy"]
 
     # Free form: gold answers are the toy's own beam answers for half the questions.
     questions = [f"what is item {i}?" for i in range(4)]
