@@ -51,8 +51,9 @@ What each setting does (GenerationConfig):
 Compilation. `Generator` traces one tf.function per (prompt shapes, max_new_tokens, method,
 num_beams); every other setting is a tensor argument, so changing it never retraces (tested with
 the function's tracing count). The whole decode is one tf.while_loop over `decode_step`
-(the step after the last token is skipped with tf.cond), compiled with XLA by default: on CPU
-it decodes the toys 10x faster once compiled (`Generator`'s docstring has the numbers).
+(the step after the last token is skipped with tf.cond), compiled with XLA on a GPU and, on a
+CPU, for models under 10M parameters (`default_jit_compile`; `Generator`'s docstring has the
+numbers: XLA decodes the toys 10x faster, GPT-2 small 1.7x slower than the plain graph).
 
 Streaming: `Generator.stream(prompt, config)` yields each step's tokens as they are produced
 (the loop body compiled once and called per step from Python); it gives exactly generate()'s
@@ -305,6 +306,19 @@ def _gather_rows(nest, rows):
 
 # --- the decode loops --------------------------------------------------------------------------
 
+# Below this many parameters XLA's lower per-op cost wins on a CPU; above it the graph's oneDNN
+# matmuls do (see Generator: toys ~50k parameters 10x faster with XLA, GPT-2 small 124M 1.7x
+# slower).
+XLA_CPU_MAX_PARAMETERS = 10_000_000
+
+
+def default_jit_compile(model) -> bool:
+    """XLA for the decode loop: always on a GPU; on a CPU only below XLA_CPU_MAX_PARAMETERS."""
+    if tf.config.list_physical_devices("GPU"):
+        return True
+    return int(model.count_params()) < XLA_CPU_MAX_PARAMETERS
+
+
 class Generator:
     """generate() compiled once per (prompt shapes, max_new_tokens, method, num_beams).
 
@@ -318,18 +332,22 @@ class Generator:
     settings["max_new_tokens"] may then be a tensor below the static max_new_tokens (the
     buffers' size): decoding stops there and the rest is pad_id.
 
-    jit_compile: None picks the default, on. XLA compiles the whole loop into one executable:
-    on this CPU (2 shared cores) the toy causal LM decoded 32 new tokens for a batch of 2 in
-    5.0 ms with XLA against 50 ms without (greedy; sample 4.3 vs 46 ms; beam of 4: 12 vs 92 ms),
-    because the graph executor's per-op cost dominates small steps. Compiling costs more once
-    per trace (about 3 s against 1-2 s for those toys), so short-lived callers that trace
-    many shapes (the tests) pass False.
+    jit_compile: None picks the default (`default_jit_compile`): XLA on a GPU, and on a CPU only
+    for small models. XLA compiles the whole loop into one executable: on this CPU (2 shared
+    cores) the toy causal LM decoded 32 new tokens for a batch of 2 in 5.0 ms with XLA against
+    50 ms without (greedy; sample 4.3 vs 46 ms; beam of 4: 12 vs 92 ms), because the graph
+    executor's per-op cost dominates small steps. For a real model the matmuls dominate, and
+    XLA:CPU's are slower than the oneDNN kernels of the graph: one GPT-2 small decode step at
+    batch 1 took 124 ms with XLA against 74 ms without (same machine and load). Compiling costs
+    more once per trace (about 3 s against 1-2 s for the toys), so short-lived callers that
+    trace many shapes (the tests) pass False.
     """
 
     def __init__(self, model, *, eos_id: int, pad_id: int, jit_compile: Optional[bool] = None):
         self.model = model
         self.eos_id, self.pad_id = int(eos_id), int(pad_id)
-        jit = True if jit_compile is None else bool(jit_compile)
+        jit = default_jit_compile(model) if jit_compile is None else bool(jit_compile)
+        self.jit_compile = jit
         self._decode = tf.function(self._decode_impl, jit_compile=jit, autograph=False)
         self._start = tf.function(self._start_impl, jit_compile=jit, autograph=False)
         self._step = tf.function(self._step_impl, jit_compile=jit, autograph=False)
