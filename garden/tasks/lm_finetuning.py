@@ -47,7 +47,22 @@ finish() adds them to summary.json and writes the predictions to <model_dir>/pre
 The model comes from the gin factory `model` (garden.models.factory.generative_lm: a generative
 preset -> its GenerativeLM), called with default_vocab_size = the vocabulary's size.
 `init_checkpoint` restores its backbone (object `init_checkpoint_object` of a pretraining
-model_dir) before fine-tuning. No export (serving_module is None).
+model_dir) before fine-tuning. `garden.train --summary` prints that GenerativeLM.
+
+Export (when `export_base` is set; <export_base>/<model_name>/<version>/): serving_module() is
+garden.serving.generation.make_generation_serving of the fine-tuned model with the task's
+vocabulary and layout, so a prompt string is encoded as training encoded a source:
+    TextToText          prefix + source pieces (the FIRST max_source_length - specials) +
+                        suffix into the encoder, decoder_start_ids as the decoder prompt;
+    CausalLMFinetuning  prefix (<|endoftext|> for BPE) + source pieces + the separator's ids,
+                        left-padded to max_prompt_length; a longer prompt keeps its LAST ids
+                        (the task's data keeps the first source pieces: the two agree on
+                        sources that fit).
+The export's default settings are the task's GenerationConfig (`generation`; max_new_tokens =
+max_target_length, also the cap of `generate` requests), its beam widths 2..`max_beams`; the
+first eval sources are its warmup prompts. serving_default returns the new tokens' text
+(garden.serving.generation's detokenizer: specials left out; BPE keeps the completion's
+leading space, which the task's own predictions strip).
 """
 
 from __future__ import annotations
@@ -126,8 +141,12 @@ class _GenerativeFinetuning(Task):
                  tokenizer: Optional[str] = None, generation: Optional[Dict] = None,
                  max_eval_examples: Optional[int] = None, eval_batch_size: int = 32,
                  init_checkpoint: Optional[str] = None,
-                 init_checkpoint_object: str = "backbone"):
+                 init_checkpoint_object: str = "backbone", export_base: Optional[str] = None,
+                 model_name: Optional[str] = None, max_beams: int = 4):
         self.model_fn = model
+        self.export_base = export_base
+        self.model_name = model_name or self.name
+        self.max_beams = int(max_beams)
         self.vocab, self.lower_case = vocab, lower_case
         self.kind = tokenizer or tokenizers.detect_kind(vocab)
         if self.kind not in ("sentencepiece", "bpe"):
@@ -229,10 +248,12 @@ class _GenerativeFinetuning(Task):
             objects["backbone"] = backbone
         return model, objects
 
+    summary_factory = "model"  # garden.train --summary builds the GenerativeLM itself
+
     @staticmethod
-    def summary_model(backbone):
-        raise NotImplementedError("the LM tasks take a `model` factory; print a GenerativeLM's "
-                                  "summary with keras instead of garden.train --summary")
+    def summary_model(model):
+        """The GenerativeLM of the `model` factory, as `garden.train --summary` prints it."""
+        return model
 
     # -- the data ---------------------------------------------------------------------------
     def _dataset(self, rows, batch_size, shuffle_seed=None, repeat=False, skip=0,
@@ -314,6 +335,16 @@ class _GenerativeFinetuning(Task):
                        for row, length in zip(ids.tolist(), lengths.tolist()))
         return out
 
+    def serving_module(self, model):
+        """The generation export (module docstring): prompt strings in, generated text out."""
+        from garden.serving.generation import make_generation_serving
+
+        return make_generation_serving(
+            model, self.vocab, self.kind, self.eos_id, self.pad_id, lower_case=self.lower_case,
+            max_new_tokens=self.generation_config.max_new_tokens, max_beams=self.max_beams,
+            defaults=self.generation_config,
+            warmup_prompts=[r["source"] for r in self.eval_rows[:2]], **self.serving_layout())
+
     def evaluate(self, model) -> dict:
         result = {"eval_examples": len(self.eval_rows), **self._teacher_forced(model,
                                                                                self.eval_rows)}
@@ -357,6 +388,11 @@ class TextToText(_GenerativeFinetuning):
         max_eval_examples: score only the first N eval pairs (None: all).
         eval_batch_size: batch of the evaluation and generation.
         init_checkpoint, init_checkpoint_object: restore the backbone from a pretraining run.
+        export_base, model_name: where the trainer exports the generation SavedModel
+            (<export_base>/<model_name>/<version>; None: no export; model_name default: the
+            task's name).
+        max_beams: the widest beam the export's `generate` signature decodes (one compiled
+            loop per width 2..max_beams; 1: greedy and sampling only).
     """
 
     name = "text_to_text"
@@ -399,6 +435,12 @@ class TextToText(_GenerativeFinetuning):
     def decoder_length(self) -> int:
         return len(self.start_ids) + self.max_target_length - 1
 
+    def serving_layout(self) -> dict:
+        """make_generation_serving's prompt layout: as _encode lays out a source."""
+        return {"max_prompt_length": self.max_source_length,
+                "prompt_prefix_ids": self.source_prefix, "prompt_suffix_ids": self.source_suffix,
+                "decoder_start_ids": self.start_ids}
+
     def _encode(self, source, target, for_generation):
         batch = source.nrows()
         source = tf.concat([_fill(batch, self.source_prefix), source[:, :self.source_room],
@@ -429,7 +471,8 @@ class CausalLMFinetuning(_GenerativeFinetuning):
         model: gin factory (default_vocab_size=...) -> a decoder-only GenerativeLM
             (garden.models.factory.generative_lm with a GPT-2 preset).
         vocab, train_file, eval_file, lower_case, tokenizer, generation, max_eval_examples,
-            eval_batch_size, init_checkpoint, init_checkpoint_object: as TextToText.
+            eval_batch_size, init_checkpoint, init_checkpoint_object, export_base, model_name,
+            max_beams: as TextToText.
         max_prompt_length: prompt tokens (bos, source, separator).
         max_target_length: completion tokens including EOS.
         separator: text between source and target (tokenized on its own), default " =>".
@@ -468,6 +511,11 @@ class CausalLMFinetuning(_GenerativeFinetuning):
     @property
     def source_room(self) -> int:
         return self.max_prompt_length - len(self.prefix) - len(self.separator_ids)
+
+    def serving_layout(self) -> dict:
+        """make_generation_serving's prompt layout: prefix, source, separator (as _encode)."""
+        return {"max_prompt_length": self.max_prompt_length, "prompt_prefix_ids": self.prefix,
+                "prompt_suffix_ids": self.separator_ids}
 
     def _encode(self, source, target, for_generation):
         batch = source.nrows()
