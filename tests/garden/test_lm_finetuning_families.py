@@ -38,6 +38,7 @@ from garden.tasks import lm_finetuning
 from testing import python_env, train_in_process
 
 STEPS, TRAIN_ROWS, EVAL_ROWS, TARGET, MIN_NEW = 4, 64, 4, 8, 3
+GENERATION = {"min_new_tokens": MIN_NEW, "no_repeat_ngram_size": 1}
 # config, task class, preset, vocabulary kind
 TWINS = {
     "t5": ("configs/finetune/text_to_text_tiny.gin", "TextToText", "t5_tiny", "sp"),
@@ -172,15 +173,17 @@ def test_text_to_text_twin_fine_tunes(data, tmp_path, capsys, twin):
 
 
 def test_causal_lm_export_serves_what_generate_gives(data, tmp_path, capsys):
-    # At least MIN_NEW tokens (EOS banned before): a model this fresh may stop at once, and
-    # empty texts on both sides would compare nothing. The export's defaults are the task's.
+    # A model this fresh stops at once or repeats one piece (U+2581, a space) for any prompt:
+    # the texts would compare nothing. So the task's generation settings (the export's
+    # defaults) ask for at least MIN_NEW tokens and ban repeating any token (of the prompt
+    # too), which makes the greedy texts words that depend on the prompt.
     export_base = tmp_path / "exports"
     model_dir, summary, predictions = _finetune(
         data, tmp_path, "gpt2", f"--gin_param=garden.CausalLMFinetuning.export_base="
         f"'{export_base}'", "--gin_param=garden.CausalLMFinetuning.max_beams=1",
-        f"--gin_param=garden.CausalLMFinetuning.generation={{'min_new_tokens': {MIN_NEW}}}")
+        f"--gin_param=garden.CausalLMFinetuning.generation={GENERATION}")
     _check_run(data, "gpt2", summary, predictions, capsys)
-    assert summary["generation"]["min_new_tokens"] == MIN_NEW
+    assert {k: summary["generation"][k] for k in GENERATION} == GENERATION
     export_dir = summary["export_dir"]
     assert export_dir.startswith(str(export_base / "gpt2_tiny_causal_lm"))
     prompts = [r["source"] for r in data["eval_rows"]]
@@ -194,7 +197,7 @@ def test_causal_lm_export_serves_what_generate_gives(data, tmp_path, capsys):
     # garden.generation, the export's eager detokenizer.
     task = lm_finetuning.CausalLMFinetuning(None, data["sp"], data["train"], data["eval"],
                                             max_prompt_length=64, max_target_length=TARGET,
-                                            generation={"min_new_tokens": MIN_NEW})
+                                            generation=GENERATION)
     task.prepare()
     model = _fresh_lm("gpt2_tiny", task.token_vocab.size)
     status = tf.train.Checkpoint(model=model).read(summary["checkpoint"])
@@ -204,7 +207,8 @@ def test_causal_lm_export_serves_what_generate_gives(data, tmp_path, capsys):
                               task.generation_config,
                               eos_id=task.eos_id, pad_id=task.pad_id)
     texts = detokenize_numpy(task.eager_tokenizer, out["token_ids"], out["lengths"])
-    assert all(n >= MIN_NEW for n in out["lengths"]) and all(texts), texts
+    assert all(n >= MIN_NEW for n in out["lengths"]), out["lengths"]
+    assert all(re.search(r"\w", t) for t in texts) and len(set(texts)) > 1, texts
 
     stdout, stderr = child.communicate(timeout=120)
     assert child.returncode == 0, stderr[-3000:]
