@@ -4,9 +4,10 @@ byte-level BPE) and causal_lm_tiny.gin (GPT-2), on the seq2seq sample task
 (data_pipelines.sample_tasks) with vocabularies made by data_pipelines.make_vocab.
 
 - a short run of each config trains, evaluates (teacher-forced and generated) and writes its
-  predictions, with the parameter count of the family's formula at the vocabulary's size, which
-  `garden.train --summary` of the config prints too (what the tiny twins LEARN is measured by the toys' learn test in
-  test_lm_finetuning.py and the families' pretraining learn tests; these runs are the wiring);
+  predictions, with the parameter count of the family's formula at the vocabulary's size,
+  which `garden.train --summary` of the config prints too (what the tiny twins LEARN is
+  measured by the toys' learn test in test_lm_finetuning.py and the families' pretraining
+  learn tests; these runs are the wiring);
 - GPT-2 fine-tuned a few steps is exported by the trainer (`export_base`), loaded in a fresh
   process and called through serving_default: its texts equal garden.generation.generate
   (greedy) on the prompts the task's own data path encodes, detokenized by the export's eager
