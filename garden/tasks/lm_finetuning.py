@@ -47,7 +47,9 @@ finish() adds them to summary.json and writes the predictions to <model_dir>/pre
 The model comes from the gin factory `model` (garden.models.factory.generative_lm: a generative
 preset -> its GenerativeLM), called with default_vocab_size = the vocabulary's size.
 `init_checkpoint` restores its backbone (object `init_checkpoint_object` of a pretraining
-model_dir) before fine-tuning. `garden.train --summary` prints that GenerativeLM.
+model_dir) before fine-tuning. `garden.train --summary` prints that GenerativeLM. Lengths the
+model has no positions for (the training sequence, prompt slots + max_new_tokens, BART's
+encoder table) are refused when the model is built, before any step.
 
 Export (when `export_base` is set; <export_base>/<model_name>/<version>/): serving_module() is
 garden.serving.generation.make_generation_serving of the fine-tuned model with the task's
@@ -236,6 +238,7 @@ class _GenerativeFinetuning(Task):
             raise ValueError(f"{self.name} needs {want} GenerativeLM; {self.name}.model built a "
                              f"{type(model).__name__} (is_encoder_decoder="
                              f"{getattr(model, 'is_encoder_decoder', None)})")
+        self._check_positions(model)
         # One call on a dummy batch builds a subclassed model's weights (the trainer counts
         # parameters and the checkpoint restores before the first step).
         model({k: tf.ones([1, 2], tf.int32) for k in model.input_names}, training=False)
@@ -249,6 +252,26 @@ class _GenerativeFinetuning(Task):
         return model, objects
 
     summary_factory = "model"  # garden.train --summary builds the GenerativeLM itself
+
+    def _check_positions(self, model) -> None:
+        """Refuses, before any step, lengths the model has no positions for: the training
+        inputs and the generation of evaluate() and the export (prompt slots +
+        max_new_tokens) must fit the decoder's max_decoder_length (and BART's encoder table)."""
+        limit = getattr(model, "max_decoder_length", None)
+        slots = len(self.start_ids) if self.encoder_decoder else self.max_prompt_length
+        new = self.generation_config.max_new_tokens
+        needs = [(self.train_decoder_length, "the training sequence"),
+                 (slots + new, f"generation ({slots} prompt slots + max_new_tokens {new})")]
+        name = type(model).__name__
+        problems = [f"{what} needs {n} decoder positions, {name} has {limit}"
+                    for n, what in needs if limit is not None and n > limit]
+        encoder = getattr(getattr(model, "backbone", None), "max_sequence_length", None)
+        if self.encoder_decoder and encoder is not None and self.max_source_length > encoder:
+            problems.append(f"max_source_length {self.max_source_length} exceeds the "
+                            f"{encoder} encoder positions of {name}")
+        if problems:
+            raise ValueError(f"{self.name}: {'; '.join(problems)} (lower the task's max_*_length "
+                             f"or generation's max_new_tokens)")
 
     @staticmethod
     def summary_model(model):
@@ -435,6 +458,8 @@ class TextToText(_GenerativeFinetuning):
     def decoder_length(self) -> int:
         return len(self.start_ids) + self.max_target_length - 1
 
+    train_decoder_length = decoder_length
+
     def serving_layout(self) -> dict:
         """make_generation_serving's prompt layout: as _encode lays out a source."""
         return {"max_prompt_length": self.max_source_length,
@@ -512,6 +537,10 @@ class CausalLMFinetuning(_GenerativeFinetuning):
     def source_room(self) -> int:
         return self.max_prompt_length - len(self.prefix) - len(self.separator_ids)
 
+    @property
+    def train_decoder_length(self) -> int:
+        return self.max_prompt_length + self.max_target_length - 1
+
     def serving_layout(self) -> dict:
         """make_generation_serving's prompt layout: prefix, source, separator (as _encode)."""
         return {"max_prompt_length": self.max_prompt_length, "prompt_prefix_ids": self.prefix,
@@ -527,7 +556,7 @@ class CausalLMFinetuning(_GenerativeFinetuning):
             return {"token_ids": ids, "padding_mask": mask}
         sequence = tf.concat([prompt, target[:, :self.max_target_length - 1],
                               _fill(batch, [self.eos_id])], axis=1)
-        length = self.max_prompt_length + self.max_target_length - 1
+        length = self.train_decoder_length
         inputs, input_mask = _dense(sequence[:, :-1], length, self.pad_id)
         labels, label_mask = _dense(sequence[:, 1:], length, self.pad_id)
         # Label j is sequence[j + 1]: a completion token when j + 1 >= len(prompt).

@@ -221,3 +221,28 @@ def test_causal_lm_export_serves_what_generate_gives(data, tmp_path, capsys):
     # The trainer's own eval generated the same (its detokenizer strips the ends).
     assert [p["prediction"] for p in predictions] == [t.strip() for t in texts]
     assert os.path.exists(os.path.join(export_dir, "assets.extra", "tf_serving_warmup_requests"))
+
+
+def test_lengths_beyond_the_models_positions_are_refused_before_training(data):
+    def lm(preset, positions):
+        return lambda default_vocab_size: factory.generative_lm(
+            default_vocab_size=default_vocab_size, preset=preset, num_layers=1,
+            max_sequence_length=positions)
+
+    # 12 + 8 - 1 = 19 training positions fit GPT-2's 19; generating 8 after 12 slots does not.
+    task = lm_finetuning.CausalLMFinetuning(lm("gpt2_tiny", 19), data["sp"], data["train"],
+                                            data["eval"], max_prompt_length=12,
+                                            max_target_length=8)
+    task.prepare()
+    with pytest.raises(ValueError, match=r"^causal_lm_finetuning: generation \(12 prompt slots "
+                                         r"\+ max_new_tokens 8\) needs 20 decoder positions, "
+                                         r"GPT2CausalLM has 19 \(lower"):
+        task.build_model()
+    task.model_fn = lm("gpt2_tiny", 20)
+    task.build_model()  # exactly enough
+    task = lm_finetuning.TextToText(lm("bart_tiny", 32), data["sp"], data["train"], data["eval"],
+                                    max_source_length=40, max_target_length=8)
+    task.prepare()
+    with pytest.raises(ValueError, match=r"^text_to_text: max_source_length 40 exceeds the 32 "
+                                         r"encoder positions of BartSeq2SeqLM"):
+        task.build_model()
