@@ -330,7 +330,11 @@ def build_summary(config_files, bindings) -> int:
     except ValueError as e:
         raise ConfigError(f"the config binds no train.task: {e}") from e
     task_cls = reference.configurable.wrapped
-    backbone_fn = gin.query_parameter(f"{reference.selector}.backbone").scoped_configurable_fn
+    # The factory the task's summary_model builds on: `backbone` (the encoder tasks) or the
+    # task's own (the LM tasks take the whole GenerativeLM as `model`).
+    backbone_fn = gin.query_parameter(
+        f"{reference.selector}.{getattr(task_cls, 'summary_factory', 'backbone')}"
+    ).scoped_configurable_fn
     vocab_size = None
     try:
         vocab = gin.query_parameter(f"{reference.selector}.vocab")

@@ -39,6 +39,12 @@ Class attributes:
 
 The default `start_decoding` / `decode_step` raise; every family implements both and is tested
 against its own full recompute (cached logits equal to model(inputs) over the whole sequence).
+
+Construction: a GenerativeLM is a SUBCLASSED model over its (functional) backbone, built with
+`super().__init__(**kwargs)` (name, dtype, trainable). Functional construction
+(`super().__init__(inputs=..., outputs=...)`) is refused with a TypeError: Keras then rewrites
+the bases of every class above the subclass (GenerativeLM's become (Functional,)), after which
+no other family's LM can be built in the same process.
 """
 
 from __future__ import annotations
@@ -57,6 +63,15 @@ class GenerativeLM(keras.Model):
 
     is_encoder_decoder: bool = False
     max_decoder_length: Optional[int] = None
+
+    def __init__(self, *args, **kwargs):
+        if args or "inputs" in kwargs or "outputs" in kwargs:
+            raise TypeError(
+                f"{type(self).__name__}: a GenerativeLM is built as a subclassed model "
+                f"(super().__init__(**kwargs) with name/dtype/trainable), not from "
+                f"inputs/outputs: Keras' functional construction of a subclass rewrites "
+                f"GenerativeLM's bases and breaks every other family's LM in the process")
+        super().__init__(**kwargs)
 
     @property
     def input_names(self) -> Tuple[str, ...]:

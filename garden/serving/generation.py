@@ -41,9 +41,10 @@ setting recompiles anything. length_penalty, its kind, min_new_tokens and
 no_repeat_ngram_size are fixed at export (from `defaults`).
 
 Prompt encoding (what garden.generation's tests and a Python caller do, see `encode_prompts`):
-    decoder-only     prompt_prefix_ids + the text's pieces, cut to the LAST
-                     max_prompt_length pieces (the context nearest the continuation),
-                     left-padded with pad_id to max_prompt_length.
+    decoder-only     prompt_prefix_ids + the text's pieces + prompt_suffix_ids (e.g. the
+                     causal LM task's separator), cut to the LAST max_prompt_length ids (the
+                     context nearest the continuation), left-padded with pad_id to
+                     max_prompt_length.
     encoder-decoder  the text's pieces cut to the FIRST max_prompt_length - len(prefix) -
                      len(suffix), between prompt_prefix_ids and prompt_suffix_ids (T5: suffix
                      [</s>]; BART: prefix [<s>], suffix [</s>]), right-padded; the decoder
@@ -218,7 +219,7 @@ class GenerationServing(ServingModule):
             start = tf.tile(tf.constant([self.decoder_start], tf.int32), [batch, 1])
             return {"encoder_token_ids": token_ids, "encoder_padding_mask": mask,
                     "decoder_token_ids": start, "decoder_padding_mask": tf.ones_like(start)}
-        parts = [around(self.prefix), pieces]
+        parts = [around(self.prefix), pieces, around(self.suffix)]
         ids = tf.concat([p for p in parts if p is not None], axis=1)
         # The last `length` pieces, then left-padded: column j holds piece j - (length - n).
         n = tf.minimum(tf.cast(ids.row_lengths(), tf.int32), length)

@@ -72,9 +72,14 @@ class Task:
         for fine-tuning from this checkpoint)."""
         raise NotImplementedError
 
+    # The task's gin parameter whose factory `garden.train --summary` calls (with
+    # default_vocab_size) and hands to summary_model.
+    summary_factory: str = "backbone"
+
     @staticmethod
     def summary_model(backbone):
-        """The model `garden.train --summary` prints, built on `backbone` without data."""
+        """The model `garden.train --summary` prints, built on `backbone` (what the
+        `summary_factory` parameter's factory returns) without data."""
         raise NotImplementedError
 
     @classmethod

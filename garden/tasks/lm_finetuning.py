@@ -47,7 +47,24 @@ finish() adds them to summary.json and writes the predictions to <model_dir>/pre
 The model comes from the gin factory `model` (garden.models.factory.generative_lm: a generative
 preset -> its GenerativeLM), called with default_vocab_size = the vocabulary's size.
 `init_checkpoint` restores its backbone (object `init_checkpoint_object` of a pretraining
-model_dir) before fine-tuning. No export (serving_module is None).
+model_dir) before fine-tuning. `garden.train --summary` prints that GenerativeLM. Lengths the
+model has no positions for (the training sequence, prompt slots + max_new_tokens, BART's
+encoder table) are refused when the model is built, before any step.
+
+Export (when `export_base` is set; <export_base>/<model_name>/<version>/): serving_module() is
+garden.serving.generation.make_generation_serving of the fine-tuned model with the task's
+vocabulary and layout, so a prompt string is encoded as training encoded a source:
+    TextToText          prefix + source pieces (the FIRST max_source_length - specials) +
+                        suffix into the encoder, decoder_start_ids as the decoder prompt;
+    CausalLMFinetuning  prefix (<|endoftext|> for BPE) + source pieces + the separator's ids,
+                        left-padded to max_prompt_length; a longer prompt keeps its LAST ids
+                        (the task's data keeps the first source pieces: the two agree on
+                        sources that fit).
+The export's default settings are the task's GenerationConfig (`generation`; max_new_tokens =
+max_target_length, also the cap of `generate` requests), its beam widths 2..`max_beams`; the
+first eval sources are its warmup prompts. serving_default returns the new tokens' text
+(garden.serving.generation's detokenizer: specials left out; BPE keeps the completion's
+leading space, which the task's own predictions strip).
 """
 
 from __future__ import annotations
@@ -126,8 +143,12 @@ class _GenerativeFinetuning(Task):
                  tokenizer: Optional[str] = None, generation: Optional[Dict] = None,
                  max_eval_examples: Optional[int] = None, eval_batch_size: int = 32,
                  init_checkpoint: Optional[str] = None,
-                 init_checkpoint_object: str = "backbone"):
+                 init_checkpoint_object: str = "backbone", export_base: Optional[str] = None,
+                 model_name: Optional[str] = None, max_beams: int = 4):
         self.model_fn = model
+        self.export_base = export_base
+        self.model_name = model_name or self.name
+        self.max_beams = int(max_beams)
         self.vocab, self.lower_case = vocab, lower_case
         self.kind = tokenizer or tokenizers.detect_kind(vocab)
         if self.kind not in ("sentencepiece", "bpe"):
@@ -217,6 +238,7 @@ class _GenerativeFinetuning(Task):
             raise ValueError(f"{self.name} needs {want} GenerativeLM; {self.name}.model built a "
                              f"{type(model).__name__} (is_encoder_decoder="
                              f"{getattr(model, 'is_encoder_decoder', None)})")
+        self._check_positions(model)
         # One call on a dummy batch builds a subclassed model's weights (the trainer counts
         # parameters and the checkpoint restores before the first step).
         model({k: tf.ones([1, 2], tf.int32) for k in model.input_names}, training=False)
@@ -229,10 +251,32 @@ class _GenerativeFinetuning(Task):
             objects["backbone"] = backbone
         return model, objects
 
+    summary_factory = "model"  # garden.train --summary builds the GenerativeLM itself
+
+    def _check_positions(self, model) -> None:
+        """Refuses, before any step, lengths the model has no positions for: the training
+        inputs and the generation of evaluate() and the export (prompt slots +
+        max_new_tokens) must fit the decoder's max_decoder_length (and BART's encoder table)."""
+        limit = getattr(model, "max_decoder_length", None)
+        slots = len(self.start_ids) if self.encoder_decoder else self.max_prompt_length
+        new = self.generation_config.max_new_tokens
+        needs = [(self.train_decoder_length, "the training sequence"),
+                 (slots + new, f"generation ({slots} prompt slots + max_new_tokens {new})")]
+        name = type(model).__name__
+        problems = [f"{what} needs {n} decoder positions, {name} has {limit}"
+                    for n, what in needs if limit is not None and n > limit]
+        encoder = getattr(getattr(model, "backbone", None), "max_sequence_length", None)
+        if self.encoder_decoder and encoder is not None and self.max_source_length > encoder:
+            problems.append(f"max_source_length {self.max_source_length} exceeds the "
+                            f"{encoder} encoder positions of {name}")
+        if problems:
+            raise ValueError(f"{self.name}: {'; '.join(problems)} (lower the task's max_*_length "
+                             f"or generation's max_new_tokens)")
+
     @staticmethod
-    def summary_model(backbone):
-        raise NotImplementedError("the LM tasks take a `model` factory; print a GenerativeLM's "
-                                  "summary with keras instead of garden.train --summary")
+    def summary_model(model):
+        """The GenerativeLM of the `model` factory, as `garden.train --summary` prints it."""
+        return model
 
     # -- the data ---------------------------------------------------------------------------
     def _dataset(self, rows, batch_size, shuffle_seed=None, repeat=False, skip=0,
@@ -314,6 +358,16 @@ class _GenerativeFinetuning(Task):
                        for row, length in zip(ids.tolist(), lengths.tolist()))
         return out
 
+    def serving_module(self, model):
+        """The generation export (module docstring): prompt strings in, generated text out."""
+        from garden.serving.generation import make_generation_serving
+
+        return make_generation_serving(
+            model, self.vocab, self.kind, self.eos_id, self.pad_id, lower_case=self.lower_case,
+            max_new_tokens=self.generation_config.max_new_tokens, max_beams=self.max_beams,
+            defaults=self.generation_config,
+            warmup_prompts=[r["source"] for r in self.eval_rows[:2]], **self.serving_layout())
+
     def evaluate(self, model) -> dict:
         result = {"eval_examples": len(self.eval_rows), **self._teacher_forced(model,
                                                                                self.eval_rows)}
@@ -357,6 +411,11 @@ class TextToText(_GenerativeFinetuning):
         max_eval_examples: score only the first N eval pairs (None: all).
         eval_batch_size: batch of the evaluation and generation.
         init_checkpoint, init_checkpoint_object: restore the backbone from a pretraining run.
+        export_base, model_name: where the trainer exports the generation SavedModel
+            (<export_base>/<model_name>/<version>; None: no export; model_name default: the
+            task's name).
+        max_beams: the widest beam the export's `generate` signature decodes (one compiled
+            loop per width 2..max_beams; 1: greedy and sampling only).
     """
 
     name = "text_to_text"
@@ -399,6 +458,14 @@ class TextToText(_GenerativeFinetuning):
     def decoder_length(self) -> int:
         return len(self.start_ids) + self.max_target_length - 1
 
+    train_decoder_length = decoder_length
+
+    def serving_layout(self) -> dict:
+        """make_generation_serving's prompt layout: as _encode lays out a source."""
+        return {"max_prompt_length": self.max_source_length,
+                "prompt_prefix_ids": self.source_prefix, "prompt_suffix_ids": self.source_suffix,
+                "decoder_start_ids": self.start_ids}
+
     def _encode(self, source, target, for_generation):
         batch = source.nrows()
         source = tf.concat([_fill(batch, self.source_prefix), source[:, :self.source_room],
@@ -429,7 +496,8 @@ class CausalLMFinetuning(_GenerativeFinetuning):
         model: gin factory (default_vocab_size=...) -> a decoder-only GenerativeLM
             (garden.models.factory.generative_lm with a GPT-2 preset).
         vocab, train_file, eval_file, lower_case, tokenizer, generation, max_eval_examples,
-            eval_batch_size, init_checkpoint, init_checkpoint_object: as TextToText.
+            eval_batch_size, init_checkpoint, init_checkpoint_object, export_base, model_name,
+            max_beams: as TextToText.
         max_prompt_length: prompt tokens (bos, source, separator).
         max_target_length: completion tokens including EOS.
         separator: text between source and target (tokenized on its own), default " =>".
@@ -469,6 +537,15 @@ class CausalLMFinetuning(_GenerativeFinetuning):
     def source_room(self) -> int:
         return self.max_prompt_length - len(self.prefix) - len(self.separator_ids)
 
+    @property
+    def train_decoder_length(self) -> int:
+        return self.max_prompt_length + self.max_target_length - 1
+
+    def serving_layout(self) -> dict:
+        """make_generation_serving's prompt layout: prefix, source, separator (as _encode)."""
+        return {"max_prompt_length": self.max_prompt_length, "prompt_prefix_ids": self.prefix,
+                "prompt_suffix_ids": self.separator_ids}
+
     def _encode(self, source, target, for_generation):
         batch = source.nrows()
         prompt = tf.concat([_fill(batch, self.prefix), source[:, :self.source_room],
@@ -479,7 +556,7 @@ class CausalLMFinetuning(_GenerativeFinetuning):
             return {"token_ids": ids, "padding_mask": mask}
         sequence = tf.concat([prompt, target[:, :self.max_target_length - 1],
                               _fill(batch, [self.eos_id])], axis=1)
-        length = self.max_prompt_length + self.max_target_length - 1
+        length = self.train_decoder_length
         inputs, input_mask = _dense(sequence[:, :-1], length, self.pad_id)
         labels, label_mask = _dense(sequence[:, 1:], length, self.pad_id)
         # Label j is sequence[j + 1]: a completion token when j + 1 >= len(prompt).

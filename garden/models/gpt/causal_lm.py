@@ -1,5 +1,5 @@
 """A decoder-only GenerativeLM over a backbone (garden/models/generative.py's contract), shared
-by GPT (2018) and the GPT-3-style sparse model.
+by GPT (2018), GPT-2 and the GPT-3-style sparse model.
 
 The backbone supplies what the LM drives, so the cached decode loop is written once:
     backbone.embed(token_ids, position_ids, training) -> float [B, T, H]
@@ -7,7 +7,7 @@ The backbone supplies what the LM drives, so the cached decode loop is written o
         block(x, decoder_padding_mask=..., self_attention_cache=...,
               self_attention_cache_update_index=...) -> (x, cache)
         (garden.layers.TransformerDecoderBlock's signature; without a cache -> x)
-    backbone.finish(x) -> x after the last block (GPT: identity, GPT-3: final LayerNorm)
+    backbone.finish(x) -> x after the last block (GPT: identity, GPT-2 / GPT-3: final LayerNorm)
     backbone.output_table() -> float [V, H], the tied softmax's rows (the token rows)
     backbone.num_layers, num_heads, hidden_size, max_sequence_length
 and its functional call {"token_ids", "padding_mask"} -> {"sequence_output"} computes the same

@@ -15,12 +15,9 @@ from keras import ops
 
 from garden.layers.transformer_decoder import TransformerDecoderBlock
 from garden.models.backbone import Backbone, backbone_inputs
-
-
-def position_ids(padding_mask):
-    """Left-padding-aware positions, max(cumsum(mask) - 1, 0) (Hugging Face's GPT-2 generate):
-    a row's first real token is position 0 however many pads precede it."""
-    return ops.maximum(ops.cumsum(ops.cast(padding_mask, "int32"), axis=1) - 1, 0)
+# Left-padding-aware positions, max(cumsum(mask) - 1, 0) (Hugging Face's GPT-2 generate): a
+# row's first real token is position 0 however many pads precede it.
+from garden.models.gpt.causal_lm import position_ids
 
 
 @keras.saving.register_keras_serializable(package="garden")
@@ -140,7 +137,23 @@ class GPT2Backbone(Backbone):
         """The token table; GPT2CausalLM's logits project onto it (tied)."""
         return self._token_embedding
 
-    def embed(self, token_ids, positions):
-        """Token + position embeddings of explicit positions (incremental decoding)."""
-        return (self._token_embedding(token_ids) +
-                self.position_embedding(ops.cast(positions, "int32")))
+    # -- what garden.models.gpt.causal_lm.CachedCausalLM (GPT2CausalLM) drives --------------
+    def embed(self, token_ids, positions, training=None):
+        """Token + position embeddings of explicit positions, then the embedding dropout
+        (incremental decoding: the functional graph's first step)."""
+        x = (self._token_embedding(token_ids) +
+             self.position_embedding(ops.cast(positions, "int32")))
+        return self.embeddings_dropout(x, training=training)
+
+    @property
+    def decoder_blocks(self):
+        """The Transformer blocks, in order (a view: tracked as transformer_blocks)."""
+        return self.transformer_blocks
+
+    def finish(self, x):
+        """The final LayerNorm (ln_f), after the last block."""
+        return self.final_norm(x)
+
+    def output_table(self):
+        """[V, H], the tied softmax's rows: the token table."""
+        return self._token_embedding.embeddings
