@@ -5,7 +5,6 @@ naming the option."""
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import math
 import os
@@ -18,7 +17,7 @@ from benchmarks import objectives_learn as learn
 from garden import distribute
 from garden import train as train_lib
 
-SEQ, REUSE, NUM_PREDICT = 64, 32, 12
+SEQ, NUM_PREDICT = 64, 12  # as generative_data's xlnet runs (reuse_len 32)
 
 
 @dataclasses.dataclass
@@ -28,28 +27,13 @@ class XLNetData:
     eval_dir: str
 
 
-def _build(root) -> dict:
-    root = str(root)
-    files = learn.sample_corpus(root)
-    vocab = learn.vocabulary(root, "sentencepiece", files[0], 1000)
-
-    def make(tag, corpus_file):
-        out = os.path.join(root, f"xlnet-{tag}")
-        learn._run("data_pipelines.make_pretrain", "--objective=xlnet", f"--input={corpus_file}",
-                   f"--output_dir={out}", f"--vocab={vocab}", "--tokenizer=sentencepiece",
-                   f"--max_seq_length={SEQ}", f"--reuse_len={REUSE}", f"--num_predict={NUM_PREDICT}",
-                   "--num_shards=1", "--overwrite")
-        return out
-
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        train = pool.submit(make, "train", files[0])
-        held_out = pool.submit(make, "eval", files[learn.HELD_OUT])
-        return dict(vocab=vocab, train_dir=train.result(), eval_dir=held_out.result())
-
-
 @pytest.fixture(scope="module")
-def xlnet_data(shared_artefacts) -> XLNetData:
-    return shared_artefacts("xlnet_data", _build, XLNetData)
+def xlnet_data(generative_data) -> XLNetData:
+    """tests/conftest.py generative_data: family_data's SentencePiece vocabulary, xlnet data
+    (reuse_len 32, num_predict 12) of sample-corpus file 0 and of the held-out file 1."""
+    return XLNetData(vocab=generative_data.sentencepiece,
+                     train_dir=generative_data.data["xlnet-train"],
+                     eval_dir=generative_data.data["xlnet-eval"])
 
 
 def _train(d: XLNetData, model_dir, steps: int, *extra: str):
