@@ -1,7 +1,10 @@
 """Session fixtures shared by the trainer, export and end-to-end tests.
 
 They build real artefacts with the real tools: a slice of the sample corpus, a WordPiece
-vocabulary learned from it, and BERT pretraining TFRecords written by the Beam pipeline.
+vocabulary learned from it, and BERT pretraining TFRecords written by the Beam pipeline
+(bert_data); BPE / SentencePiece / WordPiece vocabularies of one sample-corpus file and the
+roberta, albert and electra data (family_data); the gpt2, bart, t5 and xlnet data made with
+family_data's BPE and SentencePiece vocabularies (generative_data).
 
 Under pytest-xdist (`make test` runs `-n 2`) a session fixture would be built once per worker;
 `build_once` builds such artefacts once per test run instead, under a file lock in the
@@ -10,6 +13,7 @@ directory the workers' temporary roots share.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import fcntl
 import glob
@@ -85,3 +89,107 @@ def _build_bert_data(root) -> dict:
                "--max_predictions_per_seq=20", "--dupe_factor=1", "--num_shards=2", "--seed=7")
     return dict(corpus_glob=first, vocab=str(vocab), data_dir=str(data_dir), task_dir=str(task),
                 data_dir_128=str(data_dir_128))
+
+
+# ----------------------------------------------------------------------------------------
+# Pretraining data of the other families (benchmarks.objectives_learn's helpers run the
+# command-line tools: make_vocab, make_pretrain).
+# ----------------------------------------------------------------------------------------
+
+FAMILY_SEQ, FAMILY_VOCAB_SIZE = 64, 1000
+
+
+@dataclasses.dataclass
+class FamilyData:
+    root: str
+    vocab: dict  # family -> vocabulary path
+    data: dict  # family -> make_pretrain output dir
+
+
+@pytest.fixture(scope="session")
+def family_data(shared_artefacts) -> FamilyData:
+    """One sample-corpus file -> BPE / SentencePiece / WordPiece vocabularies -> roberta, albert
+    and electra data, all made by the project's command-line tools (run side by side); once
+    per test run, whichever xdist worker asks first (build_once)."""
+    return shared_artefacts("family_data", _build_family_data, FamilyData)
+
+
+def _build_family_data(root) -> dict:
+    from benchmarks import objectives_learn as learn
+
+    root = str(root)
+    corpus = learn.sample_corpus(root)[0]
+    families = ("roberta", "albert", "electra")
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        vocab_jobs = {f: pool.submit(learn.vocabulary, root, learn.FAMILIES[f].tokenizer, corpus,
+                                     FAMILY_VOCAB_SIZE) for f in families}
+        vocab = {f: job.result() for f, job in vocab_jobs.items()}
+        data_jobs = {f: pool.submit(learn.pretrain_data, root, f, vocab[f], corpus, FAMILY_SEQ, 1,
+                                    "train") for f in families}
+        data = {f: job.result() for f, job in data_jobs.items()}
+    return dict(root=root, vocab=vocab, data=data)
+
+
+@dataclasses.dataclass
+class GenerativeData:
+    bpe: str  # family_data's byte-level BPE vocab.json (1000, lower-cased, corpus file 0)
+    sentencepiece: str  # family_data's SentencePiece model (1000, lower-cased, corpus file 0)
+    data: dict  # "<objective>-<train|eval>" -> make_pretrain output dir (64-token sequences)
+
+
+# make_pretrain runs of generative_data: name -> (vocabulary kind, corpus file index, flags).
+# Training data of sample-corpus file 0 (the vocabularies' own), held-out data of file
+# objectives_learn.HELD_OUT (1). Seeds fixed; every run writes one shard.
+GENERATIVE_RUNS = {
+    "gpt2-train": ("bpe", 0, ["--objective=gpt2", "--seed=12345"]),
+    "gpt2-eval": ("bpe", 1, ["--objective=gpt2", "--seed=12345"]),
+    # BART: the published noise for training (infilling 0.3 + sentence permutation); infilling
+    # only held out, so that an alignment of input and target finds the spans.
+    "bart-train": ("bpe", 0, ["--objective=bart", "--seed=12345"]),
+    "bart-eval": ("bpe", 1, ["--objective=bart", "--seed=12345", "--permute_sentence_ratio=0"]),
+    # T5: three corruptions of file 0 (~3700 chunks): with one (~1200), 300 steps of 32
+    # overfit it and the held-out loss stays above the unigram entropy. The data keeps T5's
+    # case while the vocabulary is lower-cased: capitals become <unk> (5% of the targets), in
+    # the targets and the baselines alike.
+    "t5-train": ("sentencepiece", 0, ["--objective=t5", "--seed=12345",
+                                      f"--inputs_length={FAMILY_SEQ}", "--dupe_factor=3"]),
+    "t5-eval": ("sentencepiece", 1, ["--objective=t5", "--seed=12345",
+                                     f"--inputs_length={FAMILY_SEQ}"]),
+    "xlnet-train": ("sentencepiece", 0, ["--objective=xlnet", "--reuse_len=32",
+                                         "--num_predict=12"]),
+    "xlnet-eval": ("sentencepiece", 1, ["--objective=xlnet", "--reuse_len=32",
+                                        "--num_predict=12"]),
+}
+
+
+@pytest.fixture(scope="session")
+def generative_data(shared_artefacts, family_data) -> GenerativeData:
+    """The gpt2, bart, t5 and xlnet pretraining data of GENERATIVE_RUNS, made by make_pretrain
+    with family_data's vocabularies (nothing is learned twice), two runs side by side; once
+    per test run (build_once)."""
+    return shared_artefacts("generative_data",
+                            lambda root: _build_generative_data(root, family_data),
+                            GenerativeData)
+
+
+def _build_generative_data(root, family_data: FamilyData) -> dict:
+    from benchmarks import objectives_learn as learn
+
+    files = learn.sample_corpus(family_data.root)  # made by family_data: found, not rebuilt
+    vocab = {"bpe": family_data.vocab["roberta"], "sentencepiece": family_data.vocab["albert"]}
+    assert vocab["bpe"] == learn.vocabulary(family_data.root, "bpe", files[0], FAMILY_VOCAB_SIZE)
+    assert vocab["sentencepiece"] == learn.vocabulary(family_data.root, "sentencepiece", files[0],
+                                                      FAMILY_VOCAB_SIZE)
+
+    def make(name, kind, file_index, flags):
+        out = os.path.join(str(root), name)
+        corpus = files[learn.HELD_OUT if file_index else 0]
+        learn._run("data_pipelines.make_pretrain", f"--input={corpus}", f"--output_dir={out}",
+                   f"--vocab={vocab[kind]}", f"--tokenizer={kind}",
+                   f"--max_seq_length={FAMILY_SEQ}", "--num_shards=1", *flags)
+        return out
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        jobs = {name: pool.submit(make, name, *run) for name, run in GENERATIVE_RUNS.items()}
+        data = {name: job.result() for name, job in jobs.items()}
+    return dict(bpe=vocab["bpe"], sentencepiece=vocab["sentencepiece"], data=data)

@@ -5,8 +5,6 @@ guess) for one family."""
 
 from __future__ import annotations
 
-import concurrent.futures
-import dataclasses
 import glob
 import math
 import os
@@ -22,6 +20,7 @@ from garden import train as train_lib
 from garden.tasks.pretraining import Pretraining
 from testing import train_in_process
 
+# The family_data session fixture (tests/conftest.py) holds the vocabularies and data.
 SEQ = 64  # tiny data: 64-token sequences, 15% of 64 -> 10 predictions (ALBERT)
 VOCAB_SIZE = 1000
 
@@ -30,42 +29,13 @@ CONFIGS = sorted(
     for p in glob.glob(os.path.join(train_lib.REPO_ROOT, "configs", f"{family}_*.gin")))
 
 
-@dataclasses.dataclass
-class FamilyData:
-    root: str
-    vocab: dict  # family -> vocabulary path
-    data: dict  # family -> make_pretrain output dir
-
-
-@pytest.fixture(scope="session")
-def family_data(shared_artefacts) -> FamilyData:
-    """One sample-corpus file -> BPE / SentencePiece / WordPiece vocabularies -> roberta, albert
-    and electra data, all made by the project's command-line tools (run side by side); once
-    per test run, whichever xdist worker asks first (tests/conftest.py build_once)."""
-    return shared_artefacts("family_data", _build_family_data, FamilyData)
-
-
-def _build_family_data(root) -> dict:
-    root = str(root)
-    corpus = learn.sample_corpus(root)[0]
-    families = ("roberta", "albert", "electra")
-    with concurrent.futures.ThreadPoolExecutor(3) as pool:
-        vocab_jobs = {f: pool.submit(learn.vocabulary, root, learn.FAMILIES[f].tokenizer, corpus,
-                                     VOCAB_SIZE) for f in families}
-        vocab = {f: job.result() for f, job in vocab_jobs.items()}
-        data_jobs = {f: pool.submit(learn.pretrain_data, root, f, vocab[f], corpus, SEQ, 1, "train")
-                     for f in families}
-        data = {f: job.result() for f, job in data_jobs.items()}
-    return dict(root=root, vocab=vocab, data=data)
-
-
 @pytest.fixture(autouse=True)
 def _cwd_repo(monkeypatch):
     # Config files include each other by repo-relative paths, as on the command line.
     monkeypatch.chdir(train_lib.REPO_ROOT)
 
 
-def _args(family: str, fd: FamilyData, model_dir, steps: int, *extra: str) -> list:
+def _args(family: str, fd, model_dir, steps: int, *extra: str) -> list:
     spec = learn.FAMILIES[family]
     phases = [{"start_step": 0, "data_dir": fd.data[family], "max_seq_length": SEQ}]
     return [f"--config={spec.config}", f"--model_dir={model_dir}",
@@ -176,7 +146,7 @@ def test_refuses_data_of_another_objective(family_data, tmp_path, capsys):
 # ----------------------------------------------------------------------------------------
 
 
-def _roberta_task(fd: FamilyData) -> Pretraining:
+def _roberta_task(fd) -> Pretraining:
     task = Pretraining(backbone=None, vocab=fd.vocab["roberta"], family="roberta", tokenizer="bpe",
                               phases=[{"start_step": 0, "data_dir": fd.data["roberta"],
                                        "max_seq_length": SEQ}])

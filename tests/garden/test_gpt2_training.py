@@ -7,54 +7,17 @@ held-out labels (the best context-free distribution, fitted on those very labels
 
 from __future__ import annotations
 
-import concurrent.futures
-import dataclasses
-import glob
 import math
-import os
 
 import numpy as np
-import pytest
 import tensorflow as tf
 
 from benchmarks import objectives_learn as learn
-from data_pipelines import make_vocab
 from garden.tasks.pretraining_gpt2 import next_token_weights
 
 SEQ = 64
 VOCAB_SIZE = 1000
 STEPS = 40  # 120 steps reached 85 SE over the constant guess; 40 keep a wide margin
-
-
-@dataclasses.dataclass
-class GPT2Data:
-    root: str
-    vocab: str
-    train_dir: str
-    eval_dir: str
-
-
-def _build(root, files) -> dict:
-    root = str(root)
-    # make_vocab in this process (as learn.vocabulary runs it, without a second interpreter):
-    # the same arguments, the same output path.
-    vocab = os.path.join(root, f"bpe-{VOCAB_SIZE}", "vocab.json")
-    make_vocab.main(["--tokenizer=bpe", f"--input={files[0]}", f"--output={os.path.dirname(vocab)}",
-                     f"--vocab_size={VOCAB_SIZE}", "--lower_case"])
-    assert vocab == learn.vocabulary(root, "bpe", files[0], VOCAB_SIZE)  # found, not rebuilt
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:  # two make_pretrain processes
-        jobs = [pool.submit(learn.pretrain_data, root, "gpt2", vocab, files[i], SEQ, 1, tag)
-                for i, tag in ((0, "train"), (learn.HELD_OUT, "eval"))]
-        train_dir, eval_dir = (job.result() for job in jobs)
-    return dict(root=root, vocab=vocab, train_dir=train_dir, eval_dir=eval_dir)
-
-
-@pytest.fixture(scope="module")
-def gpt2_data(shared_artefacts, bert_data) -> GPT2Data:
-    """BPE vocabulary and gpt2 blocks of the sample corpus the bert_data fixture generated
-    (file 0 for training, the held-out file 1 for scoring)."""
-    files = sorted(glob.glob(os.path.join(os.path.dirname(bert_data.corpus_glob), "*.txt")))
-    return shared_artefacts("gpt2_data", lambda root: _build(root, files), GPT2Data)
 
 
 def _held_out(task, model, batches: int = 6):
@@ -71,8 +34,11 @@ def _held_out(task, model, batches: int = 6):
     return np.concatenate(labels), np.concatenate(predicted), np.concatenate(nll)
 
 
-def test_gpt2_tiny_learns_next_tokens_through_garden_train(gpt2_data, tmp_path):
-    bindings = learn.bindings("gpt2", gpt2_data.vocab, gpt2_data.train_dir, gpt2_data.eval_dir,
+def test_gpt2_tiny_learns_next_tokens_through_garden_train(generative_data, tmp_path):
+    # tests/conftest.py generative_data: family_data's BPE vocabulary, gpt2 blocks of sample-
+    # corpus file 0 for training and of the held-out file 1 for scoring.
+    gd = generative_data
+    bindings = learn.bindings("gpt2", gd.bpe, gd.data["gpt2-train"], gd.data["gpt2-eval"],
                               SEQ, STEPS, 16, learning_rate=3e-3,
                               extra=["garden.Pretraining.shuffle_buffer = 500",
                                      "train.eval_every = 0"])

@@ -6,9 +6,7 @@ learns" on sample-corpus data made by the real tools (SentencePiece vocabulary, 
 from __future__ import annotations
 
 import dataclasses
-import glob
 import math
-import os
 
 import numpy as np
 import pytest
@@ -25,35 +23,9 @@ VOCAB_SIZE = 1000
 
 @dataclasses.dataclass
 class T5Data:
-    root: str
     vocab: str
     train: str  # sample corpus file 0
     eval: str  # held-out file 1
-
-
-def _t5_data(root: str, vocab: str, corpus_file: str, tag: str, dupe_factor: int = 1) -> str:
-    out = os.path.join(root, f"t5-{tag}-{SEQ}")
-    learn._run("data_pipelines.make_pretrain", "--objective=t5", f"--input={corpus_file}",
-               f"--output_dir={out}", f"--vocab={vocab}", "--tokenizer=sentencepiece",
-               f"--inputs_length={SEQ}", f"--max_seq_length={SEQ}", "--num_shards=1",
-               f"--dupe_factor={dupe_factor}", "--seed=12345", "--overwrite")
-    return out
-
-
-def _build(root, corpus_dir: str) -> dict:
-    import concurrent.futures
-
-    root = str(root)
-    files = sorted(glob.glob(os.path.join(corpus_dir, "*.txt")))
-    vocab = learn.vocabulary(root, "sentencepiece", files[0], VOCAB_SIZE)
-    # The data keeps T5's case while learn.vocabulary lower-cases: capitals become <unk>
-    # (5% of the targets), in the targets and the baseline alike.
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        # Three corruptions of file 0 (~3700 chunks): with one (~1200), 300 steps of 32 overfit
-        # it and the held-out loss stays above the unigram entropy.
-        train = pool.submit(_t5_data, root, vocab, files[0], "train", 3)
-        held_out = pool.submit(_t5_data, root, vocab, files[learn.HELD_OUT], "eval")
-        return dict(root=root, vocab=vocab, train=train.result(), eval=held_out.result())
 
 
 @pytest.fixture(autouse=True)
@@ -63,11 +35,11 @@ def _cwd_repo(monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def t5_data(shared_artefacts, bert_data) -> T5Data:
-    """A SentencePiece vocabulary of sample-corpus file 0 (the corpus of the bert_data
-    session fixture), T5 data of file 0 for training and of file 1 held out."""
-    corpus_dir = os.path.dirname(bert_data.corpus_glob)
-    return shared_artefacts("t5_data", lambda root: _build(root, corpus_dir), T5Data)
+def t5_data(generative_data) -> T5Data:
+    """tests/conftest.py generative_data: family_data's SentencePiece vocabulary, T5 data of
+    sample-corpus file 0 (three corruptions) for training and of file 1 held out."""
+    return T5Data(vocab=generative_data.sentencepiece, train=generative_data.data["t5-train"],
+                  eval=generative_data.data["t5-eval"])
 
 
 def _task(data: T5Data) -> Pretraining:
@@ -147,7 +119,7 @@ def _noise_scores(task, model, num_batches: int) -> dict:
 T5_FAMILY = learn.Family("configs/t5_tiny.gin", "Pretraining", "t5", "sentencepiece", False)
 
 
-def test_t5_tiny_beats_the_constant_guess_held_out(t5_data, monkeypatch):
+def test_t5_tiny_beats_the_constant_guess_held_out(t5_data, tmp_path, monkeypatch):
     """configs/t5_tiny.gin through garden.train (300 steps of 32, LAMB 2e-2, 64-token inputs,
     three corruptions of corpus file 0), scored on all of held-out file 1. Baseline: the sentinels and EOS are nearly free (their order
     is fixed), so the comparison is over the corrupted text pieces only: accuracy above always
@@ -162,7 +134,7 @@ def test_t5_tiny_beats_the_constant_guess_held_out(t5_data, monkeypatch):
     bindings = learn.bindings("t5", t5_data.vocab, t5_data.train, t5_data.eval, SEQ,
                               steps=steps, batch_size=32,
                               extra=["garden.Pretraining.shuffle_buffer = 1000"])
-    model_dir = os.path.join(t5_data.root, "learn-t5")
+    model_dir = str(tmp_path / "learn-t5")
     summary = learn.train_family("t5", model_dir, bindings)
     assert summary["steps"] == steps
     task, model = learn._restored_task("t5", model_dir, bindings)

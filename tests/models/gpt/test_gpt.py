@@ -13,16 +13,22 @@ from convert_testing import (assert_refused, max_abs_diff, randomize_torch_, sav
 from garden.convert import load_huggingface
 from garden.models.gpt import conversion
 from garden.models.gpt.backbone import GPTBackbone, GPTCausalLM
-from garden.models.gpt.presets import PRESETS
+from garden.models.gpt.presets import PRESETS, parameter_count
 from model_testing import assert_keras_file_round_trip
 
 
 def test_gpt_preset_has_the_published_parameter_count():
     # Hugging Face OpenAIGPTModel (40478 tokens, 512 positions, 12 x 768) counts the same.
-    # The paper's fine-tuning adds 3 special-token rows to the one table (built once: 4 s).
-    backbone = GPTBackbone(**{**PRESETS["gpt"], "num_special_tokens": 3})
-    assert backbone.count_params() == 116_534_784 + 3 * 768
-    assert tuple(backbone.embeddings.embeddings.shape) == (40478 + 3 + 512, 768)
+    # The paper's fine-tuning adds 3 special-token rows to the one table. Counted from the
+    # sizes (presets.parameter_count), which is the model's own count: a real tiny build of
+    # an odd shape (special tokens, feed-forward not 4H) counts the same, table included.
+    assert parameter_count(PRESETS["gpt"]) == 116_534_784
+    assert parameter_count({**PRESETS["gpt"], "num_special_tokens": 3}) == 116_534_784 + 3 * 768
+    odd = dict(vocab_size=37, num_special_tokens=2, num_layers=3, hidden_size=24, num_heads=3,
+               intermediate_size=40, max_sequence_length=16)
+    backbone = GPTBackbone(**odd)
+    assert backbone.count_params() == parameter_count(odd)
+    assert tuple(backbone.embeddings.embeddings.shape) == (37 + 2 + 16, 24)
 
 
 @pytest.fixture(scope="module")
