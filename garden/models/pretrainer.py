@@ -13,12 +13,17 @@ from garden.layers.embeddings import truncated_normal
 from garden.layers.heads import MaskedLMHead
 
 
-class Pretrainer(keras.Model):
-    """Base of the models that put heads on a backbone (BertPretrainer, AlbertPretrainer, ...).
+class PretrainerConfig:
+    """The config of a heads-on-a-backbone model: get_config returns the backbone, serialized,
+    plus the attributes named in `config_attributes` (the subclass's own constructor
+    arguments); from_config rebuilds the backbone and calls the constructor. A subclass sets
+    `self.backbone` and those attributes.
 
-    get_config returns the backbone, serialized, plus the attributes named in
-    `config_attributes` (the subclass's own constructor arguments); from_config rebuilds the
-    backbone and calls the constructor. A subclass sets `self.backbone` and those attributes.
+    A mixin rather than only a keras.Model base: Keras' Model.__init__ with inputs/outputs
+    (every functional pretrainer) rewrites keras.Model to Functional in the bases of every
+    class above it, for the whole process, so a SUBCLASSED model under the same base
+    (XLNetPretrainer) would then fail to construct. XLNetPretrainer takes this mixin with
+    keras.Model directly; tests/models/test_pretrainer_bases.py builds them in both orders.
     """
 
     config_attributes: Sequence[str] = ()
@@ -34,6 +39,11 @@ class Pretrainer(keras.Model):
         config = dict(config)
         config["backbone"] = keras.layers.deserialize(config["backbone"])
         return cls(**config)
+
+
+class Pretrainer(PretrainerConfig, keras.Model):
+    """Base of the functional models that put heads on a backbone (BertPretrainer,
+    AlbertPretrainer, ...); see PretrainerConfig."""
 
 
 def tied_masked_lm_head(backbone, activation="gelu") -> MaskedLMHead:

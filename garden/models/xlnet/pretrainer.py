@@ -16,12 +16,12 @@ import numpy as np
 import tensorflow as tf
 
 from garden.losses import masked_lm_metrics, with_total_loss
-from garden.models.pretrainer import Pretrainer
+from garden.models.pretrainer import PretrainerConfig
 from garden.models.xlnet.backbone import XLNetLMHead
 
 
 @keras.saving.register_keras_serializable(package="garden")
-class XLNetPretrainer(Pretrainer):
+class XLNetPretrainer(PretrainerConfig, keras.Model):
     """An XLNet backbone with the permutation-LM head.
 
     Inputs (dict): token_ids, segment_ids, padding_mask int32 [B, T] (1 = real); perm_mask
@@ -39,6 +39,8 @@ class XLNetPretrainer(Pretrainer):
     """
 
     def __init__(self, backbone, **kwargs):
+        # keras.Model.__init__, not a functional base: see garden.models.pretrainer's
+        # PretrainerConfig for why a subclassed pretrainer must not share Pretrainer's bases.
         super().__init__(**kwargs)
         self.backbone = backbone
         self.lm_head = XLNetLMHead(backbone.token_embedding, dtype=backbone.dtype_policy,
