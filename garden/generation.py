@@ -316,7 +316,9 @@ def default_jit_compile(model) -> bool:
     """XLA for the decode loop: always on a GPU; on a CPU only below XLA_CPU_MAX_PARAMETERS."""
     if tf.config.list_physical_devices("GPU"):
         return True
-    return int(model.count_params()) < XLA_CPU_MAX_PARAMETERS
+    # Summed over the weights that exist: a model not built yet (no weights) counts as small.
+    parameters = sum(int(np.prod(w.shape)) for w in model.weights)
+    return parameters < XLA_CPU_MAX_PARAMETERS
 
 
 class Generator:

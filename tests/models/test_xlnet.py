@@ -18,7 +18,7 @@ V, T, P = 97, 10, 3
 @pytest.mark.parametrize("preset,expected", [("xlnet_base", 116_718_336),
                                              ("xlnet_large", 360_268_800)])
 def test_published_parameter_counts(preset, expected):
-    """GENERATIVE.md's backbone counts (the +32,000 LM bias is the pretrainer's). The layers are
+    """The published backbone counts (the +32,000 LM bias is the pretrainer's). The layers are
     identical, so the preset is built with 0 and 1 layers (a 1.4 GB xlnet_large would take
     ~20 s): total = embeddings + L * one layer."""
     layers = XLNetBackbone.presets()[preset]["num_layers"]
