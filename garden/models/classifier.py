@@ -10,6 +10,7 @@ from __future__ import annotations
 import keras
 
 from garden.layers.embeddings import truncated_normal
+from garden.models.pretrainer import PretrainerConfig
 
 
 def input_names(backbone) -> tuple:
@@ -23,7 +24,7 @@ def input_names(backbone) -> tuple:
 
 
 @keras.saving.register_keras_serializable(package="garden")
-class SequenceClassifier(keras.Model):
+class SequenceClassifier(PretrainerConfig, keras.Model):
     """A backbone's pooled output -> dropout -> dense, as BERT fine-tunes on GLUE
     (Devlin et al., 2019, section 4.1).
 
@@ -43,6 +44,8 @@ class SequenceClassifier(keras.Model):
         loss = keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
     """
 
+    config_attributes = ("num_classes", "dropout")
+
     def __init__(self, backbone, num_classes: int = 2, dropout: float = 0.1, **kwargs):
         # === Layers ===
         dtype = backbone.dtype_policy
@@ -61,20 +64,10 @@ class SequenceClassifier(keras.Model):
         logits = classifier_dense(dropout_layer(pooled))
         super().__init__(inputs=inputs, outputs={"logits": logits}, **kwargs)
 
-        # === Config ===
+        # === Config === (get_config: PretrainerConfig, backbone + config_attributes)
         self.backbone = backbone
         self.num_classes = int(num_classes)
         self.dropout = float(dropout)
         self.classifier_dropout = dropout_layer
         self.classifier_dense = classifier_dense
 
-    def get_config(self):
-        return {"name": self.name, "trainable": self.trainable,
-                "backbone": keras.layers.serialize(self.backbone),
-                "num_classes": self.num_classes, "dropout": self.dropout}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.layers.deserialize(config["backbone"])
-        return cls(**config)

@@ -17,6 +17,7 @@ from keras import ops
 
 from garden.layers.embeddings import truncated_normal
 from garden.models.classifier import input_names
+from garden.models.pretrainer import PretrainerConfig
 
 
 def last_positions(padding_mask):
@@ -27,7 +28,7 @@ def last_positions(padding_mask):
 
 
 @keras.saving.register_keras_serializable(package="garden")
-class LastTokenClassifier(keras.Model):
+class LastTokenClassifier(PretrainerConfig, keras.Model):
     """A decoder backbone's last-token state -> dropout -> dense (GPT fine-tuning).
 
     Inputs (dict, int32 [B, T]): token_ids, padding_mask.
@@ -44,6 +45,8 @@ class LastTokenClassifier(keras.Model):
         clf = LastTokenClassifier(GPTBackbone.from_preset("gpt_tiny", vocab_size=1000), 2)
         logits = clf({"token_ids": ids, "padding_mask": mask})["logits"]
     """
+
+    config_attributes = ("num_classes", "dropout")
 
     def __init__(self, backbone, num_classes: int = 2, dropout: float = 0.1, **kwargs):
         # === Layers ===
@@ -63,20 +66,10 @@ class LastTokenClassifier(keras.Model):
         super().__init__(inputs=inputs, outputs={"logits": logits, "sequence_output": hidden},
                          **kwargs)
 
-        # === Config ===
+        # === Config === (get_config: PretrainerConfig, backbone + config_attributes)
         self.backbone = backbone
         self.num_classes = int(num_classes)
         self.dropout = float(dropout)
         self.classifier_dropout = dropout_layer
         self.classifier_dense = classifier_dense
 
-    def get_config(self):
-        return {"name": self.name, "trainable": self.trainable,
-                "backbone": keras.layers.serialize(self.backbone),
-                "num_classes": self.num_classes, "dropout": self.dropout}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.layers.deserialize(config["backbone"])
-        return cls(**config)
