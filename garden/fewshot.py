@@ -1,5 +1,6 @@
 """`python -m garden.fewshot`: few-shot evaluation of a GenerativeLM by the GPT-3 protocol
-(Brown et al. 2020, section 2.4; /work/shared/GENERATIVE.md "Few-shot").
+(Brown et al. 2020, section 2.4: K demonstrations, multiple choice by length-normalised
+log-likelihood, free-form answers by generation).
 
     python -m garden.fewshot --model_dir=runs/gpt2 --task=swag \\
         --demos=sample_tasks/swag/train.csv --eval=sample_tasks/swag/val.csv --k=4 --seed=0

@@ -52,8 +52,8 @@ def text_lines(path: str):
     return text.splitlines()
 
 
-# ../shared/<anything>, and any NAME.md or dir/name.md reference.
-SHARED = re.compile(r"\.\./shared\b")
+# ../shared/<anything> or /work/shared/<anything>, and any NAME.md or dir/name.md reference.
+SHARED = re.compile(r"(?:\.\.|/work)/shared\b")
 MD_REF = re.compile(r"(?<![\w./-])((?:[\w.-]+/)*[\w.-]+\.md)\b")
 
 
@@ -96,13 +96,14 @@ def test_no_file_outside_docs_cites_docs_the_repository_lacks(area):
 
 
 def test_citation_checker_catches_a_shared_doc():
-    # Negative control: the checker flags exactly the two lines that point outside the repo.
+    # Negative control: the checker flags exactly the three lines that point outside the repo.
     lines = {"garden/fake.py": ["see ../shared/DESIGN.md", "OBJECTIVES.md section 3",
+                                "(/work/shared/GENERATIVE.md)",
                                 "docs/objectives.md section 3", "README.md and BUILD.md",
                                 "the benchmarks' README.md"]}
     problems = bad_citations(["garden/fake.py", "README.md", "BUILD.md", "docs/objectives.md"],
                              "garden", read=lambda p: lines.get(p, []))
-    assert [p.split(":")[1] for p in problems] == ["1", "2"], problems
+    assert [p.split(":")[1] for p in problems] == ["1", "2", "3"], problems
 
 
 def headings(path: str) -> list:
