@@ -1,9 +1,8 @@
 """`python -m garden.serve` started as a real process on a loopback port and checked over HTTP
 against TF Serving's REST contract (docs/tasks.md, "Serving: garden.serve"): status,
 metadata, :predict in row and columnar formats, :classify, :regress, /versions/N, /labels/L,
-b64 in and `_bytes` out,
-errors with their codes, a version appearing while serving, warmup replay; then a bounded load
-test with malformed requests mixed in.
+b64 in and `_bytes` out, errors with their codes, a version appearing while serving, warmup
+replay; then a bounded load test with malformed requests mixed in.
 
 Exports: two versions of a tiny BERT sentence classifier (different weights, so that routing to
 a version shows in the numbers) and a hand-made ServingModule with
