@@ -12,8 +12,11 @@ import json
 import os
 import platform
 import sys
+import time
 import types
 from typing import Iterable, List
+
+import psutil
 
 
 def log(msg: str) -> None:
@@ -114,3 +117,119 @@ def model_garden_adamw(settings: dict):
     })
     factory = optimization.OptimizerFactory(config)
     return factory.build_optimizer(factory.build_learning_rate())
+
+
+class StepTimer:
+    """Times `warmup` untimed then `steps` timed calls of `step()` (which must block)."""
+
+    def __init__(self, warmup: int, steps: int):
+        self.warmup, self.steps = warmup, steps
+
+    def run(self, step) -> dict:
+        t0 = time.perf_counter()
+        first_loss = None
+        for i in range(self.warmup):
+            loss = step()
+            first_loss = first_loss if first_loss is not None else loss
+        warmup_s = time.perf_counter() - t0
+        proc = psutil.Process()
+        cpu0, machine0 = proc.cpu_times(), psutil.cpu_times()
+        times, losses = [], []
+        start = time.perf_counter()
+        last = start
+        for _ in range(self.steps):
+            losses.append(step())
+            now = time.perf_counter()
+            times.append(now - last)
+            last = now
+        wall = last - start
+        cpu1, machine1 = proc.cpu_times(), psutil.cpu_times()
+        own = (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)
+        return timing_summary(warmup_s, wall, times, own, busy_s(machine1) - busy_s(machine0),
+                              wall, first_loss, losses[-1])
+
+
+def garden_adamw(model, settings: dict):
+    """garden.optimization's AdamW as garden.train builds it, over the model's variables (call
+    it in the strategy's scope). `settings`: learning_rate, train_steps, warmup_steps,
+    weight_decay, epsilon (the benchmark's OPTIMIZER)."""
+    from garden.optimization import create_optimizer
+
+    opt = create_optimizer("adamw", settings["learning_rate"], settings["train_steps"],
+                           settings["warmup_steps"], weight_decay=settings["weight_decay"],
+                           epsilon=settings["epsilon"])
+    opt.build(model.trainable_variables)
+    return opt
+
+
+def keras_adamw(settings: dict):
+    """keras-hub's side: Keras AdamW on garden's warmup + polynomial decay schedule, with the
+    global-norm clip and LayerNorm / bias excluded from weight decay (same `settings`, plus
+    clip_norm)."""
+    import keras
+
+    from garden.optimization import WarmupPolynomialDecay
+
+    opt = keras.optimizers.AdamW(
+        learning_rate=WarmupPolynomialDecay(settings["learning_rate"], settings["train_steps"],
+                                            settings["warmup_steps"]),
+        weight_decay=settings["weight_decay"], epsilon=settings["epsilon"],
+        global_clipnorm=settings["clip_norm"])
+    opt.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
+    return opt
+
+
+def garden_step(strategy, task, model, opt, batch: dict, clip_norm: float, jit_compile: bool):
+    """garden.train's step (garden.training.step.make_train_step: one replica, no accumulation)
+    over one synthetic batch, repeated. Returns (step, train_step, compiled_gradients, iterator):
+    step() runs one training step and, as garden.train's loop does, brings every metric back to
+    Python; it returns the loss."""
+    import tensorflow as tf
+
+    from garden.training.step import make_train_step
+
+    train_step, compiled_gradients = make_train_step(strategy, task, model, opt, 1, clip_norm,
+                                                     jit_compile)
+    dataset = tf.data.Dataset.from_tensors(batch).repeat()
+    iterator = iter(strategy.distribute_datasets_from_function(lambda ctx: dataset))
+
+    def step():
+        return {k: float(v) for k, v in train_step(iterator).items()}["loss"]
+
+    return step, train_step, compiled_gradients, iterator
+
+
+def fit_timed(model, dataset, args) -> dict:
+    """model.fit for `args.warmup` steps, then a second fit of `args.steps` timed by a callback."""
+    import keras
+
+    class Times(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.ends, self.losses = [], []
+
+        def on_train_batch_begin(self, batch, logs=None):
+            if batch == 0:
+                self.begin = time.perf_counter()
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.ends.append(time.perf_counter())
+            self.losses.append(float(logs["loss"]))
+
+    t0 = time.perf_counter()
+    first = Times()
+    model.fit(dataset, steps_per_epoch=args.warmup, epochs=1, verbose=0, callbacks=[first])
+    warmup_s = time.perf_counter() - t0
+    timer = Times()
+    proc = psutil.Process()
+    cpu0, machine0 = proc.cpu_times(), psutil.cpu_times()
+    model.fit(dataset, steps_per_epoch=args.steps, epochs=1, verbose=0, callbacks=[timer])
+    cpu1, machine1 = proc.cpu_times(), psutil.cpu_times()
+    starts = [timer.begin] + timer.ends[:-1]
+    times = [e - s for s, e in zip(starts, timer.ends)]
+    wall = timer.ends[-1] - timer.begin
+    # CPU and load are over the whole second fit call (a little wider than the timed steps).
+    fit_wall = sum(times) + 1e-9
+    own = (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)
+    return timing_summary(warmup_s, wall, times, own, busy_s(machine1) - busy_s(machine0),
+                          fit_wall, first.losses[0], timer.losses[-1])

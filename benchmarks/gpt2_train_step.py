@@ -39,7 +39,8 @@ import numpy as np
 
 from benchmarks import common
 from benchmarks.common import log, write_report
-from benchmarks.train_step import StepTimer, _fit_timed, worker_peak
+from benchmarks.common import StepTimer, fit_timed
+from benchmarks.train_step import worker_peak
 
 SIZES = {"small": dict(num_layers=12, hidden_size=768, num_heads=12),
          "tiny": dict(num_layers=2, hidden_size=128, num_heads=2)}
@@ -64,13 +65,10 @@ def synthetic_block(cfg: Dict) -> np.ndarray:
 
 def run_ours(cfg: Dict, args, jit_compile: bool) -> Dict:
     import keras
-    import tensorflow as tf
 
     from garden import distribute
     from garden.models.gpt2 import GPT2Backbone, GPT2CausalLM
-    from garden.optimization import create_optimizer
     from garden.tasks.pretraining import Pretraining
-    from garden.training.step import make_train_step
 
     keras.utils.set_random_seed(SEED)
     strategy = distribute.create_strategy(args.strategy)
@@ -81,20 +79,11 @@ def run_ours(cfg: Dict, args, jit_compile: bool) -> Dict:
         model = GPT2CausalLM(GPT2Backbone(vocab_size=VOCAB, dropout=0.1,
                                           max_sequence_length=max(1024, cfg["seq_len"]),
                                           **SIZES[cfg["size"]]))
-        opt = create_optimizer("adamw", OPTIMIZER["learning_rate"], OPTIMIZER["train_steps"],
-                               OPTIMIZER["warmup_steps"], weight_decay=OPTIMIZER["weight_decay"],
-                               epsilon=OPTIMIZER["epsilon"])
-        opt.build(model.trainable_variables)
-    train_step, _ = make_train_step(strategy, task, model, opt, 1, OPTIMIZER["clip_norm"],
-                                    jit_compile)
+        opt = common.garden_adamw(model, OPTIMIZER)
     ids = synthetic_block(cfg)[:, :cfg["seq_len"]]
-    batch = {"input_ids": ids, "input_mask": np.ones_like(ids)}
-    dataset = tf.data.Dataset.from_tensors(batch).repeat()
-    iterator = iter(strategy.distribute_datasets_from_function(lambda ctx: dataset))
-
-    def step():
-        return {k: float(v) for k, v in train_step(iterator).items()}["loss"]
-
+    step = common.garden_step(strategy, task, model, opt,
+                              {"input_ids": ids, "input_mask": np.ones_like(ids)},
+                              OPTIMIZER["clip_norm"], jit_compile)[0]
     result = StepTimer(args.warmup, args.steps).run(step)
     result["parameters"] = int(model.count_params())
     return result
@@ -105,8 +94,6 @@ def run_keras_hub(cfg: Dict, args) -> Dict:
     import keras_hub
     import tensorflow as tf
 
-    from garden.optimization import WarmupPolynomialDecay
-
     keras.utils.set_random_seed(SEED)
     s = SIZES[cfg["size"]]
     backbone = keras_hub.models.GPT2Backbone(
@@ -114,17 +101,11 @@ def run_keras_hub(cfg: Dict, args) -> Dict:
         hidden_dim=s["hidden_size"], intermediate_dim=4 * s["hidden_size"], dropout=0.1,
         max_sequence_length=max(1024, cfg["seq_len"]))
     model = keras_hub.models.GPT2CausalLM(backbone, preprocessor=None)
-    opt = keras.optimizers.AdamW(
-        learning_rate=WarmupPolynomialDecay(OPTIMIZER["learning_rate"], OPTIMIZER["train_steps"],
-                                            OPTIMIZER["warmup_steps"]),
-        weight_decay=OPTIMIZER["weight_decay"], epsilon=OPTIMIZER["epsilon"],
-        global_clipnorm=OPTIMIZER["clip_norm"])
-    opt.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
-    model.compile(optimizer=opt, jit_compile=False)
+    model.compile(optimizer=common.keras_adamw(OPTIMIZER), jit_compile=False)
     block = synthetic_block(cfg)
     x = {"token_ids": block[:, :-1], "padding_mask": np.ones_like(block[:, :-1])}
     y = block[:, 1:]
-    result = _fit_timed(model, tf.data.Dataset.from_tensors((x, y)).repeat(), args)
+    result = fit_timed(model, tf.data.Dataset.from_tensors((x, y)).repeat(), args)
     result["parameters"] = int(model.count_params())
     return result
 

@@ -38,8 +38,7 @@ import time
 import psutil
 
 from benchmarks import common
-from benchmarks.common import log, machine_info, usable_cores, write_report
-from benchmarks.train_step import StepTimer
+from benchmarks.common import StepTimer, log, machine_info, usable_cores, write_report
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = {
@@ -74,14 +73,11 @@ def synthetic_batch(cfg: dict):
 
 def worker_ours(cfg: dict, args) -> dict:
     import keras
-    import tensorflow as tf
 
     from garden import distribute
     from garden.models.bert.backbone import BertBackbone
     from garden.models.question_answering import SpanExtractor
-    from garden.optimization import create_optimizer
     from garden.tasks.question_answering import QuestionAnswering
-    from garden.training.step import make_train_step
 
     keras.utils.set_random_seed(SEED)
     strategy = distribute.create_strategy("mirrored")
@@ -95,17 +91,9 @@ def worker_ours(cfg: dict, args) -> dict:
             intermediate_size=cfg["intermediate_size"],
             max_sequence_length=cfg["max_sequence_length"],
             type_vocab_size=cfg["type_vocab_size"], dropout=cfg["dropout"]))
-        opt = create_optimizer("adamw", OPTIMIZER["learning_rate"], OPTIMIZER["train_steps"],
-                               OPTIMIZER["warmup_steps"], weight_decay=OPTIMIZER["weight_decay"],
-                               epsilon=OPTIMIZER["epsilon"])
-        opt.build(model.trainable_variables)
-    train_step, _ = make_train_step(strategy, task, model, opt, 1, OPTIMIZER["clip_norm"], False)
-    dataset = tf.data.Dataset.from_tensors(synthetic_batch(cfg)).repeat()
-    iterator = iter(strategy.distribute_datasets_from_function(lambda ctx: dataset))
-
-    def step():
-        return {k: float(v) for k, v in train_step(iterator).items()}["loss"]
-
+        opt = common.garden_adamw(model, OPTIMIZER)
+    step = common.garden_step(strategy, task, model, opt, synthetic_batch(cfg),
+                              OPTIMIZER["clip_norm"], False)[0]
     result = StepTimer(args.warmup, args.steps).run(step)
     result["parameters"] = int(model.count_params())
     return result

@@ -48,7 +48,7 @@ from typing import Dict, List, Optional
 import psutil
 
 from benchmarks import common
-from benchmarks.common import busy_s, log, timing_summary, usable_cores, write_report
+from benchmarks.common import StepTimer, fit_timed, log, usable_cores, write_report
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -149,36 +149,6 @@ def synthetic_batch(cfg: dict, seed: int = SEED) -> Dict[str, "np.ndarray"]:
     }
 
 
-class StepTimer:
-    """Times `warmup` untimed then `steps` timed calls of `step()` (which must block)."""
-
-    def __init__(self, warmup: int, steps: int):
-        self.warmup, self.steps = warmup, steps
-
-    def run(self, step) -> dict:
-        t0 = time.perf_counter()
-        first_loss = None
-        for i in range(self.warmup):
-            loss = step()
-            first_loss = first_loss if first_loss is not None else loss
-        warmup_s = time.perf_counter() - t0
-        proc = psutil.Process()
-        cpu0, machine0 = proc.cpu_times(), psutil.cpu_times()
-        times, losses = [], []
-        start = time.perf_counter()
-        last = start
-        for _ in range(self.steps):
-            losses.append(step())
-            now = time.perf_counter()
-            times.append(now - last)
-            last = now
-        wall = last - start
-        cpu1, machine1 = proc.cpu_times(), psutil.cpu_times()
-        own = (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)
-        return timing_summary(warmup_s, wall, times, own, busy_s(machine1) - busy_s(machine0),
-                              wall, first_loss, losses[-1])
-
-
 def worker_peak(cfg: dict, args) -> dict:
     """Matmul peak (fp32, or bf16 with --mixed_precision=mixed_bfloat16): large square and
     transformer-shaped ([B*T, H] x [H, F]) products."""
@@ -235,32 +205,17 @@ def _ours_task():
 def worker_ours(cfg: dict, args, jit_compile: bool) -> dict:
     """garden.train's step (garden.training.step.make_train_step: one replica, no accumulation)."""
     import keras
-    import tensorflow as tf
 
     from garden import distribute
-    from garden.optimization import create_optimizer
-    from garden.training.step import make_train_step
 
     keras.utils.set_random_seed(SEED)
     strategy = distribute.create_strategy(args.ours_strategy)
     task = _ours_task()
     with strategy.scope():
         model = _ours_model(cfg)
-        opt = create_optimizer("adamw", OPTIMIZER["learning_rate"], OPTIMIZER["train_steps"],
-                               OPTIMIZER["warmup_steps"], weight_decay=OPTIMIZER["weight_decay"],
-                               epsilon=OPTIMIZER["epsilon"])
-        opt.build(model.trainable_variables)
-    train_step, compiled_gradients = make_train_step(strategy, task, model, opt, 1,
-                                                     OPTIMIZER["clip_norm"], jit_compile)
-
-    batch = synthetic_batch(cfg)
-    dataset = tf.data.Dataset.from_tensors(batch).repeat()
-    iterator = iter(strategy.distribute_datasets_from_function(lambda ctx: dataset))
-
-    def step():
-        # As garden.train's loop: every metric comes back to Python after each step.
-        return {k: float(v) for k, v in train_step(iterator).items()}["loss"]
-
+        opt = common.garden_adamw(model, OPTIMIZER)
+    step, train_step, compiled_gradients, iterator = common.garden_step(
+        strategy, task, model, opt, synthetic_batch(cfg), OPTIMIZER["clip_norm"], jit_compile)
     result = StepTimer(args.warmup, args.steps).run(step)
     result["parameters"] = int(model.count_params())
     result["strategy"] = type(strategy).__name__
@@ -408,8 +363,6 @@ def worker_keras_hub(cfg: dict, args, jit_compile: bool) -> dict:
     import keras_hub
     import tensorflow as tf
 
-    from garden.optimization import WarmupPolynomialDecay
-
     keras.utils.set_random_seed(SEED)
     backbone = keras_hub.models.BertBackbone(
         vocabulary_size=cfg["vocab_size"], num_layers=cfg["num_layers"],
@@ -417,12 +370,7 @@ def worker_keras_hub(cfg: dict, args, jit_compile: bool) -> dict:
         intermediate_dim=cfg["intermediate_size"], dropout=cfg["dropout"],
         max_sequence_length=cfg["max_sequence_length"], num_segments=cfg["type_vocab_size"])
     model = keras_hub.models.BertMaskedLM(backbone, preprocessor=None)
-    opt = keras.optimizers.AdamW(
-        learning_rate=WarmupPolynomialDecay(OPTIMIZER["learning_rate"], OPTIMIZER["train_steps"],
-                                            OPTIMIZER["warmup_steps"]),
-        weight_decay=OPTIMIZER["weight_decay"], epsilon=OPTIMIZER["epsilon"],
-        global_clipnorm=OPTIMIZER["clip_norm"])
-    opt.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
+    opt = common.keras_adamw(OPTIMIZER)
     # keras-hub's MaskedLM.compile defaults: sparse CE from logits, weighted accuracy.
     model.compile(optimizer=opt, jit_compile=jit_compile)
     b = synthetic_batch(cfg)
@@ -439,46 +387,10 @@ def worker_keras_hub(cfg: dict, args, jit_compile: bool) -> dict:
 
         result = StepTimer(args.warmup, args.steps).run(step)
     else:
-        result = _fit_timed(model, tf.data.Dataset.from_tensors((x, y, sw)).repeat(), args)
+        result = fit_timed(model, tf.data.Dataset.from_tensors((x, y, sw)).repeat(), args)
     result["parameters"] = int(model.count_params())
     result["mode"] = args.keras_hub_mode
     return result
-
-
-def _fit_timed(model, dataset, args) -> dict:
-    """model.fit for `warmup` steps, then a second fit of `steps` timed by a callback."""
-    import keras
-
-    class Times(keras.callbacks.Callback):
-        def __init__(self):
-            super().__init__()
-            self.ends, self.losses = [], []
-
-        def on_train_batch_begin(self, batch, logs=None):
-            if batch == 0:
-                self.begin = time.perf_counter()
-
-        def on_train_batch_end(self, batch, logs=None):
-            self.ends.append(time.perf_counter())
-            self.losses.append(float(logs["loss"]))
-
-    t0 = time.perf_counter()
-    first = Times()
-    model.fit(dataset, steps_per_epoch=args.warmup, epochs=1, verbose=0, callbacks=[first])
-    warmup_s = time.perf_counter() - t0
-    timer = Times()
-    proc = psutil.Process()
-    cpu0, machine0 = proc.cpu_times(), psutil.cpu_times()
-    model.fit(dataset, steps_per_epoch=args.steps, epochs=1, verbose=0, callbacks=[timer])
-    cpu1, machine1 = proc.cpu_times(), psutil.cpu_times()
-    starts = [timer.begin] + timer.ends[:-1]
-    times = [e - s for s, e in zip(starts, timer.ends)]
-    wall = timer.ends[-1] - timer.begin
-    # CPU and load are over the whole second fit call (a little wider than the timed steps).
-    fit_wall = sum(times) + 1e-9
-    own = (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)
-    return timing_summary(warmup_s, wall, times, own, busy_s(machine1) - busy_s(machine0),
-                          fit_wall, first.losses[0], timer.losses[-1])
 
 
 def run_worker(args) -> None:
