@@ -44,7 +44,8 @@ Construction: a GenerativeLM is a SUBCLASSED model over its (functional) backbon
 `super().__init__(**kwargs)` (name, dtype, trainable). Functional construction
 (`super().__init__(inputs=..., outputs=...)`) is refused with a TypeError: Keras then rewrites
 the bases of every class above the subclass (GenerativeLM's become (Functional,)), after which
-no other family's LM can be built in the same process.
+no other family's LM can be built in the same process. Every family's LM is a `BackboneLM`:
+built as `Cls(backbone, **kwargs)`, its config is keras.Model's plus the serialized backbone.
 """
 
 from __future__ import annotations
@@ -83,3 +84,20 @@ class GenerativeLM(keras.Model):
 
     def decode_step(self, token_ids, index, state: Dict) -> Tuple[object, Dict]:
         raise NotImplementedError(f"{type(self).__name__} does not implement decode_step")
+
+
+class BackboneLM(GenerativeLM):
+    """A GenerativeLM over one backbone (`self.backbone`), constructed as `Cls(backbone,
+    **kwargs)`: get_config is keras.Model's (name, trainable, dtype) plus the backbone,
+    serialized; from_config rebuilds the backbone and calls the constructor, so
+    `model.save("x.keras")` / keras.saving.load_model round-trip every family's LM."""
+
+    def get_config(self):
+        return {**super().get_config(),
+                "backbone": keras.saving.serialize_keras_object(self.backbone)}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        backbone = keras.saving.deserialize_keras_object(config.pop("backbone"))
+        return cls(backbone, **config)

@@ -24,7 +24,7 @@ from keras import ops
 from garden.layers import TransformerDecoderBlock
 from garden.layers.embeddings import truncated_normal
 from garden.models.backbone import Backbone, backbone_inputs, encoder_block_list
-from garden.models.generative import SEQ2SEQ_INPUTS, GenerativeLM
+from garden.models.generative import SEQ2SEQ_INPUTS, BackboneLM
 
 POSITION_OFFSET = 2  # fairseq's learned positions start after the <pad> row (padding_idx + 1)
 DECODER_START_IDS = (2, 0)  # </s> <s>
@@ -159,7 +159,7 @@ class BartBackbone(Backbone):
 
 
 @keras.saving.register_keras_serializable(package="garden")
-class BartSeq2SeqLM(GenerativeLM):
+class BartSeq2SeqLM(BackboneLM):
     """BART with its tied LM head: the GenerativeLM of garden/models/generative.py.
 
     call(inputs) -> {"logits": float32 [B, T, V]} for the seq2seq inputs of BartBackbone.
@@ -243,14 +243,3 @@ class BartSeq2SeqLM(GenerativeLM):
         x, self_cache, _ = self._decoder_layers(x, encoded, state, index, None)
         state = dict(state, self_cache=self_cache, positions=state["positions"] + 1)
         return self._logits(x[:, 0]), state
-
-    def get_config(self):
-        config = super().get_config()
-        config["backbone"] = keras.saving.serialize_keras_object(self.backbone)
-        return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
-        return cls(**config)

@@ -20,10 +20,9 @@ causal mask hides slots not yet written), "positions": [B] (next position id)}.
 
 from __future__ import annotations
 
-import keras
 from keras import ops
 
-from garden.models.generative import GenerativeLM
+from garden.models.generative import BackboneLM
 
 
 def position_ids(padding_mask):
@@ -31,7 +30,7 @@ def position_ids(padding_mask):
     return ops.maximum(ops.cumsum(ops.cast(padding_mask, "int32"), axis=1) - 1, 0)
 
 
-class CachedCausalLM(GenerativeLM):
+class CachedCausalLM(BackboneLM):
     """Logits tied to the backbone's output table, plus the KV-cached decode of the contract.
 
     Subclasses only register themselves (Keras serialization needs a concrete class name).
@@ -93,13 +92,3 @@ class CachedCausalLM(GenerativeLM):
         state = {"cache": cache, "padding_mask": state["padding_mask"],
                  "positions": state["positions"] + 1}
         return self.logits(x[:, 0]), state
-
-    def get_config(self):
-        return {**super().get_config(),
-                "backbone": keras.saving.serialize_keras_object(self.backbone)}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
-        return cls(**config)

@@ -24,12 +24,12 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from garden.models.generative import GenerativeLM
+from garden.models.generative import BackboneLM
 from garden.models.t5.backbone import T5Backbone
 
 
 @keras.saving.register_keras_serializable(package="garden")
-class T5Seq2SeqLM(GenerativeLM):
+class T5Seq2SeqLM(BackboneLM):
     """T5 as a text-to-text model (see the module docstring).
 
     Args:
@@ -97,16 +97,3 @@ class T5Seq2SeqLM(GenerativeLM):
             encoder_padding_mask=state["encoder_padding_mask"], self_cache=state["self_cache"],
             cache_index=index, cross_cache=state["cross_cache"], fill_cross_cache=False)
         return self.logits(x[:, 0]), dict(state, self_cache=self_cache)
-
-    # -- serialization ----------------------------------------------------------------------
-    def get_config(self):
-        config = super().get_config()
-        config["backbone"] = keras.saving.serialize_keras_object(self.backbone)
-        return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        backbone = keras.saving.deserialize_keras_object(config.pop("backbone"))
-        config.pop("dtype", None)
-        return cls(backbone, **config)
