@@ -70,7 +70,7 @@ DIFFERENCES = [
     "targets: ours draws them offline with the original XLNet _sample_mask per half (n pieces, n in 1..5 with "
     "p ~ 1/n, context 6n, then topped up to exactly num_predict: 43 + 42 of 512); Model Garden's loader "
     "draws word spans over the whole sequence each epoch (n words, p ~ 1/(n+1), alpha = seq/num_predict/1.2), "
-    "capped at num_predict and never topped up, so it has fewer",
+    "capped at num_predict and never topped up (a sequence can have fewer), so its spans are longer",
     "num_predict: Model Garden's loader default max_predictions_per_seq is 76; both get --num_predict here",
     "leak: Model Garden's leak_ratio 0.1 lets ~10% of targets see themselves (and be seen as context); ours 0",
     "<sep>/<cls>: Model Garden makes them context (everyone sees them); ours puts them in the factorization "
@@ -361,9 +361,10 @@ def run_mg_loader(args, create: Timed, work_dir: str) -> Timed:
 
 
 def count_records(files: List[str]) -> int:
-    import tensorflow as tf
+    # By the framing alone: TensorFlow stays out of this process until the timed runs are over.
+    from data_pipelines import tfrecord
 
-    return sum(1 for _ in tf.data.TFRecordDataset(files))
+    return sum(1 for path in files for _ in tfrecord.frame_lengths(path))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -371,35 +372,44 @@ def count_records(files: List[str]) -> int:
 
 
 def throughput_rows(ours: Timed, create: Timed, loader: Timed) -> List[dict]:
-    def row(what, sequences, cpu, wall, net_cpu, includes):
+    def row(what, sequences, cpu, wall, net_cpu, includes, rss):
         return {"what": what, "sequences": sequences, "cpu_s": round(cpu, 2), "wall_s": round(wall, 2),
+                "peak_rss_mib": round(rss / pd.MIB),
                 "seq_per_cpu_s": round(sequences / cpu, 2), "net_cpu_s": None if net_cpu is None else round(net_cpu, 2),
                 "net_seq_per_cpu_s": round(sequences / net_cpu, 2) if net_cpu and net_cpu > 0 else None,
                 "includes": includes}
+
+    def written(t: Timed):
+        return round(sum(os.path.getsize(f) for f in t.files) / pd.MIB, 1)
 
     def net(t: Timed):
         return t.usage.cpu_s - t.startup.cpu_s if t.startup else None
 
     lo = loader.loader
     both_net = None if create.startup is None else net(create) + lo["iterate_cpu_s"]
-    return [
+    rows = [
         row("ours make_pretrain", ours.sequences, ours.usage.cpu_s, ours.usage.wall_s, net(ours),
-            "tokenize, A/B, targets, perm masks, write"),
+            "tokenize, A/B, targets, perm masks, write", ours.usage.peak_rss_bytes),
         row("MG create", create.sequences, create.usage.cpu_s, create.usage.wall_s, net(create),
-            "tokenize, A/B, boundaries, write (no targets/masks)"),
+            "tokenize, A/B, boundaries, write (no targets/masks)", create.usage.peak_rss_bytes),
         row("MG loader (1 pass)", loader.sequences, loader.usage.cpu_s, loader.usage.wall_s, lo["iterate_cpu_s"],
-            "read, sample targets, perm masks (net: iteration only)"),
+            "read, sample targets, perm masks (net: iteration only)", loader.usage.peak_rss_bytes),
         row("MG create + loader", create.sequences, create.usage.cpu_s + loader.usage.cpu_s,
-            create.usage.wall_s + loader.usage.wall_s, both_net, "the same content as ours"),
+            create.usage.wall_s + loader.usage.wall_s, both_net, "the same content as ours",
+            max(create.usage.peak_rss_bytes, loader.usage.peak_rss_bytes)),
     ]
+    # On disk: ours holds the [L, L] masks (one byte per 0/1 packed), Model Garden's creation none.
+    rows[0]["mib_written"], rows[1]["mib_written"] = written(ours), written(create)
+    return rows
 
 
 def format_report(rows: List[dict], stats: Dict[str, dict], args) -> str:
     fmt = pd._fmt
-    lines = pd._columns(("step", "sequences", "CPU s", "wall s", "seq/CPU-s", "net CPU s", "net seq/CPU-s", "includes"),
+    lines = pd._columns(("step", "sequences", "CPU s", "wall s", "seq/CPU-s", "net CPU s", "net seq/CPU-s",
+                         "peak RSS MiB", "MiB written", "includes"),
                         [(r["what"], str(r["sequences"]), f"{r['cpu_s']:.1f}", f"{r['wall_s']:.1f}",
                           f"{r['seq_per_cpu_s']:.1f}", fmt(r["net_cpu_s"], ".1f"), fmt(r["net_seq_per_cpu_s"], ".1f"),
-                          r["includes"]) for r in rows])
+                          str(r["peak_rss_mib"]), fmt(r.get("mib_written"), ".1f"), r["includes"]) for r in rows])
     by = {r["what"]: r for r in rows}
     ours = by["ours make_pretrain"]
     lines += ["", "ours / Model Garden, sequences per CPU-second (above 1: ours is faster):"]
