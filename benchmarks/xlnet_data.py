@@ -46,7 +46,6 @@ import datetime
 import glob
 import json
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -280,7 +279,8 @@ def run_loader_only(args) -> None:
     n = 0
     for ex in ds:
         n += int(ex["input_word_ids"].shape[0])
-    print(json.dumps({"loader": {"sequences": n, "setup_cpu_s": cpu1 - cpu0, "iterate_cpu_s": time.process_time() - cpu1,
+    print(json.dumps({"loader": {"sequences": n, "setup_cpu_s": cpu1 - cpu0,
+                                 "iterate_cpu_s": time.process_time() - cpu1,
                                  "setup_wall_s": wall1 - wall0, "iterate_wall_s": time.perf_counter() - wall1}}),
           flush=True)
 
@@ -420,19 +420,20 @@ def format_report(rows: List[dict], stats: Dict[str, dict], args) -> str:
     o, m = stats["ours"], stats["model_garden"]
     lines += ["", f"the two outputs (Model Garden: a fresh pass of its loader; leak_ratio {args.mg_leak_ratio}, "
                   f"{args.mg_sample_strategy}):"]
+    both = lambda f: (f(o), f(m))  # noqa: E731
     table = [
-        ("sequences", str(o["sequences"]), str(m["sequences"])),
-        ("targets / sequence (mean)", f"{o['targets_per_sequence']:.2f}", f"{m['targets_per_sequence']:.2f}"),
-        ("targets / sequence (min..max)", f"{o['targets_min']}..{o['targets_max']}", f"{m['targets_min']}..{m['targets_max']}"),
-        ("targets in the reuse half", f"{o['targets_in_reuse_half_fraction']:.3f}", f"{m['targets_in_reuse_half_fraction']:.3f}"),
-        ("target runs (spans, pieces): mean", f"{o['run_length_mean']:.2f}", f"{m['run_length_mean']:.2f}"),
+        ("sequences", *both(lambda s: str(s["sequences"]))),
+        ("targets / sequence (mean)", *both(lambda s: f"{s['targets_per_sequence']:.2f}")),
+        ("targets / sequence (min..max)", *both(lambda s: f"{s['targets_min']}..{s['targets_max']}")),
+        ("targets in the reuse half", *both(lambda s: f"{s['targets_in_reuse_half_fraction']:.3f}")),
+        ("target runs (spans, pieces): mean", *both(lambda s: f"{s['run_length_mean']:.2f}")),
     ]
     for key in list(o["run_length_histogram"]):
         table.append((f"  runs of length {key}", _share(o, key), _share(m, key)))
     table += [
-        ("random-B fraction", fmt(o.get("random_b_fraction"), ".3f"), fmt(m.get("random_b_fraction"), ".3f")),
-        ("targets that see themselves (leak)", f"{o['leaked_target_fraction']:.3f}", f"{m['leaked_target_fraction']:.3f}"),
-        ("target_mapping/target inconsistent", str(o["mapping_errors"]), str(m["mapping_errors"])),
+        ("random-B fraction", *both(lambda s: fmt(s.get("random_b_fraction"), ".3f"))),
+        ("targets that see themselves (leak)", *both(lambda s: f"{s['leaked_target_fraction']:.3f}")),
+        ("target_mapping/target inconsistent", *both(lambda s: str(s["mapping_errors"]))),
     ]
     lines += pd._columns(("statistic", "ours", "Model Garden"), table)
     lines += ["", "permutation-mask invariants: sequences breaking each rule (of all sequences; "
@@ -500,14 +501,11 @@ def main(argv=None) -> Optional[dict]:
     if args.mg_loader_input:
         run_loader_only(args)
         return None
-    temporary = not args.work_dir
-    work_dir = os.path.abspath(args.work_dir or tempfile.mkdtemp(prefix="bench_xlnet_data_"))
-    os.makedirs(work_dir, exist_ok=True)
-    try:
+    if args.work_dir:
+        os.makedirs(args.work_dir, exist_ok=True)
+        return _benchmark(args, os.path.abspath(args.work_dir))
+    with tempfile.TemporaryDirectory(prefix="bench_xlnet_data_") as work_dir:
         return _benchmark(args, work_dir)
-    finally:
-        if temporary:
-            shutil.rmtree(work_dir, ignore_errors=True)
 
 
 def _benchmark(args, work_dir: str) -> dict:

@@ -125,3 +125,57 @@ def test_a_leaked_target_is_context_only_when_asked(instances):
 def test_run_lengths():
     t = np.array([[1, 1, 0, 1, 0, 0, 1, 1, 1], [1, 0, 0, 0, 0, 0, 0, 1, 1]], dtype=bool)
     assert xlnet_data.run_lengths(t).tolist() == [2, 1, 3, 1, 2]
+
+
+def _batch(instances, seed=0):
+    """Summary.add's inputs for our instances (tokens rebuilt so that target ids can be checked)."""
+    rng = np.random.default_rng(seed)
+    cannot = np.stack([c for c, _, _ in instances])
+    is_target = np.stack([t for _, t, _ in instances])
+    tokens = rng.integers(10, 60, is_target.shape)
+    tokens[np.stack([f for _, _, f in instances])] = SEP
+    num_predict = 10  # two padding rows after the 8 targets
+    mapping = np.zeros((len(instances), num_predict, SEQ), dtype=np.int64)
+    weight = np.zeros((len(instances), num_predict), dtype=np.float32)
+    ids = np.zeros((len(instances), num_predict), dtype=np.int64)
+    for b, t in enumerate(is_target):
+        pos = np.flatnonzero(t)
+        mapping[b, np.arange(len(pos)), pos] = 1
+        weight[b, :len(pos)] = 1
+        ids[b, :len(pos)] = tokens[b, pos]
+    return tokens, cannot, mapping, weight, ids
+
+
+def test_summary_counts_targets_runs_and_mapping_errors(instances):
+    tokens, cannot, mapping, weight, ids = _batch(instances)
+    summary = xlnet_data.Summary(REUSE)
+    summary.add(tokens, cannot, mapping, weight, ids)
+    good = summary.result()
+    assert (good["sequences"], good["targets_per_sequence"], good["mapping_errors"]) == (len(instances), 8.0, 0)
+    assert good["runs"] == len(xlnet_data.run_lengths(np.stack([t for _, t, _ in instances])))
+    assert sum(good["violations"].values()) == 0
+
+    bad_ids = ids.copy()
+    bad_ids[0, 0] += 1                     # the first target's id is not the token at its position
+    bad_map = mapping.copy()
+    bad_map[1, 0, :] = 0                   # a real target row that names no position
+    summary = xlnet_data.Summary(REUSE)
+    summary.add(tokens, cannot, mapping, weight, bad_ids)
+    summary.add(tokens, cannot, bad_map, weight, ids)
+    assert summary.result()["mapping_errors"] == 2
+
+    leaky = cannot.copy()
+    t = np.flatnonzero(mapping[0].any(0))[0]
+    leaky[0, t, t] = False                 # one target of 8 * len(instances) sees itself
+    summary = xlnet_data.Summary(REUSE)
+    summary.add(tokens, leaky, mapping, weight, ids)
+    leaked = summary.result()
+    assert leaked["leaked_target_fraction"] == 1 / (8 * len(instances))
+    assert leaked["violations"]["target_sees_itself"] == 1
+
+    rows = [{"what": w, "sequences": 8, "cpu_s": 1.0, "wall_s": 1.0, "seq_per_cpu_s": 8.0, "net_cpu_s": None,
+             "net_seq_per_cpu_s": None, "peak_rss_mib": 1, "includes": ""}
+            for w in ("ours make_pretrain", "MG create", "MG loader (1 pass)", "MG create + loader")]
+    args = xlnet_data.parse_args(["--seq_length=48", "--reuse_length=24"])
+    report = xlnet_data.format_report(rows, {"ours": good, "model_garden": good}, args)
+    assert "targets_not_ordered" in report and "1.00" in report
