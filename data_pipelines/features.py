@@ -375,18 +375,19 @@ def spanbert_pretrain_spec(max_seq_length: int, max_predictions_per_seq: int) ->
 def xlnet_pretrain_spec(seq_len: int, num_predict: int) -> Spec:
     """XLNet permutation-LM instances (docs/objectives.md section 7; objectives/xlnet.py).
 
-    The 2-D features are flattened row-major: perm_mask[i * seq_len + j] = 1 means position
-    i cannot attend to j; target_mapping[k * seq_len + p] = 1 when the k-th target sits at
-    position p (zero rows after the last target). The 0/1 matrices are int64 (one byte per
-    value packed on disk, against four for float32); readers cast them to float. input_q and
-    target_mask are float32, as the original input function's weights.
+    No [seq_len, seq_len] feature: perm_rank holds the factorization order (0 = reuse-half
+    context, then that half's targets and <sep>/<cls> in order, then one rank for the second
+    half's context, then its targets and <sep>/<cls>), and the trainer's reader expands it:
+    perm_mask[i, j] = 1 (i cannot attend to j) iff perm_rank[i] + 1 - input_q[i] <= perm_rank[j];
+    target_mapping (row k one-hot at the k-th target position) comes from input_q. input_q is
+    a 0/1 int64 (one byte per value packed on disk, against four for float32); target_mask is
+    float32, as the original input function's weights.
     """
     return {
         "input_k": Feature("int64", seq_len),
-        "input_q": Feature("float32", seq_len),
+        "input_q": Feature("int64", seq_len),
         "seg_id": Feature("int64", seq_len),
-        "perm_mask": Feature("int64", seq_len * seq_len),
-        "target_mapping": Feature("int64", num_predict * seq_len),
+        "perm_rank": Feature("int64", seq_len),
         "target": Feature("int64", num_predict),
         "target_mask": Feature("float32", num_predict),
     }

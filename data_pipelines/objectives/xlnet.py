@@ -69,19 +69,35 @@ Permutation mask (``local_perm_mask``, the original's ``_local_perm`` with
   that the next instance's targets attend to), and the second half sees all of the reuse half.
   ``perm_mask[i, j] = 1`` means i cannot attend to j.
 
-Features (``features.xlnet_pretrain_spec``; row-major flattening of the 2-D ones):
+  The records do not hold that [seq_len, seq_len] mask but ``perm_rank`` [seq_len], the
+  factorization order it is a function of, and the trainer's reader expands it
+  (garden/tasks/pretraining_xlnet.py; here ``perm_mask_from_rank``). The two halves' orders and
+  the cross-half blocks are one order of the whole sequence with ties:
+      reuse-half context                         rank 0
+      reuse-half targets and <sep>/<cls>         ranks 1..n0, in the half's drawn order
+      second-half context                        rank n0 + 1
+      second-half targets and <sep>/<cls>        ranks n0 + 2..n0 + 1 + n1, in its drawn order
+  and ``perm_mask[i, j] = perm_rank[i] + 1 - input_q[i] <= perm_rank[j]`` (a target needs a
+  strictly earlier rank, everything else sees its own rank too). That gives exactly the mask
+  above, which ``reference_perm_mask`` still builds from the drawn orders the original way
+  (``local_perm_mask`` per half plus the fixed blocks; tested equal). The ranks are dense
+  (at most num_predict + 5 or so, one varint byte each at the published sizes): 512 bytes per
+  record instead of the mask's 262,144. The draws are unchanged (same calls on the instance's
+  Generator, in the same order), so the expanded masks are those written before the ranks.
+
+Features (``features.xlnet_pretrain_spec``), all [seq_len] or [num_predict] vectors:
   input_k [seq_len] int64: the tokens.
-  input_q [seq_len] float32: 1.0 at target positions (the query stream's inputs).
+  input_q [seq_len] int64: 1 at target positions (the query stream's inputs), else 0.
   seg_id [seq_len] int64: 0/1/2 as above.
-  perm_mask [seq_len * seq_len] int64: row i, column j at i * seq_len + j.
-  target_mapping [num_predict * seq_len] int64: row k one-hot at the k-th target position
-    (targets in increasing position), zero rows after the last target.
-  target [num_predict] int64: the target tokens (= input_k at their positions), 0-padded.
+  perm_rank [seq_len] int64: the factorization order above; the reader makes perm_mask.
+  target [num_predict] int64: the target tokens (= input_k at their positions, in increasing
+    position), 0-padded.
   target_mask [num_predict] float32: 1.0 for a real target, 0.0 for padding.
-The 0/1 matrices are int64 because a packed int64 list stores a 0/1 value in one byte, a
-float list in four (perm_mask at 512: 256 KiB instead of 1 MiB per example); readers cast
-them to float. input_q and target_mask are float32 like the original input function's
-weights.
+The reader also makes target_mapping [num_predict, seq_len] (row k one-hot at the k-th target
+position, zero rows after the last target) from input_q. input_q is int64 because a packed
+int64 list stores a 0/1 value in one byte, a float list in four; target_mask is float32 like
+the original input function's weights. make_instance returns numpy arrays and ``_create``
+yields them as ``base.InstanceBatch`` columns, so no per-sequence Python list is built.
 """
 
 from __future__ import annotations
@@ -343,10 +359,47 @@ def local_perm_mask(is_target: np.ndarray, is_func: np.ndarray, order: np.ndarra
     return (self_rank[:, None] <= rank[None, :]) & ~context[None, :]
 
 
+def reference_perm_mask(is_target: np.ndarray, is_func: np.ndarray, order_0: np.ndarray, order_1: np.ndarray,
+                        reuse_len: int) -> np.ndarray:
+    """The [seq_len, seq_len] int64 perm_mask of a sequence as the original assembles it:
+    ``local_perm_mask`` of each half with its order, the second half seeing all of the reuse
+    half, the reuse half none of the second (what the records held before ``perm_rank``)."""
+    seq_len = len(is_target)
+    perm = np.ones((seq_len, seq_len), dtype=np.int64)
+    perm[:reuse_len, :reuse_len] = local_perm_mask(is_target[:reuse_len], is_func[:reuse_len], order_0)
+    perm[reuse_len:, reuse_len:] = local_perm_mask(is_target[reuse_len:], is_func[reuse_len:], order_1)
+    perm[reuse_len:, :reuse_len] = 0
+    return perm
+
+
+def perm_rank_of(is_target: np.ndarray, is_func: np.ndarray, order_0: np.ndarray, order_1: np.ndarray,
+                 reuse_len: int) -> np.ndarray:
+    """perm_rank [seq_len] int64 (module docstring) of the halves' orders (each a permutation
+    of its half's positions' ranks, as local_perm_mask takes them)."""
+    rank = np.empty(len(is_target), dtype=np.int64)
+    first = 0
+    for half, order in ((slice(0, reuse_len), order_0), (slice(reuse_len, None), order_1)):
+        ordered = np.flatnonzero(is_target[half] | is_func[half])
+        ordered = ordered[np.argsort(order[ordered], kind="stable")]
+        ranks = np.full(len(order), first, dtype=np.int64)
+        ranks[ordered] = np.arange(first + 1, first + 1 + len(ordered))
+        rank[half] = ranks
+        first += len(ordered) + 1
+    return rank
+
+
+def perm_mask_from_rank(perm_rank: np.ndarray, input_q: np.ndarray) -> np.ndarray:
+    """bool [..., seq_len, seq_len], True where i cannot attend to j, of perm_rank and input_q
+    [..., seq_len] (numpy; the trainer's reader does the same in TensorFlow)."""
+    rank = np.asarray(perm_rank, dtype=np.int64)
+    self_rank = rank + 1 - (np.asarray(input_q) > 0)
+    return self_rank[..., :, None] <= rank[..., None, :]
+
+
 def make_instance(tokens: np.ndarray, reuse_len: int, rng: np.random.Generator, vocab: XLNetVocab,
-                  options: XLNetOptions) -> Tuple[Dict[str, list], Dict[str, int]]:
-    """Targets, permutation mask and features of one laid-out sequence; (features, counts)."""
-    seq_len = len(tokens)
+                  options: XLNetOptions) -> Tuple[Dict[str, np.ndarray], Dict[str, int]]:
+    """Targets, factorization order and features (numpy arrays) of one laid-out sequence;
+    (features, counts)."""
     is_func = (tokens == vocab.sep_id) | (tokens == vocab.cls_id)
     is_start = vocab.is_start[tokens]
     kw = dict(mask_alpha=options.mask_alpha, mask_beta=options.mask_beta, span_unit=options.span_unit)
@@ -355,25 +408,17 @@ def make_instance(tokens: np.ndarray, reuse_len: int, rng: np.random.Generator, 
     mask_1, spans_1 = sample_mask(is_start[reuse_len:], rng, options.num_predict_rest,
                                   forbidden=is_func[reuse_len:], **kw)
     is_target = np.concatenate([mask_0, mask_1])
-
-    rest = seq_len - reuse_len
-    perm = np.ones((seq_len, seq_len), dtype=np.int64)
-    perm[:reuse_len, :reuse_len] = local_perm_mask(mask_0, is_func[:reuse_len], rng.permutation(reuse_len))
-    perm[reuse_len:, reuse_len:] = local_perm_mask(mask_1, is_func[reuse_len:], rng.permutation(rest))
-    # The second half sees the whole reuse half; the reuse half sees none of the second
-    # (ones, from the initialisation).
-    perm[reuse_len:, :reuse_len] = 0
+    # The two orders, drawn as before the ranks were stored (reference_perm_mask's inputs).
+    order_0 = rng.permutation(reuse_len)
+    order_1 = rng.permutation(len(tokens) - reuse_len)
 
     positions = np.flatnonzero(is_target)
-    mapping = np.zeros((len(positions), seq_len), dtype=np.int64)
-    mapping[np.arange(len(positions)), positions] = 1
     feats = {
-        "input_k": tokens.tolist(),
-        "input_q": is_target.astype(np.float32).tolist(),
-        "perm_mask": perm.reshape(-1).tolist(),
-        "target_mapping": mapping.reshape(-1).tolist(),
-        "target": tokens[positions].tolist(),
-        "target_mask": [1.0] * len(positions),
+        "input_k": np.asarray(tokens, dtype=np.int64),
+        "input_q": is_target.astype(np.int64),
+        "perm_rank": perm_rank_of(is_target, is_func, order_0, order_1, reuse_len),
+        "target": np.asarray(tokens[positions], dtype=np.int64),
+        "target_mask": np.ones(len(positions), dtype=np.float32),
     }
     spans = spans_0 + spans_1
     counts = {"targets": len(positions), "spans": len(spans), "span_tokens": sum(e - b for b, e in spans),
@@ -386,8 +431,22 @@ def make_instance(tokens: np.ndarray, reuse_len: int, rng: np.random.Generator, 
     return feats, counts
 
 
+def instance_batch(keys: List[str], rows: Sequence[Dict[str, np.ndarray]], spec: features.Spec) -> base.InstanceBatch:
+    """make_instance feature dicts (with seg_id) as zero-padded columns for the Beam job."""
+    columns, lengths = {}, {}
+    for name, f in spec.items():
+        matrix = np.zeros((len(rows), f.length), dtype=np.int64 if f.dtype == "int64" else np.float32)
+        counts = np.empty(len(rows), dtype=np.int64)
+        for i, row in enumerate(rows):
+            values = row[name]
+            matrix[i, :len(values)] = values
+            counts[i] = len(values)
+        columns[name], lengths[name] = matrix, counts
+    return base.InstanceBatch(list(keys), columns, lengths)
+
+
 def create_instances_from_stream(tokens: np.ndarray, sent_ids: np.ndarray, rng_for_block, vocab: XLNetVocab,
-                                 options: XLNetOptions) -> Iterator[Tuple[int, Dict[str, list], Dict[str, int]]]:
+                                 options: XLNetOptions) -> Iterator[Tuple[int, Dict[str, np.ndarray], Dict[str, int]]]:
     """Yields ``(block index, features, counts)`` for every block of the stream.
 
     ``rng_for_block(k)`` gives block k's Generator. The last counts dict (block index -1, no
@@ -406,7 +465,10 @@ def create_instances_from_stream(tokens: np.ndarray, sent_ids: np.ndarray, rng_f
         seq = np.concatenate([tokens[i:i + reuse_len], tokens[a_begin:a_end], sep, tokens[b_begin:b_end], sep, cls])
         feats, counts = make_instance(seq, reuse_len, rng, vocab, options)
         a_len, b_len = a_end - a_begin, b_end - b_begin
-        feats["seg_id"] = [0] * (reuse_len + a_len + 1) + [1] * (b_len + 1) + [2]
+        seg_id = np.zeros(seq_len, dtype=np.int64)
+        seg_id[reuse_len + a_len + 1:] = 1
+        seg_id[-1] = 2
+        feats["seg_id"] = seg_id
         counts["b_random"] = int(not is_next)
         yield block, feats, counts
         i += reuse_len
@@ -452,7 +514,10 @@ def _create(docs: Sequence[base.Doc], ctx: base.PoolContext):
     ctx.count("stream_tokens", len(tokens))
     ctx.count("eod_tokens", len(kept) - 1)
     first = kept[0].id
+    spec = features.xlnet_pretrain_spec(options.max_seq_length, options.num_predict)
     produced = 0
+    keys: List[str] = []
+    rows: List[Dict[str, np.ndarray]] = []
     for block, feats, counts in create_instances_from_stream(
             tokens, sent_ids, lambda k: ctx.rng(first, k), vocab, options):
         if block < 0:
@@ -462,10 +527,20 @@ def _create(docs: Sequence[base.Doc], ctx: base.PoolContext):
         ctx.count("real_tokens", len(feats["input_k"]))
         for name, n in counts.items():
             ctx.count(name, n)
-        yield f"{first}|{block}", feats
+        keys.append(f"{first}|{block}")
+        rows.append(feats)
+        if len(rows) == _BATCH:
+            yield instance_batch(keys, rows, spec)
+            keys, rows = [], []
+    if rows:
+        yield instance_batch(keys, rows, spec)
     if not produced:
         # The pool's stream is shorter than one sequence (or one block): nothing written.
         ctx.count("dropped/short_pool")
+
+
+# Instances per InstanceBatch (about 4 KB of columns each at 512 tokens).
+_BATCH = 256
 
 
 def _summarize(counters) -> dict:

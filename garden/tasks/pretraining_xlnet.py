@@ -1,9 +1,17 @@
 """XLNet pretraining (permutation LM, docs/objectives.md section 7): the `garden.Pretraining`
 family record of `garden.Pretraining.family = 'xlnet'`, on make_pretrain --objective=xlnet data.
 
-A batch of that data holds input_k, seg_id [B, T], perm_mask [B, T*T] and target_mapping
-[B, P*T] (0/1 int64, row-major), target, target_mask [B, P]. Every instance is exactly
-max_seq_length tokens (reuse half, A <sep> B <sep> <cls>), so there is no padding. The model
+A batch of that data holds input_k, input_q (0/1: the targets), seg_id, perm_rank [B, T] and
+target, target_mask [B, P]. Every instance is exactly max_seq_length tokens (reuse half,
+A <sep> B <sep> <cls>), so there is no padding. The model's inputs (`_inputs`, in the step) expand
+the two matrices the records do not hold, with a few vectorized ops per batch:
+  perm_mask [B, T, T] float, 1 = i cannot attend to j: perm_rank[i] + 1 - input_q[i] <= perm_rank[j]
+    (`perm_mask_from_rank`; data_pipelines/objectives/xlnet.py explains the ranks and keeps the
+    original construction, reference_perm_mask, which it equals);
+  target_mapping [B, P, T] float: row k one-hot at the k-th target position in increasing
+    position (the order of `target`), zero rows after the last target (`target_mapping_from`).
+They are made where the step runs (on the accelerator), so only [B, T] vectors cross from the
+input pipeline: a float [T, T] mask is 1 MiB per sequence at T = 512. The model
 (garden.models.xlnet.XLNetPretrainer) runs both streams under perm_mask and scores the query
 stream at the targets; loss = sum(target_mask * nll) / sum(target_mask) over the global batch.
 
@@ -23,16 +31,32 @@ import tensorflow as tf
 
 from garden.tasks.pretraining import Family, _share, _with_backbone
 
-FEATURES = ("input_k", "seg_id", "perm_mask", "target_mapping", "target", "target_mask")
+FEATURES = ("input_k", "input_q", "seg_id", "perm_rank", "target", "target_mask")
+
+
+def perm_mask_from_rank(perm_rank, input_q):
+    """float32 [B, T, T], 1 where i cannot attend to j, of perm_rank and input_q [B, T]."""
+    rank = tf.cast(perm_rank, tf.int32)
+    self_rank = rank + 1 - tf.cast(tf.cast(input_q, tf.float32) > 0, tf.int32)
+    return tf.cast(self_rank[:, :, None] <= rank[:, None, :], tf.float32)
+
+
+def target_mapping_from(input_q, num_predict):
+    """float32 [B, P, T]: row k one-hot at the k-th target (input_q > 0) in increasing position;
+    rows past the last target are zero (so are targets past the P-th, which the data never has)."""
+    is_target = tf.cast(input_q, tf.float32) > 0
+    k = tf.cumsum(tf.cast(is_target, tf.int32), axis=1) - 1
+    k = tf.where(is_target, k, -1)  # one_hot of -1 is a zero row
+    return tf.transpose(tf.one_hot(k, num_predict, dtype=tf.float32), [0, 2, 1])
 
 
 def _inputs(task, batch):
     token_ids = tf.cast(batch["input_k"], tf.int32)
-    seq_len = tf.shape(token_ids)[1]
-    perm = tf.reshape(tf.cast(batch["perm_mask"], tf.float32), [-1, seq_len, seq_len])
-    mapping = tf.reshape(tf.cast(batch["target_mapping"], tf.float32), [-1, tf.shape(batch["target"])[1], seq_len])
     return {"token_ids": token_ids, "segment_ids": tf.cast(batch["seg_id"], tf.int32),
-            "padding_mask": tf.ones_like(token_ids), "perm_mask": perm, "target_mapping": mapping}
+            "padding_mask": tf.ones_like(token_ids),
+            "perm_mask": perm_mask_from_rank(batch["perm_rank"], batch["input_q"]),
+            "target_mapping": target_mapping_from(batch["input_q"], batch["target"].shape[1]
+                                                  or tf.shape(batch["target"])[1])}
 
 
 def _weights(task, batch):

@@ -21,7 +21,7 @@ def _instance(seed):
     vocab = xlnet.XLNetVocab(sep_id=SEP, cls_id=CLS, eod_id=7, is_start=is_start)
     options = xlnet.XLNetOptions(max_seq_length=SEQ, reuse_len=REUSE, num_predict=8)
     feats, _ = xlnet.make_instance(tokens, REUSE, rng, vocab, options)
-    cannot = np.asarray(feats["perm_mask"], dtype=bool).reshape(SEQ, SEQ)
+    cannot = xlnet.perm_mask_from_rank(feats["perm_rank"], feats["input_q"])
     is_target = np.asarray(feats["input_q"]) > 0
     return cannot, is_target, (tokens == SEP) | (tokens == CLS)
 

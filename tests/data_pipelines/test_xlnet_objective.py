@@ -58,8 +58,19 @@ def _stream(docs):
 
 
 def _run(docs, opts, seed=1):
+    """(key, {feature: list of its real values}) per instance of the objective's InstanceBatches."""
     ctx = base.PoolContext(seed=seed, dupe=0, vocab=_vocab(), options=opts)
-    return list(xlnet.OBJECTIVE.create_instances(docs, ctx)), ctx
+    out = []
+    for batch in xlnet.OBJECTIVE.create_instances(docs, ctx):
+        assert isinstance(batch, base.InstanceBatch)
+        for i, key in enumerate(batch.keys):
+            out.append((key, {name: batch.columns[name][i, :batch.lengths[name][i]].tolist() for name in batch.columns}))
+    return out, ctx
+
+
+def _mask(f):
+    """The instance's perm_mask [L, L] (0/1), expanded from its perm_rank."""
+    return xlnet.perm_mask_from_rank(f["perm_rank"], f["input_q"]).astype(int)
 
 
 SETUPS = {
@@ -105,22 +116,18 @@ def test_layout_and_reuse_stride(generated):
     assert ctx.stats["real_tokens"] == len(instances) * L
 
 
-def test_targets_and_target_mapping(generated):
+def test_targets(generated):
     opts, _, instances, ctx = generated
-    L, P, R = opts.max_seq_length, opts.num_predict, opts.reuse_len
+    P, R = opts.num_predict, opts.reuse_len
     for _, f in instances:
         q = np.array(f["input_q"])
-        positions = np.flatnonzero(q == 1.0)
-        assert set(np.unique(q)) <= {0.0, 1.0}
+        positions = np.flatnonzero(q == 1)
+        assert set(np.unique(q)) <= {0, 1}
         # Enough tokens everywhere here: exactly num_predict targets, split 6+5 / 11+10.
         assert len(positions) == P
         assert (positions < R).sum() == P - P // 2
         ids = np.array(f["input_k"])
         assert not np.isin(ids[positions], [SEP, CLS]).any()
-        mapping = np.array(f["target_mapping"]).reshape(-1, L)
-        assert mapping.shape[0] == len(positions)
-        assert (mapping.sum(axis=1) == 1).all()
-        assert (np.argmax(mapping, axis=1) == positions).all()
         assert f["target"] == ids[positions].tolist()
         assert f["target_mask"] == [1.0] * P
     assert ctx.stats["targets"] == P * len(instances)
@@ -142,10 +149,9 @@ def test_perm_mask_invariants(generated):
     opts, _, instances, _ = generated
     L, R = opts.max_seq_length, opts.reuse_len
     for _, f in instances:
-        m = np.array(f["perm_mask"]).reshape(L, L)
-        assert set(np.unique(m)) <= {0, 1}
+        m = _mask(f)
         ids = np.array(f["input_k"])
-        target = np.array(f["input_q"]) == 1.0
+        target = np.array(f["input_q"]) == 1
         func = np.isin(ids, [SEP, CLS])
         context = ~target & ~func
         # The reuse half sees nothing of the second half; the second half sees all of the reuse half.
@@ -169,11 +175,11 @@ def test_factorization_order_is_random(generated):
     """The leftmost target of a half comes before the rightmost one in the order half the time
     (a left-to-right order would always say yes)."""
     opts, _, instances, _ = generated
-    L, R = opts.max_seq_length, opts.reuse_len
+    R = opts.reuse_len
     yes = n = 0
     for _, f in instances:
-        m = np.array(f["perm_mask"]).reshape(L, L)
-        positions = np.flatnonzero(np.array(f["input_q"]) == 1.0)
+        m = _mask(f)
+        positions = np.flatnonzero(np.array(f["input_q"]) == 1)
         for half in (positions[positions < R], positions[positions >= R]):
             first, last = half[0], half[-1]
             yes += int(m[last, first] == 0)  # the rightmost sees the leftmost: leftmost earlier
@@ -185,14 +191,14 @@ def test_serialize_and_parse():
     opts = SETUPS[64]
     instances, _ = _run(_docs(3, 30), opts)
     spec = xlnet.OBJECTIVE.feature_spec(opts)
-    assert spec["perm_mask"].length == 64 * 64 and spec["target_mapping"].length == 11 * 64
+    assert spec["perm_rank"].length == 64 and "perm_mask" not in spec and "target_mapping" not in spec
     for _, f in instances[:3]:
         parsed = features.parse_example(spec, features.serialize_example(spec, f))
-        assert parsed["perm_mask"].tolist() == f["perm_mask"]
-        assert parsed["input_q"].dtype == np.float32 and parsed["target_mask"].tolist() == [1.0] * 11
-    # The published sizes: 512 x 512 mask, 85 x 512 mapping.
+        assert parsed["perm_rank"].tolist() == f["perm_rank"]
+        assert parsed["input_q"].dtype == np.int64 and parsed["target_mask"].tolist() == [1.0] * 11
+    # The published sizes: [seq_len] and [num_predict] vectors only.
     big = features.xlnet_pretrain_spec(512, 85)
-    assert big["perm_mask"].length == 262144 and big["target_mapping"].length == 85 * 512
+    assert sorted(f.length for f in big.values()) == [85, 85, 512, 512, 512, 512]
 
 
 def test_deterministic_and_seeded():
@@ -201,7 +207,7 @@ def test_deterministic_and_seeded():
     b, _ = _run(docs, SETUPS[64], seed=7)
     c, _ = _run(docs, SETUPS[64], seed=8)
     assert a == b
-    assert [f["perm_mask"] for _, f in a] != [f["perm_mask"] for _, f in c]
+    assert [f["perm_rank"] for _, f in a] != [f["perm_rank"] for _, f in c]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -243,8 +249,8 @@ def test_one_long_sentence_exact():
     ]
     for _, f in instances:
         assert f["seg_id"] == [0] * 8 + [1] * 3 + [2]
-        assert f["target"] == [] and f["target_mapping"] == [] and f["input_q"] == [0.0] * 12
-        m = np.array(f["perm_mask"]).reshape(12, 12)
+        assert f["target"] == [] and f["input_q"] == [0] * 12
+        m = _mask(f)
         func = [7, 10, 11]
         expect = np.zeros((12, 12), dtype=int)
         expect[:4, 4:] = 1          # reuse half sees nothing of the rest
