@@ -9,7 +9,9 @@ benchmarks.pretrain_data.measure (CPU = user + sys of the tree, wall, peak RSS),
 
 1. ours: ``python -m data_pipelines.make_pretrain --objective=xlnet`` (DirectRunner in_memory,
    1 worker). Its records hold everything a training step needs: tokens, segment ids, targets
-   and the permutation mask (one factorization order per instance, drawn offline).
+   and the factorization order (``perm_rank``, one [seq_len] vector per instance, drawn
+   offline) from which the trainer expands the [seq_len, seq_len] permutation mask and the
+   target_mapping in its step (garden/tasks/pretraining_xlnet.py).
 2. Model Garden, creation: ``python -m official.nlp.data.create_xlnet_pretraining_data``
    (--bi_data=False, --per_host_batch_size=1: one stream, as ours; cased, <eod> on). Its
    records hold tokens, segment ids and word boundaries only: no targets, no masks.
@@ -25,8 +27,8 @@ content: targets and masks); ours against the creation alone is printed too. Wit
 (benchmarks.pretrain_data.startup_corpus) and rates net of that fixed cost are printed; the
 loader's net figure is its iteration time.
 
-Then, untimed, both outputs are read back (ours: its TFRecords through data_pipelines.features;
-Model Garden: a fresh pass of its loader, so a new random draw of the same distribution) and
+Then, untimed, both outputs are read back (ours: its TFRecords through data_pipelines.features,
+its masks and target_mapping expanded by the trainer's own functions; Model Garden: a fresh pass of its loader, so a new random draw of the same distribution) and
 compared: sequences, targets per sequence (and in the reuse half), lengths of the runs of
 consecutive targets (the observable span lengths, in pieces), random-B fraction, and the
 permutation-mask invariants of every sequence (``perm_mask_violations``). Model Garden's
@@ -230,16 +232,21 @@ class Summary:
 
 
 def ours_batches(files: List[str], seq_len: int, num_predict: int, batch: int = LOADER_BATCH) -> Iterator[dict]:
+    """Our records with the permutation mask and target_mapping the trainer's step expands
+    (garden.tasks.pretraining_xlnet: perm_rank and input_q -> [B, L, L], [B, P, L])."""
     import tensorflow as tf
     from data_pipelines import features
+    from garden.tasks.pretraining_xlnet import perm_mask_from_rank, target_mapping_from
 
     spec = features.tf_parsing_spec(features.xlnet_pretrain_spec(seq_len, num_predict))
-    ds = tf.data.TFRecordDataset(files).batch(batch).map(lambda x: tf.io.parse_example(x, spec))
-    for ex in ds.as_numpy_iterator():
-        n = len(ex["input_k"])
-        yield {"tokens": ex["input_k"], "cannot": ex["perm_mask"].reshape(n, seq_len, seq_len).astype(bool),
-               "target_mapping": ex["target_mapping"].reshape(n, num_predict, seq_len),
-               "target_weight": ex["target_mask"], "target_ids": ex["target"]}
+
+    def expand(x):
+        x = tf.io.parse_example(x, spec)
+        return {"tokens": x["input_k"], "cannot": perm_mask_from_rank(x["perm_rank"], x["input_q"]) > 0,
+                "target_mapping": target_mapping_from(x["input_q"], num_predict),
+                "target_weight": x["target_mask"], "target_ids": x["target"]}
+
+    yield from tf.data.TFRecordDataset(files).batch(batch).map(expand).as_numpy_iterator()
 
 
 def mg_loader(files: List[str], args):
@@ -389,7 +396,7 @@ def throughput_rows(ours: Timed, create: Timed, loader: Timed) -> List[dict]:
     both_net = None if create.startup is None else net(create) + lo["iterate_cpu_s"]
     rows = [
         row("ours make_pretrain", ours.sequences, ours.usage.cpu_s, ours.usage.wall_s, net(ours),
-            "tokenize, A/B, targets, perm masks, write", ours.usage.peak_rss_bytes),
+            "tokenize, A/B, targets, perm orders, write", ours.usage.peak_rss_bytes),
         row("MG create", create.sequences, create.usage.cpu_s, create.usage.wall_s, net(create),
             "tokenize, A/B, boundaries, write (no targets/masks)", create.usage.peak_rss_bytes),
         row("MG loader (1 pass)", loader.sequences, loader.usage.cpu_s, loader.usage.wall_s, lo["iterate_cpu_s"],
@@ -398,7 +405,8 @@ def throughput_rows(ours: Timed, create: Timed, loader: Timed) -> List[dict]:
             create.usage.wall_s + loader.usage.wall_s, both_net, "the same content as ours",
             max(create.usage.peak_rss_bytes, loader.usage.peak_rss_bytes)),
     ]
-    # On disk: ours holds the [L, L] masks (one byte per 0/1 packed), Model Garden's creation none.
+    # On disk: ours holds targets and the [L] perm_rank (the masks are expanded by the trainer),
+    # Model Garden's creation neither (its loader draws both).
     rows[0]["mib_written"], rows[1]["mib_written"] = written(ours), written(create)
     return rows
 
