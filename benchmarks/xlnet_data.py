@@ -28,8 +28,8 @@ content: targets and masks); ours against the creation alone is printed too. Wit
 loader's net figure is its iteration time.
 
 Then, untimed, both outputs are read back (ours: its TFRecords through data_pipelines.features,
-its masks and target_mapping expanded by the trainer's own functions; Model Garden: a fresh pass of its loader, so a new random draw of the same distribution) and
-compared: sequences, targets per sequence (and in the reuse half), lengths of the runs of
+its masks and target_mapping expanded by the trainer's own functions; Model Garden: a fresh
+pass of its loader, so a new random draw of the same distribution) and compared: sequences, targets per sequence (and in the reuse half), lengths of the runs of
 consecutive targets (the observable span lengths, in pieces), random-B fraction, and the
 permutation-mask invariants of every sequence (``perm_mask_violations``). Model Garden's
 defaults that differ from ours (num_predict 76, word spans with p(n) ~ 1/(n+1), leak_ratio 0.1,

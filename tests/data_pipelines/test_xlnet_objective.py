@@ -64,7 +64,8 @@ def _run(docs, opts, seed=1):
     for batch in xlnet.OBJECTIVE.create_instances(docs, ctx):
         assert isinstance(batch, base.InstanceBatch)
         for i, key in enumerate(batch.keys):
-            out.append((key, {name: batch.columns[name][i, :batch.lengths[name][i]].tolist() for name in batch.columns}))
+            out.append((key, {name: column[i, :batch.lengths[name][i]].tolist()
+                              for name, column in batch.columns.items()}))
     return out, ctx
 
 
