@@ -30,7 +30,8 @@ loader's net figure is its iteration time.
 Then, untimed, both outputs are read back (ours: its TFRecords through data_pipelines.features,
 its masks and target_mapping expanded by the trainer's own functions; Model Garden: a fresh
 pass of its loader, so a new random draw of the same distribution) and compared: sequences,
-targets per sequence (and in the reuse half), lengths of the runs of consecutive targets (the observable span lengths, in pieces), random-B fraction, and the
+targets per sequence (and in the reuse half), lengths of the runs of consecutive targets (the
+observable span lengths, in pieces), random-B fraction, and the
 permutation-mask invariants of every sequence (``perm_mask_violations``). Model Garden's
 defaults that differ from ours (num_predict 76, word spans with p(n) ~ 1/(n+1), leak_ratio 0.1,
 <sep>/<cls> as context, bi_data) are listed in the report (``DIFFERENCES``); num_predict is
