@@ -147,8 +147,8 @@ _LENGTH_FEATURES = ("input_ids", "inputs", "input_k")
 
 
 # Per-instance feature dicts are serialized this many at a time: as Python lists they take
-# far more memory than their bytes (XLNet's [128, 128] perm_mask: 16384 floats, ~0.5 MB as a
-# list, 64 KB serialized), so a pool's dicts are not all held at once.
+# far more memory than their bytes (a 512-token instance's few features: ~8x their serialized
+# size), so a pool's dicts are not all held at once.
 _SERIALIZE_EVERY = 256
 
 

@@ -328,7 +328,7 @@ def test_dataflow_dry_run_builds_job_offline(tmp_path, tiny_vocab_path, monkeypa
 def test_pool_serializes_instance_dicts_a_bounded_number_at_a_time(monkeypatch):
     """Objectives that yield one feature dict per instance (here BERT with whole-word masking)
     have them serialized at most make_pretrain._SERIALIZE_EVERY at a time, not a whole pool's
-    at once (as Python lists they take ~8x their bytes: XLNet's perm_mask), with the same
+    at once (as Python lists they take ~8x their bytes), with the same
     records as one call over all of them."""
     import numpy as np
 
