@@ -203,6 +203,19 @@ def _feature_header(name: str, field: bytes, payload_length: int) -> bytes:
             + b"\x0a" + _varint(payload_length))
 
 
+def feature_header(name: str, payload: bytes) -> bytes:
+    """The bytes of an int64 feature's Features map entry before its packed varint
+    ``payload`` (for writers that put records together from encoded parts)."""
+    return _feature_header(name, b"\x1a", len(payload))
+
+
+def varint(n: int) -> bytes:
+    """The protobuf varint of an int64 value >= 0 (from the precomputed table when small)."""
+    if not _table:
+        _varints([], 0)  # builds the table
+    return _table[n] if n < _TABLE_SIZE else _varint(n)
+
+
 _ROWS_PER_PASS = 256  # bounds the [rows, length, bytes] intermediates of _varint_rows
 
 

@@ -32,13 +32,32 @@ Regenerate the tables after a tensorflow-text upgrade: ``python -m data_pipeline
 from __future__ import annotations
 
 import functools
+import operator
 import re
 from itertools import chain
 from typing import Dict, List, Sequence, Tuple
 
+import numpy as np
+
 from data_pipelines import tf_text_tables
 
 _CACHE_LIMIT = 1 << 18  # chunks; ~50 MB of cached strings and id tuples at most
+_IDS, _STARTS, _ENDS, _COUNT = (operator.itemgetter(k) for k in range(4))  # of _chunk_spans' entries
+# str.split()'s whitespace among ASCII characters (a normalised ASCII text stays ASCII).
+_ASCII_SPACE = np.array([chr(c).isspace() for c in range(128)])
+
+
+def _chunk_starts(norm: str, chunks: List[str]) -> np.ndarray:
+    """Where each of ``norm.split()``'s chunks starts in ``norm``."""
+    if norm.isascii():
+        space = _ASCII_SPACE[np.frombuffer(norm.encode("ascii"), np.uint8)]
+        return np.flatnonzero(~space & np.concatenate(([True], space[:-1])))
+    at, pos = [], 0
+    for chunk in chunks:
+        pos = norm.find(chunk, pos)
+        at.append(pos)
+        pos += len(chunk)
+    return np.asarray(at, np.int64)
 
 
 def _char_class(ranges: Sequence[Sequence[int]]) -> str:
@@ -84,7 +103,10 @@ class WordPieceTokenizer:
         self._ascii_table = str.maketrans({c: norm.get(c, chr(c)) for c in range(0x80)})
         space, punct = tables["space"], tables["punct"]
         punct_class = _char_class(punct)
-        self._words = re.compile(f"[^{_char_class(space)}{punct_class}]+|[{punct_class}]").findall
+        words = re.compile(f"[^{_char_class(space)}{punct_class}]+|[{punct_class}]")
+        self._words, self._word_spans = words.findall, words.finditer
+        # Normalised length of each character the map does not keep one for one (offsets).
+        self._lengths = {c: len(t) for c, t in norm.items() if len(t) != 1}
         # Characters that can be left after normalisation: those it keeps, and its outputs.
         space_set = {c for a, b in space for c in range(a, b + 1)}
         outputs = {ord(ch) for text in norm.values() for ch in text}
@@ -94,6 +116,7 @@ class WordPieceTokenizer:
                 f"str.split() cuts at {', '.join('U+%04X' % c for c in wrong)}, which tensorflow-text does not "
                 f"treat as whitespace ({tables['source']}): data_pipelines.wordpiece cannot give its ids")
         self._cache: Dict[str, Tuple[int, ...]] = {}
+        self._span_cache: Dict[str, tuple] = {}  # chunk -> (ids, starts, ends), for offsets
 
     def tokenize(self, texts: Sequence[str]) -> List[List[int]]:
         """The ids of each text."""
@@ -111,17 +134,73 @@ class WordPieceTokenizer:
             out.append(list(chain.from_iterable(pieces)))
         return out
 
+    def tokenize_with_char_offsets(self, texts: Sequence[str]) -> List[Tuple[List[int], List[int], List[int]]]:
+        """(ids, starts, ends) of each text: the ids of ``tokenize`` and each piece's CHARACTER
+        span [start, end) in the original text, as FastBertTokenizer's byte offsets give them
+        once converted to characters (a start inside a character moves to its start, an end
+        inside one covers it; tests/data_pipelines/test_wordpiece_offsets.py compares the two).
+
+        How: the normaliser maps each character to zero or more characters, so a position in
+        the normalised text comes from one original character (``origin``; the identity for
+        ASCII text, where the map keeps lengths). Each whitespace-free chunk's pieces and their
+        spans within the chunk are cached as for ``tokenize``; a chunk is found in the
+        normalised text with ``str.find`` from where the last one ended.
+        """
+        cache, get = self._span_cache, self._span_cache.get
+        ascii_table, table, lengths = self._ascii_table, self._table, self._lengths
+        out = []
+        for text in texts:
+            origin = None
+            if text.isascii():
+                norm = text.translate(ascii_table)
+            else:
+                norm = text.translate(table)
+                if len(norm) != len(text) or any(lengths.get(ord(c), 1) != 1 for c in text):
+                    origin = [i for i, c in enumerate(text) for _ in range(lengths.get(ord(c), 1))]
+                    origin.append(len(text))
+            chunks = norm.split()
+            entries = list(map(get, chunks))
+            if None in entries:
+                if len(cache) > _CACHE_LIMIT:
+                    cache.clear()
+                entries = [e if e is not None else cache.setdefault(c, self._chunk_spans(c))
+                           for c, e in zip(chunks, entries)]
+            ids = list(chain.from_iterable(map(_IDS, entries)))
+            n = len(ids)
+            counts = np.fromiter(map(_COUNT, entries), np.int64, len(entries))
+            at = np.repeat(_chunk_starts(norm, chunks), counts)
+            starts = at + np.fromiter(chain.from_iterable(map(_STARTS, entries)), np.int64, n)
+            ends = at + np.fromiter(chain.from_iterable(map(_ENDS, entries)), np.int64, n)
+            if origin is not None:
+                origin = np.asarray(origin, np.int64)
+                starts, ends = origin[starts], origin[ends]
+            out.append((ids, starts, ends))
+        return out
+
+    def _chunk_spans(self, chunk: str) -> tuple:
+        """(ids, starts, ends, number of pieces) of a normalised chunk's pieces, spans relative
+        to the chunk."""
+        ids, starts, ends = [], [], []
+        for match in self._word_spans(chunk):
+            at = match.start()
+            word_ids, cuts = self._word_pieces_at(match.group())
+            ids += word_ids
+            starts += [at] + [at + c for c in cuts[:-1]]
+            ends += [at + c for c in cuts]
+        return tuple(ids), tuple(starts), tuple(ends), len(ids)
+
     def _chunk_pieces(self, chunk: str) -> Tuple[int, ...]:
         """Ids of a normalised chunk without Python whitespace: its words (runs between
         whitespace and punctuation; each punctuation or CJK character is a word) in pieces."""
-        return tuple(chain.from_iterable(self._word_pieces(w) for w in self._words(chunk)))
+        return tuple(chain.from_iterable(self._word_pieces_at(w)[0] for w in self._words(chunk)))
 
-    def _word_pieces(self, word: str) -> Tuple[int, ...]:
-        """Greedy longest-match-first WordPiece of one normalized word; [UNK] for a word of
-        more than max_bytes_per_word bytes or with a part no piece matches."""
+    def _word_pieces_at(self, word: str) -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
+        """Greedy longest-match-first WordPiece of one normalized word: the piece ids and where
+        each piece ends in the word; [UNK] (the whole word) for a word of more than
+        max_bytes_per_word bytes or with a part no piece matches."""
         if len(word.encode("utf-8")) > self._max_bytes:
-            return self._unk
-        ids, pieces, start, n = self._ids, [], 0, len(word)
+            return self._unk, (len(word),)
+        ids, pieces, cuts, start, n = self._ids, [], [], 0, len(word)
         while start < n:
             end = n
             while end > start:
@@ -130,7 +209,8 @@ class WordPieceTokenizer:
                     break
                 end -= 1
             else:
-                return self._unk
+                return self._unk, (n,)
             pieces.append(piece)
+            cuts.append(end)
             start = end
-        return tuple(pieces)
+        return tuple(pieces), tuple(cuts)
