@@ -216,6 +216,27 @@ def varint(n: int) -> bytes:
     return _table[n] if n < _TABLE_SIZE else _varint(n)
 
 
+def encode_varints(values: Sequence[int]) -> bytes:
+    """The protobuf varints of int64 values, joined (``serialize_example``'s encoding)."""
+    return _varints(list(values), 0)
+
+
+def varint_pieces(values: np.ndarray) -> Tuple[bytes, List[int]]:
+    """The protobuf varints of a vector of int64 values >= 0, joined, and the byte offset at
+    which each value starts (one more at the end), encoded by numpy in one pass."""
+    values = np.asarray(values, np.int64)
+    if not len(values):
+        return b"", [0]
+    payload, _ = _varint_rows(values[None, :])
+    width = np.ones(len(values), np.int64)
+    for k in range(1, 10):
+        more = values >= (1 << (7 * k))
+        if not more.any():
+            break
+        width += more
+    return payload, [0, *np.cumsum(width).tolist()]
+
+
 _ROWS_PER_PASS = 256  # bounds the [rows, length, bytes] intermediates of _varint_rows
 
 

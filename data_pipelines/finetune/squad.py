@@ -344,7 +344,7 @@ class _Context:
         self.sorted = bool(np.all(self.starts[1:] >= self.starts[:-1]) and np.all(self.ends[1:] >= self.ends[:-1]))
         self.starts_list, self.ends_list = self.starts.tolist(), self.ends.tolist()
         self._windows: Dict[int, tuple] = {}
-        self.encoded = None  # _records' per-piece varints, made on first use
+        self.first = 0  # _records: where its pieces start among the chunk's
 
     def answer(self, answer_start: int, answer_end: int) -> Optional[Tuple[int, int]]:
         if not self.sorted:
@@ -453,13 +453,6 @@ def _columns(plans: Sequence[_Plan], specials, options: SquadOptions) -> Dict[st
     return cols
 
 
-def _varint_pieces(values: Sequence[int]) -> Tuple[bytes, List[int]]:
-    """The protobuf varints of ``values`` (>= 0) joined, and the byte offset of each value
-    (one more at the end)."""
-    encoded = [features.varint(v) for v in values]
-    return b"".join(encoded), [0, *itertools.accumulate(map(len, encoded))]
-
-
 def _records(plans: Sequence[_Plan], specials, options: SquadOptions) -> List[Tuple[int, int, bytes]]:
     """(example index, window index, tf.train.Example bytes) of each window of ``plans``: the
     bytes features.serialize_columns writes for to_records(_columns(plans)) (checked by
@@ -486,14 +479,27 @@ def _records(plans: Sequence[_Plan], specials, options: SquadOptions) -> List[Tu
 
     zeros = b"\x00" * t
     ones = b"\x01" * t
+    # Features of max_seq_length one-byte values: always the same header.
+    mask_h, segment_h, flags_h = (features.feature_header(name, zeros)
+                                  for name in ("padding_mask", "segment_ids", "token_is_max_context"))
+    # Every context's piece ids and stored spans, and every question's prefix, encoded in one
+    # numpy pass each; a window slices them by the byte offsets of its pieces.
+    contexts = list({id(p.context): p.context for p in plans}.values())
+    pieces = 0
+    for ctx in contexts:
+        ctx.first, pieces = pieces, pieces + len(ctx.ids)
+    joined = lambda arrays: np.concatenate(arrays) if arrays else np.zeros(0, np.int64)  # noqa: E731
+    ids_b, ids_at = features.varint_pieces(joined([c.ids for c in contexts]))
+    cs_b, cs_at = features.varint_pieces(joined([c.starts for c in contexts]) + 1)
+    ce_b, ce_at = features.varint_pieces(joined([c.ends for c in contexts]) + 1)
+    pre_b, pre_at = features.varint_pieces(np.fromiter(
+        itertools.chain.from_iterable(p.prefix for p in plans), np.int64))
     out = []
+    q = 0
     for plan in plans:
-        ctx = plan.context
-        if ctx.encoded is None:
-            ctx.encoded = (_varint_pieces(ctx.ids.tolist()), _varint_pieces((ctx.starts + 1).tolist()),
-                           _varint_pieces((ctx.ends + 1).tolist()))
-        (ids_b, ids_at), (cs_b, cs_at), (ce_b, ce_at) = ctx.encoded
-        prefix = b"".join(map(features.varint, plan.prefix))
+        base = plan.context.first
+        prefix = pre_b[pre_at[q]:pre_at[q + len(plan.prefix)]]
+        q += len(plan.prefix)
         off = len(plan.prefix)
         index_b = entry("example_index", features.varint(plan.index))
         impossible_b = entry("is_impossible", features.varint(plan.is_impossible))
@@ -508,16 +514,16 @@ def _records(plans: Sequence[_Plan], specials, options: SquadOptions) -> List[Tu
                 first = last = 0
             flags = ones[:length] if single else (plan.best[start:stop] == w).astype(np.uint8).tobytes()
             body = b"".join((
-                entry("context_char_end", zeros[:off] + ce_b[ce_at[start]:ce_at[stop]] + zeros[:rest + 1]),
-                entry("context_char_start", zeros[:off] + cs_b[cs_at[start]:cs_at[stop]] + zeros[:rest + 1]),
+                entry("context_char_end", zeros[:off] + ce_b[ce_at[base + start]:ce_at[base + stop]] + zeros[:rest + 1]),
+                entry("context_char_start", zeros[:off] + cs_b[cs_at[base + start]:cs_at[base + stop]] + zeros[:rest + 1]),
                 entry("end_position", features.varint(last)),
                 index_b,
                 impossible_b,
-                entry("padding_mask", ones[:end + 1] + zeros[:rest]),
-                entry("segment_ids", zeros[:off] + ones[:length + 1] + zeros[:rest] if bert else zeros),
+                mask_h, ones[:end + 1], zeros[:rest],
+                segment_h, (zeros[:off] + ones[:length + 1] + zeros[:rest] if bert else zeros),
                 entry("start_position", features.varint(first)),
-                entry("token_ids", prefix + ids_b[ids_at[start]:ids_at[stop]] + sep_b + pad_b * rest),
-                entry("token_is_max_context", zeros[:off] + flags + zeros[:rest + 1]),
+                entry("token_ids", prefix + ids_b[ids_at[base + start]:ids_at[base + stop]] + sep_b + pad_b * rest),
+                flags_h, zeros[:off], flags, zeros[:rest + 1],
                 entry("unique_id", features.varint(plan.index * WINDOWS_PER_EXAMPLE + w)),
                 entry("window_index", features.varint(w)),
             ))
