@@ -453,6 +453,9 @@ def _columns(plans: Sequence[_Plan], specials, options: SquadOptions) -> Dict[st
     return cols
 
 
+_HEADERS: Dict[Tuple[str, int], bytes] = {}  # (feature, payload bytes) -> its entry's header
+
+
 def _records(plans: Sequence[_Plan], specials, options: SquadOptions) -> List[Tuple[int, int, bytes]]:
     """(example index, window index, tf.train.Example bytes) of each window of ``plans``: the
     bytes features.serialize_columns writes for to_records(_columns(plans)) (checked by
@@ -469,7 +472,7 @@ def _records(plans: Sequence[_Plan], specials, options: SquadOptions) -> List[Tu
     t = options.max_seq_length
     sep_b, pad_b = features.varint(sep), features.varint(pad)
     bert = options.layout == "bert"
-    headers: Dict[Tuple[str, int], bytes] = {}
+    headers = _HEADERS
 
     def entry(name: str, payload: bytes) -> bytes:
         header = headers.get((name, len(payload)))
@@ -477,6 +480,11 @@ def _records(plans: Sequence[_Plan], specials, options: SquadOptions) -> List[Tu
             header = headers[(name, len(payload))] = features.feature_header(name, payload)
         return header + payload
 
+    # Whole entries of the small scalars: positions and window indices are < max_seq_length
+    # and < WINDOWS_PER_EXAMPLE.
+    small = max(t, WINDOWS_PER_EXAMPLE)
+    start_e, end_e, window_e = ([entry(name, features.varint(v)) for v in range(small)]
+                                for name in ("start_position", "end_position", "window_index"))
     zeros = b"\x00" * t
     ones = b"\x01" * t
     # Features of max_seq_length one-byte values: always the same header.
@@ -494,8 +502,10 @@ def _records(plans: Sequence[_Plan], specials, options: SquadOptions) -> List[Tu
     ce_b, ce_at = features.varint_pieces(joined([c.ends for c in contexts]) + 1)
     pre_b, pre_at = features.varint_pieces(np.fromiter(
         itertools.chain.from_iterable(p.prefix for p in plans), np.int64))
+    uid_b, uid_at = features.varint_pieces(np.fromiter(
+        (p.index * WINDOWS_PER_EXAMPLE + w for p in plans for w in range(len(p.spans))), np.int64))
     out = []
-    q = 0
+    q = r = 0
     for plan in plans:
         base = plan.context.first
         prefix = pre_b[pre_at[q]:pre_at[q + len(plan.prefix)]]
@@ -516,17 +526,18 @@ def _records(plans: Sequence[_Plan], specials, options: SquadOptions) -> List[Tu
             body = b"".join((
                 entry("context_char_end", zeros[:off] + ce_b[ce_at[base + start]:ce_at[base + stop]] + zeros[:rest + 1]),
                 entry("context_char_start", zeros[:off] + cs_b[cs_at[base + start]:cs_at[base + stop]] + zeros[:rest + 1]),
-                entry("end_position", features.varint(last)),
+                end_e[last],
                 index_b,
                 impossible_b,
                 mask_h, ones[:end + 1], zeros[:rest],
                 segment_h, (zeros[:off] + ones[:length + 1] + zeros[:rest] if bert else zeros),
-                entry("start_position", features.varint(first)),
+                start_e[first],
                 entry("token_ids", prefix + ids_b[ids_at[base + start]:ids_at[base + stop]] + sep_b + pad_b * rest),
                 flags_h, zeros[:off], flags, zeros[:rest + 1],
-                entry("unique_id", features.varint(plan.index * WINDOWS_PER_EXAMPLE + w)),
-                entry("window_index", features.varint(w)),
+                entry("unique_id", uid_b[uid_at[r]:uid_at[r + 1]]),
+                window_e[w],
             ))
+            r += 1
             out.append((plan.index, w, b"\x0a" + features.varint(len(body)) + body))
     return out
 
