@@ -20,6 +20,12 @@ tensorflow-text (``tokenizers.TextTokenizer.in_graph``); the two are compared, n
   script (cased and uncased), and on the edge cases (word lengths around the limit, controls,
   ignorable characters).
 
+Character offsets (``tokenize_with_char_offsets``, what make_finetune's SQuAD windows are cut
+with) are FastBertTokenizer's byte offsets as characters: a piece starts at the original
+character its first normalised character came from and ends where the character after its
+last one starts (so the pieces of one expanded character, "\u2026" -> "...", start at it and only
+the last covers it); tests/data_pipelines/test_wordpiece_offsets.py compares them with the op's.
+
 Speed: text is normalised by ``str.translate`` and cut at whitespace by ``str.split``; the ids
 of each whitespace-free chunk are cached (the cache is cleared when it reaches
 ``_CACHE_LIMIT`` chunks, so memory stays bounded), and only a new chunk goes through the
@@ -147,8 +153,8 @@ class WordPieceTokenizer:
     def tokenize_with_char_offsets(self, texts: Sequence[str]) -> List[Tuple[List[int], List[int], List[int]]]:
         """(ids, starts, ends) of each text: the ids of ``tokenize`` and each piece's CHARACTER
         span [start, end) in the original text, as FastBertTokenizer's byte offsets give them
-        once converted to characters (a start inside a character moves to its start, an end
-        inside one covers it; tests/data_pipelines/test_wordpiece_offsets.py compares the two).
+        once converted to characters (tests/data_pipelines/test_wordpiece_offsets.py compares
+        the two; the module docstring says how expanded characters come out).
 
         How: the normaliser maps each character to zero or more characters, so a position in
         the normalised text comes from one original character (``origin``; the identity for

@@ -19,7 +19,7 @@ Features (one record per window; the make_finetune kind "squad"; docs/tasks.md):
   window on a tie), as run_squad's _check_is_max_context;
 * start_position / end_position: the first gold answer's character span re-aligned to the
   pieces it overlaps (the first piece ending after answer_start, the last piece starting before
-  its end; tensorflow-text gives byte offsets, converted to characters here), as positions in
+  its end; the tokenizer's character offsets), as positions in
   the window; 0 / 0 ([CLS]) for an unanswerable question and in every window that does not
   hold the whole answer;
 * is_impossible is the question's (1 for a v2.0 unanswerable question), the same in all its
@@ -32,10 +32,21 @@ Features (one record per window; the make_finetune kind "squad"; docs/tasks.md):
   serialization about half of make_finetune's per-window time;
 * unique_id = example_index * WINDOWS_PER_EXAMPLE + window_index.
 
-Tokenization is data_pipelines.tokenizers' tokenize_with_offsets, so WordPiece, SentencePiece
-and byte-level BPE vocabularies all work; with WordPiece the windows, max-context flags and
-positions equal Model Garden's squad_lib (tests/data_pipelines/test_squad_features.py), which
-splits the context at whitespace first and re-aligns the answer by matching its tokens.
+Tokenization is data_pipelines.tokenizers' tokenize_with_char_offsets for the contexts (each
+distinct context of a batch once) and tokenize (ids only) for the questions, so WordPiece,
+SentencePiece and byte-level BPE vocabularies all work; WordPiece runs in pure Python
+(data_pipelines.wordpiece, FastBertTokenizer's ids and spans, tested against it). With
+WordPiece the windows, max-context flags and positions equal Model Garden's squad_lib
+(tests/data_pipelines/test_squad_features.py), which splits the context at whitespace first
+and re-aligns the answer by matching its tokens.
+
+Three forms of the same windows: ``examples_features`` (a dict per window, what garden's QA
+task and the serving tests compare with), ``examples_columns`` ([windows, length] int64
+matrices) and ``examples_records`` (the serialized TFRecords, what make_finetune writes: put
+together from each context's encoded bytes; tests/data_pipelines/test_squad_records.py checks
+them byte for byte against the serialized columns). TensorFlow is imported only to parse
+records (``feature_spec``, ``parse_record``) and to read tfds, so the Beam job never loads it
+(benchmarks/README.md, ``squad_features``).
 """
 
 from __future__ import annotations
@@ -54,7 +65,7 @@ from data_pipelines.finetune import FinetuneDataError
 
 # TensorFlow is imported only by feature_spec / parse_record (readers of the records) and
 # read_tfds: make_finetune's job (read, tokenize, window, serialize) runs without it, which
-# saves each process about 4 CPU-seconds of start-up (benchmarks/README.md, squad_features).
+# saves each process about 4 CPU-seconds of start-up.
 
 
 @dataclasses.dataclass(frozen=True)
