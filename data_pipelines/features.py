@@ -216,11 +216,6 @@ def varint(n: int) -> bytes:
     return _table[n] if n < _TABLE_SIZE else _varint(n)
 
 
-def encode_varints(values: Sequence[int]) -> bytes:
-    """The protobuf varints of int64 values, joined (``serialize_example``'s encoding)."""
-    return _varints(list(values), 0)
-
-
 def varint_pieces(values: np.ndarray) -> Tuple[bytes, List[int]]:
     """The protobuf varints of a vector of int64 values >= 0, joined, and the byte offset at
     which each value starts (one more at the end), encoded by numpy in one pass."""

@@ -63,6 +63,14 @@ def _chunk_starts(norm: str, chunks: List[str]) -> np.ndarray:
     return np.flatnonzero(~space & np.concatenate(([True], space[:-1])))
 
 
+def _fill(cache: dict, chunks: List[str], entries: list, make) -> list:
+    """``entries`` (the cache's entry of each chunk, None where missing) with the missing ones
+    made by ``make(chunk)`` and cached; the cache is cleared first when it is full."""
+    if len(cache) > _CACHE_LIMIT:
+        cache.clear()
+    return [e if e is not None else cache.setdefault(c, make(c)) for c, e in zip(chunks, entries)]
+
+
 @functools.lru_cache(maxsize=None)
 def _python_space_array() -> np.ndarray:
     return np.array(sorted(_python_whitespace()), np.uint32)
@@ -143,10 +151,7 @@ class WordPieceTokenizer:
             chunks = text.translate(ascii_table if text.isascii() else table).split()
             pieces = list(map(get, chunks))
             if None in pieces:
-                if len(cache) > _CACHE_LIMIT:
-                    cache.clear()
-                pieces = [p if p is not None else cache.setdefault(c, self._chunk_pieces(c))
-                          for c, p in zip(chunks, pieces)]
+                pieces = _fill(cache, chunks, pieces, self._chunk_pieces)
             out.append(list(chain.from_iterable(pieces)))
         return out
 
@@ -181,10 +186,7 @@ class WordPieceTokenizer:
         chunks = joined.split()
         entries = list(map(get, chunks))
         if None in entries:
-            if len(cache) > _CACHE_LIMIT:
-                cache.clear()
-            entries = [e if e is not None else cache.setdefault(c, self._chunk_spans(c))
-                       for c, e in zip(chunks, entries)]
+            entries = _fill(cache, chunks, entries, self._chunk_spans)
         ids = list(chain.from_iterable(map(_IDS, entries)))
         n = len(ids)
         counts = np.fromiter(map(_COUNT, entries), np.int64, len(entries))
