@@ -203,6 +203,35 @@ def _feature_header(name: str, field: bytes, payload_length: int) -> bytes:
             + b"\x0a" + _varint(payload_length))
 
 
+def feature_header(name: str, payload: bytes) -> bytes:
+    """The bytes of an int64 feature's Features map entry before its packed varint
+    ``payload`` (for writers that put records together from encoded parts)."""
+    return _feature_header(name, b"\x1a", len(payload))
+
+
+def varint(n: int) -> bytes:
+    """The protobuf varint of an int64 value >= 0 (from the precomputed table when small)."""
+    if not _table:
+        _varints([], 0)  # builds the table
+    return _table[n] if n < _TABLE_SIZE else _varint(n)
+
+
+def varint_pieces(values: np.ndarray) -> Tuple[bytes, List[int]]:
+    """The protobuf varints of a vector of int64 values >= 0, joined, and the byte offset at
+    which each value starts (one more at the end), encoded by numpy in one pass."""
+    values = np.asarray(values, np.int64)
+    if not len(values):
+        return b"", [0]
+    payload, _ = _varint_rows(values[None, :])
+    width = np.ones(len(values), np.int64)
+    for k in range(1, 10):
+        more = values >= (1 << (7 * k))
+        if not more.any():
+            break
+        width += more
+    return payload, [0, *np.cumsum(width).tolist()]
+
+
 _ROWS_PER_PASS = 256  # bounds the [rows, length, bytes] intermediates of _varint_rows
 
 

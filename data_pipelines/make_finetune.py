@@ -18,9 +18,10 @@ The job (DirectRunner by default; every unknown flag goes to Beam's PipelineOpti
                  written to work files; a malformed file ends the job with the reader's
                  message (file and record), and nothing is marked COMPLETED
   MakeFeatures   per chunk, the kind's features of every example (squad: all of the chunk's
-                 windows as int64 columns from one batched tokenizer call, serialized by
-                 features.serialize_columns; a kind with example_features only: per example),
-                 serialized as tf.train.Example and
+                 windows from one batched tokenizer call each for the questions and the
+                 distinct contexts, serialized by the kind's examples_records; a kind with
+                 examples_columns: serialized by features.serialize_columns; a kind with
+                 example_features only: per example), serialized as tf.train.Example and
                  written to a work file, one key-ordered range per output shard; an example
                  the kind cannot featurize (e.g. an answer that covers no piece) is skipped,
                  named in the log (the first few per worker) and counted in stats.json
@@ -63,7 +64,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from data_pipelines import beam_options, features, gcs, jobs, output, progress, sources, tokenizers
 from data_pipelines.counters import SumDictsFn, count as _count
 from data_pipelines.finetune import FinetuneDataError
-from data_pipelines.make_pretrain import encode_entries, read_entries
+from data_pipelines.make_pretrain import encode_entries, gc_paused, read_entries
 from data_pipelines.objectives import base
 from data_pipelines.tfrecord import write_tfrecords
 
@@ -101,6 +102,14 @@ def record_spec(tf_spec) -> features.Spec:
             length *= int(d)
         spec[name] = features.Feature("float32" if f.dtype.is_floating else "int64", length)
     return spec
+
+
+def kind_spec(kind, options) -> features.Spec:
+    """The kind's record Spec: its own ``record_spec(options)`` when it has one (no TensorFlow
+    import), else converted from its feature_spec."""
+    if hasattr(kind, "record_spec"):
+        return kind.record_spec(options)
+    return record_spec(kind.feature_spec(options))
 
 
 def example_key(index: int, record: int) -> str:
@@ -179,7 +188,8 @@ class ReadExamplesFn(beam.DoFn):
                 examples = kind.read_tfds(name, f"{split}[{shard}shard]", data_dir)
             else:
                 source_id = element.metadata.path
-                examples = kind.read_examples(source_id)
+                with gc_paused():  # tens of thousands of examples and no cycles
+                    examples = kind.read_examples(source_id)
         except FinetuneDataError as e:
             yield beam.pvalue.TaggedOutput(ERRORS_TAG, str(e))
             return
@@ -233,7 +243,12 @@ class MakeFeaturesFn(beam.DoFn):
                 _LOG.warning("skipping example %d of %s: %s", index, source_id, error)
                 self._shown += 1
 
-        if hasattr(self._kind, "examples_columns"):
+        if hasattr(self._kind, "examples_records"):  # serialized by the kind itself
+            with gc_paused():  # the GC's passes over the chunk's many small objects cost ~15%
+                records = self._kind.examples_records(examples, self._tokenizer, self._options, first,
+                                                      on_error=on_error)
+            keyed = [(example_key(i, w), i, rec) for i, w, rec in records]
+        elif hasattr(self._kind, "examples_columns"):
             columns = self._kind.examples_columns(examples, self._tokenizer, self._options, first,
                                                   on_error=on_error)
             if hasattr(self._kind, "to_records"):  # the stored form of some features
@@ -341,7 +356,7 @@ def build_pipeline(p: beam.Pipeline, args, work_dir: str) -> None:
     """Adds the whole job to ``p`` (no I/O happens until it runs)."""
     kind = get_kind(args.task)
     options = kind.options_from_flags(args)
-    spec = record_spec(kind.feature_spec(options))
+    spec = kind_spec(kind, options)
     read = (p
             | "Sources" >> sources.MatchSources(args.input, args.input_format, args.tfds_data_dir,
                                                 getattr(args, "tfds_shards", ()))
@@ -517,7 +532,7 @@ def _info(args, beam_args, tokenizer, files: Sequence[str], shard_files: Sequenc
         "input_files": list(files),
         "max_seq_length": getattr(options, "max_seq_length", None),
         **jobs.info_fields(args, beam_args, tokenizer, options,
-                           record_spec(kind.feature_spec(options)), shard_files),
+                           kind_spec(kind, options), shard_files),
         "examples": {"read": stats["examples_read"], "featurized": stats["examples_featurized"],
                      "skipped": stats["examples_skipped"]},
         "instances": {"total": stats["instances"], "per_shard": stats["instances_per_shard"]},

@@ -292,6 +292,16 @@ class TextTokenizer:
             ends_all.extend(ends)
         return ids_all, starts_all, ends_all
 
+    def tokenize_with_char_offsets(self, texts: Sequence[str]) -> List[Tuple[List[int], List[int], List[int]]]:
+        """(ids, starts, ends) of each text with CHARACTER spans: ``tokenize_with_offsets``'s
+        byte spans converted (a start inside a character moves to its start, an end inside one
+        covers it). WordPiece computes them with data_pipelines.wordpiece, without TensorFlow
+        (the same spans: tests/data_pipelines/test_wordpiece_offsets.py)."""
+        if self._make_eager is not None:
+            return self._eager.tokenize_with_char_offsets(texts)
+        ids, starts, ends = self.tokenize_with_offsets(texts)
+        return [(i, *byte_to_char_spans(t, a, b)) for t, i, a, b in zip(texts, ids, starts, ends)]
+
     def _offsets_chunk(self, texts: List[str]):
         import tensorflow as tf
 
@@ -343,6 +353,17 @@ class TextTokenizer:
                 b"" if i in specials or any(c not in byte_of for c in tok) else bytes(byte_of[c] for c in tok)
                 for i, tok in enumerate(self.vocab.tokens)]
         return self._piece_bytes
+
+
+def byte_to_char_spans(text: str, starts: Sequence[int], ends: Sequence[int]) -> Tuple[List[int], List[int]]:
+    """UTF-8 byte spans [start, end) in ``text`` -> character spans; a start inside a character
+    moves to its start, an end inside one covers that whole character."""
+    if text.isascii():
+        return list(starts), list(ends)
+    # Byte offset at which each character starts, and the text's length in bytes last.
+    at = np.concatenate([[0], np.cumsum([len(c.encode("utf-8")) for c in text])])
+    return ((np.searchsorted(at, np.asarray(starts, np.int64), side="right") - 1).tolist(),
+            np.searchsorted(at, np.asarray(ends, np.int64), side="left").tolist())
 
 
 def _ragged_to_lists(values: np.ndarray, splits: np.ndarray) -> List[List[int]]:

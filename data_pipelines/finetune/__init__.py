@@ -27,6 +27,9 @@ and optionally:
                                             call; serialized without per-record dicts), as
                                             squad.py has; make_finetune prefers it
     examples_features(...)                  the same as lists of record dicts
+    examples_records(...) -> [(example index, record index, bytes)]
+                                            the serialized records (the stored form) directly,
+                                            as squad.py has; make_finetune prefers it
     to_records(columns) -> columns          the stored form of examples_columns' columns, when
                                             it differs (squad: character spans plus one);
                                             the kind's parse_record(serialized, options) undoes it

@@ -19,7 +19,7 @@ Features (one record per window; the make_finetune kind "squad"; docs/tasks.md):
   window on a tie), as run_squad's _check_is_max_context;
 * start_position / end_position: the first gold answer's character span re-aligned to the
   pieces it overlaps (the first piece ending after answer_start, the last piece starting before
-  its end; tensorflow-text gives byte offsets, converted to characters here), as positions in
+  its end; the tokenizer's character offsets), as positions in
   the window; 0 / 0 ([CLS]) for an unanswerable question and in every window that does not
   hold the whole answer;
 * is_impossible is the question's (1 for a v2.0 unanswerable question), the same in all its
@@ -32,23 +32,40 @@ Features (one record per window; the make_finetune kind "squad"; docs/tasks.md):
   serialization about half of make_finetune's per-window time;
 * unique_id = example_index * WINDOWS_PER_EXAMPLE + window_index.
 
-Tokenization is data_pipelines.tokenizers' tokenize_with_offsets, so WordPiece, SentencePiece
-and byte-level BPE vocabularies all work; with WordPiece the windows, max-context flags and
-positions equal Model Garden's squad_lib (tests/data_pipelines/test_squad_features.py), which
-splits the context at whitespace first and re-aligns the answer by matching its tokens.
+Tokenization is data_pipelines.tokenizers' tokenize_with_char_offsets for the contexts (each
+distinct context of a batch once) and tokenize (ids only) for the questions, so WordPiece,
+SentencePiece and byte-level BPE vocabularies all work; WordPiece runs in pure Python
+(data_pipelines.wordpiece, FastBertTokenizer's ids and spans, tested against it). With
+WordPiece the windows, max-context flags and positions equal Model Garden's squad_lib
+(tests/data_pipelines/test_squad_features.py), which splits the context at whitespace first
+and re-aligns the answer by matching its tokens.
+
+Three forms of the same windows: ``examples_features`` (a dict per window, what garden's QA
+task and the serving tests compare with), ``examples_columns`` ([windows, length] int64
+matrices) and ``examples_records`` (the serialized TFRecords, what make_finetune writes: put
+together from each context's encoded bytes; tests/data_pipelines/test_squad_records.py checks
+them byte for byte against the serialized columns). TensorFlow is imported only to parse
+records (``feature_spec``, ``parse_record``) and to read tfds, so the Beam job never loads it
+(benchmarks/README.md, ``squad_features``).
 """
 
 from __future__ import annotations
 
 import argparse
+import bisect
 import dataclasses
+import itertools
 import json
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
-import tensorflow as tf
 
+from data_pipelines import features, tokenizers
 from data_pipelines.finetune import FinetuneDataError
+
+# TensorFlow is imported only by feature_spec / parse_record (readers of the records) and
+# read_tfds: make_finetune's job (read, tokenize, window, serialize) runs without it, which
+# saves each process about 4 CPU-seconds of start-up.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,9 +135,11 @@ def read_examples(path: str) -> List[SquadExample]:
     invalid JSON, missing or mistyped fields, an answer_start that does not point at its text in
     the context, an answerable question without answers, or duplicate ids.
     """
-    if not tf.io.gfile.exists(path):
+    from apache_beam.io.filesystems import FileSystems  # local or gs://, without TensorFlow
+
+    if not FileSystems.exists(path):
         raise FinetuneDataError(f"SQuAD file not found: {path}")
-    with tf.io.gfile.GFile(path, "rb") as f:
+    with FileSystems.open(path, compression_type="uncompressed") as f:
         raw = f.read()
     try:
         doc = json.loads(raw.decode("utf-8"))
@@ -225,9 +244,20 @@ def options_from_flags(args: argparse.Namespace) -> SquadOptions:
     return SquadOptions(args.max_seq_length, args.doc_stride, args.max_query_length, layout)
 
 
-def feature_spec(options: SquadOptions) -> Dict[str, tf.io.FixedLenFeature]:
-    """What the window records hold (interface 3 of docs/tasks.md); all int64. Parse records
-    with `parse_record`, which also undoes the stored-plus-one character spans."""
+def record_spec(options: SquadOptions) -> features.Spec:
+    """feature_spec as data_pipelines.features' Spec, without TensorFlow (what make_finetune
+    serializes with and writes into info.json)."""
+    spec = {name: features.Feature("int64", 1) for name in SCALARS}
+    spec.update({name: features.Feature("int64", options.max_seq_length) for name in ROWS})
+    return spec
+
+
+def feature_spec(options: SquadOptions):
+    """What the window records hold (interface 3 of docs/tasks.md); all int64, as
+    {name: tf.io.FixedLenFeature}. Parse records with `parse_record`, which also undoes the
+    stored-plus-one character spans."""
+    import tensorflow as tf
+
     spec = {name: tf.io.FixedLenFeature([], tf.int64) for name in SCALARS}
     spec.update({name: tf.io.FixedLenFeature([options.max_seq_length], tf.int64) for name in ROWS})
     return spec
@@ -245,30 +275,26 @@ def to_records(columns: Dict) -> Dict:
             if k in STORED_PLUS_ONE else v for k, v in columns.items()}
 
 
-def parse_record(serialized, options: SquadOptions) -> Dict[str, tf.Tensor]:
+def parse_record(serialized, options: SquadOptions):
     """One serialized window record -> the window's features as examples_features gives them
-    (character spans -1 outside the context again); usable in tf.data.map."""
+    (character spans -1 outside the context again, {name: tf.Tensor}); usable in tf.data.map."""
+    import tensorflow as tf
+
     record = tf.io.parse_single_example(serialized, feature_spec(options))
     return {k: v - 1 if k in STORED_PLUS_ONE else v for k, v in record.items()}
 
 
 def char_offsets(text: str, starts: Sequence[int], ends: Sequence[int]) -> Tuple[np.ndarray, np.ndarray]:
-    """UTF-8 byte spans [start, end) in ``text`` -> character spans; a span that ends inside a
-    character covers that whole character."""
-    starts = np.asarray(starts, np.int64)
-    ends = np.asarray(ends, np.int64)
-    if text.isascii():
-        return starts, ends
-    # Byte offset at which each character starts, and the text's length in bytes last.
-    at = np.concatenate([[0], np.cumsum([len(c.encode("utf-8")) for c in text])])
-    return (np.searchsorted(at, starts, side="right") - 1,
-            np.searchsorted(at, ends, side="left"))
+    """UTF-8 byte spans [start, end) in ``text`` -> character spans (tokenizers.byte_to_char_spans
+    as int64 arrays); a span that ends inside a character covers that whole character."""
+    s, e = tokenizers.byte_to_char_spans(text, starts, ends)
+    return np.asarray(s, np.int64), np.asarray(e, np.int64)
 
 
 def tokenize_pieces(tokenizer, texts: Sequence[str]) -> List[Tuple[List[int], np.ndarray, np.ndarray]]:
     """(piece ids, character starts, character ends) of each text, in one batched call."""
-    ids, starts, ends = tokenizer.tokenize_with_offsets(list(texts))
-    return [(i, *char_offsets(t, s, e)) for t, i, s, e in zip(texts, ids, starts, ends)]
+    return [(i, np.asarray(s, np.int64), np.asarray(e, np.int64))
+            for i, s, e in tokenizer.tokenize_with_char_offsets(list(texts))]
 
 
 def answer_pieces(starts: np.ndarray, ends: np.ndarray, answer_start: int, answer_end: int
@@ -316,37 +342,88 @@ ROWS = ("token_ids", "segment_ids", "padding_mask", "token_is_max_context", "con
         "context_char_end")
 
 
+class _Context:
+    """A distinct context of a chunk, tokenized once: piece ids and character spans, and what
+    its questions share (max-context windows per window width, the stored-form bytes)."""
+
+    def __init__(self, ids, starts, ends):
+        self.ids = np.asarray(ids, np.int64)
+        self.starts = np.asarray(starts, np.int64)
+        self.ends = np.asarray(ends, np.int64)
+        # Piece spans come in text order, so the pieces an answer overlaps are found by
+        # bisection (answer_pieces' scan otherwise; same result on sorted spans).
+        self.sorted = bool(np.all(self.starts[1:] >= self.starts[:-1]) and np.all(self.ends[1:] >= self.ends[:-1]))
+        self.starts_list, self.ends_list = self.starts.tolist(), self.ends.tolist()
+        self._windows: Dict[int, tuple] = {}
+        self.first = 0  # _records: where its pieces start among the chunk's
+
+    def answer(self, answer_start: int, answer_end: int) -> Optional[Tuple[int, int]]:
+        if not self.sorted:
+            return answer_pieces(self.starts, self.ends, answer_start, answer_end)
+        first = bisect.bisect_right(self.ends_list, answer_start)
+        last = bisect.bisect_left(self.starts_list, answer_end) - 1
+        return (first, last) if first <= last else None
+
+    def windows(self, max_pieces: int, doc_stride: int) -> tuple:
+        """(spans, max-context window of each piece) for windows of ``max_pieces`` pieces."""
+        got = self._windows.get(max_pieces)
+        if got is None:
+            spans = window_spans(len(self.ids), max_pieces, doc_stride)
+            got = self._windows[max_pieces] = (spans, max_context_windows(spans, len(self.ids)))
+        return got
+
+
 @dataclasses.dataclass
 class _Plan:
     """One example's windows before they are written into the columns."""
 
     index: int
-    prefix: np.ndarray        # [CLS] question [SEP] (roberta: [SEP] [SEP])
-    context: tuple            # (ids, char starts, char ends) of the whole context
+    prefix: List[int]         # [CLS] question [SEP] (roberta: [SEP] [SEP])
+    context: _Context
     spans: List[Tuple[int, int]]
     best: np.ndarray          # max-context window of each context piece
     answer: Optional[Tuple[int, int]]
     is_impossible: int
 
 
-def _plan(example: SquadExample, example_index: int, question, context, specials, options: SquadOptions) -> _Plan:
+def _plan(example: SquadExample, example_index: int, question, context: _Context, specials,
+          options: SquadOptions) -> _Plan:
     cls, sep, _ = specials
-    q_ids = list(question[0][:options.max_query_length])
-    prefix = np.array([cls] + q_ids + ([sep, sep] if options.layout == "roberta" else [sep]), np.int64)
-    c_ids = context[0]
-    spans = window_spans(len(c_ids), options.max_seq_length - len(prefix) - 1, options.doc_stride)
+    prefix = [cls] + list(question[:options.max_query_length]) + ([sep, sep] if options.layout == "roberta" else [sep])
+    spans, best = context.windows(options.max_seq_length - len(prefix) - 1, options.doc_stride)
     if len(spans) > WINDOWS_PER_EXAMPLE:
         raise FinetuneDataError(f"question {example.qas_id!r}: its context makes {len(spans)} windows, "
                                 f"more than {WINDOWS_PER_EXAMPLE}; raise --doc_stride")
     answer = None
     if example.answers and not example.is_impossible:
         text, start = example.answers[0]
-        answer = answer_pieces(context[1], context[2], start, start + len(text))
+        answer = context.answer(start, start + len(text))
         if answer is None:
             raise FinetuneDataError(f"question {example.qas_id!r}: answer {text!r} at character "
                                     f"{start} covers no piece of the tokenized context")
-    return _Plan(example_index, prefix, context, spans, max_context_windows(spans, len(c_ids)), answer,
-                 int(example.is_impossible))
+    return _Plan(example_index, prefix, context, spans, best, answer, int(example.is_impossible))
+
+
+def _plans(examples: Sequence[SquadExample], tokenizer, options: SquadOptions, first_index: int,
+           on_error) -> Tuple[List[_Plan], tuple]:
+    """(plans, (cls, sep, pad) ids): all questions and the distinct contexts tokenized in one
+    batched call each; an example that cannot be featurized raises or goes to ``on_error``."""
+    vocab = tokenizer.vocab
+    specials = tuple(vocab.special(r, f"the SQuAD {options.layout!r} layout") for r in ("cls", "sep", "pad"))
+    contexts = list(dict.fromkeys(e.context for e in examples))  # each paragraph once, in order
+    tokenized = tokenizer.tokenize_with_char_offsets(contexts)
+    context_pieces = {c: _Context(*pieces) for c, pieces in zip(contexts, tokenized)}
+    questions = tokenizer.tokenize([e.question for e in examples])  # ids only
+    plans = []
+    for k, (example, question) in enumerate(zip(examples, questions)):
+        try:
+            plans.append(_plan(example, first_index + k, question, context_pieces[example.context],
+                               specials, options))
+        except FinetuneDataError as e:
+            if on_error is None:
+                raise
+            on_error(first_index + k, e)
+    return plans, specials
 
 
 def _columns(plans: Sequence[_Plan], specials, options: SquadOptions) -> Dict[str, np.ndarray]:
@@ -364,7 +441,7 @@ def _columns(plans: Sequence[_Plan], specials, options: SquadOptions) -> Dict[st
     r = 0
     for plan in plans:
         off = len(plan.prefix)
-        c_ids, c_starts, c_ends = plan.context
+        c_ids, c_starts, c_ends = plan.context.ids, plan.context.starts, plan.context.ends
         for w, (start, length) in enumerate(plan.spans):
             end = off + length
             ids[r, :off] = plan.prefix
@@ -387,6 +464,107 @@ def _columns(plans: Sequence[_Plan], specials, options: SquadOptions) -> Dict[st
     return cols
 
 
+_HEADERS: Dict[Tuple[str, int], bytes] = {}  # (feature, payload bytes) -> its entry's header
+
+
+def _records(plans: Sequence[_Plan], specials, options: SquadOptions) -> List[Tuple[int, int, bytes]]:
+    """(example index, window index, tf.train.Example bytes) of each window of ``plans``: the
+    bytes features.serialize_columns writes for to_records(_columns(plans)) (checked by
+    tests/data_pipelines/test_squad_records.py), put together from byte strings instead.
+
+    Why: the columns are [windows, max_seq_length] int64 matrices, mostly padding, that
+    _varint_rows then encodes value by value (about 60% of make_finetune's work at SQuAD's
+    size). Here each context's piece ids and character spans (stored plus one) are encoded
+    once, and a window is its question's bytes, a slice of its context's and runs of 0 / 1
+    bytes (the varints of 0 and 1, which the padding, masks, flags and the stored-plus-one
+    spans outside the context are).
+    """
+    _, sep, pad = specials
+    t = options.max_seq_length
+    sep_b, pad_b = features.varint(sep), features.varint(pad)
+    bert = options.layout == "bert"
+    headers = _HEADERS
+
+    def entry(name: str, payload: bytes) -> bytes:
+        header = headers.get((name, len(payload)))
+        if header is None:
+            header = headers[(name, len(payload))] = features.feature_header(name, payload)
+        return header + payload
+
+    # Whole entries of the small scalars: positions and window indices are < max_seq_length
+    # and < WINDOWS_PER_EXAMPLE.
+    small = max(t, WINDOWS_PER_EXAMPLE)
+    start_e, end_e, window_e = ([entry(name, features.varint(v)) for v in range(small)]
+                                for name in ("start_position", "end_position", "window_index"))
+    zeros = b"\x00" * t
+    ones = b"\x01" * t
+    # Features of max_seq_length one-byte values: always the same header.
+    mask_h, segment_h, flags_h = (features.feature_header(name, zeros)
+                                  for name in ("padding_mask", "segment_ids", "token_is_max_context"))
+    # Every context's piece ids and stored spans, and every question's prefix, encoded in one
+    # numpy pass each; a window slices them by the byte offsets of its pieces.
+    contexts = list({id(p.context): p.context for p in plans}.values())
+    pieces = 0
+    for ctx in contexts:
+        ctx.first, pieces = pieces, pieces + len(ctx.ids)
+    joined = lambda arrays: np.concatenate(arrays) if arrays else np.zeros(0, np.int64)  # noqa: E731
+    ids_b, ids_at = features.varint_pieces(joined([c.ids for c in contexts]))
+    cs_b, cs_at = features.varint_pieces(joined([c.starts for c in contexts]) + 1)
+    ce_b, ce_at = features.varint_pieces(joined([c.ends for c in contexts]) + 1)
+    pre_b, pre_at = features.varint_pieces(np.fromiter(
+        itertools.chain.from_iterable(p.prefix for p in plans), np.int64))
+    uid_b, uid_at = features.varint_pieces(np.fromiter(
+        (p.index * WINDOWS_PER_EXAMPLE + w for p in plans for w in range(len(p.spans))), np.int64))
+    out = []
+    q = r = 0
+    for plan in plans:
+        base = plan.context.first
+        prefix = pre_b[pre_at[q]:pre_at[q + len(plan.prefix)]]
+        q += len(plan.prefix)
+        off = len(plan.prefix)
+        index_b = entry("example_index", features.varint(plan.index))
+        impossible_b = entry("is_impossible", features.varint(plan.is_impossible))
+        single = len(plan.spans) == 1
+        for w, (start, length) in enumerate(plan.spans):
+            end = off + length
+            rest = t - end - 1
+            stop = start + length
+            if plan.answer is not None and start <= plan.answer[0] and plan.answer[1] < stop:
+                first, last = plan.answer[0] - start + off, plan.answer[1] - start + off
+            else:
+                first = last = 0
+            flags = ones[:length] if single else (plan.best[start:stop] == w).astype(np.uint8).tobytes()
+            body = b"".join((
+                entry("context_char_end", zeros[:off] + ce_b[ce_at[base + start]:ce_at[base + stop]] + zeros[:rest + 1]),
+                entry("context_char_start", zeros[:off] + cs_b[cs_at[base + start]:cs_at[base + stop]] + zeros[:rest + 1]),
+                end_e[last],
+                index_b,
+                impossible_b,
+                mask_h, ones[:end + 1], zeros[:rest],
+                segment_h, (zeros[:off] + ones[:length + 1] + zeros[:rest] if bert else zeros),
+                start_e[first],
+                entry("token_ids", prefix + ids_b[ids_at[base + start]:ids_at[base + stop]] + sep_b + pad_b * rest),
+                flags_h, zeros[:off], flags, zeros[:rest + 1],
+                entry("unique_id", uid_b[uid_at[r]:uid_at[r + 1]]),
+                window_e[w],
+            ))
+            r += 1
+            out.append((plan.index, w, b"\x0a" + features.varint(len(body)) + body))
+    return out
+
+
+def examples_records(examples: Sequence[SquadExample], tokenizer, options: SquadOptions,
+                     first_index: int = 0,
+                     on_error: Optional[Callable[[int, FinetuneDataError], None]] = None
+                     ) -> List[Tuple[int, int, bytes]]:
+    """The window records of ``examples`` as make_finetune writes them: (example index,
+    window index, serialized tf.train.Example) in example then window order; the bytes of
+    features.serialize_columns(record_spec(options), to_records(examples_columns(...))),
+    made without the columns (see _records). Errors as examples_columns."""
+    plans, specials = _plans(examples, tokenizer, options, first_index, on_error)
+    return _records(plans, specials, options)
+
+
 def examples_columns(examples: Sequence[SquadExample], tokenizer, options: SquadOptions,
                      first_index: int = 0,
                      on_error: Optional[Callable[[int, FinetuneDataError], None]] = None
@@ -399,21 +577,7 @@ def examples_columns(examples: Sequence[SquadExample], tokenizer, options: Squad
     An example that cannot be featurized (an answer that covers no piece, too many windows)
     raises FinetuneDataError, or, with ``on_error``, is reported there and gets no records.
     """
-    vocab = tokenizer.vocab
-    specials = tuple(vocab.special(r, f"the SQuAD {options.layout!r} layout") for r in ("cls", "sep", "pad"))
-    contexts = list(dict.fromkeys(e.context for e in examples))  # each paragraph once, in order
-    pieces = tokenize_pieces(tokenizer, contexts)
-    context_pieces = {c: (np.asarray(i, np.int64), s, e) for c, (i, s, e) in zip(contexts, pieces)}
-    questions = tokenize_pieces(tokenizer, [e.question for e in examples])
-    plans = []
-    for k, (example, question) in enumerate(zip(examples, questions)):
-        try:
-            plans.append(_plan(example, first_index + k, question, context_pieces[example.context],
-                               specials, options))
-        except FinetuneDataError as e:
-            if on_error is None:
-                raise
-            on_error(first_index + k, e)
+    plans, specials = _plans(examples, tokenizer, options, first_index, on_error)
     return _columns(plans, specials, options)
 
 
