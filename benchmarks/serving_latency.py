@@ -128,18 +128,20 @@ def _flush_denormal(torch):
         torch.set_flush_denormal(False)
 
 
-def forward_matmuls(batches: List[int], seconds: float) -> dict:
-    """The forward's own matmuls alone, back to back: the fastest a batch can go on this machine.
+def forward_matmul_calls(batch: int) -> Dict[str, Callable[[], object]]:
+    """The forward's own matmuls alone, back to back, as one call per library.
 
     Per layer, in the forward's order and shapes: Q, K, V and output projections
     [B*T, H] x [H, H], scores [B, A, T, d] x [B, A, d, T], context [B, A, T, T] x [B, A, T, d],
     [B*T, H] x [H, F] and [B*T, F] x [F, H]; then the pooler and classifier. Each layer has its
     own weights (85M floats in all, as in the model: they do not stay in cache). No bias, no
     transpose, no softmax, no LayerNorm: the head split is a reshape (scrambled values, same
-    FLOPs). One scalar rescale per layer (three small elementwise ops, ~1% of the time) keeps
-    the values near 1: attention makes each layer cubic in its input, so without it they
-    overflow or, worse, go denormal (torch does not flush denormals: 100x slower). TensorFlow: one tf.function with variables (oneDNN, as the model's matmuls); torch:
-    F.linear (nn.Linear's weight layout) and torch.matmul under inference_mode. Best time over `seconds` of calls.
+    FLOPs). One scalar rescale per layer (three small elementwise ops on [B*T, H]) keeps the
+    values near 1: attention makes each layer cubic in its input, so without it they overflow
+    or go denormal. TensorFlow: one tf.function over variables (oneDNN, as the model's
+    matmuls); torch: F.linear (nn.Linear's weight layout) and torch.matmul under
+    inference_mode, with flush-to-zero as TensorFlow's executor sets it (without it torch took
+    2-4x longer here). Returns {"tf": call, "torch": call}; each call returns NumPy logits.
     """
     import tensorflow as tf
     import torch
@@ -164,7 +166,6 @@ def forward_matmuls(batches: List[int], seconds: float) -> dict:
     torch_heads = [torch.from_numpy(w.T.copy()) for w in heads_w]
 
     def forward(x, layer_weights, head_weights, mm, bmm, reshape, rescale):
-        batch = x.shape[0] // SEQ
         for wq, wk, wv, wo, w1, w2 in layer_weights:
             q, k, v = (reshape(mm(x, w), (batch, heads, SEQ, width)) for w in (wq, wk, wv))
             context = reshape(bmm(bmm(q, k, True), v, False), (batch * SEQ, HIDDEN))
@@ -178,13 +179,19 @@ def forward_matmuls(batches: List[int], seconds: float) -> dict:
         lambda a: a * tf.math.rsqrt(tf.reduce_mean(a * a))))
 
     def torch_forward(x):
-        # Flush-to-zero, as TensorFlow's executor sets for its ops: without it torch took 2-4x
-        # longer here (denormals somewhere in the chain; the model's own values never get there).
         with torch.inference_mode(), _flush_denormal(torch):
             return forward(x, torch_layers, torch_heads, torch.nn.functional.linear,
                            lambda a, b, t: torch.matmul(a, b.transpose(-1, -2) if t else b),
                            lambda a, shape: a.reshape(shape),
                            lambda a: a * torch.rsqrt((a * a).mean()))
+
+    x = rng.standard_normal((batch * SEQ, HIDDEN), np.float32)
+    tx, px = tf.constant(x), torch.from_numpy(x)
+    return {"tf": lambda: tf_forward(tx).numpy(), "torch": lambda: torch_forward(px).numpy()}
+
+
+def forward_matmuls(batches: List[int], seconds: float) -> dict:
+    """Best time of forward_matmul_calls per library and batch over `seconds` of calls."""
 
     def best_time(call) -> dict:
         out = call()
@@ -194,14 +201,12 @@ def forward_matmuls(batches: List[int], seconds: float) -> dict:
             call()
             d = time.perf_counter() - started
             best, total, reps = min(best, d), total + d, reps + 1
-        return {"best_s": best, "reps": reps, "finite": bool(np.isfinite(np.asarray(out)).all())}
+        return {"best_s": best, "reps": reps, "finite": bool(np.isfinite(out).all())}
 
     out = {}
     for b in batches:
-        x = rng.standard_normal((b * SEQ, HIDDEN), np.float32)
-        tx, px = tf.constant(x), torch.from_numpy(x)
-        out[f"tf_b{b}"] = best_time(lambda: tf_forward(tx).numpy())
-        out[f"torch_b{b}"] = best_time(lambda: torch_forward(px).numpy())
+        for lib, call in forward_matmul_calls(b).items():
+            out[f"{lib}_b{b}"] = best_time(call)
     return out
 
 
