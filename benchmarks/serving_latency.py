@@ -24,6 +24,12 @@ after the contenders (TensorFlow and torch.mm; a large square product and the fo
 [B*T, H] x [H, F] and [B*T, H] x [H, H] shapes). No implementation can beat it on this
 machine; the ratio to it says how much of the time goes elsewhere.
 
+The forward's matmuls alone (`forward_matmul_calls`): the same runs also time only the
+forward's matmuls, with its shapes and its 85M weights, back to back with nothing else
+(TensorFlow and torch, best of the two runs). That is the fastest a batch can go: at batch 1
+small products (12 heads of [128, 64] x [64, 128]) and weights streamed from memory keep it
+above the limit. Each row reports its ratio to TensorFlow's (x tf matmuls).
+
 Each contender runs in its own process, one after the other (TensorFlow's and torch's thread
 pools in one process slow each other down).
 
