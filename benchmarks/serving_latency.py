@@ -80,6 +80,17 @@ def timed(fn: Callable[[], object], warmup: int, reps: int) -> dict:
     return {"median_s": float(np.median(times)), "min_s": min(times), "reps": reps}
 
 
+def best_of(call: Callable[[], object], seconds: float) -> tuple:
+    """(best time, calls) of `call` repeated for `seconds` and at least 3 times."""
+    best, total, reps = float("inf"), 0.0, 0
+    while total < seconds or reps < 3:
+        started = time.perf_counter()
+        call()
+        d = time.perf_counter() - started
+        best, total, reps = min(best, d), total + d, reps + 1
+    return best, reps
+
+
 def matmul_peak(batches: List[int], seconds: float) -> dict:
     """Best fp32 matmul rate, GFLOP/s, per library and shape.
 
@@ -98,12 +109,7 @@ def matmul_peak(batches: List[int], seconds: float) -> dict:
 
     def best_rate(call, flops: int) -> dict:
         call()
-        best, total, reps = float("inf"), 0.0, 0
-        while total < seconds or reps < 3:
-            started = time.perf_counter()
-            call()
-            d = time.perf_counter() - started
-            best, total, reps = min(best, d), total + d, reps + 1
+        best, reps = best_of(call, seconds)
         return {"best_gflops": flops / best / 1e9, "reps": reps}
 
     @tf.function
@@ -201,12 +207,7 @@ def forward_matmuls(batches: List[int], seconds: float) -> dict:
 
     def best_time(call) -> dict:
         out = call()
-        best, total, reps = float("inf"), 0.0, 0
-        while total < seconds or reps < 3:
-            started = time.perf_counter()
-            call()
-            d = time.perf_counter() - started
-            best, total, reps = min(best, d), total + d, reps + 1
+        best, reps = best_of(call, seconds)
         return {"best_s": best, "reps": reps, "finite": bool(np.isfinite(out).all())}
 
     out = {}

@@ -25,7 +25,8 @@ class MultiHeadAttention(keras.layers.Layer):
     matmul instead of an einsum that TensorFlow lowers to a batch matmul with the kernel
     broadcast over the batch (whose kernel gradient is a batch matmul and a sum), 1/sqrt(d)
     multiplies the query kernel or the projected queries, whichever has fewer values (see
-    `_project`), and masked keys are set once, not twice. Options left at their defaults add no op to that path.
+    `_project`), and masked keys are set once, not twice. Options left at their defaults add
+    no op to that path.
 
     Decoding follows keras-hub's CachedMultiHeadAttention: `cache` is float
     [B, 2, T_max, A, d] (keys, then values, in the compute dtype); with `cache_update_index`

@@ -21,7 +21,8 @@ from tensorflow.python.grappler import tf_optimizer
 from garden.layers.attention import MultiHeadAttention
 from garden.layers.transformer_encoder import TransformerEncoderBlock
 
-HIDDEN, HEADS = 24, 4  # d = 6: 1/sqrt(6) is not a power of two, so the two placements round differently
+# d = 6: 1/sqrt(6) is not a power of two, so the two placements of the scale round differently.
+HIDDEN, HEADS = 24, 4
 
 
 def _grappler_graph(concrete):
