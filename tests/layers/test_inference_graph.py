@@ -1,0 +1,88 @@
+"""What the serving graph of an encoder block looks like after Grappler, and that the
+inference-only choices behind it keep Keras' numbers (benchmarks/serving_latency.py measures
+what they are worth).
+
+- The feed-forward layer runs on rows [B*T, H], so Grappler's remapper fuses MatMul + BiasAdd
+  + exact GELU into one _FusedMatMul (oneDNN's fused MatMul at run time). On [B, T, H] Keras'
+  Dense puts a Reshape between MatMul and BiasAdd and nothing fuses.
+- 1/sqrt(d) multiplies the projected queries when the rows are unknown or fewer than the
+  kernel's inputs (serving), the query kernel otherwise (training batches).
+"""
+
+import collections
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow.core.protobuf import config_pb2
+from tensorflow.python.grappler import tf_optimizer
+
+from garden.layers.attention import MultiHeadAttention
+from garden.layers.transformer_encoder import TransformerEncoderBlock
+
+# d = 6: 1/sqrt(6) is not a power of two, so the two placements of the scale round differently.
+HIDDEN, HEADS = 24, 4
+
+
+def _grappler_graph(concrete):
+    """The function's graph as Grappler's default optimizers (remapper included) leave it."""
+    meta = tf.compat.v1.train.export_meta_graph(graph_def=concrete.graph.as_graph_def(),
+                                                graph=concrete.graph)
+    meta.collection_def["train_op"].node_list.value.extend([t.name for t in concrete.outputs])
+    return tf_optimizer.OptimizeGraph(config_pb2.ConfigProto(), meta)
+
+
+def test_feedforward_matmul_bias_and_gelu_fuse():
+    block = TransformerEncoderBlock(num_heads=2, intermediate_size=32, dropout=0.0)
+    block.build((None, None, 16))
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None, 16])])
+    def serve(x):
+        with tf.device("/CPU:0"):  # the remapper fuses only nodes placed on a CPU
+            return block(x, training=False)
+
+    graph = _grappler_graph(serve.get_concrete_function())
+    ops = collections.Counter(n.op for n in graph.node)
+    fused = [list(n.attr["fused_ops"].list.s) for n in graph.node if n.op == "_FusedMatMul"]
+    assert [b"BiasAdd", b"GeluExact"] in fused, fused
+    assert ops["Erfc"] == 0 and ops["BiasAdd"] == 0, ops
+
+
+def _pair():
+    ours = MultiHeadAttention(num_heads=HEADS, key_dim=HIDDEN // HEADS, name="attention")
+    theirs = keras.layers.MultiHeadAttention(num_heads=HEADS, key_dim=HIDDEN // HEADS,
+                                             name="attention")
+    shape = (2, 3, HIDDEN)
+    ours.build(shape, shape)
+    theirs.build(shape, shape)
+    rng = np.random.default_rng(0)
+    for w in theirs.weights:
+        w.assign(rng.normal(scale=0.3, size=w.shape).astype("float32"))
+    ours.set_weights(theirs.get_weights())
+    return ours, theirs
+
+
+@pytest.mark.parametrize("length", [3, 20])  # rows 6 < 24: scaled rows; 40 > 24: scaled kernel
+def test_query_scale_on_rows_or_kernel_equals_keras(length):
+    ours, theirs = _pair()
+    x = tf.constant(np.random.default_rng(1).normal(size=(2, length, HIDDEN)).astype("float32"))
+    np.testing.assert_allclose(ours(x, x).numpy(), theirs(x, x).numpy(), atol=1e-5)
+
+
+def _kernel_sized_muls(layer, spec):
+    """Mul nodes of a trace whose output has the query kernel's shape [H, A*d]."""
+    concrete = tf.function(lambda x: layer(x, x), input_signature=[spec]).get_concrete_function()
+    x = tf.constant(np.random.default_rng(2).normal(size=(2, 20, HIDDEN)).astype("float32"))
+    return concrete, [op for op in concrete.graph.get_operations() if op.type == "Mul"
+                      and op.outputs[0].shape.as_list() == [HIDDEN, HIDDEN]], x
+
+
+def test_serving_trace_scales_rows_and_training_trace_the_kernel():
+    ours, theirs = _pair()
+    serving, serving_muls, x = _kernel_sized_muls(ours, tf.TensorSpec([None, None, HIDDEN]))
+    training, training_muls, _ = _kernel_sized_muls(ours, tf.TensorSpec([2, 20, HIDDEN]))
+    assert serving_muls == [] and len(training_muls) == 1
+    expected = theirs(x, x).numpy()
+    np.testing.assert_allclose(serving(x).numpy(), expected, atol=1e-5)
+    np.testing.assert_allclose(training(x).numpy(), expected, atol=1e-5)
