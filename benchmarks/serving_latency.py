@@ -9,6 +9,10 @@ Contenders, all float32 on this machine's CPU cores, random weights (nothing dow
   warmup on) and called on one keep-alive connection: POST :predict with {"instances": texts}
   and {"signature_name": "serving_ids", "inputs": {...}}; the request bodies are encoded before
   the clock starts, the response is read whole inside it (JSON parsing of the answer is not).
+- ours_inter1 / http_inter1: the same two with TensorFlow's inter-op pool at one thread
+  (tf.config.threading in process; garden.serve's and TF Serving's
+  --tensorflow_inter_op_parallelism=1): the ops of a call run one after the other, each on
+  the intra-op pool, instead of independent ops (Q, K, V projections) side by side.
 - Hugging Face torch eager: transformers' BertForSequenceClassification(BertConfig(), 2 labels)
   in eval mode under torch.inference_mode, with `torch.set_num_threads(cores)`.
 - keras-hub: keras_hub.models.BertTextClassifier(BertBackbone of bert_base's shape,
@@ -44,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import http.client
 import json
 import os
@@ -245,13 +250,14 @@ def make_export(work: str) -> tuple:
     return path, packer, text
 
 
-def start_server(model_dir: str, log_path: str):
+def start_server(model_dir: str, log_path: str, inter_op: int = 0):
     from garden.serving.server import PORT_LINE
 
     out = open(log_path, "w")
     proc = subprocess.Popen([sys.executable, "-m", "garden.serve", "--rest_api_port=0",
                              "--model_name=bert", f"--model_base_path={model_dir}",
-                             "--file_system_poll_wait_seconds=0"],
+                             "--file_system_poll_wait_seconds=0",
+                             f"--tensorflow_inter_op_parallelism={inter_op}"],
                             stdout=out, stderr=subprocess.STDOUT,
                             env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     deadline = time.monotonic() + 900
@@ -296,10 +302,14 @@ def worker_peak(work: str, batches: List[int], args) -> dict:
             "forward_matmuls": forward_matmuls(batches, args.peak_seconds)}
 
 
-def worker_ours(work: str, batches: List[int], args) -> dict:
+def worker_ours(work: str, batches: List[int], args, inter_op: int = 0) -> dict:
+    """inter_op: TensorFlow's inter-op pool (0: its default), as garden.serve's and TF
+    Serving's --tensorflow_inter_op_parallelism set it; keys get the suffix _inter<N>."""
     import tensorflow as tf
     import tensorflow_text  # noqa: F401
 
+    tf.config.threading.set_inter_op_parallelism_threads(inter_op)
+    suffix = f"_inter{inter_op}" if inter_op else ""
     text, ids, export_dir = _inputs(work, batches)
     loaded = tf.saved_model.load(export_dir)
     text_fn, ids_fn = loaded.signatures["serving_default"], loaded.signatures["serving_ids"]
@@ -311,13 +321,15 @@ def worker_ours(work: str, batches: List[int], args) -> dict:
                                     args.warmup, _reps(args, b))
         out["ours_ids"][b] = timed(lambda: ids_fn(**tensors)["logits"].numpy(),
                                    args.warmup, _reps(args, b))
-    return out
+    return {k + suffix: v for k, v in out.items()}
 
 
-def worker_http(work: str, batches: List[int], args) -> dict:
-    """The client side imports no TensorFlow: only the server process runs the model."""
+def worker_http(work: str, batches: List[int], args, inter_op: int = 0) -> dict:
+    """The client side imports no TensorFlow: only the server process runs the model (with
+    --tensorflow_inter_op_parallelism=inter_op; keys get the suffix _inter<N> when set)."""
     text, ids, export_dir = _inputs(work, batches)
-    proc, port = start_server(os.path.dirname(export_dir), os.path.join(work, "serve.log"))
+    proc, port = start_server(os.path.dirname(export_dir), os.path.join(work, "serve.log"),
+                              inter_op)
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
 
     def post(body: bytes):
@@ -340,7 +352,7 @@ def worker_http(work: str, batches: List[int], args) -> dict:
         conn.close()
         proc.terminate()
         proc.wait(timeout=60)
-    return out
+    return {k + (f"_inter{inter_op}" if inter_op else ""): v for k, v in out.items()}
 
 
 def worker_torch(work: str, batches: List[int], args) -> dict:
@@ -384,7 +396,9 @@ def worker_keras_hub(work: str, batches: List[int], args) -> dict:
 
 
 WORKERS = {"export": worker_export, "peak": worker_peak, "ours": worker_ours,
-           "http": worker_http, "torch": worker_torch, "keras_hub": worker_keras_hub}
+           "ours_inter1": functools.partial(worker_ours, inter_op=1),
+           "http": worker_http, "http_inter1": functools.partial(worker_http, inter_op=1),
+           "torch": worker_torch, "keras_hub": worker_keras_hub}
 
 
 def _reps(args, b: int) -> int:
@@ -414,7 +428,9 @@ def main(argv=None) -> dict:
     p.add_argument("--reps_batch32", type=int, default=3, help="timed calls at batch >= 8")
     p.add_argument("--peak_seconds", type=float, default=2.0,
                    help="seconds of matmuls per shape (before and after the contenders)")
-    p.add_argument("--contenders", default="ours,http,torch,keras_hub")
+    p.add_argument("--contenders", default="ours,ours_inter1,http,http_inter1,torch,keras_hub",
+                   help="ours_inter1 / http_inter1: ours with TensorFlow's inter-op pool at 1 "
+                        "thread (garden.serve --tensorflow_inter_op_parallelism=1)")
     p.add_argument("--work_dir", default="", help="default: a new temporary directory")
     p.add_argument("--output_json", default="")
     p.add_argument("--_worker", default="", help=argparse.SUPPRESS)

@@ -17,6 +17,12 @@ the real model server, see docs/tasks.md "Serving: garden.serve"):
     --file_system_poll_wait_seconds=1   new versions under a base path are loaded while
                                     serving (0: look once at start-up; < 0: never)
     --enable_model_warmup=true      replay assets.extra/tf_serving_warmup_requests on load
+    --tensorflow_intra_op_parallelism=0 --tensorflow_inter_op_parallelism=0
+                                    TensorFlow's thread pools (0: TensorFlow's default, one
+                                    thread per core each). At batch 1 on a few cores,
+                                    --tensorflow_inter_op_parallelism=1 keeps the ops of a call
+                                    in order, each on all intra-op threads (benchmarks/README.md,
+                                    serving_latency)
     --port=N                        the model server's gRPC port: not served here (warning)
 Garden's own additions: --rest_api_host (default 127.0.0.1, a local server; 0.0.0.0 listens
 everywhere, as the model server does) and --verbose (log every request).
@@ -66,6 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds between looks for new versions (0: only at start-up)")
     add_bool(p, "enable_model_warmup", True,
              "replay assets.extra/tf_serving_warmup_requests on load")
+    p.add_argument("--tensorflow_intra_op_parallelism", type=int, default=0,
+                   help="threads that one op may use (0: TensorFlow's default)")
+    p.add_argument("--tensorflow_inter_op_parallelism", type=int, default=0,
+                   help="ops run side by side (0: TensorFlow's default)")
     p.add_argument("--verbose", action="store_true", help="log every request (Werkzeug's log)")
     return p
 
@@ -98,6 +108,11 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
     log = logging.getLogger("garden.serve")
     from garden.serving.server_config import ConfigError, model_configs
 
+    for flag in ("intra", "inter"):
+        if getattr(args, f"tensorflow_{flag}_op_parallelism") < 0:
+            print(f"error: --tensorflow_{flag}_op_parallelism must be >= 0 (0: TensorFlow's "
+                  f"default)", file=sys.stderr)
+            return 2
     try:
         configs = model_configs(args.model_name, args.model_base_path, args.model_config_file)
     except ConfigError as e:
@@ -119,7 +134,15 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
         log.warning("--port=%d: garden.serve has no gRPC API; only the REST API on "
                     "--rest_api_port is served", args.port)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
     import tensorflow_text  # noqa: F401  registers the text ops the signatures run
+
+    # Before any op runs: the pools are made once, on first use.
+    tf.config.threading.set_intra_op_parallelism_threads(args.tensorflow_intra_op_parallelism)
+    tf.config.threading.set_inter_op_parallelism_threads(args.tensorflow_inter_op_parallelism)
+    log.info("TensorFlow thread pools: intra-op %s, inter-op %s",
+             *(getattr(tf.config.threading, f"get_{flag}_op_parallelism_threads")() or "default"
+               for flag in ("intra", "inter")))
 
     from garden.serving import server
 

@@ -138,7 +138,8 @@ model_config_list {{
 @pytest.fixture(scope="module")
 def server(exports):
     process = ServerProcess([f"--model_config_file={exports['config']}",
-                             "--file_system_poll_wait_seconds=0.5"],
+                             "--file_system_poll_wait_seconds=0.5",
+                             "--tensorflow_inter_op_parallelism=1"],
                             str(exports["root"] / "serve.log"))
     yield process
     code = process.stop()
@@ -385,8 +386,10 @@ def test_get_on_a_verb_is_malformed(client):
 
 
 def test_new_version_is_served_while_running_and_warmup_replayed(server, client, exports):
-    # Warmup: each sentiment version replayed its 4 records (2 texts, their batch, the ids).
     log = server.log()
+    # TF Serving's thread-pool flags reach TensorFlow before the models load.
+    assert "TensorFlow thread pools: intra-op default, inter-op 1" in log, log[-3000:]
+    # Warmup: each sentiment version replayed its 4 records (2 texts, their batch, the ids).
     for version in (1, 2):
         path = os.path.join(exports["base"], "sentiment", str(version), "assets.extra",
                             "tf_serving_warmup_requests")
