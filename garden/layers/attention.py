@@ -5,7 +5,23 @@ from __future__ import annotations
 import math
 
 import keras
+import tensorflow as tf
 from keras import ops
+
+
+def write_slots(cache, new, index):
+    """cache [B, T_max, ...] with new [B, T, ...] written at slots index..index+T-1.
+
+    A scatter (TensorScatterUpdate), not keras.ops.slice_update: the latter is
+    XlaDynamicUpdateSlice, which the plain graph (what garden.generation runs on a CPU for
+    large models) executes by compiling and launching a one-op XLA cluster per call, slower
+    than the scatter's kernel; under XLA the scatter compiles too (TensorStridedSliceUpdate
+    would not: XLA wants its bounds constant). Both copy the values exactly.
+    """
+    batch, length = tf.shape(new)[0], tf.shape(new)[1]
+    rows = tf.broadcast_to(tf.range(batch)[:, None], [batch, length])
+    slots = tf.broadcast_to(tf.cast(index, tf.int32) + tf.range(length)[None, :], [batch, length])
+    return tf.tensor_scatter_nd_update(cache, tf.stack([rows, slots], axis=-1), new)
 
 
 @keras.saving.register_keras_serializable(package="garden")
@@ -122,11 +138,10 @@ class MultiHeadAttention(keras.layers.Layer):
             return self._project(self.key_dense, key), self._project(self.value_dense, value), None
         if cache_update_index is None:  # read only: e.g. cross-attention over a fixed encoder
             return cache[:, 0], cache[:, 1], cache
-        start = [0, cache_update_index, 0, 0]
         new_keys = ops.cast(self._project(self.key_dense, key), cache.dtype)
         new_values = ops.cast(self._project(self.value_dense, value), cache.dtype)
-        keys = ops.slice_update(cache[:, 0], start, new_keys)
-        values = ops.slice_update(cache[:, 1], start, new_values)
+        keys = write_slots(cache[:, 0], new_keys, cache_update_index)
+        values = write_slots(cache[:, 1], new_values, cache_update_index)
         return keys, values, ops.stack((keys, values), axis=1)
 
     def _probabilities(self, q, k, attention_mask, attention_bias, head_mask):
