@@ -120,13 +120,21 @@ class MultiHeadAttention(keras.layers.Layer):
         """[B, T, H_in] -> [B, T, A, d] with one 2-D matmul."""
         kernel = ops.reshape(dense.kernel, (-1, self.num_heads * self.key_dim))
         bias = ops.reshape(dense.bias, (self.num_heads * self.key_dim,)) if self.use_bias else None
-        if scale is not None:
+        rows = None if None in x.shape[:2] else x.shape[0] * x.shape[1]
+        # Scale the outputs instead of the kernel when they are the smaller tensor (a decode
+        # step: B rows against H) and the scale is a power of two (d = 4, 16, 64, 256), which
+        # makes both orders bit-identical; otherwise fold it into the kernel as documented.
+        scale_outputs = (scale is not None and rows is not None and rows < kernel.shape[0]
+                         and math.frexp(scale)[0] == 0.5)
+        if scale is not None and not scale_outputs:
             kernel = kernel * scale
             bias = None if bias is None else bias * scale
         batch, length = ops.shape(x)[0], ops.shape(x)[1]
         y = ops.matmul(ops.reshape(x, (-1, ops.shape(x)[-1])), kernel)
         if bias is not None:
             y = y + bias
+        if scale_outputs:
+            y = y * scale
         return ops.reshape(y, (batch, length, self.num_heads, self.key_dim))
 
     def _keys_and_values(self, key, value, cache, cache_update_index):
