@@ -44,10 +44,13 @@ class MultiHeadAttention(keras.layers.Layer):
     set once, not twice. Options left at their defaults add no op to that path.
 
     Decoding follows keras-hub's CachedMultiHeadAttention: `cache` is float
-    [B, 2, T_max, A, d] (keys, then values, in the compute dtype); with `cache_update_index`
-    the new keys/values of `key`/`value` are written at that position and attention runs over
-    all T_max slots (mask the unwritten ones, e.g. with masks.causal_mask(Tq, T_max, offset));
-    without it the cache is read as is (precomputed cross-attention keys/values).
+    [B, 2, T_max, A, d] (keys, then values, in the compute dtype), or the pair
+    (keys, values) of [B, T_max, A, d] tensors, returned as a pair (a decode loop that keeps
+    one pair per layer then never slices or re-stacks a cache: garden.models.gpt.causal_lm);
+    with `cache_update_index` the new keys/values of `key`/`value` are written at that
+    position and attention runs over all T_max slots (mask the unwritten ones, e.g. with
+    masks.causal_mask(Tq, T_max, offset)); without it the cache is read as is (precomputed
+    cross-attention keys/values).
 
     Args:
         num_heads: int, A.
@@ -66,7 +69,8 @@ class MultiHeadAttention(keras.layers.Layer):
             [B or 1, A or 1, Tq, Tk]), 1 = may attend; None = all.
         attention_bias: float [B or 1, A, Tq, Tk] added to the scores (relative positions).
         head_mask: float [A] or [B, A], multiplies each head's probabilities (0 = head off).
-        cache: float [B, 2, T_max, A, d] or None; cache_update_index: int scalar or None.
+        cache: float [B, 2, T_max, A, d], a (keys, values) pair of [B, T_max, A, d], or None;
+            cache_update_index: int scalar or None.
         return_attention_scores: bool, also return the probabilities [B, A, Tq, Tk]
             (after the head mask, before dropout).
         training: bool, dropout on or off.
@@ -138,19 +142,22 @@ class MultiHeadAttention(keras.layers.Layer):
         return ops.reshape(y, (batch, length, self.num_heads, self.key_dim))
 
     def _keys_and_values(self, key, value, cache, cache_update_index):
-        """Projected keys and values [B, Tk, A, d] and the (updated) cache or None."""
+        """Projected keys and values [B, Tk, A, d] and the (updated) cache, in the form it was
+        given (array or pair), or None."""
         if cache is None:
             if cache_update_index is not None:
                 raise ValueError("MultiHeadAttention: `cache_update_index` was given without a "
                                  "`cache`; pass the [B, 2, T_max, A, d] cache it indexes")
             return self._project(self.key_dense, key), self._project(self.value_dense, value), None
+        pair = isinstance(cache, (tuple, list))
+        keys, values = cache if pair else (cache[:, 0], cache[:, 1])
         if cache_update_index is None:  # read only: e.g. cross-attention over a fixed encoder
-            return cache[:, 0], cache[:, 1], cache
-        new_keys = ops.cast(self._project(self.key_dense, key), cache.dtype)
-        new_values = ops.cast(self._project(self.value_dense, value), cache.dtype)
-        keys = write_slots(cache[:, 0], new_keys, cache_update_index)
-        values = write_slots(cache[:, 1], new_values, cache_update_index)
-        return keys, values, ops.stack((keys, values), axis=1)
+            return keys, values, cache
+        new_keys = ops.cast(self._project(self.key_dense, key), keys.dtype)
+        new_values = ops.cast(self._project(self.value_dense, value), values.dtype)
+        keys = write_slots(keys, new_keys, cache_update_index)
+        values = write_slots(values, new_values, cache_update_index)
+        return keys, values, ((keys, values) if pair else ops.stack((keys, values), axis=1))
 
     def _probabilities(self, q, k, attention_mask, attention_bias, head_mask):
         """q [B, A, Tq, d], k [B, A, Tk, d] -> softmax probabilities [B, A, Tq, Tk]."""
