@@ -47,8 +47,10 @@ def test_pair_cache_equals_the_array_cache_and_stays_a_pair():
     np.testing.assert_array_equal(out_p.numpy(), out_a.numpy())
     np.testing.assert_array_equal(cache_p[0].numpy(), cache_a[:, 0].numpy())
     np.testing.assert_array_equal(cache_p[1].numpy(), cache_a[:, 1].numpy())
-    # Slot 2 was written (the step's own key), the others kept.
-    assert not np.array_equal(cache_p[0][:, 2].numpy(), keys[:, 2].numpy())
+    # Slot 2 holds the step's own key and value, the other slots are kept.
+    for written, dense in zip(cache_p, (layer.key_dense, layer.value_dense)):
+        np.testing.assert_array_equal(written[:, 2].numpy(),
+                                      layer._project(dense, x)[:, 0].numpy())
     np.testing.assert_array_equal(np.delete(cache_p[0].numpy(), 2, axis=1),
                                   np.delete(keys.numpy(), 2, axis=1))
 
