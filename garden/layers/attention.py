@@ -9,8 +9,10 @@ import tensorflow as tf
 from keras import ops
 
 
-def write_slots(cache, new, index):
-    """cache [B, T_max, ...] with new [B, T, ...] written at slots index..index+T-1.
+def write_slots(cache, new, index, axis=1):
+    """cache with new written at slots index..index+T-1 of `axis` (new's size T there, the
+    same sizes as cache on every other axis): e.g. [B, T_max, A, d] at axis 1 or
+    [B, A, T_max, d] at axis 2.
 
     A scatter (TensorScatterUpdate), not keras.ops.slice_update: the latter is
     XlaDynamicUpdateSlice, which the plain graph (what garden.generation runs on a CPU for
@@ -18,10 +20,16 @@ def write_slots(cache, new, index):
     than the scatter's kernel; under XLA the scatter compiles too (TensorStridedSliceUpdate
     would not: XLA wants its bounds constant). Both copy the values exactly.
     """
-    batch, length = tf.shape(new)[0], tf.shape(new)[1]
-    rows = tf.broadcast_to(tf.range(batch)[:, None], [batch, length])
-    slots = tf.broadcast_to(tf.cast(index, tf.int32) + tf.range(length)[None, :], [batch, length])
-    return tf.tensor_scatter_nd_update(cache, tf.stack([rows, slots], axis=-1), new)
+    shape = tf.shape(new)
+    ranges = [tf.range(shape[i]) for i in range(axis)]
+    ranges.append(tf.cast(index, tf.int32) + tf.range(shape[axis]))
+    indices = tf.stack(tf.meshgrid(*ranges, indexing="ij"), axis=-1)
+    return tf.tensor_scatter_nd_update(cache, indices, new)
+
+
+def _swap_heads(x):
+    """[B, T, A, d] <-> [B, A, T, d]."""
+    return ops.transpose(x, (0, 2, 1, 3))
 
 
 @keras.saving.register_keras_serializable(package="garden")
@@ -45,8 +53,10 @@ class MultiHeadAttention(keras.layers.Layer):
 
     Decoding follows keras-hub's CachedMultiHeadAttention: `cache` is float
     [B, 2, T_max, A, d] (keys, then values, in the compute dtype), or the pair
-    (keys, values) of [B, T_max, A, d] tensors, returned as a pair (a decode loop that keeps
-    one pair per layer then never slices or re-stacks a cache: garden.models.gpt.causal_lm);
+    (keys, values) of head-major [B, A, T_max, d] tensors, returned as a pair (a decode loop
+    that keeps one pair per layer never slices or re-stacks a cache, and the head-major layout
+    is what the scores read, so a step transposes only its new slot, not the whole cache:
+    garden.models.gpt.causal_lm);
     with `cache_update_index` the new keys/values of `key`/`value` are written at that
     position and attention runs over all T_max slots (mask the unwritten ones, e.g. with
     masks.causal_mask(Tq, T_max, offset)); without it the cache is read as is (precomputed
@@ -69,7 +79,7 @@ class MultiHeadAttention(keras.layers.Layer):
             [B or 1, A or 1, Tq, Tk]), 1 = may attend; None = all.
         attention_bias: float [B or 1, A, Tq, Tk] added to the scores (relative positions).
         head_mask: float [A] or [B, A], multiplies each head's probabilities (0 = head off).
-        cache: float [B, 2, T_max, A, d], a (keys, values) pair of [B, T_max, A, d], or None;
+        cache: float [B, 2, T_max, A, d], a (keys, values) pair of [B, A, T_max, d], or None;
             cache_update_index: int scalar or None.
         return_attention_scores: bool, also return the probabilities [B, A, Tq, Tk]
             (after the head mask, before dropout).
@@ -144,20 +154,39 @@ class MultiHeadAttention(keras.layers.Layer):
     def _keys_and_values(self, key, value, cache, cache_update_index):
         """Projected keys and values [B, Tk, A, d] and the (updated) cache, in the form it was
         given (array or pair), or None."""
+        if isinstance(cache, (tuple, list)):
+            keys, values, cache = self._head_keys_and_values(key, value, cache,
+                                                             cache_update_index)
+            return _swap_heads(keys), _swap_heads(values), cache
         if cache is None:
             if cache_update_index is not None:
                 raise ValueError("MultiHeadAttention: `cache_update_index` was given without a "
                                  "`cache`; pass the [B, 2, T_max, A, d] cache it indexes")
             return self._project(self.key_dense, key), self._project(self.value_dense, value), None
-        pair = isinstance(cache, (tuple, list))
-        keys, values = cache if pair else (cache[:, 0], cache[:, 1])
         if cache_update_index is None:  # read only: e.g. cross-attention over a fixed encoder
+            return cache[:, 0], cache[:, 1], cache
+        new_keys = ops.cast(self._project(self.key_dense, key), cache.dtype)
+        new_values = ops.cast(self._project(self.value_dense, value), cache.dtype)
+        keys = write_slots(cache[:, 0], new_keys, cache_update_index)
+        values = write_slots(cache[:, 1], new_values, cache_update_index)
+        return keys, values, ops.stack((keys, values), axis=1)
+
+    def _head_keys_and_values(self, key, value, cache, cache_update_index):
+        """Keys and values [B, A, Tk, d] (what the scores need) and the (updated) cache. A
+        pair cache is kept in that layout, so a decode step transposes only its new slot."""
+        if not isinstance(cache, (tuple, list)):
+            keys, values, cache = self._keys_and_values(key, value, cache, cache_update_index)
+            return _swap_heads(keys), _swap_heads(values), cache
+        keys, values = cache
+        if cache_update_index is None:
             return keys, values, cache
-        new_keys = ops.cast(self._project(self.key_dense, key), keys.dtype)
-        new_values = ops.cast(self._project(self.value_dense, value), values.dtype)
-        keys = write_slots(keys, new_keys, cache_update_index)
-        values = write_slots(values, new_values, cache_update_index)
-        return keys, values, ((keys, values) if pair else ops.stack((keys, values), axis=1))
+        for dense, x in ((self.key_dense, key), (self.value_dense, value)):
+            new = _swap_heads(ops.cast(self._project(dense, x), keys.dtype))
+            if dense is self.key_dense:
+                keys = write_slots(keys, new, cache_update_index, axis=2)
+            else:
+                values = write_slots(values, new, cache_update_index, axis=2)
+        return keys, values, (keys, values)
 
     def _probabilities(self, q, k, attention_mask, attention_bias, head_mask):
         """q [B, A, Tq, d], k [B, A, Tk, d] -> softmax probabilities [B, A, Tq, Tk]."""
@@ -184,8 +213,7 @@ class MultiHeadAttention(keras.layers.Layer):
         key = value if key is None else key
         scale = 1.0 / math.sqrt(self.key_dim) if self.scale_queries else None
         q = ops.transpose(self._project(self.query_dense, query, scale=scale), (0, 2, 1, 3))
-        k, v, cache = self._keys_and_values(key, value, cache, cache_update_index)
-        k, v = ops.transpose(k, (0, 2, 1, 3)), ops.transpose(v, (0, 2, 1, 3))  # [B, A, Tk, d]
+        k, v, cache = self._head_keys_and_values(key, value, cache, cache_update_index)
         probabilities = self._probabilities(q, k, attention_mask, attention_bias, head_mask)
         dropped = self.dropout_layer(probabilities, training=training)
         context = ops.transpose(ops.matmul(dropped, v), (0, 2, 1, 3))  # [B, Tq, A, d]

@@ -18,6 +18,8 @@ def test_write_slots_writes_only_the_given_slots():
     expected = cache.numpy().copy()
     expected[:, 3:5] = -1.0
     np.testing.assert_array_equal(out, expected)
+    shifted = write_slots(cache[None], new[None], tf.constant(3), axis=2)  # T on axis 2
+    np.testing.assert_array_equal(shifted[0].numpy(), expected)
     # And as XLA compiles it (garden.generation's loop on a GPU or for small models).
     xla = tf.function(write_slots, jit_compile=True)(cache, new, tf.constant(3)).numpy()
     np.testing.assert_array_equal(xla, expected)
@@ -41,17 +43,18 @@ def test_pair_cache_equals_the_array_cache_and_stays_a_pair():
     mask = tf.constant(np.arange(5)[None, None, :] <= 2)
     out_a, cache_a = layer(x, x, attention_mask=mask, cache=tf.stack([keys, values], axis=1),
                            cache_update_index=2)
-    out_p, cache_p = layer(x, x, attention_mask=mask, cache=(keys, values),
+    heads = lambda t: tf.transpose(t, (0, 2, 1, 3))  # noqa: E731  the pair is [B, A, T, d]
+    out_p, cache_p = layer(x, x, attention_mask=mask, cache=(heads(keys), heads(values)),
                            cache_update_index=2)
     assert isinstance(cache_p, tuple) and len(cache_p) == 2
     np.testing.assert_array_equal(out_p.numpy(), out_a.numpy())
-    np.testing.assert_array_equal(cache_p[0].numpy(), cache_a[:, 0].numpy())
-    np.testing.assert_array_equal(cache_p[1].numpy(), cache_a[:, 1].numpy())
+    cache_p = [heads(t).numpy() for t in cache_p]  # back to [B, T, A, d]
+    np.testing.assert_array_equal(cache_p[0], cache_a[:, 0].numpy())
+    np.testing.assert_array_equal(cache_p[1], cache_a[:, 1].numpy())
     # Slot 2 holds the step's own key and value, the other slots are kept.
     for written, dense in zip(cache_p, (layer.key_dense, layer.value_dense)):
-        np.testing.assert_array_equal(written[:, 2].numpy(),
-                                      layer._project(dense, x)[:, 0].numpy())
-    np.testing.assert_array_equal(np.delete(cache_p[0].numpy(), 2, axis=1),
+        np.testing.assert_array_equal(written[:, 2], layer._project(dense, x)[:, 0].numpy())
+    np.testing.assert_array_equal(np.delete(cache_p[0], 2, axis=1),
                                   np.delete(keys.numpy(), 2, axis=1))
 
 
@@ -82,10 +85,11 @@ def test_causal_lm_state_keeps_one_cache_pair_per_block():
     _, state = lm.start_decoding({"token_ids": ids, "padding_mask": mask}, 10)
     assert len(state["cache"]) == 3
     for pair in state["cache"]:
-        assert [tuple(t.shape) for t in pair] == [(2, 10, 4, 8), (2, 10, 4, 8)]
+        assert [tuple(t.shape) for t in pair] == [(2, 4, 10, 8), (2, 4, 10, 8)]
     _, stepped = lm.decode_step(tf.constant([1, 2]), tf.constant(3), state)
     for before, after in zip(state["cache"], stepped["cache"]):
         for old, new in zip(before, after):
             # The step writes slot 3 of every block and leaves the prompt's slots alone.
-            np.testing.assert_array_equal(new[:, :3].numpy(), old[:, :3].numpy())
-            assert np.abs(new[:, 3].numpy()).max() > 0 and np.abs(old[:, 3].numpy()).max() == 0
+            np.testing.assert_array_equal(new[:, :, :3].numpy(), old[:, :, :3].numpy())
+            assert np.abs(new[:, :, 3].numpy()).max() > 0
+            assert np.abs(old[:, :, 3].numpy()).max() == 0

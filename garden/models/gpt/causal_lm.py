@@ -13,9 +13,10 @@ The backbone supplies what the LM drives, so the cached decode loop is written o
 and its functional call {"token_ids", "padding_mask"} -> {"sequence_output"} computes the same
 as embed -> blocks -> finish.
 
-Decoding state: {"cache": a list of L (keys, values) pairs, each [B, T_max, A, d] (one per
+Decoding state: {"cache": a list of L (keys, values) pairs, each [B, A, T_max, d] (one per
 block: a step writes each block's slot without slicing or re-stacking a [B, L, 2, ...] array,
-which copied the whole cache twice a step), "padding_mask": [B, T_max] (1 on real prompt
+which copied the whole cache twice a step; head-major, as the attention scores read it, so no
+step transposes a cache), "padding_mask": [B, T_max] (1 on real prompt
 tokens and on every slot after the prompt; the causal mask hides slots not yet written),
 "positions": [B] (next position id)}.
 """
@@ -83,7 +84,7 @@ class CachedCausalLM(GenerativeLM):
         x = self.backbone.embed(prompt["token_ids"], position_ids(mask))
         b = self.backbone
         width = b.hidden_size // b.num_heads
-        empty = lambda: ops.zeros((batch, max_length, b.num_heads, width), x.dtype)  # noqa: E731
+        empty = lambda: ops.zeros((batch, b.num_heads, max_length, width), x.dtype)  # noqa: E731
         cache = [(empty(), empty()) for _ in range(b.num_layers)]
         x, cache = self._run_blocks(x, slots, cache, 0)
         state = {"cache": cache, "padding_mask": slots, "positions": ops.sum(mask, axis=1)}
