@@ -25,7 +25,8 @@ lower bounds.
     python -m benchmarks.generation --tiny   # a 2-layer model: checks the harness in a minute
     python -m benchmarks.generation --contenders=ours --profile   # where a step's time goes
 
-`--profile` adds, for ours, one decode step broken down by part (attention, feed-forward,
+`--threads=1` runs every contender single-threaded (a fair kernel comparison on a loaded
+machine). `--profile` adds, for ours, one decode step broken down by part (attention, feed-forward,
 cache write, embeddings + final norm + logits, layer norms) and by op type, in ms, from the
 TensorFlow profiler's trace (report key results.ours.step_profile).
 """
@@ -73,7 +74,16 @@ def _timed(call, warmup: int, reps: int) -> dict:
     return {"first_call_s": first, "median_s": float(np.median(times)), "times_s": times}
 
 
+def _tf_threads(args) -> None:
+    if args.threads:
+        import tensorflow as tf
+
+        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+        tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+
+
 def worker_ours(batches: List[int], args, jit_compile) -> dict:
+    _tf_threads(args)
     import keras
 
     from garden.generation import GenerationConfig, Generator
@@ -165,6 +175,7 @@ def worker_ours_xla(batches, args):
 
 
 def worker_keras_hub(batches: List[int], args) -> dict:
+    _tf_threads(args)
     import keras
     import keras_hub
 
@@ -193,7 +204,7 @@ def worker_torch(batches: List[int], args) -> dict:
     import transformers
 
     torch.manual_seed(0)
-    torch.set_num_threads(usable_cores())
+    torch.set_num_threads(args.threads or usable_cores())
     shape = _shape(args)
     config = transformers.GPT2Config(
         vocab_size=VOCAB, n_layer=shape["num_layers"], n_embd=shape["hidden_size"],
@@ -243,6 +254,10 @@ def main(argv=None) -> dict:
                    help="comma-separated subset of " + ",".join(WORKERS))
     p.add_argument("--ours_xla", action="store_true", help="also time ours with XLA")
     p.add_argument("--tiny", action="store_true", help="a 2-layer H128 model (harness check)")
+    p.add_argument("--threads", type=int, default=0,
+                   help="threads for every contender (TF intra/inter-op, torch); 0 = TF's "
+                        "default and torch on all usable cores. 1 compares kernels on a loaded "
+                        "machine, where torch's spinning OpenMP threads collapse")
     p.add_argument("--profile", action="store_true",
                    help="also break one decode step of ours down by part and op type (ms)")
     p.add_argument("--output_json", default="")
@@ -289,6 +304,7 @@ def main(argv=None) -> dict:
         rows[f"batch{b}"] = row
         log(f"batch {b}: " + ", ".join(f"{k} {v:.2f}x" for k, v in row.items() if "/" in k))
     report = {"benchmark": "generation", "shape": "tiny" if args.tiny else "gpt2_small",
+              "threads": args.threads or "default",
               "prompt_tokens": PROMPT, "new_tokens": NEW, "method": "greedy",
               "results": results, "ratios": rows, "load_average_before": load_before,
               "load_average_after": os.getloadavg(),
