@@ -23,6 +23,12 @@ lower bounds.
 
     python -m benchmarks.generation --output_json=/tmp/generation.json
     python -m benchmarks.generation --tiny   # a 2-layer model: checks the harness in a minute
+    python -m benchmarks.generation --contenders=ours --profile   # where a step's time goes
+
+`--threads=1` runs every contender single-threaded (a fair kernel comparison on a loaded
+machine). `--profile` adds, for ours, one decode step broken down by part (attention, feed-forward,
+cache write, embeddings + final norm + logits, layer norms) and by op type, in ms, from the
+TensorFlow profiler's trace (report key results.ours.step_profile).
 """
 
 from __future__ import annotations
@@ -68,7 +74,16 @@ def _timed(call, warmup: int, reps: int) -> dict:
     return {"first_call_s": first, "median_s": float(np.median(times)), "times_s": times}
 
 
+def _tf_threads(args) -> None:
+    if args.threads:
+        import tensorflow as tf
+
+        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+        tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+
+
 def worker_ours(batches: List[int], args, jit_compile) -> dict:
+    _tf_threads(args)
     import keras
 
     from garden.generation import GenerationConfig, Generator
@@ -89,7 +104,70 @@ def worker_ours(batches: List[int], args, jit_compile) -> dict:
         out[f"batch{b}"] = result
     out["tracing_count"] = generator.tracing_count()
     out["jit_compile"] = generator.jit_compile
+    if args.profile:
+        out["step_profile"] = {f"batch{b}": step_profile(model, b, generator.jit_compile)
+                               for b in batches}
     return out
+
+
+def _step_part(name: str, op: str) -> str:
+    """The part of a decode step an op belongs to, from its name scope."""
+    if op == "TensorScatterUpdate":
+        return "cache write"
+    scope = name.split("/")
+    if scope[0].startswith("transformer_layer_") and len(scope) > 1:
+        return {"self_attention_1": "attention", "intermediate_dense_1": "feed-forward",
+                "output_dense_1": "feed-forward"}.get(scope[1], "layer norms and residuals")
+    return "embeddings, final norm, logits"
+
+
+def step_profile(model, batch: int, jit_compile: bool, steps: int = 5) -> dict:
+    """ms per decode step (slot 40 of 96) by part and by op type, from the TF profiler's
+    trace of `steps` calls of decode_step as one tf.function (the loop body's ops; the
+    profiler adds a little per op, so the parts sum to a bit more than the step). Under XLA
+    the step is one cluster: only its time is given."""
+    import collections
+    import glob
+
+    import tensorflow as tf
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    ids = _prompts(batch)
+    prompt = {"token_ids": tf.constant(ids), "padding_mask": tf.ones_like(ids)}
+    _, state = tf.function(lambda p: model.start_decoding(p, PROMPT + NEW),
+                           autograph=False)(prompt)
+    step = tf.function(lambda t, i, s: model.decode_step(t, i, s)[0], autograph=False,
+                       jit_compile=jit_compile)
+    token, index = tf.zeros([batch], tf.int32), tf.constant(PROMPT + 8)
+    for _ in range(3):
+        step(token, index, state).numpy()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step(token, index, state).numpy()
+    wall = (time.perf_counter() - t0) / steps
+    with tempfile.TemporaryDirectory() as logdir:
+        tf.profiler.experimental.start(logdir)
+        for _ in range(steps):
+            step(token, index, state).numpy()
+        tf.profiler.experimental.stop()
+        space = xplane_pb2.XSpace()
+        with open(glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True)[0], "rb") as f:
+            space.ParseFromString(f.read())
+    parts, ops = collections.Counter(), collections.Counter()
+    for plane in space.planes:
+        for line in plane.lines:
+            if not line.name.startswith("tf_Compute"):
+                continue
+            for event in line.events:
+                name = plane.event_metadata[event.metadata_id].name  # "scope/op_name:OpType"
+                if ":" not in name or "::" in name:  # executor envelopes, not ops
+                    continue
+                ms = event.duration_ps / 1e9 / steps
+                op = name.rsplit(":", 1)[1]
+                parts[_step_part(name, op)] += ms
+                ops[op] += ms
+    return {"step_ms": wall * 1e3, "parts_ms": dict(parts.most_common()),
+            "op_types_ms": dict(ops.most_common(12))}
 
 
 def worker_ours_xla(batches, args):
@@ -97,6 +175,7 @@ def worker_ours_xla(batches, args):
 
 
 def worker_keras_hub(batches: List[int], args) -> dict:
+    _tf_threads(args)
     import keras
     import keras_hub
 
@@ -125,7 +204,7 @@ def worker_torch(batches: List[int], args) -> dict:
     import transformers
 
     torch.manual_seed(0)
-    torch.set_num_threads(usable_cores())
+    torch.set_num_threads(args.threads or usable_cores())
     shape = _shape(args)
     config = transformers.GPT2Config(
         vocab_size=VOCAB, n_layer=shape["num_layers"], n_embd=shape["hidden_size"],
@@ -175,6 +254,12 @@ def main(argv=None) -> dict:
                    help="comma-separated subset of " + ",".join(WORKERS))
     p.add_argument("--ours_xla", action="store_true", help="also time ours with XLA")
     p.add_argument("--tiny", action="store_true", help="a 2-layer H128 model (harness check)")
+    p.add_argument("--threads", type=int, default=0,
+                   help="threads for every contender (TF intra/inter-op, torch); 0 = TF's "
+                        "default and torch on all usable cores. 1 compares kernels on a loaded "
+                        "machine, where torch's spinning OpenMP threads collapse")
+    p.add_argument("--profile", action="store_true",
+                   help="also break one decode step of ours down by part and op type (ms)")
     p.add_argument("--output_json", default="")
     p.add_argument("--_worker", default="", help=argparse.SUPPRESS)
     p.add_argument("--_work", default="", help=argparse.SUPPRESS)
@@ -201,6 +286,13 @@ def main(argv=None) -> dict:
                 r = results[name][f"batch{b}"]
                 log(f"{name} batch {b}: {b * NEW / r['median_s']:.1f} tokens/s "
                     f"(median {r['median_s']:.3f} s, first call {r['first_call_s']:.1f} s)")
+                profile = results[name].get("step_profile", {}).get(f"batch{b}")
+                if profile:
+                    parts = ", ".join(f"{k} {v:.1f}" for k, v in profile["parts_ms"].items())
+                    types = ", ".join(f"{k} {v:.1f}"
+                                      for k, v in list(profile["op_types_ms"].items())[:6])
+                    log(f"{name} batch {b}: one decode step {profile['step_ms']:.1f} ms"
+                        + (f"; {parts} ms; by op: {types} ms" if parts else ""))
     rows = {}
     for b in batches:
         rate = {n: b * NEW / results[n][f"batch{b}"]["median_s"] for n in contenders}
@@ -212,6 +304,7 @@ def main(argv=None) -> dict:
         rows[f"batch{b}"] = row
         log(f"batch {b}: " + ", ".join(f"{k} {v:.2f}x" for k, v in row.items() if "/" in k))
     report = {"benchmark": "generation", "shape": "tiny" if args.tiny else "gpt2_small",
+              "threads": args.threads or "default",
               "prompt_tokens": PROMPT, "new_tokens": NEW, "method": "greedy",
               "results": results, "ratios": rows, "load_average_before": load_before,
               "load_average_after": os.getloadavg(),

@@ -5,7 +5,31 @@ from __future__ import annotations
 import math
 
 import keras
+import tensorflow as tf
 from keras import ops
+
+
+def write_slots(cache, new, index, axis=1):
+    """cache with new written at slots index..index+T-1 of `axis` (new's size T there, the
+    same sizes as cache on every other axis): e.g. [B, T_max, A, d] at axis 1 or
+    [B, A, T_max, d] at axis 2.
+
+    A scatter (TensorScatterUpdate), not keras.ops.slice_update: the latter is
+    XlaDynamicUpdateSlice, which the plain graph (what garden.generation runs on a CPU for
+    large models) executes by compiling and launching a one-op XLA cluster per call, slower
+    than the scatter's kernel; under XLA the scatter compiles too (TensorStridedSliceUpdate
+    would not: XLA wants its bounds constant). Both copy the values exactly.
+    """
+    shape = tf.shape(new)
+    ranges = [tf.range(shape[i]) for i in range(axis)]
+    ranges.append(tf.cast(index, tf.int32) + tf.range(shape[axis]))
+    indices = tf.stack(tf.meshgrid(*ranges, indexing="ij"), axis=-1)
+    return tf.tensor_scatter_nd_update(cache, indices, new)
+
+
+def _swap_heads(x):
+    """[B, T, A, d] <-> [B, A, T, d]."""
+    return ops.transpose(x, (0, 2, 1, 3))
 
 
 @keras.saving.register_keras_serializable(package="garden")
@@ -29,10 +53,15 @@ class MultiHeadAttention(keras.layers.Layer):
     no op to that path.
 
     Decoding follows keras-hub's CachedMultiHeadAttention: `cache` is float
-    [B, 2, T_max, A, d] (keys, then values, in the compute dtype); with `cache_update_index`
-    the new keys/values of `key`/`value` are written at that position and attention runs over
-    all T_max slots (mask the unwritten ones, e.g. with masks.causal_mask(Tq, T_max, offset));
-    without it the cache is read as is (precomputed cross-attention keys/values).
+    [B, 2, T_max, A, d] (keys, then values, in the compute dtype), or the pair
+    (keys, values) of head-major [B, A, T_max, d] tensors, returned as a pair (a decode loop
+    that keeps one pair per layer never slices or re-stacks a cache, and the head-major layout
+    is what the scores read, so a step transposes only its new slot, not the whole cache:
+    garden.models.gpt.causal_lm);
+    with `cache_update_index` the new keys/values of `key`/`value` are written at that
+    position and attention runs over all T_max slots (mask the unwritten ones, e.g. with
+    masks.causal_mask(Tq, T_max, offset)); without it the cache is read as is (precomputed
+    cross-attention keys/values).
 
     Args:
         num_heads: int, A.
@@ -51,7 +80,8 @@ class MultiHeadAttention(keras.layers.Layer):
             [B or 1, A or 1, Tq, Tk]), 1 = may attend; None = all.
         attention_bias: float [B or 1, A, Tq, Tk] added to the scores (relative positions).
         head_mask: float [A] or [B, A], multiplies each head's probabilities (0 = head off).
-        cache: float [B, 2, T_max, A, d] or None; cache_update_index: int scalar or None.
+        cache: float [B, 2, T_max, A, d], a (keys, values) pair of [B, A, T_max, d], or None;
+            cache_update_index: int scalar or None.
         return_attention_scores: bool, also return the probabilities [B, A, Tq, Tk]
             (after the head mask, before dropout).
         training: bool, dropout on or off.
@@ -104,28 +134,38 @@ class MultiHeadAttention(keras.layers.Layer):
     def _project(self, dense, x, scale=None):
         """[B, T, H_in] -> [B, T, A, d] with one 2-D matmul, times `scale` if given.
 
-        The scale goes where it costs fewer multiplies: on the kernel ([H_in, A*d]) when the
-        rows B*T are known and outnumber H_in (training batches), else on the projected rows
-        (serving: unknown batch; one sequence of 128 tokens scales 98K values instead of the
-        590K of a BERT-base kernel, per layer and call). Either is Keras' MultiHeadAttention
-        up to float rounding, and bit-identical when the scale is a power of two (d = 64)."""
+        The scale goes where it costs fewer multiplies when that changes no bit: on the
+        projected rows when the rows B*T are unknown (serving: one sequence of 128 tokens
+        scales 98K values instead of the 590K of a BERT-base kernel, per layer and call) or
+        fewer than H_in (a decode step), if the scale is a power of two (d = 64: then both
+        orders give the same bits); otherwise on the kernel ([H_in, A*d]), as Keras'
+        MultiHeadAttention does up to float rounding."""
         kernel = ops.reshape(dense.kernel, (-1, self.num_heads * self.key_dim))
         bias = ops.reshape(dense.bias, (self.num_heads * self.key_dim,)) if self.use_bias else None
         rows = None if None in x.shape[:2] else x.shape[0] * x.shape[1]
-        scale_kernel = scale is not None and rows is not None and rows > kernel.shape[0]
-        if scale_kernel:
+        # On the projected rows when they are unknown (serving) or fewer than the kernel's
+        # inputs (a decode step: B rows against H), and only for a power-of-two scale (d = 4,
+        # 16, 64, 256), for which both orders are bit-identical; else folded into the kernel.
+        scale_outputs = (scale is not None and (rows is None or rows < kernel.shape[0])
+                         and math.frexp(scale)[0] == 0.5)
+        if scale is not None and not scale_outputs:
             kernel = kernel * scale
             bias = None if bias is None else bias * scale
         batch, length = ops.shape(x)[0], ops.shape(x)[1]
         y = ops.matmul(ops.reshape(x, (-1, ops.shape(x)[-1])), kernel)
         if bias is not None:
             y = y + bias
-        if scale is not None and not scale_kernel:
+        if scale_outputs:
             y = y * ops.cast(scale, y.dtype)
         return ops.reshape(y, (batch, length, self.num_heads, self.key_dim))
 
     def _keys_and_values(self, key, value, cache, cache_update_index):
-        """Projected keys and values [B, Tk, A, d] and the (updated) cache or None."""
+        """Projected keys and values [B, Tk, A, d] and the (updated) cache, in the form it was
+        given (array or pair), or None."""
+        if isinstance(cache, (tuple, list)):
+            keys, values, cache = self._head_keys_and_values(key, value, cache,
+                                                             cache_update_index)
+            return _swap_heads(keys), _swap_heads(values), cache
         if cache is None:
             if cache_update_index is not None:
                 raise ValueError("MultiHeadAttention: `cache_update_index` was given without a "
@@ -133,12 +173,28 @@ class MultiHeadAttention(keras.layers.Layer):
             return self._project(self.key_dense, key), self._project(self.value_dense, value), None
         if cache_update_index is None:  # read only: e.g. cross-attention over a fixed encoder
             return cache[:, 0], cache[:, 1], cache
-        start = [0, cache_update_index, 0, 0]
         new_keys = ops.cast(self._project(self.key_dense, key), cache.dtype)
         new_values = ops.cast(self._project(self.value_dense, value), cache.dtype)
-        keys = ops.slice_update(cache[:, 0], start, new_keys)
-        values = ops.slice_update(cache[:, 1], start, new_values)
+        keys = write_slots(cache[:, 0], new_keys, cache_update_index)
+        values = write_slots(cache[:, 1], new_values, cache_update_index)
         return keys, values, ops.stack((keys, values), axis=1)
+
+    def _head_keys_and_values(self, key, value, cache, cache_update_index):
+        """Keys and values [B, A, Tk, d] (what the scores need) and the (updated) cache. A
+        pair cache is kept in that layout, so a decode step transposes only its new slot."""
+        if not isinstance(cache, (tuple, list)):
+            keys, values, cache = self._keys_and_values(key, value, cache, cache_update_index)
+            return _swap_heads(keys), _swap_heads(values), cache
+        keys, values = cache
+        if cache_update_index is None:
+            return keys, values, cache
+        for dense, x in ((self.key_dense, key), (self.value_dense, value)):
+            new = _swap_heads(ops.cast(self._project(dense, x), keys.dtype))
+            if dense is self.key_dense:
+                keys = write_slots(keys, new, cache_update_index, axis=2)
+            else:
+                values = write_slots(values, new, cache_update_index, axis=2)
+        return keys, values, (keys, values)
 
     def _probabilities(self, q, k, attention_mask, attention_bias, head_mask):
         """q [B, A, Tq, d], k [B, A, Tk, d] -> softmax probabilities [B, A, Tq, Tk]."""
@@ -165,8 +221,7 @@ class MultiHeadAttention(keras.layers.Layer):
         key = value if key is None else key
         scale = 1.0 / math.sqrt(self.key_dim) if self.scale_queries else None
         q = ops.transpose(self._project(self.query_dense, query, scale=scale), (0, 2, 1, 3))
-        k, v, cache = self._keys_and_values(key, value, cache, cache_update_index)
-        k, v = ops.transpose(k, (0, 2, 1, 3)), ops.transpose(v, (0, 2, 1, 3))  # [B, A, Tk, d]
+        k, v, cache = self._head_keys_and_values(key, value, cache, cache_update_index)
         probabilities = self._probabilities(q, k, attention_mask, attention_bias, head_mask)
         dropped = self.dropout_layer(probabilities, training=training)
         context = ops.transpose(ops.matmul(dropped, v), (0, 2, 1, 3))  # [B, Tq, A, d]

@@ -22,7 +22,7 @@ from garden.layers.attention import MultiHeadAttention
 from garden.layers.transformer_encoder import TransformerEncoderBlock
 
 # d = 6: 1/sqrt(6) is not a power of two, so the two placements of the scale round differently.
-HIDDEN, HEADS = 24, 4
+HIDDEN, HEADS = 64, 4  # d = 16: a power-of-two scale, which may go on the rows
 
 
 def _grappler_graph(concrete):
@@ -63,7 +63,7 @@ def _pair():
     return ours, theirs
 
 
-@pytest.mark.parametrize("length", [3, 20])  # rows 6 < 24: scaled rows; 40 > 24: scaled kernel
+@pytest.mark.parametrize("length", [3, 40])  # rows 6 < 64: scaled rows; 80 > 64: scaled kernel
 def test_query_scale_on_rows_or_kernel_equals_keras(length):
     ours, theirs = _pair()
     x = tf.constant(np.random.default_rng(1).normal(size=(2, length, HIDDEN)).astype("float32"))
@@ -73,7 +73,7 @@ def test_query_scale_on_rows_or_kernel_equals_keras(length):
 def _kernel_sized_muls(layer, spec):
     """Mul nodes of a trace whose output has the query kernel's shape [H, A*d]."""
     concrete = tf.function(lambda x: layer(x, x), input_signature=[spec]).get_concrete_function()
-    x = tf.constant(np.random.default_rng(2).normal(size=(2, 20, HIDDEN)).astype("float32"))
+    x = tf.constant(np.random.default_rng(2).normal(size=(2, 40, HIDDEN)).astype("float32"))
     return concrete, [op for op in concrete.graph.get_operations() if op.type == "Mul"
                       and op.outputs[0].shape.as_list() == [HIDDEN, HIDDEN]], x
 
@@ -81,7 +81,7 @@ def _kernel_sized_muls(layer, spec):
 def test_serving_trace_scales_rows_and_training_trace_the_kernel():
     ours, theirs = _pair()
     serving, serving_muls, x = _kernel_sized_muls(ours, tf.TensorSpec([None, None, HIDDEN]))
-    training, training_muls, _ = _kernel_sized_muls(ours, tf.TensorSpec([2, 20, HIDDEN]))
+    training, training_muls, _ = _kernel_sized_muls(ours, tf.TensorSpec([2, 40, HIDDEN]))
     assert serving_muls == [] and len(training_muls) == 1
     expected = theirs(x, x).numpy()
     np.testing.assert_allclose(serving(x).numpy(), expected, atol=1e-5)

@@ -13,9 +13,12 @@ The backbone supplies what the LM drives, so the cached decode loop is written o
 and its functional call {"token_ids", "padding_mask"} -> {"sequence_output"} computes the same
 as embed -> blocks -> finish.
 
-Decoding state: {"cache": [B, L, 2, T_max, A, d] (each layer's keys then values),
-"padding_mask": [B, T_max] (1 on real prompt tokens and on every slot after the prompt; the
-causal mask hides slots not yet written), "positions": [B] (next position id)}.
+Decoding state: {"cache": a list of L (keys, values) pairs, each [B, A, T_max, d] (one per
+block: a step writes each block's slot without slicing or re-stacking a [B, L, 2, ...] array,
+which copied the whole cache twice a step; head-major, as the attention scores read it, so no
+step transposes a cache), "padding_mask": [B, T_max] (1 on real prompt
+tokens and on every slot after the prompt; the causal mask hides slots not yet written),
+"positions": [B] (next position id)}.
 """
 
 from __future__ import annotations
@@ -63,12 +66,12 @@ class CachedCausalLM(BackboneLM):
 
     def _run_blocks(self, x, padding_mask, cache, index):
         layers = []
-        for i, block in enumerate(self.backbone.decoder_blocks):
+        for block, layer_cache in zip(self.backbone.decoder_blocks, cache):
             x, layer_cache = block(x, decoder_padding_mask=padding_mask,
-                                   self_attention_cache=cache[:, i],
+                                   self_attention_cache=tuple(layer_cache),
                                    self_attention_cache_update_index=index)
             layers.append(layer_cache)
-        return self.backbone.finish(x), ops.stack(layers, axis=1)
+        return self.backbone.finish(x), layers
 
     def start_decoding(self, prompt, max_length):
         mask = ops.cast(prompt["padding_mask"], "int32")
@@ -80,7 +83,8 @@ class CachedCausalLM(BackboneLM):
         x = self.backbone.embed(prompt["token_ids"], position_ids(mask))
         b = self.backbone
         width = b.hidden_size // b.num_heads
-        cache = ops.zeros((batch, b.num_layers, 2, max_length, b.num_heads, width), x.dtype)
+        empty = lambda: ops.zeros((batch, b.num_heads, max_length, width), x.dtype)  # noqa: E731
+        cache = [(empty(), empty()) for _ in range(b.num_layers)]
         x, cache = self._run_blocks(x, slots, cache, 0)
         state = {"cache": cache, "padding_mask": slots, "positions": ops.sum(mask, axis=1)}
         return self.logits(x[:, -1]), state

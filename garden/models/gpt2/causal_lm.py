@@ -9,7 +9,7 @@ final LayerNorm) / output_table (the token table).
     next_logits, state = lm.start_decoding({"token_ids": ids, "padding_mask": mask}, 64)
     next_logits, state = lm.decode_step(next_ids, index, state)          # index = T, T+1, ...
 
-The decoding state is {"cache": [B, L, 2, max_length, A, d] keys and values of every block,
+The decoding state is {"cache": one (keys, values) pair of [B, A, max_length, d] per block,
 "padding_mask": int32 [B, max_length] (the prompt's mask, then ones: the causal mask hides
 slots not yet written), "positions": int32 [B] (the next token's position, = the row's real
 prompt tokens + steps taken, so left-padded rows count from their first real token)}: shapes
