@@ -340,7 +340,8 @@ class Generator:
     50 ms without (greedy; sample 4.3 vs 46 ms; beam of 4: 12 vs 92 ms), because the graph
     executor's per-op cost dominates small steps. For a real model the matmuls dominate, and
     XLA:CPU's are slower than the oneDNN kernels of the graph: one GPT-2 small decode step at
-    batch 1 took 124 ms with XLA against 74 ms without (same machine and load). Compiling costs
+    batch 1 took 124 ms with XLA against 74 ms without (2026-11-25, same machine and load,
+    before the per-block cache of garden/models/gpt/causal_lm.py). Compiling costs
     more once per trace (about 3 s against 1-2 s for the toys), so short-lived callers that
     trace many shapes (the tests) pass False.
     """
