@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+from benchmarks import objectives_learn as learn
 from learn_testing import train_and_score
 
 
