@@ -16,7 +16,7 @@ own output is held to.
 Protocol (one JSON object a line): the client writes {"tool", "args", "env", "stdout",
 "stderr", "timeout"} to the server's stdin; the server forks, waits and answers on its stdout
 {"status": os.wait4's exit status, "cpu_seconds": the child's user + system time}. A child
-that runs past `timeout` seconds is killed (SIGALRM). One run at a time per server.
+that runs past `timeout` seconds is killed (SIGKILL). One run at a time per server.
 
 Set TOOL_FORKS=0 in the environment to run every tool in a fresh interpreter instead
 (`run_tool` then starts `python -m` itself), e.g. to rule the server out when a row fails.
@@ -116,6 +116,7 @@ class ForkServer:
 def _serve():
     """The server's loop; returns the request a forked child is to run (None in the server)."""
     import gc
+    import signal
     import time
 
     start = time.process_time()
@@ -132,7 +133,19 @@ def _serve():
         pid = os.fork()
         if pid == 0:
             return request
-        _, status, usage = os.wait4(pid, 0)
+        # Polled, so that a child past its deadline is killed whatever it does with signals
+        # (as the fresh-interpreter path's timer kills it).
+        deadline, pause = time.monotonic() + request["timeout"], 0.005
+        while True:
+            done, status, usage = os.wait4(pid, os.WNOHANG)
+            if done:
+                break
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                _, status, usage = os.wait4(pid, 0)
+                break
+            time.sleep(pause)
+            pause = min(2 * pause, 0.05)
         print(json.dumps({"status": status, "cpu_seconds": usage.ru_utime + usage.ru_stime}),
               flush=True)
     return None
@@ -140,8 +153,6 @@ def _serve():
 
 def _become(request):
     """In the forked child: the process `python -m tool args` would be, short of running it."""
-    import signal
-
     for fd, path, flags in ((0, os.devnull, os.O_RDONLY),
                             (1, request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
                             (2, request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)):
@@ -154,8 +165,6 @@ def _become(request):
     os.chdir(REPO_ROOT)
     sys.path[0] = REPO_ROOT  # -m puts the working directory first; a script its own directory
     sys.argv = [request["tool"], *request["args"]]  # runpy sets argv[0] to the module's file
-    signal.signal(signal.SIGALRM, signal.SIG_DFL)
-    signal.alarm(request["timeout"])
 
 
 if __name__ == "__main__":
