@@ -9,10 +9,18 @@ family_data's BPE and SentencePiece vocabularies (generative_data).
 Under pytest-xdist (`make test` runs `-n 2`) a session fixture would be built once per worker;
 `build_once` builds such artefacts once per test run instead, under a file lock in the
 directory the workers' temporary roots share.
+
+Order of the files under `--dist loadfile`: pytest-xdist hands whole files to the workers in
+the order of its queue, by default the files with the most tests first, which puts the
+long single-test learn files last, where one of them can keep a worker busy after the other
+has run out of files. Here the queue is the files of LONG_FILES first (longest first), then the
+others by number of tests as xdist would order them (pytest_configure turns xdist's own
+reordering off, pytest_collection_modifyitems orders the items).
 """
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import dataclasses
 import fcntl
@@ -27,6 +35,44 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from testing import run_module  # noqa: E402
+
+
+# Files that take long, with rough seconds on the 2-core CI machine (the CI run of 2026-11-26 and
+# per-file runs scaled to it; only the order matters): started first under --dist loadfile.
+LONG_FILES = {
+    "tests/test_bad_input_matrix.py": 120,  # 228 s before its fork servers
+    "tests/garden/test_family_training.py": 110,  # every config's summary; builds family_data
+    "tests/garden/test_t5_training.py": 100,  # builds generative_data
+    "tests/garden/test_glue_sample_task_learning.py": 90,
+    "tests/garden/test_distilbert_learning.py": 75,
+    "tests/garden/test_albert_sop_learning.py": 65,
+    "tests/garden/test_question_answering.py": 65,
+    "tests/garden/test_family_learning_electra_spanbert.py": 55,
+    "tests/garden/test_xlnet_training.py": 50,
+    "tests/garden/test_bart_training.py": 50,
+    "tests/garden/test_family_learning_mlm.py": 45,
+}
+
+
+def pytest_configure(config):
+    if hasattr(config.option, "loadscopereorder"):  # pytest-xdist's; the order is set below
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Items of LONG_FILES' files first (longest first), then the other files by number of
+    tests (most first, as xdist orders them); within a file the collection order."""
+    root = str(config.rootpath)
+
+    def file_of(item):
+        return os.path.relpath(str(item.path), root)
+
+    counts = collections.Counter(file_of(item) for item in items)
+    first_seen = {}
+    for item in items:
+        first_seen.setdefault(file_of(item), len(first_seen))
+    items.sort(key=lambda item: (-LONG_FILES.get(file_of(item), 0), -counts[file_of(item)],
+                                 first_seen[file_of(item)]))
 
 
 def build_once(tmp_path_factory, name: str, build, cls):

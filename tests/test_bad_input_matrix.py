@@ -1,5 +1,7 @@
 """The bad-input matrix (issue 13): every command-line tool against a table of malformed inputs
-and faults, each run in a fresh process as a user would run it.
+and faults, each run in a process of its own as `python -m TOOL` runs it (forked from a server
+that has imported TensorFlow once, tests/tool_forks.py; TOOL_FORKS=0 starts a fresh interpreter
+for every run instead).
 
 Tools: data_pipelines.make_vocab, data_pipelines.make_pretrain, data_pipelines.sample_corpus,
 data_pipelines.make_finetune (--task=squad|conll), data_pipelines.sample_tasks, garden.train (the
@@ -46,8 +48,8 @@ returns the path the tool would write. Prefer rows that fail before a model is b
 pipeline runs: the module's budget is 150 s on two cores. A row that fails shows the tool's
 whole stdout and stderr; fix the tool (one clear line), not the row.
 
-The rows run in a small thread pool of subprocesses (ROW_WORKERS) from one module fixture; each
-row is its own test, so ``-k`` selects rows (only the selected rows are run). At the end the
+The rows run in a small thread pool of subprocesses (ROW_WORKERS, each thread with a fork server
+of its own) from one module fixture; each row is its own test, so ``-k`` selects rows (only the selected rows are run). At the end the
 module prints the number of rows per tool, how many passed and the CPU seconds the rows' processes
 took; every row's command line, exit status and output go to a report file (the path
 $BAD_INPUT_MATRIX_REPORT, else one in the test's temporary directory).
@@ -60,6 +62,7 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import os
+import queue
 import re
 import shutil
 import subprocess
@@ -74,13 +77,15 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from testing import REPO_ROOT, pretrain_args, python_env  # noqa: E402
+import tool_forks  # noqa: E402
+from testing import pretrain_args, python_env  # noqa: E402
+from tool_forks import ForkServer  # noqa: E402
 
 TOOLS = ("data_pipelines.make_vocab", "data_pipelines.make_pretrain", "data_pipelines.sample_corpus",
          "data_pipelines.make_finetune", "data_pipelines.sample_tasks",
          "garden.train", "garden.export", "garden.convert", "garden.serve", "garden.extract_features",
          "garden.generate", "garden.fewshot")
-ROW_WORKERS = 3  # subprocesses at once: most of a row is a fresh interpreter importing TensorFlow
+ROW_WORKERS = 3  # subprocesses at once
 ROW_TIMEOUT = 240
 # What makes an output look complete, and what a refused run must not leave behind either: a
 # pipeline's LOCK (it would refuse the next run) and its _work-* directories.
@@ -689,27 +694,24 @@ def _empty_dataset(c: Ctx) -> List[str]:
 # Running a row
 
 
+# The fork servers of the running `outcomes` fixture (tests/tool_forks.py), one per row
+# thread; a run takes one that is free.
+_SERVERS: "queue.Queue[ForkServer] | None" = None
+
+
 def _run(tool: str, args: List[str], env: Optional[dict] = None) -> subprocess.CompletedProcess:
-    """`python -m tool args` in a fresh process; the CompletedProcess also carries
+    """`python -m tool args` in a process of its own (forked from a fork server that has imported
+    TensorFlow, or a fresh interpreter with TOOL_FORKS=0); the CompletedProcess also carries
     ``cpu_seconds`` (the child's user + system time, what the 2-core budget is about)."""
-    with subprocess.Popen([sys.executable, "-m", tool, *args], cwd=REPO_ROOT, env=python_env(**(env or {})),
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as child:
-        streams = {}
-        readers = [threading.Thread(target=lambda name, f: streams.__setitem__(name, f.read()), args=item)
-                   for item in (("out", child.stdout), ("err", child.stderr))]
-        for reader in readers:
-            reader.start()
-        timer = threading.Timer(ROW_TIMEOUT, child.kill)
-        timer.start()
-        _, status, usage = os.wait4(child.pid, 0)  # wait4: the child's CPU time
-        child.returncode = os.waitstatus_to_exitcode(status)
-        timer.cancel()
-        for reader in readers:
-            reader.join()
-    proc = subprocess.CompletedProcess(child.args, child.returncode,
-                                       streams["out"].decode("utf-8", "replace"),
-                                       streams["err"].decode("utf-8", "replace"))
-    proc.cpu_seconds = usage.ru_utime + usage.ru_stime
+    server = _SERVERS.get() if _SERVERS is not None else None
+    try:
+        code, out, err, cpu = tool_forks.run_tool(tool, args, python_env(**(env or {})),
+                                                  ROW_TIMEOUT, server)
+    finally:
+        if server is not None:
+            _SERVERS.put(server)
+    proc = subprocess.CompletedProcess([sys.executable, "-m", tool, *args], code, out, err)
+    proc.cpu_seconds = cpu
     return proc
 
 
@@ -816,7 +818,21 @@ def run_case(case: Case, root: Path, shared: Shared) -> Outcome:
 
 
 @pytest.fixture(scope="module")
-def outcomes(request, bert_data, tmp_path_factory) -> Dict[str, Outcome]:
+def fork_servers() -> List[ForkServer]:
+    """ROW_WORKERS fork servers (tests/tool_forks.py; none with TOOL_FORKS=0), started side by
+    side, closed after the module."""
+    if not tool_forks.ENABLED:
+        yield []
+        return
+    with concurrent.futures.ThreadPoolExecutor(ROW_WORKERS) as pool:
+        servers = list(pool.map(lambda _: ForkServer(python_env()), range(ROW_WORKERS)))
+    yield servers
+    for server in servers:
+        server.close()
+
+
+@pytest.fixture(scope="module")
+def outcomes(request, bert_data, tmp_path_factory, fork_servers) -> Dict[str, Outcome]:
     """Runs the selected rows, ROW_WORKERS at a time; {case id: Outcome}."""
     selected = {item.callspec.params["case"].id for item in request.session.items
                 if item.fspath == request.fspath and hasattr(item, "callspec")
@@ -825,16 +841,24 @@ def outcomes(request, bert_data, tmp_path_factory) -> Dict[str, Outcome]:
     root = tmp_path_factory.mktemp("matrix")
     shared = Shared(bert_data, root / "_shared")
     results = {}
-    with concurrent.futures.ThreadPoolExecutor(ROW_WORKERS) as pool:
-        futures = {pool.submit(run_case, case, root, shared): case
-                   for case in sorted(cases, key=lambda case: not case.slow)}
-        for future in concurrent.futures.as_completed(futures):
-            outcome = future.result()
-            results[outcome.case.id] = outcome
+    global _SERVERS
+    _SERVERS = queue.Queue()
+    for server in fork_servers:
+        _SERVERS.put(server)
+    try:
+        with concurrent.futures.ThreadPoolExecutor(ROW_WORKERS) as pool:
+            futures = {pool.submit(run_case, case, root, shared): case
+                       for case in sorted(cases, key=lambda case: not case.slow)}
+            for future in concurrent.futures.as_completed(futures):
+                outcome = future.result()
+                results[outcome.case.id] = outcome
+    finally:
+        _SERVERS = None
     yield results
     by_tool = collections.Counter(o.case.tool for o in results.values())
     passed = sum(not o.problems for o in results.values())
-    cpu = sum(o.cpu_seconds for o in results.values()) + shared.cpu_seconds
+    cpu = (sum(o.cpu_seconds for o in results.values()) + shared.cpu_seconds
+           + sum(server.cpu_seconds for server in fork_servers))
     report = Path(os.environ.get("BAD_INPUT_MATRIX_REPORT") or root / "matrix_report.txt")
     report.write_text("\n\n".join(results[c.id].report() for c in cases))
     cpu_by_tool = collections.Counter()
@@ -855,6 +879,16 @@ def outcomes(request, bert_data, tmp_path_factory) -> Dict[str, Outcome]:
 def test_case(case, outcomes):
     outcome = outcomes[case.id]
     assert not outcome.problems, outcome.report()
+
+
+def test_the_fork_servers_import_tensorflow_without_stray_output(fork_servers):
+    """What a row's process does not print itself because its server imported TensorFlow
+    before the fork is held to the rows' rule: log lines only, no traceback."""
+    for server in fork_servers:
+        text = server.import_output
+        assert TRACEBACK not in text, text
+        stray = [ln for ln in text.splitlines() if ln.strip() and not LOG_LINE.match(ln)]
+        assert not stray, text
 
 
 def test_every_tool_has_rows_of_refusal_and_the_ids_are_unique():
