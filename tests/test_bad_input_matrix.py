@@ -537,6 +537,9 @@ CASES = [
         *_serve_config(c, f"model_config_list {{ config {{ name: 'm' base_path: '{c.dir}' }} }}\n"),
         f"--model_base_path={c.dir}"],
         "error", r"--model_config_file.*--model_base_path|--model_base_path.*--model_config_file"),
+    Case("serve-negative-thread-pool", GS, lambda c: [f"--model_base_path={c.dir}", "--rest_api_port=0",
+                                                     "--tensorflow_inter_op_parallelism=-1"],
+         "error", r"--tensorflow_inter_op_parallelism must be >= 0"),
     Case("serve-port-in-use", GS, _port_in_use, "error", r"--rest_api_port=\d+ on 127\.0\.0\.1: Address already in use"),
     # --- extract_features
     Case("extract-model-dir-missing", GX, lambda c: [
