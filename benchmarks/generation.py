@@ -174,6 +174,15 @@ def worker_ours_xla(batches, args):
     return worker_ours(batches, args, True)
 
 
+def worker_ours_inter1(batches, args):
+    """ours with TensorFlow's inter-op pool at one thread (as garden.serve's and TF Serving's
+    --tensorflow_inter_op_parallelism=1): a step's small ops run in order, each on every core."""
+    import tensorflow as tf
+
+    tf.config.threading.set_inter_op_parallelism_threads(args.threads or 1)
+    return worker_ours(batches, args, None)
+
+
 def worker_keras_hub(batches: List[int], args) -> dict:
     _tf_threads(args)
     import keras
@@ -229,6 +238,7 @@ def worker_torch(batches: List[int], args) -> dict:
 
 
 WORKERS = {"ours": lambda b, a: worker_ours(b, a, None), "ours_xla": worker_ours_xla,
+           "ours_inter1": worker_ours_inter1,
            "keras_hub": worker_keras_hub, "torch": worker_torch}
 
 
@@ -250,7 +260,7 @@ def main(argv=None) -> dict:
     p.add_argument("--batches", default="1,8", help="comma-separated batch sizes")
     p.add_argument("--warmup", type=int, default=2, help="untimed calls (the first compiles)")
     p.add_argument("--reps", type=int, default=3, help="timed calls (median reported)")
-    p.add_argument("--contenders", default="ours,keras_hub,torch",
+    p.add_argument("--contenders", default="ours,ours_inter1,keras_hub,torch",
                    help="comma-separated subset of " + ",".join(WORKERS))
     p.add_argument("--ours_xla", action="store_true", help="also time ours with XLA")
     p.add_argument("--tiny", action="store_true", help="a 2-layer H128 model (harness check)")
@@ -297,7 +307,7 @@ def main(argv=None) -> dict:
     for b in batches:
         rate = {n: b * NEW / results[n][f"batch{b}"]["median_s"] for n in contenders}
         row = {"tokens_per_s": rate}
-        for ours in ("ours", "ours_xla"):
+        for ours in ("ours", "ours_xla", "ours_inter1"):
             for peer in ("keras_hub", "torch"):
                 if ours in rate and peer in rate:
                     row[f"{ours}/{peer}"] = rate[ours] / rate[peer]
