@@ -83,3 +83,24 @@ def assert_keras_file_round_trip(model, path, inputs: dict, keys=None):
     for key in keys or want:
         np.testing.assert_array_equal(got[key].numpy(), want[key].numpy(), err_msg=key)
     return loaded
+
+
+def keras_attention_pair(hidden: int, heads: int, length: int, dropout: float = 0.0):
+    """garden's MultiHeadAttention and keras.layers.MultiHeadAttention, both named "attention"
+    and built for [2, length, hidden], with the same random weights (normal, scale 0.3)."""
+    import keras
+
+    from garden.layers.attention import MultiHeadAttention
+
+    ours = MultiHeadAttention(num_heads=heads, key_dim=hidden // heads, dropout=dropout,
+                              name="attention")
+    theirs = keras.layers.MultiHeadAttention(num_heads=heads, key_dim=hidden // heads,
+                                             dropout=dropout, name="attention")
+    shape = (2, length, hidden)
+    ours.build(shape, shape)
+    theirs.build(shape, shape)
+    rng = np.random.default_rng(0)
+    for w in theirs.weights:
+        w.assign(rng.normal(scale=0.3, size=w.shape).astype("float32"))
+    ours.set_weights(theirs.get_weights())
+    return ours, theirs

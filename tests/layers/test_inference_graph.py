@@ -11,15 +11,14 @@ what they are worth).
 
 import collections
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 from tensorflow.core.protobuf import config_pb2
 from tensorflow.python.grappler import tf_optimizer
 
-from garden.layers.attention import MultiHeadAttention
 from garden.layers.transformer_encoder import TransformerEncoderBlock
+from model_testing import keras_attention_pair
 
 # d = 6: 1/sqrt(6) is not a power of two, so the two placements of the scale round differently.
 HIDDEN, HEADS = 64, 4  # d = 16: a power-of-two scale, which may go on the rows
@@ -50,17 +49,7 @@ def test_feedforward_matmul_bias_and_gelu_fuse():
 
 
 def _pair():
-    ours = MultiHeadAttention(num_heads=HEADS, key_dim=HIDDEN // HEADS, name="attention")
-    theirs = keras.layers.MultiHeadAttention(num_heads=HEADS, key_dim=HIDDEN // HEADS,
-                                             name="attention")
-    shape = (2, 3, HIDDEN)
-    ours.build(shape, shape)
-    theirs.build(shape, shape)
-    rng = np.random.default_rng(0)
-    for w in theirs.weights:
-        w.assign(rng.normal(scale=0.3, size=w.shape).astype("float32"))
-    ours.set_weights(theirs.get_weights())
-    return ours, theirs
+    return keras_attention_pair(HIDDEN, HEADS, length=3)
 
 
 @pytest.mark.parametrize("length", [3, 40])  # rows 6 < 64: scaled rows; 80 > 64: scaled kernel
