@@ -48,8 +48,8 @@ class MultiHeadAttention(keras.layers.Layer):
     The difference is the arithmetic on CPUs: every projection is one [B*T, H] x [H, A*d]
     matmul instead of an einsum that TensorFlow lowers to a batch matmul with the kernel
     broadcast over the batch (whose kernel gradient is a batch matmul and a sum), 1/sqrt(d)
-    multiplies the query kernel or the projected queries, whichever has fewer values (see
-    `_project`), and masked keys are set once, not twice. Options left at their defaults add
+    multiplies the query kernel or, where that has fewer values and changes no bit, the
+    projected queries (see `_project`), and masked keys are set once, not twice. Options left at their defaults add
     no op to that path.
 
     Decoding follows keras-hub's CachedMultiHeadAttention: `cache` is float
@@ -188,12 +188,10 @@ class MultiHeadAttention(keras.layers.Layer):
         keys, values = cache
         if cache_update_index is None:
             return keys, values, cache
-        for dense, x in ((self.key_dense, key), (self.value_dense, value)):
-            new = _swap_heads(ops.cast(self._project(dense, x), keys.dtype))
-            if dense is self.key_dense:
-                keys = write_slots(keys, new, cache_update_index, axis=2)
-            else:
-                values = write_slots(values, new, cache_update_index, axis=2)
+        new_keys = _swap_heads(ops.cast(self._project(self.key_dense, key), keys.dtype))
+        new_values = _swap_heads(ops.cast(self._project(self.value_dense, value), values.dtype))
+        keys = write_slots(keys, new_keys, cache_update_index, axis=2)
+        values = write_slots(values, new_values, cache_update_index, axis=2)
         return keys, values, (keys, values)
 
     def _probabilities(self, q, k, attention_mask, attention_bias, head_mask):
