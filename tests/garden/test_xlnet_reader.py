@@ -86,3 +86,30 @@ def test_tf_expansion_equals_the_objectives_on_its_instances():
         expect = np.zeros((9, 40), np.float32)
         expect[np.arange(len(positions)), positions] = 1
         np.testing.assert_array_equal(mapping[b], expect)
+
+
+def test_data_made_before_perm_rank_is_refused_by_name(generative_data, tmp_path):
+    """A data directory written with perm_mask / target_mapping (before perm_rank) is refused
+    with its path, the missing feature and the command that remakes it, before any step."""
+    import json
+    import shutil
+
+    from garden.data import DataDirError
+    from garden.models.factory import backbone
+    from garden.tasks.pretraining import Pretraining
+
+    old = tmp_path / "xlnet-train-old"
+    shutil.copytree(generative_data.data["xlnet-train"], old)
+    with open(old / "info.json") as f:
+        info = json.load(f)
+    spec = info["feature_spec"]
+    spec["perm_mask"] = dict(spec.pop("perm_rank"), length=SEQ * SEQ)
+    with open(old / "info.json", "w") as f:
+        json.dump(info, f)
+    t = Pretraining(backbone=lambda **kw: backbone(preset="xlnet_tiny", **kw),
+                    vocab=generative_data.sentencepiece, tokenizer="sentencepiece",
+                    lower_case=False, family="xlnet",
+                    phases=[{"start_step": 0, "data_dir": str(old), "max_seq_length": SEQ}])
+    with pytest.raises(DataDirError, match=rf"{old} lacks the features \['perm_rank'\] that .*"
+                                           r"make_pretrain --objective=xlnet"):
+        t.prepare()
