@@ -45,7 +45,9 @@ class XLNetPretrainer(PretrainerConfig, keras.Model):
         self.backbone = backbone
         self.lm_head = XLNetLMHead(backbone.token_embedding, dtype=backbone.dtype_policy,
                                    name="lm_head")
-        self.lm_head.build(None)  # outside call(): its weight path is "lm_head/bias"
+        # Built outside call(), so its weight path is "lm_head/bias"; with the query stream's
+        # shape, so that `summary()` can state the head's output shape.
+        self.lm_head.build((None, None, backbone.token_embedding.output_dim))
         # A subclassed model (a Keras functional graph cannot carry the second output of a
         # layer whose call takes the query stream as a keyword), built here on a tiny input.
         # (batch 2: bi_data needs an even batch)
