@@ -24,6 +24,9 @@ lower bounds.
     python -m benchmarks.generation --output_json=/tmp/generation.json
     python -m benchmarks.generation --tiny   # a 2-layer model: checks the harness in a minute
     python -m benchmarks.generation --contenders=ours --profile   # where a step's time goes
+    python -m benchmarks.generation --kernels --threads=1   # each matmul shape alone, TF vs torch
+
+`--kernels` times, instead, each matmul shape of a decode step alone (see `kernels`).
 
 `--threads=1` runs every contender single-threaded (a fair kernel comparison on a loaded
 machine). `--profile` adds, for ours, one decode step broken down by part (attention, feed-forward,
@@ -237,6 +240,69 @@ def worker_torch(batches: List[int], args) -> dict:
     return out
 
 
+# The matmuls of one GPT-2 small decode step: (name, rows of the kernel, columns, layout), the
+# tied table [V, H] read transposed as the model stores it.
+KERNELS = (("q, k, v, attention output", 768, 768, "kn"), ("fused q/k/v", 768, 2304, "kn"),
+           ("feed-forward in", 768, 3072, "kn"), ("feed-forward out", 3072, 768, "kn"),
+           ("tied logits", 768, VOCAB, "nk"))
+
+
+def kernels(batches: List[int], args, copies: int = 12, rounds: int = 15) -> dict:
+    """ms per matmul of a decode step's shapes, each alone: TensorFlow MatMul and Einsum
+    inside a tf.function (as the decode loop runs them, after Grappler's oneDNN rewrite)
+    against torch (torch.mm on [K, N] weights, F.linear on the [N, K] table, as Hugging Face's
+    GPT-2 runs them). `copies` distinct weights per shape (12, like the layers), so each call
+    reads its weights from memory as a decode step does, not from cache; min over `rounds`
+    interleaved calls, the figure least disturbed by other jobs on a shared machine."""
+    import tensorflow as tf
+    import torch
+
+    threads = args.threads or usable_cores()
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(threads)
+    torch.set_num_threads(threads)
+    rng = np.random.default_rng(0)
+    out = {}
+    for name, k, n, layout in KERNELS:
+        count = 1 if n == VOCAB else copies
+        shape = (k, n) if layout == "kn" else (n, k)
+        weights = [rng.standard_normal(shape).astype("float32") for _ in range(count)]
+        tf_weights = [tf.Variable(w) for w in weights]
+        torch_weights = [torch.from_numpy(w) for w in weights]
+        for b in batches:
+            x = rng.standard_normal((b, k)).astype("float32")
+            tx, px = tf.constant(x), torch.from_numpy(x)
+            equation = "bk,kn->bn" if layout == "kn" else "bk,nk->bn"
+
+            def tf_sum(product):
+                return tf.function(lambda: tf.add_n([tf.reduce_sum(product(w))
+                                                     for w in tf_weights]), autograph=False)
+
+            def torch_sum():
+                with torch.inference_mode():
+                    return sum(float((torch.mm(px, w) if layout == "kn" else
+                                      torch.nn.functional.linear(px, w)).sum())
+                               for w in torch_weights)
+
+            calls = {"tf_matmul": tf_sum(lambda w: tf.matmul(tx, w,
+                                                             transpose_b=layout == "nk")),
+                     "tf_einsum": tf_sum(lambda w: tf.einsum(equation, tx, w)),
+                     "torch": torch_sum}
+            times = {c: [] for c in calls}
+            for _ in range(rounds + 1):  # the first round traces
+                for c, call in calls.items():
+                    t0 = time.perf_counter()
+                    float(call())
+                    times[c].append(time.perf_counter() - t0)
+            ms = {c: min(t[1:]) / count * 1e3 for c, t in times.items()}
+            out[f"{name} [{k}x{n}] batch{b}"] = ms
+            log(f"{name} [{k} x {n}{', transposed' if layout == 'nk' else ''}] batch {b}: "
+                + ", ".join(f"{c} {v:.3f} ms" for c, v in ms.items())
+                + f"; torch / tf_matmul {ms['torch'] / ms['tf_matmul']:.2f}, "
+                  f"torch / tf_einsum {ms['torch'] / ms['tf_einsum']:.2f}")
+    return out
+
+
 WORKERS = {"ours": lambda b, a: worker_ours(b, a, None), "ours_xla": worker_ours_xla,
            "ours_inter1": worker_ours_inter1,
            "keras_hub": worker_keras_hub, "torch": worker_torch}
@@ -270,6 +336,9 @@ def main(argv=None) -> dict:
                         "machine, where torch's spinning OpenMP threads collapse")
     p.add_argument("--profile", action="store_true",
                    help="also break one decode step of ours down by part and op type (ms)")
+    p.add_argument("--kernels", action="store_true",
+                   help="time each matmul shape of a decode step alone (TF MatMul, TF Einsum, "
+                        "torch) instead of whole generate calls")
     p.add_argument("--output_json", default="")
     p.add_argument("--_worker", default="", help=argparse.SUPPRESS)
     p.add_argument("--_work", default="", help=argparse.SUPPRESS)
@@ -280,6 +349,13 @@ def main(argv=None) -> dict:
         with open(os.path.join(args._work, f"{args._worker}.json"), "w") as f:
             json.dump(out, f)
         return out
+
+    if args.kernels:
+        report = {"benchmark": "generation_kernels", "threads": args.threads or usable_cores(),
+                  "ms_per_matmul": kernels(batches, args), "load_average": os.getloadavg()}
+        if args.output_json:
+            write_report(report, args.output_json)
+        return report
 
     contenders = args.contenders.split(",") + (["ours_xla"] if args.ours_xla else [])
     unknown = sorted(set(contenders) - set(WORKERS))

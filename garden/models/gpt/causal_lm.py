@@ -23,6 +23,7 @@ tokens and on every slot after the prompt; the causal mask hides slots not yet w
 
 from __future__ import annotations
 
+import tensorflow as tf
 from keras import ops
 
 from garden.models.generative import BackboneLM
@@ -58,6 +59,27 @@ class CachedCausalLM(BackboneLM):
         table = ops.cast(self.backbone.output_table(), hidden.dtype)
         return ops.cast(ops.matmul(hidden, ops.transpose(table)), "float32")
 
+    def next_token_logits(self, hidden):
+        """float32 logits [B, V] of one hidden state per row [B, H] (a decode step's).
+
+        The same products as `logits`, in the kernel that is faster for the batch (GPT-2
+        small's 50,257 x 768 table on this CPU, one thread, min of 15 interleaved calls):
+        up to 3 rows, MatMul with the table transposed (oneDNN's _MklMatMul: 11.2 ms against
+        14.3 ms as an Einsum at 1 row, 11.0 against 14.2 at 2); from 4 rows, Einsum
+        "bh,vh->bv" (_MklEinsum), which does not slow down with the rows as that MatMul does
+        (4 rows: 14.8 ms against 21.1, 8: 18 against 35, 16: 21.6 against 30.1). A batch
+        unknown when traced (serving) picks at run time. 3 rows were not timed."""
+        table = ops.cast(self.backbone.output_table(), hidden.dtype)
+        few_rows = lambda: ops.matmul(hidden, ops.transpose(table))  # noqa: E731
+        # tf.einsum, not keras.ops.einsum: Keras rewrites "ab,cb->ac" into that same MatMul.
+        many_rows = lambda: tf.einsum("bh,vh->bv", hidden, table)  # noqa: E731
+        batch = hidden.shape[0]
+        if batch is None:
+            logits = tf.cond(tf.shape(hidden)[0] < 4, few_rows, many_rows)
+        else:
+            logits = few_rows() if batch < 4 else many_rows()
+        return ops.cast(logits, "float32")
+
     def call(self, inputs, training=False):
         hidden = self.backbone({"token_ids": inputs["token_ids"],
                                 "padding_mask": inputs["padding_mask"]},
@@ -87,7 +109,7 @@ class CachedCausalLM(BackboneLM):
         cache = [(empty(), empty()) for _ in range(b.num_layers)]
         x, cache = self._run_blocks(x, slots, cache, 0)
         state = {"cache": cache, "padding_mask": slots, "positions": ops.sum(mask, axis=1)}
-        return self.logits(x[:, -1]), state
+        return self.next_token_logits(x[:, -1]), state
 
     def decode_step(self, token_ids, index, state):
         x = self.backbone.embed(ops.cast(token_ids, "int32")[:, None],
@@ -95,4 +117,4 @@ class CachedCausalLM(BackboneLM):
         x, cache = self._run_blocks(x, state["padding_mask"], state["cache"], index)
         state = {"cache": cache, "padding_mask": state["padding_mask"],
                  "positions": state["positions"] + 1}
-        return self.logits(x[:, 0]), state
+        return self.next_token_logits(x[:, 0]), state
