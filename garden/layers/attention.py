@@ -95,7 +95,8 @@ class MultiHeadAttention(keras.layers.Layer):
     broadcast over the batch (whose kernel gradient is a batch matmul and a sum), 1/sqrt(d)
     multiplies the query kernel or, where that has fewer values and changes no bit, the
     projected queries (see `_project`), and masked keys are set once, not twice. Options left at their defaults add
-    no op to that path.
+    no op to that path. Inside `packed_projections` (serving exports with
+    packed_attention=True) self-attention at inference reads one Q|K|V kernel packed once.
 
     Decoding follows keras-hub's CachedMultiHeadAttention: `cache` is float
     [B, 2, T_max, A, d] (keys, then values, in the compute dtype), or the pair
