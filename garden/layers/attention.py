@@ -57,7 +57,9 @@ def packed_projections(model):
     """
     layers, seen = [], set()
     for layer in model._flatten_layers(include_self=True, recursive=True):
-        if isinstance(layer, MultiHeadAttention) and id(layer) not in seen:
+        # Subclasses with their own call (LocalMultiHeadAttention) never read the packing.
+        if (isinstance(layer, MultiHeadAttention) and type(layer).call is MultiHeadAttention.call
+                and id(layer) not in seen):
             seen.add(id(layer))
             layers.append(layer)
     made = []

@@ -120,3 +120,12 @@ def test_other_calls_and_traces_outside_the_block_take_the_usual_path():
     expected = _trace(layer, 64)(x, mask).numpy()
     with packed_projections(layer):
         np.testing.assert_allclose(_trace(layer, 64)(x, mask).numpy(), expected, atol=1e-5)
+
+
+def test_layers_with_their_own_call_are_not_packed():
+    from garden.layers.local_attention import LocalMultiHeadAttention
+
+    local = LocalMultiHeadAttention(num_heads=4, key_dim=16, band_width=2)
+    local.build((2, LENGTH, 64), (2, LENGTH, 64))
+    with packed_projections(local) as packed:
+        assert packed == [] and local._packed is None
