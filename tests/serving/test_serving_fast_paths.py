@@ -1,0 +1,98 @@
+"""The serving-only fast paths, on a tiny BERT classifier.
+
+- TextClassifierServing over a BertBackbone classifier computes the last block for the
+  [CLS] row only: fewer FLOPs than the model's own call, the same logits.
+- garden.serving.export(..., packed_attention=True): the export
+holds the packed Q|K|V variables, its signatures compute from them (the Unpack that splits
+Q|K|V into heads is in the graph), and its outputs equal the Keras model's, padded rows
+included; exporting leaves the model and the module as they were. (The plain export's graph
+and outputs: tests/serving/test_export.py.)
+"""
+
+import json
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from data_pipelines import tokenizers
+from garden.layers.attention import MultiHeadAttention
+from garden.models.bert.presets import bert_backbone_from_preset
+from garden.models.classifier import SequenceClassifier
+from garden.serving import export
+from garden.serving.modules import TextClassifierServing
+from garden.serving.text import TextPacker
+
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
+         "the", "movie", "was", "good", "bad", "great", "plot", "##s", "not", ".", "!"]
+TEXTS = ["The movie was good.", "the plots were bad , not great great great great !", ""]
+LAYERS = 2  # bert_tiny
+
+
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory):
+    root = tmp_path_factory.mktemp("packed_export")
+    vocab = str(root / "vocab.txt")
+    with open(vocab, "w", encoding="utf-8") as f:
+        f.write("\n".join(VOCAB) + "\n")
+    keras.utils.set_random_seed(3)
+    model = SequenceClassifier(bert_backbone_from_preset("bert_tiny", vocab_size=len(VOCAB)),
+                               num_classes=2)
+    packer = TextPacker(tokenizers.load_tokenizer("wordpiece", vocab, lower_case=True), 12)
+    module = TextClassifierServing(model, packer, vocab, ["no", "yes"], text_b=False)
+    packed = export.export(module, str(root), "packed", packed_attention=True)
+    return {"model": model, "module": module, "packer": packer, "packed": packed}
+
+
+def _metadata(export_dir):
+    with open(os.path.join(export_dir, "assets.extra", export.METADATA_FILENAME)) as f:
+        return json.load(f)
+
+
+def test_packed_export_equals_the_keras_model(exports):
+    ids = exports["packer"].encode_numpy(TEXTS)
+    assert ids["padding_mask"].min() == 0  # padded rows are part of the check
+    expected = exports["model"]({k: tf.constant(v) for k, v in ids.items()},
+                                training=False)["logits"].numpy()
+    loaded = tf.saved_model.load(exports["packed"])
+    by_ids = loaded.signatures["serving_ids"](**{k: tf.constant(v) for k, v in ids.items()})
+    by_text = loaded.signatures["serving_default"](text_a=tf.constant(TEXTS))
+    np.testing.assert_allclose(by_ids["logits"].numpy(), expected, atol=1e-5)
+    np.testing.assert_allclose(by_text["logits"].numpy(), expected, atol=1e-5)
+    assert len(loaded.packed_attention_variables) == 2 * LAYERS  # kernel and bias per layer
+
+
+def test_packed_export_graph_and_metadata(exports):
+    # The packed path's split of Q|K|V into heads; the usual path has no Unpack.
+    assert "Unpack" in export.graph_ops(exports["packed"])
+    assert _metadata(exports["packed"])["packed_attention_layers"] == LAYERS
+
+
+def test_exporting_leaves_model_and_module_unpacked(exports):
+    layers = [l for l in exports["model"]._flatten_layers() if isinstance(l, MultiHeadAttention)]
+    assert len(layers) == LAYERS and all(l._packed is None for l in layers)
+    assert not hasattr(exports["module"], "packed_attention_variables")
+
+
+def _flops(fn, batch, length):
+    spec = {k: tf.TensorSpec([batch, length], tf.int32)
+            for k in ("token_ids", "segment_ids", "padding_mask")}
+    options = tf.compat.v1.profiler.ProfileOptionBuilder.float_operation()
+    options["output"] = "none"
+    graph = tf.function(fn, autograph=False).get_concrete_function(spec).graph
+    return tf.compat.v1.profiler.profile(graph=graph, options=options).total_float_ops
+
+
+def test_classifier_serving_computes_the_last_block_for_cls_only(exports):
+    model, module = exports["model"], exports["module"]
+    full = _flops(lambda x: model(x, training=False)["logits"], 2, 12)
+    cls_only = _flops(module._logits, 2, 12)
+    # bert_tiny, 12 tokens: the last of 2 blocks computes queries, attention output and
+    # feed-forward for 1 row of 12 (keys and values for all): about a third less.
+    assert cls_only < 0.75 * full, (cls_only, full)
+    ids = exports["packer"].encode_numpy(TEXTS)
+    inputs = {k: tf.constant(v) for k, v in ids.items()}
+    np.testing.assert_allclose(module._logits(inputs).numpy(),
+                               model(inputs, training=False)["logits"].numpy(), atol=1e-5)
