@@ -55,7 +55,7 @@ def test_xlnet_summary_prints_its_head(capsys):
     keras.backend.clear_session()
     assert train_lib.main(["--summary", "--config=configs/xlnet_base.gin"]) == 0
     out = capsys.readouterr().out
-    # XLNet-base: 116,718,336 in the backbone (GENERATIVE.md) + the 32,000 LM bias.
+    # XLNet-base: the published 116,718,336 in the backbone + the 32,000 LM bias.
     assert "Backbone parameters: 116,718,336" in out
     assert "Total parameters: 116,750,336" in out
     assert re.search(r"lm_head \(XLNetLMHead\)\s+│ \(None, None, 32000\)", out), out[-1500:]
