@@ -190,35 +190,30 @@ def export(module: ServingModule, export_base: str, model_name: str,
         try:
             tf.saved_model.save(module, tmp_dir,
                                 signatures={name: fn for name, (fn, _) in signatures.items()})
+            _set_method_names(tmp_dir, methods)
+            extra = posixpath.join(tmp_dir, "assets.extra")
+            tf.io.gfile.makedirs(extra)
+            write_warmup_requests(posixpath.join(extra, WARMUP_FILENAME), model_name,
+                                  module.warmup_requests())
+            ops = check_serving_ops(tmp_dir)
+            if not ops["ok"]:
+                raise ExportError(f"the export uses ops that TF Serving "
+                                  f"{MIN_TF_SERVING_FOR_TF_TEXT_OPS} lacks: {ops['problems']}")
+            metadata = dict(module.metadata(), **{
+                "format_version": EXPORT_FORMAT_VERSION, "model_name": model_name,
+                "packed_attention_layers": packed_layers,
+                "version": version, "signatures": methods,
+                "min_tf_serving_version": min_tf_serving_version(),
+                "min_tf_serving_version_for_tf_text_ops": MIN_TF_SERVING_FOR_TF_TEXT_OPS,
+                "tf_text_ops": ops["tf_text_ops"], "tensorflow_version": tf.__version__,
+                "tensorflow_text_version": tf_text.__version__})
+            with tf.io.gfile.GFile(posixpath.join(extra, METADATA_FILENAME), "w") as f:
+                f.write(json.dumps(metadata, indent=2, sort_keys=True) + "\n")
+            tf.io.gfile.rename(tmp_dir, posixpath.join(model_dir, str(version)))
         except BaseException:
             if tf.io.gfile.exists(tmp_dir):
                 tf.io.gfile.rmtree(tmp_dir)
             raise
-    try:
-        _set_method_names(tmp_dir, methods)
-        extra = posixpath.join(tmp_dir, "assets.extra")
-        tf.io.gfile.makedirs(extra)
-        write_warmup_requests(posixpath.join(extra, WARMUP_FILENAME), model_name,
-                              module.warmup_requests())
-        ops = check_serving_ops(tmp_dir)
-        if not ops["ok"]:
-            raise ExportError(f"the export uses ops that TF Serving "
-                              f"{MIN_TF_SERVING_FOR_TF_TEXT_OPS} lacks: {ops['problems']}")
-        metadata = dict(module.metadata(), **{
-            "format_version": EXPORT_FORMAT_VERSION, "model_name": model_name,
-            "packed_attention_layers": packed_layers,
-            "version": version, "signatures": methods,
-            "min_tf_serving_version": min_tf_serving_version(),
-            "min_tf_serving_version_for_tf_text_ops": MIN_TF_SERVING_FOR_TF_TEXT_OPS,
-            "tf_text_ops": ops["tf_text_ops"], "tensorflow_version": tf.__version__,
-            "tensorflow_text_version": tf_text.__version__})
-        with tf.io.gfile.GFile(posixpath.join(extra, METADATA_FILENAME), "w") as f:
-            f.write(json.dumps(metadata, indent=2, sort_keys=True) + "\n")
-        tf.io.gfile.rename(tmp_dir, posixpath.join(model_dir, str(version)))
-    except BaseException:
-        if tf.io.gfile.exists(tmp_dir):
-            tf.io.gfile.rmtree(tmp_dir)
-        raise
     return posixpath.join(model_dir, str(version))
 
 

@@ -96,3 +96,15 @@ def test_classifier_serving_computes_the_last_block_for_cls_only(exports):
     inputs = {k: tf.constant(v) for k, v in ids.items()}
     np.testing.assert_allclose(module._logits(inputs).numpy(),
                                model(inputs, training=False)["logits"].numpy(), atol=1e-5)
+
+
+def test_a_failed_export_leaves_nothing_behind(exports, tmp_path, monkeypatch):
+    # A failure after the SavedModel is written (here: the serving-ops check refuses it)
+    # removes the half-written version, packed or not, and leaves the module unpacked.
+    monkeypatch.setattr(export, "check_serving_ops",
+                        lambda path: {"ok": False, "problems": ["refused by the test"]})
+    for packed in (False, True):
+        with pytest.raises(export.ExportError, match="refused by the test"):
+            export.export(exports["module"], str(tmp_path), "failed", packed_attention=packed)
+        assert os.listdir(tmp_path / "failed") == []
+    assert not hasattr(exports["module"], "packed_attention_variables")
