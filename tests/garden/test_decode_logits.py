@@ -1,5 +1,5 @@
 """The decode step's tied logits (CachedCausalLM.next_token_logits): the kernel picked by the
-batch (MatMul up to 2 rows, Einsum from 4, chosen at run time when the batch is unknown) gives
+batch (MatMul up to 3 rows, Einsum from 4, chosen at run time when the batch is unknown) gives
 the training path's logits, and cached decoding through it equals the full recompute."""
 
 from __future__ import annotations

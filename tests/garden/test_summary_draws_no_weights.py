@@ -43,8 +43,8 @@ def test_summary_of_a_large_config_draws_no_weights(monkeypatch, capsys):
     # The count is still the model's: BERT-large pretraining with the preset 30,522 vocabulary.
     assert total == 336_226_108
     assert "Total parameters: 336,226,108" in out
-    # The control: building the same model outside --summary draws its weights, so the
-    # counter above would have seen them.
+    # The control: a backbone built outside --summary draws its weights, so the counter
+    # above would have seen any.
     from garden.models import factory
     _, drawn_real = _drawn_during(monkeypatch, lambda: factory.backbone(
         preset="bert_tiny", default_vocab_size=100))
