@@ -13,10 +13,6 @@ Contenders, all float32 on this machine's CPU cores, random weights (nothing dow
   (tf.config.threading in process; garden.serve's and TF Serving's
   --tensorflow_inter_op_parallelism=1): the ops of a call run one after the other, each on
   the intra-op pool, instead of independent ops (Q, K, V projections) side by side.
-- ours_packed: a second export of the same model with packed_attention=True (one [H, 3H]
-  Q|K|V kernel per layer, built at export; the score scale and mask in oneDNN's fused batch
-  matmul: garden.layers.attention.packed_projections), its serving_ids called in turn with
-  the plain export's in one process (keys ours_ids_packed and ours_ids_plain_ab).
 - Hugging Face torch eager: transformers' BertForSequenceClassification(BertConfig(), 2 labels)
   in eval mode under torch.inference_mode, with `torch.set_num_threads(cores)`.
 - keras-hub: keras_hub.models.BertTextClassifier(BertBackbone of bert_base's shape,
@@ -226,9 +222,8 @@ def forward_matmuls(batches: List[int], seconds: float) -> dict:
     return out
 
 
-def make_export(work: str, packed: bool = False) -> tuple:
-    """A BERT-base classifier export, its vocabulary, a text that packs to 128 tokens, and
-    with `packed` a second export of the same model with packed_attention=True (else None)."""
+def make_export(work: str) -> tuple:
+    """A BERT-base classifier export, its vocabulary and a text that packs to 128 tokens."""
     import keras
 
     from data_pipelines import tokenizers
@@ -252,9 +247,7 @@ def make_export(work: str, packed: bool = False) -> tuple:
     module = TextClassifierServing(model, packer, vocab, ["a", "b"], text_b=False)
     path = export.export(module, os.path.join(work, "exports"), "bert_base_classifier")
     log(f"exported {path} in {time.perf_counter() - started:.0f} s")
-    packed_path = packed and export.export(module, os.path.join(work, "exports"),
-                                           "bert_base_classifier_packed", packed_attention=True)
-    return path, packer, text, packed_path or None
+    return path, packer, text
 
 
 def start_server(model_dir: str, log_path: str, inter_op: int = 0):
@@ -291,24 +284,17 @@ def _inputs(work: str, batches: List[int]):
     return data["text"], ids, data["export_dir"]
 
 
-def _packed_export_dir(work: str) -> str:
-    with open(os.path.join(work, "inputs.json")) as f:
-        return json.load(f)["export_dir_packed"]
-
-
 def worker_export(work: str, batches: List[int], args) -> dict:
     import tensorflow as tf  # noqa: F401
     import tensorflow_text  # noqa: F401
 
-    packed = "ours_packed" in args.contenders.split(",")
-    export_dir, packer, text, packed_dir = make_export(work, packed=packed)
+    export_dir, packer, text = make_export(work)
     ids = {str(b): {k: v.tolist() for k, v in packer.encode_numpy([text] * b).items()}
            for b in batches}
     assert sum(ids[str(batches[0])]["padding_mask"][0]) == SEQ, "the text must fill 128 tokens"
     with open(os.path.join(work, "inputs.json"), "w") as f:
-        json.dump({"text": text, "ids": ids, "export_dir": export_dir,
-                   "export_dir_packed": packed_dir}, f)
-    return {"export_dir": export_dir, "export_dir_packed": packed_dir}
+        json.dump({"text": text, "ids": ids, "export_dir": export_dir}, f)
+    return {"export_dir": export_dir}
 
 
 def worker_peak(work: str, batches: List[int], args) -> dict:
@@ -336,37 +322,6 @@ def worker_ours(work: str, batches: List[int], args, inter_op: int = 0) -> dict:
         out["ours_ids"][b] = timed(lambda: ids_fn(**tensors)["logits"].numpy(),
                                    args.warmup, _reps(args, b))
     return {k + suffix: v for k, v in out.items()}
-
-
-def worker_ours_packed(work: str, batches: List[int], args) -> dict:
-    """The packed_attention export's serving_ids against the plain export's, both loaded in
-    this process and called in turn (plain, packed, plain, ...), so that load on the machine
-    reaches both alike: keys ours_ids_packed and ours_ids_plain_ab."""
-    import tensorflow as tf
-    import tensorflow_text  # noqa: F401
-
-    _, ids, export_dir = _inputs(work, batches)
-    fns = {"ours_ids_plain_ab": tf.saved_model.load(export_dir).signatures["serving_ids"],
-           "ours_ids_packed":
-               tf.saved_model.load(_packed_export_dir(work)).signatures["serving_ids"]}
-    out = {name: {} for name in fns}
-    for b in batches:
-        tensors = {k: tf.constant(v) for k, v in ids[b].items()}
-        calls = {name: (lambda fn=fn: fn(**tensors)["logits"].numpy()) for name, fn in fns.items()}
-        logits = [call() for call in calls.values()]
-        out[f"packed_max_abs_diff_b{b}"] = float(np.abs(logits[0] - logits[1]).max())
-        for _ in range(args.warmup):
-            for call in calls.values():
-                call()
-        times = {name: [] for name in calls}
-        for _ in range(_reps(args, b)):
-            for name, call in calls.items():
-                started = time.perf_counter()
-                call()
-                times[name].append(time.perf_counter() - started)
-        for name, t in times.items():
-            out[name][b] = {"median_s": float(np.median(t)), "min_s": min(t), "reps": len(t)}
-    return out
 
 
 def worker_http(work: str, batches: List[int], args, inter_op: int = 0) -> dict:
@@ -442,7 +397,6 @@ def worker_keras_hub(work: str, batches: List[int], args) -> dict:
 
 WORKERS = {"export": worker_export, "peak": worker_peak, "ours": worker_ours,
            "ours_inter1": functools.partial(worker_ours, inter_op=1),
-           "ours_packed": worker_ours_packed,
            "http": worker_http, "http_inter1": functools.partial(worker_http, inter_op=1),
            "torch": worker_torch, "keras_hub": worker_keras_hub}
 
@@ -475,11 +429,9 @@ def main(argv=None) -> dict:
     p.add_argument("--peak_seconds", type=float, default=2.0,
                    help="seconds of matmuls per shape (before and after the contenders)")
     p.add_argument("--contenders",
-                   default="ours,ours_inter1,ours_packed,http,http_inter1,torch,keras_hub",
+                   default="ours,ours_inter1,http,http_inter1,torch,keras_hub",
                    help="ours_inter1 / http_inter1: ours with TensorFlow's inter-op pool at 1 "
-                        "thread (garden.serve --tensorflow_inter_op_parallelism=1); "
-                        "ours_packed: an export with packed_attention=True against the plain "
-                        "one, interleaved in one process")
+                        "thread (garden.serve --tensorflow_inter_op_parallelism=1)")
     p.add_argument("--work_dir", default="", help="default: a new temporary directory")
     p.add_argument("--output_json", default="")
     p.add_argument("--_worker", default="", help=argparse.SUPPRESS)

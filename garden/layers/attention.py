@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
 
 import keras
@@ -28,52 +27,6 @@ def write_slots(cache, new, index, axis=1):
     return tf.tensor_scatter_nd_update(cache, indices, new)
 
 
-@contextlib.contextmanager
-def packed_projections(model):
-    """Inside the block, every MultiHeadAttention of `model` (Keras layer or model) that runs
-    self-attention at inference computes Q, K and V with one [B*T, H] x [H, 3*A*d] matmul whose
-    kernel and bias were packed ONCE, on entry, into new non-trainable tf.Variables; it also
-    adds the mask to the scaled scores instead of selecting on it. Meant for tracing serving
-    signatures (garden.serving.modules): the traced graph reads the packed copies, so the
-    caller must keep the yielded variables tracked (e.g. on its tf.Module) for
-    tf.saved_model.save to write them. Outside the block the layers run their usual path.
-
-    Why (BERT-base, batch 1, 128 tokens, measured in benchmarks/README.md `serving_latency`):
-    per layer one fused MatMul + BiasAdd instead of three, one transpose and an Unpack instead
-    of three transposes, and the score scale and the mask ride in oneDNN's fused batch matmul
-    (Grappler's remapper turns BatchMatMulV2 -> Mul(scalar constant) -> AddV2 into one
-    _MklFusedBatchMatMulV2; SelectV2 on the scores is gone). Packing per call instead (a
-    ConcatV2 of the three kernels) costs more than it saves; packing once does not.
-
-    The outputs equal the usual path up to float rounding (one matmul of three kernels'
-    width may block the reduction differently; adding -1e9 leaves unmasked scores as they
-    are and gives masked ones no weight). One difference: a query row whose keys are ALL
-    masked (an all-padding sequence) gets uniform probabilities on the usual path, and here
-    only while its scores lie within 32 of each other (s - 1e9 rounds to a multiple of 64);
-    either way its output carries no information. The packed copies are a snapshot:
-    weights changed inside the block are not seen by the packed path.
-
-    Yields the list of packed variables.
-    """
-    layers, seen = [], set()
-    for layer in model._flatten_layers(include_self=True, recursive=True):
-        # Subclasses with their own call (LocalMultiHeadAttention) never read the packing.
-        if (isinstance(layer, MultiHeadAttention) and type(layer).call is MultiHeadAttention.call
-                and id(layer) not in seen):
-            seen.add(id(layer))
-            layers.append(layer)
-    made = []
-    try:
-        for layer in layers:
-            packed = layer._pack_projections()
-            object.__setattr__(layer, "_packed", packed)
-            made.extend(v for v in packed if v is not None)
-        yield made
-    finally:
-        for layer in layers:
-            object.__setattr__(layer, "_packed", None)
-
-
 def _swap_heads(x):
     """[B, T, A, d] <-> [B, A, T, d]."""
     return ops.transpose(x, (0, 2, 1, 3))
@@ -97,8 +50,7 @@ class MultiHeadAttention(keras.layers.Layer):
     broadcast over the batch (whose kernel gradient is a batch matmul and a sum), 1/sqrt(d)
     multiplies the query kernel or, where that has fewer values and changes no bit, the
     projected queries (see `_project`), and masked keys are set once, not twice. Options left at their defaults add
-    no op to that path. Inside `packed_projections` (serving exports with
-    packed_attention=True) self-attention at inference reads one Q|K|V kernel packed once.
+    no op to that path.
 
     Decoding follows keras-hub's CachedMultiHeadAttention: `cache` is float
     [B, 2, T_max, A, d] (keys, then values, in the compute dtype), or the pair
@@ -154,8 +106,6 @@ class MultiHeadAttention(keras.layers.Layer):
         self.scale_queries = bool(scale_queries)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
-        # (kernel [H, 3*A*d], bias [3*A*d] or None) inside packed_projections, else None.
-        object.__setattr__(self, "_packed", None)
 
     def _dense(self, equation, output_shape, bias_axes, name):
         clone = lambda init: init.__class__.from_config(init.get_config())  # noqa: E731
@@ -208,67 +158,6 @@ class MultiHeadAttention(keras.layers.Layer):
         if scale_outputs:
             y = y * ops.cast(scale, y.dtype)
         return ops.reshape(y, (batch, length, self.num_heads, self.key_dim))
-
-    def _score_scale(self):
-        """(scale folded into the packed query kernel, scale applied to the scores): 1/sqrt(d)
-        goes on the scores when it is a power of two (d = 4, 16, 64, 256: then the fused batch
-        matmul takes it, and every placement gives the same bits), else into the kernel, as
-        `_project` folds it."""
-        if not self.scale_queries:
-            return None, None
-        scale = 1.0 / math.sqrt(self.key_dim)
-        return (None, scale) if math.frexp(scale)[0] == 0.5 else (scale, None)
-
-    def _pack_projections(self):
-        """New non-trainable variables holding [Wq | Wk | Wv] as [H, 3*A*d] and the biases as
-        [3*A*d] (None without biases), the query part times a non-power-of-two scale."""
-        width = self.num_heads * self.key_dim
-        kernel_scale, _ = self._score_scale()
-        kernels = [ops.reshape(d.kernel, (-1, width)) for d in
-                   (self.query_dense, self.key_dense, self.value_dense)]
-        biases = ([ops.reshape(d.bias, (width,)) for d in
-                   (self.query_dense, self.key_dense, self.value_dense)] if self.use_bias
-                  else None)
-        if kernel_scale is not None:
-            kernels[0] = kernels[0] * kernel_scale
-            biases = None if biases is None else [biases[0] * kernel_scale] + biases[1:]
-        name = self.path.replace("/", "_") if hasattr(self, "path") else self.name
-        kernel = tf.Variable(ops.concatenate(kernels, axis=-1), trainable=False,
-                             name=f"{name}_packed_qkv_kernel")
-        bias = (None if biases is None else
-                tf.Variable(ops.concatenate(biases, axis=-1), trainable=False,
-                            name=f"{name}_packed_qkv_bias"))
-        return kernel, bias
-
-    def _packed_self_attention(self, x, attention_mask):
-        """Self-attention of x [B, T, H] with the packed Q|K|V kernel -> [B, T, H]."""
-        kernel, bias = self._packed
-        heads, width = self.num_heads, self.key_dim
-        batch, length = ops.shape(x)[0], ops.shape(x)[1]
-        y = ops.matmul(ops.reshape(x, (-1, ops.shape(x)[-1])),
-                       ops.cast(kernel, self.compute_dtype))
-        if bias is not None:
-            y = y + ops.cast(bias, self.compute_dtype)
-        # [B*T, 3*A*d] -> [B, T, 3, A, d] -> [3, B, A, T, d]: q, k, v head-major in one move.
-        y = ops.transpose(ops.reshape(y, (batch, length, 3, heads, width)), (2, 0, 3, 1, 4))
-        q, k, v = ops.unstack(y, 3, axis=0)
-        scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))
-        _, score_scale = self._score_scale()
-        if score_scale is not None:
-            scores = scores * ops.cast(score_scale, scores.dtype)
-        if attention_mask is not None:
-            mask = ops.cast(attention_mask, "bool")
-            if len(mask.shape) == 3:
-                mask = ops.expand_dims(mask, 1)
-            negative = -3e4 if keras.backend.standardize_dtype(scores.dtype) == "float16" else -1e9
-            scores = scores + ops.where(mask, ops.cast(0.0, scores.dtype),
-                                        ops.cast(negative, scores.dtype))
-        context = ops.matmul(ops.softmax(scores, axis=-1), v)  # [B, A, T, d]
-        context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (-1, heads * width))
-        out = ops.matmul(context, ops.reshape(self.output_dense.kernel, (heads * width, -1)))
-        if self.use_bias:
-            out = out + self.output_dense.bias
-        return ops.reshape(out, (batch, length, ops.shape(out)[-1]))
 
     def _keys_and_values(self, key, value, cache, cache_update_index):
         """Projected keys and values [B, Tk, A, d] and the (updated) cache, in the form it was
@@ -327,11 +216,6 @@ class MultiHeadAttention(keras.layers.Layer):
     def call(self, query, value, key=None, attention_mask=None, attention_bias=None,
              head_mask=None, cache=None, cache_update_index=None,
              return_attention_scores=False, training=None):
-        if (self._packed is not None and query is value and (key is None or key is value)
-                and attention_bias is None and head_mask is None and cache is None
-                and cache_update_index is None and not return_attention_scores
-                and not training):
-            return self._packed_self_attention(query, attention_mask)
         key = value if key is None else key
         scale = 1.0 / math.sqrt(self.key_dim) if self.scale_queries else None
         q = ops.transpose(self._project(self.query_dense, query, scale=scale), (0, 2, 1, 3))

@@ -31,7 +31,6 @@ Servers built without tensorflow-text can still use `serving_ids`.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import glob
 import json
 import os
@@ -40,12 +39,10 @@ import sys
 import uuid
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-import keras
 import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from garden.layers.attention import packed_projections
 from garden.serving.modules import CLASSIFY, PREDICT, REGRESS, ServingModule
 
 PREDICT_METHOD_NAME, CLASSIFY_METHOD_NAME, REGRESS_METHOD_NAME = PREDICT, CLASSIFY, REGRESS
@@ -149,71 +146,41 @@ def _version_dir(export_base: str, model_name: str, version: Optional[int]) -> T
     return model_dir, version
 
 
-@contextlib.contextmanager
-def _packing(module: ServingModule, packed_attention: bool):
-    """The context the signatures are traced and saved in. With packed_attention, the
-    module's model (if it has one) computes self-attention Q, K and V from one packed kernel
-    (garden.layers.attention.packed_projections) whose variables the module holds meanwhile,
-    so that saving writes them; yields the number of layers packed."""
-    model = getattr(module, "model", None)
-    if not packed_attention or not isinstance(model, keras.layers.Layer):
-        yield 0
-        return
-    with packed_projections(model) as packed:
-        module.packed_attention_variables = packed
-        try:
-            yield sum(1 for v in packed if "kernel" in v.name)
-        finally:
-            del module.packed_attention_variables
-
-
 def export(module: ServingModule, export_base: str, model_name: str,
-           version: Optional[int] = None, packed_attention: bool = False) -> str:
+           version: Optional[int] = None) -> str:
     """Saves a task's ServingModule as <export_base>/<model_name>/<version>/ and returns that
-    directory. version: default one more than the largest existing (1 for the first).
-
-    packed_attention: trace the signatures with each self-attention layer's query, key and
-    value kernels packed into one [H, 3H] variable, built here once (see
-    garden.layers.attention.packed_projections), and the score scale and mask fused into
-    oneDNN's batch matmul. The export then holds those weights twice (BERT-base: 506 MB
-    instead of 428 MB) and the outputs equal the model's up to float rounding. Off by
-    default: on BERT-base at batch 1 it cut the ops per call from 775 to 668 but saved no
-    single-threaded CPU time (benchmarks/README.md `serving_latency` has the figures; its
-    `ours_packed` contender measures it against the plain export).
-    """
+    directory. version: default one more than the largest existing (1 for the first)."""
     model_dir, version = _version_dir(export_base, model_name, version)
-    with _packing(module, packed_attention) as packed_layers:
-        signatures = module.signatures()
-        methods = {name: method for name, (_, method) in signatures.items()}
-        tf.io.gfile.makedirs(model_dir)
-        tmp_dir = posixpath.join(model_dir, f".tmp-{version}-{uuid.uuid4().hex[:8]}")
-        try:
-            tf.saved_model.save(module, tmp_dir,
-                                signatures={name: fn for name, (fn, _) in signatures.items()})
-            _set_method_names(tmp_dir, methods)
-            extra = posixpath.join(tmp_dir, "assets.extra")
-            tf.io.gfile.makedirs(extra)
-            write_warmup_requests(posixpath.join(extra, WARMUP_FILENAME), model_name,
-                                  module.warmup_requests())
-            ops = check_serving_ops(tmp_dir)
-            if not ops["ok"]:
-                raise ExportError(f"the export uses ops that TF Serving "
-                                  f"{MIN_TF_SERVING_FOR_TF_TEXT_OPS} lacks: {ops['problems']}")
-            metadata = dict(module.metadata(), **{
-                "format_version": EXPORT_FORMAT_VERSION, "model_name": model_name,
-                "packed_attention_layers": packed_layers,
-                "version": version, "signatures": methods,
-                "min_tf_serving_version": min_tf_serving_version(),
-                "min_tf_serving_version_for_tf_text_ops": MIN_TF_SERVING_FOR_TF_TEXT_OPS,
-                "tf_text_ops": ops["tf_text_ops"], "tensorflow_version": tf.__version__,
-                "tensorflow_text_version": tf_text.__version__})
-            with tf.io.gfile.GFile(posixpath.join(extra, METADATA_FILENAME), "w") as f:
-                f.write(json.dumps(metadata, indent=2, sort_keys=True) + "\n")
-            tf.io.gfile.rename(tmp_dir, posixpath.join(model_dir, str(version)))
-        except BaseException:
-            if tf.io.gfile.exists(tmp_dir):
-                tf.io.gfile.rmtree(tmp_dir)
-            raise
+    signatures = module.signatures()
+    methods = {name: method for name, (_, method) in signatures.items()}
+    tf.io.gfile.makedirs(model_dir)
+    tmp_dir = posixpath.join(model_dir, f".tmp-{version}-{uuid.uuid4().hex[:8]}")
+    try:
+        tf.saved_model.save(module, tmp_dir,
+                            signatures={name: fn for name, (fn, _) in signatures.items()})
+        _set_method_names(tmp_dir, methods)
+        extra = posixpath.join(tmp_dir, "assets.extra")
+        tf.io.gfile.makedirs(extra)
+        write_warmup_requests(posixpath.join(extra, WARMUP_FILENAME), model_name,
+                              module.warmup_requests())
+        ops = check_serving_ops(tmp_dir)
+        if not ops["ok"]:
+            raise ExportError(f"the export uses ops that TF Serving "
+                              f"{MIN_TF_SERVING_FOR_TF_TEXT_OPS} lacks: {ops['problems']}")
+        metadata = dict(module.metadata(), **{
+            "format_version": EXPORT_FORMAT_VERSION, "model_name": model_name,
+            "version": version, "signatures": methods,
+            "min_tf_serving_version": min_tf_serving_version(),
+            "min_tf_serving_version_for_tf_text_ops": MIN_TF_SERVING_FOR_TF_TEXT_OPS,
+            "tf_text_ops": ops["tf_text_ops"], "tensorflow_version": tf.__version__,
+            "tensorflow_text_version": tf_text.__version__})
+        with tf.io.gfile.GFile(posixpath.join(extra, METADATA_FILENAME), "w") as f:
+            f.write(json.dumps(metadata, indent=2, sort_keys=True) + "\n")
+        tf.io.gfile.rename(tmp_dir, posixpath.join(model_dir, str(version)))
+    except BaseException:
+        if tf.io.gfile.exists(tmp_dir):
+            tf.io.gfile.rmtree(tmp_dir)
+        raise
     return posixpath.join(model_dir, str(version))
 
 

@@ -1,15 +1,10 @@
-"""The serving-only fast paths, on a tiny BERT classifier.
-
-- TextClassifierServing over a BertBackbone classifier computes the last block for the
-  [CLS] row only: fewer FLOPs than the model's own call, the same logits.
-- garden.serving.export(..., packed_attention=True): the export
-holds the packed Q|K|V variables, its signatures compute from them (the Unpack that splits
-Q|K|V into heads is in the graph), and its outputs equal the Keras model's, padded rows
-included; exporting leaves the model and the module as they were. (The plain export's graph
-and outputs: tests/serving/test_export.py.)
+"""The serving-only fast path, on a tiny BERT classifier: TextClassifierServing over a
+BertBackbone classifier computes the last block for the [CLS] row only (fewer FLOPs than the
+model's own call, the same logits, padded rows included, in process and from the export), and
+a failed export leaves nothing behind. (The export's graph and other outputs:
+tests/serving/test_export.py.)
 """
 
-import json
 import os
 
 import keras
@@ -18,7 +13,6 @@ import pytest
 import tensorflow as tf
 
 from data_pipelines import tokenizers
-from garden.layers.attention import MultiHeadAttention
 from garden.models.bert.presets import bert_backbone_from_preset
 from garden.models.classifier import SequenceClassifier
 from garden.serving import export
@@ -33,7 +27,7 @@ LAYERS = 2  # bert_tiny
 
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory):
-    root = tmp_path_factory.mktemp("packed_export")
+    root = tmp_path_factory.mktemp("classifier_export")
     vocab = str(root / "vocab.txt")
     with open(vocab, "w", encoding="utf-8") as f:
         f.write("\n".join(VOCAB) + "\n")
@@ -42,38 +36,20 @@ def exports(tmp_path_factory):
                                num_classes=2)
     packer = TextPacker(tokenizers.load_tokenizer("wordpiece", vocab, lower_case=True), 12)
     module = TextClassifierServing(model, packer, vocab, ["no", "yes"], text_b=False)
-    packed = export.export(module, str(root), "packed", packed_attention=True)
-    return {"model": model, "module": module, "packer": packer, "packed": packed}
+    exported = export.export(module, str(root), "classifier")
+    return {"model": model, "module": module, "packer": packer, "export": exported}
 
 
-def _metadata(export_dir):
-    with open(os.path.join(export_dir, "assets.extra", export.METADATA_FILENAME)) as f:
-        return json.load(f)
-
-
-def test_packed_export_equals_the_keras_model(exports):
+def test_the_export_equals_the_keras_model(exports):
     ids = exports["packer"].encode_numpy(TEXTS)
     assert ids["padding_mask"].min() == 0  # padded rows are part of the check
     expected = exports["model"]({k: tf.constant(v) for k, v in ids.items()},
                                 training=False)["logits"].numpy()
-    loaded = tf.saved_model.load(exports["packed"])
+    loaded = tf.saved_model.load(exports["export"])
     by_ids = loaded.signatures["serving_ids"](**{k: tf.constant(v) for k, v in ids.items()})
     by_text = loaded.signatures["serving_default"](text_a=tf.constant(TEXTS))
     np.testing.assert_allclose(by_ids["logits"].numpy(), expected, atol=1e-5)
     np.testing.assert_allclose(by_text["logits"].numpy(), expected, atol=1e-5)
-    assert len(loaded.packed_attention_variables) == 2 * LAYERS  # kernel and bias per layer
-
-
-def test_packed_export_graph_and_metadata(exports):
-    # The packed path's split of Q|K|V into heads; the usual path has no Unpack.
-    assert "Unpack" in export.graph_ops(exports["packed"])
-    assert _metadata(exports["packed"])["packed_attention_layers"] == LAYERS
-
-
-def test_exporting_leaves_model_and_module_unpacked(exports):
-    layers = [l for l in exports["model"]._flatten_layers() if isinstance(l, MultiHeadAttention)]
-    assert len(layers) == LAYERS and all(l._packed is None for l in layers)
-    assert not hasattr(exports["module"], "packed_attention_variables")
 
 
 def _flops(fn, batch, length):
@@ -100,11 +76,9 @@ def test_classifier_serving_computes_the_last_block_for_cls_only(exports):
 
 def test_a_failed_export_leaves_nothing_behind(exports, tmp_path, monkeypatch):
     # A failure after the SavedModel is written (here: the serving-ops check refuses it)
-    # removes the half-written version, packed or not, and leaves the module unpacked.
+    # removes the half-written version.
     monkeypatch.setattr(export, "check_serving_ops",
                         lambda path: {"ok": False, "problems": ["refused by the test"]})
-    for packed in (False, True):
-        with pytest.raises(export.ExportError, match="refused by the test"):
-            export.export(exports["module"], str(tmp_path), "failed", packed_attention=packed)
-        assert os.listdir(tmp_path / "failed") == []
-    assert not hasattr(exports["module"], "packed_attention_variables")
+    with pytest.raises(export.ExportError, match="refused by the test"):
+        export.export(exports["module"], str(tmp_path), "failed")
+    assert os.listdir(tmp_path / "failed") == []
