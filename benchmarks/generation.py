@@ -24,9 +24,10 @@ lower bounds.
     python -m benchmarks.generation --output_json=/tmp/generation.json
     python -m benchmarks.generation --tiny   # a 2-layer model: checks the harness in a minute
     python -m benchmarks.generation --contenders=ours --profile   # where a step's time goes
-    python -m benchmarks.generation --kernels --threads=1   # each matmul shape alone, TF vs torch
+    python -m benchmarks.generation --kernels   # each matmul shape alone, TF vs torch
 
-`--kernels` times, instead, each matmul shape of a decode step alone (see `kernels`).
+`--kernels` times, instead, each matmul shape of a decode step alone, each library in its own
+process (see `kernels`).
 
 `--threads=1` runs every contender single-threaded (a fair kernel comparison on a loaded
 machine). `--profile` adds, for ours, one decode step broken down by part (attention, feed-forward,
@@ -247,65 +248,91 @@ KERNELS = (("q, k, v, attention output", 768, 768, "kn"), ("fused q/k/v", 768, 2
            ("tied logits", 768, VOCAB, "nk"))
 
 
-def kernels(batches: List[int], args, copies: int = 12, rounds: int = 15) -> dict:
-    """ms per matmul of a decode step's shapes, each alone: TensorFlow MatMul and Einsum
-    inside a tf.function (as the decode loop runs them, after Grappler's oneDNN rewrite)
-    against torch (torch.mm on [K, N] weights, F.linear on the [N, K] table, as Hugging Face's
-    GPT-2 runs them). `copies` distinct weights per shape (12, like the layers), so each call
-    reads its weights from memory as a decode step does, not from cache; min over `rounds`
-    interleaved calls, the figure least disturbed by other jobs on a shared machine."""
-    import tensorflow as tf
-    import torch
+def kernels(batches: List[int], args, lib: str, copies: int = 12, rounds: int = 15) -> dict:
+    """ms per matmul of a decode step's shapes, each alone, for one library (`lib` "tf" or
+    "torch"; `--kernels` runs each in its own process and puts the two side by side):
+    TensorFlow MatMul and Einsum inside a tf.function (as the decode loop runs them, after
+    Grappler's oneDNN rewrite), interleaved; torch.mm on [K, N] weights and F.linear on the
+    [N, K] table, as Hugging Face's GPT-2 runs them. `copies` distinct weights per shape (12,
+    like the layers), so each call reads its weights from memory as a decode step does, not
+    from cache; min over `rounds` calls, the figure least disturbed by other jobs on a shared
+    machine. The weights and inputs are the same seeded draws in both processes.
 
+    One process per library because torch's OpenMP workers spin-wait after each call and
+    take cores from TensorFlow's next one: timed in one process, TensorFlow's 2-thread figures
+    came out 1.5x-2x too slow (benchmarks/README.md `generation`)."""
     threads = args.threads or usable_cores()
-    tf.config.threading.set_intra_op_parallelism_threads(threads)
-    tf.config.threading.set_inter_op_parallelism_threads(threads)
-    torch.set_num_threads(threads)
+    if lib == "tf":
+        import tensorflow as tf
+
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+    else:
+        import torch
+
+        torch.set_num_threads(threads)
     rng = np.random.default_rng(0)
     out = {}
     for name, k, n, layout in KERNELS:
         count = 1 if n == VOCAB else copies
         shape = (k, n) if layout == "kn" else (n, k)
         weights = [rng.standard_normal(shape).astype("float32") for _ in range(count)]
-        tf_weights = [tf.Variable(w) for w in weights]
-        torch_weights = [torch.from_numpy(w) for w in weights]
-        for b in batches:
-            x = rng.standard_normal((b, k)).astype("float32")
-            tx, px = tf.constant(x), torch.from_numpy(x)
-            equation = "bk,kn->bn" if layout == "kn" else "bk,nk->bn"
+        if lib == "tf":
+            tf_weights = [tf.Variable(w) for w in weights]
 
             def tf_sum(product):
                 return tf.function(lambda: tf.add_n([tf.reduce_sum(product(w))
                                                      for w in tf_weights]), autograph=False)
+        else:
+            torch_weights = [torch.from_numpy(w) for w in weights]
+        for b in batches:
+            x = rng.standard_normal((b, k)).astype("float32")
+            if lib == "tf":
+                tx = tf.constant(x)
+                equation = "bk,kn->bn" if layout == "kn" else "bk,nk->bn"
+                calls = {"tf_matmul": tf_sum(lambda w: tf.matmul(tx, w,
+                                                                 transpose_b=layout == "nk")),
+                         "tf_einsum": tf_sum(lambda w: tf.einsum(equation, tx, w))}
+            else:
+                px = torch.from_numpy(x)
 
-            def torch_sum():
-                with torch.inference_mode():
-                    return sum(float((torch.mm(px, w) if layout == "kn" else
-                                      torch.nn.functional.linear(px, w)).sum())
-                               for w in torch_weights)
-
-            calls = {"tf_matmul": tf_sum(lambda w: tf.matmul(tx, w,
-                                                             transpose_b=layout == "nk")),
-                     "tf_einsum": tf_sum(lambda w: tf.einsum(equation, tx, w)),
-                     "torch": torch_sum}
+                def torch_sum():
+                    with torch.inference_mode():
+                        return sum(float((torch.mm(px, w) if layout == "kn" else
+                                          torch.nn.functional.linear(px, w)).sum())
+                                   for w in torch_weights)
+                calls = {"torch": torch_sum}
             times = {c: [] for c in calls}
             for _ in range(rounds + 1):  # the first round traces
                 for c, call in calls.items():
                     t0 = time.perf_counter()
                     float(call())
                     times[c].append(time.perf_counter() - t0)
-            ms = {c: min(t[1:]) / count * 1e3 for c, t in times.items()}
-            out[f"{name} [{k}x{n}] batch{b}"] = ms
-            log(f"{name} [{k} x {n}{', transposed' if layout == 'nk' else ''}] batch {b}: "
-                + ", ".join(f"{c} {v:.3f} ms" for c, v in ms.items())
-                + f"; torch / tf_matmul {ms['torch'] / ms['tf_matmul']:.2f}, "
-                  f"torch / tf_einsum {ms['torch'] / ms['tf_einsum']:.2f}")
+            out[f"{name} [{k}x{n}] batch{b}"] = {c: min(t[1:]) / count * 1e3
+                                                 for c, t in times.items()}
     return out
+
+
+def run_kernels(batches: List[int], args, passed: List[str]) -> dict:
+    """`--kernels`: both libraries' figures, each from its own worker process, merged."""
+    merged: Dict[str, Dict[str, float]] = {}
+    with tempfile.TemporaryDirectory() as work:
+        for name in ("kernels_tf", "kernels_torch"):
+            for key, ms in spawn(name, work, passed).items():
+                merged.setdefault(key, {}).update(ms)
+    for key, ms in merged.items():
+        log(f"{key}: " + ", ".join(f"{c} {v:.3f} ms" for c, v in ms.items())
+            + f"; torch / tf_matmul {ms['torch'] / ms['tf_matmul']:.2f}, "
+              f"torch / tf_einsum {ms['torch'] / ms['tf_einsum']:.2f}")
+    return merged
 
 
 WORKERS = {"ours": lambda b, a: worker_ours(b, a, None), "ours_xla": worker_ours_xla,
            "ours_inter1": worker_ours_inter1,
-           "keras_hub": worker_keras_hub, "torch": worker_torch}
+           "keras_hub": worker_keras_hub, "torch": worker_torch,
+           "kernels_tf": lambda b, a: kernels(b, a, "tf"),
+           "kernels_torch": lambda b, a: kernels(b, a, "torch")}
+CONTENDERS = ("ours", "ours_xla", "ours_inter1", "keras_hub", "torch")
 
 
 def spawn(name: str, work: str, argv: List[str]) -> dict:
@@ -327,7 +354,7 @@ def main(argv=None) -> dict:
     p.add_argument("--warmup", type=int, default=2, help="untimed calls (the first compiles)")
     p.add_argument("--reps", type=int, default=3, help="timed calls (median reported)")
     p.add_argument("--contenders", default="ours,ours_inter1,keras_hub,torch",
-                   help="comma-separated subset of " + ",".join(WORKERS))
+                   help="comma-separated subset of " + ",".join(CONTENDERS))
     p.add_argument("--ours_xla", action="store_true", help="also time ours with XLA")
     p.add_argument("--tiny", action="store_true", help="a 2-layer H128 model (harness check)")
     p.add_argument("--threads", type=int, default=0,
@@ -338,7 +365,8 @@ def main(argv=None) -> dict:
                    help="also break one decode step of ours down by part and op type (ms)")
     p.add_argument("--kernels", action="store_true",
                    help="time each matmul shape of a decode step alone (TF MatMul, TF Einsum, "
-                        "torch) instead of whole generate calls")
+                        "torch; each library in its own process) instead of whole generate "
+                        "calls")
     p.add_argument("--output_json", default="")
     p.add_argument("--_worker", default="", help=argparse.SUPPRESS)
     p.add_argument("--_work", default="", help=argparse.SUPPRESS)
@@ -350,19 +378,21 @@ def main(argv=None) -> dict:
             json.dump(out, f)
         return out
 
+    passed = [a for a in (argv if argv is not None else sys.argv[1:])
+              if not a.startswith(("--output_json", "--contenders", "--ours_xla", "--kernels"))]
     if args.kernels:
+        load_before = os.getloadavg()
         report = {"benchmark": "generation_kernels", "threads": args.threads or usable_cores(),
-                  "ms_per_matmul": kernels(batches, args), "load_average": os.getloadavg()}
+                  "ms_per_matmul": run_kernels(batches, args, passed),
+                  "load_average_before": load_before, "load_average_after": os.getloadavg()}
         if args.output_json:
             write_report(report, args.output_json)
         return report
 
     contenders = args.contenders.split(",") + (["ours_xla"] if args.ours_xla else [])
-    unknown = sorted(set(contenders) - set(WORKERS))
+    unknown = sorted(set(contenders) - set(CONTENDERS))
     if unknown:
-        p.error(f"unknown contenders {unknown}; choose from {sorted(WORKERS)}")
-    passed = [a for a in (argv if argv is not None else sys.argv[1:])
-              if not a.startswith(("--output_json", "--contenders", "--ours_xla"))]
+        p.error(f"unknown contenders {unknown}; choose from {sorted(CONTENDERS)}")
     load_before = os.getloadavg()
     results = {}
     with tempfile.TemporaryDirectory() as work:
