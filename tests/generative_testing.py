@@ -31,6 +31,14 @@ def _config(model, base):
                 max_decoder_length=model.max_decoder_length)
 
 
+def _empty_pairs(model, batch, length):
+    """The KV cache of garden.layers.MultiHeadAttention for each of the model's blocks: a list
+    of (keys, values) pairs of zeros [B, A, length, d]."""
+    width = model.hidden_size // model.num_heads
+    zeros = lambda: ops.zeros((batch, model.num_heads, length, width))  # noqa: E731
+    return [(zeros(), zeros()) for _ in range(model.num_layers)]
+
+
 def _track_for_checkpoints(model, blocks):
     """tf.train.Checkpoint (what garden.train saves) does not follow layers held in a Python
     list of a subclassed Keras 3 model: without an attribute each, a checkpoint of the toy held
@@ -77,24 +85,20 @@ class ToyCausalLM(GenerativeLM):
             x = block(x, decoder_padding_mask=mask, training=training)
         return {"logits": self._logits(x)}
 
-    def _empty_cache(self, batch, max_length):
-        width = self.hidden_size // self.num_heads
-        return ops.zeros((batch, self.num_layers, 2, max_length, self.num_heads, width))
-
     def start_decoding(self, prompt, max_length):
         mask = ops.cast(prompt["padding_mask"], "int32")
         batch, length = ops.shape(mask)[0], ops.shape(mask)[1]
         # Slots after the prompt count as real: the causal mask hides them until written.
         slots = ops.concatenate([mask, ops.ones((batch, max_length - length), "int32")], axis=1)
         x = self.token_table(prompt["token_ids"]) + self.position_table(_positions(mask))
-        cache = self._empty_cache(batch, max_length)
+        cache = _empty_pairs(self, batch, max_length)
         layers = []
         for i, block in enumerate(self.blocks):
             x, layer_cache = block(x, decoder_padding_mask=slots,
-                                   self_attention_cache=cache[:, i],
+                                   self_attention_cache=cache[i],
                                    self_attention_cache_update_index=0)
             layers.append(layer_cache)
-        state = {"cache": ops.stack(layers, axis=1), "padding_mask": slots,
+        state = {"cache": layers, "padding_mask": slots,
                  "positions": ops.sum(mask, axis=1)}
         return self._logits(x[:, -1]), state
 
@@ -103,10 +107,10 @@ class ToyCausalLM(GenerativeLM):
         layers = []
         for i, block in enumerate(self.blocks):
             x, layer_cache = block(x, decoder_padding_mask=state["padding_mask"],
-                                   self_attention_cache=state["cache"][:, i],
+                                   self_attention_cache=tuple(state["cache"][i]),
                                    self_attention_cache_update_index=index)
             layers.append(layer_cache)
-        state = {"cache": ops.stack(layers, axis=1), "padding_mask": state["padding_mask"],
+        state = {"cache": layers, "padding_mask": state["padding_mask"],
                  "positions": state["positions"] + 1}
         return self._logits(x[:, 0]), state
 
@@ -160,37 +164,35 @@ class ToySeq2SeqLM(GenerativeLM):
         batch, length = ops.shape(mask)[0], ops.shape(mask)[1]
         slots = ops.concatenate([mask, ops.ones((batch, max_length - length), "int32")], axis=1)
         x = self.token_table(prompt["decoder_token_ids"]) + self.position_table(_positions(mask))
-        width = self.hidden_size // self.num_heads
-        self_cache = ops.zeros((batch, 2, max_length, self.num_heads, width))
-        cross_cache = ops.zeros((batch, 2, ops.shape(encoded)[1], self.num_heads, width))
+        self_cache = _empty_pairs(self, batch, max_length)
+        cross_cache = _empty_pairs(self, batch, ops.shape(encoded)[1])
         self_layers, cross_layers = [], []
-        for block in self.blocks:
+        for block, layer_self, layer_cross in zip(self.blocks, self_cache, cross_cache):
             x, layer_self, layer_cross = block(
                 x, encoded, decoder_padding_mask=slots, encoder_padding_mask=encoder_mask,
-                self_attention_cache=self_cache, self_attention_cache_update_index=0,
-                cross_attention_cache=cross_cache, cross_attention_cache_update_index=0)
+                self_attention_cache=layer_self, self_attention_cache_update_index=0,
+                cross_attention_cache=layer_cross, cross_attention_cache_update_index=0)
             self_layers.append(layer_self)
             cross_layers.append(layer_cross)
-        state = {"self_cache": ops.stack(self_layers, axis=1),
-                 "cross_cache": ops.stack(cross_layers, axis=1),
+        state = {"self_cache": self_layers, "cross_cache": cross_layers,
                  "encoder_padding_mask": encoder_mask, "padding_mask": slots,
                  "positions": ops.sum(mask, axis=1)}
         return self._logits(x[:, -1]), state
 
     def decode_step(self, token_ids, index, state):
         x = self.token_table(token_ids[:, None]) + self.position_table(state["positions"][:, None])
-        encoded = ops.zeros((ops.shape(x)[0], ops.shape(state["cross_cache"])[3],
+        encoded = ops.zeros((ops.shape(x)[0], ops.shape(state["cross_cache"][0][0])[2],
                              self.hidden_size))  # unused: the cross cache is read as is
         self_layers = []
         for i, block in enumerate(self.blocks):
             x, layer_self, _ = block(
                 x, encoded, decoder_padding_mask=state["padding_mask"],
                 encoder_padding_mask=state["encoder_padding_mask"],
-                self_attention_cache=state["self_cache"][:, i],
+                self_attention_cache=tuple(state["self_cache"][i]),
                 self_attention_cache_update_index=index,
-                cross_attention_cache=state["cross_cache"][:, i],
+                cross_attention_cache=tuple(state["cross_cache"][i]),
                 cross_attention_cache_update_index=None)
             self_layers.append(layer_self)
-        state = dict(state, self_cache=ops.stack(self_layers, axis=1),
+        state = dict(state, self_cache=self_layers,
                      positions=state["positions"] + 1)
         return self._logits(x[:, 0]), state

@@ -52,16 +52,17 @@ class MultiHeadAttention(keras.layers.Layer):
     projected queries (see `_project`), and masked keys are set once, not twice. Options left at their defaults add
     no op to that path.
 
-    Decoding follows keras-hub's CachedMultiHeadAttention: `cache` is float
-    [B, 2, T_max, A, d] (keys, then values, in the compute dtype), or the pair
-    (keys, values) of head-major [B, A, T_max, d] tensors, returned as a pair (a decode loop
-    that keeps one pair per layer never slices or re-stacks a cache, and the head-major layout
-    is what the scores read, so a step transposes only its new slot, not the whole cache:
-    garden.models.gpt.causal_lm);
-    with `cache_update_index` the new keys/values of `key`/`value` are written at that
+    Decoding follows keras-hub's CachedMultiHeadAttention, with one cache form: `cache` is
+    the pair (keys, values) of head-major [B, A, T_max, d] tensors (in the compute dtype),
+    returned as a pair. A decode loop keeps one pair per layer, so it never slices or
+    re-stacks a cache stacked over layers, and the head-major layout is what the scores
+    read, so a step transposes only its new slot, not the whole cache
+    (garden.models.gpt.causal_lm, the T5 and BART decoders). keras-hub's stacked
+    [B, 2, T_max, A, d] array is refused with a ValueError.
+    With `cache_update_index` the new keys/values of `key`/`value` are written at that
     position and attention runs over all T_max slots (mask the unwritten ones, e.g. with
     masks.causal_mask(Tq, T_max, offset)); without it the cache is read as is (precomputed
-    cross-attention keys/values).
+    cross-attention keys/values: `key` and `value` are then not projected).
 
     Args:
         num_heads: int, A.
@@ -80,7 +81,7 @@ class MultiHeadAttention(keras.layers.Layer):
             [B or 1, A or 1, Tq, Tk]), 1 = may attend; None = all.
         attention_bias: float [B or 1, A, Tq, Tk] added to the scores (relative positions).
         head_mask: float [A] or [B, A], multiplies each head's probabilities (0 = head off).
-        cache: float [B, 2, T_max, A, d], a (keys, values) pair of [B, A, T_max, d], or None;
+        cache: a (keys, values) pair of float [B, A, T_max, d], or None;
             cache_update_index: int scalar or None.
         return_attention_scores: bool, also return the probabilities [B, A, Tq, Tk]
             (after the head mask, before dropout).
@@ -160,34 +161,27 @@ class MultiHeadAttention(keras.layers.Layer):
         return ops.reshape(y, (batch, length, self.num_heads, self.key_dim))
 
     def _keys_and_values(self, key, value, cache, cache_update_index):
-        """Projected keys and values [B, Tk, A, d] and the (updated) cache, in the form it was
-        given (array or pair), or None."""
-        if isinstance(cache, (tuple, list)):
-            keys, values, cache = self._head_keys_and_values(key, value, cache,
-                                                             cache_update_index)
-            return _swap_heads(keys), _swap_heads(values), cache
+        """Keys and values [B, A, Tk, d] (the layout the scores read) and the (updated) cache,
+        a (keys, values) pair of [B, A, T_max, d] or None. A step projects only its new
+        tokens and transposes only their slots; without an update index the cache is read
+        as is (cross-attention keys and values projected once per decode)."""
         if cache is None:
             if cache_update_index is not None:
                 raise ValueError("MultiHeadAttention: `cache_update_index` was given without a "
-                                 "`cache`; pass the [B, 2, T_max, A, d] cache it indexes")
-            return self._project(self.key_dense, key), self._project(self.value_dense, value), None
-        if cache_update_index is None:  # read only: e.g. cross-attention over a fixed encoder
-            return cache[:, 0], cache[:, 1], cache
-        new_keys = ops.cast(self._project(self.key_dense, key), cache.dtype)
-        new_values = ops.cast(self._project(self.value_dense, value), cache.dtype)
-        keys = write_slots(cache[:, 0], new_keys, cache_update_index)
-        values = write_slots(cache[:, 1], new_values, cache_update_index)
-        return keys, values, ops.stack((keys, values), axis=1)
-
-    def _head_keys_and_values(self, key, value, cache, cache_update_index):
-        """Keys and values [B, A, Tk, d] (what the scores need) and the (updated) cache. A
-        pair cache is kept in that layout, so a decode step transposes only its new slot."""
-        if not isinstance(cache, (tuple, list)):
-            keys, values, cache = self._keys_and_values(key, value, cache, cache_update_index)
-            return _swap_heads(keys), _swap_heads(values), cache
+                                 "`cache`; pass the (keys, values) pair of [B, A, T_max, d] "
+                                 "tensors it indexes")
+            return (_swap_heads(self._project(self.key_dense, key)),
+                    _swap_heads(self._project(self.value_dense, value)), None)
+        if not isinstance(cache, (tuple, list)) or len(cache) != 2:
+            shape = getattr(cache, "shape", None)
+            raise ValueError(
+                f"{self.name}: `cache` must be a (keys, values) pair of head-major "
+                f"[B, A, T_max, d] tensors, got {type(cache).__name__}"
+                f"{'' if shape is None else f' of shape {tuple(shape)}'} (the stacked "
+                "[B, 2, T_max, A, d] array form is no longer taken)")
         keys, values = cache
-        if cache_update_index is None:
-            return keys, values, cache
+        if cache_update_index is None:  # read only: e.g. cross-attention over a fixed encoder
+            return keys, values, (keys, values)
         new_keys = _swap_heads(ops.cast(self._project(self.key_dense, key), keys.dtype))
         new_values = _swap_heads(ops.cast(self._project(self.value_dense, value), values.dtype))
         keys = write_slots(keys, new_keys, cache_update_index, axis=2)
@@ -219,7 +213,7 @@ class MultiHeadAttention(keras.layers.Layer):
         key = value if key is None else key
         scale = 1.0 / math.sqrt(self.key_dim) if self.scale_queries else None
         q = ops.transpose(self._project(self.query_dense, query, scale=scale), (0, 2, 1, 3))
-        k, v, cache = self._head_keys_and_values(key, value, cache, cache_update_index)
+        k, v, cache = self._keys_and_values(key, value, cache, cache_update_index)
         probabilities = self._probabilities(q, k, attention_mask, attention_bias, head_mask)
         dropped = self.dropout_layer(probabilities, training=training)
         context = ops.transpose(ops.matmul(dropped, v), (0, 2, 1, 3))  # [B, Tq, A, d]

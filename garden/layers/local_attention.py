@@ -12,9 +12,10 @@ probabilities are [B, A, n, w, 2w]: 2 T w entries instead of T^2 (at T = 4096, w
 eighth of the dense scores). T need not be a multiple of w (the padded keys are masked, the
 padded queries dropped).
 
-Decoding with a KV cache [B, 2, T_max, A, d] (MultiHeadAttention's layout): a one-token step at
-`cache_update_index` i writes its key and value at slot i and attends to the w slots
-i-w+1 .. i only (a dynamic slice of the cache: O(w) per step, whatever T_max). A multi-token
+Decoding with a KV cache, MultiHeadAttention's (keys, values) pair of head-major
+[B, A, T_max, d] tensors: a one-token step at `cache_update_index` i writes its key and value
+at slot i and attends to the w slots i-w+1 .. i only (a dynamic slice of the cache's slot
+axis: O(w) per step, whatever T_max). A multi-token
 call with a cache is the prompt fill and must start at slot 0 (start_decoding's contract);
 it runs the blocked path over the prompt.
 
@@ -146,23 +147,23 @@ class LocalMultiHeadAttention(MultiHeadAttention):
         return ops.reshape(out, (batch, length, ops.shape(out)[-1]))
 
     def _window_step(self, q, keys, values, key_mask, index):
-        """One query [B, A, 1, d] at slot `index` over the w cache slots index-w+1..index."""
-        slots = keys.shape[1]
+        """One query [B, A, 1, d] at slot `index` over the w cache slots index-w+1..index of
+        head-major keys and values [B, A, T_max, d]."""
+        slots = keys.shape[2]
         window = min(self.band_width, slots)
         start = ops.clip(ops.cast(index, "int32") - self.band_width + 1, 0, slots - window)
-        keys = ops.slice(keys, [0, start, 0, 0], [ops.shape(keys)[0], window, self.num_heads,
-                                                   self.key_dim])
-        values = ops.slice(values, [0, start, 0, 0], [ops.shape(values)[0], window,
-                                                       self.num_heads, self.key_dim])
+        size = [ops.shape(keys)[0], self.num_heads, window, self.key_dim]
+        keys = ops.slice(keys, [0, 0, start, 0], size)
+        values = ops.slice(values, [0, 0, start, 0], size)
         positions = start + ops.arange(window, dtype="int32")
         distance = ops.cast(index, "int32") - positions
         allowed = ops.logical_and(distance >= 0, distance < self.band_width)[None, None, None]
         if key_mask is not None:
             window_mask = ops.slice(key_mask, [0, start], [ops.shape(key_mask)[0], window])
             allowed = ops.logical_and(allowed, window_mask[:, None, None, :])
-        scores = ops.matmul(q, ops.transpose(keys, (0, 2, 3, 1)))  # [B, A, 1, w]
+        scores = ops.matmul(q, ops.transpose(keys, (0, 1, 3, 2)))  # [B, A, 1, w]
         scores = ops.where(allowed, scores, ops.cast(_negative(scores.dtype), scores.dtype))
-        return ops.matmul(ops.softmax(scores, axis=-1), self._heads(values))
+        return ops.matmul(ops.softmax(scores, axis=-1), values)
 
     def call(self, query, value=None, key=None, attention_mask=None, attention_bias=None,
              head_mask=None, cache=None, cache_update_index=None,
@@ -192,10 +193,10 @@ class LocalMultiHeadAttention(MultiHeadAttention):
         if cache is not None:  # the prompt fill: attends to its own slots 0..T-1 only
             tf.debugging.assert_equal(cache_update_index, 0, message=(
                 f"{self.name}: a multi-token call with a cache must start at slot 0"))
-            k, v = k[:, :length], v[:, :length]
+            k, v = k[:, :, :length], v[:, :, :length]
             key_mask = None if key_mask is None else key_mask[:, :length]
-        context = blocked_local_attention(q, self._heads(k), self._heads(v), key_mask,
-                                          self.band_width, self.dropout_layer, training)
+        context = blocked_local_attention(q, k, v, key_mask, self.band_width,
+                                          self.dropout_layer, training)
         out = self._output(context, batch, length)
         return (out, cache) if cache is not None else out
 

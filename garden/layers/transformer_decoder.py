@@ -44,12 +44,12 @@ class TransformerDecoderBlock(TransformerBlockBase):
         decoder_padding_mask: [B, T] (or [B, T_max] with a cache), 1 = real token.
         decoder_attention_mask: [B, T, T or T_max], 1 = may attend; merged with the others.
         encoder_padding_mask: [B, S]; encoder_attention_mask: [B, T, S].
-        self_attention_cache: float [B, 2, T_max, A, d], a (keys, values) pair of
-            [B, A, T_max, d] (returned as a pair), or None, with
-            self_attention_cache_update_index (int): the position of decoder_sequence's first
-            token; the causal mask then spans the T_max cache slots.
-        cross_attention_cache: float [B, 2, S, A, d] or None, with
-            cross_attention_cache_update_index: 0 to fill it, None to read it as is.
+        self_attention_cache: a (keys, values) pair of float [B, A, T_max, d] (returned as
+            a pair), or None, with self_attention_cache_update_index (int): the position of
+            decoder_sequence's first token; the causal mask then spans the T_max cache slots.
+        cross_attention_cache: a (keys, values) pair of float [B, A, S, d] or None, with
+            cross_attention_cache_update_index: 0 to fill it from encoder_sequence, None to
+            read it as is (encoder_sequence is then not projected).
         use_causal_mask: bool, hide later positions (default True).
         head_mask, cross_head_mask: float [A] or [B, A] or None, per-head multipliers of the
             self- and cross-attention probabilities (Hugging Face's semantics).
@@ -116,9 +116,7 @@ class TransformerDecoderBlock(TransformerBlockBase):
         causal = None
         if use_causal:  # with a cache, the T new queries start at `index` among T_max keys
             length = ops.shape(x)[1]
-            key_length = (length if cache is None else  # a [B, 2, T_max, ...] array or a pair
-                          ops.shape(cache[0])[2] if isinstance(cache, (tuple, list))
-                          else ops.shape(cache)[2])
+            key_length = length if cache is None else ops.shape(cache[0])[2]  # [B, A, T_max, d]
             causal = causal_mask(length, key_length, offset=0 if index is None else index)
         return merge_masks(padding_mask_to_attention(padding_mask), attention_mask, causal)
 

@@ -226,7 +226,7 @@ def test_cached_decoding_step_by_step_equals_one_causal_pass():
         return ours(token, token, attention_mask=mask, cache=cache, cache_update_index=index,
                     return_attention_scores=True)
 
-    cache = tf.zeros((2, 2, length, heads, width))
+    cache = (tf.zeros((2, heads, length, width)),) * 2  # (keys, values), head-major
     # Prefill the first two positions at once, then one token at a time.
     y0, s0, cache = ours(x[:, :2], x[:, :2], attention_mask=causal_mask(2, length), cache=cache,
                          cache_update_index=0, return_attention_scores=True)
@@ -235,13 +235,13 @@ def test_cached_decoding_step_by_step_equals_one_causal_pass():
         y, s, cache = step(x[:, i:i + 1], cache, tf.constant(i))
         outputs.append(y.numpy())
         scores.append(s.numpy())
-    assert cache.shape == (2, 2, length, heads, width)
+    assert [tuple(t.shape) for t in cache] == [(2, heads, length, width)] * 2
     np.testing.assert_allclose(np.concatenate(outputs, 1), full.numpy(), atol=1e-5)
     np.testing.assert_allclose(np.concatenate(scores, 2), full_scores.numpy(), atol=1e-6)
     # The cache holds the projected keys and values of every position.
     keys = np.einsum("btc,cad->btad", x, ours.key_dense.kernel.numpy()) + \
         ours.key_dense.bias.numpy()
-    np.testing.assert_allclose(cache.numpy()[:, 0], keys, atol=1e-5)
+    np.testing.assert_allclose(np.swapaxes(cache[0].numpy(), 1, 2), keys, atol=1e-5)
 
 
 def test_cached_decoding_equals_keras_hub_cached_attention():
@@ -257,7 +257,8 @@ def test_cached_decoding_equals_keras_hub_cached_attention():
     _random_weights(theirs)
     ours.set_weights(theirs.get_weights())
     (x,) = _inputs(shape)
-    cache_ours = cache_theirs = tf.zeros((2, 2, length, heads, width))
+    cache_ours = (tf.zeros((2, heads, length, width)),) * 2  # ours: (keys, values) [B, A, T, d]
+    cache_theirs = tf.zeros((2, 2, length, heads, width))  # keras-hub: [B, 2, T, A, d]
     for i in range(length):
         mask = causal_mask(1, length, offset=i)
         token = x[:, i:i + 1]
@@ -266,19 +267,21 @@ def test_cached_decoding_equals_keras_hub_cached_attention():
         y_theirs, cache_theirs = theirs(token, token, attention_mask=mask, cache=cache_theirs,
                                         cache_update_index=i)
         np.testing.assert_allclose(y_ours.numpy(), y_theirs.numpy(), atol=1e-5)
-        np.testing.assert_allclose(cache_ours.numpy(), cache_theirs.numpy(), atol=1e-5)
+        stacked = np.stack([np.swapaxes(t.numpy(), 1, 2) for t in cache_ours], axis=1)
+        np.testing.assert_allclose(stacked, cache_theirs.numpy(), atol=1e-5)
 
 
 def test_a_read_only_cache_is_used_as_the_keys_and_values():
     ours, _ = _built_pair()
     query, value, key = _inputs((2, 5, 16), (2, 7, 12), (2, 7, 10))
     direct = ours(query, value, key=key)
-    cache = tf.stack([ours._project(ours.key_dense, key), ours._project(ours.value_dense, value)],
-                     axis=1)
+    heads = lambda t: tf.transpose(t, (0, 2, 1, 3))  # noqa: E731  [B, T, A, d] -> [B, A, T, d]
+    cache = (heads(ours._project(ours.key_dense, key)),
+             heads(ours._project(ours.value_dense, value)))
     # The inputs are ignored when the cache is read without an update index.
     y, same_cache = ours(query, value * 0, key=key * 0, cache=cache)
     np.testing.assert_allclose(y.numpy(), direct.numpy(), atol=1e-5)
-    assert same_cache is cache
+    assert same_cache[0] is cache[0] and same_cache[1] is cache[1]
     with pytest.raises(ValueError, match="cache_update_index"):
         ours(query, value, cache_update_index=0)
 
@@ -297,12 +300,12 @@ def test_cached_decoding_and_bias_under_mixed_precision():
     full = layer(x, x, attention_mask=causal_mask(4, 4),
                  attention_bias=np.zeros((1, 2, 4, 4), "float32"))
     assert full.dtype == "bfloat16"
-    cache = tf.zeros((2, 2, 4, 2, 8), "bfloat16")
+    cache = (tf.zeros((2, 2, 4, 8), "bfloat16"),) * 2  # (keys, values) [B, A, T, d]
     outputs = []
     for i in range(4):
         y, cache = layer(x[:, i:i + 1], x[:, i:i + 1], attention_mask=causal_mask(1, 4, offset=i),
                          cache=cache, cache_update_index=i)
         outputs.append(y)
-    assert cache.dtype == "bfloat16"
+    assert [t.dtype for t in cache] == ["bfloat16", "bfloat16"]
     np.testing.assert_allclose(tf.cast(tf.concat(outputs, 1), "float32").numpy(),
                                tf.cast(full, "float32").numpy(), atol=3e-2)

@@ -69,7 +69,7 @@ def test_cached_steps_equal_the_full_computation(slots, width):
     key_mask = np.ones((2, slots), bool)
     key_mask[1, :2] = False
     full = layer(x, x, attention_mask=key_mask[:, None, :]).numpy()
-    cache = np.zeros((2, 2, slots, 2, 8), "float32")
+    cache = (np.zeros((2, 2, slots, 8), "float32"),) * 2  # (keys, values) [B, A, T, d]
     prompt = 3
     out, cache = layer(x[:, :prompt], x[:, :prompt], attention_mask=key_mask[:, None, :],
                        cache=cache, cache_update_index=0)

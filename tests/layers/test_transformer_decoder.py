@@ -69,8 +69,12 @@ def test_cached_decoding_equals_the_full_pass_and_keras_hub(normalize_first):
     width = H // A
     caches = {}
     for name, layer in (("ours", ours), ("theirs", theirs)):
-        self_cache = tf.zeros((B, 2, T, A, width))
-        cross_cache = tf.zeros((B, 2, S, A, width))
+        if name == "ours":  # (keys, values) pairs of [B, A, T_max, d]
+            self_cache = (tf.zeros((B, A, T, width)),) * 2
+            cross_cache = (tf.zeros((B, A, S, width)),) * 2
+        else:  # keras-hub's [B, 2, T_max, A, d]
+            self_cache = tf.zeros((B, 2, T, A, width))
+            cross_cache = tf.zeros((B, 2, S, A, width))
         outputs = []
         for i in range(T):
             y, self_cache, cross_cache = layer(
@@ -79,7 +83,13 @@ def test_cached_decoding_equals_the_full_pass_and_keras_hub(normalize_first):
                 cross_attention_cache=cross_cache,
                 cross_attention_cache_update_index=0 if i == 0 else None)
             outputs.append(y.numpy())
-        caches[name] = (np.concatenate(outputs, 1), self_cache.numpy(), cross_cache.numpy())
+        if name == "ours":  # as keras-hub stacks them, to compare
+            self_cache, cross_cache = (
+                np.stack([np.swapaxes(t.numpy(), 1, 2) for t in pair], axis=1)
+                for pair in (self_cache, cross_cache))
+        else:
+            self_cache, cross_cache = self_cache.numpy(), cross_cache.numpy()
+        caches[name] = (np.concatenate(outputs, 1), self_cache, cross_cache)
     np.testing.assert_allclose(caches["ours"][0], full, atol=1e-4)
     for a, b in zip(caches["ours"], caches["theirs"]):
         np.testing.assert_allclose(a, b, atol=1e-4)
@@ -103,12 +113,13 @@ def test_scores_head_masks_and_their_order_with_caches():
     assert not np.allclose(y.numpy(), plain.numpy(), atol=1e-3)
     # With caches: (y, self scores, cross scores, self cache, cross cache).
     outputs = ours(x[:, :1], encoder_sequence=encoder, encoder_padding_mask=encoder_padding,
-                   self_attention_cache=tf.zeros((B, 2, T, A, H // A)),
+                   self_attention_cache=(tf.zeros((B, A, T, H // A)),) * 2,
                    self_attention_cache_update_index=0,
-                   cross_attention_cache=tf.zeros((B, 2, S, A, H // A)),
+                   cross_attention_cache=(tf.zeros((B, A, S, H // A)),) * 2,
                    cross_attention_cache_update_index=0, return_attention_scores=True)
-    assert [tuple(o.shape) for o in outputs] == [
-        (B, 1, H), (B, A, 1, T), (B, A, 1, S), (B, 2, T, A, H // A), (B, 2, S, A, H // A)]
+    assert [tf.nest.map_structure(lambda t: tuple(t.shape), o) for o in outputs] == [
+        (B, 1, H), (B, A, 1, T), (B, A, 1, S), ((B, A, T, H // A),) * 2,
+        ((B, A, S, H // A),) * 2]
 
 
 def test_inconsistent_calls_are_refused():

@@ -148,7 +148,8 @@ def test_cached_decoding_equals_the_full_recompute(lm):
     for index in range(2, 7):
         logits, state = lm.decode_step(inputs["decoder_token_ids"][:, index], index, state)
         steps.append(np.asarray(logits))
-        assert state["self_cache"].shape[3] == 7 and state["cross_cache"].shape[3] == 9
+        assert {t.shape[2] for pair in state["self_cache"] for t in pair} == {7}
+        assert {t.shape[2] for pair in state["cross_cache"] for t in pair} == {9}
     assert max_abs_diff(np.stack(steps, axis=1), full[:, 1:]) <= 1e-4
     # The cross caches hold the projected encoder: a different encoder changes every step.
     other = dict(prompt, encoder_token_ids=np.roll(prompt["encoder_token_ids"], 1, axis=1))

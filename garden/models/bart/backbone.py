@@ -164,7 +164,9 @@ class BartSeq2SeqLM(BackboneLM):
 
     call(inputs) -> {"logits": float32 [B, T, V]} for the seq2seq inputs of BartBackbone.
     start_decoding(prompt, max_length) / decode_step(token_ids, index, state): cached decoding;
-    state = {"self_cache" [B, L, 2, max_length, A, d], "cross_cache" [B, L, 2, S, A, d],
+    state = {"self_cache": a list of L (keys, values) pairs, one per decoder block, each
+    [B, A, max_length, d] (garden.layers.MultiHeadAttention's cache; never stacked over
+    layers), "cross_cache": L pairs of [B, A, S, d] (projected once, read as is),
     "encoder_padding_mask" [B, S], "padding_mask" [B, max_length], "positions" [B]}.
 
     Args:
@@ -202,13 +204,13 @@ class BartSeq2SeqLM(BackboneLM):
             x, layer_self, layer_cross = block(
                 x, encoded, decoder_padding_mask=state["padding_mask"],
                 encoder_padding_mask=state["encoder_padding_mask"],
-                self_attention_cache=state["self_cache"][:, i],
+                self_attention_cache=tuple(state["self_cache"][i]),
                 self_attention_cache_update_index=index,
-                cross_attention_cache=state["cross_cache"][:, i],
+                cross_attention_cache=tuple(state["cross_cache"][i]),
                 cross_attention_cache_update_index=cross_index, training=False)
             self_layers.append(layer_self)
             cross_layers.append(layer_cross)
-        return x, ops.stack(self_layers, axis=1), ops.stack(cross_layers, axis=1)
+        return x, self_layers, cross_layers
 
     def start_decoding(self, prompt, max_length):
         b = self.backbone
@@ -220,12 +222,14 @@ class BartSeq2SeqLM(BackboneLM):
         slots = ops.concatenate([mask, ops.ones((batch, max_length - length), "int32")], axis=1)
         x = embed(b, "decoder", prompt["decoder_token_ids"], bart_positions(mask), False)
         width = b.hidden_size // b.num_heads
-        layers = len(b.decoder_blocks)
-        dtype = encoded.dtype
+
+        def empty(length):  # one (keys, values) pair of zeros [B, A, length, d] per block
+            zeros = lambda: ops.zeros((batch, b.num_heads, length, width),  # noqa: E731
+                                      encoded.dtype)
+            return [(zeros(), zeros()) for _ in b.decoder_blocks]
+
         state = {
-            "self_cache": ops.zeros((batch, layers, 2, max_length, b.num_heads, width), dtype),
-            "cross_cache": ops.zeros((batch, layers, 2, ops.shape(encoded)[1], b.num_heads,
-                                      width), dtype),
+            "self_cache": empty(max_length), "cross_cache": empty(ops.shape(encoded)[1]),
             "encoder_padding_mask": encoder_mask, "padding_mask": slots,
             "positions": ops.sum(mask, axis=1) + POSITION_OFFSET}
         # Cross index 0: each layer projects the encoder's keys and values into its cache.
@@ -238,7 +242,7 @@ class BartSeq2SeqLM(BackboneLM):
         x = embed(b, "decoder", token_ids[:, None], state["positions"][:, None], False)
         # The cross caches are read as is (index None): this stand-in for the encoder output
         # only gives the blocks their shapes and is never projected.
-        encoded = ops.zeros((ops.shape(x)[0], ops.shape(state["cross_cache"])[3],
+        encoded = ops.zeros((ops.shape(x)[0], ops.shape(state["cross_cache"][0][0])[2],
                              b.hidden_size), x.dtype)
         x, self_cache, _ = self._decoder_layers(x, encoded, state, index, None)
         state = dict(state, self_cache=self_cache, positions=state["positions"] + 1)

@@ -62,8 +62,9 @@ class T5Block(keras.layers.Layer):
     Call args:
         x: float [B, T, d_model]; position_bias: float [1, A, T, Tk]; attention_mask: bool
         [B or 1, T, Tk]; encoder_sequence [B, S, d_model] and encoder_attention_mask
-        [B, 1, S] (decoder); self_cache [B, 2, T_max, A, d_kv] with cache_index; cross_cache
-        [B, 2, S, A, d_kv], filled from encoder_sequence when fill_cross_cache, else read.
+        [B, 1, S] (decoder); self_cache: a (keys, values) pair of [B, A, T_max, d_kv]
+        (garden.layers.MultiHeadAttention's cache) with cache_index; cross_cache: a pair of
+        [B, A, S, d_kv], filled from encoder_sequence when fill_cross_cache, else read as is.
     Returns: y, or (y, self_cache, cross_cache or None) with a self_cache.
     """
 
@@ -187,10 +188,13 @@ class T5Stack(keras.layers.Layer):
         x: float [B, T, d_model], the embedded tokens.
         padding_mask: int [B, T] (with a cache: [B, T_max], the cache slots), 1 = real.
         encoder_sequence, encoder_padding_mask: [B, S, d_model], [B, S] (decoder).
-        self_cache: float [B, L, 2, T_max, A, d_kv] with cache_index (int scalar, the slot of
-            x's first token; the bias's query offset and the causal mask's); cross_cache
-            [B, L, 2, S, A, d_kv], filled when fill_cross_cache, else read.
-    Returns: y [B, T, d_model], or (y, self_cache, cross_cache) with a self_cache.
+        self_cache: a sequence of L (keys, values) pairs, one per block, each
+            [B, A, T_max, d_kv], with cache_index (int scalar, the slot of x's first token;
+            the bias's query offset and the causal mask's); cross_cache: L pairs of
+            [B, A, S, d_kv], filled when fill_cross_cache, else read as is. Never stacked
+            over layers: a step writes each block's pair and copies no other.
+    Returns: y [B, T, d_model], or (y, self_cache, cross_cache) with a self_cache, the caches
+        as lists of L (keys, values) tuples (cross_cache None when none was given).
     """
 
     def __init__(self, num_layers: int, is_decoder: bool = False, **block_args):
@@ -230,7 +234,7 @@ class T5Stack(keras.layers.Layer):
              self_cache=None, cache_index=None, cross_cache=None, fill_cross_cache=False,
              training=None):
         length = ops.shape(x)[1]
-        key_length = length if self_cache is None else ops.shape(self_cache)[3]
+        key_length = length if self_cache is None else ops.shape(self_cache[0][0])[2]
         offset = 0 if cache_index is None else cache_index
         bias = self.relative_attention_bias(query_length=length, key_length=key_length,
                                             offset=offset)
@@ -248,17 +252,16 @@ class T5Stack(keras.layers.Layer):
                 continue
             x, layer_self, layer_cross = block(
                 x, position_bias=bias, attention_mask=mask, encoder_sequence=encoder_sequence,
-                encoder_attention_mask=encoder_mask, self_cache=self_cache[:, i],
+                encoder_attention_mask=encoder_mask, self_cache=tuple(self_cache[i]),
                 cache_index=cache_index,
-                cross_cache=None if cross_cache is None else cross_cache[:, i],
+                cross_cache=None if cross_cache is None else tuple(cross_cache[i]),
                 fill_cross_cache=fill_cross_cache, training=training)
             self_caches.append(layer_self)
             cross_caches.append(layer_cross)
         x = self.dropout_layer(self.final_norm(x), training=training)
         if self_cache is None:
             return x
-        return (x, ops.stack(self_caches, axis=1),
-                None if cross_cache is None else ops.stack(cross_caches, axis=1))
+        return x, self_caches, None if cross_cache is None else cross_caches
 
     def get_config(self):
         config = super().get_config()

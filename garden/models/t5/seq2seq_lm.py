@@ -10,7 +10,10 @@ cross-attention keys and values once into `cross_cache` (never recomputed), and 
 decoder prompt (T5's start token 0, left-padded when prompts differ) into slots 0..P-1 of the
 self-attention cache; `decode_step` writes one token at slot `index`, its relative position
 bias offset by `index`. The state (batch on axis 0 in every tensor):
-    self_cache [B, L, 2, max_length, A, d_kv], cross_cache [B, L, 2, S, A, d_kv],
+    self_cache: a list of L (keys, values) pairs, one per decoder block, each
+        [B, A, max_length, d_kv] (garden.layers.MultiHeadAttention's cache, head-major as the
+        scores read it; never stacked over layers, so a step copies no other block's cache);
+    cross_cache: L pairs of [B, A, S, d_kv], read as is by every step;
     encoder_padding_mask [B, S], padding_mask [B, max_length] (the prompt's, then ones:
     the causal mask hides the slots not yet written).
 
@@ -68,9 +71,11 @@ class T5Seq2SeqLM(BackboneLM):
 
     # -- incremental decoding ---------------------------------------------------------------
     def _empty_cache(self, batch, length):
+        """L (keys, values) pairs of zeros [B, A, length, d_kv]."""
         b = self.backbone
-        shape = (batch, b.decoder.num_layers, 2, length, b.num_heads, b.head_size)
-        return ops.zeros(shape, b.token_embedding.compute_dtype)
+        empty = lambda: ops.zeros((batch, b.num_heads, length, b.head_size),  # noqa: E731
+                                  b.token_embedding.compute_dtype)
+        return [(empty(), empty()) for _ in range(b.decoder.num_layers)]
 
     def start_decoding(self, prompt, max_length):
         b = self.backbone
