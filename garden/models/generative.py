@@ -30,7 +30,10 @@ Incremental decoding (what garden.generation calls, inside one tf.function):
     `state` is a dict (nest) of tensors whose shapes do not change from step to step (so it
     is a tf.while_loop variable) and whose axis 0 is the batch in every tensor, so beam search
     reorders beams with tf.gather(t, rows) and widens a batch with tf.repeat(t, k, axis=0)
-    over the whole nest. No Python value may live in it.
+    over the whole nest. No Python value may live in it, and decode_step returns the nest
+    start_decoding made (the same lists and tuples: tf.while_loop and tf.cond compare the
+    types). The families keep their KV caches as a list of per-layer (keys, values) pairs of
+    [B, A, T, d] (garden.layers.MultiHeadAttention's one cache form), never stacked over layers.
 
 Class attributes:
     is_encoder_decoder: bool.
