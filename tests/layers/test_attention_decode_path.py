@@ -1,7 +1,8 @@
 """The decode path of garden.layers.MultiHeadAttention that GPT-2 generation speed relies on:
-the scatter that writes cache slots, the (keys, values) pair form of the cache (one pair per
-block in garden.models.gpt.causal_lm's state, the only form the layer takes) and the query scaling moved after the
-projection for a few rows (bit-identical only when 1/sqrt(d) is a power of two)."""
+the scatter that writes cache slots, the (keys, values) pair form of the cache (the only form
+the layer takes; one pair per block in garden.models.gpt.causal_lm's state) and the query
+scaling moved after the projection for a few rows (bit-identical only when 1/sqrt(d) is a
+power of two)."""
 
 import keras
 import numpy as np
