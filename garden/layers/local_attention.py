@@ -15,9 +15,8 @@ padded queries dropped).
 Decoding with a KV cache, MultiHeadAttention's (keys, values) pair of head-major
 [B, A, T_max, d] tensors: a one-token step at `cache_update_index` i writes its key and value
 at slot i and attends to the w slots i-w+1 .. i only (a dynamic slice of the cache's slot
-axis: O(w) per step, whatever T_max). A multi-token
-call with a cache is the prompt fill and must start at slot 0 (start_decoding's contract);
-it runs the blocked path over the prompt.
+axis: O(w) per step, whatever T_max). A multi-token call with a cache is the prompt fill and
+must start at slot 0 (start_decoding's contract); it runs the blocked path over the prompt.
 
     attention = LocalMultiHeadAttention(num_heads=2, key_dim=32, band_width=4)
     y = attention(x, x, attention_mask=padding_mask[:, None, :])    # x [B, T, 64]
