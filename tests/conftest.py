@@ -34,7 +34,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from testing import run_module  # noqa: E402
+from testing import close_fixture_tools, run_fixture_tool  # noqa: E402
 
 
 # Files that take long, with rough seconds on the 2-core CI machine (the CI run of 2026-11-26 and
@@ -73,6 +73,22 @@ def pytest_collection_modifyitems(session, config, items):
         first_seen.setdefault(file_of(item), len(first_seen))
     items.sort(key=lambda item: (-LONG_FILES.get(file_of(item), 0), -counts[file_of(item)],
                                  first_seen[file_of(item)]))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _forked_fixture_tools():
+    """The data the fixtures and learn tests make with benchmarks.objectives_learn (its `_run`:
+    `python -m` of a pipeline) is made by run_fixture_tool (forked from servers that have
+    imported TensorFlow) for the session; the servers stop at its end."""
+    from benchmarks import objectives_learn as learn
+
+    def forked(module: str, *args: str) -> None:
+        run_fixture_tool(module, *args)
+
+    original, learn._run = learn._run, forked
+    yield
+    learn._run = original
+    close_fixture_tools()
 
 
 def build_once(tmp_path_factory, name: str, build, cls):
@@ -119,20 +135,21 @@ def bert_data(tmp_path_factory) -> BertData:
 
 def _build_bert_data(root) -> dict:
     corpus, task = root / "corpus", root / "task"
-    run_module("data_pipelines.sample_corpus", f"--output={corpus}", f"--task_output={task}")
+    run_fixture_tool("data_pipelines.sample_corpus", f"--output={corpus}", f"--task_output={task}")
     # One corpus file is plenty for a tiny model and keeps the fixture fast.
     first = sorted(glob.glob(str(corpus / "*.txt")))[0]
     vocab = root / "vocab.txt"
-    run_module("data_pipelines.make_vocab", f"--input={first}", f"--output={vocab}",
-               "--vocab_size=2000", "--lower_case")
+    run_fixture_tool("data_pipelines.make_vocab", f"--input={first}", f"--output={vocab}",
+                     "--vocab_size=2000", "--lower_case")
     data_dir = root / "pretrain"
-    run_module("data_pipelines.make_pretrain", "--objective=bert", f"--input={first}",
-               f"--output_dir={data_dir}", f"--vocab={vocab}", "--max_seq_length=64",
-               "--max_predictions_per_seq=10", "--dupe_factor=1", "--num_shards=2")
+    run_fixture_tool("data_pipelines.make_pretrain", "--objective=bert", f"--input={first}",
+                     f"--output_dir={data_dir}", f"--vocab={vocab}", "--max_seq_length=64",
+                     "--max_predictions_per_seq=10", "--dupe_factor=1", "--num_shards=2")
     data_dir_128 = root / "pretrain_128"
-    run_module("data_pipelines.make_pretrain", "--objective=bert", f"--input={first}",
-               f"--output_dir={data_dir_128}", f"--vocab={vocab}", "--max_seq_length=128",
-               "--max_predictions_per_seq=20", "--dupe_factor=1", "--num_shards=2", "--seed=7")
+    run_fixture_tool("data_pipelines.make_pretrain", "--objective=bert", f"--input={first}",
+                     f"--output_dir={data_dir_128}", f"--vocab={vocab}", "--max_seq_length=128",
+                     "--max_predictions_per_seq=20", "--dupe_factor=1", "--num_shards=2",
+                     "--seed=7")
     return dict(corpus_glob=first, vocab=str(vocab), data_dir=str(data_dir), task_dir=str(task),
                 data_dir_128=str(data_dir_128))
 

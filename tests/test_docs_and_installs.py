@@ -307,26 +307,48 @@ needs_pypi = pytest.mark.skipif(not pypi_reachable(), reason="https://pypi.org i
                                 "(the offline checks above still run)")
 
 
-def pip_dry_run(tmp_path, *args) -> dict:
-    """`pip install --dry-run --report` against plain PyPI only: this machine's pip.conf, local
-    wheel folders and extra indexes are switched off, so a local-only pin cannot resolve."""
+DRY_RUNS = {"workers": ("-r", "requirements-workers.txt"),
+            "extras": ("-c", "constraints.txt", "-e", ".[test,bench]")}
+
+
+@pytest.fixture(scope="module")
+def pip_dry_runs(tmp_path_factory):
+    """name -> a function returning {package: version} that `pip install --dry-run --report`
+    resolves for DRY_RUNS[name] against plain PyPI only (this machine's pip.conf, local wheel
+    folders and extra indexes switched off, so a local-only pin cannot resolve). Both runs
+    start together on first use: each mostly waits on the index, so side by side they take
+    about as long as the slower one alone."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
     env["PIP_CONFIG_FILE"] = os.devnull
-    report = tmp_path / "report.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--isolated", "--dry-run", "--ignore-installed",
-         "--disable-pip-version-check", "--index-url", PYPI, "--report", str(report), *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=900, env=env)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    from packaging.utils import canonicalize_name
+    started = {}
+    for name, args in DRY_RUNS.items():
+        report = tmp_path_factory.mktemp(f"pip-{name}") / "report.json"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pip", "install", "--isolated", "--dry-run",
+             "--ignore-installed", "--disable-pip-version-check", "--index-url", PYPI,
+             "--report", str(report), *args],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        started[name] = (proc, report)
 
-    return {canonicalize_name(item["metadata"]["name"]): item["metadata"]["version"]
-            for item in json.loads(report.read_text())["install"]}
+    def result(name: str) -> dict:
+        from packaging.utils import canonicalize_name
+
+        proc, report = started[name]
+        stdout, stderr = proc.communicate(timeout=900)
+        assert proc.returncode == 0, stdout[-2000:] + stderr[-3000:]
+        return {canonicalize_name(item["metadata"]["name"]): item["metadata"]["version"]
+                for item in json.loads(report.read_text())["install"]}
+
+    yield result
+    for proc, _ in started.values():
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
 
 
 @needs_pypi
-def test_worker_requirements_resolve_on_pypi(tmp_path):
-    resolved = pip_dry_run(tmp_path, "-r", "requirements-workers.txt")
+def test_worker_requirements_resolve_on_pypi(pip_dry_runs):
+    resolved = pip_dry_runs("workers")
     workers = pins(ROOT / "requirements-workers.txt")
     pinned = {n: v for n, (v, _) in workers.items()}
     assert {n: v for n, v in resolved.items() if n in workers} == pinned
@@ -336,8 +358,8 @@ def test_worker_requirements_resolve_on_pypi(tmp_path):
 
 
 @needs_pypi
-def test_test_and_bench_extras_resolve_on_pypi_with_the_constraints(tmp_path):
-    resolved = pip_dry_run(tmp_path, "-c", "constraints.txt", "-e", ".[test,bench]")
+def test_test_and_bench_extras_resolve_on_pypi_with_the_constraints(pip_dry_runs):
+    resolved = pip_dry_runs("extras")
     assert resolved["torch"] == "2.13.0"
     assert resolved["tf-models-official"] == "2.20.0"
     assert resolved["pytest-xdist"] == "3.8.0"

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import subprocess
 import sys
 import tempfile
@@ -111,6 +112,50 @@ class ForkServer:
         for name in os.listdir(self._dir):
             os.unlink(os.path.join(self._dir, name))
         os.rmdir(self._dir)
+
+
+class ForkPool:
+    """Fork servers for threads that run tools side by side: `run` takes a free server,
+    starting one (up to `size`) when none is free, and waits for one otherwise. Servers start
+    on first use and stop at `close`. With TOOL_FORKS=0 every run is a fresh interpreter."""
+
+    def __init__(self, env: dict, size: int = 2):
+        self._env, self._size = dict(env), size
+        self._free: "queue.Queue[ForkServer]" = queue.Queue()
+        self._all: list = []
+        self._lock = threading.Lock()
+
+    def _take(self) -> "ForkServer":
+        try:
+            return self._free.get_nowait()
+        except queue.Empty:
+            pass
+        with self._lock:
+            start = len(self._all) < self._size
+            if start:
+                self._all.append(None)  # the slot, claimed before the slow start
+        if not start:
+            return self._free.get()
+        server = ForkServer(self._env)
+        with self._lock:
+            self._all[self._all.index(None)] = server
+        return server
+
+    def run(self, tool, args, env: dict, timeout: float):
+        """run_tool's (exit code, stdout, stderr, CPU seconds), forked from a free server."""
+        if not ENABLED:
+            return run_tool(tool, args, env, timeout)
+        server = self._take()
+        try:
+            return server.run(tool, args, env, timeout)
+        finally:
+            self._free.put(server)
+
+    def close(self):
+        with self._lock:
+            servers, self._all = [s for s in self._all if s is not None], []
+        for server in servers:
+            server.close()
 
 
 def _serve():

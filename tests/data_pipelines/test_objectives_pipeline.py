@@ -16,7 +16,7 @@ import pytest
 import tensorflow as tf
 
 from data_pipelines import features, make_pretrain, objectives, tokenizers
-from testing import run_module
+from testing import run_fixture_tool
 
 # Small sizes per objective so that every run takes seconds; flags are the objectives' own.
 FLAGS = {
@@ -38,7 +38,7 @@ VOCAB_SIZE = {"wordpiece": 1500, "sentencepiece": 800, "bpe": 800}
 def corpus(tmp_path_factory):
     """About 80 documents of the sample corpus, plus one JSONL file of the same text."""
     root = tmp_path_factory.mktemp("objectives")
-    run_module("data_pipelines.sample_corpus", f"--output={root / 'sample'}")
+    run_fixture_tool("data_pipelines.sample_corpus", f"--output={root / 'sample'}")
     first = sorted((root / "sample").glob("*.txt"))[0]
     docs = first.read_text(encoding="utf-8").split("\n\n")[:80]
     (root / "corpus").mkdir()
@@ -50,8 +50,9 @@ def corpus(tmp_path_factory):
                "bpe": root / "bpe" / "vocab.json"}[kind]
         # WordPiece (BERT family) is uncased; SentencePiece and byte-level BPE keep case
         # (ALBERT lower-cases its input before a cased model; XLNet, T5, RoBERTa, GPT-2 do not).
-        run_module("data_pipelines.make_vocab", f"--tokenizer={kind}", f"--input={first}", f"--output={out}",
-                   f"--vocab_size={VOCAB_SIZE[kind]}", *(["--lower_case"] if kind == "wordpiece" else []))
+        run_fixture_tool("data_pipelines.make_vocab", f"--tokenizer={kind}", f"--input={first}",
+                         f"--output={out}", f"--vocab_size={VOCAB_SIZE[kind]}",
+                         *(["--lower_case"] if kind == "wordpiece" else []))
         vocabs[kind] = str(out)
     return {"root": root, "pattern": str(root / "corpus" / "*.txt"), "vocabs": vocabs}
 

@@ -27,7 +27,7 @@ from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from benchmarks import objectives_learn as learn
 from garden import train as train_lib
-from testing import python_env, run_module
+from testing import python_env, run_fixture_tool
 
 SEQ = 64
 FINETUNE_CONFIG = "configs/finetune/classification_electra_tiny.gin"
@@ -58,7 +58,8 @@ def pretrained(tmp_path_factory) -> Pretrained:
     (64 tokens) -> 3 steps of configs/electra_tiny.gin, all with the project's own tools."""
     root = str(tmp_path_factory.mktemp("electra_finetune"))
     corpus, task_dir = os.path.join(root, "corpus"), os.path.join(root, "task")
-    run_module("data_pipelines.sample_corpus", f"--output={corpus}", f"--task_output={task_dir}")
+    run_fixture_tool("data_pipelines.sample_corpus", f"--output={corpus}",
+                     f"--task_output={task_dir}")
     first = sorted(glob.glob(os.path.join(corpus, "*.txt")))[0]
     eval_file = os.path.join(root, "dev-128.tsv")
     with open(os.path.join(task_dir, "dev.tsv"), encoding="utf-8") as f:

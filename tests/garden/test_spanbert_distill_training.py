@@ -22,7 +22,7 @@ from garden.models.distilbert.backbone import DistilBertBackbone
 from garden.tasks.distillation import (Distillation, distillation_mask, load_teacher,
                                        token_weights, unmask_bert_batch)
 from objective_testing import within
-from testing import checkpoint_floats, pretrain_args, run_module, train_in_process
+from testing import checkpoint_floats, pretrain_args, run_fixture_tool, train_in_process
 
 
 @pytest.fixture(autouse=True)
@@ -49,10 +49,10 @@ def data(bert_data, tmp_path_factory) -> Data:
     common = [f"--input={bert_data.corpus_glob}", f"--vocab={bert_data.vocab}",
               "--max_seq_length=64", "--dupe_factor=1", "--num_shards=2"]
     spanbert, ernie = root / "spanbert", root / "ernie"
-    run_module("data_pipelines.make_pretrain", "--objective=spanbert", f"--output_dir={spanbert}",
-               "--max_predictions_per_seq=12", *common)
-    run_module("data_pipelines.make_pretrain", "--objective=ernie", f"--output_dir={ernie}",
-               "--max_predictions_per_seq=10", *common)
+    run_fixture_tool("data_pipelines.make_pretrain", "--objective=spanbert",
+                     f"--output_dir={spanbert}", "--max_predictions_per_seq=12", *common)
+    run_fixture_tool("data_pipelines.make_pretrain", "--objective=ernie", f"--output_dir={ernie}",
+                     "--max_predictions_per_seq=10", *common)
     teacher = root / "teacher"
     args = pretrain_args(bert_data, teacher, f"--gin_param=bert_backbone.num_layers={TEACHER_LAYERS}",
                          steps=2)

@@ -55,7 +55,7 @@ tokenization = pytest.importorskip(
 import tensorflow as tf  # noqa: E402
 
 from data_pipelines import features, tokenizers  # noqa: E402
-from testing import REPO_ROOT, python_env, run_module  # noqa: E402
+from testing import REPO_ROOT, python_env, run_fixture_tool, run_module  # noqa: E402
 
 MODEL_GARDEN_MODULE = "official.nlp.data.create_pretraining_data"
 
@@ -101,7 +101,7 @@ def _read_documents(path: str) -> List[List[str]]:
 def corpus(tmp_path_factory) -> Corpus:
     root = tmp_path_factory.mktemp("bert_parity")
     sample_dir = root / "sample"
-    run_module("data_pipelines.sample_corpus", f"--output={sample_dir}")
+    run_fixture_tool("data_pipelines.sample_corpus", f"--output={sample_dir}")
     sample_files = sorted(glob.glob(str(sample_dir / "*.txt")))
     assert len(sample_files) == 4, sample_files
     corpus_dir = root / "corpus"
@@ -118,8 +118,8 @@ def corpus(tmp_path_factory) -> Corpus:
         files.append(str(target))
         documents += pieces
     vocab = root / "vocab.txt"
-    run_module("data_pipelines.make_vocab", f"--input={corpus_dir}/*.txt", f"--output={vocab}",
-               "--vocab_size=8000", "--lower_case")
+    run_fixture_tool("data_pipelines.make_vocab", f"--input={corpus_dir}/*.txt",
+                     f"--output={vocab}", "--vocab_size=8000", "--lower_case")
     return Corpus(sample_files, files, documents, str(vocab))
 
 

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from testing import run_module
+from testing import run_fixture_tool
 
 SLICE_LINES = 2000  # of the first corpus file: enough text for 1000-piece vocabularies
 VOCAB_SIZE = 1000
@@ -34,7 +34,8 @@ def serving_corpus(shared_artefacts) -> ServingCorpus:
 def _build_serving_corpus(root) -> dict:
     root = str(root)
     corpus, task_dir = os.path.join(root, "corpus"), os.path.join(root, "task")
-    run_module("data_pipelines.sample_corpus", f"--output={corpus}", f"--task_output={task_dir}")
+    run_fixture_tool("data_pipelines.sample_corpus", f"--output={corpus}",
+                     f"--task_output={task_dir}")
     first = sorted(glob.glob(os.path.join(corpus, "*.txt")))[0]
     corpus_slice = os.path.join(root, "slice.txt")
     with open(first, encoding="utf-8") as f, open(corpus_slice, "w", encoding="utf-8") as out:
@@ -44,7 +45,8 @@ def _build_serving_corpus(root) -> dict:
         path = os.path.join(root, name)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         output = os.path.dirname(path) if kind == "bpe" else path
-        run_module("data_pipelines.make_vocab", f"--tokenizer={kind}", f"--input={corpus_slice}",
-                   f"--output={output}", f"--vocab_size={VOCAB_SIZE}", "--lower_case")
+        run_fixture_tool("data_pipelines.make_vocab", f"--tokenizer={kind}",
+                         f"--input={corpus_slice}", f"--output={output}",
+                         f"--vocab_size={VOCAB_SIZE}", "--lower_case")
         vocab[kind] = path
     return dict(root=root, corpus_slice=corpus_slice, task_dir=task_dir, vocab=vocab)
