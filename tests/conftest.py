@@ -98,10 +98,7 @@ def _forked_fixture_tools():
     imported TensorFlow) for the session; the servers stop at its end."""
     from benchmarks import objectives_learn as learn
 
-    def forked(module: str, *args: str) -> None:
-        run_fixture_tool(module, *args)
-
-    original, learn._run = learn._run, forked
+    original, learn._run = learn._run, run_fixture_tool
     yield
     learn._run = original
     close_fixture_tools()

@@ -136,7 +136,12 @@ class ForkPool:
                 self._all.append(None)  # the slot, claimed before the slow start
         if not start:
             return self._free.get()
-        server = ForkServer(self._env)
+        try:
+            server = ForkServer(self._env)
+        except BaseException:
+            with self._lock:  # give the slot back: a later run starts another, not waits forever
+                self._all.remove(None)
+            raise
         with self._lock:
             self._all[self._all.index(None)] = server
         return server
