@@ -6,21 +6,40 @@ same way, and a fix to one (a new psutil field, a container without sched_getaff
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import importlib.metadata
 import json
 import os
 import platform
+import shutil
 import sys
+import tempfile
 import time
 import types
-from typing import Iterable, List
+from typing import Iterable, Iterator, List, Optional
 
 import psutil
 
 
 def log(msg: str) -> None:
     print(f"[{datetime.datetime.now():%H:%M:%S}] {msg}", flush=True)
+
+
+@contextlib.contextmanager
+def work_dir(given: Optional[str], prefix: str) -> Iterator[str]:
+    """The benchmark's working directory: `given` (created if missing, kept), or a new temporary
+    directory that is removed when the benchmark ends, however it ends (exports and corpora of
+    several hundred MB each were left behind in /tmp run after run)."""
+    if given:
+        os.makedirs(given, exist_ok=True)
+        yield os.path.abspath(given)
+        return
+    path = tempfile.mkdtemp(prefix=prefix)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def busy_s(t) -> float:

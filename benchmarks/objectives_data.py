@@ -13,10 +13,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
-import tempfile
 
+from benchmarks import common
 from benchmarks import pretrain_data as pd
 
 KIND_OUTPUT = {"wordpiece": "vocab.txt", "sentencepiece": "spm.model", "bpe": os.path.join("bpe", "vocab.json")}
@@ -48,8 +47,7 @@ def main(argv=None) -> dict:
     p.add_argument("--output_json")
     args = p.parse_args(argv)
     names = [n for n in args.objectives.split(",") if n]
-    work_dir = os.path.abspath(args.work_dir or tempfile.mkdtemp(prefix="bench_objectives_"))
-    try:
+    with common.work_dir(args.work_dir, "bench_objectives_") as work_dir:
         corpus_args = argparse.Namespace(corpus_dir=None, corpus_pattern="corpus-*.txt",
                                          repeat_corpus=args.repeat_corpus)
         corpus = pd.prepare_corpus(corpus_args, work_dir)
@@ -92,9 +90,6 @@ def main(argv=None) -> dict:
             with open(args.output_json, "w") as f:
                 json.dump(result, f, indent=2)
         return result
-    finally:
-        if not args.work_dir:
-            shutil.rmtree(work_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

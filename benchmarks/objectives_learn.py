@@ -41,6 +41,8 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
+from benchmarks import common
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -568,34 +570,34 @@ def main(argv=None) -> int:
                         help="dupe_factor of the statically masked objectives' held-out data")
     parser.add_argument("--learning_rate", type=float, default=None,
                         help="override every trained config's train.learning_rate")
-    parser.add_argument("--work_dir", default=None, help="where data and runs go (default: a temp dir)")
+    parser.add_argument("--work_dir", default=None, help="where data and runs go, kept "
+                                                         "(default: a temporary directory, removed at the end)")
     parser.add_argument("--json", default=None, help="also write the results to this JSON file")
     args = parser.parse_args(argv)
-    root = args.work_dir or tempfile.mkdtemp(prefix="objectives_learn-")
-    os.makedirs(root, exist_ok=True)
-    results = []
-    for name in [n.strip() for n in args.families.split(",") if n.strip()]:
-        if name not in FAMILIES:
-            parser.error(f"unknown family {name!r}; choose from {', '.join(FAMILIES)}")
-        if not available(name):
-            print(f"[objectives_learn] {name}: no tiny config or data objective in this checkout; skipped",
-                  flush=True)
-            continue
-        print(f"[objectives_learn] {name}: building data and training {args.steps} steps", flush=True)
-        result = run_family(name, root, steps=args.steps, batch_size=args.batch_size,
-                            max_seq_length=args.max_seq_length, vocab_size=args.vocab_size,
-                            dupe_factor=args.dupe_factor, eval_batches=args.eval_batches,
-                            train_files=args.train_files, learning_rate=args.learning_rate,
-                            eval_dupe_factor=args.eval_dupe_factor, corpus=args.corpus)
-        result.update(margins(result))
-        shown = {k: v for k, v in result.items() if k not in ("model_dir", "teacher", "on_bert_masks")}
-        print(f"[objectives_learn] {name}: {json.dumps(shown)}", flush=True)
-        results.append(result)
-    print(table(results))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
-    return 0
+    with common.work_dir(args.work_dir, "objectives_learn-") as root:
+        results = []
+        for name in [n.strip() for n in args.families.split(",") if n.strip()]:
+            if name not in FAMILIES:
+                parser.error(f"unknown family {name!r}; choose from {', '.join(FAMILIES)}")
+            if not available(name):
+                print(f"[objectives_learn] {name}: no tiny config or data objective in this checkout; skipped",
+                      flush=True)
+                continue
+            print(f"[objectives_learn] {name}: building data and training {args.steps} steps", flush=True)
+            result = run_family(name, root, steps=args.steps, batch_size=args.batch_size,
+                                max_seq_length=args.max_seq_length, vocab_size=args.vocab_size,
+                                dupe_factor=args.dupe_factor, eval_batches=args.eval_batches,
+                                train_files=args.train_files, learning_rate=args.learning_rate,
+                                eval_dupe_factor=args.eval_dupe_factor, corpus=args.corpus)
+            result.update(margins(result))
+            shown = {k: v for k, v in result.items() if k not in ("model_dir", "teacher", "on_bert_masks")}
+            print(f"[objectives_learn] {name}: {json.dumps(shown)}", flush=True)
+            results.append(result)
+        print(table(results))
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(results, f, indent=1)
+        return 0
 
 
 if __name__ == "__main__":

@@ -33,11 +33,9 @@ import hashlib
 import json
 import os
 import resource
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from typing import Dict, List, Optional, Sequence
@@ -724,14 +722,8 @@ def parse_args(argv=None):
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
-    temporary = not args.work_dir
-    work_dir = os.path.abspath(args.work_dir or tempfile.mkdtemp(prefix="bench_pretrain_data_"))
-    os.makedirs(work_dir, exist_ok=True)
-    try:
+    with common.work_dir(args.work_dir, "bench_pretrain_data_") as work_dir:
         return _benchmark(args, work_dir)
-    finally:
-        if temporary:
-            shutil.rmtree(work_dir, ignore_errors=True)
 
 
 def _benchmark(args, work_dir: str) -> dict:

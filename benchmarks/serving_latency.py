@@ -54,7 +54,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from typing import Callable, Dict, List
 
@@ -432,7 +431,8 @@ def main(argv=None) -> dict:
                    default="ours,ours_inter1,http,http_inter1,torch,keras_hub",
                    help="ours_inter1 / http_inter1: ours with TensorFlow's inter-op pool at 1 "
                         "thread (garden.serve --tensorflow_inter_op_parallelism=1)")
-    p.add_argument("--work_dir", default="", help="default: a new temporary directory")
+    p.add_argument("--work_dir", default="", help="exports and worker results, kept "
+                                                  "(default: a temporary directory, removed at the end)")
     p.add_argument("--output_json", default="")
     p.add_argument("--_worker", default="", help=argparse.SUPPRESS)
     p.add_argument("--_work", default="", help=argparse.SUPPRESS)
@@ -445,8 +445,12 @@ def main(argv=None) -> dict:
             json.dump(out, f)
         return out
     passed = [a for a in argv if not a.startswith(("--output_json", "--work_dir"))]
-    work = args.work_dir or tempfile.mkdtemp(prefix="serving_latency-")
-    os.makedirs(work, exist_ok=True)
+    with common.work_dir(args.work_dir, "serving_latency-") as work:
+        return _compare(work, passed, batches, args)
+
+
+def _compare(work: str, passed: List[str], batches: List[int], args) -> dict:
+    """Every worker in turn on the shared export in `work`, the matmul peak before and after."""
     report = {"machine": common.machine_info(["tensorflow", "keras", "keras-hub", "torch",
                                               "transformers", "werkzeug"]),
               "load_average_before": os.getloadavg(),

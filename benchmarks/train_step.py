@@ -41,7 +41,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from typing import Dict, List, Optional
 
@@ -265,7 +264,8 @@ def profile_ours(cfg, args, strategy, task, model, compute_gradients, train_step
     phases["backward_s"] = phases["forward_backward_s"] - phases["forward_s"]
     phases["optimizer_and_rest_s"] = phases["step_s"] - phases["forward_backward_s"]
 
-    logdir = tempfile.mkdtemp(prefix="train_step_profile_")
+    # Beside the worker's result, in the run's work dir (kept with --work_dir, removed otherwise).
+    logdir = os.path.join(os.path.dirname(os.path.abspath(args._result)), f"{args.config}-profile")
     tf.profiler.experimental.start(logdir)
     for _ in range(n):
         step()
@@ -572,7 +572,8 @@ def parse_args(argv=None):
                    help="Keras dtype policy of every contender (tf_keras' for Model Garden) and "
                         "bf16 operands for the matmul peak: for bf16 MFU on a GPU/TPU "
                         "(default: float32)")
-    p.add_argument("--work_dir", help="logs and per-contender results (default: a temp dir)")
+    p.add_argument("--work_dir", help="logs, per-contender results and profiles, kept "
+                                      "(default: a temporary directory, removed at the end)")
     p.add_argument("--output_json")
     p.add_argument("--_worker", help=argparse.SUPPRESS)
     p.add_argument("--_result", help=argparse.SUPPRESS)
@@ -601,43 +602,42 @@ def main(argv=None) -> dict:
     if args._worker:
         run_worker(args)
         return {}
-    work_dir = os.path.abspath(args.work_dir or tempfile.mkdtemp(prefix="bench_train_step_"))
-    os.makedirs(work_dir, exist_ok=True)
-    machine = machine_info()
-    log(f"{machine['cores']} cores ({machine['cpu_model']}), load average "
-        f"{', '.join(f'{x:.2f}' for x in machine['load_average_at_start'])}; work dir {work_dir}")
-    report = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "machine": machine,
-              "argv": sys.argv[1:] if argv is None else list(argv), "optimizer": OPTIMIZER,
-              "configs": {}}
-    texts = []
-    for config in args.config_list:
-        cfg = {**COMMON, **CONFIGS[config]}
-        cfg["batch_size"] = args.batch_size or cfg["batch_size"]
-        peak_runs = [spawn("peak", config, args, cfg["batch_size"], work_dir)]
-        results = {}
-        for name in args.contender_list:
-            results[name] = spawn(name, config, args, cfg["batch_size"], work_dir)
-            log(f"  {name}: {cfg['batch_size'] * cfg['seq_length'] * len(results[name]['step_s']) / results[name]['wall_s']:.0f} tokens/s, "
-                f"other load {results[name]['other_load_cores']:.2f} cores")
-        peak_runs.append(spawn("peak", config, args, cfg["batch_size"], work_dir))
-        peaks = best_peaks(peak_runs)
-        rows = [summarise(n, cfg, results[n], peaks) for n in args.contender_list]
-        text = format_table(config, cfg, rows, peaks, peak_runs)
-        rat = ratios(rows)
-        if rat:
-            text += "\nratios (tokens/s): " + ", ".join(
-                f"{k} {v:.2f}" for k, v in rat.items() if k != "faster_peer")
-            text += f" (faster peer: {rat['faster_peer']})"
-        profile = results.get("ours", {}).get("profile")
-        if profile:
-            text += "\n" + format_profile(profile)
-        texts.append(text)
-        print(text, flush=True)
-        report["configs"][config] = {"config": cfg, "peaks": peak_runs, "best_peaks_gflops": peaks,
-                                     "rows": rows, "ratios": rat, "raw": results}
-    report["load_average_at_end"] = os.getloadavg()
-    print("\n\n".join(texts))
-    return write_report(report, args.output_json)
+    with common.work_dir(args.work_dir, "bench_train_step_") as work_dir:
+        machine = machine_info()
+        log(f"{machine['cores']} cores ({machine['cpu_model']}), load average "
+            f"{', '.join(f'{x:.2f}' for x in machine['load_average_at_start'])}; work dir {work_dir}")
+        report = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "machine": machine,
+                  "argv": sys.argv[1:] if argv is None else list(argv), "optimizer": OPTIMIZER,
+                  "configs": {}}
+        texts = []
+        for config in args.config_list:
+            cfg = {**COMMON, **CONFIGS[config]}
+            cfg["batch_size"] = args.batch_size or cfg["batch_size"]
+            peak_runs = [spawn("peak", config, args, cfg["batch_size"], work_dir)]
+            results = {}
+            for name in args.contender_list:
+                results[name] = spawn(name, config, args, cfg["batch_size"], work_dir)
+                log(f"  {name}: {cfg['batch_size'] * cfg['seq_length'] * len(results[name]['step_s']) / results[name]['wall_s']:.0f} tokens/s, "
+                    f"other load {results[name]['other_load_cores']:.2f} cores")
+            peak_runs.append(spawn("peak", config, args, cfg["batch_size"], work_dir))
+            peaks = best_peaks(peak_runs)
+            rows = [summarise(n, cfg, results[n], peaks) for n in args.contender_list]
+            text = format_table(config, cfg, rows, peaks, peak_runs)
+            rat = ratios(rows)
+            if rat:
+                text += "\nratios (tokens/s): " + ", ".join(
+                    f"{k} {v:.2f}" for k, v in rat.items() if k != "faster_peer")
+                text += f" (faster peer: {rat['faster_peer']})"
+            profile = results.get("ours", {}).get("profile")
+            if profile:
+                text += "\n" + format_profile(profile)
+            texts.append(text)
+            print(text, flush=True)
+            report["configs"][config] = {"config": cfg, "peaks": peak_runs, "best_peaks_gflops": peaks,
+                                         "rows": rows, "ratios": rat, "raw": results}
+        report["load_average_at_end"] = os.getloadavg()
+        print("\n\n".join(texts))
+        return write_report(report, args.output_json)
 
 
 if __name__ == "__main__":
