@@ -27,6 +27,13 @@ def write_slots(cache, new, index, axis=1):
     return tf.tensor_scatter_nd_update(cache, indices, new)
 
 
+def empty_caches(num_layers: int, batch, num_heads: int, length, head_width: int, dtype):
+    """A decode loop's starting state for `num_layers` attention layers: one (keys, values)
+    pair of zeros [B, A, length, d] per layer, the cache form MultiHeadAttention takes."""
+    zeros = lambda: ops.zeros((batch, num_heads, length, head_width), dtype)  # noqa: E731
+    return [(zeros(), zeros()) for _ in range(num_layers)]
+
+
 def _swap_heads(x):
     """[B, T, A, d] <-> [B, A, T, d]."""
     return ops.transpose(x, (0, 2, 1, 3))

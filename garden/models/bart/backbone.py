@@ -22,6 +22,7 @@ import keras
 from keras import ops
 
 from garden.layers import TransformerDecoderBlock
+from garden.layers.attention import empty_caches
 from garden.layers.embeddings import truncated_normal
 from garden.models.backbone import Backbone, backbone_inputs, encoder_block_list
 from garden.models.generative import SEQ2SEQ_INPUTS, BackboneLM
@@ -222,14 +223,11 @@ class BartSeq2SeqLM(BackboneLM):
         slots = ops.concatenate([mask, ops.ones((batch, max_length - length), "int32")], axis=1)
         x = embed(b, "decoder", prompt["decoder_token_ids"], bart_positions(mask), False)
         width = b.hidden_size // b.num_heads
-
-        def empty(length):  # one (keys, values) pair of zeros [B, A, length, d] per block
-            zeros = lambda: ops.zeros((batch, b.num_heads, length, width),  # noqa: E731
-                                      encoded.dtype)
-            return [(zeros(), zeros()) for _ in b.decoder_blocks]
-
+        layers = len(b.decoder_blocks)
         state = {
-            "self_cache": empty(max_length), "cross_cache": empty(ops.shape(encoded)[1]),
+            "self_cache": empty_caches(layers, batch, b.num_heads, max_length, width, encoded.dtype),
+            "cross_cache": empty_caches(layers, batch, b.num_heads, ops.shape(encoded)[1], width,
+                                        encoded.dtype),
             "encoder_padding_mask": encoder_mask, "padding_mask": slots,
             "positions": ops.sum(mask, axis=1) + POSITION_OFFSET}
         # Cross index 0: each layer projects the encoder's keys and values into its cache.

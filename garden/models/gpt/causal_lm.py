@@ -26,6 +26,7 @@ from __future__ import annotations
 import tensorflow as tf
 from keras import ops
 
+from garden.layers.attention import empty_caches
 from garden.models.generative import BackboneLM
 
 
@@ -104,9 +105,8 @@ class CachedCausalLM(BackboneLM):
         slots = ops.concatenate([mask, ops.ones((batch, max_length - length), "int32")], axis=1)
         x = self.backbone.embed(prompt["token_ids"], position_ids(mask))
         b = self.backbone
-        width = b.hidden_size // b.num_heads
-        empty = lambda: ops.zeros((batch, b.num_heads, max_length, width), x.dtype)  # noqa: E731
-        cache = [(empty(), empty()) for _ in range(b.num_layers)]
+        cache = empty_caches(b.num_layers, batch, b.num_heads, max_length,
+                             b.hidden_size // b.num_heads, x.dtype)
         x, cache = self._run_blocks(x, slots, cache, 0)
         state = {"cache": cache, "padding_mask": slots, "positions": ops.sum(mask, axis=1)}
         return self.next_token_logits(x[:, -1]), state

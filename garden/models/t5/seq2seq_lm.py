@@ -27,6 +27,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from garden.layers.attention import empty_caches
 from garden.models.generative import BackboneLM
 from garden.models.t5.backbone import T5Backbone
 
@@ -73,9 +74,8 @@ class T5Seq2SeqLM(BackboneLM):
     def _empty_cache(self, batch, length):
         """L (keys, values) pairs of zeros [B, A, length, d_kv]."""
         b = self.backbone
-        empty = lambda: ops.zeros((batch, b.num_heads, length, b.head_size),  # noqa: E731
-                                  b.token_embedding.compute_dtype)
-        return [(empty(), empty()) for _ in range(b.decoder.num_layers)]
+        return empty_caches(b.decoder.num_layers, batch, b.num_heads, length, b.head_size,
+                            b.token_embedding.compute_dtype)
 
     def start_decoding(self, prompt, max_length):
         b = self.backbone
