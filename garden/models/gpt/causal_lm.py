@@ -23,11 +23,10 @@ tokens and on every slot after the prompt; the causal mask hides slots not yet w
 
 from __future__ import annotations
 
-import tensorflow as tf
 from keras import ops
 
 from garden.layers.attention import empty_caches
-from garden.models.generative import BackboneLM
+from garden.models.generative import BackboneLM, tied_step_logits
 
 
 def position_ids(padding_mask):
@@ -61,25 +60,10 @@ class CachedCausalLM(BackboneLM):
         return ops.cast(ops.matmul(hidden, ops.transpose(table)), "float32")
 
     def next_token_logits(self, hidden):
-        """float32 logits [B, V] of one hidden state per row [B, H] (a decode step's).
-
-        The same products as `logits`, in the kernel that is faster for the batch (GPT-2
-        small's 50,257 x 768 table on this CPU, one thread, min of 15 interleaved calls):
-        up to 3 rows, MatMul with the table transposed (oneDNN's _MklMatMul: 11.2 ms against
-        14.3 ms as an Einsum at 1 row, 11.0 against 14.2 at 2); from 4 rows, Einsum
-        "bh,vh->bv" (_MklEinsum), which does not slow down with the rows as that MatMul does
-        (4 rows: 14.8 ms against 21.1, 8: 18 against 35, 16: 21.6 against 30.1). A batch
-        unknown when traced (serving) picks at run time. 3 rows were not timed."""
-        table = ops.cast(self.backbone.output_table(), hidden.dtype)
-        few_rows = lambda: ops.matmul(hidden, ops.transpose(table))  # noqa: E731
-        # tf.einsum, not keras.ops.einsum: Keras rewrites "ab,cb->ac" into that same MatMul.
-        many_rows = lambda: tf.einsum("bh,vh->bv", hidden, table)  # noqa: E731
-        batch = hidden.shape[0]
-        if batch is None:
-            logits = tf.cond(tf.shape(hidden)[0] < 4, few_rows, many_rows)
-        else:
-            logits = few_rows() if batch < 4 else many_rows()
-        return ops.cast(logits, "float32")
+        """float32 logits [B, V] of one hidden state per row [B, H] (a decode step's): the
+        same products as `logits`, in the kernel that is faster for the batch
+        (garden.models.generative.tied_step_logits)."""
+        return ops.cast(tied_step_logits(hidden, self.backbone.output_table()), "float32")
 
     def call(self, inputs, training=False):
         hidden = self.backbone({"token_ids": inputs["token_ids"],
