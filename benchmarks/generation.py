@@ -5,7 +5,10 @@ Contenders, all float32 on this machine's CPU cores, random weights (nothing dow
 - ours: `garden.generation.Generator` over `garden.models.factory.generative_lm("gpt2_small")`
   (the cached decode loop compiled once: one tf.while_loop over decode_step) with
   garden.generation's default compilation (on a CPU, for a model of this size, the plain graph
-  an export also runs), and with `--ours_xla` also compiled with XLA.
+  an export also runs), and with `--ours_xla` also compiled with XLA. ours_intra1: the same
+  with TensorFlow's intra-op pool at one thread, as `python -m garden.generate` runs by default
+  (a decode step's large products then split over the inter-op threads,
+  garden/layers/row_products.py); ours_inter1: the inter-op pool at one thread.
 - keras-hub: `keras_hub.models.GPT2CausalLM(GPT2Backbone of gpt2_small's shape,
   preprocessor=None).generate` with its greedy sampler (its generate step compiled with XLA on
   the TensorFlow backend, static KV cache), inputs padded to prompt + new tokens.
@@ -187,6 +190,18 @@ def worker_ours_inter1(batches, args):
     return worker_ours(batches, args, None)
 
 
+def worker_ours_intra1(batches, args):
+    """ours with TensorFlow's intra-op pool at one thread, as `python -m garden.generate` runs by
+    default: each op on one thread, a decode step's large products split over the inter-op
+    threads (garden/layers/row_products.py)."""
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    if args.threads:
+        tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+    return worker_ours(batches, args, None)
+
+
 def worker_keras_hub(batches: List[int], args) -> dict:
     _tf_threads(args)
     import keras
@@ -328,11 +343,12 @@ def run_kernels(batches: List[int], args, passed: List[str]) -> dict:
 
 
 WORKERS = {"ours": lambda b, a: worker_ours(b, a, None), "ours_xla": worker_ours_xla,
+           "ours_intra1": worker_ours_intra1,
            "ours_inter1": worker_ours_inter1,
            "keras_hub": worker_keras_hub, "torch": worker_torch,
            "kernels_tf": lambda b, a: kernels(b, a, "tf"),
            "kernels_torch": lambda b, a: kernels(b, a, "torch")}
-CONTENDERS = ("ours", "ours_xla", "ours_inter1", "keras_hub", "torch")
+CONTENDERS = ("ours", "ours_intra1", "ours_xla", "ours_inter1", "keras_hub", "torch")
 
 
 def spawn(name: str, work: str, argv: List[str]) -> dict:
@@ -353,7 +369,7 @@ def main(argv=None) -> dict:
     p.add_argument("--batches", default="1,8", help="comma-separated batch sizes")
     p.add_argument("--warmup", type=int, default=2, help="untimed calls (the first compiles)")
     p.add_argument("--reps", type=int, default=3, help="timed calls (median reported)")
-    p.add_argument("--contenders", default="ours,ours_inter1,keras_hub,torch",
+    p.add_argument("--contenders", default="ours,ours_intra1,keras_hub,torch",
                    help="comma-separated subset of " + ",".join(CONTENDERS))
     p.add_argument("--ours_xla", action="store_true", help="also time ours with XLA")
     p.add_argument("--tiny", action="store_true", help="a 2-layer H128 model (harness check)")
@@ -413,7 +429,7 @@ def main(argv=None) -> dict:
     for b in batches:
         rate = {n: b * NEW / results[n][f"batch{b}"]["median_s"] for n in contenders}
         row = {"tokens_per_s": rate}
-        for ours in ("ours", "ours_xla", "ours_inter1"):
+        for ours in ("ours", "ours_intra1", "ours_xla", "ours_inter1"):
             for peer in ("keras_hub", "torch"):
                 if ours in rate and peer in rate:
                     row[f"{ours}/{peer}"] = rate[ours] / rate[peer]

@@ -62,7 +62,6 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import os
-import queue
 import re
 import shutil
 import subprocess
@@ -79,7 +78,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import tool_forks  # noqa: E402
 from testing import pretrain_args, python_env  # noqa: E402
-from tool_forks import ForkServer  # noqa: E402
 
 TOOLS = ("data_pipelines.make_vocab", "data_pipelines.make_pretrain", "data_pipelines.sample_corpus",
          "data_pipelines.make_finetune", "data_pipelines.sample_tasks",
@@ -698,21 +696,17 @@ def _empty_dataset(c: Ctx) -> List[str]:
 
 
 # The fork servers of the running `outcomes` fixture (tests/tool_forks.py), one per row
-# thread; a run takes one that is free.
-_SERVERS: "queue.Queue[ForkServer] | None" = None
+# thread; a run takes one that is free (None outside the fixture: a fresh interpreter).
+_POOL: "tool_forks.ForkPool | None" = None
 
 
 def _run(tool: str, args: List[str], env: Optional[dict] = None) -> subprocess.CompletedProcess:
     """`python -m tool args` in a process of its own (forked from a fork server that has imported
     TensorFlow, or a fresh interpreter with TOOL_FORKS=0); the CompletedProcess also carries
     ``cpu_seconds`` (the child's user + system time, what the 2-core budget is about)."""
-    server = _SERVERS.get() if _SERVERS is not None else None
-    try:
-        code, out, err, cpu = tool_forks.run_tool(tool, args, python_env(**(env or {})),
-                                                  ROW_TIMEOUT, server)
-    finally:
-        if server is not None:
-            _SERVERS.put(server)
+    run_env = python_env(**(env or {}))
+    code, out, err, cpu = (_POOL.run(tool, args, run_env, ROW_TIMEOUT) if _POOL is not None
+                           else tool_forks.run_tool(tool, args, run_env, ROW_TIMEOUT))
     proc = subprocess.CompletedProcess([sys.executable, "-m", tool, *args], code, out, err)
     proc.cpu_seconds = cpu
     return proc
@@ -821,21 +815,17 @@ def run_case(case: Case, root: Path, shared: Shared) -> Outcome:
 
 
 @pytest.fixture(scope="module")
-def fork_servers() -> List[ForkServer]:
+def fork_pool() -> tool_forks.ForkPool:
     """ROW_WORKERS fork servers (tests/tool_forks.py; none with TOOL_FORKS=0), started side by
     side, closed after the module."""
-    if not tool_forks.ENABLED:
-        yield []
-        return
-    with concurrent.futures.ThreadPoolExecutor(ROW_WORKERS) as pool:
-        servers = list(pool.map(lambda _: ForkServer(python_env()), range(ROW_WORKERS)))
-    yield servers
-    for server in servers:
-        server.close()
+    pool = tool_forks.ForkPool(python_env(), size=ROW_WORKERS)
+    pool.start_all()
+    yield pool
+    pool.close()
 
 
 @pytest.fixture(scope="module")
-def outcomes(request, bert_data, tmp_path_factory, fork_servers) -> Dict[str, Outcome]:
+def outcomes(request, bert_data, tmp_path_factory, fork_pool) -> Dict[str, Outcome]:
     """Runs the selected rows, ROW_WORKERS at a time; {case id: Outcome}."""
     selected = {item.callspec.params["case"].id for item in request.session.items
                 if item.fspath == request.fspath and hasattr(item, "callspec")
@@ -844,10 +834,8 @@ def outcomes(request, bert_data, tmp_path_factory, fork_servers) -> Dict[str, Ou
     root = tmp_path_factory.mktemp("matrix")
     shared = Shared(bert_data, root / "_shared")
     results = {}
-    global _SERVERS
-    _SERVERS = queue.Queue()
-    for server in fork_servers:
-        _SERVERS.put(server)
+    global _POOL
+    _POOL = fork_pool
     try:
         with concurrent.futures.ThreadPoolExecutor(ROW_WORKERS) as pool:
             futures = {pool.submit(run_case, case, root, shared): case
@@ -856,12 +844,12 @@ def outcomes(request, bert_data, tmp_path_factory, fork_servers) -> Dict[str, Ou
                 outcome = future.result()
                 results[outcome.case.id] = outcome
     finally:
-        _SERVERS = None
+        _POOL = None
     yield results
     by_tool = collections.Counter(o.case.tool for o in results.values())
     passed = sum(not o.problems for o in results.values())
     cpu = (sum(o.cpu_seconds for o in results.values()) + shared.cpu_seconds
-           + sum(server.cpu_seconds for server in fork_servers))
+           + sum(server.cpu_seconds for server in fork_pool.start_all()))
     report = Path(os.environ.get("BAD_INPUT_MATRIX_REPORT") or root / "matrix_report.txt")
     report.write_text("\n\n".join(results[c.id].report() for c in cases))
     cpu_by_tool = collections.Counter()
@@ -884,10 +872,10 @@ def test_case(case, outcomes):
     assert not outcome.problems, outcome.report()
 
 
-def test_the_fork_servers_import_tensorflow_without_stray_output(fork_servers):
+def test_the_fork_servers_import_tensorflow_without_stray_output(fork_pool):
     """What a row's process does not print itself because its server imported TensorFlow
     before the fork is held to the rows' rule: log lines only, no traceback."""
-    for server in fork_servers:
+    for server in fork_pool.start_all():
         text = server.import_output
         assert TRACEBACK not in text, text
         stray = [ln for ln in text.splitlines() if ln.strip() and not LOG_LINE.match(ln)]

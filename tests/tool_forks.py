@@ -156,6 +156,23 @@ class ForkPool:
         finally:
             self._free.put(server)
 
+    def start_all(self) -> list:
+        """Starts the servers up to `size` side by side (a row's first run then waits on none)
+        and returns every server of the pool; [] with TOOL_FORKS=0."""
+        if not ENABLED:
+            return []
+        with self._lock:
+            missing = self._size - len(self._all)
+        if missing > 0:
+            import concurrent.futures
+
+            with concurrent.futures.ThreadPoolExecutor(missing) as pool:
+                taken = list(pool.map(lambda _: self._take(), range(missing)))
+            for server in taken:
+                self._free.put(server)
+        with self._lock:
+            return [s for s in self._all if s is not None]
+
     def close(self):
         with self._lock:
             servers, self._all = [s for s in self._all if s is not None], []

@@ -8,6 +8,8 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from garden.layers import row_products
+
 
 def write_slots(cache, new, index, axis=1):
     """cache with new written at slots index..index+T-1 of `axis` (new's size T there, the
@@ -160,7 +162,7 @@ class MultiHeadAttention(keras.layers.Layer):
             kernel = kernel * scale
             bias = None if bias is None else bias * scale
         batch, length = ops.shape(x)[0], ops.shape(x)[1]
-        y = ops.matmul(ops.reshape(x, (-1, ops.shape(x)[-1])), kernel)
+        y = row_products.matmul(ops.reshape(x, (-1, ops.shape(x)[-1])), kernel)
         if bias is not None:
             y = y + bias
         if scale_outputs:
@@ -227,7 +229,7 @@ class MultiHeadAttention(keras.layers.Layer):
         batch, length = ops.shape(query)[0], ops.shape(query)[1]
         context = ops.reshape(context, (-1, self.num_heads * self.key_dim))
         kernel = ops.reshape(self.output_dense.kernel, (self.num_heads * self.key_dim, -1))
-        out = ops.matmul(context, kernel)
+        out = row_products.matmul(context, kernel)
         if self.use_bias:
             out = out + self.output_dense.bias
         out = ops.reshape(out, (batch, length, ops.shape(out)[-1]))

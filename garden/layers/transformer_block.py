@@ -7,7 +7,7 @@ from typing import Optional
 import keras
 from keras import ops
 
-from garden.layers import activations
+from garden.layers import activations, row_products
 from garden.layers.embeddings import truncated_normal
 
 # The constructor arguments stored as given (activation is serialized on its own).
@@ -73,8 +73,10 @@ class TransformerBlockBase(keras.layers.Layer):
         x = residual = ops.reshape(x, (-1, shape[-1]))
         if self.normalize_first:
             x = self.output_layer_norm(x)
-        x = self.intermediate_dense(x)
-        x = self.output_dense(x)
+        # A decode step's few rows go through row_products, which splits large kernels'
+        # products over the cores; any other input is Dense's own call (the same arithmetic).
+        x = row_products.dense(self.intermediate_dense, x)
+        x = row_products.dense(self.output_dense, x)
         x = self.output_dropout(x, training=training)
         x = x + residual
         if not self.normalize_first:

@@ -1,0 +1,111 @@
+"""Products of a few rows by a large kernel, split so that the cores share them.
+
+A decode step multiplies one row per sequence by every kernel of the model: matrix-vector
+products whose time is reading the weights from memory (GPT-2 small: 497 MB a step at batch 1).
+TensorFlow's MatMul spreads such a product over its intra-op threads poorly: 12 layers' block
+products and the tied logits at one row, weights from memory, took 25.0 ms with TensorFlow's
+default threads and 37.6 ms on one thread, where torch took 18.0 and 34.6 (2-core machine,
+quiet, median of 40 calls; benchmarks/README.md `generation`). Split along the kernel's input
+rows into `parts` slices (a slice along axis 0 shares the kernel's buffer: no copy), the partial
+products are independent ops that TensorFlow's executor runs side by side on its inter-op
+threads, and their sum is the product: the same chain took 20.7 ms with TensorFlow's intra-op
+pool at one thread (each part then runs on the thread that runs the op) and 23.4 ms with the
+default pools. Whole greedy generate calls of GPT-2 small at batch 1 went from 29.5 to 32.4
+tokens/s with the default pools and to 37.2 with `intra_op_parallelism_threads=1`.
+
+The sum runs in another order than one MatMul's, so a split product equals the unsplit one up
+to float rounding, not bit for bit. Only shapes known when the function is traced are split (a
+decode loop's; a serving signature's unknown batch is not), and only kernels of at least
+`MIN_WEIGHTS` values: small models decode as before, bit for bit.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import tensorflow as tf
+from keras import ops
+
+# A kernel smaller than this (2 MiB of float32) is not split: TensorFlow's oneDNN MatMul runs a
+# product whose operands fit in about the L2 cache on one thread anyway, and splitting it adds
+# ops that cost more than they share. GPT-2 small's q/k/v kernels (768 x 768) are above it.
+MIN_WEIGHTS = 1 << 19
+
+
+def _threads(getter) -> int:
+    value = getter()
+    if value:
+        return int(value)
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+def parts_for(rows: Optional[int]) -> int:
+    """How many parts a product of `rows` rows (None: unknown when traced) is split into, from
+    TensorFlow's thread pools as configured in this process (1: not split).
+
+    With the intra-op pool at one thread each op runs on the thread that runs it, so every
+    product of known rows is split in two per inter-op thread, which is how the cores share it
+    at all (GPT-2 small, 2 cores, greedy: at batch 8 121.9 tokens/s split in 4, 111.9 in 2, 87.1
+    not split; at batch 1 37.1 / 36.5-37.2 / 23.9; a 512-token prompt's first pass is about 1.2x
+    slower than with the default pools). With a multi-threaded intra-op pool only products of
+    up to 3 rows are split, in as many parts as inter-op threads (batch 1: 32.4 against 29.5
+    tokens/s; batch 8 split: 118 against 124, so not split)."""
+    inter = _threads(tf.config.threading.get_inter_op_parallelism_threads)
+    if rows is None or inter < 2:
+        return 1
+    if tf.config.threading.get_intra_op_parallelism_threads() == 1:
+        return 2 * inter
+    return inter if rows <= 3 else 1
+
+
+def _split_points(size: int, parts: int):
+    step = -(-size // parts)
+    return [(start, min(start + step, size)) for start in range(0, size, step)]
+
+
+def _kernel_parts(x, kernel) -> int:
+    k, n = kernel.shape
+    if k is None or n is None or k * n < MIN_WEIGHTS:
+        return 1
+    return parts_for(x.shape[0])
+
+
+def _split_product(x, kernel, parts: int):
+    kernel = tf.convert_to_tensor(ops.cast(kernel, x.dtype))
+    return tf.add_n([tf.matmul(x[:, a:b], kernel[a:b])
+                     for a, b in _split_points(kernel.shape[0], parts)])
+
+
+def matmul(x, kernel):
+    """x [R, K] times kernel [K, N]: ops.matmul, or, for a large kernel and few rows known when
+    traced, the sum of the products of K-slices in x's dtype (see the module docstring)."""
+    parts = _kernel_parts(x, kernel)
+    return ops.matmul(x, kernel) if parts == 1 else _split_product(x, kernel, parts)
+
+
+def dense(layer, x):
+    """A built keras.layers.Dense on rows x [R, K]: the layer's own call, or, where `matmul`
+    would split its product, activation(split product + bias) as Dense computes it."""
+    parts = _kernel_parts(x, layer.kernel)
+    if parts == 1:
+        return layer(x)
+    y = _split_product(x, layer.kernel, parts)
+    if layer.use_bias:
+        y = y + ops.cast(layer.bias, y.dtype)
+    return layer.activation(y) if layer.activation is not None else y
+
+
+def table_parts(rows: Optional[int], table) -> int:
+    """How many row slices of an output table [V, H] a product of `rows` rows by its transpose is
+    split into (1: not split); the slices are the table's own rows, so no copy either."""
+    v, h = table.shape
+    if v is None or h is None or v * h < MIN_WEIGHTS:
+        return 1
+    return parts_for(rows)
+
+
+def split_table(table, parts: int):
+    """The row slices [V_i, H] of `table` that `table_parts` asked for (buffer-sharing)."""
+    table = tf.convert_to_tensor(table)
+    return [table[a:b] for a, b in _split_points(table.shape[0], parts)]
