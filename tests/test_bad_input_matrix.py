@@ -558,6 +558,9 @@ CASES = [
          "error", r"\S+/none/generation\.json does not exist"),
     Case("generate-top-p-zero", GG, lambda c: [f"--model_dir={c.dir}", "--prompt=x", "--top_p=0"],
          "error", r"top_p=0\.0 must be in \(0, 1\]"),
+    Case("generate-negative-threads", GG, lambda c: [f"--model_dir={c.dir}", "--prompt=x",
+                                                     "--intra_op_threads=-1"],
+         "error", r"--intra_op_threads must be >= 0"),
     Case("fewshot-freeform-line-without-answer", GF, lambda c: [
         f"--model_dir={c.dir}", "--task=freeform", f"--demos={c.write('qa.jsonl', _QA_NO_ANSWER)}",
         f"--eval={c.dir / 'qa.jsonl'}"], "error", r"qa\.jsonl:2:"),
