@@ -1,4 +1,4 @@
-"""Products of a few rows by a large kernel, split so that the cores share them.
+"""Products by large kernels, split so that the cores share them when ops are single-threaded.
 
 A decode step multiplies one row per sequence by every kernel of the model: matrix-vector
 products whose time is reading the weights from memory (GPT-2 small: 497 MB a step at batch 1).
@@ -9,9 +9,10 @@ quiet, median of 40 calls; benchmarks/README.md `generation`). Split along the k
 rows into `parts` slices (a slice along axis 0 shares the kernel's buffer: no copy), the partial
 products are independent ops that TensorFlow's executor runs side by side on its inter-op
 threads, and their sum is the product: the same chain took 20.7 ms with TensorFlow's intra-op
-pool at one thread (each part then runs on the thread that runs the op) and 23.4 ms with the
-default pools. Whole greedy generate calls of GPT-2 small at batch 1 went from 29.5 to 32.4
-tokens/s with the default pools and to 37.2 with `intra_op_parallelism_threads=1`.
+pool at one thread (each part then runs, on one core, on the thread that runs the op) and 23.4
+ms with the default pools. So products are split only when the intra-op pool has one thread,
+as `python -m garden.generate` sets it by default (`parts_for`): greedy generate calls of GPT-2
+small at batch 1 went from 29.5-31 tokens/s (default pools) to 37-39, torch's speed.
 
 The sum runs in another order than one MatMul's, so a split product equals the unsplit one up
 to float rounding, not bit for bit. Only shapes known when the function is traced are split (a
@@ -44,19 +45,17 @@ def parts_for(rows: Optional[int]) -> int:
     """How many parts a product of `rows` rows (None: unknown when traced) is split into, from
     TensorFlow's thread pools as configured in this process (1: not split).
 
-    With the intra-op pool at one thread each op runs on the thread that runs it, so every
-    product of known rows is split in two per inter-op thread, which is how the cores share it
-    at all (GPT-2 small, 2 cores, greedy: at batch 8 121.9 tokens/s split in 4, 111.9 in 2, 87.1
-    not split; at batch 1 37.1 / 36.5-37.2 / 23.9; a 512-token prompt's first pass is about 1.2x
-    slower than with the default pools). With a multi-threaded intra-op pool only products of
-    up to 3 rows are split, in as many parts as inter-op threads (batch 1: 32.4 against 29.5
-    tokens/s; batch 8 split: 118 against 124, so not split)."""
+    Only with the intra-op pool at one thread (garden.generate's default), where each op runs on
+    the thread that runs it: every product of known rows is split in two per inter-op thread,
+    which is how the cores share it at all (GPT-2 small, 2 cores, greedy: at batch 8 121.9
+    tokens/s split in 4, 111.9 in 2, 87.1 not split; at batch 1 37.1 / 36.5-37.2 / 23.9; a
+    512-token prompt's first pass is about 1.2x slower than with the default pools). With
+    TensorFlow's default pools nothing is split: splitting products of up to 3 rows there gave
+    GPT-2 small at batch 1 32.4 against 29.5 tokens/s, but T5-small 0.91x and batch 8 0.95x."""
     inter = _threads(tf.config.threading.get_inter_op_parallelism_threads)
-    if rows is None or inter < 2:
+    if rows is None or inter < 2 or tf.config.threading.get_intra_op_parallelism_threads() != 1:
         return 1
-    if tf.config.threading.get_intra_op_parallelism_threads() == 1:
-        return 2 * inter
-    return inter if rows <= 3 else 1
+    return 2 * inter
 
 
 def _split_points(size: int, parts: int):
@@ -78,8 +77,8 @@ def _split_product(x, kernel, parts: int):
 
 
 def matmul(x, kernel):
-    """x [R, K] times kernel [K, N]: ops.matmul, or, for a large kernel and few rows known when
-    traced, the sum of the products of K-slices in x's dtype (see the module docstring)."""
+    """x [R, K] times kernel [K, N]: ops.matmul, or, for a large kernel, rows known when traced
+    and single-threaded ops (`parts_for`), the sum of the products of K-slices in x's dtype."""
     parts = _kernel_parts(x, kernel)
     return ops.matmul(x, kernel) if parts == 1 else _split_product(x, kernel, parts)
 
