@@ -123,8 +123,9 @@ def _step_part(name: str, op: str) -> str:
         return "cache write"
     scope = name.split("/")
     if scope[0].startswith("transformer_layer_") and len(scope) > 1:
-        return {"self_attention_1": "attention", "intermediate_dense_1": "feed-forward",
-                "output_dense_1": "feed-forward"}.get(scope[1], "layer norms and residuals")
+        if scope[1].startswith(("intermediate_dense", "output_dense")):
+            return "feed-forward"
+        return {"self_attention_1": "attention"}.get(scope[1], "layer norms and residuals")
     return "embeddings, final norm, logits"
 
 

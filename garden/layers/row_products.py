@@ -86,13 +86,17 @@ def matmul(x, kernel):
 def dense(layer, x):
     """A built keras.layers.Dense on rows x [R, K]: the layer's own call, or, where `matmul`
     would split its product, activation(split product + bias) as Dense computes it."""
-    parts = _kernel_parts(x, layer.kernel)
+    # A quantized or LoRA layer's call does more than x W + b: it keeps its own call.
+    plain = getattr(layer, "quantization_mode", None) is None and \
+        not getattr(layer, "lora_enabled", False)
+    parts = _kernel_parts(x, layer.kernel) if plain else 1
     if parts == 1:
         return layer(x)
-    y = _split_product(x, layer.kernel, parts)
-    if layer.use_bias:
-        y = y + ops.cast(layer.bias, y.dtype)
-    return layer.activation(y) if layer.activation is not None else y
+    with tf.name_scope(layer.name):  # the ops named after the layer, as its own call names them
+        y = _split_product(x, layer.kernel, parts)
+        if layer.use_bias:
+            y = y + ops.cast(layer.bias, y.dtype)
+        return layer.activation(y) if layer.activation is not None else y
 
 
 def table_parts(rows: Optional[int], table) -> int:

@@ -72,6 +72,16 @@ def test_dense_split_equals_the_layers_own_call(one_thread_ops):
     np.testing.assert_allclose(fn(x), layer(x), rtol=1e-5, atol=1e-5)
 
 
+def test_a_quantized_dense_keeps_its_own_call(one_thread_ops):
+    keras.utils.set_random_seed(1)
+    layer = keras.layers.Dense(1024)
+    layer.build((None, 768))
+    layer.quantize("int8")
+    x = np.random.default_rng(1).normal(size=(1, 768)).astype("float32")
+    fn = tf.function(lambda v: row_products.dense(layer, v), autograph=False)
+    np.testing.assert_allclose(fn(x), layer(x), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("rows", [1, 5])
 def test_tied_logits_over_table_slices_equal_the_product(rows, one_thread_ops):
     rng = np.random.default_rng(2)
