@@ -77,7 +77,7 @@ def tied_step_logits(hidden, table):
     (_MklEinsum), which does not slow down with the rows as that MatMul does (4 rows: 14.8 ms
     against 21.1, 8: 18 against 35, 16: 21.6 against 30.1). A batch unknown when traced
     (serving) picks at run time. 3 rows were not timed. Where garden.layers.row_products
-    splits products (few rows known when traced), the table's row slices are multiplied side
+    splits products (rows known when traced, one-thread ops), the table's row slices are multiplied side
     by side, each in that kernel, and the logits concatenated."""
     table = ops.cast(table, hidden.dtype)
     parts = row_products.table_parts(hidden.shape[0], table)
