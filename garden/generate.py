@@ -15,7 +15,7 @@ decoding flags are garden.generation.GenerationConfig's fields.
 Threads: by default TensorFlow's intra-op pool has one thread, and a decode step's large
 products are split into parts that run side by side on the inter-op threads
 (garden/layers/row_products.py): GPT-2 small on 2 cores, 32-token prompts, greedy, 31.7-38.8
-tokens/s at batch 1 in three runs against 24.1-30.6 with TensorFlow's default pools in the same
+tokens/s at batch 1 in four runs against 24.1-30.6 with TensorFlow's default pools in the same
 runs, and within 0.95x-1.09x of them at batch 8 (benchmarks/README.md `generation`). A long
 prompt's first pass is about 1.2x slower so (512 tokens); `--intra_op_threads=0` restores
 TensorFlow's default.

@@ -12,7 +12,7 @@ threads, and their sum is the product: the same chain took 20.7 ms with TensorFl
 pool at one thread (each part then runs, on one core, on the thread that runs the op) and 23.4
 ms with the default pools. So products are split only when the intra-op pool has one thread,
 as `python -m garden.generate` sets it by default (`parts_for`): greedy generate calls of GPT-2
-small at batch 1 ran at 31.7-38.8 tokens/s in three runs against 24.1-30.6 with the default
+small at batch 1 ran at 31.7-38.8 tokens/s in four runs against 24.1-30.6 with the default
 pools in the same runs (torch eager: 31.4-36.0).
 
 The sum runs in another order than one MatMul's, so a split product equals the unsplit one up
