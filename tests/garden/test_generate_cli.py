@@ -65,6 +65,8 @@ def test_the_cli_streams_each_prompts_continuation_in_a_fresh_process(model_dir)
     expected = expected_text(model_dir, prompts, GenerationConfig(max_new_tokens=6))
     assert proc.stdout.splitlines() == expected
     assert all(len(line) > len(p) for line, p in zip(expected, prompts))  # text was generated
+    # The default --intra_op_threads=1 took effect: nothing ran an op before the CLI set it.
+    assert "thread pools left as they are" not in proc.stderr, proc.stderr[-2000:]
 
 
 def test_the_saved_directory_round_trips_and_bad_input_is_named(model_dir, tmp_path, capsys):
