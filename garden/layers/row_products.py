@@ -35,10 +35,8 @@ from keras import ops
 MIN_WEIGHTS = 1 << 19
 
 
-def _threads(getter) -> int:
-    value = getter()
-    if value:
-        return int(value)
+def _usable_cores() -> int:
+    # What TensorFlow's inter-op pool has when set to 0 (its default): a thread per core.
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
 
@@ -53,7 +51,7 @@ def parts_for(rows: Optional[int]) -> int:
     512-token prompt's first pass is about 1.2x slower than with the default pools). With
     TensorFlow's default pools nothing is split: splitting products of up to 3 rows there gave
     GPT-2 small at batch 1 32.4 against 29.5 tokens/s, but T5-small 0.91x and batch 8 0.95x."""
-    inter = _threads(tf.config.threading.get_inter_op_parallelism_threads)
+    inter = tf.config.threading.get_inter_op_parallelism_threads() or _usable_cores()
     if rows is None or inter < 2 or tf.config.threading.get_intra_op_parallelism_threads() != 1:
         return 1
     return 2 * inter
@@ -64,11 +62,19 @@ def _split_points(size: int, parts: int):
     return [(start, min(start + step, size)) for start in range(0, size, step)]
 
 
-def _kernel_parts(x, kernel) -> int:
-    k, n = kernel.shape
-    if k is None or n is None or k * n < MIN_WEIGHTS:
+def weight_parts(rows: Optional[int], weights) -> int:
+    """`parts_for(rows)` for a 2-D kernel or output table of at least MIN_WEIGHTS values, else 1
+    (its product is not split)."""
+    a, b = weights.shape
+    if a is None or b is None or a * b < MIN_WEIGHTS:
         return 1
-    return parts_for(x.shape[0])
+    return parts_for(rows)
+
+
+def split_rows(weights, parts: int):
+    """`weights`' slices along axis 0 in `parts` (about equal) parts; they share its buffer."""
+    weights = tf.convert_to_tensor(weights)
+    return [weights[a:b] for a, b in _split_points(weights.shape[0], parts)]
 
 
 def _split_product(x, kernel, parts: int):
@@ -80,7 +86,7 @@ def _split_product(x, kernel, parts: int):
 def matmul(x, kernel):
     """x [R, K] times kernel [K, N]: ops.matmul, or, for a large kernel, rows known when traced
     and single-threaded ops (`parts_for`), the sum of the products of K-slices in x's dtype."""
-    parts = _kernel_parts(x, kernel)
+    parts = weight_parts(x.shape[0], kernel)
     return ops.matmul(x, kernel) if parts == 1 else _split_product(x, kernel, parts)
 
 
@@ -90,7 +96,7 @@ def dense(layer, x):
     # A quantized or LoRA layer's call does more than x W + b: it keeps its own call.
     plain = getattr(layer, "quantization_mode", None) is None and \
         not getattr(layer, "lora_enabled", False)
-    parts = _kernel_parts(x, layer.kernel) if plain else 1
+    parts = weight_parts(x.shape[0], layer.kernel) if plain else 1
     if parts == 1:
         return layer(x)
     with tf.name_scope(layer.name):  # the ops named after the layer, as its own call names them
@@ -98,18 +104,3 @@ def dense(layer, x):
         if layer.use_bias:
             y = y + ops.cast(layer.bias, y.dtype)
         return layer.activation(y) if layer.activation is not None else y
-
-
-def table_parts(rows: Optional[int], table) -> int:
-    """How many row slices of an output table [V, H] a product of `rows` rows by its transpose is
-    split into (1: not split); the slices are the table's own rows, so no copy either."""
-    v, h = table.shape
-    if v is None or h is None or v * h < MIN_WEIGHTS:
-        return 1
-    return parts_for(rows)
-
-
-def split_table(table, parts: int):
-    """The row slices [V_i, H] of `table` that `table_parts` asked for (buffer-sharing)."""
-    table = tf.convert_to_tensor(table)
-    return [table[a:b] for a, b in _split_points(table.shape[0], parts)]
