@@ -21,6 +21,8 @@ from typing import Iterable, Iterator, List, Optional
 
 import psutil
 
+from data_pipelines import onednn
+
 
 def log(msg: str) -> None:
     print(f"[{datetime.datetime.now():%H:%M:%S}] {msg}", flush=True)
@@ -64,6 +66,21 @@ def _cpu_model() -> str:
     return model
 
 
+def _cpu_features() -> str:
+    """The vector-unit flags that decide TensorFlow's CPU kernels (AVX2, AVX-512, VNNI, BF16,
+    AMX) as /proc/cpuinfo lists them."""
+    wanted = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile")
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return " ".join(w for w in wanted if w in flags) or "no AVX2"
+    except OSError:
+        pass
+    return "unknown"
+
+
 def machine_info(distributions: Iterable[str]) -> dict:
     """CPU, cores, platform and the installed versions of `distributions` (None when absent)."""
     versions = {}
@@ -74,6 +91,9 @@ def machine_info(distributions: Iterable[str]) -> dict:
             versions[dist] = None
     return {
         "cpu_model": _cpu_model(),
+        "cpu_features": _cpu_features(),
+        # oneDNN changes every TensorFlow figure by up to 2x on AVX2-only hosts: name it
+        "onednn": onednn.state(),
         "cores": usable_cores(),
         "platform": platform.platform(),
         "python": platform.python_version(),

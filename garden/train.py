@@ -36,6 +36,7 @@ from typing import Optional
 
 import gin
 
+from data_pipelines import onednn
 from garden.training.setup import ConfigError
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -173,6 +174,7 @@ class _Run:
               f"examples on {self.replicas} replica(s) ({type(self.strategy).__name__}), XLA "
               f"{'on' if jit_compile else 'off'}, {self.model.count_params():,} parameters, "
               f"model_dir {self.model_dir}", flush=True)
+        print(f"[train] {onednn.state()}", flush=True)
 
     def train_stage(self, stage) -> None:
         """Steps [max(step, first), end) on the stage's data, resumed where the stream stopped."""
