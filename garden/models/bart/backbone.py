@@ -73,7 +73,8 @@ class BartBackbone(Backbone):
 
     Args:
         vocab_size: int, byte-level BPE vocabulary (50265 with fairseq's 4 specials).
-        num_layers: int, layers of each stack (base 6, large 12).
+        num_layers: int, encoder layers, and decoder layers unless num_decoder_layers
+            (base 6, large 12).
         hidden_size: int, d_model (768 / 1024).
         num_heads: int, attention heads of every attention (12 / 16).
         intermediate_size: int, feed-forward width (3072 / 4096).
@@ -83,6 +84,9 @@ class BartBackbone(Backbone):
         attention_dropout: float or None, on the attention probabilities (None: `dropout`).
         initializer_range: float, stddev of the initializers (0.02).
         layer_norm_epsilon: float (1e-5).
+        num_decoder_layers: int or None (= num_layers): decoder layers, for the distilled
+            BARTs whose stacks differ (distilbart-cnn-12-6: 12 + 6, distilbart-xsum-12-3:
+            12 + 3). Recorded in get_config, so a saved model reloads with its depths.
         dtype: None, str or keras.DTypePolicy.
 
     Example:
@@ -105,6 +109,7 @@ class BartBackbone(Backbone):
         attention_dropout=None,
         initializer_range: float = 0.02,
         layer_norm_epsilon: float = 1e-5,
+        num_decoder_layers=None,
         dtype=None,
         **kwargs,
     ):
@@ -123,6 +128,10 @@ class BartBackbone(Backbone):
                           activation="gelu", layer_norm_epsilon=layer_norm_epsilon,
                           initializer_range=initializer_range, dtype=dtype)
         rows = max_sequence_length + POSITION_OFFSET
+        decoder_depth = num_layers if num_decoder_layers is None else int(num_decoder_layers)
+        if int(num_layers) < 1 or decoder_depth < 1:
+            raise ValueError(f"BartBackbone needs at least one layer per stack: num_layers="
+                             f"{num_layers}, num_decoder_layers={num_decoder_layers}")
         layers = _Layers(
             token_embedding=table(vocab_size, "token_embedding"),
             encoder_position_embedding=table(rows, "encoder_position_embedding"),
@@ -133,7 +142,7 @@ class BartBackbone(Backbone):
                                                     name="embeddings_dropout"),
             encoder_blocks=encoder_block_list(num_layers, **block_args),
             decoder_blocks=[TransformerDecoderBlock(name=f"decoder_layer_{i}", **block_args)
-                            for i in range(num_layers)])
+                            for i in range(decoder_depth)])
 
         # === Functional graph ===
         inputs = backbone_inputs(SEQ2SEQ_INPUTS)
@@ -165,7 +174,8 @@ class BartSeq2SeqLM(BackboneLM):
 
     call(inputs) -> {"logits": float32 [B, T, V]} for the seq2seq inputs of BartBackbone.
     start_decoding(prompt, max_length) / decode_step(token_ids, index, state): cached decoding;
-    state = {"self_cache": a list of L (keys, values) pairs, one per decoder block, each
+    state = {"self_cache": a list of L (keys, values) pairs, one per decoder block (L = the
+    backbone's decoder depth, num_decoder_layers or num_layers), each
     [B, A, max_length, d] (garden.layers.MultiHeadAttention's cache; never stacked over
     layers), "cross_cache": L pairs of [B, A, S, d] (projected once, read as is),
     "encoder_padding_mask" [B, S], "padding_mask" [B, max_length], "positions" [B]}.

@@ -13,6 +13,11 @@ key,value,attention_output}; encoder_attn -> cross_attention; self_attn_layer_no
 (self_)attention_layer_norm; encoder_attn_layer_norm -> cross_attention_layer_norm; fc1 / fc2
 -> intermediate_dense / output_dense; final_layer_norm -> output_layer_norm (the block's last
 LayerNorm, not a stack-final one: BART has none).
+
+The stacks may differ in depth (encoder_layers != decoder_layers: the distilled BARTs,
+distilbart-cnn-12-6 and distilbart-xsum-12-3, keep 12 encoder layers and 6 or 3 decoder
+layers): the backbone gets num_decoder_layers and the table maps each stack's own layers. Their
+widths must agree (decoder_attention_heads, decoder_ffn_dim: refused otherwise).
 """
 
 from __future__ import annotations
@@ -42,7 +47,6 @@ def backbone_config_from_huggingface(config: Mapping) -> Dict:
         "normalize_before": (bool(config.get("normalize_before", False)), False),
         "add_final_layer_norm": (bool(config.get("add_final_layer_norm", False)), False),
         "tie_word_embeddings": (bool(config.get("tie_word_embeddings", True)), True),
-        "decoder_layers": (config.get("decoder_layers"), config.get("encoder_layers")),
         "decoder_attention_heads": (config.get("decoder_attention_heads"),
                                     config.get("encoder_attention_heads")),
         "decoder_ffn_dim": (config.get("decoder_ffn_dim"), config.get("encoder_ffn_dim")),
@@ -51,15 +55,18 @@ def backbone_config_from_huggingface(config: Mapping) -> Dict:
         if value != wanted:
             raise ValueError(f"BART config {key}={value!r} is not supported: the garden BART "
                              f"needs {wanted!r} (exact GELU, no embedding scaling, post-LN "
-                             "without final LayerNorms, tied table, symmetric stacks)")
+                             "without final LayerNorms, tied table, stacks of one width)")
+    encoder_layers = int(config["encoder_layers"])
+    decoder_layers = int(config.get("decoder_layers") or encoder_layers)
     return dict(
-        vocab_size=int(config["vocab_size"]), num_layers=int(config["encoder_layers"]),
+        vocab_size=int(config["vocab_size"]), num_layers=encoder_layers,
         hidden_size=int(config["d_model"]), num_heads=int(config["encoder_attention_heads"]),
         intermediate_size=int(config["encoder_ffn_dim"]),
         max_sequence_length=int(config["max_position_embeddings"]),
         dropout=float(config.get("dropout", 0.1)),
         attention_dropout=float(config.get("attention_dropout", 0.0)),
-        initializer_range=float(config.get("init_std", 0.02)), layer_norm_epsilon=1e-5)
+        initializer_range=float(config.get("init_std", 0.02)), layer_norm_epsilon=1e-5,
+        num_decoder_layers=None if decoder_layers == encoder_layers else decoder_layers)
 
 
 def _attention(source: str, garden: str, num_heads: int) -> NameTable:
@@ -76,7 +83,8 @@ def _attention(source: str, garden: str, num_heads: int) -> NameTable:
     return table
 
 
-def _name_map(num_layers: int, num_heads: int, lm_bias_path: str) -> NameTable:
+def _name_map(num_layers: int, num_decoder_layers: int, num_heads: int,
+              lm_bias_path: str) -> NameTable:
     names: NameTable = {
         _TABLE: ("token_embedding/embeddings", identity),
         "final_logits_bias": (lm_bias_path, lambda x: x.reshape(-1)),
@@ -89,6 +97,7 @@ def _name_map(num_layers: int, num_heads: int, lm_bias_path: str) -> NameTable:
     for n in range(num_layers):
         names.update(encoder_layer_names(HF_BART_LAYER, f"encoder.layers.{n}.",
                                          f"transformer_layer_{n}/", num_heads))
+    for n in range(num_decoder_layers):
         s, d = f"decoder.layers.{n}.", f"decoder_layer_{n}/"
         names.update(_attention(f"{s}self_attn.", f"{d}self_attention", num_heads))
         names.update(_attention(f"{s}encoder_attn.", f"{d}cross_attention", num_heads))
@@ -136,7 +145,8 @@ def from_huggingface(config: Mapping, weights: Mapping[str, np.ndarray]) -> Dict
         if shape[0] != rows:
             raise ValueError(f"{stack}.embed_positions.weight has {shape[0]} rows; BART's "
                              f"max_position_embeddings {rows - POSITION_OFFSET} needs {rows}")
-    names = _name_map(kwargs["num_layers"], kwargs["num_heads"], lm.final_logits_bias.path)
+    names = _name_map(kwargs["num_layers"], len(backbone.decoder_blocks), kwargs["num_heads"],
+                      lm.final_logits_bias.path)
     not_loaded = assign_weights(lm, weights, names, source="BART checkpoint",
                                 optional=("final_logits_bias",), ignored=_TIED)
     return {"backbone": backbone, "lm": lm, "pretrainer": lm, "not_in_checkpoint": not_loaded}
