@@ -18,15 +18,16 @@ from __future__ import annotations
 import os
 
 VARIABLE = "TF_ENABLE_ONEDNN_OPTS"
-_SET_HERE = False
+# Set beside VARIABLE when the garden chose it, so that child processes (the demo's steps, test
+# subprocesses) inherit the value and still report whose choice it was.
+MARKER = "GARDEN_SET_TF_ENABLE_ONEDNN_OPTS"
 
 
 def enable() -> None:
     """Sets TF_ENABLE_ONEDNN_OPTS=1 when the user did not set it (call before importing TF)."""
-    global _SET_HERE
     if VARIABLE not in os.environ:
         os.environ[VARIABLE] = "1"
-        _SET_HERE = True
+        os.environ[MARKER] = "1"
 
 
 def state() -> str:
@@ -35,7 +36,7 @@ def state() -> str:
     when TensorFlow is loaded."""
     value = os.environ.get(VARIABLE, "")
     active = _tensorflow_says()
-    if _SET_HERE:
+    if os.environ.get(MARKER) == "1" and value == "1":
         why = f"set by the garden: {VARIABLE} was unset; export {VARIABLE}=0 to turn it off"
     elif value:
         why = f"{VARIABLE}={value} set by the user"
