@@ -13,7 +13,21 @@ source: `--source=tf1 --model=gpt2 --input=models/124M/model.ckpt --config=model
 OUT receives backbone.keras, pretrainer.keras when the checkpoint has pretraining heads (for
 the generative families, GPT, GPT-2, T5 and BART: the GenerativeLM of
 garden/models/generative.py, which garden.generate and the LM tasks load), and
-convert_info.json (source, family, input, config, parameter counts). The Python API returns the
+convert_info.json (source, family, input, config, parameter counts).
+
+OUT is also a complete starting point for fine-tuning (garden/pretrained.py): every fine-tuning
+config takes `--gin_param=INIT_CHECKPOINT='OUT'`. For that OUT holds
+    checkpoints/ckpt-0   tf.train.Checkpoint(backbone=...) (ELECTRA: also `discriminator`, the
+                         same tower; GPT/GPT-2/T5/BART: also `model`, the GenerativeLM)
+    the tokenizer        copied from the source: vocab.txt (BERT, ELECTRA, DistilBERT), the
+                         SentencePiece model (ALBERT, XLNet, T5), vocab.json + merges.txt
+                         (RoBERTa, GPT-2 (from the TF1 release's encoder.json + vocab.bpe), BART);
+                         --vocab names it when it is not next to the checkpoint
+and convert_info.json records the architecture (backbone class + get_config()), the checkpoint
+and the tokenizer (file, kind, text layout, casing). Casing: Hugging Face's tokenizer_config.json
+do_lower_case; TF1 and Model Garden WordPiece checkpoints: --lower_case / --nolower_case, by
+default inferred from an "uncased_" / "cased_" directory name (as google-research/bert's
+validate_case_matches_checkpoint does), else an error asking for the flag. The Python API returns the
 same models: `load_huggingface`, `load_tf1`, `load_model_garden`, each
 `{"backbone": keras.Model, "pretrainer": keras.Model or None}`.
 
@@ -76,6 +90,23 @@ GENERATE_TOKENIZERS = {
     "t5": ("sentencepiece", "spiece.model"),
 }
 GENERATE_DIR = "generate"
+
+# The families whose pretrainer is a GenerativeLM (checkpointed as `model` too).
+GENERATIVE = ("gpt", "gpt2", "t5", "bart")
+# family -> (tokenizer kind, Hugging Face file names); the kind's text layout is
+# garden.serving.text.DEFAULT_LAYOUT's.
+HF_TOKENIZER_FILES = {
+    "bert": ("wordpiece", ("vocab.txt",)), "electra": ("wordpiece", ("vocab.txt",)),
+    "distilbert": ("wordpiece", ("vocab.txt",)),
+    "albert": ("sentencepiece", ("spiece.model",)), "xlnet": ("sentencepiece", ("spiece.model",)),
+    "t5": ("sentencepiece", ("spiece.model",)),
+    "roberta": ("bpe", ("vocab.json", "merges.txt")), "gpt2": ("bpe", ("vocab.json", "merges.txt")),
+    "bart": ("bpe", ("vocab.json", "merges.txt")),
+}
+TEXT_LAYOUTS = {"wordpiece": "bert", "sentencepiece": "bert", "bpe": "roberta"}
+# The casing of a family's Hugging Face tokenizer when tokenizer_config.json does not say
+# (BertTokenizer, ElectraTokenizer, DistilBertTokenizer and AlbertTokenizer lower-case).
+LOWER_CASE_DEFAULT = {"bert": True, "electra": True, "distilbert": True, "albert": True}
 
 
 def family_module(family: str):
@@ -377,6 +408,110 @@ def _write_generate_dir(args, models: Dict, config: Dict) -> Optional[str]:
                           tokenizer_kind=kind, vocab=vocab, **generate_ids(args.model, config))
 
 
+# --- the tokenizer -----------------------------------------------------------------------------
+
+def _checkpoint_dir(source: str, input_path: str) -> str:
+    if source == "huggingface":
+        return _hf_directory(input_path)
+    return os.path.dirname(os.path.abspath(input_path))
+
+
+def find_tokenizer(source: str, family: str, input_path: str,
+                   vocab: Optional[str] = None) -> Optional[Tuple[str, Dict[str, str]]]:
+    """(kind, {file name in OUT: source path}) of the source's tokenizer, or None.
+
+    Hugging Face: the family's files in the checkpoint directory; TF1: vocab.txt or the
+    SentencePiece *.model next to the checkpoint (GPT-2: encoder.json + vocab.bpe, copied as
+    vocab.json + merges.txt); Model Garden: vocab.txt next to the checkpoint or in its assets/
+    or parent folder. `vocab` (--vocab) names the file instead."""
+    from data_pipelines import tokenizers
+
+    if vocab is not None:
+        if not os.path.exists(vocab):
+            raise FileNotFoundError(f"--vocab={vocab} does not exist")
+        kind = tokenizers.detect_kind(vocab)
+        if kind == "bpe":
+            vocab_json, merges = tokenizers.bpe_files(vocab)
+            return kind, {"vocab.json": vocab_json, "merges.txt": merges}
+        return kind, {os.path.basename(vocab): vocab}
+    folder = _checkpoint_dir(source, input_path)
+    if source == "huggingface":
+        if family not in HF_TOKENIZER_FILES:
+            return None
+        kind, names = HF_TOKENIZER_FILES[family]
+        files = {n: os.path.join(folder, n) for n in names}
+        if kind == "sentencepiece" and not os.path.exists(files[names[0]]):
+            models = sorted(n for n in os.listdir(folder) if n.endswith(".model"))
+            files = {models[0]: os.path.join(folder, models[0])} if models else files
+        return (kind, files) if all(os.path.exists(p) for p in files.values()) else None
+    if family == "gpt2":
+        files = {"vocab.json": os.path.join(folder, "encoder.json"),
+                 "merges.txt": os.path.join(folder, "vocab.bpe")}
+        return ("bpe", files) if all(os.path.exists(p) for p in files.values()) else None
+    for where in (folder, os.path.join(folder, "assets"), os.path.dirname(folder)):
+        if os.path.exists(os.path.join(where, "vocab.txt")):
+            return "wordpiece", {"vocab.txt": os.path.join(where, "vocab.txt")}
+        models = sorted(n for n in os.listdir(where) if n.endswith(".model")) \
+            if os.path.isdir(where) else []
+        if models:
+            return "sentencepiece", {models[0]: os.path.join(where, models[0])}
+        if source == "tf1":
+            break  # the release's files sit next to the checkpoint
+    return None
+
+
+def infer_lower_case(source: str, family: str, input_path: str, kind: Optional[str],
+                     flag: Optional[bool]) -> Optional[bool]:
+    """The casing of the source's tokenizer: --lower_case / --nolower_case when given; Hugging
+    Face: tokenizer_config.json's do_lower_case; else an "uncased" / "cased" directory name
+    (google-research/bert's validate_case_matches_checkpoint); else the family's default
+    (Hugging Face, ALBERT, byte-level BPE); a WordPiece TF1 / Model Garden checkpoint without
+    a hint is an error asking for the flag."""
+    if flag is not None:
+        return flag
+    if source == "huggingface":
+        config_path = os.path.join(_hf_directory(input_path), "tokenizer_config.json")
+        if os.path.exists(config_path):
+            with open(config_path) as f:
+                value = json.load(f).get("do_lower_case")
+            if value is not None:
+                return bool(value)
+    names = [p.lower() for p in os.path.abspath(input_path).split(os.sep)]
+    if any(p.startswith("uncased") or "_uncased" in p or "-uncased" in p for p in names):
+        return True
+    if any(p.startswith("cased") or "_cased" in p or "-cased" in p for p in names):
+        return False
+    if kind == "bpe" or family in ("gpt", "gpt2", "t5", "bart", "roberta", "xlnet"):
+        return False
+    if source == "huggingface" or kind == "sentencepiece":
+        return LOWER_CASE_DEFAULT.get(family, False)
+    if kind is None:
+        return None
+    raise ValueError(f"cannot tell whether {input_path} is a cased or an uncased model (its "
+                     f"directory is named neither uncased_... nor cased_...): pass --lower_case "
+                     f"(an uncased model, e.g. uncased_L-12_H-768_A-12) or --nolower_case (cased)")
+
+
+def _copy_tokenizer(args, lower_case_flag: Optional[bool]) -> Dict:
+    """Copies the source's tokenizer into OUT; its convert_info.json record."""
+    import shutil
+
+    found = find_tokenizer(args.source, args.model, args.input, args.vocab)
+    lower_case = infer_lower_case(args.source, args.model, args.input,
+                                  found[0] if found else None, lower_case_flag)
+    if found is None:
+        print(f"  note: no tokenizer files found next to {args.input} (pass --vocab=...): "
+              f"fine-tuning from {args.output} needs VOCAB bound")
+        return {"vocab": None, "lower_case": lower_case}
+    kind, files = found
+    for name, path in files.items():
+        shutil.copyfile(path, os.path.join(args.output, name))
+    vocab = "vocab.json" if kind == "bpe" else next(iter(files))
+    return {"vocab": vocab, "files": sorted(files), "tokenizer": kind,
+            "layout": TEXT_LAYOUTS[kind], "lower_case": lower_case,
+            "sources": {n: os.path.abspath(p) for n, p in files.items()}}
+
+
 def main(argv=None) -> int:
     import argparse
 
@@ -393,6 +528,15 @@ def main(argv=None) -> int:
     parser.add_argument("--config", default=None,
                         help="tf1: the release's config JSON (bert_config.json, albert_config.json, "
                         "ELECTRA's); model_garden: encoder config JSON")
+    parser.add_argument("--vocab", default=None,
+                        help="the tokenizer file to copy into --output (vocab.txt, *.model, "
+                             "vocab.json with merges.txt beside it) when it is not next to the "
+                             "checkpoint")
+    parser.add_argument("--lower_case", dest="lower_case", action="store_const", const=True,
+                        default=None, help="the model is uncased (its text is lower-cased)")
+    parser.add_argument("--nolower_case", "--no_lower_case", dest="lower_case",
+                        action="store_const", const=False,
+                        help="the model is cased (default: inferred, see the module docstring)")
     parser.add_argument("--allow_approximate_gelu", action="store_true",
                         help="model_garden: accept the tanh-approximate GELU of Model "
                              "Garden's default encoder (the garden uses the exact GELU)")
@@ -404,6 +548,9 @@ def main(argv=None) -> int:
               f"(the generate/ model directory is never overwritten)", file=sys.stderr)
         return 2
     try:
+        found = find_tokenizer(args.source, args.model, args.input, args.vocab)
+        infer_lower_case(args.source, args.model, args.input, found[0] if found else None,
+                         args.lower_case)  # a missing casing flag is reported before the work
         models, config = convert(args.source, args.model, args.input, args.config,
                                  args.allow_approximate_gelu)
     except (FileNotFoundError, ValueError) as e:  # a wrong path or a checkpoint that does not fit
@@ -427,8 +574,15 @@ def main(argv=None) -> int:
         model.save(path)
         written[key] = {"path": path, "parameters": int(model.count_params())}
     generate_dir = _write_generate_dir(args, models, config)
+    from garden import pretrained
+
+    lm = models.get("lm") or (models.get("pretrainer") if args.model in GENERATIVE else None)
+    tokenizer = _copy_tokenizer(args, args.lower_case)
+    checkpoint = pretrained.write_checkpoint(args.output, args.model, models["backbone"], lm)
     info = {"source": args.source, "family": args.model, "input": os.path.abspath(args.input),
-            "config": config, "models": written, "generate_dir": generate_dir}
+            "config": config, "models": written, "generate_dir": generate_dir,
+            "architecture": pretrained.architecture_of(args.model, models["backbone"], lm),
+            "checkpoint": checkpoint, "tokenizer": tokenizer}
     with open(os.path.join(args.output, "convert_info.json"), "w") as f:
         json.dump(info, f, indent=2, sort_keys=True)
     print(f"converted {args.source} {args.model} checkpoint {args.input}")
@@ -436,6 +590,11 @@ def main(argv=None) -> int:
         print(f"  {key}: {entry['parameters']:,} parameters -> {entry['path']}")
     if generate_dir:
         print(f"  generate: {generate_dir} (python -m garden.generate --model_dir=...)")
+    print(f"  checkpoint: {os.path.join(args.output, checkpoint)} (fine-tune with "
+          f"--gin_param=\"INIT_CHECKPOINT='{args.output}'\")")
+    if tokenizer.get("vocab"):
+        print(f"  tokenizer: {tokenizer['tokenizer']} {', '.join(tokenizer['files'])}, "
+              f"lower_case={tokenizer['lower_case']}")
     print(f"  info: {os.path.join(args.output, 'convert_info.json')}")
     return 0
 

@@ -219,3 +219,45 @@ def assert_mlm_parity(pretrainer, hf_logits, token_ids, padding_mask, positions,
     ours = pretrainer({"token_ids": token_ids, "padding_mask": padding_mask,
                        "masked_lm_positions": positions}, training=False)["mlm_logits"]
     assert max_abs_diff(ours, np.take_along_axis(hf_logits, positions[..., None], 1)) <= tol
+
+
+# --- converted checkpoints as fine-tuning starting points (tests/garden/test_converted_checkpoints.py)
+
+WORDS = ("the a an this that it i you we movie film plot acting music story was is were "
+         "good great fine fun bad awful boring dull very not and but so really quite liked "
+         "loved hated enjoyed play ##s ##ing ##ed ##ly . , ! ? ' code port what").split()
+CASED_WORDS = "The A This It I We Movie Film Good Bad Not Very Paris London".split()
+
+
+def bert_vocab_tokens(cased: bool = False):
+    """A vocab.txt in Google's layout: [PAD]=0, [unused0..98], [UNK]=100, [CLS]=101,
+    [SEP]=102, [MASK]=103, then the words (a cased vocabulary adds capitalised ones)."""
+    return (["[PAD]"] + [f"[unused{i}]" for i in range(99)] +
+            ["[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list(WORDS) +
+            (list(CASED_WORDS) if cased else []))
+
+
+def write_hf_bert(directory: str, cased: bool = False, seed: int = 0, hidden: int = 32,
+                  layers: int = 2, heads: int = 4, model_cls: str = "BertModel") -> Dict:
+    """A tiny random Hugging Face BERT directory with its tokenizer files (vocab.txt,
+    tokenizer_config.json do_lower_case), written offline; returns {"dir", "model", "vocab"}."""
+    import torch
+    import transformers
+
+    tokens = bert_vocab_tokens(cased)
+    config = transformers.BertConfig(
+        vocab_size=len(tokens), hidden_size=hidden, num_hidden_layers=layers,
+        num_attention_heads=heads, intermediate_size=2 * hidden, max_position_embeddings=128,
+        type_vocab_size=2, hidden_act="gelu")
+    torch.manual_seed(seed)
+    model = randomize_torch_(getattr(transformers, model_cls)(config).eval(), seed=seed,
+                             scale=0.05)
+    save_hf_dir(model, directory)
+    vocab = os.path.join(directory, "vocab.txt")
+    with open(vocab, "w", encoding="utf-8") as f:
+        f.write("\n".join(tokens) + "\n")
+    import json
+
+    with open(os.path.join(directory, "tokenizer_config.json"), "w") as f:
+        json.dump({"do_lower_case": not cased, "tokenizer_class": "BertTokenizer"}, f)
+    return {"dir": directory, "model": model, "vocab": vocab}

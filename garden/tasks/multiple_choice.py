@@ -22,6 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from data_pipelines.finetune import swag, tfds_sources
+from garden import pretrained
 from garden.metrics.glue import swag_accuracy
 from garden.models.multiple_choice import MultipleChoiceModel
 from garden.serving.choice import MultipleChoiceServing, pack_choices
@@ -42,8 +43,8 @@ class MultipleChoice(Task):
 
     name = "multiple_choice"
 
-    def __init__(self, backbone: Callable, vocab: str, train_file: str, eval_file: str,
-                 max_seq_length: int = 128, lower_case: bool = True,
+    def __init__(self, backbone: Callable, vocab: Optional[str], train_file: str,
+                 eval_file: str, max_seq_length: int = 128, lower_case: Optional[bool] = None,
                  init_checkpoint: Optional[str] = None, init_checkpoint_object: str = "backbone",
                  dropout: float = 0.1, export_base: Optional[str] = None,
                  model_name: str = "multiple_choice", tokenizer: Optional[str] = None,
@@ -57,6 +58,9 @@ class MultipleChoice(Task):
         self.export_base, self.model_name = export_base, model_name
         self.num_choices = swag.NUM_CHOICES
         self.tfds_data_dir = tfds_data_dir
+        (self._converted, self.vocab, self.lower_case, self.tokenizer,
+         self.layout) = pretrained.text_settings("garden.MultipleChoice", init_checkpoint, vocab,
+                                                 lower_case, tokenizer, layout)
 
     # -- before anything is built ---------------------------------------------------------
     def prepare(self) -> None:

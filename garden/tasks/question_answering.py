@@ -36,6 +36,7 @@ import numpy as np
 import tensorflow as tf
 
 from data_pipelines.finetune import FinetuneDataError, squad
+from garden import pretrained
 from garden.data import DataDirError, open_data_dir
 from garden.metrics import squad as squad_metrics
 from garden.models.question_answering import (MAX_ANSWER_LENGTH, N_BEST, SpanExtractor,
@@ -84,9 +85,10 @@ class QuestionAnswering(Task):
 
     name = "question_answering"
 
-    def __init__(self, backbone: Callable, vocab: str, train_file: str, eval_file: str,
-                 train_records: Optional[str] = None, max_seq_length: int = 384,
-                 doc_stride: int = 128, max_query_length: int = 64, lower_case: bool = True,
+    def __init__(self, backbone: Callable, vocab: Optional[str], train_file: str,
+                 eval_file: str, train_records: Optional[str] = None, max_seq_length: int = 384,
+                 doc_stride: int = 128, max_query_length: int = 64,
+                 lower_case: Optional[bool] = None,
                  tokenizer: Optional[str] = None, layout: Optional[str] = None,
                  init_checkpoint: Optional[str] = None, init_checkpoint_object: str = "backbone",
                  n_best: int = N_BEST, max_answer_length: int = MAX_ANSWER_LENGTH,
@@ -109,6 +111,9 @@ class QuestionAnswering(Task):
         self.export_base, self.model_name = export_base, model_name
         self.null_threshold: Optional[float] = None
         self.threshold_scores: dict = {}
+        (self._converted, self.vocab, self.lower_case, self.tokenizer_kind,
+         self.layout) = pretrained.text_settings("garden.QuestionAnswering", init_checkpoint,
+                                                 vocab, lower_case, tokenizer, layout)
 
     # -- before anything is built ---------------------------------------------------------
     def prepare(self) -> None:

@@ -37,7 +37,7 @@ import numpy as np
 import tensorflow as tf
 
 from data_pipelines.finetune import FinetuneDataError, glue, tfds_sources
-from garden import data
+from garden import data, pretrained
 from garden.metrics import glue as glue_metrics
 from garden.models.classifier import SequenceClassifier
 from garden.serving.modules import TextClassifierServing
@@ -158,30 +158,14 @@ def read_records(path: str, columns: List[str], numeric_label: bool = False) -> 
 def checkpoint_objects(path: str) -> List[str]:
     """Names of the top-level objects of a tf.train.Checkpoint (e.g. model, backbone,
     generator, discriminator, optimizer), read from its object graph."""
-    from tensorflow.core.protobuf import trackable_object_graph_pb2
-
-    graph = trackable_object_graph_pb2.TrackableObjectGraph()
-    graph.ParseFromString(tf.train.load_checkpoint(path).get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
-    return [child.local_name for child in graph.nodes[0].children]
+    return pretrained.checkpoint_objects(path)
 
 
 def resolve_init_checkpoint(path: str, wanted_object: str) -> str:
-    """The checkpoint prefix of a pretraining model_dir (or of a prefix), checked to hold the
-    object the backbone is restored from."""
-    ckpt = path
-    if tf.io.gfile.isdir(ckpt):  # a pretraining model_dir, or its checkpoints/ folder
-        ckpt = (tf.train.latest_checkpoint(posixpath.join(ckpt, "checkpoints"))
-                or tf.train.latest_checkpoint(ckpt))
-        if ckpt is None:
-            raise FileNotFoundError(f"no checkpoint in {path} (nor in its checkpoints/ folder)")
-    objects = checkpoint_objects(ckpt)
-    if wanted_object not in objects:
-        hint = (" (an ELECTRA pretraining checkpoint: bind garden.SentenceClassification"
-                ".init_checkpoint_object = 'discriminator', as configs/finetune/"
-                "classification_electra_tiny.gin does)" if "discriminator" in objects else "")
-        raise ValueError(f"checkpoint {ckpt} has no {wanted_object!r} object to initialise the "
-                         f"backbone from; it holds {sorted(objects)}{hint}")
-    return ckpt
+    """The checkpoint prefix of a pretraining model_dir, a garden.convert output directory
+    (garden/pretrained.py) or a prefix, checked to hold the object the backbone is restored
+    from."""
+    return pretrained.resolve_checkpoint(path, wanted_object)
 
 
 def batches(ds: tf.data.Dataset, size: int, batch_size: int, shuffle_seed=None,
@@ -206,9 +190,17 @@ def softmax_metrics(logits: tf.Tensor, label_ids: tf.Tensor) -> dict:
 
 
 def build_backbone(task, output_hidden_states: bool = False):
-    """The backbone of a fine-tuning task (task.backbone_fn sized by task.packer), restored from
-    task._init_path's `task.init_checkpoint_object` when task.init_checkpoint is set."""
-    backbone = make_backbone(task.backbone_fn, task.packer, output_hidden_states)
+    """The backbone of a fine-tuning task (task.backbone_fn sized by task.packer; of the
+    converted checkpoint's architecture when task.init_checkpoint is a garden.convert directory,
+    garden/pretrained.py), restored from task._init_path's `task.init_checkpoint_object` when
+    task.init_checkpoint is set."""
+    converted = getattr(task, "_converted", None)
+    if converted is not None:
+        backbone = pretrained.build_backbone(
+            converted, task.backbone_fn, f"garden.{type(task).__name__}", output_hidden_states,
+            task.packer.vocab_size, getattr(task, "max_seq_length", None))
+    else:
+        backbone = make_backbone(task.backbone_fn, task.packer, output_hidden_states)
     if task.init_checkpoint:
         restore_backbone(backbone, task._init_path, task.init_checkpoint_object, task.name)
     return backbone
@@ -221,15 +213,17 @@ class SentenceClassification(Task):
         backbone: callable(default_vocab_size[, default_padding_idx]) -> backbone (a gin
             factory: bert_backbone, roberta_backbone, albert_backbone, electra_discriminator).
         vocab: the pretraining vocabulary (vocab.txt, SentencePiece .model or BPE vocab.json;
-            copied into the export).
+            copied into the export); None: the tokenizer of a converted init_checkpoint.
         train_file, eval_file: .tsv/.csv/.jsonl with text_a, (text_b), label.
         max_seq_length: sequence length, 128 for GLUE.
-        lower_case: must match the vocabulary's pretraining (make_vocab --lower_case).
+        lower_case: must match the vocabulary's pretraining (make_vocab --lower_case); None:
+            a converted init_checkpoint's casing, else True.
         text_b: whether the task has a second sentence.
         label_names: the classes in order; default: sorted labels of the train file.
             Not used with regression.
-        init_checkpoint: pretraining model_dir or checkpoint prefix to start from; None
-            trains from scratch.
+        init_checkpoint: pretraining model_dir, garden.convert output directory (its
+            architecture, tokenizer and casing are used: garden/pretrained.py) or checkpoint
+            prefix to start from; None trains from scratch.
         init_checkpoint_object: the object of that checkpoint the backbone is restored from:
             "backbone" (the default), or "discriminator" for an ELECTRA pretraining model_dir
             (configs/finetune/classification_electra_tiny.gin).
@@ -247,8 +241,9 @@ class SentenceClassification(Task):
 
     name = "sentence_classification"
 
-    def __init__(self, backbone: Callable, vocab: str, train_file: str, eval_file: str,
-                 max_seq_length: int = 128, lower_case: bool = True, text_b: bool = False,
+    def __init__(self, backbone: Callable, vocab: Optional[str], train_file: str, eval_file: str,
+                 max_seq_length: int = 128, lower_case: Optional[bool] = None,
+                 text_b: bool = False,
                  label_names: Optional[Sequence[str]] = None, init_checkpoint: Optional[str] = None,
                  init_checkpoint_object: str = "backbone", dropout: float = 0.1,
                  export_base: Optional[str] = None, model_name: str = "classifier",
@@ -281,6 +276,10 @@ class SentenceClassification(Task):
         self.init_checkpoint_object = init_checkpoint_object
         self.dropout = dropout
         self.export_base, self.model_name = export_base, model_name
+        (self._converted, self.vocab, self.lower_case, self.tokenizer,
+         self.layout) = pretrained.text_settings(f"garden.{type(self).__name__}",
+                                                 init_checkpoint, vocab, lower_case,
+                                                 tokenizer, layout)
 
     # -- before anything is built ---------------------------------------------------------
     def prepare(self) -> None:

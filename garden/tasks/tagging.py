@@ -33,6 +33,7 @@ import tensorflow as tf
 from data_pipelines import tokenizers
 from data_pipelines.finetune import FinetuneDataError, conll
 from garden import data
+from garden import pretrained
 from garden.metrics.tagging import MODES, entity_scores
 from garden.models.tagger import TokenTagger
 from garden.serving.tagging import TaggerServing
@@ -116,8 +117,8 @@ class TokenTagging(Task):
 
     name = "token_tagging"
 
-    def __init__(self, backbone: Callable, vocab: str, train_data: str, eval_data: str,
-                 max_seq_length: int = 128, lower_case: bool = True,
+    def __init__(self, backbone: Callable, vocab: Optional[str], train_data: str,
+                 eval_data: str, max_seq_length: int = 128, lower_case: Optional[bool] = None,
                  label_names: Optional[Sequence[str]] = None, scheme: str = "iob1",
                  metric_mode: str = "lenient", init_checkpoint: Optional[str] = None,
                  init_checkpoint_object: str = "backbone", dropout: float = 0.1,
@@ -132,7 +133,7 @@ class TokenTagging(Task):
         self.backbone_fn = backbone
         self.vocab, self.tokenizer_kind, self.layout = vocab, tokenizer, layout
         self.train_data, self.eval_data = train_data, eval_data
-        self.max_seq_length, self.lower_case = int(max_seq_length), bool(lower_case)
+        self.max_seq_length = int(max_seq_length)
         self.label_names = tuple(label_names) if label_names else None
         self.scheme, self.metric_mode = scheme, metric_mode
         self.init_checkpoint, self.init_checkpoint_object = init_checkpoint, init_checkpoint_object
@@ -140,6 +141,9 @@ class TokenTagging(Task):
         self.feature_layers, self.lstm_units = int(feature_layers), int(lstm_units)
         self.export_base, self.model_name = export_base, model_name
         self.tfds_data_dir = tfds_data_dir
+        (self._converted, self.vocab, self.lower_case, self.tokenizer_kind,
+         self.layout) = pretrained.text_settings("garden.TokenTagging", init_checkpoint, vocab,
+                                                 lower_case, tokenizer, layout)
 
     # -- before anything is built ---------------------------------------------------------
     def prepare(self) -> None:
