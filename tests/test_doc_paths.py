@@ -98,7 +98,7 @@ def test_a_dead_citation_is_flagged_with_file_and_line():
     # Negative control: the checker flags a fake document citing a file that is not there,
     # and passes the citations around it that exist or are templates, globs or outputs.
     top = top_level_directories(tracked_files())
-    fake = {"docs/fake.md": [
+    fake = {"FAKE_DOC": [
         "Code: `garden/models/bart/conversion.py`, `data_pipelines/objectives/` and",
         "`garden/tasks/bert_pretraining.py` (gone), `configs/*.gin`, `garden/models/<family>/`,",
         "`tests/...`, demo_out/vocab.txt, /tmp/garden/nothing.py, see",
@@ -107,9 +107,9 @@ def test_a_dead_citation_is_flagged_with_file_and_line():
     ]}
     problems = missing_citations(fake, fake.__getitem__, _exists, top)
     assert problems == [
-        "docs/fake.md:2: cites garden/tasks/bert_pretraining.py, which does not exist in the "
-        "repository: " + fake["docs/fake.md"][1],
-        "docs/fake.md:5: cites configs/finetune/no_such_file.gin, which does not exist in the "
+        "FAKE_DOC:2: cites garden/tasks/bert_pretraining.py, which does not exist in the "
+        "repository: " + fake["FAKE_DOC"][1],
+        "FAKE_DOC:5: cites configs/finetune/no_such_file.gin, which does not exist in the "
         "repository: (configs/finetune/no_such_file.gin)",
     ]
 
