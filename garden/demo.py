@@ -1,12 +1,16 @@
 """`python -m garden.demo --work_dir=DIR` (what `make demo` runs): raw text to a served model.
 
-Runs the real command-line tools one after another, each in its own process, exactly as a
-user would type them, on a small corpus built from the Python installation's own docs:
+Runs the real command-line tools, each in its own process, exactly as a user would type them,
+on a small corpus built from the Python installation's own docs. Steps that do not depend on
+each other run side by side (the vocabulary beside the task sampling, pretraining beside the
+SQuAD windows, the three fine-tunings together); `--full` runs them one after another with
+more data and steps. Each step's time is printed, and a table at the end gives every step's
+seconds and each fine-tuned model's metric against its trivial baseline.
 
   1. data_pipelines.sample_corpus   corpus + a labelled task (reference vs library sentences)
   2. data_pipelines.make_vocab      WordPiece vocabulary (tensorflow-text learner)
   3. data_pipelines.make_pretrain   masked MLM+NSP TFRecords (Apache Beam, DirectRunner)
-  4. garden.train bert_tiny.gin     a few hundred steps of BERT-tiny pretraining
+  4. garden.train bert_tiny.gin     300 steps of BERT-tiny pretraining (--full: 1000)
                                     (garden.report draws its curves to bert_tiny/curves.png)
   5. garden.train classification    fine-tuning from that checkpoint + SavedModel export
   6. a fresh process loads the export and classifies raw sentences via serving_default
@@ -17,9 +21,10 @@ user would type them, on a small corpus built from the Python installation's own
   9. garden.train qa_tiny            extractive QA fine-tuning from the pretraining checkpoint,
                                     null threshold tuned on held-out training paragraphs
  10. garden.train tagging_tiny       token tagging fine-tuning
- 11. garden.serve                    the three exports behind TensorFlow Serving's REST API; a
-                                    raw question is answered and a raw sentence tagged over HTTP
-                                    (the equivalent curl commands are printed)
+ 11. garden.serve                    the three exports behind TensorFlow Serving's REST and gRPC
+                                    APIs: a raw question answered and a raw sentence tagged over
+                                    HTTP (the equivalent curl commands are printed), a sentence
+                                    classified over gRPC with tensorflow-serving-api's stub
 Each fine-tuning must beat its trivial baseline (majority class, always-null answer, all-O tags)
 or the demo fails.
 """
@@ -27,6 +32,7 @@ or the demo fails.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import re
@@ -35,8 +41,29 @@ import subprocess
 import sys
 import time
 import urllib.request
+from typing import List, Sequence
+
+from data_pipelines import onednn
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# A TF Serving gRPC client as production code writes it: tensorflow-serving-api's stub.
+GRPC_SNIPPET = r"""
+import sys
+import grpc
+import tensorflow as tf
+from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+address, model, text = sys.argv[1:4]
+stub = prediction_service_pb2_grpc.PredictionServiceStub(grpc.insecure_channel(address))
+request = predict_pb2.PredictRequest()
+request.model_spec.name = model  # signature_name "" = serving_default, the latest version
+request.inputs["text_a"].CopyFrom(tf.make_tensor_proto([text]))
+response = stub.Predict(request, timeout=60)
+label = tf.make_ndarray(response.outputs["label"])[0].decode()
+probabilities = tf.make_ndarray(response.outputs["probabilities"])[0]
+print(f"  gRPC Predict {model} v{response.model_spec.version.value}: {label} "
+      f"p={probabilities.max():.3f}  {text}")
+"""
 
 CLASSIFY_SNIPPET = r"""
 import sys
@@ -51,29 +78,87 @@ for text, label, probs in zip(texts, out["label"].numpy(), out["probabilities"].
 """
 
 
-def _run(step: str, args, env=None) -> float:
-    shown = " ".join("<script>" if "\n" in a else a for a in args)
-    print(f"\n=== {step}\n$ {shown}", flush=True)
+@dataclasses.dataclass
+class Step:
+    """One demo step: a command line (run in its own process), its wall time once run."""
+
+    name: str
+    args: List[str]
+    seconds: float = 0.0
+
+
+def _shown(args) -> str:
+    return " ".join("<script>" if "\n" in a else a for a in args)
+
+
+def _run(step: Step, env) -> Step:
+    """Runs one step in the foreground, its output on the console."""
+    print(f"\n=== {step.name}\n$ {_shown(step.args)}", flush=True)
     start = time.time()
-    proc = subprocess.run(args, cwd=REPO_ROOT, env=env)
+    proc = subprocess.run(step.args, cwd=REPO_ROOT, env=env)
+    step.seconds = time.time() - start
     if proc.returncode != 0:
-        raise SystemExit(f"demo step failed ({step}): exit code {proc.returncode}")
-    took = time.time() - start
-    print(f"=== {step}: done in {took:.0f}s", flush=True)
-    return took
+        raise SystemExit(f"demo step failed ({step.name}): exit code {proc.returncode}")
+    print(f"=== {step.name}: done in {step.seconds:.0f}s", flush=True)
+    return step
+
+
+def _run_together(steps: Sequence[Step], env, log_dir: str) -> None:
+    """Runs independent steps side by side (each in its own process, its output to
+    <log_dir>/<n>.log, shown whole when it ends). Most of a tiny model's fine-tuning is
+    single-threaded start-up, tracing, evaluation and export, so two cores finish three such
+    runs in well under the sum of their times."""
+    running = []
+    for n, step in enumerate(steps):
+        print(f"\n=== {step.name} (started; runs beside the others)\n$ {_shown(step.args)}",
+              flush=True)
+        log_path = os.path.join(log_dir, f"step-{n}.log")
+        log = open(log_path, "w")
+        running.append((step, subprocess.Popen(step.args, cwd=REPO_ROOT, env=env, stdout=log,
+                                               stderr=subprocess.STDOUT), log, log_path,
+                        time.time()))
+    failed = []
+    while running:
+        for entry in list(running):
+            step, proc, log, log_path, start = entry
+            if proc.poll() is None:
+                continue
+            running.remove(entry)
+            step.seconds = time.time() - start
+            log.close()
+            with open(log_path) as f:
+                output = f.read()
+            print(f"\n=== {step.name}: output", flush=True)
+            print(output.rstrip(), flush=True)
+            if proc.returncode != 0:
+                failed.append(f"{step.name}: exit code {proc.returncode} (log {log_path})")
+            else:
+                print(f"=== {step.name}: done in {step.seconds:.0f}s", flush=True)
+        time.sleep(0.2)
+    if failed:
+        raise SystemExit("demo step failed (" + "; ".join(failed) + ")")
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work_dir", default="demo_out", help="where every output goes (wiped)")
+    parser.add_argument("--full", action="store_true",
+                        help="the full-length run: more pretraining data (dupe_factor 5) and "
+                             "steps (1000), longer fine-tuning, every step one after the other "
+                             "with its output live (several times the default's time)")
     parser.add_argument("--vocab_size", type=int, default=4000)
-    parser.add_argument("--dupe_factor", type=int, default=3)
-    parser.add_argument("--pretrain_steps", type=int, default=300)
-    parser.add_argument("--finetune_steps", type=int, default=200)
-    parser.add_argument("--qa_steps", type=int, default=300)
-    parser.add_argument("--tagging_steps", type=int, default=300)
+    parser.add_argument("--dupe_factor", type=int, default=None, help="default 3; --full 5")
+    parser.add_argument("--pretrain_steps", type=int, default=None, help="default 300; --full 1000")
+    parser.add_argument("--finetune_steps", type=int, default=None, help="default 150; --full 300")
+    parser.add_argument("--qa_steps", type=int, default=None, help="default 300; --full 600")
+    parser.add_argument("--tagging_steps", type=int, default=None, help="default 200; --full 500")
     args = parser.parse_args(argv)
+    for name, quick, full in (("dupe_factor", 3, 5), ("pretrain_steps", 300, 1000),
+                              ("finetune_steps", 150, 300), ("qa_steps", 300, 600),
+                              ("tagging_steps", 200, 500)):
+        if getattr(args, name) is None:
+            setattr(args, name, full if args.full else quick)
 
     work = os.path.abspath(args.work_dir)
     if os.path.exists(work):
@@ -81,89 +166,125 @@ def main(argv=None) -> int:
     os.makedirs(work)
     py = sys.executable
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
+    # Run sequentially with --full (each step's output live); side by side where independent
+    # otherwise.
+    together = (lambda steps: [_run(s, env) for s in steps]) if args.full else \
+        (lambda steps: _run_together(steps, env, work))
     corpus, task = os.path.join(work, "corpus"), os.path.join(work, "task")
     vocab = os.path.join(work, "vocab.txt")
     data = os.path.join(work, "pretrain_data")
     pretrain_dir, finetune_dir = os.path.join(work, "bert_tiny"), os.path.join(work, "classifier")
     export_base = os.path.join(work, "export")
+    tasks = os.path.join(work, "tasks")
+    squad_dir, conll_dir = os.path.join(tasks, "squad"), os.path.join(tasks, "conll")
+    qa_records = os.path.join(work, "squad_records")
+    qa_dir, tagger_dir = os.path.join(work, "qa"), os.path.join(work, "tagger")
     total = time.time()
+    print(f"garden demo ({'full-length' if args.full else 'default; --full for the full-length run'}) "
+          f"in {work}; {onednn.state()}", flush=True)
 
-    _run("1/11 sample corpus", [py, "-m", "data_pipelines.sample_corpus", f"--output={corpus}",
-                               f"--task_output={task}"], env)
-    _run("2/11 WordPiece vocabulary", [py, "-m", "data_pipelines.make_vocab",
-                                      f"--input={corpus}/*.txt", f"--output={vocab}",
-                                      f"--vocab_size={args.vocab_size}", "--lower_case"], env)
-    _run("3/11 pretraining data (Beam)", [
+    steps = []
+    steps.append(_run(Step("1/11 sample corpus", [
+        py, "-m", "data_pipelines.sample_corpus", f"--output={corpus}",
+        f"--task_output={task}"]), env))
+    vocab_step = Step("2/11 WordPiece vocabulary", [
+        py, "-m", "data_pipelines.make_vocab", f"--input={corpus}/*.txt", f"--output={vocab}",
+        f"--vocab_size={args.vocab_size}", "--lower_case"])
+    tasks_step = Step("7/11 sample QA and tagging tasks", [
+        py, "-m", "data_pipelines.sample_tasks", f"--output={tasks}", "--kinds=squad,conll"])
+    together([vocab_step, tasks_step])
+    steps += [vocab_step, tasks_step]
+    steps.append(_run(Step("3/11 pretraining data (Beam)", [
         py, "-m", "data_pipelines.make_pretrain", "--objective=bert", f"--input={corpus}/*.txt",
         f"--output_dir={data}", f"--vocab={vocab}", "--max_seq_length=128",
-        "--max_predictions_per_seq=20", f"--dupe_factor={args.dupe_factor}", "--num_shards=4"], env)
-    _run("4/11 pretrain BERT-tiny", [
+        "--max_predictions_per_seq=20", f"--dupe_factor={args.dupe_factor}",
+        "--num_shards=4"]), env))
+    squad_step = Step("8/11 SQuAD windows (Beam)", [
+        py, "-m", "data_pipelines.make_finetune", "--task=squad",
+        f"--input={squad_dir}/train-v2.0.json", f"--output_dir={qa_records}", f"--vocab={vocab}",
+        "--max_seq_length=128", "--doc_stride=64", "--max_query_length=32", "--num_shards=2"])
+    pretrain_step = Step("4/11 pretrain BERT-tiny", [
         py, "-m", "garden.train", "--config=configs/bert_tiny.gin", f"--model_dir={pretrain_dir}",
         f"--gin_param=VOCAB='{vocab}'", f"--gin_param=DATA_DIR='{data}'",
-        f"--gin_param=train.train_steps={args.pretrain_steps}"], env)
-    _run("4/11 (curves) render the pretraining curves",
-         [py, "-m", "garden.report", f"--model_dir={pretrain_dir}"], env)
-    _run("5/11 fine-tune + export", [
+        f"--gin_param=train.train_steps={args.pretrain_steps}"])
+    together([pretrain_step, squad_step])
+    steps += [pretrain_step, squad_step]
+
+    curves_step = Step("4/11 (curves) render the pretraining curves",
+                       [py, "-m", "garden.report", f"--model_dir={pretrain_dir}"])
+    classify_step = Step("5/11 fine-tune a classifier + export", [
         py, "-m", "garden.train", "--config=configs/finetune/classification_tiny.gin",
         f"--model_dir={finetune_dir}", f"--gin_param=VOCAB='{vocab}'",
         f"--gin_param=TRAIN_FILE='{task}/train.tsv'", f"--gin_param=EVAL_FILE='{task}/dev.tsv'",
         f"--gin_param=INIT_CHECKPOINT='{pretrain_dir}'", f"--gin_param=EXPORT_BASE='{export_base}'",
-        f"--gin_param=TRAIN_STEPS={args.finetune_steps}"], env)
+        f"--gin_param=TRAIN_STEPS={args.finetune_steps}"])
+    qa_step = Step("9/11 fine-tune extractive QA + export", [
+        py, "-m", "garden.train", "--config=configs/finetune/qa_tiny.gin", f"--model_dir={qa_dir}",
+        f"--gin_param=VOCAB='{vocab}'", f"--gin_param=TRAIN_FILE='{squad_dir}/train-v2.0.json'",
+        f"--gin_param=TRAIN_RECORDS='{qa_records}'",
+        f"--gin_param=EVAL_FILE='{squad_dir}/dev-v2.0.json'",
+        f"--gin_param=INIT_CHECKPOINT='{pretrain_dir}'", f"--gin_param=EXPORT_BASE='{export_base}'",
+        f"--gin_param=TRAIN_STEPS={args.qa_steps}"])
+    tagging_step = Step("10/11 fine-tune token tagging + export", [
+        py, "-m", "garden.train", "--config=configs/finetune/tagging_tiny.gin",
+        f"--model_dir={tagger_dir}", f"--gin_param=VOCAB='{vocab}'",
+        f"--gin_param=TRAIN_DATA='{conll_dir}/train.txt'",
+        f"--gin_param=EVAL_DATA='{conll_dir}/dev.txt'",
+        f"--gin_param=INIT_CHECKPOINT='{pretrain_dir}'", f"--gin_param=EXPORT_BASE='{export_base}'",
+        f"--gin_param=TRAIN_STEPS={args.tagging_steps}"])
+    together([qa_step, classify_step, tagging_step, curves_step])
+    steps += [curves_step, classify_step, qa_step, tagging_step]
 
-    summary = _summary(finetune_dir)
+    summary, qa, tagger = _summary(finetune_dir), _summary(qa_dir), _summary(tagger_dir)
     texts = [
         "The import statement binds a name in the local namespace.",
         "Return a new list containing all items from the iterable in ascending order.",
         "An expression statement evaluates the expression list.",
         "Open the file and return a stream; raise OSError upon failure.",
     ]
-    _run("6/11 classify raw text with the export in a fresh process",
-         [py, "-c", CLASSIFY_SNIPPET, summary["export_dir"], *texts], env)
-
-    tasks = os.path.join(work, "tasks")
-    _run("7/11 sample QA and tagging tasks", [py, "-m", "data_pipelines.sample_tasks",
-                                              f"--output={tasks}", "--kinds=squad,conll"], env)
-    squad_dir, conll_dir = os.path.join(tasks, "squad"), os.path.join(tasks, "conll")
-    qa_records = os.path.join(work, "squad_records")
-    _run("8/11 SQuAD windows (Beam)", [
-        py, "-m", "data_pipelines.make_finetune", "--task=squad",
-        f"--input={squad_dir}/train-v2.0.json", f"--output_dir={qa_records}", f"--vocab={vocab}",
-        "--max_seq_length=128", "--doc_stride=64", "--max_query_length=32", "--num_shards=2"], env)
-    qa_dir, tagger_dir = os.path.join(work, "qa"), os.path.join(work, "tagger")
-    _run("9/11 fine-tune extractive QA + export", [
-        py, "-m", "garden.train", "--config=configs/finetune/qa_tiny.gin", f"--model_dir={qa_dir}",
-        f"--gin_param=VOCAB='{vocab}'", f"--gin_param=TRAIN_FILE='{squad_dir}/train-v2.0.json'",
-        f"--gin_param=TRAIN_RECORDS='{qa_records}'",
-        f"--gin_param=EVAL_FILE='{squad_dir}/dev-v2.0.json'",
-        f"--gin_param=INIT_CHECKPOINT='{pretrain_dir}'", f"--gin_param=EXPORT_BASE='{export_base}'",
-        f"--gin_param=TRAIN_STEPS={args.qa_steps}"], env)
-    _run("10/11 fine-tune token tagging + export", [
-        py, "-m", "garden.train", "--config=configs/finetune/tagging_tiny.gin",
-        f"--model_dir={tagger_dir}", f"--gin_param=VOCAB='{vocab}'",
-        f"--gin_param=TRAIN_DATA='{conll_dir}/train.txt'",
-        f"--gin_param=EVAL_DATA='{conll_dir}/dev.txt'",
-        f"--gin_param=INIT_CHECKPOINT='{pretrain_dir}'", f"--gin_param=EXPORT_BASE='{export_base}'",
-        f"--gin_param=TRAIN_STEPS={args.tagging_steps}"], env)
-    qa, tagger = _summary(qa_dir), _summary(tagger_dir)
+    steps.append(_run(Step("6/11 classify raw text with the export in a fresh process",
+                           [py, "-c", CLASSIFY_SNIPPET, summary["export_dir"], *texts]), env))
+    serve_step = Step("11/11 garden.serve: the exports over REST and gRPC", [])
+    start = time.time()
     answers = _serve_and_ask(py, env, work, [summary, qa, tagger])
+    serve_step.seconds = time.time() - start
+    steps.append(serve_step)
 
-    print(f"\nDemo finished in {time.time() - total:.0f}s.")
-    results = [
-        ("classifier accuracy", summary["eval_accuracy"], "majority class",
-         summary["majority_baseline_accuracy"]),
-        ("QA F1 (SQuAD v2.0 script)", qa["eval_f1"], "always-null", qa["null_baseline_f1"]),
-        ("tagger entity F1 (seqeval)", tagger["eval_f1"], "all-O", tagger["all_o_baseline_f1"]),
-    ]
-    failed = False
-    for what, score, baseline_name, baseline in results:
-        verdict = "beats" if score > baseline else "DOES NOT BEAT"
-        failed |= score <= baseline
-        print(f"  {what:28s} {score:8.3f}  {verdict} the {baseline_name} baseline {baseline:.3f}")
-    print(f"SavedModels under {export_base}; answers over HTTP: {json.dumps(answers)[:300]}")
+    results = {
+        classify_step.name: ("accuracy", summary["eval_accuracy"], "majority class",
+                             summary["majority_baseline_accuracy"]),
+        qa_step.name: ("F1 (SQuAD v2.0 script)", qa["eval_f1"], "always-null",
+                       qa["null_baseline_f1"]),
+        tagging_step.name: ("entity F1 (seqeval)", tagger["eval_f1"], "all-O",
+                            tagger["all_o_baseline_f1"]),
+    }
+    wall = time.time() - total
+    failed = _print_table(steps, results, wall)
+    print(f"SavedModels under {export_base}; answers over HTTP and gRPC: "
+          f"{json.dumps(answers)[:300]}")
     if failed:
         print("error: a fine-tuned model does not beat its trivial baseline", file=sys.stderr)
         return 1
     return 0
+
+
+def _print_table(steps, results, wall: float) -> bool:
+    """The summary: each step's seconds, and the fine-tuned models' metric against their
+    baseline. Returns whether a model failed to beat its baseline. Steps run side by side have
+    overlapping seconds, so the column adds up to more than the wall time."""
+    print(f"\nDemo finished in {wall:.0f}s (wall). Steps (those run side by side overlap):")
+    width = max(len(step.name) for step in steps)
+    print(f"  {'step':{width}s} {'seconds':>7s}  metric vs baseline")
+    failed = False
+    for step in sorted(steps, key=lambda s: int(s.name.split("/")[0])):  # stable: 4 then its curves
+        line = f"  {step.name:{width}s} {step.seconds:7.0f}"
+        if step.name in results:
+            metric, score, baseline_name, baseline = results[step.name]
+            verdict = "beats" if score > baseline else "DOES NOT BEAT"
+            failed |= score <= baseline
+            line += f"  {metric} {score:.3f} {verdict} {baseline_name} {baseline:.3f}"
+        print(line)
+    return failed
 
 
 def _summary(model_dir: str) -> dict:
@@ -181,7 +302,8 @@ def _post(url: str, body: dict) -> dict:
 def _serve_and_ask(py: str, env: dict, work: str, summaries) -> dict:
     """Step 11: garden.serve over the three exports (a model_config_file, as TF Serving takes
     it), one raw-text request per model over HTTP; returns the answers."""
-    print("\n=== 11/11 garden.serve: the exports behind TensorFlow Serving's REST API", flush=True)
+    print("\n=== 11/11 garden.serve: the exports behind TensorFlow Serving's REST and gRPC APIs",
+          flush=True)
     models = {s["export_dir"].rstrip("/").split("/")[-2]: os.path.dirname(s["export_dir"].rstrip("/"))
               for s in summaries}
     config = os.path.join(work, "models.config")
@@ -191,16 +313,18 @@ def _serve_and_ask(py: str, env: dict, work: str, summaries) -> dict:
             for name, base in models.items()) + "}\n")
     log_path = os.path.join(work, "serve.log")
     with open(log_path, "w") as log:
-        server = subprocess.Popen([py, "-m", "garden.serve", "--rest_api_port=0",
+        server = subprocess.Popen([py, "-m", "garden.serve", "--rest_api_port=0", "--port=0",
                                    f"--model_config_file={config}"], cwd=REPO_ROOT, env=env,
                                   stdout=log, stderr=subprocess.STDOUT)
     try:
-        deadline, port = time.time() + 300, None
-        while port is None:
+        deadline, port, grpc_port = time.time() + 300, None, None
+        while port is None or grpc_port is None:
             with open(log_path) as f:
-                found = re.search(r"Exporting HTTP/REST API at:[\d.]+:(\d+)", f.read())
-            if found:
-                port = int(found.group(1))
+                log_text = f.read()
+            found = re.search(r"Exporting HTTP/REST API at:[\d.]+:(\d+)", log_text)
+            found_grpc = re.search(r"Running gRPC ModelServer at [\d.]+:(\d+)", log_text)
+            if found and found_grpc:
+                port, grpc_port = int(found.group(1)), int(found_grpc.group(1))
             elif server.poll() is not None or time.time() > deadline:
                 with open(log_path) as f:
                     print(f.read()[-3000:], file=sys.stderr)
@@ -222,6 +346,17 @@ def _serve_and_ask(py: str, env: dict, work: str, summaries) -> dict:
             print(f"$ curl -s -d '{json.dumps(body)}' {url}", flush=True)
             answers[name] = _post(url, body)
             print(json.dumps(answers[name], indent=1)[:1500], flush=True)
+        # The same classifier through TF Serving's gRPC API, with the stock client stub.
+        address = f"127.0.0.1:{grpc_port}"
+        print(f"$ python -c <gRPC client: tensorflow-serving-api's PredictionServiceStub> "
+              f"{address} {names[0]} ...\n{GRPC_SNIPPET.strip()}", flush=True)
+        text = "Return the number of items in a container."
+        proc = subprocess.run([py, "-c", GRPC_SNIPPET, address, names[0], text], cwd=REPO_ROOT,
+                              env=env, capture_output=True, text=True, timeout=300)
+        if proc.returncode != 0:
+            raise SystemExit(f"demo step failed (11/11 gRPC Predict): {proc.stderr[-2000:]}")
+        print(proc.stdout.rstrip(), flush=True)
+        answers[f"{names[0]} (gRPC)"] = proc.stdout.strip()
         return answers
     finally:
         server.terminate()
