@@ -1,16 +1,24 @@
-"""`python -m garden.serve`: TensorFlow Serving's REST API over the garden's export directories.
+"""`python -m garden.serve`: TensorFlow Serving's REST and gRPC APIs over the garden's exports.
 
-    python -m garden.serve --rest_api_port=8501 --model_name=sentiment \\
+    python -m garden.serve --rest_api_port=8501 --port=8500 --model_name=sentiment \\
         --model_base_path=/tmp/exports/sentiment
     curl http://localhost:8501/v1/models/sentiment
     curl -d '{"instances": [{"text_a": "a fine film"}]}' \\
         http://localhost:8501/v1/models/sentiment:predict
+    # gRPC on 8500: tensorflow_serving.apis' PredictionServiceStub / ModelServiceStub, as
+    # against tensorflow_model_server (garden/serving/grpc_server.py)
 
 The flags are tensorflow_model_server's (the same command line serves the same directory with
 the real model server, see docs/tasks.md "Serving: garden.serve"):
     --rest_api_port=8501            0 picks a free port (the model server's 0 turns REST off;
-                                    here REST is all there is). The log line "Exporting
+                                    here it is always served). The log line "Exporting
                                     HTTP/REST API at:HOST:PORT" says where.
+    --port=8500                     gRPC: tensorflow.serving.PredictionService (Predict,
+                                    Classify, Regress, MultiInference, GetModelMetadata) and
+                                    ModelService (GetModelStatus), from the same loaded models
+                                    in the same process; 0 picks a free port. The log line
+                                    "Running gRPC ModelServer at HOST:PORT ..." says where.
+                                    Message limits INT32_MAX both ways, as the model server.
     --model_name=default --model_base_path=DIR    one model: DIR/<version>/ SavedModels
     --model_config_file=FILE        several models, version policies and labels (text proto
                                     model_config_list, garden/serving/server_config.py)
@@ -23,17 +31,19 @@ the real model server, see docs/tasks.md "Serving: garden.serve"):
                                     --tensorflow_inter_op_parallelism=1 keeps the ops of a call
                                     in order, each on all intra-op threads (benchmarks/README.md,
                                     serving_latency)
-    --port=N                        the model server's gRPC port: not served here (warning)
 Garden's own additions: --rest_api_host (default 127.0.0.1, a local server; 0.0.0.0 listens
-everywhere, as the model server does) and --verbose (log every request).
+everywhere, as the model server does; both APIs listen on it) and --verbose (log every request).
 
 Refused at start-up, in one "error:" line: a local base path that does not exist or holds no
 version directory <N>/ (the model server would wait for one; here that is taken for a typo), and
-a --rest_api_port in use (the port is bound first, before any model loads).
+a --rest_api_port or --port in use (both ports are bound first, before any model loads; the
+default --port=8500 too, as the model server refuses it: pass --port=0 or another port when
+8500 is taken, e.g. by a second server).
 
-Models are loaded before the port opens; each version once, shared by the request threads
-(Werkzeug's threaded WSGI server). What is loaded, the warmup replay and the address are logged
-to stderr. The routes, bodies and error codes: garden/serving/server.py and server_json.py.
+Models are loaded before the ports open; each version once, shared by the request threads
+(Werkzeug's threaded WSGI server for REST, a 16-thread pool for gRPC). What is loaded, the warmup
+replay and the addresses are logged to stderr. The routes, bodies and error codes:
+garden/serving/server.py and server_json.py (REST), grpc_server.py (gRPC).
 """
 
 from __future__ import annotations
@@ -46,6 +56,7 @@ import socket
 import sys
 from typing import Iterable, Optional
 
+from data_pipelines import onednn
 from data_pipelines.objectives.base import add_bool
 
 
@@ -53,14 +64,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m garden.serve",
         description="TensorFlow Serving's REST API (status, metadata, :predict, :classify, "
-                    ":regress) over export directories <base_path>/<version>/, with the "
-                    "model server's flags.")
+                    ":regress) and gRPC API (PredictionService, ModelService) over export "
+                    "directories <base_path>/<version>/, with the model server's flags.")
     p.add_argument("--rest_api_port", type=int, default=8501,
                    help="HTTP port (default 8501; 0 picks a free one and logs it)")
     p.add_argument("--rest_api_host", default="127.0.0.1",
-                   help="address to listen on (garden's flag; default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=0,
-                   help="the model server's gRPC port; garden.serve has no gRPC API")
+                   help="address the REST and gRPC APIs listen on (garden's flag; default "
+                        "127.0.0.1)")
+    p.add_argument("--port", type=int, default=8500,
+                   help="gRPC port: tensorflow.serving.PredictionService and ModelService "
+                        "(default 8500, as the model server; 0 picks a free one and logs it)")
     p.add_argument("--model_name", default="default",
                    help="name of the model in the URLs (with --model_base_path)")
     p.add_argument("--model_base_path", default="",
@@ -101,6 +114,16 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _bind_failure(host: str, port: int) -> str:
+    """Why (host, port) cannot be bound, in the words of the OS ("Address already in use"), or
+    "" when a plain socket can bind it (gRPC's own error names no reason)."""
+    try:
+        _bind(host, port).close()
+    except OSError as e:
+        return e.strerror or str(e)
+    return ""
+
+
 def main(argv: Optional[Iterable[str]] = None) -> int:
     args = build_parser().parse_args(list(argv) if argv is not None else None)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
@@ -130,9 +153,19 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
         print(f"error: --rest_api_port={args.rest_api_port} on {args.rest_api_host}: "
               f"{e.strerror}", file=sys.stderr)
         return 2
-    if args.port:
-        log.warning("--port=%d: garden.serve has no gRPC API; only the REST API on "
-                    "--rest_api_port is served", args.port)
+    from garden.serving import grpc_server  # grpc only: TensorFlow is not loaded yet
+
+    # A plain socket's bind first: the OS's reason, without gRPC's own log line about it.
+    why = _bind_failure(args.rest_api_host, args.port) if args.port else ""
+    try:
+        if why:
+            raise grpc_server.BindError(why)
+        rpc, rpc_port = grpc_server.make_server(args.rest_api_host, args.port)
+    except grpc_server.BindError as e:
+        sock.close()
+        print(f"error: --port={args.port} (gRPC) on {args.rest_api_host}: {why or e}",
+              file=sys.stderr)
+        return 2
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  registers the text ops the signatures run
@@ -140,6 +173,7 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
     # Before any op runs: the pools are made once, on first use.
     tf.config.threading.set_intra_op_parallelism_threads(args.tensorflow_intra_op_parallelism)
     tf.config.threading.set_inter_op_parallelism_threads(args.tensorflow_inter_op_parallelism)
+    log.info("%s", onednn.state())
     log.info("TensorFlow thread pools: intra-op %s, inter-op %s",
              *(getattr(tf.config.threading, f"get_{flag}_op_parallelism_threads")() or "default"
                for flag in ("intra", "inter")))
@@ -155,6 +189,9 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
                  f", labels {dict(c.labels)}" if c.labels else "")
     manager = server.ModelManager(configs, warmup=args.enable_model_warmup)
     manager.start(args.file_system_poll_wait_seconds)
+    grpc_server.add_services(rpc, manager)
+    rpc.start()
+    log.info(grpc_server.port_line(args.rest_api_host, rpc_port))
     sock.listen(128)
     http = server.make_server(manager, args.rest_api_host, args.rest_api_port, fd=sock.fileno())
     sock.close()  # the server holds its own duplicate
@@ -168,6 +205,7 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
         http.serve_forever()  # Werkzeug's: returns on KeyboardInterrupt (Ctrl-C, SIGTERM)
     finally:
         manager.stop()
+        rpc.stop(grace=1)
         http.server_close()
     log.info("Shut down")
     return 0

@@ -292,7 +292,11 @@ class ModelManager:
                                f"Servable not found for request: Specific({name}, {version})")
         return served[version]
 
-    def status(self, name: str, version: Optional[int], label: Optional[str]) -> dict:
+    def version_states(self, name: str, version: Optional[int],
+                       label: Optional[str]) -> List[tuple]:
+        """[(version, state, error or None)], newest first: every known version of a model,
+        or the one asked for (by number or label). NOT_FOUND as GetModelStatus answers it.
+        Shared by the REST status route and gRPC's ModelService.GetModelStatus."""
         config = self.configs.get(name)
         if config is None:
             raise ServingError("NOT_FOUND", f"Could not find any versions of model {name}")
@@ -307,11 +311,14 @@ class ModelManager:
             servables = {version: servables[version]}
         if not servables:
             raise ServingError("NOT_FOUND", f"Could not find any versions of model {name}")
+        return [(v, s.state, s.error) for v, s in sorted(servables.items(), reverse=True)]
+
+    def status(self, name: str, version: Optional[int], label: Optional[str]) -> dict:
         return {"model_version_status": [
-            {"version": str(v), "state": s.state,
-             "status": {"error_code": s.error[0] if s.error else "OK",
-                        "error_message": s.error[1] if s.error else ""}}
-            for v, s in sorted(servables.items(), reverse=True)]}
+            {"version": str(v), "state": state,
+             "status": {"error_code": error[0] if error else "OK",
+                        "error_message": error[1] if error else ""}}
+            for v, state, error in self.version_states(name, version, label)]}
 
 
 def metadata(servable: ServableVersion) -> dict:
@@ -381,24 +388,38 @@ class RestApi:
             return predict_response(servable.run(key, arrays), fmt)
         serialized = examples(doc, verb)
         servable = self.manager.servable(name, version, label)
-        sd = servable.signature(key)
-        expected = CLASSIFY if verb == "classify" else REGRESS
-        if sd.method_name != expected:
-            fitting = sorted(k for k, s in servable.signature_defs.items()
-                             if s.method_name == expected)
-            kind = "classification" if verb == "classify" else "regression"
-            raise invalid(f"Expected {kind} signature method_name to be {expected}. Was: "
-                          f"{sd.method_name or PREDICT} (signature {key}; this model's {verb} "
-                          f"signatures: {fitting}: pass \"signature_name\")")
-        if len(sd.inputs) != 1:
-            raise invalid(f"Expected one input Tensor in signature {key}, got {sorted(sd.inputs)}")
-        (input_name,) = sd.inputs
-        array = np.empty(len(serialized), dtype=object)
-        array[:] = serialized
-        outputs = servable.run(key, {input_name: array})
+        outputs = run_examples(servable, key, verb, serialized)
         if verb == "classify":
             return classify_response(outputs, len(serialized))
         return regress_response(outputs, len(serialized))
+
+
+def example_input(servable: ServableVersion, key: str, verb: str) -> str:
+    """The one (serialized tf.Example) input of signature `key`, checked to be a `verb`
+    ("classify" / "regress") signature with TF Serving's method-name check: the REST
+    :classify / :regress and gRPC Classify / Regress / MultiInference give the same errors."""
+    sd = servable.signature(key)
+    expected = CLASSIFY if verb == "classify" else REGRESS
+    if sd.method_name != expected:
+        fitting = sorted(k for k, s in servable.signature_defs.items()
+                         if s.method_name == expected)
+        kind = "classification" if verb == "classify" else "regression"
+        raise invalid(f"Expected {kind} signature method_name to be {expected}. Was: "
+                      f"{sd.method_name or PREDICT} (signature {key}; this model's {verb} "
+                      f"signatures: {fitting}: pass \"signature_name\")")
+    if len(sd.inputs) != 1:
+        raise invalid(f"Expected one input Tensor in signature {key}, got {sorted(sd.inputs)}")
+    (input_name,) = sd.inputs
+    return input_name
+
+
+def run_examples(servable: ServableVersion, key: str, verb: str,
+                 serialized: List[bytes]) -> Dict[str, np.ndarray]:
+    """Signature `key` (checked by example_input) on serialized tf.Examples."""
+    input_name = example_input(servable, key, verb)
+    array = np.empty(len(serialized), dtype=object)
+    array[:] = serialized
+    return servable.run(key, {input_name: array})
 
 
 def _version(text: Optional[str]) -> Optional[int]:

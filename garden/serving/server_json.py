@@ -433,8 +433,11 @@ def predict_response(outputs: Dict[str, np.ndarray], fmt: str) -> dict:
     return {"predictions": [{n: values[n][i] for n in names} for i in range(batch)]}
 
 
-def classify_response(outputs: Dict[str, np.ndarray], batch: int) -> dict:
-    """[[label, score], ...] per example from a classify signature's classes / scores."""
+def classify_results(outputs: Dict[str, np.ndarray], batch: int) -> Tuple[List[List[str]], np.ndarray]:
+    """(labels [batch][classes] as text, scores float32 [batch, classes]) of a classify
+    signature's classes / scores outputs, checked as TF Serving's
+    PostProcessClassificationResult checks them (a missing output: "" labels / 0 scores).
+    Shared by the REST :classify and the gRPC Classify / MultiInference answers."""
     classes, scores = outputs.get("classes"), outputs.get("scores")
     if classes is None and scores is None:
         raise invalid(f"Expected classification signature outputs to contain classes and/or "
@@ -449,13 +452,22 @@ def classify_response(outputs: Dict[str, np.ndarray], batch: int) -> dict:
     width = np.shape(scores if scores is not None else classes)[1]
     labels = (to_json_value(classes, "classes") if classes is not None
               else [[""] * width for _ in range(batch)])
-    values = (to_json_value(np.asarray(scores, np.float32), "scores") if scores is not None
-              else [[0.0] * width for _ in range(batch)])
+    values = (np.asarray(scores, np.float32) if scores is not None
+              else np.zeros([batch, width], np.float32))
+    return labels, values
+
+
+def classify_response(outputs: Dict[str, np.ndarray], batch: int) -> dict:
+    """[[label, score], ...] per example from a classify signature's classes / scores."""
+    labels, scores = classify_results(outputs, batch)
+    values = to_json_value(scores, "scores")
     return {"results": [[[label, score] for label, score in zip(row_l, row_s)]
                         for row_l, row_s in zip(labels, values)]}
 
 
-def regress_response(outputs: Dict[str, np.ndarray], batch: int) -> dict:
+def regress_results(outputs: Dict[str, np.ndarray], batch: int) -> np.ndarray:
+    """The float32 [batch] values of a regress signature's `outputs` ([batch] or [batch, 1]),
+    checked as TF Serving's PostProcessRegressionResult (REST :regress and gRPC Regress)."""
     value = outputs.get("outputs")
     if value is None:
         raise invalid(f"No 'outputs' output of the regression signature, got {sorted(outputs)}")
@@ -463,7 +475,11 @@ def regress_response(outputs: Dict[str, np.ndarray], batch: int) -> dict:
     if not (shape == [batch] or shape == [batch, 1]):
         raise invalid(f"Expected output Tensor shape to be either [batch_size] or "
                       f"[batch_size, 1] with batch_size {batch} but got {shape}")
-    return {"results": to_json_value(np.asarray(value, np.float32).reshape([batch]), "outputs")}
+    return np.asarray(value, np.float32).reshape([batch])
+
+
+def regress_response(outputs: Dict[str, np.ndarray], batch: int) -> dict:
+    return {"results": to_json_value(regress_results(outputs, batch), "outputs")}
 
 
 def dumps(obj) -> bytes:

@@ -10,25 +10,30 @@ import subprocess
 import sys
 import time
 
+from garden.serving.grpc_server import PORT_LINE as GRPC_PORT_LINE
 from garden.serving.server import PORT_LINE
 from testing import REPO_ROOT
 
 
 class ServerProcess:
-    """`python -m garden.serve ARGS --rest_api_port=0`; the port is read from its log."""
+    """`python -m garden.serve --rest_api_port=0 --port=0 ARGS`; the ports are read from its
+    log (`port` REST, `grpc_port` gRPC). --port=0: the default gRPC port 8500 would clash
+    between servers started side by side (ARGS may still name one)."""
 
     def __init__(self, args, log_path: str, timeout: float = 180):
         self.log_path = log_path
         self._log = open(log_path, "w", encoding="utf-8")
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "garden.serve", "--rest_api_port=0", *args],
+            [sys.executable, "-m", "garden.serve", "--rest_api_port=0", "--port=0", *args],
             cwd=REPO_ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
         while True:
             match = PORT_LINE.search(self.log())
             if match:
                 self.host, self.port = match.group(1), int(match.group(2))
+                grpc = GRPC_PORT_LINE.search(self.log())  # logged before the REST line
+                self.grpc_port = int(grpc.group(2)) if grpc else None
                 return
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()
