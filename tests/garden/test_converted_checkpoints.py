@@ -1,0 +1,434 @@
+"""Bring your own checkpoint (issue 23 item 3): a garden.convert output directory is a complete
+starting point for fine-tuning (garden/pretrained.py).
+
+For each source (Hugging Face, Google's TF1 release layout, Model Garden) a tiny random model is
+written in that source's own layout, converted with `python -m garden.convert`, fine-tuned a few
+steps with `garden.train --gin_param=INIT_CHECKPOINT=OUT` (no VOCAB, no lower_case bound: both
+come from OUT), exported, and the export answered in a fresh process. At step 0 the task's
+backbone (built and restored in-process through the same code path as the task) equals the
+source model within 1e-4; the copied tokenizer gives the source tokenizer's ids (transformers'
+BertTokenizer from the same vocab.txt, uncased and cased); a contradicting size binding and a
+directory that is not a checkpoint are refused in one line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from convert_testing import (  # noqa: E402
+    hf_bert_to_tf1_weights, max_abs_diff, random_bert_inputs, torch_state_dict_to_numpy,
+    write_hf_bert, write_tf1_checkpoint)
+from testing import REPO_ROOT, run_module, run_python, train_in_process  # noqa: E402
+
+TOL = 1e-4
+SAMPLES = [("The movie was GOOD, really!", "I liked the plot."),
+           ("très bien: the Acting wasn't dull", "It's London and Paris ?"),
+           ("unknownword film", "")]
+
+
+def convert_cli(*args):
+    return run_module("garden.convert", *args, timeout=300)
+
+
+# --- data ---------------------------------------------------------------------------------------
+
+def _classification_rows(rng, n):
+    pos, neg = ["good", "great", "fun", "fine"], ["bad", "awful", "boring", "dull"]
+    rows = ["text_a\tlabel"]
+    for _ in range(n):
+        label = rng.choice(["pos", "neg"])
+        rows.append(f"the {rng.choice(['movie', 'film', 'plot', 'story'])} was "
+                    f"{rng.choice(['very ', 'really ', ''])}"
+                    f"{rng.choice(pos if label == 'pos' else neg)} .\t{label}")
+    return "\n".join(rows) + "\n"
+
+
+def _squad(rng, n, prefix):
+    paragraphs = []
+    for i in range(n):
+        value = rng.choice(["good", "great", "bad", "dull"])
+        context = f"the movie was fine . the code is {value} . i liked it ."
+        paragraphs.append({"context": context, "qas": [{
+            "id": f"{prefix}{i}", "question": "what is the code ?", "is_impossible": False,
+            "answers": [{"text": value, "answer_start": context.index("code is ") + 8}]}]})
+    return {"version": "v1.1", "data": [{"title": prefix, "paragraphs": paragraphs}]}
+
+
+def _conll(rng, n):
+    lines = []
+    for _ in range(n):
+        city = rng.choice(["paris", "london"])
+        lines += ["-DOCSTART- -X- -X- O", "", f"i NN O O", f"liked VB O O", f"{city} NNP O I-LOC",
+                  ". . O O", ""]
+    return "\n".join(lines) + "\n"
+
+
+def _swag(rng, n):
+    header = "video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,ending1,ending2,ending3,label"
+    rows = [header]
+    for i in range(n):
+        label = rng.randrange(4)
+        endings = ["bad .", "dull .", "awful .", "boring ."]
+        endings[label] = "good ."
+        rows.append(f"v{i},{i},the movie was,the movie,was,gold,{','.join(endings)},{label}")
+    return "\n".join(rows) + "\n"
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    return tmp_path_factory.mktemp("byoc")
+
+
+@pytest.fixture(scope="module")
+def data(root):
+    rng = random.Random(0)
+    d = root / "data"
+    d.mkdir()
+    (d / "train.tsv").write_text(_classification_rows(rng, 48))
+    (d / "dev.tsv").write_text(_classification_rows(rng, 16))
+    (d / "train.json").write_text(json.dumps(_squad(rng, 24, "train")))
+    (d / "dev.json").write_text(json.dumps(_squad(rng, 8, "dev")))
+    (d / "train.conll").write_text(_conll(rng, 24))
+    (d / "dev.conll").write_text(_conll(rng, 8))
+    (d / "train.csv").write_text(_swag(rng, 24))
+    (d / "val.csv").write_text(_swag(rng, 8))
+    return d
+
+
+def _converted(root, name, *args):
+    out = root / f"out_{name}"
+    proc = convert_cli(*args, f"--output={out}")
+    return out, proc
+
+
+@pytest.fixture(scope="module")
+def hf_bert(root):
+    """A Hugging Face BERT directory (uncased vocab.txt, tokenizer_config.json) and OUT."""
+    src = write_hf_bert(str(root / "hf_bert"), cased=False, seed=0)
+    out, proc = _converted(root, "hf_bert", "--source=huggingface", "--model=bert",
+                           f"--input={src['dir']}")
+    return dict(src, out=out, stdout=proc.stdout)
+
+
+@pytest.fixture(scope="module")
+def hf_bert_cased(root):
+    src = write_hf_bert(str(root / "hf_bert_c"), cased=True, seed=1)
+    out, _ = _converted(root, "hf_bert_c", "--source=huggingface", "--model=bert",
+                        f"--input={src['dir']}")
+    return dict(src, out=out)
+
+
+def _tf1_release(root, name, src):
+    """Google's release layout: <name>/bert_model.ckpt, bert_config.json, vocab.txt."""
+    folder = root / name
+    folder.mkdir()
+    weights = hf_bert_to_tf1_weights(torch_state_dict_to_numpy(src["model"]))
+    prefix = write_tf1_checkpoint(weights, str(folder / "bert_model.ckpt"))
+    config = src["model"].config
+    (folder / "bert_config.json").write_text(json.dumps({
+        "vocab_size": config.vocab_size, "hidden_size": config.hidden_size,
+        "num_hidden_layers": config.num_hidden_layers,
+        "num_attention_heads": config.num_attention_heads,
+        "intermediate_size": config.intermediate_size, "hidden_act": "gelu",
+        "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
+        "max_position_embeddings": config.max_position_embeddings,
+        "type_vocab_size": config.type_vocab_size, "initializer_range": 0.02}))
+    shutil.copyfile(src["vocab"], folder / "vocab.txt")
+    return folder, prefix
+
+
+@pytest.fixture(scope="module")
+def tf1_bert(root, hf_bert):
+    folder, prefix = _tf1_release(root, "uncased_L-2_H-32_A-4", hf_bert)
+    out, _ = _converted(root, "tf1_bert", "--source=tf1", "--model=bert", f"--input={prefix}",
+                        f"--config={folder / 'bert_config.json'}")
+    return dict(hf_bert, out=out, prefix=prefix, folder=folder)
+
+
+# --- the pieces ---------------------------------------------------------------------------------
+
+def _info(out):
+    return json.loads((out / "convert_info.json").read_text())
+
+
+def test_convert_writes_checkpoint_tokenizer_and_architecture(hf_bert, hf_bert_cased):
+    info = _info(hf_bert["out"])
+    assert (hf_bert["out"] / "checkpoints" / "ckpt-0.index").exists()
+    assert (hf_bert["out"] / "vocab.txt").read_bytes() == open(hf_bert["vocab"], "rb").read()
+    assert info["checkpoint"] == "checkpoints/ckpt-0"
+    assert info["tokenizer"]["tokenizer"] == "wordpiece" and info["tokenizer"]["layout"] == "bert"
+    assert info["tokenizer"]["lower_case"] is True
+    assert _info(hf_bert_cased["out"])["tokenizer"]["lower_case"] is False
+    arch = info["architecture"]
+    assert arch["backbone_class"] == "garden.models.bert.backbone:BertBackbone"
+    assert arch["config"]["num_layers"] == 2 and arch["config"]["vocab_size"] == 154
+    assert "INIT_CHECKPOINT" in hf_bert["stdout"]
+
+
+@pytest.mark.parametrize("which", ["hf_bert", "hf_bert_cased"])
+def test_copied_tokenizer_gives_the_source_tokenizers_ids(which, request):
+    from garden import pretrained
+    from garden.serving.text import load_packer
+
+    src = request.getfixturevalue(which)
+    converted, vocab, lower_case, kind, layout = pretrained.text_settings(
+        "test", str(src["out"]), None, None)
+    assert converted is not None and vocab == str(src["out"] / "vocab.txt")
+    assert lower_case is (which == "hf_bert")
+    packer = load_packer(vocab, 32, kind=kind, lower_case=lower_case, layout=layout)
+    # Google's layout: the packer looks its specials up by name, not by position.
+    assert (packer.pad_id, packer.cls_id, packer.sep_id) == (0, 101, 102)
+    # transformers' BertTokenizer of the source directory: its vocab.txt and casing.
+    reference = transformers.BertTokenizer.from_pretrained(src["dir"])
+    assert reference.do_lower_case is lower_case
+    a, b = [s[0] for s in SAMPLES], [s[1] for s in SAMPLES]
+    ours = packer.encode_numpy(a, b)
+    theirs = reference(a, b, max_length=32, padding="max_length", truncation=True)
+    np.testing.assert_array_equal(ours["token_ids"], np.array(theirs["input_ids"]))
+    np.testing.assert_array_equal(ours["segment_ids"], np.array(theirs["token_type_ids"]))
+    np.testing.assert_array_equal(ours["padding_mask"], np.array(theirs["attention_mask"]))
+    assert (ours["token_ids"] == 100).any()  # the unknown word maps to [UNK] = 100
+    if which == "hf_bert_cased":  # a capitalised word of the cased vocabulary is kept
+        assert reference.convert_tokens_to_ids("Paris") in ours["token_ids"]
+
+
+def _step0_backbone(out, task_cls, **kwargs):
+    """The backbone a task builds from OUT, restored as the task restores it (no training)."""
+    import gin
+
+    from garden.models import factory
+
+    gin.clear_config()
+    task = task_cls(backbone=factory.bert_backbone, vocab=None, init_checkpoint=str(out),
+                    **kwargs)
+    task.prepare()
+    _, objects = task.build_model()
+    return task, objects["backbone"]
+
+
+def _assert_parity(backbone, torch_model, token_type=True):
+    inputs, _ = random_bert_inputs(3, 16, torch_model.config.vocab_size, seed=5)
+    names = {"token_ids": "input_ids", "segment_ids": "token_type_ids",
+             "padding_mask": "attention_mask"}
+    if not token_type:
+        inputs.pop("segment_ids")
+    with torch.no_grad():
+        ref = torch_model(**{names[k]: torch.tensor(v, dtype=torch.long)
+                             for k, v in inputs.items()}).last_hidden_state.numpy()
+    ours = backbone(inputs, training=False)["sequence_output"].numpy()
+    real = inputs["padding_mask"].astype(bool)
+    diff = max_abs_diff(ours[real], ref[real])
+    assert diff <= TOL, diff
+    return diff
+
+
+def test_step0_backbone_equals_the_source_model(hf_bert, data):
+    from garden.tasks.sentence_classification import SentenceClassification
+
+    _, backbone = _step0_backbone(hf_bert["out"], SentenceClassification,
+                                  train_file=str(data / "train.tsv"),
+                                  eval_file=str(data / "dev.tsv"))
+    _assert_parity(backbone, hf_bert["model"])
+
+
+def test_tf1_release_converts_with_casing_from_its_name(tf1_bert, data, root):
+    from garden.tasks.sentence_classification import SentenceClassification
+
+    info = _info(tf1_bert["out"])
+    assert info["tokenizer"]["lower_case"] is True and info["tokenizer"]["vocab"] == "vocab.txt"
+    _, backbone = _step0_backbone(tf1_bert["out"], SentenceClassification,
+                                  train_file=str(data / "train.tsv"),
+                                  eval_file=str(data / "dev.tsv"))
+    _assert_parity(backbone, tf1_bert["model"])
+    # A release directory named neither uncased_... nor cased_...: the flag is asked for.
+    plain = root / "my_bert"
+    shutil.copytree(tf1_bert["folder"], plain)
+    args = ["--source=tf1", "--model=bert", f"--input={plain / 'bert_model.ckpt'}",
+            f"--config={plain / 'bert_config.json'}"]
+    proc = run_module("garden.convert", *args, f"--output={root / 'out_plain'}", check=False)
+    last = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and "--lower_case" in last[-1] and "--nolower_case" in last[-1]
+    convert_cli(*args, "--nolower_case", f"--output={root / 'out_plain'}")
+    assert _info(root / "out_plain")["tokenizer"]["lower_case"] is False
+
+
+def test_model_garden_checkpoint(hf_bert, data, root):
+    networks = pytest.importorskip("official.nlp.modeling.networks")
+    import tensorflow as tf
+
+    from garden import convert
+    from garden.tasks.sentence_classification import SentenceClassification
+
+    # The Model Garden encoder of the same weights: the garden backbone of the HF model,
+    # copied into a BertEncoder through the converter's own tables would be circular, so the
+    # encoder is random and the reference is the encoder itself.
+    encoder = networks.BertEncoder(
+        vocab_size=154, hidden_size=32, num_layers=2, num_attention_heads=4, inner_dim=64,
+        max_sequence_length=128, type_vocab_size=2, dict_outputs=True, inner_activation="gelu")
+    rng = np.random.default_rng(3)
+    for v in encoder.weights:
+        v.assign((1.0 + 0.2 * rng.normal(size=v.shape) if v.name.endswith("gamma:0")
+                  else 0.05 * rng.normal(size=v.shape)).astype("float32"))
+    folder = root / "uncased_mg"
+    folder.mkdir()
+    prefix = tf.train.Checkpoint(encoder=encoder).write(str(folder / "bert_encoder"))
+    (folder / "encoder.json").write_text(json.dumps(encoder.get_config()))
+    shutil.copyfile(hf_bert["vocab"], folder / "vocab.txt")
+    out = root / "out_mg"
+    convert_cli("--source=model_garden", "--model=bert", f"--input={prefix}",
+                f"--config={folder / 'encoder.json'}", f"--output={out}")
+    assert _info(out)["tokenizer"]["lower_case"] is True
+    _, backbone = _step0_backbone(out, SentenceClassification,
+                                  train_file=str(data / "train.tsv"),
+                                  eval_file=str(data / "dev.tsv"))
+    inputs, _ = random_bert_inputs(3, 16, 154, seed=5)
+    ref = encoder({"input_word_ids": inputs["token_ids"], "input_mask": inputs["padding_mask"],
+                   "input_type_ids": inputs["segment_ids"]}, training=False)
+    ours = backbone(inputs, training=False)["sequence_output"].numpy()
+    real = inputs["padding_mask"].astype(bool)
+    assert max_abs_diff(ours[real], ref["sequence_output"].numpy()[real]) <= TOL
+    del convert
+
+
+# --- garden.train ---------------------------------------------------------------------------
+
+def _train_args(config, out, model_dir, export_base, *extra, steps=3):
+    return [f"--config={config}", f"--model_dir={model_dir}",
+            f"--gin_param=INIT_CHECKPOINT='{out}'", f"--gin_param=TRAIN_STEPS={steps}",
+            f"--gin_param=EXPORT_BASE={repr(str(export_base)) if export_base else None}",
+            "--gin_param=train.global_batch_size=8", "--gin_param=train.warmup_steps=1",
+            "--gin_param=train.log_every=1", *extra]
+
+
+def _files(data, task):
+    return {"classification": [f"--gin_param=TRAIN_FILE='{data / 'train.tsv'}'",
+                               f"--gin_param=EVAL_FILE='{data / 'dev.tsv'}'"],
+            "qa": [f"--gin_param=TRAIN_FILE='{data / 'train.json'}'",
+                   f"--gin_param=EVAL_FILE='{data / 'dev.json'}'",
+                   "--gin_param=TRAIN_RECORDS=None"],
+            "tagging": [f"--gin_param=TRAIN_DATA='{data / 'train.conll'}'",
+                        f"--gin_param=EVAL_DATA='{data / 'dev.conll'}'",
+                        "--gin_param=garden.TokenTagging.label_names=['O', 'I-LOC']"],
+            "multiple_choice": [f"--gin_param=TRAIN_FILE='{data / 'train.csv'}'",
+                                f"--gin_param=EVAL_FILE='{data / 'val.csv'}'"]}[task]
+
+
+CONFIGS = {"classification": "configs/finetune/classification_tiny.gin",
+           "qa": "configs/finetune/qa_tiny.gin",
+           "tagging": "configs/finetune/tagging_tiny.gin",
+           "multiple_choice": "configs/finetune/multiple_choice_tiny.gin"}
+
+
+@pytest.fixture(scope="module")
+def finetuned(hf_bert, tf1_bert, data, root):
+    """Exports of a few fine-tuning steps from converted directories: HF BERT into the four
+    encoder tasks (classification through a fresh `python -m garden.train`, the others in this
+    process) and the TF1 release into classification."""
+    exports, logs = {}, {}
+    export_base = root / "exports"
+    for task in CONFIGS:
+        model_dir = root / f"run_{task}"
+        args = _train_args(CONFIGS[task], hf_bert["out"], model_dir, export_base,
+                           *_files(data, task),
+                           f"--gin_param=garden.{_TASK_CLASS[task]}.model_name='hf_{task}'")
+        if task == "classification":
+            logs[task] = run_module("garden.train", *args, timeout=600).stdout
+        else:
+            train_in_process(args, str(model_dir), steps=3)
+        exports[f"hf_{task}"] = str(export_base / f"hf_{task}" / "1")
+    args = _train_args(CONFIGS["classification"], tf1_bert["out"], root / "run_tf1",
+                       export_base, *_files(data, "classification"),
+                       "--gin_param=garden.SentenceClassification.model_name='tf1_classification'")
+    train_in_process(args, str(root / "run_tf1"), steps=3)
+    exports["tf1_classification"] = str(export_base / "tf1_classification" / "1")
+    return exports, logs
+
+
+_TASK_CLASS = {"classification": "SentenceClassification", "qa": "QuestionAnswering",
+               "tagging": "TokenTagging", "multiple_choice": "MultipleChoice"}
+
+_ANSWER = r"""
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401 - registers the tokenizer ops the exports use
+exports = json.loads(sys.argv[1])
+out = {}
+for name, path in exports.items():
+    serve = tf.saved_model.load(path).signatures["serving_default"]
+    if name.endswith("classification"):
+        r = serve(text_a=tf.constant(["the movie was great .", "the plot was dull ."]))
+    elif name.endswith("qa"):
+        r = serve(question=tf.constant(["what is the code ?"]),
+                  context=tf.constant(["the movie was fine . the code is good ."]))
+    elif name.endswith("tagging"):
+        r = serve(sentences=tf.constant(["i liked paris ."]))
+    else:
+        r = serve(context=tf.constant(["the movie was"]),
+                  endings=tf.constant([["good .", "bad .", "dull .", "awful ."]]))
+    out[name] = sorted(r)
+print(json.dumps(out))
+"""
+
+
+def test_finetuned_exports_answer_in_a_fresh_process(finetuned):
+    exports, logs = finetuned
+    # The sizes line of the converted architecture, printed by the task.
+    assert "BertBackbone from converted huggingface bert checkpoint" in logs["classification"]
+    assert "num_layers=2, hidden_size=32" in logs["classification"]
+    proc = run_python(["-c", _ANSWER, json.dumps(exports)], timeout=600)
+    answered = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert sorted(answered) == sorted(exports)
+    assert all(answered[name] for name in exports), answered
+
+
+def _refused(args, capsys):
+    from garden import train as train_lib
+
+    capsys.readouterr()
+    assert train_lib.main(list(args)) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    return err[-1]
+
+
+def test_contradicting_bindings_are_one_clear_line(hf_bert, data, root, capsys):
+    base = _train_args(CONFIGS["classification"], hf_bert["out"], root / "run_bad", None,
+                       *_files(data, "classification"), steps=1)
+    line = _refused(base + ["--gin_param=bert_backbone.num_layers=4"], capsys)
+    assert line.startswith("error:") and "num_layers = 4" in line and "num_layers = 2" in line
+    line = _refused(base + ["--gin_param=bert_backbone.vocab_size=30522"], capsys)
+    assert "vocab_size = 30522" in line and "vocab_size = 154" in line
+    line = _refused(base + ["--gin_param=garden.SentenceClassification.lower_case=False"], capsys)
+    assert "lower_case = False" in line and "lower_case = True" in line
+    other = root / "other_vocab.txt"
+    other.write_text(open(hf_bert["vocab"]).read() + "extra\n")
+    line = _refused(base + [f"--gin_param=VOCAB='{other}'"], capsys)
+    assert "155 tokens" in line and "154" in line
+
+
+def test_a_directory_that_is_no_checkpoint_is_one_clear_line(data, root, capsys):
+    empty = root / "not_a_checkpoint"
+    empty.mkdir(exist_ok=True)
+    (empty / "notes.txt").write_text("hello")
+    args = _train_args(CONFIGS["classification"], empty, root / "run_none", None,
+                       *_files(data, "classification"), steps=1)
+    line = _refused(args, capsys)
+    assert str(empty) in line and "neither a garden.train model_dir" in line
+    assert "convert_info.json" in line
+
+
+def test_no_vocab_and_no_converted_checkpoint_is_a_clear_error(data, root, capsys):
+    args = _train_args(CONFIGS["classification"], "None", root / "run_novocab", None,
+                       *_files(data, "classification"), steps=1)
+    args = [a if not a.startswith("--gin_param=INIT_CHECKPOINT") else
+            "--gin_param=INIT_CHECKPOINT=None" for a in args]
+    line = _refused(args, capsys)
+    assert "no vocabulary" in line and "VOCAB" in line
