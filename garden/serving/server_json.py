@@ -433,7 +433,8 @@ def predict_response(outputs: Dict[str, np.ndarray], fmt: str) -> dict:
     return {"predictions": [{n: values[n][i] for n in names} for i in range(batch)]}
 
 
-def classify_results(outputs: Dict[str, np.ndarray], batch: int) -> Tuple[List[List[str]], np.ndarray]:
+def classify_results(outputs: Dict[str, np.ndarray],
+                     batch: int) -> Tuple[List[List[str]], np.ndarray]:
     """(labels [batch][classes] as text, scores float32 [batch, classes]) of a classify
     signature's classes / scores outputs, checked as TF Serving's
     PostProcessClassificationResult checks them (a missing output: "" labels / 0 scores).

@@ -211,11 +211,11 @@ def test_predict_raw_text_classify_equals_rest_and_keras(stub, client, exports):
     np.testing.assert_allclose(got["probabilities"], exports["probabilities"], atol=1e-5)
     assert got["label"] == [LABELS[i] for i in exports["probabilities"].argmax(-1)]
     # output_filter, a version label, the explicit signature name, a version number.
-    response = predict_pb2.PredictRequest(model_spec=_spec("sentiment", "serving_default",
-                                                           label="stable"))
-    response.inputs["text_a"].CopyFrom(tf.make_tensor_proto(TEXTS))
-    response.output_filter.append("label")
-    response = stub.Predict(response, timeout=60)
+    request = predict_pb2.PredictRequest(model_spec=_spec("sentiment", "serving_default",
+                                                          label="stable"))
+    request.inputs["text_a"].CopyFrom(tf.make_tensor_proto(TEXTS))
+    request.output_filter.append("label")
+    response = stub.Predict(request, timeout=60)
     assert list(response.outputs) == ["label"]
     assert response.model_spec.version.value == 1
     assert [x.decode() for x in tf.make_ndarray(response.outputs["label"])] == got["label"]
@@ -395,6 +395,10 @@ def test_model_metadata_and_status(stub, model_stub, client):
             code, message)
     assert _status_of(model_stub.GetModelStatus, get_model_status_pb2.GetModelStatusRequest()) \
         == (grpc.StatusCode.INVALID_ARGUMENT, "Missing ModelSpec")
+    from tensorflow_serving.apis import model_management_pb2
+    assert _status_of(model_stub.HandleReloadConfigRequest,
+                      model_management_pb2.ReloadConfigRequest())[0] == \
+        grpc.StatusCode.UNIMPLEMENTED
 
 
 def _both_version_and_label(channel):
