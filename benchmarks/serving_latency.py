@@ -253,7 +253,7 @@ def start_server(model_dir: str, log_path: str, inter_op: int = 0):
     from garden.serving.server import PORT_LINE
 
     out = open(log_path, "w")
-    proc = subprocess.Popen([sys.executable, "-m", "garden.serve", "--rest_api_port=0",
+    proc = subprocess.Popen([sys.executable, "-m", "garden.serve", "--rest_api_port=0", "--port=0",
                              "--model_name=bert", f"--model_base_path={model_dir}",
                              "--file_system_poll_wait_seconds=0",
                              f"--tensorflow_inter_op_parallelism={inter_op}"],
