@@ -261,3 +261,47 @@ def write_hf_bert(directory: str, cased: bool = False, seed: int = 0, hidden: in
     with open(os.path.join(directory, "tokenizer_config.json"), "w") as f:
         json.dump({"do_lower_case": not cased, "tokenizer_class": "BertTokenizer"}, f)
     return {"dir": directory, "model": model, "vocab": vocab}
+
+
+def write_bpe_tokenizer(directory: str) -> int:
+    """RoBERTa's byte-level BPE files offline: vocab.json (<s>=0 <pad>=1 </s>=2 <unk>=3, the 256
+    byte symbols, a few merges' pieces, <mask> last) and merges.txt; returns the vocab size."""
+    import json
+
+    from data_pipelines.tokenizers import bytes_to_unicode
+
+    pieces = ["<s>", "<pad>", "</s>", "<unk>"] + list(bytes_to_unicode().values())
+    merges = []
+    for word in ("the", "movie", "film", "was", "good", "bad", "plot", "great", "dull"):
+        current = "\u0120"
+        for ch in word:
+            if f"{current} {ch}" not in merges:
+                merges.append(f"{current} {ch}")
+            current += ch
+            if current not in pieces:
+                pieces.append(current)
+    pieces.append("<mask>")
+    with open(os.path.join(directory, "vocab.json"), "w", encoding="utf-8") as f:
+        json.dump({p: i for i, p in enumerate(pieces)}, f, ensure_ascii=False)
+    with open(os.path.join(directory, "merges.txt"), "w", encoding="utf-8") as f:
+        f.write("#version: 0.2\n" + "\n".join(merges) + "\n")
+    return len(pieces)
+
+
+def write_sentencepiece_model(path: str, vocab_size: int = 80) -> int:
+    """ALBERT's spiece.model layout offline: <pad>=0 <unk>=1 [CLS]=2 [SEP]=3 [MASK]=4."""
+    import io
+
+    import sentencepiece as spm
+
+    text = [f"the {m} was {a} {b} ." for m in ("movie", "film", "plot", "story")
+            for a in ("very", "really", "quite", "not") for b in ("good", "great", "bad", "dull")]
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(text * 4), model_writer=model, vocab_size=vocab_size,
+        model_type="unigram", pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
+        control_symbols=["[CLS]", "[SEP]", "[MASK]"], hard_vocab_limit=False)
+    with open(path, "wb") as f:
+        f.write(model.getvalue())
+    sp = spm.SentencePieceProcessor(model_file=path)
+    return sp.get_piece_size()
