@@ -5,6 +5,9 @@ Contenders, all float32 on this machine's CPU cores, random weights (nothing dow
   SequenceClassifier(bert_base), 2 labels, max_seq_length 128) loaded with
   tf.saved_model.load, called through its signatures: `serving_default` (raw text: tokenizer
   and packing in the graph) and `serving_ids` (int32 token_ids / segment_ids / padding_mask).
+- ours over gRPC (grpc_text / grpc_ids): the same server process and model, after the HTTP
+  timings, through TF Serving's PredictionService with tensorflow-serving-api's stub
+  (Predict with a string tensor / the three int32 tensors).
 - ours over HTTP: the same export served by `python -m garden.serve` (a separate process,
   warmup on) and called on one keep-alive connection: POST :predict with {"instances": texts}
   and {"signature_name": "serving_ids", "inputs": {...}}; the request bodies are encoded before
@@ -250,6 +253,8 @@ def make_export(work: str) -> tuple:
 
 
 def start_server(model_dir: str, log_path: str, inter_op: int = 0):
+    """garden.serve on free REST and gRPC ports: (process, REST port, gRPC port)."""
+    from garden.serving.grpc_server import PORT_LINE as GRPC_PORT_LINE
     from garden.serving.server import PORT_LINE
 
     out = open(log_path, "w")
@@ -262,9 +267,10 @@ def start_server(model_dir: str, log_path: str, inter_op: int = 0):
     deadline = time.monotonic() + 900
     while time.monotonic() < deadline and proc.poll() is None:
         with open(log_path) as f:
-            match = PORT_LINE.search(f.read())
-        if match:
-            return proc, int(match.group(2))
+            text = f.read()
+        match, grpc_match = PORT_LINE.search(text), GRPC_PORT_LINE.search(text)
+        if match and grpc_match:
+            return proc, int(match.group(2)), int(grpc_match.group(2))
         time.sleep(0.5)
     proc.kill()
     raise RuntimeError(f"garden.serve did not start; see {log_path}")
@@ -327,8 +333,8 @@ def worker_http(work: str, batches: List[int], args, inter_op: int = 0) -> dict:
     """The client side imports no TensorFlow: only the server process runs the model (with
     --tensorflow_inter_op_parallelism=inter_op; keys get the suffix _inter<N> when set)."""
     text, ids, export_dir = _inputs(work, batches)
-    proc, port = start_server(os.path.dirname(export_dir), os.path.join(work, "serve.log"),
-                              inter_op)
+    proc, port, grpc_port = start_server(os.path.dirname(export_dir),
+                                         os.path.join(work, "serve.log"), inter_op)
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
 
     def post(body: bytes):
@@ -347,11 +353,47 @@ def worker_http(work: str, batches: List[int], args, inter_op: int = 0) -> dict:
                 k: v.tolist() for k, v in ids[b].items()}}).encode()
             out["http_text"][b] = timed(lambda: post(text_body), args.warmup, _reps(args, b))
             out["http_ids"][b] = timed(lambda: post(ids_body), args.warmup, _reps(args, b))
+        # The same server process and loaded model over TF Serving's gRPC API, with the stock
+        # client stub; the request protos are built before the clock starts (as the JSON bodies
+        # are), the response tensors decoded inside it (the HTTP bodies are only read).
+        out.update(grpc_timings(grpc_port, text, ids, batches, args))
     finally:
         conn.close()
         proc.terminate()
         proc.wait(timeout=60)
     return {k + (f"_inter{inter_op}" if inter_op else ""): v for k, v in out.items()}
+
+
+def grpc_timings(port: int, text: str, ids, batches: List[int], args) -> dict:
+    import grpc
+    import tensorflow as tf
+    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=[
+        ("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)])
+    stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+
+    def request(signature: str, inputs: dict):
+        message = predict_pb2.PredictRequest()
+        message.model_spec.name, message.model_spec.signature_name = "bert", signature
+        for name, value in inputs.items():
+            message.inputs[name].CopyFrom(tf.make_tensor_proto(value))
+        return message
+
+    def call(message):
+        response = stub.Predict(message, timeout=600)
+        return tf.make_ndarray(response.outputs["logits"])
+
+    out = {"grpc_text": {}, "grpc_ids": {}}
+    try:
+        for b in batches:
+            text_request = request("serving_default", {"text_a": [text] * b})
+            ids_request = request("serving_ids", ids[b])
+            out["grpc_text"][b] = timed(lambda: call(text_request), args.warmup, _reps(args, b))
+            out["grpc_ids"][b] = timed(lambda: call(ids_request), args.warmup, _reps(args, b))
+    finally:
+        channel.close()
+    return out
 
 
 def worker_torch(work: str, batches: List[int], args) -> dict:
