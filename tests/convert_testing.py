@@ -263,14 +263,15 @@ def write_hf_bert(directory: str, cased: bool = False, seed: int = 0, hidden: in
     return {"dir": directory, "model": model, "vocab": vocab}
 
 
-def write_bpe_tokenizer(directory: str) -> int:
+def write_bpe_tokenizer(directory: str, gpt2: bool = False) -> int:
     """RoBERTa's byte-level BPE files offline: vocab.json (<s>=0 <pad>=1 </s>=2 <unk>=3, the 256
     byte symbols, a few merges' pieces, <mask> last) and merges.txt; returns the vocab size."""
     import json
 
     from data_pipelines.tokenizers import bytes_to_unicode
 
-    pieces = ["<s>", "<pad>", "</s>", "<unk>"] + list(bytes_to_unicode().values())
+    pieces = ([] if gpt2 else ["<s>", "<pad>", "</s>", "<unk>"]) + \
+        list(bytes_to_unicode().values())
     merges = []
     for word in ("the", "movie", "film", "was", "good", "bad", "plot", "great", "dull"):
         current = "\u0120"
@@ -280,7 +281,7 @@ def write_bpe_tokenizer(directory: str) -> int:
             current += ch
             if current not in pieces:
                 pieces.append(current)
-    pieces.append("<mask>")
+    pieces.append("<|endoftext|>" if gpt2 else "<mask>")  # GPT-2: its only special, last
     with open(os.path.join(directory, "vocab.json"), "w", encoding="utf-8") as f:
         json.dump({p: i for i, p in enumerate(pieces)}, f, ensure_ascii=False)
     with open(os.path.join(directory, "merges.txt"), "w", encoding="utf-8") as f:

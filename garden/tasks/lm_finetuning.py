@@ -85,6 +85,7 @@ from garden.tasks.base import Stage, Task
 from garden.tasks.sentence_classification import (TaskDataError, batches, read_records,
                                                   resolve_init_checkpoint)
 from garden.tasks.shared import restore_backbone
+from garden import pretrained
 
 COLUMNS = ["source", "target"]
 
@@ -138,8 +139,8 @@ class _GenerativeFinetuning(Task):
 
     encoder_decoder: bool = False
 
-    def __init__(self, model: Callable, vocab: str, train_file: str, eval_file: str,
-                 max_target_length: int = 64, lower_case: bool = False,
+    def __init__(self, model: Callable, vocab: Optional[str], train_file: str, eval_file: str,
+                 max_target_length: int = 64, lower_case: Optional[bool] = None,
                  tokenizer: Optional[str] = None, generation: Optional[Dict] = None,
                  max_eval_examples: Optional[int] = None, eval_batch_size: int = 32,
                  init_checkpoint: Optional[str] = None,
@@ -149,6 +150,11 @@ class _GenerativeFinetuning(Task):
         self.export_base = export_base
         self.model_name = model_name or self.name
         self.max_beams = int(max_beams)
+        # A garden.convert directory as init_checkpoint: its LM, tokenizer and casing
+        # (garden/pretrained.py); its `model` object (the whole GenerativeLM) is restored.
+        (self._converted, vocab, lower_case, tokenizer, _) = pretrained.text_settings(
+            f"garden.{type(self).__name__}", init_checkpoint, vocab, lower_case, tokenizer,
+            default_lower_case=False)
         self.vocab, self.lower_case = vocab, lower_case
         self.kind = tokenizer or tokenizers.detect_kind(vocab)
         if self.kind not in ("sentencepiece", "bpe"):
@@ -163,7 +169,8 @@ class _GenerativeFinetuning(Task):
         self.max_eval_examples = max_eval_examples
         self.eval_batch_size = int(eval_batch_size)
         self.init_checkpoint = init_checkpoint
-        self.init_checkpoint_object = init_checkpoint_object
+        self.init_checkpoint_object = ("model" if self._converted is not None
+                                       else init_checkpoint_object)
 
     # -- before anything is built ---------------------------------------------------------
     def prepare(self) -> None:
@@ -232,7 +239,11 @@ class _GenerativeFinetuning(Task):
 
     # -- the model -------------------------------------------------------------------------
     def build_model(self):
-        model = self.model_fn(default_vocab_size=self.token_vocab.size)
+        if self._converted is not None:
+            model = pretrained.build_lm(self._converted, self.model_fn,
+                                        f"garden.{type(self).__name__}")
+        else:
+            model = self.model_fn(default_vocab_size=self.token_vocab.size)
         if bool(getattr(model, "is_encoder_decoder", None)) != self.encoder_decoder:
             want = "an encoder-decoder" if self.encoder_decoder else "a decoder-only"
             raise ValueError(f"{self.name} needs {want} GenerativeLM; {self.name}.model built a "
@@ -243,7 +254,9 @@ class _GenerativeFinetuning(Task):
         # parameters and the checkpoint restores before the first step).
         model({k: tf.ones([1, 2], tf.int32) for k in model.input_names}, training=False)
         backbone = getattr(model, "backbone", None)
-        if self.init_checkpoint:
+        if self.init_checkpoint and self._converted is not None:
+            pretrained.restore(model, self._init_path, self.init_checkpoint_object, self.name)
+        elif self.init_checkpoint:
             restore_backbone(backbone if backbone is not None else model, self._init_path,
                              self.init_checkpoint_object, self.name)
         objects = {"model": model}
@@ -521,11 +534,14 @@ class CausalLMFinetuning(_GenerativeFinetuning):
 
     def _set_specials(self, eager) -> None:
         vocab = eager.vocab
-        self.pad_id = vocab.special("pad", self.name)
         if self.kind == "bpe":  # GPT-2: <|endoftext|> starts and ends a text
             self.eos_id = vocab.special("eod", self.name)
+            # OpenAI's GPT-2 vocabulary has no <pad>: padding is <|endoftext|> (its
+            # convention; padded positions carry no loss and are masked).
+            self.pad_id = vocab.specials.get("pad", self.eos_id)
             self.prefix = [self.eos_id]
         else:
+            self.pad_id = vocab.special("pad", self.name)
             self.eos_id, self.prefix = vocab.special("eos", self.name), []
         self.separator_ids = eager.tokenize([self.separator])[0] if self.separator else []
         if self.source_room < 1:

@@ -569,3 +569,86 @@ def test_electra_config_restoring_the_discriminator_takes_the_converted_dir(hf_f
                        "--gin_param=garden.SentenceClassification.init_checkpoint_object="
                        "'discriminator'", steps=1)
     train_in_process(args, str(root / "run_electra_disc"), steps=1)
+
+
+# --- GPT-2 (Hugging Face) into causal-LM fine-tuning ---------------------------------------------
+
+@pytest.fixture(scope="module")
+def hf_gpt2(root):
+    from convert_testing import randomize_torch_, save_hf_dir, write_bpe_tokenizer
+
+    folder = root / "hf_gpt2"
+    folder.mkdir()
+    vocab = write_bpe_tokenizer(str(folder), gpt2=True)  # no <pad>, <|endoftext|> last
+    torch.manual_seed(3)
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        vocab_size=vocab, n_embd=32, n_layer=2, n_head=4, n_positions=128,
+        bos_token_id=vocab - 1, eos_token_id=vocab - 1)).eval()
+    model = randomize_torch_(model, seed=3, scale=0.05)
+    save_hf_dir(model, str(folder))
+    out, _ = _converted(root, "hf_gpt2", "--source=huggingface", "--model=gpt2",
+                        f"--input={folder}")
+    rows = [{"source": f"the {a} was", "target": b}
+            for a in ("movie", "film", "plot") for b in ("good", "bad", "dull")]
+    (root / "lm_train.jsonl").write_text("\n".join(json.dumps(r) for r in rows * 3) + "\n")
+    (root / "lm_dev.jsonl").write_text("\n".join(json.dumps(r) for r in rows[:3]) + "\n")
+    return dict(dir=str(folder), model=model, out=out)
+
+
+def test_gpt2_tokenizer_and_step0_lm_parity(hf_gpt2, root):
+    import gin
+
+    from data_pipelines import tokenizers
+    from garden.models import factory
+    from garden.tasks.lm_finetuning import CausalLMFinetuning
+
+    info = _info(hf_gpt2["out"])
+    assert info["tokenizer"]["tokenizer"] == "bpe" and info["tokenizer"]["lower_case"] is False
+    ours = tokenizers.load_tokenizer("bpe", str(hf_gpt2["out"] / "vocab.json"), lower_case=False)
+    reference = transformers.GPT2Tokenizer.from_pretrained(hf_gpt2["dir"])
+    for text in ("The movie was good!", "the plot was dull, the film great."):
+        assert ours.tokenize([text])[0] == reference(text)["input_ids"], text
+    gin.clear_config()
+    task = CausalLMFinetuning(model=factory.generative_lm, vocab=None,
+                              train_file=str(root / "lm_train.jsonl"),
+                              eval_file=str(root / "lm_dev.jsonl"),
+                              init_checkpoint=str(hf_gpt2["out"]), max_prompt_length=16,
+                              max_target_length=8)
+    task.prepare()
+    model, _ = task.build_model()
+    ids = np.random.default_rng(7).integers(0, hf_gpt2["model"].config.vocab_size, (2, 12))
+    with torch.no_grad():
+        ref = hf_gpt2["model"](input_ids=torch.tensor(ids)).logits.numpy()
+    out = model({"token_ids": ids.astype("int32"), "padding_mask": np.ones_like(ids, "int32")},
+                training=False)
+    logits = out["logits"] if isinstance(out, dict) else out
+    assert max_abs_diff(np.asarray(logits), ref) <= TOL
+
+
+_ANSWER_GENERATION = r"""
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401
+serve = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
+names = sorted(serve.structured_input_signature[1])
+inputs = {n: tf.constant(["the movie was"]) for n in names
+          if serve.structured_input_signature[1][n].dtype == tf.string}
+print(json.dumps({k: v.numpy().tolist() if v.dtype != tf.string else
+                  [t.decode() for t in v.numpy().reshape(-1)] for k, v in serve(**inputs).items()}))
+"""
+
+
+def test_gpt2_causal_lm_finetunes_exports_and_answers(hf_gpt2, root):
+    model_dir = root / "run_gpt2"
+    args = [f"--config=configs/finetune/causal_lm_tiny.gin", f"--model_dir={model_dir}",
+            f"--gin_param=INIT_CHECKPOINT='{hf_gpt2['out']}'", "--gin_param=TRAIN_STEPS=2",
+            f"--gin_param=TRAIN_FILE='{root / 'lm_train.jsonl'}'",
+            f"--gin_param=EVAL_FILE='{root / 'lm_dev.jsonl'}'",
+            f"--gin_param=garden.CausalLMFinetuning.export_base='{root / 'exports'}'",
+            "--gin_param=garden.CausalLMFinetuning.max_prompt_length=16",
+            "--gin_param=garden.CausalLMFinetuning.max_target_length=8",
+            "--gin_param=train.global_batch_size=8", "--gin_param=train.warmup_steps=1"]
+    train_in_process(args, str(model_dir), steps=2)
+    export = root / "exports" / "gpt2_tiny_causal_lm" / "1"
+    proc = run_python(["-c", _ANSWER_GENERATION, str(export)], timeout=600)
+    assert json.loads(proc.stdout.strip().splitlines()[-1])
