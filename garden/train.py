@@ -346,8 +346,9 @@ def build_summary(config_files, bindings) -> int:
             vocab = vocab.scoped_configurable_fn()
         from data_pipelines import tokenizers
 
-        kind = tokenizers.detect_kind(vocab)  # vocab.txt, *.model or vocab.json
-        vocab_size = tokenizers.load_tokenizer(kind, vocab).vocab.size
+        if vocab is not None:  # VOCAB = None: the fine-tuning run files' default (converted dirs)
+            kind = tokenizers.detect_kind(vocab)  # vocab.txt, *.model or vocab.json
+            vocab_size = tokenizers.load_tokenizer(kind, vocab).vocab.size
     except (ValueError, TypeError):
         pass  # no vocabulary bound or readable: the factory's preset (or binding) sizes it
     # The task's literal bindings (e.g. which family it trains); macros of data paths are left

@@ -117,3 +117,19 @@ def test_factory_backbone_summaries_match_hugging_face(capsys, config, hf_base, 
     model_cls = getattr(transformers, hf_base)
     config_cls = getattr(transformers, hf_base.replace("Model", "Config"))
     assert _printed(out, "Backbone") == _meta_count(model_cls, config_cls(**hf_config))
+
+
+def test_finetuning_summary_without_a_vocabulary(capsys):
+    # The fine-tuning run files default VOCAB to None (a converted checkpoint brings its own):
+    # --summary then sizes the word table from the preset (BERT-tiny with 30,522 pieces), and
+    # the count equals Hugging Face's BertModel of that shape.
+    keras.backend.clear_session()
+    assert train_lib.main(["--summary", "--config=configs/finetune/classification_tiny.gin"]) == 0
+    out = capsys.readouterr().out
+    keras.backend.clear_session()
+    match = re.search(r"^Backbone parameters: ([\d,]+) \(", out, re.MULTILINE)
+    assert match, out[-2000:]
+    hf_backbone, _ = _hugging_face_counts(vocab_size=30522, hidden_size=128,
+                                          num_hidden_layers=2, num_attention_heads=2,
+                                          intermediate_size=512)
+    assert int(match.group(1).replace(",", "")) == hf_backbone
