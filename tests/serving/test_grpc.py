@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import socket
 import statistics
 import subprocess
@@ -560,3 +561,28 @@ def test_grpc_port_in_use_is_one_error_line(tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip() == (f"error: --port={port} (gRPC) on 127.0.0.1: Address already "
                                    f"in use"), proc.stderr
+
+
+def readme_grpc_snippet() -> str:
+    """README's Python gRPC client (section "Serving locally: garden.serve")."""
+    with open(os.path.join(REPO_ROOT, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    section = text[text.index("## Serving locally: garden.serve\n"):]
+    section = section[:section.index("\n## ", 4)]
+    blocks = [b for b in section.split("```python\n")[1:] if "PredictionServiceStub" in b]
+    assert len(blocks) == 1, "README's garden.serve section has one gRPC client snippet"
+    return blocks[0].split("```", 1)[0]
+
+
+def test_readme_grpc_client_snippet_answers_like_rest(server, client):
+    # The snippet as a user copies it, pointed at this server and model, in a fresh process.
+    snippet = readme_grpc_snippet()
+    assert '"localhost:8500"' in snippet and '"bert_tiny_classifier"' in snippet
+    code = (snippet.replace('"localhost:8500"', f'"{server.host}:{server.grpc_port}"')
+            .replace('"bert_tiny_classifier"', '"sentiment"'))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, cwd=REPO_ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rest = _rest(client, "/v1/models/sentiment:predict", {"instances": ["a fine film"]})
+    label = rest["predictions"][0]["label"]
+    assert proc.stdout.strip().splitlines()[-1] == f"[b'{label}'] 1", proc.stdout
