@@ -25,6 +25,22 @@ from testing import read_summary, run_python as _run, train_in_process
 
 STEPS = 6
 
+# Where the process is not what a test is about, its runs are garden.train's main in this
+# process (a fresh interpreter costs a TensorFlow import and a trace each time): the
+# one-device reference, the shorter guard run and the uninterrupted SIGKILL reference (the
+# accumulation tests compare in-process runs with the same reference). Fresh processes
+# remain where they are the point: two logical CPUs (set before TensorFlow starts), the two
+# workers, and the runs that are killed and the one that resumes after the kills.
+
+
+def _in_process(argv, model_dir, steps):
+    cwd = os.getcwd()
+    os.chdir(REPO_ROOT)  # configs include each other by repo-relative paths
+    try:
+        return train_in_process(argv[2:], model_dir, steps=steps)  # argv[:2]: -m garden.train
+    finally:
+        os.chdir(cwd)
+
 
 def _args(bert_data, model_dir, *extra, steps=STEPS, dropout=0.0):
     return pretrain_args(bert_data, model_dir, *extra, steps=steps, dropout=dropout)
@@ -33,7 +49,7 @@ def _args(bert_data, model_dir, *extra, steps=STEPS, dropout=0.0):
 @pytest.fixture(scope="module")
 def single_device_dir(bert_data, tmp_path_factory):
     model_dir = tmp_path_factory.mktemp("single")
-    _run(_args(bert_data, model_dir, "--strategy=one_device"))
+    _in_process(_args(bert_data, model_dir, "--strategy=one_device"), model_dir, STEPS)
     return model_dir
 
 
@@ -44,7 +60,8 @@ def single_device(single_device_dir):
 
 def test_training_moves_the_weights(bert_data, single_device, tmp_path):
     # Guard for the comparisons below: a run of fewer steps must differ measurably.
-    _run(_args(bert_data, tmp_path, "--strategy=one_device", steps=STEPS - 1))
+    _in_process(_args(bert_data, tmp_path, "--strategy=one_device", steps=STEPS - 1), tmp_path,
+                STEPS - 1)
     assert _max_diff(single_device, _weights(tmp_path)) > 1e-4
 
 
@@ -177,7 +194,7 @@ def test_sigkill_then_resume_ends_at_the_uninterrupted_weights(bert_data, tmp_pa
     the same command ends at the uninterrupted run's weights."""
     steps, extra = 10, ["--strategy=one_device", "--gin_param=train.checkpoint_every=3"]
     reference = tmp_path / "reference"
-    _run(_args(bert_data, reference, *extra, steps=steps, dropout=0.1))
+    _in_process(_args(bert_data, reference, *extra, steps=steps, dropout=0.1), reference, steps)
 
     killed = tmp_path / "killed"
     for kill_after, kept in ((4, "ckpt-3"), (8, "ckpt-6")):
