@@ -33,7 +33,9 @@ class SequenceClassifier(PretrainerConfig, keras.Model):
     Outputs (dict): logits float32 [B, num_classes] (softmax not applied).
 
     Args:
-        backbone: a backbone with dict inputs and a "pooled_output" output (e.g. BertBackbone).
+        backbone: a backbone with dict inputs and a "pooled_output" output (e.g. BertBackbone);
+            one without (DistilBERT) gets DistilBertForSequenceClassification's head: the first
+            token's sequence_output -> pre_classifier Dense(H) + ReLU, then dropout -> dense.
         num_classes: int, number of labels (1 for regression).
         dropout: float, dropout on the pooled output (0.1).
         **kwargs: name, trainable.
@@ -60,7 +62,19 @@ class SequenceClassifier(PretrainerConfig, keras.Model):
             name: keras.Input(shape=(None,), dtype="int32", name=name)
             for name in input_names(backbone)
         }
-        pooled = backbone(inputs)["pooled_output"]
+        outputs = backbone(inputs)
+        pre_classifier = None
+        if "pooled_output" in outputs:
+            pooled = outputs["pooled_output"]
+        else:
+            # A backbone without a pooler (DistilBERT): Hugging Face's
+            # DistilBertForSequenceClassification head, hidden[:, 0] -> pre_classifier
+            # Dense(H) + ReLU -> dropout -> classifier (its pre_classifier plays BERT's pooler).
+            sequence = outputs["sequence_output"]
+            pre_classifier = keras.layers.Dense(
+                sequence.shape[-1], activation="relu", kernel_initializer=truncated_normal(0.02),
+                dtype=dtype, name="pre_classifier")
+            pooled = pre_classifier(sequence[:, 0, :])
         logits = classifier_dense(dropout_layer(pooled))
         super().__init__(inputs=inputs, outputs={"logits": logits}, **kwargs)
 
@@ -70,4 +84,5 @@ class SequenceClassifier(PretrainerConfig, keras.Model):
         self.dropout = float(dropout)
         self.classifier_dropout = dropout_layer
         self.classifier_dense = classifier_dense
+        self.pre_classifier = pre_classifier  # None when the backbone has a pooled_output
 

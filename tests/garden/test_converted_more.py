@@ -1,0 +1,182 @@
+"""More converted checkpoints as starting points (garden/pretrained.py): DistilBERT (Hugging
+Face) into sentence classification, a converted directory as garden.extract_features' model,
+and GPT-2 (Hugging Face) into last-token classification.
+
+Each tiny random source model is written in Hugging Face's layout with its own tokenizer files,
+converted by garden.convert (in-process main()), checked at step 0 against the source model
+within 1e-4 (and the copied tokenizer against the source tokenizer), fine-tuned a few steps by
+garden.train (DistilBERT through a fresh `python -m garden.train`), exported, and the exports
+answered in a fresh process.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from convert_testing import (bert_vocab_tokens, max_abs_diff, random_bert_inputs,  # noqa: E402
+                             randomize_torch_, save_hf_dir)
+from testing import run_module, run_python, train_in_process  # noqa: E402
+
+TOL = 1e-4
+PAIRS = [("the movie was GOOD, really!", "I liked the plot."),
+         ("très bien: the acting wasn't dull", "it was fun ?"),
+         ("unknownword film", "bad")]
+
+
+def _classification_rows(rng, n):
+    pos, neg = ["good", "great", "fun", "fine"], ["bad", "awful", "boring", "dull"]
+    rows = ["text_a\tlabel"]
+    for _ in range(n):
+        label = rng.choice(["pos", "neg"])
+        rows.append(f"the {rng.choice(['movie', 'film', 'plot', 'story'])} was "
+                    f"{rng.choice(['very ', 'really ', ''])}"
+                    f"{rng.choice(pos if label == 'pos' else neg)} .\t{label}")
+    return "\n".join(rows) + "\n"
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    return tmp_path_factory.mktemp("byoc_more")
+
+
+@pytest.fixture(scope="module")
+def data(root):
+    rng = random.Random(0)
+    d = root / "data"
+    d.mkdir()
+    (d / "train.tsv").write_text(_classification_rows(rng, 48))
+    (d / "dev.tsv").write_text(_classification_rows(rng, 16))
+    return d
+
+
+def _convert(family, folder, out):
+    from garden import convert
+
+    assert convert.main(["--source=huggingface", f"--model={family}", f"--input={folder}",
+                         f"--output={out}"]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def hf_distilbert(root):
+    """A tiny random Hugging Face DistilBertModel with vocab.txt (uncased), and OUT."""
+    folder = root / "hf_distilbert"
+    folder.mkdir()
+    tokens = bert_vocab_tokens()
+    (folder / "vocab.txt").write_text("\n".join(tokens) + "\n")
+    (folder / "tokenizer_config.json").write_text(json.dumps(
+        {"do_lower_case": True, "tokenizer_class": "DistilBertTokenizer"}))
+    config = transformers.DistilBertConfig(vocab_size=len(tokens), dim=32, n_layers=2, n_heads=4,
+                                           hidden_dim=64, max_position_embeddings=128)
+    torch.manual_seed(4)
+    model = randomize_torch_(transformers.DistilBertModel(config).eval(), seed=4, scale=0.05)
+    save_hf_dir(model, str(folder))
+    return dict(dir=str(folder), model=model,
+                out=_convert("distilbert", folder, root / "out_distilbert"))
+
+
+def _train_args(config, out, model_dir, export_base, *extra, steps=3):
+    return [f"--config={config}", f"--model_dir={model_dir}",
+            f"--gin_param=INIT_CHECKPOINT='{out}'", f"--gin_param=TRAIN_STEPS={steps}",
+            f"--gin_param=EXPORT_BASE={repr(str(export_base)) if export_base else None}",
+            "--gin_param=train.global_batch_size=8", "--gin_param=train.warmup_steps=1",
+            "--gin_param=train.log_every=1", *extra]
+
+
+def _files(data):
+    return [f"--gin_param=TRAIN_FILE='{data / 'train.tsv'}'",
+            f"--gin_param=EVAL_FILE='{data / 'dev.tsv'}'"]
+
+
+# --- DistilBERT (Hugging Face) into sentence classification ------------------------------------
+
+def test_distilbert_tokenizer_and_step0_parity(hf_distilbert, data):
+    import gin
+
+    from garden import pretrained
+    from garden.models import factory
+    from garden.serving.text import load_packer
+    from garden.tasks.sentence_classification import SentenceClassification
+
+    info = json.loads((hf_distilbert["out"] / "convert_info.json").read_text())
+    assert info["tokenizer"]["tokenizer"] == "wordpiece" and info["tokenizer"]["lower_case"]
+    _, vocab, lower_case, kind, layout = pretrained.text_settings(
+        "test", str(hf_distilbert["out"]), None, None)
+    packer = load_packer(vocab, 32, kind=kind, lower_case=lower_case, layout=layout)
+    reference = transformers.DistilBertTokenizer.from_pretrained(hf_distilbert["dir"])
+    a, b = [p[0] for p in PAIRS], [p[1] for p in PAIRS]
+    ours = packer.encode_numpy(a, b)
+    theirs = reference(a, b, max_length=32, padding="max_length", truncation=True)
+    np.testing.assert_array_equal(ours["token_ids"], np.array(theirs["input_ids"]))
+    np.testing.assert_array_equal(ours["padding_mask"], np.array(theirs["attention_mask"]))
+    assert (ours["token_ids"] == 100).any()  # the unknown word maps to [UNK] = 100
+
+    gin.clear_config()
+    task = SentenceClassification(backbone=factory.bert_backbone, vocab=None,
+                                  init_checkpoint=str(hf_distilbert["out"]),
+                                  train_file=str(data / "train.tsv"),
+                                  eval_file=str(data / "dev.tsv"))
+    task.prepare()
+    model, objects = task.build_model()
+    backbone = objects["backbone"]
+    assert type(backbone).__name__ == "DistilBertBackbone"
+    inputs, _ = random_bert_inputs(3, 16, hf_distilbert["model"].config.vocab_size, seed=5)
+    inputs.pop("segment_ids")  # DistilBERT has no token types
+    with torch.no_grad():
+        ref = hf_distilbert["model"](
+            input_ids=torch.tensor(inputs["token_ids"], dtype=torch.long),
+            attention_mask=torch.tensor(inputs["padding_mask"], dtype=torch.long)
+        ).last_hidden_state.numpy()
+    ours = backbone(inputs, training=False)["sequence_output"].numpy()
+    real = inputs["padding_mask"].astype(bool)
+    assert max_abs_diff(ours[real], ref[real]) <= TOL
+    # The classifier's head is DistilBertForSequenceClassification's: [CLS] state ->
+    # pre_classifier Dense(H) + ReLU -> dropout -> classifier.
+    assert model.pre_classifier is not None and model.pre_classifier.units == 32
+    logits = model(inputs, training=False)["logits"].numpy()
+    state = np.maximum(ours[:, 0] @ model.pre_classifier.kernel.numpy()
+                       + model.pre_classifier.bias.numpy(), 0.0)
+    expected = state @ model.classifier_dense.kernel.numpy() + model.classifier_dense.bias.numpy()
+    assert max_abs_diff(logits, expected) <= 1e-5
+
+
+_ANSWER = r"""
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401 - registers the tokenizer ops the exports use
+out = {}
+for name, path in json.loads(sys.argv[1]).items():
+    serve = tf.saved_model.load(path).signatures["serving_default"]
+    r = serve(text_a=tf.constant(["the movie was great .", "the plot was dull ."]))
+    out[name] = {k: v.numpy().tolist() if v.dtype != tf.string else
+                 [t.decode() for t in v.numpy().reshape(-1)] for k, v in r.items()}
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def exports(hf_distilbert, data, root):
+    """Exports of a few fine-tuning steps: DistilBERT into classification through a fresh
+    `python -m garden.train`."""
+    out = {}
+    log = run_module("garden.train", *_train_args(
+        "configs/finetune/classification_tiny.gin", hf_distilbert["out"], root / "run_distilbert",
+        root / "exports", *_files(data),
+        "--gin_param=garden.SentenceClassification.model_name='distilbert_classification'"),
+        timeout=600).stdout
+    assert "DistilBertBackbone from converted huggingface distilbert checkpoint" in log
+    out["distilbert_classification"] = str(root / "exports" / "distilbert_classification" / "1")
+    return out
+
+
+def test_exports_answer_in_a_fresh_process(exports):
+    proc = run_python(["-c", _ANSWER, json.dumps(exports)], timeout=600)
+    answered = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert sorted(answered) == sorted(exports) and all(answered.values()), answered
