@@ -9,7 +9,11 @@ The backbone and its vocabulary come from either
   * --init_checkpoint=PATH (a checkpoint prefix or a run's model_dir) with --config=GIN (a
     model size file such as configs/models/bert_tiny.gin, plus --gin_param bindings),
     --backbone=FACTORY (bert_backbone), --vocab=FILE and --checkpoint_object (backbone;
-    ELECTRA: discriminator).
+    ELECTRA: discriminator), or
+  * --init_checkpoint=OUT, a garden.convert output directory (garden/pretrained.py): the
+    backbone of its recorded architecture, its `backbone` weights, its tokenizer, casing and
+    text layout; no --config or --vocab needed (a binding that contradicts it is refused).
+A --model_dir run fine-tuned from such a directory is read the same way (its architecture).
 
 Input: one example per line, UTF-8; "text_a ||| text_b" for a pair (BERT's convention);
 blank lines are skipped and counted. Text is packed exactly as fine-tuning packs it
@@ -84,7 +88,9 @@ def read_lines(path: str) -> Tuple[List[int], List[str], Optional[List[str]]]:
 
 
 def backbone_from_run(model_dir: str, gin_params: Sequence[str]):
-    """(backbone, vocab, lower_case, tokenizer kind, checkpoint prefix) of a fine-tuning run."""
+    """(backbone factory, vocab, lower_case, tokenizer kind, checkpoint prefix, checkpoint
+    object, the garden.convert directory the run started from or None) of a fine-tuning
+    run."""
     import gin
     import tensorflow as tf
 
@@ -106,7 +112,8 @@ def backbone_from_run(model_dir: str, gin_params: Sequence[str]):
     if ckpt is None:
         raise FileNotFoundError(f"no checkpoint in {model_dir}/checkpoints")
     kind = getattr(task, "tokenizer_kind", None) or getattr(task, "tokenizer", None)
-    return task.backbone_fn, task.vocab, task.lower_case, kind, ckpt, "backbone"
+    return (task.backbone_fn, task.vocab, task.lower_case, kind, ckpt, "backbone",
+            getattr(task, "_converted", None))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -133,8 +140,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = p.parse_args(list(argv) if argv is not None else None)
     if bool(args.model_dir) == bool(args.init_checkpoint):
         p.error("give exactly one of --model_dir and --init_checkpoint")
-    if args.init_checkpoint and (not args.config or not args.vocab):
-        p.error("--init_checkpoint needs --config (a model size gin file) and --vocab")
+    from garden import pretrained
+
+    try:
+        converted = pretrained.open_converted(args.init_checkpoint) if args.init_checkpoint \
+            else None
+    except ValueError as e:  # converted by an older garden.convert
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.init_checkpoint and converted is None and (not args.config or not args.vocab):
+        p.error("--init_checkpoint needs --config (a model size gin file) and --vocab (or is "
+                "a garden.convert output directory)")
     try:
         layers = parse_layers(args.layers)
         numbers, texts_a, texts_b = read_lines(args.input)
@@ -149,10 +165,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from garden.tasks.sentence_classification import resolve_init_checkpoint
     from garden.tasks.shared import make_backbone, restore_backbone
 
+    layout = None
     try:
         if args.model_dir:
-            factory, vocab, lower_case, kind, ckpt, obj = backbone_from_run(args.model_dir,
-                                                                            args.gin_param)
+            factory, vocab, lower_case, kind, ckpt, obj, converted = backbone_from_run(
+                args.model_dir, args.gin_param)
+            if converted is not None:
+                layout = converted.tokenizer.get("layout")
+        elif converted is not None:
+            from garden.models import factory as factories  # registers the gin factories
+
+            gin.clear_config()
+            gin.parse_config_files_and_bindings(args.config, args.gin_param)
+            factory = getattr(factories, args.backbone)
+            _, vocab, lower_case, kind, layout = pretrained.text_settings(
+                "garden.extract_features", args.init_checkpoint, args.vocab, args.lower_case,
+                args.tokenizer)
+            ckpt, obj = converted.checkpoint, "backbone"
         else:
             from garden.models import factory as factories  # registers the gin factories
 
@@ -167,9 +196,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     vocab = args.vocab or vocab
     lower_case = lower_case if args.lower_case is None else args.lower_case
     packer = load_packer(vocab, args.max_seq_length, kind=args.tokenizer or kind,
-                         lower_case=lower_case)
+                         lower_case=lower_case, layout=layout)
     try:
-        backbone = make_backbone(factory, packer, output_hidden_states=True)
+        if converted is not None:  # the converted architecture, not the factory's preset
+            backbone = pretrained.build_backbone(
+                converted, factory, "extract_features", output_hidden_states=True,
+                vocab_size=packer.vocab_size, max_seq_length=args.max_seq_length)
+        else:
+            backbone = make_backbone(factory, packer, output_hidden_states=True)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -181,6 +215,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               f"the embeddings)", file=sys.stderr)
         return 2
     tokens = tokens_of(vocab, packer, args.tokenizer or kind, lower_case)
+    backbone_inputs = set(backbone.input) if isinstance(backbone.input, dict) else \
+        set(packer.input_names)
     print(f"[extract_features] {len(numbers)} examples from {args.input}, layers {layers} of "
           f"{depth}, checkpoint {ckpt}", file=sys.stderr, flush=True)
 
@@ -192,7 +228,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for s in range(0, len(numbers), args.batch_size):
             batch_b = texts_b[s:s + args.batch_size] if texts_b is not None else None
             inputs = packer.encode_numpy(texts_a[s:s + args.batch_size], batch_b)
-            states = backbone({k: inputs[k] for k in packer.input_names},
+            # Only the backbone's own inputs (DistilBERT takes no segment_ids).
+            states = backbone({k: inputs[k] for k in packer.input_names if k in backbone_inputs},
                               training=False)["hidden_states"]
             chosen = {i: np.asarray(states[i], np.float32) for i in layers}
             for r in range(len(inputs["token_ids"])):

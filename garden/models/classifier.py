@@ -85,4 +85,14 @@ class SequenceClassifier(PretrainerConfig, keras.Model):
         self.classifier_dropout = dropout_layer
         self.classifier_dense = classifier_dense
         self.pre_classifier = pre_classifier  # None when the backbone has a pooled_output
+        self.input_keys = tuple(inputs)
+
+    def __call__(self, inputs, *args, **kwargs):
+        # The "bert" text layout packs segment_ids, which a backbone without token types
+        # (DistilBERT) does not take; Keras pairs a dict with extra keys with the inputs by
+        # sorted position (only warning), so the keys the model does not take are dropped.
+        names = getattr(self, "input_keys", None)
+        if names and isinstance(inputs, dict) and set(names) < set(inputs):
+            inputs = {k: inputs[k] for k in names}
+        return super().__call__(inputs, *args, **kwargs)
 

@@ -145,6 +145,11 @@ def test_distilbert_tokenizer_and_step0_parity(hf_distilbert, data):
                        + model.pre_classifier.bias.numpy(), 0.0)
     expected = state @ model.classifier_dense.kernel.numpy() + model.classifier_dense.bias.numpy()
     assert max_abs_diff(logits, expected) <= 1e-5
+    # The "bert" layout's segment_ids, which the task and the export pass along, are dropped,
+    # not paired with the inputs by position.
+    segments = np.ones_like(inputs["token_ids"])
+    with_segments = model({**inputs, "segment_ids": segments}, training=False)["logits"]
+    assert max_abs_diff(with_segments, logits) == 0.0
 
 
 _ANSWER = r"""
@@ -180,3 +185,47 @@ def test_exports_answer_in_a_fresh_process(exports):
     proc = run_python(["-c", _ANSWER, json.dumps(exports)], timeout=600)
     answered = json.loads(proc.stdout.strip().splitlines()[-1])
     assert sorted(answered) == sorted(exports) and all(answered.values()), answered
+
+
+# --- a converted directory as garden.extract_features' model ------------------------------------
+
+def test_extract_features_of_a_converted_directory_are_the_sources_hidden_states(
+        hf_distilbert, root, capsys):
+    from garden import extract_features
+
+    text = root / "features.txt"
+    text.write_text("the movie was GOOD, really! ||| i liked the plot .\n"
+                    "unknownword film ||| bad\n")
+    jsonl, npz = root / "features.jsonl", root / "features.npz"
+    # No --config, --vocab or casing: the architecture, tokenizer and casing are OUT's.
+    assert extract_features.main([f"--init_checkpoint={hf_distilbert['out']}",
+                                  f"--input={text}", f"--output={jsonl}", f"--numpy={npz}",
+                                  "--layers=-1,-2,0", "--max_seq_length=24"]) == 0
+    arrays = np.load(npz)
+    ids, mask = arrays["token_ids"], arrays["padding_mask"]
+    with torch.no_grad():
+        ref = hf_distilbert["model"](input_ids=torch.tensor(ids, dtype=torch.long),
+                                     attention_mask=torch.tensor(mask, dtype=torch.long),
+                                     output_hidden_states=True).hidden_states
+    real = mask.astype(bool)
+    for index in (-1, -2, 0):
+        diff = max_abs_diff(arrays[f"layer_{index}"][real], ref[index].numpy()[real])
+        assert diff <= TOL, (index, diff)
+    # The packed ids are the source tokenizer's; the JSON lines name its tokens.
+    reference = transformers.DistilBertTokenizer.from_pretrained(hf_distilbert["dir"])
+    expected = reference(["the movie was GOOD, really!", "unknownword film"],
+                         ["i liked the plot .", "bad"])["input_ids"]
+    assert [row[m.astype(bool)].tolist() for row, m in zip(ids, mask)] == expected
+    first = json.loads(jsonl.read_text().splitlines()[0])
+    assert first["features"][0]["token"] == "[CLS]"
+    assert len(first["features"][0]["layers"][0]["values"]) == 32
+
+
+def test_extract_features_of_a_run_finetuned_from_a_converted_directory(exports, root):
+    text = root / "features_run.txt"
+    text.write_text("the movie was good .\n")
+    npz = root / "features_run.npz"
+    run_module("garden.extract_features", f"--model_dir={root / 'run_distilbert'}",
+               f"--input={text}", f"--output={root / 'features_run.jsonl'}", f"--numpy={npz}",
+               "--layers=-1", "--max_seq_length=16", timeout=300)
+    assert np.load(npz)["layer_-1"].shape[-1] == 32  # the converted DistilBERT's width
