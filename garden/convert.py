@@ -104,6 +104,9 @@ HF_TOKENIZER_FILES = {
     "bart": ("bpe", ("vocab.json", "merges.txt")),
 }
 TEXT_LAYOUTS = {"wordpiece": "bert", "sentencepiece": "bert", "bpe": "roberta"}
+# Families whose vocabulary lacks the kind's layout tokens: OpenAI's GPT-2 BPE has no <s> </s>
+# <pad>, only <|endoftext|> (garden.tasks.last_token_classification's "gpt2" layout).
+FAMILY_LAYOUTS = {"gpt2": "gpt2"}
 # The casing of a family's Hugging Face tokenizer when tokenizer_config.json does not say
 # (BertTokenizer, ElectraTokenizer, DistilBertTokenizer and AlbertTokenizer lower-case).
 LOWER_CASE_DEFAULT = {"bert": True, "electra": True, "distilbert": True, "albert": True}
@@ -508,7 +511,8 @@ def _copy_tokenizer(args, lower_case_flag: Optional[bool]) -> Dict:
         shutil.copyfile(path, os.path.join(args.output, name))
     vocab = "vocab.json" if kind == "bpe" else next(iter(files))
     return {"vocab": vocab, "files": sorted(files), "tokenizer": kind,
-            "layout": TEXT_LAYOUTS[kind], "lower_case": lower_case,
+            "layout": FAMILY_LAYOUTS.get(args.model, TEXT_LAYOUTS[kind]),
+            "lower_case": lower_case,
             "sources": {n: os.path.abspath(p) for n, p in files.items()}}
 
 

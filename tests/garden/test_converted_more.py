@@ -229,3 +229,98 @@ def test_extract_features_of_a_run_finetuned_from_a_converted_directory(exports,
                f"--input={text}", f"--output={root / 'features_run.jsonl'}", f"--numpy={npz}",
                "--layers=-1", "--max_seq_length=16", timeout=300)
     assert np.load(npz)["layer_-1"].shape[-1] == 32  # the converted DistilBERT's width
+
+
+# --- GPT-2 (Hugging Face) into last-token classification ---------------------------------------
+
+@pytest.fixture(scope="module")
+def hf_gpt2(root):
+    """A tiny random Hugging Face GPT-2 with OpenAI's kind of vocabulary (no <s> </s> <pad>,
+    <|endoftext|> last), and OUT."""
+    from convert_testing import write_bpe_tokenizer
+
+    folder = root / "hf_gpt2"
+    folder.mkdir()
+    vocab = write_bpe_tokenizer(str(folder), gpt2=True)
+    torch.manual_seed(6)
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        vocab_size=vocab, n_embd=32, n_layer=2, n_head=4, n_positions=64,
+        bos_token_id=vocab - 1, eos_token_id=vocab - 1)).eval()
+    model = randomize_torch_(model, seed=6, scale=0.05)
+    save_hf_dir(model, str(folder))
+    return dict(dir=str(folder), model=model, eos=vocab - 1,
+                out=_convert("gpt2", folder, root / "out_gpt2"))
+
+
+def _gpt2_task(hf_gpt2, data):
+    import gin
+
+    from garden.models import factory
+    from garden.tasks.last_token_classification import LastTokenClassification
+
+    gin.clear_config()
+    task = LastTokenClassification(backbone=factory.backbone, vocab=None,
+                                   init_checkpoint=str(hf_gpt2["out"]), max_seq_length=48,
+                                   train_file=str(data / "train.tsv"),
+                                   eval_file=str(data / "dev.tsv"))
+    task.prepare()
+    return task
+
+
+def test_gpt2_layout_ids_and_step0_last_token_parity(hf_gpt2, data):
+    info = json.loads((hf_gpt2["out"] / "convert_info.json").read_text())
+    assert info["tokenizer"]["layout"] == "gpt2" and info["tokenizer"]["lower_case"] is False
+    task = _gpt2_task(hf_gpt2, data)
+    packer = task.packer
+    assert packer.layout == "gpt2" and packer.input_names == ("token_ids", "padding_mask")
+    eos = hf_gpt2["eos"]
+    assert (packer.pad_id, packer.sep_id) == (eos, eos)
+    # A (<|endoftext|> B) with the source tokenizer's ids, right-padded with <|endoftext|>.
+    reference = transformers.GPT2Tokenizer.from_pretrained(hf_gpt2["dir"])
+    a, b = [p[0] for p in PAIRS], [p[1] for p in PAIRS]
+    pairs, singles = packer.encode_numpy(a, b), packer.encode_numpy(a)
+    for i in range(len(PAIRS)):
+        want = reference(a[i])["input_ids"] + [eos] + reference(b[i])["input_ids"]
+        n = int(pairs["padding_mask"][i].sum())
+        assert pairs["token_ids"][i, :n].tolist() == want
+        assert (pairs["token_ids"][i, n:] == eos).all()
+        n = int(singles["padding_mask"][i].sum())
+        assert singles["token_ids"][i, :n].tolist() == reference(a[i])["input_ids"]
+    # A pair longer than max_seq_length is trimmed to it.
+    long = packer.encode_numpy(["the movie was good " * 10], ["the plot was bad " * 10])
+    assert long["padding_mask"].sum() == 48
+
+    model, objects = task.build_model()
+    assert type(objects["backbone"]).__name__ == "GPT2Backbone"
+    inputs = {k: pairs[k] for k in ("token_ids", "padding_mask")}
+    with torch.no_grad():
+        ref = hf_gpt2["model"].transformer(
+            input_ids=torch.tensor(inputs["token_ids"], dtype=torch.long),
+            attention_mask=torch.tensor(inputs["padding_mask"], dtype=torch.long)
+        ).last_hidden_state.numpy()
+    out = model(inputs, training=False)
+    ours = out["sequence_output"].numpy()
+    last = inputs["padding_mask"].sum(1) - 1
+    rows = np.arange(len(last))
+    # The classified state: the last real token's (HF: the last non-pad token's, pad = eos).
+    assert max_abs_diff(ours[rows, last], ref[rows, last]) <= TOL
+    real = inputs["padding_mask"].astype(bool)
+    assert max_abs_diff(ours[real], ref[real]) <= TOL
+    expected = ours[rows, last] @ model.classifier_dense.kernel.numpy() + \
+        model.classifier_dense.bias.numpy()
+    assert max_abs_diff(out["logits"], expected) <= 1e-5
+
+
+def test_gpt2_last_token_classification_finetunes_and_the_export_answers(hf_gpt2, data, root):
+    model_dir = root / "run_gpt2"
+    summary = train_in_process(_train_args(
+        "configs/finetune/last_token_classification_gpt_tiny.gin", hf_gpt2["out"], model_dir,
+        root / "exports", *_files(data),
+        "--gin_param=garden.LastTokenClassification.max_seq_length=48",
+        "--gin_param=garden.LastTokenClassification.model_name='gpt2_classification'"),
+        str(model_dir), steps=3)
+    assert summary["task"] == "last_token_classification"
+    export = str(root / "exports" / "gpt2_classification" / "1")
+    proc = run_python(["-c", _ANSWER, json.dumps({"gpt2": export})], timeout=600)
+    answered = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert answered["gpt2"], answered
