@@ -8,6 +8,14 @@ Features (one record per window; the make_finetune kind "squad"; docs/tasks.md):
 
     [CLS] question [SEP] context window [SEP] [PAD] ...      layout "bert", segment_ids 0 / 1
     <s> question </s> </s> context window </s> <pad> ...     layout "roberta", segment_ids all 0
+    question <sep> context window <sep> <cls> <pad> ...      layout "xlnet", segment_ids 0 / 1 / 2
+
+(the "xlnet" layout is garden.serving.text's: XLNet's A <sep> B <sep> <cls>, padded on the
+right; the question stays first as in the other layouts, so answer positions and context
+offsets are counted from the same place. Position 0, the null slot of unanswerable questions
+and of windows without the answer, is then the question's first piece, not <cls> (which moves
+with the window's length); training and decoding both use position 0, so it is learned as the
+null slot.)
 
 * the question is cut to its first max_query_length pieces;
 * a context longer than max_seq_length - len(question) - specials is cut into windows whose
@@ -192,14 +200,16 @@ def read_tfds(name: str, split: str, data_dir: Optional[str]) -> List[SquadExamp
 # Windowed features
 
 NAME = "squad"
-LAYOUTS = ("bert", "roberta")
+LAYOUTS = ("bert", "roberta", "xlnet")
 # The layout of a tokenizer kind's families unless --layout says otherwise (as
 # garden.serving.text.DEFAULT_LAYOUT: RoBERTa is the byte-level BPE encoder).
 DEFAULT_LAYOUT = {"wordpiece": "bert", "sentencepiece": "bert", "bpe": "roberta"}
 # unique_id = example_index * WINDOWS_PER_EXAMPLE + window_index; an example with more windows
 # (a context of ~128k pieces at the defaults) is refused.
 WINDOWS_PER_EXAMPLE = 1000
-_SPECIALS = {"bert": 3, "roberta": 4}  # [CLS] q [SEP] c [SEP] / <s> q </s></s> c </s>
+_SPECIALS = {"bert": 3, "roberta": 4, "xlnet": 3}  # [CLS] q [SEP] c [SEP] / <s> q </s></s> c </s>
+# Special tokens after the context window: [SEP] / </s> / <sep> <cls>.
+_SUFFIX = {"bert": 1, "roberta": 1, "xlnet": 2}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -234,8 +244,9 @@ def add_flags(parser) -> None:
     parser.add_argument("--max_query_length", type=int, default=64,
                         help="a question is cut to this many pieces (default %(default)s)")
     parser.add_argument("--layout", choices=("auto",) + LAYOUTS, default="auto",
-                        help="special tokens: bert ([CLS] q [SEP] c [SEP], segment ids) or roberta "
-                        "(<s> q </s></s> c </s>); auto: roberta for --tokenizer=bpe, else bert "
+                        help="special tokens: bert ([CLS] q [SEP] c [SEP], segment ids), roberta "
+                        "(<s> q </s></s> c </s>) or xlnet (q <sep> c <sep> <cls>, segment ids "
+                        "0/1/2); auto: roberta for --tokenizer=bpe, else bert "
                         "(default %(default)s)")
 
 
@@ -378,7 +389,7 @@ class _Plan:
     """One example's windows before they are written into the columns."""
 
     index: int
-    prefix: List[int]         # [CLS] question [SEP] (roberta: [SEP] [SEP])
+    prefix: List[int]         # [CLS] question [SEP] (roberta: [SEP] [SEP]; xlnet: question <sep>)
     context: _Context
     spans: List[Tuple[int, int]]
     best: np.ndarray          # max-context window of each context piece
@@ -389,8 +400,13 @@ class _Plan:
 def _plan(example: SquadExample, example_index: int, question, context: _Context, specials,
           options: SquadOptions) -> _Plan:
     cls, sep, _ = specials
-    prefix = [cls] + list(question[:options.max_query_length]) + ([sep, sep] if options.layout == "roberta" else [sep])
-    spans, best = context.windows(options.max_seq_length - len(prefix) - 1, options.doc_stride)
+    question = list(question[:options.max_query_length])
+    if options.layout == "xlnet":
+        prefix = question + [sep]
+    else:
+        prefix = [cls] + question + ([sep, sep] if options.layout == "roberta" else [sep])
+    spans, best = context.windows(options.max_seq_length - len(prefix) - _SUFFIX[options.layout],
+                                  options.doc_stride)
     if len(spans) > WINDOWS_PER_EXAMPLE:
         raise FinetuneDataError(f"question {example.qas_id!r}: its context makes {len(spans)} windows, "
                                 f"more than {WINDOWS_PER_EXAMPLE}; raise --doc_stride")
@@ -428,7 +444,8 @@ def _plans(examples: Sequence[SquadExample], tokenizer, options: SquadOptions, f
 
 def _columns(plans: Sequence[_Plan], specials, options: SquadOptions) -> Dict[str, np.ndarray]:
     """The windows of ``plans`` as columns: scalars [N, 1], rows [N, max_seq_length]."""
-    _, sep, pad = specials
+    cls, sep, pad = specials
+    xlnet = options.layout == "xlnet"
     n = sum(len(p.spans) for p in plans)
     t = options.max_seq_length
     cols = {name: np.zeros((n, 1), np.int64) for name in SCALARS}
@@ -448,8 +465,10 @@ def _columns(plans: Sequence[_Plan], specials, options: SquadOptions) -> Dict[st
             ids[r, off:end] = c_ids[start:start + length]
             ids[r, end] = sep
             mask[r, :end + 1] = 1
-            if options.layout == "bert":
+            if options.layout != "roberta":
                 seg[r, off:end + 1] = 1
+            if xlnet:
+                ids[r, end + 1], mask[r, end + 1], seg[r, end + 1] = cls, 1, 2
             tmc[r, off:end] = plan.best[start:start + length] == w
             cs[r, off:end] = c_starts[start:start + length]
             ce[r, off:end] = c_ends[start:start + length]
@@ -479,10 +498,14 @@ def _records(plans: Sequence[_Plan], specials, options: SquadOptions) -> List[Tu
     bytes (the varints of 0 and 1, which the padding, masks, flags and the stored-plus-one
     spans outside the context are).
     """
-    _, sep, pad = specials
+    cls, sep, pad = specials
     t = options.max_seq_length
     sep_b, pad_b = features.varint(sep), features.varint(pad)
     bert = options.layout == "bert"
+    # After the window: sep (bert, roberta) or sep cls (xlnet, its cls in segment 2).
+    xlnet = options.layout == "xlnet"
+    tail = _SUFFIX[options.layout]
+    end_b = sep_b + (features.varint(cls) if xlnet else b"")
     headers = _HEADERS
 
     def entry(name: str, payload: bytes) -> bytes:
@@ -527,7 +550,7 @@ def _records(plans: Sequence[_Plan], specials, options: SquadOptions) -> List[Tu
         single = len(plan.spans) == 1
         for w, (start, length) in enumerate(plan.spans):
             end = off + length
-            rest = t - end - 1
+            rest = t - end - tail
             stop = start + length
             if plan.answer is not None and start <= plan.answer[0] and plan.answer[1] < stop:
                 first, last = plan.answer[0] - start + off, plan.answer[1] - start + off
@@ -535,16 +558,18 @@ def _records(plans: Sequence[_Plan], specials, options: SquadOptions) -> List[Tu
                 first = last = 0
             flags = ones[:length] if single else (plan.best[start:stop] == w).astype(np.uint8).tobytes()
             body = b"".join((
-                entry("context_char_end", zeros[:off] + ce_b[ce_at[base + start]:ce_at[base + stop]] + zeros[:rest + 1]),
-                entry("context_char_start", zeros[:off] + cs_b[cs_at[base + start]:cs_at[base + stop]] + zeros[:rest + 1]),
+                entry("context_char_end", zeros[:off] + ce_b[ce_at[base + start]:ce_at[base + stop]] + zeros[:rest + tail]),
+                entry("context_char_start", zeros[:off] + cs_b[cs_at[base + start]:cs_at[base + stop]] + zeros[:rest + tail]),
                 end_e[last],
                 index_b,
                 impossible_b,
-                mask_h, ones[:end + 1], zeros[:rest],
-                segment_h, (zeros[:off] + ones[:length + 1] + zeros[:rest] if bert else zeros),
+                mask_h, ones[:end + tail], zeros[:rest],
+                segment_h, (zeros[:off] + ones[:length + 1] + zeros[:rest] if bert else
+                            zeros[:off] + ones[:length + 1] + b"\x02" + zeros[:rest] if xlnet
+                            else zeros),
                 start_e[first],
-                entry("token_ids", prefix + ids_b[ids_at[base + start]:ids_at[base + stop]] + sep_b + pad_b * rest),
-                flags_h, zeros[:off], flags, zeros[:rest + 1],
+                entry("token_ids", prefix + ids_b[ids_at[base + start]:ids_at[base + stop]] + end_b + pad_b * rest),
+                flags_h, zeros[:off], flags, zeros[:rest + tail],
                 entry("unique_id", uid_b[uid_at[r]:uid_at[r + 1]]),
                 window_e[w],
             ))

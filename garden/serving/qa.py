@@ -12,7 +12,8 @@ garden.serve) needs no client-side code:
    SQuAD's answer_start and a client's string indices count characters;
 2. window the context exactly as make_finetune does (data_pipelines.finetune.squad, the
    original run_squad.py): max_tokens_for_doc = max_seq_length - question pieces - 3 (BERT
-   layout [CLS] q [SEP] window [SEP]; RoBERTa's <s> q </s></s> window </s> takes 4), windows
+   layout [CLS] q [SEP] window [SEP]; RoBERTa's <s> q </s></s> window </s> takes 4; XLNet's
+   q <sep> window <sep> <cls> 3, segment ids 0 / 1 / 2, right-padded), windows
    start at 0, doc_stride, 2 * doc_stride, ... (doc_stride is the STEP between window starts,
    min(doc_stride, max_tokens_for_doc) when the window is shorter), the last one ends at the
    context's end; a token's max-context window is the first with the highest
@@ -49,7 +50,7 @@ import tensorflow_text as tf_text
 from data_pipelines import tokenizers
 from garden.models.question_answering import MAX_ANSWER_LENGTH, N_BEST
 from garden.serving.modules import PREDICT, ServingModule
-from garden.serving.text import TextPacker, checked_text
+from garden.serving.text import TextPacker, checked_text, combine
 
 # Kinds whose in-graph tokenizer gives offsets in the original text (all of them:
 # data_pipelines.tokenizers' modules, tokenize_with_char_offsets).
@@ -62,7 +63,7 @@ def _strings(texts: Sequence[str]) -> np.ndarray:
 
 def layout_specials(layout: str) -> Tuple[int, int]:
     """(tokens before the question, special tokens of a window in all) of a text layout."""
-    return (1, 4) if layout == "roberta" else (1, 3)
+    return {"roberta": (1, 4), "xlnet": (0, 3)}.get(layout, (1, 3))
 
 
 def decode_windows(context: tf.Tensor, windows: Dict[str, tf.Tensor], start_logits: tf.Tensor,
@@ -214,9 +215,8 @@ class QuestionAnsweringServing(ServingModule):
         window_q = tf.gather(question_ids, example)
         pieces = tf.gather(ids.flat_values, flat)
         segments = self._layout([window_q, pieces], self.packer.sep_id)
-        token_ids, segment_ids = tf_text.combine_segments(
-            segments, start_of_sequence_id=self.packer.cls_id,
-            end_of_segment_id=self.packer.sep_id)
+        layout = self.packer.layout
+        token_ids, segment_ids = combine(layout, segments, self.packer.cls_id, self.packer.sep_id)
         token_ids, padding_mask = tf_text.pad_model_inputs(token_ids, T, pad_value=self.packer.pad_id)
         segment_ids, _ = tf_text.pad_model_inputs(segment_ids, T, pad_value=0)
         if self.packer.layout == "roberta":  # one segment, as make_finetune writes it
@@ -225,9 +225,7 @@ class QuestionAnsweringServing(ServingModule):
         def per_token(values, fill):
             """A context-slot value in its packed position, `fill` everywhere else."""
             q = tf.ones_like(window_q) * fill
-            merged, _ = tf_text.combine_segments(self._layout([q, values], fill),
-                                                 start_of_sequence_id=fill,
-                                                 end_of_segment_id=fill)
+            merged, _ = combine(layout, self._layout([q, values], fill), fill, fill)
             return tf_text.pad_model_inputs(merged, T, pad_value=fill)[0]
 
         return {"example_index": example, "window_index": window_index,

@@ -10,6 +10,20 @@ family's layout (docs/objectives.md section 12):
                (BERT, ALBERT with its SentencePiece [CLS]/[SEP]/<pad>, ELECTRA, SpanBERT, ...)
     "roberta"  <s> A </s> (</s> B </s>)         no segment_ids; padded with <pad>, whose id
                RoBERTa's positions are offset by (garden.models.roberta.backbone)
+    "xlnet"    A <sep> (B <sep>) <cls>          segment_ids 0 .. 0 (1 .. 1) 2; padded on the
+               RIGHT with <pad> (segment 0): XLNet's packing (Yang et al. 2019, the xlnet
+               repo's classifier_utils; Hugging Face's XLNetTokenizer
+               build_inputs_with_special_tokens / create_token_type_ids_from_sequences)
+
+XLNet's own code and Hugging Face's tokenizer pad on the LEFT, so that <cls> sits at the last
+position; the garden keeps right padding for "xlnet" too, and XLNetBackbone's pooled_output is
+the last REAL position instead (the <cls>). XLNet has only relative positions (and relative
+segments), and padding keys are blocked for every query, so the real tokens' states are the
+same either way; right padding keeps one packing path for every layout: tf_text's
+pad_model_inputs here and in the QA windows (garden.serving.qa), numpy row writes in
+data_pipelines.finetune.squad, and the same answer positions / context offsets at the front
+of a window. (Hugging Face pads token_type_ids with 3, pad_token_type_id; padding is never
+attended to, so the garden pads them with 0 as in the other layouts.)
 
 Truncation of a pair is BERT's `_truncate_seq_pair` (pop from the longer, from B on a tie):
 `tf_text.ShrinkLongestTrimmer` fed the segments in the order (B, A) shrinks the longest and,
@@ -18,7 +32,7 @@ RoundRobinTrimmer (and keras-hub's MultiSegmentPacker) would give the same lengt
 the `TFText>RoundRobinTrim` kernel of tensorflow-text 2.13, which TF Serving releases linking
 tensorflow-text 2.12 cannot load (tensorflow/serving#2267); ShrinkLongestTrimmer is core TF
 ops. Each segment is first cut to the budget, which leaves the result unchanged and bounds the
-trimmer's loop. Budgets: "bert" L-2 (one text) or L-3 (pair); "roberta" L-2 or L-4, as
+trimmer's loop. Budgets: "bert" and "xlnet" L-2 (one text) or L-3 (pair); "roberta" L-2 or L-4, as
 Hugging Face's RoBERTa tokenizer counts its four specials of a pair.
 
 `checked_text(x, name)` is the guard every text signature applies first: tensorflow-text's
@@ -36,7 +50,7 @@ import tensorflow_text as tf_text
 
 from data_pipelines import tokenizers
 
-LAYOUTS = ("bert", "roberta")
+LAYOUTS = ("bert", "roberta", "xlnet")
 # The layout a tokenizer kind's families use unless told otherwise (RoBERTa is the encoder of
 # the byte-level BPE kind; GPT-2 and BART, when they classify, pack like it).
 DEFAULT_LAYOUT = {"wordpiece": "bert", "sentencepiece": "bert", "bpe": "roberta"}
@@ -73,6 +87,26 @@ def checked_pair(text_a: tf.Tensor, text_b: Optional[tf.Tensor]):
         return tf.identity(text_a), tf.identity(text_b)
 
 
+def combine(layout: str, segments, cls_id, sep_id):
+    """(ids, segment_ids), ragged [batch, (tokens)], of one or two segments with a layout's
+    special tokens: tf_text.combine_segments' [CLS] A [SEP] (B [SEP]) with segment ids 0 (1)
+    for "bert" and "roberta" (RoBERTa's second </s> is part of B, see TextPacker._segments);
+    A <sep> (B <sep>) <cls> with segment ids 0 (1) 2 for "xlnet"."""
+    if layout != "xlnet":
+        return tf_text.combine_segments(segments, start_of_sequence_id=cls_id,
+                                        end_of_segment_id=sep_id)
+    ids, types = [], []
+    for k, segment in enumerate(segments):
+        sep = tf.fill([segment.nrows(), 1], tf.constant(sep_id, segment.dtype))
+        piece = tf.concat([segment, sep], axis=1)
+        ids.append(piece)
+        types.append(tf.ones_like(piece, dtype=tf.int64) * k)
+    rows = segments[0].nrows()
+    ids.append(tf.fill([rows, 1], tf.constant(cls_id, segments[0].dtype)))
+    types.append(tf.fill([rows, 1], tf.constant(2, tf.int64)))
+    return tf.concat(ids, axis=1), tf.concat(types, axis=1)
+
+
 class TextPacker(tf.Module):
     """Encodes one or two batches of strings into a backbone's inputs of a fixed length.
 
@@ -80,9 +114,10 @@ class TextPacker(tf.Module):
         tokenizer: a `data_pipelines.tokenizers.TextTokenizer` (load_tokenizer(kind, path,
             lower_case=...)), the one the pretraining data was made with.
         max_seq_length: length of every output row, special tokens included.
-        layout: "bert" or "roberta" (see the module docstring); default by tokenizer kind.
+        layout: "bert", "roberta" or "xlnet" (see the module docstring); default by tokenizer
+            kind ("xlnet" is never a default: bind it for XLNet).
 
-    Outputs of __call__: token_ids, padding_mask (and segment_ids for "bert"), int32
+    Outputs of __call__: token_ids, padding_mask (and segment_ids for "bert" and "xlnet"), int32
     [batch, max_seq_length].
 
     Example:
@@ -124,7 +159,7 @@ class TextPacker(tf.Module):
         return pieces
 
     def _segments(self, text_a, text_b):
-        specials_a = 2  # [CLS] A [SEP] / <s> A </s>
+        specials_a = 2  # [CLS] A [SEP] / <s> A </s> / A <sep> <cls>
         specials_pair = 4 if self.layout == "roberta" else 3
         a = self.tokenize(text_a)
         if text_b is None:
@@ -141,14 +176,13 @@ class TextPacker(tf.Module):
 
     def __call__(self, text_a: tf.Tensor, text_b: Optional[tf.Tensor] = None
                  ) -> Dict[str, tf.Tensor]:
-        ids, segment_ids = tf_text.combine_segments(
-            self._segments(text_a, text_b), start_of_sequence_id=self.cls_id,
-            end_of_segment_id=self.sep_id)
+        ids, segment_ids = combine(self.layout, self._segments(text_a, text_b), self.cls_id,
+                                   self.sep_id)
         length = self.max_seq_length
         token_ids, padding_mask = tf_text.pad_model_inputs(ids, length, pad_value=self.pad_id)
         out = {"token_ids": tf.cast(token_ids, tf.int32),
                "padding_mask": tf.cast(padding_mask, tf.int32)}
-        if self.layout == "bert":
+        if self.layout != "roberta":
             segment_ids, _ = tf_text.pad_model_inputs(segment_ids, length, pad_value=0)
             out["segment_ids"] = tf.cast(segment_ids, tf.int32)
         return out

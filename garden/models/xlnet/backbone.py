@@ -26,9 +26,12 @@ and the next segment's keys are concat(mem, h). bi_data: the first half of the b
 forward distances klen ... -qlen+1, the second half the negated ones (needs an even batch).
 
 Inputs of the functional graph (dict, int32 [B, T]): token_ids, segment_ids, padding_mask (1 =
-real token, the house convention; inputs are left-padded and end with <sep> <cls>).
-Outputs: sequence_output [B, T, H] (content stream), pooled_output [B, H] = the last position
-(<cls>, last in XLNet's layout). `XLNetBackbone.streams(...)` runs both streams with perm_mask,
+real token, the house convention; real tokens end with <sep> <cls>, padded on the left as
+Hugging Face's tokenizer does or on the right as garden.serving.text's "xlnet" layout does).
+Outputs: sequence_output [B, T, H] (content stream), pooled_output [B, H] = the state of the
+last REAL position (<cls>, last in XLNet's layout): T - 1 under left padding, as Hugging Face's
+sequence_summary "last" takes it, and the last unpadded position under right padding (relative
+positions and blocked padding keys make the real tokens' states the same either way). `XLNetBackbone.streams(...)` runs both streams with perm_mask,
 target_mapping and memory; XLNetPretrainer scores the query stream against the tied word table.
 """
 
@@ -298,6 +301,16 @@ class XLNetMemory(keras.layers.Layer):
         return {**super().get_config(), "mem_len": self.mem_len, "reuse_len": self.reuse_len}
 
 
+def last_real_state(h, padding_mask):
+    """h [B, T, H] at each row's last position with padding_mask 1 (the largest such index:
+    T - 1 for left padding, sum(mask) - 1 for right padding; 0 for an all-padding row)."""
+    mask = ops.cast(padding_mask, "int32")
+    positions = ops.cumsum(ops.ones_like(mask), axis=1) - 1  # (the length is dynamic)
+    index = ops.max(mask * positions, axis=1)
+    pick = ops.cast(ops.equal(positions, index[:, None]), h.dtype)  # one-hot [B, T]: exact
+    return ops.einsum("bt,bth->bh", pick, h)
+
+
 def run_xlnet(parts, token_ids, segment_ids, padding_mask, perm_mask=None, target_mapping=None,
               mems: Optional[Sequence] = None, training=None) -> Dict:
     """Both streams through `parts` (an XLNetBackbone or the namespace of its layers):
@@ -336,7 +349,8 @@ class XLNetBackbone(Backbone):
     Understanding", arXiv:1906.08237) as a Keras functional model; see the module docstring.
 
     Inputs (dict, int32 [B, T]): token_ids, segment_ids, padding_mask (1 = real token).
-    Outputs: sequence_output [B, T, H] (content stream), pooled_output [B, H] (last position).
+    Outputs: sequence_output [B, T, H] (content stream), pooled_output [B, H] (the last real
+    position, <cls>, whichever side the padding is on).
     `streams(inputs, perm_mask=..., target_mapping=..., mems=...)` gives both streams and the
     new memory. The constructor arguments are the config.
 
@@ -405,8 +419,9 @@ class XLNetBackbone(Backbone):
         inputs = backbone_inputs(("token_ids", "segment_ids", "padding_mask"))
         h = run_xlnet(parts, inputs["token_ids"], inputs["segment_ids"],
                       inputs["padding_mask"])["content"]
-        super().__init__(inputs=inputs, outputs={"sequence_output": h,
-                                                 "pooled_output": h[:, -1, :]},
+        super().__init__(inputs=inputs, outputs={
+                             "sequence_output": h,
+                             "pooled_output": last_real_state(h, inputs["padding_mask"])},
                          dtype=dtype, **kwargs)
 
         # === Config === (recorded by Backbone from the arguments above)
