@@ -104,9 +104,9 @@ HF_TOKENIZER_FILES = {
     "bart": ("bpe", ("vocab.json", "merges.txt")),
 }
 TEXT_LAYOUTS = {"wordpiece": "bert", "sentencepiece": "bert", "bpe": "roberta"}
-# Families whose vocabulary lacks the kind's layout tokens: OpenAI's GPT-2 BPE has no <s> </s>
-# <pad>, only <|endoftext|> (garden.tasks.last_token_classification's "gpt2" layout).
-FAMILY_LAYOUTS = {"gpt2": "gpt2"}
+# Families that do not pack in their tokenizer kind's layout (garden.serving.text): OpenAI's
+# GPT-2 BPE has no <s> </s> <pad>, only <|endoftext|>; XLNet packs A <sep> B <sep> <cls>.
+FAMILY_LAYOUTS = {"gpt2": "gpt2", "xlnet": "xlnet"}
 # The casing of a family's Hugging Face tokenizer when tokenizer_config.json does not say
 # (BertTokenizer, ElectraTokenizer, DistilBertTokenizer and AlbertTokenizer lower-case).
 LOWER_CASE_DEFAULT = {"bert": True, "electra": True, "distilbert": True, "albert": True}

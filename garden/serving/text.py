@@ -14,6 +14,11 @@ family's layout (docs/objectives.md section 12):
                RIGHT with <pad> (segment 0): XLNet's packing (Yang et al. 2019, the xlnet
                repo's classifier_utils; Hugging Face's XLNetTokenizer
                build_inputs_with_special_tokens / create_token_type_ids_from_sequences)
+    "gpt2"     A (<|endoftext|> B)              no segment_ids, no start token; padded on the
+               right with <|endoftext|> (the vocabulary's <pad> when it has one): OpenAI's
+               GPT-2 vocabulary has no <s>, </s> nor <pad>. Hugging Face's
+               GPT2ForSequenceClassification with pad_token_id = eos_token_id classifies the
+               last non-pad token, which the padding_mask marks here
 
 XLNet's own code and Hugging Face's tokenizer pad on the LEFT, so that <cls> sits at the last
 position; the garden keeps right padding for "xlnet" too, and XLNetBackbone's pooled_output is
@@ -33,7 +38,7 @@ the `TFText>RoundRobinTrim` kernel of tensorflow-text 2.13, which TF Serving rel
 tensorflow-text 2.12 cannot load (tensorflow/serving#2267); ShrinkLongestTrimmer is core TF
 ops. Each segment is first cut to the budget, which leaves the result unchanged and bounds the
 trimmer's loop. Budgets: "bert" and "xlnet" L-2 (one text) or L-3 (pair); "roberta" L-2 or L-4, as
-Hugging Face's RoBERTa tokenizer counts its four specials of a pair.
+Hugging Face's RoBERTa tokenizer counts its four specials of a pair; "gpt2" L or L-1.
 
 `checked_text(x, name)` is the guard every text signature applies first: tensorflow-text's
 FastBertTokenizer segfaults the process on a rank-0 string (issue 13), and a [2, 3] batch
@@ -50,7 +55,11 @@ import tensorflow_text as tf_text
 
 from data_pipelines import tokenizers
 
-LAYOUTS = ("bert", "roberta", "xlnet")
+LAYOUTS = ("bert", "roberta", "xlnet", "gpt2")
+# (specials of one text, specials of a pair) per layout.
+SPECIALS = {"bert": (2, 3), "roberta": (2, 4), "xlnet": (2, 3), "gpt2": (0, 1)}
+# Layouts without a segment input.
+NO_SEGMENTS = ("roberta", "gpt2")
 # The layout a tokenizer kind's families use unless told otherwise (RoBERTa is the encoder of
 # the byte-level BPE kind; GPT-2 and BART, when they classify, pack like it).
 DEFAULT_LAYOUT = {"wordpiece": "bert", "sentencepiece": "bert", "bpe": "roberta"}
@@ -91,7 +100,14 @@ def combine(layout: str, segments, cls_id, sep_id):
     """(ids, segment_ids), ragged [batch, (tokens)], of one or two segments with a layout's
     special tokens: tf_text.combine_segments' [CLS] A [SEP] (B [SEP]) with segment ids 0 (1)
     for "bert" and "roberta" (RoBERTa's second </s> is part of B, see TextPacker._segments);
-    A <sep> (B <sep>) <cls> with segment ids 0 (1) 2 for "xlnet"."""
+    A <sep> (B <sep>) <cls> with segment ids 0 (1) 2 for "xlnet"; A (<|endoftext|> B) with
+    segment ids 0 for "gpt2" (sep_id is <|endoftext|>, cls_id unused)."""
+    if layout == "gpt2":
+        ids = segments[0]
+        if len(segments) == 2:
+            eod = tf.fill([ids.nrows(), 1], tf.constant(sep_id, ids.dtype))
+            ids = tf.concat([ids, eod, segments[1]], axis=1)
+        return ids, tf.zeros_like(ids, dtype=tf.int64)
     if layout != "xlnet":
         return tf_text.combine_segments(segments, start_of_sequence_id=cls_id,
                                         end_of_segment_id=sep_id)
@@ -114,8 +130,9 @@ class TextPacker(tf.Module):
         tokenizer: a `data_pipelines.tokenizers.TextTokenizer` (load_tokenizer(kind, path,
             lower_case=...)), the one the pretraining data was made with.
         max_seq_length: length of every output row, special tokens included.
-        layout: "bert", "roberta" or "xlnet" (see the module docstring); default by tokenizer
-            kind ("xlnet" is never a default: bind it for XLNet).
+        layout: "bert", "roberta", "xlnet" or "gpt2" (see the module docstring); default by
+            tokenizer kind ("xlnet" and "gpt2" are never defaults: bind them, or take a
+            converted directory's).
 
     Outputs of __call__: token_ids, padding_mask (and segment_ids for "bert" and "xlnet"), int32
     [batch, max_seq_length].
@@ -132,7 +149,7 @@ class TextPacker(tf.Module):
         layout = layout or DEFAULT_LAYOUT[tokenizer.kind]
         if layout not in LAYOUTS:
             raise ValueError(f"unknown text layout {layout!r}; expected one of {LAYOUTS}")
-        if max_seq_length < (5 if layout == "roberta" else 3):
+        if max_seq_length < SPECIALS[layout][1] + 2:
             raise ValueError(f"max_seq_length={max_seq_length} leaves no room for a pair's "
                              f"special tokens in the {layout!r} layout")
         vocab = tokenizer.vocab
@@ -141,13 +158,17 @@ class TextPacker(tf.Module):
         self.vocab_size = vocab.size
         self.lower_case, self.fingerprint = bool(tokenizer.lower_case), tokenizer.fingerprint
         role = lambda r: vocab.special(r, f"the {layout!r} text layout")  # noqa: E731
-        self.cls_id, self.sep_id, self.pad_id = role("cls"), role("sep"), role("pad")
+        if layout == "gpt2":
+            eod = role("eod")
+            self.cls_id, self.sep_id, self.pad_id = None, eod, vocab.specials.get("pad", eod)
+        else:
+            self.cls_id, self.sep_id, self.pad_id = role("cls"), role("sep"), role("pad")
         # Kept as an attribute so that its resources (tables, models) are saved with an export.
         self.tokenizer = tokenizer.in_graph()
 
     @property
     def input_names(self) -> tuple:
-        if self.layout == "roberta":
+        if self.layout in NO_SEGMENTS:
             return ("token_ids", "padding_mask")
         return ("token_ids", "segment_ids", "padding_mask")
 
@@ -159,8 +180,7 @@ class TextPacker(tf.Module):
         return pieces
 
     def _segments(self, text_a, text_b):
-        specials_a = 2  # [CLS] A [SEP] / <s> A </s> / A <sep> <cls>
-        specials_pair = 4 if self.layout == "roberta" else 3
+        specials_a, specials_pair = SPECIALS[self.layout]
         a = self.tokenize(text_a)
         if text_b is None:
             return [a[:, :self.max_seq_length - specials_a]]
@@ -182,7 +202,7 @@ class TextPacker(tf.Module):
         token_ids, padding_mask = tf_text.pad_model_inputs(ids, length, pad_value=self.pad_id)
         out = {"token_ids": tf.cast(token_ids, tf.int32),
                "padding_mask": tf.cast(padding_mask, tf.int32)}
-        if self.layout != "roberta":
+        if self.layout not in NO_SEGMENTS:
             segment_ids, _ = tf_text.pad_model_inputs(segment_ids, length, pad_value=0)
             out["segment_ids"] = tf.cast(segment_ids, tf.int32)
         return out

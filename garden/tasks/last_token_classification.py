@@ -14,7 +14,7 @@ baseline; GLUE's official metrics) and export (TextClassifierServing: raw text i
 Text is packed in the "roberta" layout by default, <s> A </s></s> B </s>: the paper's start,
 delimiter and extract tokens, the extract token being the last real one whose state is
 classified. OpenAI's GPT-2 vocabulary has none of <s>, </s>, <pad> (only <|endoftext|>): its
-"gpt2" layout (GPT2TextPacker below; a converted GPT-2 directory records it) is A
+"gpt2" layout (garden.serving.text; a converted GPT-2 directory records it) is A
 (<|endoftext|> B), no start token, right-padded with <|endoftext|> and a padding_mask, and the
 classifier reads the last real position: Hugging Face's GPT2ForSequenceClassification with
 pad_token_id = eos_token_id, which classifies the last non-pad token.
@@ -27,14 +27,11 @@ gin: garden.LastTokenClassification (configs/runs/finetune_last_token.gin lists 
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Optional
+from typing import Callable, Optional
 
 import tensorflow as tf
-import tensorflow_text as tf_text
 
-from data_pipelines import tokenizers
 from garden.models.gpt.classifier import LastTokenClassifier
-from garden.serving.text import TextPacker
 from garden.tasks.sentence_classification import (SentenceClassification, build_backbone,
                                                   softmax_metrics)
 
@@ -48,54 +45,6 @@ def next_token_loss(logits: tf.Tensor, token_ids: tf.Tensor, padding_mask: tf.Te
     losses = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=targets,
                                                             logits=logits[:, :-1])
     return tf.math.divide_no_nan(tf.reduce_sum(losses * weights), tf.reduce_sum(weights))
-
-
-GPT2_LAYOUT = "gpt2"
-
-
-class GPT2TextPacker(TextPacker):
-    """TextPacker of the "gpt2" layout: A (<|endoftext|> B), right-padded with <|endoftext|>
-    (the vocabulary's <pad> if it has one); token_ids and padding_mask, no segment_ids. A pair
-    is trimmed to max_seq_length - 1 pieces as TextPacker trims (BERT's _truncate_seq_pair)."""
-
-    def __init__(self, tokenizer, max_seq_length: int, name: Optional[str] = None):
-        tf.Module.__init__(self, name=name)  # TextPacker's looks up <s> / </s>: none here
-        if max_seq_length < 3:
-            raise ValueError(f"max_seq_length={max_seq_length} leaves no room for a pair in "
-                             f"the {GPT2_LAYOUT!r} layout")
-        vocab = tokenizer.vocab
-        self.kind, self.layout = tokenizer.kind, GPT2_LAYOUT
-        self.max_seq_length = int(max_seq_length)
-        self.vocab_size = vocab.size
-        self.lower_case, self.fingerprint = bool(tokenizer.lower_case), tokenizer.fingerprint
-        eod = vocab.special("eod", f"the {GPT2_LAYOUT!r} text layout")
-        self.cls_id, self.sep_id, self.pad_id = None, eod, vocab.specials.get("pad", eod)
-        self.tokenizer = tokenizer.in_graph()
-
-    @property
-    def input_names(self) -> tuple:
-        return ("token_ids", "padding_mask")
-
-    def _segments(self, text_a, text_b):
-        a = self.tokenize(text_a)
-        if text_b is None:
-            return [a[:, :self.max_seq_length]]
-        budget = self.max_seq_length - 1
-        b = self.tokenize(text_b)
-        b, a = tf_text.ShrinkLongestTrimmer(budget).trim([b[:, :budget], a[:, :budget]])
-        return [a, b]
-
-    def __call__(self, text_a: tf.Tensor, text_b: Optional[tf.Tensor] = None
-                 ) -> Dict[str, tf.Tensor]:
-        segments = self._segments(text_a, text_b)
-        ids = segments[0]
-        if len(segments) == 2:
-            eod = tf.fill([ids.nrows(), 1], tf.constant(self.sep_id, ids.dtype))
-            ids = tf.concat([ids, eod, segments[1]], axis=1)
-        token_ids, padding_mask = tf_text.pad_model_inputs(ids, self.max_seq_length,
-                                                           pad_value=self.pad_id)
-        return {"token_ids": tf.cast(token_ids, tf.int32),
-                "padding_mask": tf.cast(padding_mask, tf.int32)}
 
 
 class LastTokenClassification(SentenceClassification):
@@ -126,18 +75,6 @@ class LastTokenClassification(SentenceClassification):
             raise ValueError(f"garden.LastTokenClassification.lm_loss_weight must be >= 0, "
                              f"got {lm_loss_weight}")
         self.lm_loss_weight = float(lm_loss_weight)
-
-    @property
-    def packer(self):
-        """SentenceClassification's TextPacker; GPT2TextPacker for the "gpt2" layout."""
-        if self.layout != GPT2_LAYOUT:
-            return super().packer
-        if getattr(self, "_packer", None) is None:
-            kind = self.tokenizer or tokenizers.detect_kind(self.vocab)
-            self._packer = GPT2TextPacker(
-                tokenizers.load_tokenizer(kind, self.vocab, lower_case=self.lower_case),
-                self.max_seq_length)
-        return self._packer
 
     def build_model(self):
         backbone = build_backbone(self)

@@ -100,9 +100,12 @@ def test_xlnet_layout_is_hugging_face_xlnet_tokenizer_right_padded(spiece, hf_to
         assert real.all(axis=1)[1] and (got["segment_ids"] == 1).any(axis=1).all()
 
 
-def test_pooled_output_is_hugging_face_sequence_summary_input(spiece, hf_tokenizer, tmp_path):
-    """The garden packs right-padded and pools the last real position; Hugging Face packs
-    left-padded and XLNetForSequenceClassification's sequence_summary takes position -1."""
+@pytest.fixture(scope="module")
+def converted(spiece, hf_tokenizer, root):
+    """A tiny random Hugging Face XLNetLMHeadModel with its spiece.model, converted by
+    garden.convert to OUT; (the source model, its config, OUT)."""
+    import shutil
+
     import torch
     import transformers
 
@@ -114,7 +117,32 @@ def test_pooled_output_is_hugging_face_sequence_summary_input(spiece, hf_tokeniz
                                    num_labels=2)
     torch.manual_seed(0)
     lm = randomize_torch_(transformers.XLNetLMHeadModel(cfg).eval(), seed=1)
-    backbone = convert.load_huggingface(save_hf_dir(lm, str(tmp_path / "hf")), "xlnet")["backbone"]
+    src = save_hf_dir(lm, str(root / "hf_xlnet"))
+    shutil.copy(spiece, src)
+    out = root / "out_xlnet"
+    assert convert.main(["--source=huggingface", "--model=xlnet", f"--input={src}",
+                         f"--output={out}"]) == 0
+    return lm, cfg, out
+
+
+def test_converted_directory_records_the_xlnet_layout(converted):
+    info = json.loads((converted[2] / "convert_info.json").read_text())
+    assert info["tokenizer"]["layout"] == "xlnet", info["tokenizer"]
+    assert info["tokenizer"]["tokenizer"] == "sentencepiece", info["tokenizer"]
+
+
+def test_pooled_output_is_hugging_face_sequence_summary_input(converted, hf_tokenizer, root):
+    """The classifier of the xlnet config restored from OUT at step 0: the garden packs
+    right-padded and pools the last real position; Hugging Face packs left-padded and
+    XLNetForSequenceClassification's sequence_summary takes position -1."""
+    import gin
+    import torch
+    import transformers
+
+    from garden.models import factory
+    from garden.tasks.sentence_classification import SentenceClassification
+
+    lm, cfg, out = converted
     clf = transformers.XLNetForSequenceClassification(cfg).eval()
     clf.transformer.load_state_dict(lm.transformer.state_dict())
     seen = {}
@@ -127,8 +155,17 @@ def test_pooled_output_is_hugging_face_sequence_summary_input(spiece, hf_tokeniz
     with torch.no_grad():
         clf(input_ids=hf["input_ids"], token_type_ids=hf["token_type_ids"],
             attention_mask=hf["attention_mask"].float())
-    ours = backbone(_packer(spiece, 24).encode_numpy(PAIRS_A, PAIRS_B),
-                    training=False)["pooled_output"].numpy()
+    rng = random.Random(1)
+    (root / "byoc_train.tsv").write_text(_classification_rows(rng, 16))
+    gin.clear_config()
+    task = SentenceClassification(backbone=factory.bert_backbone, vocab=None,
+                                  init_checkpoint=str(out), train_file=str(root / "byoc_train.tsv"),
+                                  eval_file=str(root / "byoc_train.tsv"), max_seq_length=24)
+    task.prepare()
+    assert task.layout == "xlnet" and task.tokenizer == "sentencepiece"
+    _, objects = task.build_model()
+    ours = objects["backbone"](task.packer.encode_numpy(PAIRS_A, PAIRS_B),
+                               training=False)["pooled_output"].numpy()
     assert np.abs(ours - seen["hidden"]).max() <= 1e-4
     assert np.abs(seen["hidden"]).max() > 0.1
 
@@ -206,8 +243,10 @@ def _squad_file(rng, n):
 
 
 @pytest.fixture(scope="module")
-def trained(spiece, root):
-    """Classification and QA exports of a tiny XLNet trained from scratch by garden.train."""
+def trained(spiece, converted, root):
+    """Classification and QA exports of a tiny XLNet trained from scratch by garden.train, and
+    a classification export fine-tuned from the converted Hugging Face XLNet (no VOCAB: OUT's
+    spiece.model, casing and layout)."""
     rng = random.Random(0)
     (root / "train.tsv").write_text(_classification_rows(rng, 96))
     (root / "dev.tsv").write_text(_classification_rows(rng, 32))
@@ -237,6 +276,16 @@ def trained(spiece, root):
         "--gin_param=garden.QuestionAnswering.doc_stride=16",
         "--gin_param=garden.QuestionAnswering.max_query_length=16", *common], str(model_dir),
         "question_answering", 4)
+    model_dir = root / "byoc"
+    out["byoc"] = train_in_process([
+        "--config=configs/finetune/classification_xlnet_tiny.gin", f"--model_dir={model_dir}",
+        f"--gin_param=INIT_CHECKPOINT='{converted[2]}'",
+        f"--gin_param=TRAIN_FILE='{root / 'train.tsv'}'",
+        f"--gin_param=EVAL_FILE='{root / 'dev.tsv'}'", f"--gin_param=EXPORT_BASE='{root / 'export'}'",
+        "--gin_param=TRAIN_STEPS=3", "--gin_param=train.global_batch_size=8",
+        "--gin_param=garden.SentenceClassification.max_seq_length=32",
+        "--gin_param=train.warmup_steps=1", "--strategy=one_device"], str(model_dir),
+        "sentence_classification", 3)
     return out
 
 
@@ -262,14 +311,18 @@ out["qa"] = {"answer": [a.decode() for a in r["answer"].numpy().tolist()],
              "start": r["start"].numpy().tolist(), "end": r["end"].numpy().tolist(),
              "contexts": contexts}
 out["layouts"] = [json.load(open(d + "/assets.extra/garden_export.json")).get("layout")
-                  for d in (clf, qa)]
+                  for d in sys.argv[1:]]
+r = tf.saved_model.load(sys.argv[3]).signatures["serving_default"](
+    text_a=tf.constant(["the plot was great ."]))
+out["byoc"] = [t.decode() for v in r.values() if v.dtype == tf.string
+               for t in v.numpy().reshape(-1)]
 print(json.dumps(out))
 """
 
 
 def test_exports_answer_raw_text_in_a_fresh_process(trained):
     proc = run_python(["-c", SERVE, trained["classification"]["export_dir"],
-                       trained["qa"]["export_dir"]])
+                       trained["qa"]["export_dir"], trained["byoc"]["export_dir"]])
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     labels = [v for k, v in out["classification"].items() if isinstance(v, list) and v
               and isinstance(v[0], str)]
@@ -278,4 +331,6 @@ def test_exports_answer_raw_text_in_a_fresh_process(trained):
     for answer, start, end, context in zip(qa["answer"], qa["start"], qa["end"], qa["contexts"]):
         assert 0 <= start < end <= len(context), qa
         assert context[start:end] == answer and answer.strip(), qa
-    assert out["layouts"] == ["xlnet", "xlnet"], out["layouts"]
+    assert out["layouts"] == ["xlnet", "xlnet", "xlnet"], out["layouts"]
+    # The converted XLNet's classifier answers raw text with the task's labels.
+    assert out["byoc"] and set(out["byoc"]) <= {"pos", "neg"}, out["byoc"]
