@@ -393,15 +393,20 @@ def _serve_config(c: Ctx, text: str) -> List[str]:
     return [f"--model_config_file={c.write('models.config', text)}", "--rest_api_port=0"]
 
 
-def _port_in_use(c: Ctx) -> List[str]:
-    import socket
+def _port_in_use(flag: str):
+    """Args of garden.serve with `flag` (--rest_api_port or --port, gRPC) on a port this test
+    holds; the other one free."""
+    def args(c: Ctx) -> List[str]:
+        import socket
 
-    sock = c.hold(contextlib.closing(socket.socket()))
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(1)
-    base = c.dir / "models" / "m"
-    (base / "1").mkdir(parents=True)
-    return [f"--model_base_path={base}", f"--rest_api_port={sock.getsockname()[1]}"]
+        sock = c.hold(contextlib.closing(socket.socket()))
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(1)
+        base = c.dir / "models" / "m"
+        (base / "1").mkdir(parents=True)
+        ports = {"--rest_api_port": 0, "--port": 0, flag: sock.getsockname()[1]}
+        return [f"--model_base_path={base}", *(f"{k}={v}" for k, v in ports.items())]
+    return args
 
 
 
@@ -538,7 +543,10 @@ CASES = [
     Case("serve-negative-thread-pool", GS, lambda c: [f"--model_base_path={c.dir}", "--rest_api_port=0",
                                                      "--tensorflow_inter_op_parallelism=-1"],
          "error", r"--tensorflow_inter_op_parallelism must be >= 0"),
-    Case("serve-port-in-use", GS, _port_in_use, "error", r"--rest_api_port=\d+ on 127\.0\.0\.1: Address already in use"),
+    Case("serve-port-in-use", GS, _port_in_use("--rest_api_port"), "error",
+         r"--rest_api_port=\d+ on 127\.0\.0\.1: Address already in use"),
+    Case("serve-grpc-port-in-use", GS, _port_in_use("--port"), "error",
+         r"--port=\d+ \(gRPC\) on 127\.0\.0\.1: Address already in use"),
     # --- extract_features
     Case("extract-model-dir-missing", GX, lambda c: [
         f"--model_dir={c.dir / 'none'}", f"--input={_texts(c)}",
