@@ -41,7 +41,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from typing import List, Sequence
+from typing import Dict, List, Sequence
 
 from data_pipelines import onednn
 
@@ -139,7 +139,7 @@ def _run_together(steps: Sequence[Step], env, log_dir: str) -> None:
         raise SystemExit("demo step failed (" + "; ".join(failed) + ")")
 
 
-def main(argv=None) -> int:
+def _parse(argv) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work_dir", default="demo_out", help="where every output goes (wiped)")
@@ -159,91 +159,109 @@ def main(argv=None) -> int:
                               ("tagging_steps", 200, 500)):
         if getattr(args, name) is None:
             setattr(args, name, full if args.full else quick)
+    return args
 
+
+def _paths(work: str) -> Dict[str, str]:
+    """Every path of the demo under `work`."""
+    names = dict(corpus="corpus", task="task", vocab="vocab.txt", data="pretrain_data",
+                 pretrain="bert_tiny", classifier="classifier", export="export", tasks="tasks",
+                 squad="tasks/squad", conll="tasks/conll", qa_records="squad_records",
+                 qa="qa", tagger="tagger")
+    return {key: os.path.join(work, name) for key, name in names.items()}
+
+
+def _data_steps(args, p: Dict[str, str], py: str, run, together) -> List[Step]:
+    """Steps 1-4 and 7-8: corpus, vocabulary, pretraining data, pretraining, the sample QA and
+    tagging tasks and the SQuAD windows (independent ones side by side)."""
+    steps = [run(Step("1/11 sample corpus", [
+        py, "-m", "data_pipelines.sample_corpus", f"--output={p['corpus']}",
+        f"--task_output={p['task']}"]))]
+    vocab_step = Step("2/11 WordPiece vocabulary", [
+        py, "-m", "data_pipelines.make_vocab", f"--input={p['corpus']}/*.txt",
+        f"--output={p['vocab']}", f"--vocab_size={args.vocab_size}", "--lower_case"])
+    tasks_step = Step("7/11 sample QA and tagging tasks", [
+        py, "-m", "data_pipelines.sample_tasks", f"--output={p['tasks']}", "--kinds=squad,conll"])
+    together([vocab_step, tasks_step])
+    steps += [vocab_step, tasks_step]
+    steps.append(run(Step("3/11 pretraining data (Beam)", [
+        py, "-m", "data_pipelines.make_pretrain", "--objective=bert",
+        f"--input={p['corpus']}/*.txt", f"--output_dir={p['data']}", f"--vocab={p['vocab']}",
+        "--max_seq_length=128", "--max_predictions_per_seq=20",
+        f"--dupe_factor={args.dupe_factor}", "--num_shards=4"])))
+    squad_step = Step("8/11 SQuAD windows (Beam)", [
+        py, "-m", "data_pipelines.make_finetune", "--task=squad",
+        f"--input={p['squad']}/train-v2.0.json", f"--output_dir={p['qa_records']}",
+        f"--vocab={p['vocab']}", "--max_seq_length=128", "--doc_stride=64",
+        "--max_query_length=32", "--num_shards=2"])
+    pretrain_step = Step("4/11 pretrain BERT-tiny", [
+        py, "-m", "garden.train", "--config=configs/bert_tiny.gin",
+        f"--model_dir={p['pretrain']}", f"--gin_param=VOCAB='{p['vocab']}'",
+        f"--gin_param=DATA_DIR='{p['data']}'",
+        f"--gin_param=train.train_steps={args.pretrain_steps}"])
+    together([pretrain_step, squad_step])
+    return steps + [pretrain_step, squad_step]
+
+
+def _finetune_steps(args, p: Dict[str, str], py: str) -> List[Step]:
+    """Steps 4 (curves), 5, 9 and 10: independent of each other, run side by side."""
+    def finetune(name, config, model_dir, steps, *files):
+        return Step(name, [
+            py, "-m", "garden.train", f"--config=configs/finetune/{config}",
+            f"--model_dir={model_dir}", f"--gin_param=VOCAB='{p['vocab']}'", *files,
+            f"--gin_param=INIT_CHECKPOINT='{p['pretrain']}'",
+            f"--gin_param=EXPORT_BASE='{p['export']}'", f"--gin_param=TRAIN_STEPS={steps}"])
+
+    return [
+        Step("4/11 (curves) render the pretraining curves",
+             [py, "-m", "garden.report", f"--model_dir={p['pretrain']}"]),
+        finetune("5/11 fine-tune a classifier + export", "classification_tiny.gin",
+                 p["classifier"], args.finetune_steps,
+                 f"--gin_param=TRAIN_FILE='{p['task']}/train.tsv'",
+                 f"--gin_param=EVAL_FILE='{p['task']}/dev.tsv'"),
+        finetune("9/11 fine-tune extractive QA + export", "qa_tiny.gin", p["qa"], args.qa_steps,
+                 f"--gin_param=TRAIN_FILE='{p['squad']}/train-v2.0.json'",
+                 f"--gin_param=TRAIN_RECORDS='{p['qa_records']}'",
+                 f"--gin_param=EVAL_FILE='{p['squad']}/dev-v2.0.json'"),
+        finetune("10/11 fine-tune token tagging + export", "tagging_tiny.gin", p["tagger"],
+                 args.tagging_steps, f"--gin_param=TRAIN_DATA='{p['conll']}/train.txt'",
+                 f"--gin_param=EVAL_DATA='{p['conll']}/dev.txt'"),
+    ]
+
+
+TEXTS = [
+    "The import statement binds a name in the local namespace.",
+    "Return a new list containing all items from the iterable in ascending order.",
+    "An expression statement evaluates the expression list.",
+    "Open the file and return a stream; raise OSError upon failure.",
+]
+
+
+def main(argv=None) -> int:
+    args = _parse(argv)
     work = os.path.abspath(args.work_dir)
     if os.path.exists(work):
         shutil.rmtree(work)
     os.makedirs(work)
-    py = sys.executable
+    p, py = _paths(work), sys.executable
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
+    run = lambda step: _run(step, env)  # noqa: E731
     # Run sequentially with --full (each step's output live); side by side where independent
     # otherwise.
-    together = (lambda steps: [_run(s, env) for s in steps]) if args.full else \
+    together = (lambda steps: [run(s) for s in steps]) if args.full else \
         (lambda steps: _run_together(steps, env, work))
-    corpus, task = os.path.join(work, "corpus"), os.path.join(work, "task")
-    vocab = os.path.join(work, "vocab.txt")
-    data = os.path.join(work, "pretrain_data")
-    pretrain_dir, finetune_dir = os.path.join(work, "bert_tiny"), os.path.join(work, "classifier")
-    export_base = os.path.join(work, "export")
-    tasks = os.path.join(work, "tasks")
-    squad_dir, conll_dir = os.path.join(tasks, "squad"), os.path.join(tasks, "conll")
-    qa_records = os.path.join(work, "squad_records")
-    qa_dir, tagger_dir = os.path.join(work, "qa"), os.path.join(work, "tagger")
     total = time.time()
     print(f"garden demo ({'full-length' if args.full else 'default; --full for the full-length run'}) "
           f"in {work}; {onednn.state()}", flush=True)
 
-    steps = []
-    steps.append(_run(Step("1/11 sample corpus", [
-        py, "-m", "data_pipelines.sample_corpus", f"--output={corpus}",
-        f"--task_output={task}"]), env))
-    vocab_step = Step("2/11 WordPiece vocabulary", [
-        py, "-m", "data_pipelines.make_vocab", f"--input={corpus}/*.txt", f"--output={vocab}",
-        f"--vocab_size={args.vocab_size}", "--lower_case"])
-    tasks_step = Step("7/11 sample QA and tagging tasks", [
-        py, "-m", "data_pipelines.sample_tasks", f"--output={tasks}", "--kinds=squad,conll"])
-    together([vocab_step, tasks_step])
-    steps += [vocab_step, tasks_step]
-    steps.append(_run(Step("3/11 pretraining data (Beam)", [
-        py, "-m", "data_pipelines.make_pretrain", "--objective=bert", f"--input={corpus}/*.txt",
-        f"--output_dir={data}", f"--vocab={vocab}", "--max_seq_length=128",
-        "--max_predictions_per_seq=20", f"--dupe_factor={args.dupe_factor}",
-        "--num_shards=4"]), env))
-    squad_step = Step("8/11 SQuAD windows (Beam)", [
-        py, "-m", "data_pipelines.make_finetune", "--task=squad",
-        f"--input={squad_dir}/train-v2.0.json", f"--output_dir={qa_records}", f"--vocab={vocab}",
-        "--max_seq_length=128", "--doc_stride=64", "--max_query_length=32", "--num_shards=2"])
-    pretrain_step = Step("4/11 pretrain BERT-tiny", [
-        py, "-m", "garden.train", "--config=configs/bert_tiny.gin", f"--model_dir={pretrain_dir}",
-        f"--gin_param=VOCAB='{vocab}'", f"--gin_param=DATA_DIR='{data}'",
-        f"--gin_param=train.train_steps={args.pretrain_steps}"])
-    together([pretrain_step, squad_step])
-    steps += [pretrain_step, squad_step]
-
-    curves_step = Step("4/11 (curves) render the pretraining curves",
-                       [py, "-m", "garden.report", f"--model_dir={pretrain_dir}"])
-    classify_step = Step("5/11 fine-tune a classifier + export", [
-        py, "-m", "garden.train", "--config=configs/finetune/classification_tiny.gin",
-        f"--model_dir={finetune_dir}", f"--gin_param=VOCAB='{vocab}'",
-        f"--gin_param=TRAIN_FILE='{task}/train.tsv'", f"--gin_param=EVAL_FILE='{task}/dev.tsv'",
-        f"--gin_param=INIT_CHECKPOINT='{pretrain_dir}'", f"--gin_param=EXPORT_BASE='{export_base}'",
-        f"--gin_param=TRAIN_STEPS={args.finetune_steps}"])
-    qa_step = Step("9/11 fine-tune extractive QA + export", [
-        py, "-m", "garden.train", "--config=configs/finetune/qa_tiny.gin", f"--model_dir={qa_dir}",
-        f"--gin_param=VOCAB='{vocab}'", f"--gin_param=TRAIN_FILE='{squad_dir}/train-v2.0.json'",
-        f"--gin_param=TRAIN_RECORDS='{qa_records}'",
-        f"--gin_param=EVAL_FILE='{squad_dir}/dev-v2.0.json'",
-        f"--gin_param=INIT_CHECKPOINT='{pretrain_dir}'", f"--gin_param=EXPORT_BASE='{export_base}'",
-        f"--gin_param=TRAIN_STEPS={args.qa_steps}"])
-    tagging_step = Step("10/11 fine-tune token tagging + export", [
-        py, "-m", "garden.train", "--config=configs/finetune/tagging_tiny.gin",
-        f"--model_dir={tagger_dir}", f"--gin_param=VOCAB='{vocab}'",
-        f"--gin_param=TRAIN_DATA='{conll_dir}/train.txt'",
-        f"--gin_param=EVAL_DATA='{conll_dir}/dev.txt'",
-        f"--gin_param=INIT_CHECKPOINT='{pretrain_dir}'", f"--gin_param=EXPORT_BASE='{export_base}'",
-        f"--gin_param=TRAIN_STEPS={args.tagging_steps}"])
-    together([qa_step, classify_step, tagging_step, curves_step])
-    steps += [curves_step, classify_step, qa_step, tagging_step]
-
-    summary, qa, tagger = _summary(finetune_dir), _summary(qa_dir), _summary(tagger_dir)
-    texts = [
-        "The import statement binds a name in the local namespace.",
-        "Return a new list containing all items from the iterable in ascending order.",
-        "An expression statement evaluates the expression list.",
-        "Open the file and return a stream; raise OSError upon failure.",
-    ]
-    steps.append(_run(Step("6/11 classify raw text with the export in a fresh process",
-                           [py, "-c", CLASSIFY_SNIPPET, summary["export_dir"], *texts]), env))
+    steps = _data_steps(args, p, py, run, together)
+    finetuning = _finetune_steps(args, p, py)
+    together(finetuning)
+    steps += finetuning
+    _, classify_step, qa_step, tagging_step = finetuning
+    summary, qa, tagger = _summary(p["classifier"]), _summary(p["qa"]), _summary(p["tagger"])
+    steps.append(run(Step("6/11 classify raw text with the export in a fresh process",
+                          [py, "-c", CLASSIFY_SNIPPET, summary["export_dir"], *TEXTS])))
     serve_step = Step("11/11 garden.serve: the exports over REST and gRPC", [])
     start = time.time()
     answers = _serve_and_ask(py, env, work, [summary, qa, tagger])
@@ -258,9 +276,8 @@ def main(argv=None) -> int:
         tagging_step.name: ("entity F1 (seqeval)", tagger["eval_f1"], "all-O",
                             tagger["all_o_baseline_f1"]),
     }
-    wall = time.time() - total
-    failed = _print_table(steps, results, wall)
-    print(f"SavedModels under {export_base}; answers over HTTP and gRPC: "
+    failed = _print_table(steps, results, time.time() - total)
+    print(f"SavedModels under {p['export']}; answers over HTTP and gRPC: "
           f"{json.dumps(answers)[:300]}")
     if failed:
         print("error: a fine-tuned model does not beat its trivial baseline", file=sys.stderr)
