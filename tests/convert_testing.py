@@ -5,6 +5,7 @@ torch and transformers are imported lazily (they are the optional bench extra).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from typing import Dict
@@ -306,3 +307,86 @@ def write_sentencepiece_model(path: str, vocab_size: int = 80) -> int:
         f.write(model.getvalue())
     sp = spm.SentencePieceProcessor(model_file=path)
     return sp.get_piece_size()
+
+
+# --- fine-tuning a converted directory: sample task files and garden.train arguments -----------
+
+def classification_rows(rng, n):
+    pos, neg = ["good", "great", "fun", "fine"], ["bad", "awful", "boring", "dull"]
+    rows = ["text_a\tlabel"]
+    for _ in range(n):
+        label = rng.choice(["pos", "neg"])
+        rows.append(f"the {rng.choice(['movie', 'film', 'plot', 'story'])} was "
+                    f"{rng.choice(['very ', 'really ', ''])}"
+                    f"{rng.choice(pos if label == 'pos' else neg)} .\t{label}")
+    return "\n".join(rows) + "\n"
+
+
+def squad_file(rng, n, prefix):
+    paragraphs = []
+    for i in range(n):
+        value = rng.choice(["good", "great", "bad", "dull"])
+        context = f"the movie was fine . the code is {value} . i liked it ."
+        paragraphs.append({"context": context, "qas": [{
+            "id": f"{prefix}{i}", "question": "what is the code ?", "is_impossible": False,
+            "answers": [{"text": value, "answer_start": context.index("code is ") + 8}]}]})
+    return {"version": "v1.1", "data": [{"title": prefix, "paragraphs": paragraphs}]}
+
+
+def conll_text(rng, n):
+    lines = []
+    for _ in range(n):
+        city = rng.choice(["paris", "london"])
+        lines += ["-DOCSTART- -X- -X- O", "", "i NN O O", "liked VB O O", f"{city} NNP O I-LOC",
+                  ". . O O", ""]
+    return "\n".join(lines) + "\n"
+
+
+def swag_csv(rng, n):
+    header = "video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,ending1,ending2,ending3,label"
+    rows = [header]
+    for i in range(n):
+        label = rng.randrange(4)
+        endings = ["bad .", "dull .", "awful .", "boring ."]
+        endings[label] = "good ."
+        rows.append(f"v{i},{i},the movie was,the movie,was,gold,{','.join(endings)},{label}")
+    return "\n".join(rows) + "\n"
+
+
+def write_task_files(d, rng, tasks=("classification", "qa", "tagging", "multiple_choice")):
+    """Train and dev files of the sample tasks in `d` (a pathlib.Path, created)."""
+    d.mkdir()
+    if "classification" in tasks:
+        (d / "train.tsv").write_text(classification_rows(rng, 48))
+        (d / "dev.tsv").write_text(classification_rows(rng, 16))
+    if "qa" in tasks:
+        (d / "train.json").write_text(json.dumps(squad_file(rng, 24, "train")))
+        (d / "dev.json").write_text(json.dumps(squad_file(rng, 8, "dev")))
+    if "tagging" in tasks:
+        (d / "train.conll").write_text(conll_text(rng, 24))
+        (d / "dev.conll").write_text(conll_text(rng, 8))
+    if "multiple_choice" in tasks:
+        (d / "train.csv").write_text(swag_csv(rng, 24))
+        (d / "val.csv").write_text(swag_csv(rng, 8))
+    return d
+
+
+def train_args(config, out, model_dir, export_base, *extra, steps=3):
+    return [f"--config={config}", f"--model_dir={model_dir}",
+            f"--gin_param=INIT_CHECKPOINT='{out}'", f"--gin_param=TRAIN_STEPS={steps}",
+            f"--gin_param=EXPORT_BASE={repr(str(export_base)) if export_base else None}",
+            "--gin_param=train.global_batch_size=8", "--gin_param=train.warmup_steps=1",
+            "--gin_param=train.log_every=1", *extra]
+
+
+def task_files(data, task):
+    return {"classification": [f"--gin_param=TRAIN_FILE='{data / 'train.tsv'}'",
+                               f"--gin_param=EVAL_FILE='{data / 'dev.tsv'}'"],
+            "qa": [f"--gin_param=TRAIN_FILE='{data / 'train.json'}'",
+                   f"--gin_param=EVAL_FILE='{data / 'dev.json'}'",
+                   "--gin_param=TRAIN_RECORDS=None"],
+            "tagging": [f"--gin_param=TRAIN_DATA='{data / 'train.conll'}'",
+                        f"--gin_param=EVAL_DATA='{data / 'dev.conll'}'",
+                        "--gin_param=garden.TokenTagging.label_names=['O', 'I-LOC']"],
+            "multiple_choice": [f"--gin_param=TRAIN_FILE='{data / 'train.csv'}'",
+                                f"--gin_param=EVAL_FILE='{data / 'val.csv'}'"]}[task]

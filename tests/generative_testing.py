@@ -12,6 +12,7 @@ real KV caches, built in milliseconds.
 from __future__ import annotations
 
 import keras
+import numpy as np
 from keras import ops
 
 from garden.layers import TransformerDecoderBlock, TransformerEncoderBlock
@@ -196,3 +197,18 @@ class ToySeq2SeqLM(GenerativeLM):
         state = dict(state, self_cache=self_layers,
                      positions=state["positions"] + 1)
         return self._logits(x[:, 0]), state
+
+
+def seq2seq_inputs(vocab: int, pad: int, seed: int = 1):
+    """A BART-style seq2seq batch: encoder rows right-padded to 9, 6, 4 real tokens; decoder
+    rows </s> <s> ... right-padded to 7, 5, 7; padding filled with `pad`."""
+    rng = np.random.default_rng(seed)
+    enc = rng.integers(3, vocab, (3, 9)).astype("int32")
+    dec = rng.integers(3, vocab, (3, 7)).astype("int32")
+    dec[:, :2] = (2, 0)
+    enc_mask, dec_mask = np.zeros_like(enc), np.zeros_like(dec)
+    for b, (n, m) in enumerate(((9, 7), (6, 5), (4, 7))):
+        enc_mask[b, :n], dec_mask[b, :m] = 1, 1
+    enc[enc_mask == 0], dec[dec_mask == 0] = pad, pad
+    return {"encoder_token_ids": enc, "encoder_padding_mask": enc_mask,
+            "decoder_token_ids": dec, "decoder_padding_mask": dec_mask}

@@ -25,8 +25,8 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from convert_testing import (  # noqa: E402
-    hf_bert_to_tf1_weights, max_abs_diff, random_bert_inputs, torch_state_dict_to_numpy,
-    write_hf_bert, write_tf1_checkpoint)
+    hf_bert_to_tf1_weights, max_abs_diff, random_bert_inputs, task_files, torch_state_dict_to_numpy,
+    train_args, write_hf_bert, write_task_files, write_tf1_checkpoint)
 from testing import REPO_ROOT, run_module, run_python, train_in_process  # noqa: E402
 
 TOL = 1e-4
@@ -41,48 +41,6 @@ def convert_cli(*args):
 
 # --- data ---------------------------------------------------------------------------------------
 
-def _classification_rows(rng, n):
-    pos, neg = ["good", "great", "fun", "fine"], ["bad", "awful", "boring", "dull"]
-    rows = ["text_a\tlabel"]
-    for _ in range(n):
-        label = rng.choice(["pos", "neg"])
-        rows.append(f"the {rng.choice(['movie', 'film', 'plot', 'story'])} was "
-                    f"{rng.choice(['very ', 'really ', ''])}"
-                    f"{rng.choice(pos if label == 'pos' else neg)} .\t{label}")
-    return "\n".join(rows) + "\n"
-
-
-def _squad(rng, n, prefix):
-    paragraphs = []
-    for i in range(n):
-        value = rng.choice(["good", "great", "bad", "dull"])
-        context = f"the movie was fine . the code is {value} . i liked it ."
-        paragraphs.append({"context": context, "qas": [{
-            "id": f"{prefix}{i}", "question": "what is the code ?", "is_impossible": False,
-            "answers": [{"text": value, "answer_start": context.index("code is ") + 8}]}]})
-    return {"version": "v1.1", "data": [{"title": prefix, "paragraphs": paragraphs}]}
-
-
-def _conll(rng, n):
-    lines = []
-    for _ in range(n):
-        city = rng.choice(["paris", "london"])
-        lines += ["-DOCSTART- -X- -X- O", "", f"i NN O O", f"liked VB O O", f"{city} NNP O I-LOC",
-                  ". . O O", ""]
-    return "\n".join(lines) + "\n"
-
-
-def _swag(rng, n):
-    header = "video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,ending1,ending2,ending3,label"
-    rows = [header]
-    for i in range(n):
-        label = rng.randrange(4)
-        endings = ["bad .", "dull .", "awful .", "boring ."]
-        endings[label] = "good ."
-        rows.append(f"v{i},{i},the movie was,the movie,was,gold,{','.join(endings)},{label}")
-    return "\n".join(rows) + "\n"
-
-
 @pytest.fixture(scope="module")
 def root(tmp_path_factory):
     return tmp_path_factory.mktemp("byoc")
@@ -90,18 +48,7 @@ def root(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def data(root):
-    rng = random.Random(0)
-    d = root / "data"
-    d.mkdir()
-    (d / "train.tsv").write_text(_classification_rows(rng, 48))
-    (d / "dev.tsv").write_text(_classification_rows(rng, 16))
-    (d / "train.json").write_text(json.dumps(_squad(rng, 24, "train")))
-    (d / "dev.json").write_text(json.dumps(_squad(rng, 8, "dev")))
-    (d / "train.conll").write_text(_conll(rng, 24))
-    (d / "dev.conll").write_text(_conll(rng, 8))
-    (d / "train.csv").write_text(_swag(rng, 24))
-    (d / "val.csv").write_text(_swag(rng, 8))
-    return d
+    return write_task_files(root / "data", random.Random(0))
 
 
 def _converted(root, name, *args):
@@ -301,27 +248,6 @@ def test_model_garden_checkpoint(hf_bert, data, root):
 
 # --- garden.train ---------------------------------------------------------------------------
 
-def _train_args(config, out, model_dir, export_base, *extra, steps=3):
-    return [f"--config={config}", f"--model_dir={model_dir}",
-            f"--gin_param=INIT_CHECKPOINT='{out}'", f"--gin_param=TRAIN_STEPS={steps}",
-            f"--gin_param=EXPORT_BASE={repr(str(export_base)) if export_base else None}",
-            "--gin_param=train.global_batch_size=8", "--gin_param=train.warmup_steps=1",
-            "--gin_param=train.log_every=1", *extra]
-
-
-def _files(data, task):
-    return {"classification": [f"--gin_param=TRAIN_FILE='{data / 'train.tsv'}'",
-                               f"--gin_param=EVAL_FILE='{data / 'dev.tsv'}'"],
-            "qa": [f"--gin_param=TRAIN_FILE='{data / 'train.json'}'",
-                   f"--gin_param=EVAL_FILE='{data / 'dev.json'}'",
-                   "--gin_param=TRAIN_RECORDS=None"],
-            "tagging": [f"--gin_param=TRAIN_DATA='{data / 'train.conll'}'",
-                        f"--gin_param=EVAL_DATA='{data / 'dev.conll'}'",
-                        "--gin_param=garden.TokenTagging.label_names=['O', 'I-LOC']"],
-            "multiple_choice": [f"--gin_param=TRAIN_FILE='{data / 'train.csv'}'",
-                                f"--gin_param=EVAL_FILE='{data / 'val.csv'}'"]}[task]
-
-
 CONFIGS = {"classification": "configs/finetune/classification_tiny.gin",
            "qa": "configs/finetune/qa_tiny.gin",
            "tagging": "configs/finetune/tagging_tiny.gin",
@@ -337,16 +263,16 @@ def finetuned(hf_bert, tf1_bert, data, root):
     export_base = root / "exports"
     for task in CONFIGS:
         model_dir = root / f"run_{task}"
-        args = _train_args(CONFIGS[task], hf_bert["out"], model_dir, export_base,
-                           *_files(data, task),
+        args = train_args(CONFIGS[task], hf_bert["out"], model_dir, export_base,
+                           *task_files(data, task),
                            f"--gin_param=garden.{_TASK_CLASS[task]}.model_name='hf_{task}'")
         if task == "classification":
             logs[task] = run_module("garden.train", *args, timeout=600).stdout
         else:
             train_in_process(args, str(model_dir), steps=3)
         exports[f"hf_{task}"] = str(export_base / f"hf_{task}" / "1")
-    args = _train_args(CONFIGS["classification"], tf1_bert["out"], root / "run_tf1",
-                       export_base, *_files(data, "classification"),
+    args = train_args(CONFIGS["classification"], tf1_bert["out"], root / "run_tf1",
+                       export_base, *task_files(data, "classification"),
                        "--gin_param=garden.SentenceClassification.model_name='tf1_classification'")
     train_in_process(args, str(root / "run_tf1"), steps=3)
     exports["tf1_classification"] = str(export_base / "tf1_classification" / "1")
@@ -400,8 +326,8 @@ def _refused(args, capsys):
 
 
 def test_contradicting_bindings_are_one_clear_line(hf_bert, data, root, capsys):
-    base = _train_args(CONFIGS["classification"], hf_bert["out"], root / "run_bad", None,
-                       *_files(data, "classification"), steps=1)
+    base = train_args(CONFIGS["classification"], hf_bert["out"], root / "run_bad", None,
+                       *task_files(data, "classification"), steps=1)
     line = _refused(base + ["--gin_param=bert_backbone.num_layers=4"], capsys)
     assert line.startswith("error:") and "num_layers = 4" in line and "num_layers = 2" in line
     line = _refused(base + ["--gin_param=bert_backbone.vocab_size=30522"], capsys)
@@ -418,16 +344,16 @@ def test_a_directory_that_is_no_checkpoint_is_one_clear_line(data, root, capsys)
     empty = root / "not_a_checkpoint"
     empty.mkdir(exist_ok=True)
     (empty / "notes.txt").write_text("hello")
-    args = _train_args(CONFIGS["classification"], empty, root / "run_none", None,
-                       *_files(data, "classification"), steps=1)
+    args = train_args(CONFIGS["classification"], empty, root / "run_none", None,
+                       *task_files(data, "classification"), steps=1)
     line = _refused(args, capsys)
     assert str(empty) in line and "neither a garden.train model_dir" in line
     assert "convert_info.json" in line
 
 
 def test_no_vocab_and_no_converted_checkpoint_is_a_clear_error(data, root, capsys):
-    args = _train_args(CONFIGS["classification"], "None", root / "run_novocab", None,
-                       *_files(data, "classification"), steps=1)
+    args = train_args(CONFIGS["classification"], "None", root / "run_novocab", None,
+                       *task_files(data, "classification"), steps=1)
     args = [a if not a.startswith("--gin_param=INIT_CHECKPOINT") else
             "--gin_param=INIT_CHECKPOINT=None" for a in args]
     line = _refused(args, capsys)
@@ -538,8 +464,8 @@ def family_exports(hf_families, data, root):
     exports = {}
     for family, src in hf_families.items():
         model_dir = root / f"run_{family}"
-        args = _train_args(CONFIGS["classification"], src["out"], model_dir, root / "exports",
-                           *_files(data, "classification"),
+        args = train_args(CONFIGS["classification"], src["out"], model_dir, root / "exports",
+                           *task_files(data, "classification"),
                            f"--gin_param=garden.SentenceClassification.model_name='{family}_classification'")
         train_in_process(args, str(model_dir), steps=3)
         exports[f"{family}_classification"] = str(root / "exports" /
@@ -564,8 +490,8 @@ def test_electra_config_restoring_the_discriminator_takes_the_converted_dir(hf_f
 
     assert {"backbone", "discriminator"} <= set(pretrained.checkpoint_objects(
         str(out / "checkpoints" / "ckpt-0")))
-    args = _train_args(CONFIGS["classification"], out, root / "run_electra_disc", None,
-                       *_files(data, "classification"),
+    args = train_args(CONFIGS["classification"], out, root / "run_electra_disc", None,
+                       *task_files(data, "classification"),
                        "--gin_param=garden.SentenceClassification.init_checkpoint_object="
                        "'discriminator'", steps=1)
     train_in_process(args, str(root / "run_electra_disc"), steps=1)

@@ -21,24 +21,14 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from convert_testing import (bert_vocab_tokens, max_abs_diff, random_bert_inputs,  # noqa: E402
-                             randomize_torch_, save_hf_dir)
+                             randomize_torch_, save_hf_dir, task_files, train_args,
+                             write_task_files)
 from testing import run_module, run_python, train_in_process  # noqa: E402
 
 TOL = 1e-4
 PAIRS = [("the movie was GOOD, really!", "I liked the plot."),
          ("très bien: the acting wasn't dull", "it was fun ?"),
          ("unknownword film", "bad")]
-
-
-def _classification_rows(rng, n):
-    pos, neg = ["good", "great", "fun", "fine"], ["bad", "awful", "boring", "dull"]
-    rows = ["text_a\tlabel"]
-    for _ in range(n):
-        label = rng.choice(["pos", "neg"])
-        rows.append(f"the {rng.choice(['movie', 'film', 'plot', 'story'])} was "
-                    f"{rng.choice(['very ', 'really ', ''])}"
-                    f"{rng.choice(pos if label == 'pos' else neg)} .\t{label}")
-    return "\n".join(rows) + "\n"
 
 
 @pytest.fixture(scope="module")
@@ -48,12 +38,7 @@ def root(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def data(root):
-    rng = random.Random(0)
-    d = root / "data"
-    d.mkdir()
-    (d / "train.tsv").write_text(_classification_rows(rng, 48))
-    (d / "dev.tsv").write_text(_classification_rows(rng, 16))
-    return d
+    return write_task_files(root / "data", random.Random(0), ("classification",))
 
 
 def _convert(family, folder, out):
@@ -80,19 +65,6 @@ def hf_distilbert(root):
     save_hf_dir(model, str(folder))
     return dict(dir=str(folder), model=model,
                 out=_convert("distilbert", folder, root / "out_distilbert"))
-
-
-def _train_args(config, out, model_dir, export_base, *extra, steps=3):
-    return [f"--config={config}", f"--model_dir={model_dir}",
-            f"--gin_param=INIT_CHECKPOINT='{out}'", f"--gin_param=TRAIN_STEPS={steps}",
-            f"--gin_param=EXPORT_BASE={repr(str(export_base)) if export_base else None}",
-            "--gin_param=train.global_batch_size=8", "--gin_param=train.warmup_steps=1",
-            "--gin_param=train.log_every=1", *extra]
-
-
-def _files(data):
-    return [f"--gin_param=TRAIN_FILE='{data / 'train.tsv'}'",
-            f"--gin_param=EVAL_FILE='{data / 'dev.tsv'}'"]
 
 
 # --- DistilBERT (Hugging Face) into sentence classification ------------------------------------
@@ -171,9 +143,9 @@ def exports(hf_distilbert, data, root):
     """Exports of a few fine-tuning steps: DistilBERT into classification through a fresh
     `python -m garden.train`."""
     out = {}
-    log = run_module("garden.train", *_train_args(
+    log = run_module("garden.train", *train_args(
         "configs/finetune/classification_tiny.gin", hf_distilbert["out"], root / "run_distilbert",
-        root / "exports", *_files(data),
+        root / "exports", *task_files(data, "classification"),
         "--gin_param=garden.SentenceClassification.model_name='distilbert_classification'"),
         timeout=600).stdout
     assert "DistilBertBackbone from converted huggingface distilbert checkpoint" in log
@@ -313,9 +285,9 @@ def test_gpt2_layout_ids_and_step0_last_token_parity(hf_gpt2, data):
 
 def test_gpt2_last_token_classification_finetunes_and_the_export_answers(hf_gpt2, data, root):
     model_dir = root / "run_gpt2"
-    summary = train_in_process(_train_args(
+    summary = train_in_process(train_args(
         "configs/finetune/last_token_classification_gpt_tiny.gin", hf_gpt2["out"], model_dir,
-        root / "exports", *_files(data),
+        root / "exports", *task_files(data, "classification"),
         "--gin_param=garden.LastTokenClassification.max_seq_length=48",
         "--gin_param=garden.LastTokenClassification.model_name='gpt2_classification'"),
         str(model_dir), steps=3)

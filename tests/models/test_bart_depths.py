@@ -20,6 +20,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from convert_testing import max_abs_diff, randomize_torch_, save_hf_dir  # noqa: E402
+from generative_testing import seq2seq_inputs  # noqa: E402
 
 VOCAB, PAD, EOS = 67, 1, 2
 ENCODER_LAYERS, DECODER_LAYERS = 3, 1
@@ -58,17 +59,7 @@ def converted(reference):
 
 
 def _inputs(seed=1):
-    """Encoder rows right-padded to 9, 6, 4 real tokens; decoder </s> <s> ... right-padded."""
-    rng = np.random.default_rng(seed)
-    enc = rng.integers(3, VOCAB, (3, 9)).astype("int32")
-    dec = rng.integers(3, VOCAB, (3, 7)).astype("int32")
-    dec[:, :2] = (2, 0)
-    enc_mask, dec_mask = np.zeros_like(enc), np.zeros_like(dec)
-    for b, (n, m) in enumerate(((9, 7), (6, 5), (4, 7))):
-        enc_mask[b, :n], dec_mask[b, :m] = 1, 1
-    enc[enc_mask == 0], dec[dec_mask == 0] = PAD, PAD
-    return {"encoder_token_ids": enc, "encoder_padding_mask": enc_mask,
-            "decoder_token_ids": dec, "decoder_padding_mask": dec_mask}
+    return seq2seq_inputs(VOCAB, PAD, seed)
 
 
 def _hf_outputs(model, inputs):

@@ -57,6 +57,29 @@ class ServerProcess:
         return self.proc.returncode
 
 
+def write_vocab(root, tokens) -> str:
+    """tokens, one per line, as <root>/vocab.txt; its path."""
+    path = os.path.join(str(root), "vocab.txt")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(tokens) + "\n")
+    return path
+
+
+def served(config: str, root, poll_seconds: float):
+    """A module fixture's body: garden.serve over a model_config_file, yielded, then stopped;
+    it must end cleanly (SIGTERM) and no request, good or bad, may have gone down the
+    INTERNAL / 500 path (which logs a traceback)."""
+    process = ServerProcess([f"--model_config_file={config}",
+                             f"--file_system_poll_wait_seconds={poll_seconds}",
+                             "--tensorflow_inter_op_parallelism=1"],
+                            os.path.join(str(root), "serve.log"))
+    yield process
+    code = process.stop()
+    log = process.log()
+    assert code == 0, log[-3000:]
+    assert "Traceback" not in log, log[-6000:]
+
+
 class Client:
     """One keep-alive connection; request() returns (status, content type, parsed body)."""
 

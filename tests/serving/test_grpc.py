@@ -44,7 +44,7 @@ from garden.serving.qa import QuestionAnsweringServing
 from garden.serving.server_json import to_json_value
 from garden.serving.tagging import TaggerServing, entities_of
 from garden.serving.text import TextPacker
-from serve_testing import Client, ServerProcess
+from serve_testing import Client, served, write_vocab
 from testing import REPO_ROOT
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "movie", "was", "good", "bad",
@@ -95,9 +95,7 @@ def _backbone():
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory):
     root = tmp_path_factory.mktemp("grpc")
-    vocab = str(root / "vocab.txt")
-    with open(vocab, "w", encoding="utf-8") as f:
-        f.write("\n".join(VOCAB) + "\n")
+    vocab = write_vocab(root, VOCAB)
     base = str(root / "exports")
     keras.utils.set_random_seed(11)
     classifier = SequenceClassifier(_backbone(), num_classes=len(LABELS))
@@ -125,15 +123,7 @@ def exports(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(exports):
-    process = ServerProcess([f"--model_config_file={exports['config']}",
-                             "--file_system_poll_wait_seconds=0",
-                             "--tensorflow_inter_op_parallelism=1"],
-                            str(exports["root"] / "serve.log"))
-    yield process
-    code = process.stop()
-    log = process.log()
-    assert code == 0, log[-3000:]
-    assert "Traceback" not in log, log[-6000:]  # no request went down the INTERNAL path
+    yield from served(exports["config"], exports["root"], 0)
 
 
 @pytest.fixture(scope="module")

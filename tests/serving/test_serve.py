@@ -33,7 +33,7 @@ from garden.serving import export
 from garden.serving.modules import PREDICT, REGRESS, ServingModule, TextClassifierServing
 from garden.serving.server_config import ConfigError, parse_model_config
 from garden.serving.text import TextPacker
-from serve_testing import Client, ServerProcess
+from serve_testing import Client, served, write_vocab
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
          "the", "movie", "was", "good", "bad", "great", "plot", "##s", "not", ".", "!"]
@@ -104,9 +104,7 @@ def _keras(model, vocab, texts_a, texts_b=None):
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory):
     root = tmp_path_factory.mktemp("serve")
-    vocab = str(root / "vocab.txt")
-    with open(vocab, "w", encoding="utf-8") as f:
-        f.write("\n".join(VOCAB) + "\n")
+    vocab = write_vocab(root, VOCAB)
     base = str(root / "exports")
     expected = {}
     for version, seed in ((1, 7), (2, 8)):
@@ -137,16 +135,7 @@ model_config_list {{
 
 @pytest.fixture(scope="module")
 def server(exports):
-    process = ServerProcess([f"--model_config_file={exports['config']}",
-                             "--file_system_poll_wait_seconds=0.5",
-                             "--tensorflow_inter_op_parallelism=1"],
-                            str(exports["root"] / "serve.log"))
-    yield process
-    code = process.stop()
-    log = process.log()
-    assert code == 0, log[-3000:]  # SIGTERM ends it cleanly
-    # No request, good or bad, went down the 500 path (which logs a traceback).
-    assert "Traceback" not in log, log[-6000:]
+    yield from served(exports["config"], exports["root"], 0.5)
 
 
 @pytest.fixture()

@@ -18,6 +18,7 @@ from garden.models.classifier import SequenceClassifier
 from garden.serving import export
 from garden.serving.modules import TextClassifierServing
 from garden.serving.text import TextPacker
+from serve_testing import write_vocab
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
          "the", "movie", "was", "good", "bad", "great", "plot", "##s", "not", ".", "!"]
@@ -28,9 +29,7 @@ LAYERS = 2  # bert_tiny
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory):
     root = tmp_path_factory.mktemp("classifier_export")
-    vocab = str(root / "vocab.txt")
-    with open(vocab, "w", encoding="utf-8") as f:
-        f.write("\n".join(VOCAB) + "\n")
+    vocab = write_vocab(root, VOCAB)
     keras.utils.set_random_seed(3)
     model = SequenceClassifier(bert_backbone_from_preset("bert_tiny", vocab_size=len(VOCAB)),
                                num_classes=2)
