@@ -182,15 +182,15 @@ def garden_block_to_tf1(scope: str, attention: str, tables: Dict[str, str], rest
     return f"{scope}{tables[layer]}/{kind}", value
 
 
-def convert_tf1_with_cli(family: str, prefix: str, config: str, out):
-    """Runs `python -m garden.convert --source=tf1` as a user would (fresh process) and loads
-    the pretrainer.keras it wrote to `out`."""
+def convert_tf1_with_cli(family: str, prefix: str, config: str, out, *flags):
+    """Runs `python -m garden.convert --source=tf1 [flags]` as a user would (fresh process) and
+    loads the pretrainer.keras it wrote to `out`."""
     import keras
 
     from testing import run_module
 
     run_module("garden.convert", "--source=tf1", f"--model={family}", f"--input={prefix}",
-               f"--config={config}", f"--output={out}")
+               f"--config={config}", f"--output={out}", *flags)
     return keras.models.load_model(os.path.join(out, "pretrainer.keras"))
 
 
@@ -390,3 +390,70 @@ def task_files(data, task):
                         "--gin_param=garden.TokenTagging.label_names=['O', 'I-LOC']"],
             "multiple_choice": [f"--gin_param=TRAIN_FILE='{data / 'train.csv'}'",
                                 f"--gin_param=EVAL_FILE='{data / 'val.csv'}'"]}[task]
+
+
+def step0_backbone(out, task_cls, **kwargs):
+    """The backbone a fine-tuning task builds from the converted directory OUT, restored as the
+    task restores it (no training); (task, backbone)."""
+    import gin
+
+    from garden.models import factory
+
+    gin.clear_config()
+    task = task_cls(backbone=factory.bert_backbone, vocab=None, init_checkpoint=str(out),
+                    **kwargs)
+    task.prepare()
+    _, objects = task.build_model()
+    return task, objects["backbone"]
+
+
+ANSWER_SNIPPET = r"""
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401 - the tokenizer ops
+r = tf.saved_model.load(sys.argv[1]).signatures["serving_default"](
+    text_a=tf.constant(["the movie was good .", "the plot was awful ."]))
+print(json.dumps([t.decode() for v in r.values() if v.dtype == tf.string
+                  for t in v.numpy().reshape(-1)]))
+"""
+
+
+def finetune_classification_from(out, root, *extra) -> list:
+    """Fine-tunes classification_tiny.gin from the converted directory OUT for 3 steps through
+    garden.train (in process, the sample classification files under root/data), exports, and
+    asks the export for two texts' labels in a fresh process; returns the labels."""
+    import random
+
+    from testing import run_python, train_in_process
+
+    data = root / "data"
+    if not data.exists():
+        write_task_files(data, random.Random(0), ("classification",))
+    model_dir = root / "finetune"
+    summary = train_in_process(
+        train_args("configs/finetune/classification_tiny.gin", out, model_dir, root / "export",
+                   *task_files(data, "classification"), *extra),
+        str(model_dir), "sentence_classification", 3)
+    proc = run_python(["-c", ANSWER_SNIPPET, summary["export_dir"]])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def openai_gpt2_weights(hf_weights):
+    """Hugging Face GPT-2 weights (name -> array) under openai/gpt-2's TF variable names and
+    shapes (models/<size>/model.ckpt)."""
+    out = {}
+    for name, value in hf_weights.items():
+        name = name[len("transformer."):] if name.startswith("transformer.") else name
+        if name == "lm_head.weight" or re.fullmatch(r"h\.\d+\.attn\.(masked_)?bias", name):
+            continue
+        if name in ("wte.weight", "wpe.weight"):
+            out[f"model/{name[:3]}"] = value
+            continue
+        parts = name.split(".")
+        kind = {"weight": "g" if "ln_" in name else "w", "bias": "b"}[parts[-1]]
+        if parts[0] == "h":
+            path = f"model/h{parts[1]}/" + "/".join(parts[2:-1])
+        else:
+            path = f"model/{parts[0]}"
+        out[f"{path}/{kind}"] = value[None] if kind == "w" else value
+    return out

@@ -25,8 +25,8 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from convert_testing import (  # noqa: E402
-    hf_bert_to_tf1_weights, max_abs_diff, random_bert_inputs, task_files, torch_state_dict_to_numpy,
-    train_args, write_hf_bert, write_task_files, write_tf1_checkpoint)
+    hf_bert_to_tf1_weights, max_abs_diff, random_bert_inputs, step0_backbone, task_files,
+    torch_state_dict_to_numpy, train_args, write_hf_bert, write_task_files, write_tf1_checkpoint)
 from testing import REPO_ROOT, run_module, run_python, train_in_process  # noqa: E402
 
 TOL = 1e-4
@@ -148,20 +148,6 @@ def test_copied_tokenizer_gives_the_source_tokenizers_ids(which, request):
         assert reference.convert_tokens_to_ids("Paris") in ours["token_ids"]
 
 
-def _step0_backbone(out, task_cls, **kwargs):
-    """The backbone a task builds from OUT, restored as the task restores it (no training)."""
-    import gin
-
-    from garden.models import factory
-
-    gin.clear_config()
-    task = task_cls(backbone=factory.bert_backbone, vocab=None, init_checkpoint=str(out),
-                    **kwargs)
-    task.prepare()
-    _, objects = task.build_model()
-    return task, objects["backbone"]
-
-
 def _assert_parity(backbone, torch_model, token_type=True):
     inputs, _ = random_bert_inputs(3, 16, torch_model.config.vocab_size, seed=5)
     names = {"token_ids": "input_ids", "segment_ids": "token_type_ids",
@@ -181,7 +167,7 @@ def _assert_parity(backbone, torch_model, token_type=True):
 def test_step0_backbone_equals_the_source_model(hf_bert, data):
     from garden.tasks.sentence_classification import SentenceClassification
 
-    _, backbone = _step0_backbone(hf_bert["out"], SentenceClassification,
+    _, backbone = step0_backbone(hf_bert["out"], SentenceClassification,
                                   train_file=str(data / "train.tsv"),
                                   eval_file=str(data / "dev.tsv"))
     _assert_parity(backbone, hf_bert["model"])
@@ -192,7 +178,7 @@ def test_tf1_release_converts_with_casing_from_its_name(tf1_bert, data, root):
 
     info = _info(tf1_bert["out"])
     assert info["tokenizer"]["lower_case"] is True and info["tokenizer"]["vocab"] == "vocab.txt"
-    _, backbone = _step0_backbone(tf1_bert["out"], SentenceClassification,
+    _, backbone = step0_backbone(tf1_bert["out"], SentenceClassification,
                                   train_file=str(data / "train.tsv"),
                                   eval_file=str(data / "dev.tsv"))
     _assert_parity(backbone, tf1_bert["model"])
@@ -234,7 +220,7 @@ def test_model_garden_checkpoint(hf_bert, data, root):
     convert_cli("--source=model_garden", "--model=bert", f"--input={prefix}",
                 f"--config={folder / 'encoder.json'}", f"--output={out}")
     assert _info(out)["tokenizer"]["lower_case"] is True
-    _, backbone = _step0_backbone(out, SentenceClassification,
+    _, backbone = step0_backbone(out, SentenceClassification,
                                   train_file=str(data / "train.tsv"),
                                   eval_file=str(data / "dev.tsv"))
     inputs, _ = random_bert_inputs(3, 16, 154, seed=5)
@@ -439,7 +425,7 @@ def test_family_tokenizer_and_step0_parity(family, hf_families, data):
         ids = packer.encode_numpy([a], [b])
         n = int(ids["padding_mask"].sum())
         assert ids["token_ids"][0, :n].tolist() == _source_ids(family, src, a, b), (a, b)
-    task, backbone = _step0_backbone(src["out"], SentenceClassification,
+    task, backbone = step0_backbone(src["out"], SentenceClassification,
                                      train_file=str(data / "train.tsv"),
                                      eval_file=str(data / "dev.tsv"))
     if family == "roberta":  # no segments; <pad> = 1, which RoBERTa's positions skip
@@ -522,11 +508,7 @@ def hf_gpt2(root):
 
 
 def test_gpt2_tokenizer_and_step0_lm_parity(hf_gpt2, root):
-    import gin
-
     from data_pipelines import tokenizers
-    from garden.models import factory
-    from garden.tasks.lm_finetuning import CausalLMFinetuning
 
     info = _info(hf_gpt2["out"])
     assert info["tokenizer"]["tokenizer"] == "bpe" and info["tokenizer"]["lower_case"] is False
@@ -534,11 +516,21 @@ def test_gpt2_tokenizer_and_step0_lm_parity(hf_gpt2, root):
     reference = transformers.GPT2Tokenizer.from_pretrained(hf_gpt2["dir"])
     for text in ("The movie was good!", "the plot was dull, the film great."):
         assert ours.tokenize([text])[0] == reference(text)["input_ids"], text
+    _assert_step0_lm_parity(hf_gpt2["out"], hf_gpt2, root)
+
+
+def _assert_step0_lm_parity(out, hf_gpt2, root):
+    """The LM CausalLMFinetuning builds from OUT at step 0 gives the source's logits."""
+    import gin
+
+    from garden.models import factory
+    from garden.tasks.lm_finetuning import CausalLMFinetuning
+
     gin.clear_config()
     task = CausalLMFinetuning(model=factory.generative_lm, vocab=None,
                               train_file=str(root / "lm_train.jsonl"),
                               eval_file=str(root / "lm_dev.jsonl"),
-                              init_checkpoint=str(hf_gpt2["out"]), max_prompt_length=16,
+                              init_checkpoint=str(out), max_prompt_length=16,
                               max_target_length=8)
     task.prepare()
     model, _ = task.build_model()
@@ -564,17 +556,49 @@ print(json.dumps({k: v.numpy().tolist() if v.dtype != tf.string else
 """
 
 
-def test_gpt2_causal_lm_finetunes_exports_and_answers(hf_gpt2, root):
-    model_dir = root / "run_gpt2"
+def _finetune_causal_lm(out, root, name):
+    """CausalLMFinetuning from the converted directory OUT, 2 steps through garden.train; the
+    export's answer to a prompt in a fresh process."""
+    model_dir = root / f"run_{name}"
     args = [f"--config=configs/finetune/causal_lm_tiny.gin", f"--model_dir={model_dir}",
-            f"--gin_param=INIT_CHECKPOINT='{hf_gpt2['out']}'", "--gin_param=TRAIN_STEPS=2",
+            f"--gin_param=INIT_CHECKPOINT='{out}'", "--gin_param=TRAIN_STEPS=2",
             f"--gin_param=TRAIN_FILE='{root / 'lm_train.jsonl'}'",
             f"--gin_param=EVAL_FILE='{root / 'lm_dev.jsonl'}'",
-            f"--gin_param=garden.CausalLMFinetuning.export_base='{root / 'exports'}'",
+            f"--gin_param=garden.CausalLMFinetuning.export_base='{root / name}'",
             "--gin_param=garden.CausalLMFinetuning.max_prompt_length=16",
             "--gin_param=garden.CausalLMFinetuning.max_target_length=8",
             "--gin_param=train.global_batch_size=8", "--gin_param=train.warmup_steps=1"]
     train_in_process(args, str(model_dir), steps=2)
-    export = root / "exports" / "gpt2_tiny_causal_lm" / "1"
+    export = root / name / "gpt2_tiny_causal_lm" / "1"
     proc = run_python(["-c", _ANSWER_GENERATION, str(export)], timeout=600)
-    assert json.loads(proc.stdout.strip().splitlines()[-1])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_gpt2_causal_lm_finetunes_exports_and_answers(hf_gpt2, root):
+    assert _finetune_causal_lm(hf_gpt2["out"], root, "exports")
+
+
+def test_openai_gpt2_release_finetunes_exports_and_answers(hf_gpt2, root):
+    """OpenAI's release layout (models/<size>/model.ckpt + hparams.json + encoder.json +
+    vocab.bpe) converted with --source=tf1: the same tokenizer ids, the same LM at step 0
+    (logits within 1e-4 of the Hugging Face source), then causal-LM fine-tuning and an
+    export that answers."""
+    from convert_testing import openai_gpt2_weights
+
+    release = root / "openai_124M"
+    release.mkdir()
+    prefix = write_tf1_checkpoint(
+        openai_gpt2_weights(torch_state_dict_to_numpy(hf_gpt2["model"])), str(release / "model.ckpt"))
+    config = hf_gpt2["model"].config
+    (release / "hparams.json").write_text(json.dumps({
+        "n_vocab": config.vocab_size, "n_ctx": config.n_positions, "n_embd": config.n_embd,
+        "n_head": config.n_head, "n_layer": config.n_layer}))
+    shutil.copy(os.path.join(hf_gpt2["dir"], "vocab.json"), release / "encoder.json")
+    shutil.copy(os.path.join(hf_gpt2["dir"], "merges.txt"), release / "vocab.bpe")
+    out, _ = _converted(root, "openai_gpt2", "--source=tf1", "--model=gpt2", f"--input={prefix}",
+                        f"--config={release / 'hparams.json'}")
+    info = _info(out)
+    assert info["tokenizer"]["tokenizer"] == "bpe" and info["tokenizer"]["layout"] == "gpt2"
+    assert (out / "vocab.json").read_text() == (release / "encoder.json").read_text()
+    _assert_step0_lm_parity(out, hf_gpt2, root)
+    assert _finetune_causal_lm(out, root, "exports_openai")

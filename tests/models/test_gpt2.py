@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from convert_testing import (max_abs_diff, randomize_torch_, save_hf_dir,
+from convert_testing import (max_abs_diff, openai_gpt2_weights, randomize_torch_, save_hf_dir,
                              torch_state_dict_to_numpy, write_tf1_checkpoint)
 from garden import convert
 from garden.models import factory
@@ -107,28 +107,8 @@ def test_huggingface_parity_with_left_padding(hf_gpt2):
     assert max_abs_diff(got[real], hf_gpt2["logits"][real]) > 100 * TOL
 
 
-def _openai_weights(hf_weights):
-    """The same weights under openai/gpt-2's TF variable names and shapes."""
-    out = {}
-    for name, value in hf_weights.items():
-        name = name[len("transformer."):] if name.startswith("transformer.") else name
-        if name == "lm_head.weight" or re.fullmatch(r"h\.\d+\.attn\.(masked_)?bias", name):
-            continue
-        if name in ("wte.weight", "wpe.weight"):
-            out[f"model/{name[:3]}"] = value
-            continue
-        parts = name.split(".")
-        kind = {"weight": "g" if "ln_" in name else "w", "bias": "b"}[parts[-1]]
-        if parts[0] == "h":
-            path = f"model/h{parts[1]}/" + "/".join(parts[2:-1])
-        else:
-            path = f"model/{parts[0]}"
-        out[f"{path}/{kind}"] = value[None] if kind == "w" else value
-    return out
-
-
 def test_openai_checkpoint_parity_through_the_cli(hf_gpt2, tmp_path):
-    weights = _openai_weights(hf_gpt2["weights"])
+    weights = openai_gpt2_weights(hf_gpt2["weights"])
     assert weights["model/h0/attn/c_attn/w"].shape == (1, 64, 192)
     prefix = write_tf1_checkpoint(weights, str(tmp_path / "model.ckpt"))
     hparams = tmp_path / "hparams.json"
@@ -154,7 +134,7 @@ def test_conversion_is_strict(hf_gpt2):
         from_huggingface(config, untied)
     with pytest.raises(ValueError, match="activation_function"):
         from_huggingface({**config, "activation_function": "relu"}, weights)
-    openai = _openai_weights(weights)
+    openai = openai_gpt2_weights(weights)
     hparams = {"n_vocab": 101, "n_ctx": 32, "n_embd": 64, "n_head": 4, "n_layer": 2}
     del openai["model/h1/mlp/c_fc/w"]
     with pytest.raises(ValueError, match=r"model/h1/mlp/c_fc/w"):

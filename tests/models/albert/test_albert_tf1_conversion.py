@@ -17,7 +17,8 @@ import tensorflow as tf
 from garden import convert
 from garden.models.albert.backbone import AlbertBackbone
 from garden.models.albert.pretrainer import AlbertPretrainer
-from convert_testing import convert_tf1_with_cli, garden_block_to_tf1
+from convert_testing import (WORDS, convert_tf1_with_cli, finetune_classification_from,
+                             garden_block_to_tf1, step0_backbone)
 
 TOLERANCE = 1e-4
 
@@ -154,3 +155,55 @@ def test_unknown_and_missing_variables_are_named(checkpoint, tmp_path):
     from garden.models.albert.conversion import from_tf1
     with pytest.raises(ValueError, match="full_layer_layer_norm"):
         from_tf1(CONFIG, weights)
+
+
+def _albert_spiece(path, size=60):
+    """A SentencePiece model of exactly `size` pieces with the ids of ALBERT's 30k-clean.model:
+    <pad>=0 <unk>=1 [CLS]=2 [SEP]=3 [MASK]=4."""
+    import io
+    import random
+
+    import sentencepiece as spm
+
+    rng = random.Random(0)
+    words = [w for w in WORDS if w.isalpha()]
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter([" ".join(rng.choice(words) for _ in range(8)) for _ in range(300)]),
+        model_writer=model, vocab_size=size, model_type="unigram", pad_id=0, unk_id=1,
+        bos_id=-1, eos_id=-1, control_symbols=["[CLS]", "[SEP]", "[MASK]"], minloglevel=2)
+    with open(path, "wb") as f:
+        f.write(model.getvalue())
+    processor = spm.SentencePieceProcessor(model_file=str(path))
+    assert processor.GetPieceSize() == size
+    assert [processor.PieceToId(p) for p in ("[CLS]", "[SEP]", "[MASK]")] == [2, 3, 4]
+
+
+def test_release_with_spiece_fine_tunes_into_classification(checkpoint, tmp_path):
+    """The release's folder (model.ckpt + albert_config.json + 30k-clean.model, as
+    google-research/albert publishes it) converted by the CLI is a starting point: the
+    classifier's backbone at step 0 is the original's, it fine-tunes through garden.train and
+    its export answers."""
+    from garden.tasks.sentence_classification import SentenceClassification
+
+    model, prefix, config = checkpoint
+    release = tmp_path / "albert_tiny"
+    release.mkdir()
+    for name in tf.io.gfile.glob(prefix + "*"):
+        tf.io.gfile.copy(name, str(release / name.split("/")[-1]))
+    _albert_spiece(release / "30k-clean.model")
+    out = tmp_path / "out"
+    convert_tf1_with_cli("albert", str(release / prefix.split("/")[-1]), config, out)
+    info = json.loads((out / "convert_info.json").read_text())
+    assert info["tokenizer"]["tokenizer"] == "sentencepiece", info["tokenizer"]
+    assert info["tokenizer"]["lower_case"] is True  # ALBERT's tokenizer lower-cases
+    (tmp_path / "t.tsv").write_text("text_a\tlabel\nthe movie was good\tpos\nbad\tneg\n")
+    task, backbone = step0_backbone(out, SentenceClassification, train_file=str(tmp_path / "t.tsv"),
+                                    eval_file=str(tmp_path / "t.tsv"), max_seq_length=12)
+    assert (task.packer.cls_id, task.packer.sep_id, task.packer.pad_id) == (2, 3, 0)
+    inputs = {k: v for k, v in _inputs().items() if k != "masked_lm_positions"}
+    assert _max_diff({"h": model.backbone(inputs)["sequence_output"]},
+                     {"h": backbone(inputs, training=False)["sequence_output"]}) <= TOLERANCE
+    labels = finetune_classification_from(
+        out, tmp_path, "--gin_param=garden.SentenceClassification.max_seq_length=32")
+    assert labels and set(labels) <= {"pos", "neg"}, labels

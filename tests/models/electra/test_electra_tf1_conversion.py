@@ -17,7 +17,8 @@ import tensorflow as tf
 
 from garden import convert
 from garden.models.electra.presets import electra_pretrainer_from_preset
-from convert_testing import convert_tf1_with_cli, garden_block_to_tf1
+from convert_testing import (WORDS, convert_tf1_with_cli, finetune_classification_from,
+                             garden_block_to_tf1, step0_backbone)
 
 TOLERANCE = 1e-4
 V = 60
@@ -167,3 +168,36 @@ def test_unknown_variables_are_named(checkpoint, tmp_path):
     from garden.models.electra.conversion import from_tf1
     with pytest.raises(ValueError, match="rotary"):
         from_tf1(CONFIG, arrays)
+
+
+def test_release_with_vocab_fine_tunes_into_classification(checkpoint, tmp_path):
+    """The release's folder (model.ckpt + vocab.txt, as google-research/electra publishes it)
+    converted by the CLI is a starting point: the classifier's backbone at step 0 is the
+    original discriminator, it fine-tunes through garden.train and its export answers."""
+    from garden.tasks.sentence_classification import SentenceClassification
+
+    model, prefix, config = checkpoint
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS
+    tokens += [f"[unused{i}]" for i in range(V - len(tokens))]
+    assert len(tokens) == V
+    (tmp_path / "vocab.txt").write_text("\n".join(tokens) + "\n")
+    release = tmp_path / "electra_tiny"
+    release.mkdir()
+    for name in tf.io.gfile.glob(prefix + "*"):
+        tf.io.gfile.copy(name, str(release / name.split("/")[-1]))
+    (release / "vocab.txt").write_text((tmp_path / "vocab.txt").read_text())
+    out = tmp_path / "out"
+    # (google-research/electra's releases are uncased; the folder name does not say so)
+    convert_tf1_with_cli("electra", str(release / "model.ckpt-7"), config, out, "--lower_case")
+    info = json.loads((out / "convert_info.json").read_text())
+    assert info["tokenizer"]["tokenizer"] == "wordpiece", info["tokenizer"]
+    (tmp_path / "t.tsv").write_text("text_a\tlabel\nthe movie was good\tpos\nbad\tneg\n")
+    task, backbone = step0_backbone(out, SentenceClassification, train_file=str(tmp_path / "t.tsv"),
+                                    eval_file=str(tmp_path / "t.tsv"), max_seq_length=12)
+    assert task.packer.vocab_size == V
+    inputs = _inputs()
+    assert _max_diff({"h": model.discriminator(inputs)["sequence_output"]},
+                     {"h": backbone(inputs, training=False)["sequence_output"]}) <= TOLERANCE
+    labels = finetune_classification_from(
+        out, tmp_path, "--gin_param=garden.SentenceClassification.max_seq_length=32")
+    assert labels and set(labels) <= {"pos", "neg"}, labels
