@@ -36,6 +36,11 @@ def empty_caches(num_layers: int, batch, num_heads: int, length, head_width: int
     return [(zeros(), zeros()) for _ in range(num_layers)]
 
 
+# What a head mask does (MultiHeadAttention's head_mask_mode): scale the probabilities, or
+# move the masked share to uniform attention over the allowed keys.
+HEAD_MASK_MODES = ("scale", "uniform")
+
+
 def _swap_heads(x):
     """[B, T, A, d] <-> [B, A, T, d]."""
     return ops.transpose(x, (0, 2, 1, 3))
@@ -80,6 +85,11 @@ class MultiHeadAttention(keras.layers.Layer):
         use_bias: bool, biases on the four projections (T5: False).
         scale_queries: bool, divide scores by sqrt(d) (T5: False, folded into its init).
         kernel_initializer, bias_initializer: for the four projections (each gets a clone).
+        head_mask_mode: str, what a head mask m does to head h's probabilities p: "scale"
+            (default; Michel et al., 2019, Hugging Face) gives m p, so 0 silences the head;
+            "uniform" (Kovaleva et al., 2019) gives m p + (1 - m) u, u uniform over the keys
+            the mask allows, so 0 makes the head attend evenly. A plain attribute too: an
+            analysis may switch a built model's layers (garden.bertology.heads).
         **kwargs: name, dtype, trainable.
 
     Call args:
@@ -107,8 +117,12 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def __init__(self, num_heads: int, key_dim: int, dropout: float = 0.0,
                  use_bias: bool = True, scale_queries: bool = True,
-                 kernel_initializer="glorot_uniform", bias_initializer="zeros", **kwargs):
+                 kernel_initializer="glorot_uniform", bias_initializer="zeros",
+                 head_mask_mode: str = "scale", **kwargs):
         super().__init__(**kwargs)
+        if head_mask_mode not in HEAD_MASK_MODES:
+            raise ValueError(f"head_mask_mode={head_mask_mode!r}: choose one of {HEAD_MASK_MODES}")
+        self.head_mask_mode = head_mask_mode
         self.num_heads = int(num_heads)
         self.key_dim = int(key_dim)
         self.dropout = float(dropout)
@@ -213,7 +227,15 @@ class MultiHeadAttention(keras.layers.Layer):
             # [A] or [B, A] -> [1 or B, A, 1, 1]: Hugging Face's head_mask, 0 silences a head.
             head_mask = ops.reshape(ops.cast(head_mask, probabilities.dtype),
                                     (-1, self.num_heads, 1, 1))
-            probabilities = probabilities * head_mask
+            if self.head_mask_mode == "uniform":
+                # Even over the allowed keys: the softmax of 0 there and `negative` elsewhere.
+                uniform = (ops.ones_like(scores) / ops.cast(ops.shape(scores)[-1], scores.dtype)
+                           if attention_mask is None else
+                           ops.softmax(ops.where(mask, ops.cast(0, scores.dtype),
+                                                 ops.cast(negative, scores.dtype)), axis=-1))
+                probabilities = probabilities * head_mask + uniform * (1 - head_mask)
+            else:
+                probabilities = probabilities * head_mask
         return probabilities
 
     def call(self, query, value, key=None, attention_mask=None, attention_bias=None,
@@ -241,6 +263,7 @@ class MultiHeadAttention(keras.layers.Layer):
         config = super().get_config()
         config.update(num_heads=self.num_heads, key_dim=self.key_dim, dropout=self.dropout,
                       use_bias=self.use_bias, scale_queries=self.scale_queries,
+                      head_mask_mode=self.head_mask_mode,
                       kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
                       bias_initializer=keras.initializers.serialize(self.bias_initializer))
         return config

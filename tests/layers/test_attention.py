@@ -207,6 +207,39 @@ def test_a_zero_head_mask_removes_exactly_that_heads_output(head):
     assert not np.allclose(masked.numpy(), ours(query, value).numpy(), atol=1e-3)
 
 
+def test_uniform_head_mask_mode_spreads_a_masked_head_evenly_over_the_allowed_keys():
+    ours, _ = _built_pair(value_shape=(2, 7, 16), key_shape=(2, 7, 16))
+    query, value = _inputs((2, 5, 16), (2, 7, 16))
+    mask = np.ones((2, 5, 7), bool)
+    mask[0, :, 4:] = False  # sequence 0 has 4 keys: uniform = 1/4 on them
+    head_mask = np.array([1, 0, 0.5, 1], "float32")
+    scaled = ours(query, value, attention_mask=mask, head_mask=head_mask,
+                  return_attention_scores=True)[1].numpy()
+    unmasked = ours(query, value, attention_mask=mask, return_attention_scores=True)[1].numpy()
+    ours.head_mask_mode = "uniform"
+    try:
+        y, scores = ours(query, value, attention_mask=mask, head_mask=head_mask,
+                         return_attention_scores=True)
+        kept = ours(query, value, attention_mask=mask, head_mask=np.ones(4, "float32"))
+    finally:
+        ours.head_mask_mode = "scale"
+    scores = scores.numpy()
+    even = np.where(mask, 1.0 / mask.sum(-1, keepdims=True), 0.0)
+    np.testing.assert_allclose(scores[:, 1], even, atol=1e-7)   # 0: uniform, not zero
+    assert np.all(scaled[:, 1] == 0)
+    np.testing.assert_allclose(scores[:, 2], 0.5 * unmasked[:, 2] + 0.5 * even, atol=1e-6)
+    np.testing.assert_array_equal(scores[:, [0, 3]], unmasked[:, [0, 3]])  # 1: unchanged
+    # A mask of ones changes no bit in either mode; the output follows the probabilities.
+    np.testing.assert_array_equal(kept.numpy(), ours(query, value, attention_mask=mask).numpy())
+    w = {v.path.split("/", 1)[1]: v.numpy() for v in ours.weights}
+    v = np.einsum("btc,cad->batd", value, w["value/kernel"]) + w["value/bias"][:, None]
+    expected = np.einsum("batd,adh->bth", scores @ v, w["attention_output/kernel"]) + \
+        w["attention_output/bias"]
+    np.testing.assert_allclose(y.numpy(), expected, atol=1e-4)
+    with pytest.raises(ValueError, match="head_mask_mode"):
+        MultiHeadAttention(num_heads=2, key_dim=8, head_mask_mode="zero")
+
+
 def _causal(length):
     return np.tril(np.ones((1, length, length), bool))
 
@@ -287,9 +320,10 @@ def test_a_read_only_cache_is_used_as_the_keys_and_values():
 
 
 def test_config_round_trip_keeps_the_options():
-    layer = MultiHeadAttention(num_heads=2, key_dim=8, use_bias=False, scale_queries=False)
+    layer = MultiHeadAttention(num_heads=2, key_dim=8, use_bias=False, scale_queries=False,
+                               head_mask_mode="uniform")
     clone = MultiHeadAttention.from_config(layer.get_config())
-    assert (clone.use_bias, clone.scale_queries) == (False, False)
+    assert (clone.use_bias, clone.scale_queries, clone.head_mask_mode) == (False, False, "uniform")
 
 
 def test_cached_decoding_and_bias_under_mixed_precision():
