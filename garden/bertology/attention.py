@@ -28,6 +28,7 @@ from scipy import special
 from scipy.cluster import hierarchy
 from scipy.spatial import distance
 
+from garden.bertology import plots
 from garden.bertology.instrument import instrumented, run
 
 # The targets of attention_shares, in the order the plots draw them.
@@ -148,23 +149,10 @@ def analyze_attention(backbone, batch: Mapping[str, np.ndarray], cls_id: int, se
 
 # === Plots (matplotlib, Agg: files only) ===
 
-def _pyplot():
-    import matplotlib
-    matplotlib.use("Agg")
-    from matplotlib import pyplot
-    return pyplot
-
-
-def _save(figure, path: str) -> str:
-    figure.savefig(path, dpi=120, bbox_inches="tight")
-    _pyplot().close(figure)
-    return path
-
-
 def plot_layer_shares(stats: Mapping, path: str, names: Sequence[str] = SHARES) -> str:
     """attention_shares' result as one line per target over the layers (mean over heads, each
     head a dot, as Clark et al.'s figure 2), and the entropy beside it; writes a PNG at `path`."""
-    pyplot = _pyplot()
+    pyplot = plots.pyplot()
     figure, (left, right) = pyplot.subplots(1, 2, figsize=(11, 4))
     for name in names:
         per_head = np.asarray(stats["shares"][name])
@@ -181,12 +169,12 @@ def plot_layer_shares(stats: Mapping, path: str, names: Sequence[str] = SHARES) 
                   alpha=0.4, color="black")
     right.set(xlabel="layer", ylabel=f"entropy ({stats['entropy_unit']})",
               xticks=np.arange(len(entropy)))
-    return _save(figure, path)
+    return plots.save(figure, path)
 
 
 def plot_head_distances(distances: Mapping, path: str) -> str:
     """head_distances' matrix as a heat map in cluster order, the dendrogram above it; PNG."""
-    pyplot = _pyplot()
+    pyplot = plots.pyplot()
     matrix, labels = np.asarray(distances["js_divergence"]), list(distances["heads"])
     order = list(distances["order"])
     size = max(4.0, 0.18 * len(labels) + 2)
@@ -202,7 +190,7 @@ def plot_head_distances(distances: Mapping, path: str) -> str:
     axes.set_xticks(ticks, [labels[i] for i in order], rotation=90, fontsize=6)
     axes.set_yticks(ticks, [labels[i] for i in order], fontsize=6)
     figure.colorbar(image, ax=axes, label=f"Jensen-Shannon divergence ({distances['unit']})")
-    return _save(figure, path)
+    return plots.save(figure, path)
 
 
 def plot_attention_maps(attention: np.ndarray, tokens: Sequence[str], path: str,
@@ -213,7 +201,7 @@ def plot_attention_maps(attention: np.ndarray, tokens: Sequence[str], path: str,
     are drawn, so padding is left out); tokens: the sentence's token strings; layers: the rows
     to draw (all by default). Writes a PNG at `path`.
     """
-    pyplot = _pyplot()
+    pyplot = plots.pyplot()
     attention = np.asarray(attention)
     layers = list(range(attention.shape[0]) if layers is None else layers)
     n, num_heads = len(tokens), attention.shape[1]
@@ -228,4 +216,4 @@ def plot_attention_maps(attention: np.ndarray, tokens: Sequence[str], path: str,
             ax.set_xticks(range(n), tokens, rotation=90, fontsize=5)
             ax.set_yticks(range(n), tokens, fontsize=5)
     figure.tight_layout()
-    return _save(figure, path)
+    return plots.save(figure, path)
