@@ -1,0 +1,332 @@
+"""`python -m garden.analyze ANALYSIS --model=DIR --input=TEXT_GLOB --output=REPORT_DIR`: see
+inside an encoder of the garden or a released checkpoint (garden.bertology does the work).
+
+    python -m garden.analyze attention --model=OUT --input='corpus/*.txt' --output=report/
+    python -m garden.analyze identifiability --model=OUT --input='corpus/*.txt' --output=report/
+    python -m garden.analyze heads --model=FINETUNED_RUN --task_data=dev.tsv --output=report/
+
+--model is a garden.convert output directory (a released checkpoint: Hugging Face, TF1, Model
+Garden) or a garden.train run directory (pretraining or fine-tuning); `heads` needs a
+fine-tuned sentence-classification run (its classifier scores the heads). --input: text files,
+one sentence per line (blank lines skipped); --max_sentences of them, in file order.
+
+Analyses (each writes <analysis>.json with its figures, PNG plots, and REPORT_DIR/index.html
+showing every analysis written there so far):
+  attention        per layer and head, the share of attention to [CLS], [SEP], punctuation,
+                   self, previous and next token, and the entropy (Clark et al. 2019); the
+                   head-to-head Jensen-Shannon divergences, clustered; the maps of one sentence
+                   (--sentence, default the first) as a grid of heads.
+  identifiability  effective attention next to raw attention, token identifiability per layer
+                   by a linear probe, hidden token attribution of a few sentences (Brunner et
+                   al. 2020).
+  heads            the task's accuracy with each head, and each whole layer, disabled: zeroed
+                   (head mask 0) and uniform attention (Michel et al. 2019; Kovaleva et al.).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import glob
+import html
+import json
+import os
+import posixpath
+import sys
+import time
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+from data_pipelines import onednn  # noqa: F401 - oneDNN on before TensorFlow loads
+
+ANALYSES = ("attention", "identifiability", "heads")
+INDEX = "index.html"
+
+
+@dataclasses.dataclass
+class Opened:
+    """An encoder opened for analysis: its backbone (weights restored), text packer, tokens by
+    id, and for a fine-tuned classification run its classifier's dense layer and labels."""
+
+    backbone: object
+    packer: object
+    tokens: List[str]
+    description: str
+    classifier: Optional[object] = None
+    labels: Optional[List[str]] = None
+
+
+def _vocab_tokens(packer) -> List[str]:
+    from garden.extract_features import tokens_of
+
+    return tokens_of(packer.vocab_path, packer, packer.kind, packer.lower_case)
+
+
+def open_model(path: str, max_seq_length: int) -> Opened:
+    """A garden.convert directory or a garden.train run directory, opened; ValueError naming
+    the path when it is neither."""
+    from garden import pretrained
+    from garden.serving.text import load_packer
+
+    converted = pretrained.open_converted(path)
+    if converted is not None:
+        tok = converted.tokenizer
+        packer = load_packer(converted.vocab, max_seq_length, kind=tok.get("tokenizer"),
+                             lower_case=bool(converted.lower_case), layout=tok.get("layout"))
+        backbone = converted.backbone_class().from_config(converted.config)
+        from garden.tasks.shared import restore_backbone
+
+        restore_backbone(backbone, converted.checkpoint, "backbone", "garden.analyze")
+        packer.vocab_path = converted.vocab
+        return Opened(backbone, packer, _vocab_tokens(packer), converted.describe())
+    if not os.path.exists(posixpath.join(path, "operative_config.gin")):
+        raise ValueError(f"--model={path} is neither a garden.convert output directory (no "
+                         f"convert_info.json) nor a garden.train run directory (no "
+                         f"operative_config.gin)")
+    return _open_run(path, max_seq_length)
+
+
+def _open_run(path: str, max_seq_length: int) -> Opened:
+    """A garden.train run: its task rebuilt from operative_config.gin, restored from the
+    latest checkpoint."""
+    import gin
+    import tensorflow as tf
+
+    from garden import tasks, train  # noqa: F401 (registers train and the task table)
+
+    tasks.register_with_gin()
+    gin.clear_config()
+    gin.parse_config_files_and_bindings([posixpath.join(path, "operative_config.gin")], [],
+                                        skip_unknown=True)
+    task = gin.query_parameter("train.task").scoped_configurable_fn()
+    ckpt = tf.train.latest_checkpoint(posixpath.join(path, "checkpoints"))
+    if ckpt is None:
+        raise ValueError(f"--model={path}: no checkpoint in {path}/checkpoints")
+    if hasattr(task, "prepare"):
+        task.prepare()
+    _, objects = task.build_model()
+    if "backbone" not in objects:
+        raise ValueError(f"--model={path}: its task {type(task).__name__} has no encoder "
+                         f"backbone to analyse")
+    tf.train.Checkpoint(**objects).read(ckpt).expect_partial()
+    packer = getattr(task, "packer", None)
+    if packer is None:  # a pretraining run: its vocabulary, the BERT layout
+        from garden.serving.text import load_packer
+
+        vocab = gin.query_parameter("%VOCAB")
+        packer = load_packer(vocab, max_seq_length)
+        packer.vocab_path = vocab
+    else:
+        packer.vocab_path = task.vocab
+    model = objects.get("model")
+    return Opened(objects["backbone"], packer, _vocab_tokens(packer),
+                  f"{type(objects['backbone']).__name__} of {path} ({posixpath.basename(ckpt)})",
+                  classifier=getattr(model, "classifier_dense", None),
+                  labels=list(getattr(task, "label_names", None) or []) or None)
+
+
+def read_sentences(pattern: str, limit: int) -> List[str]:
+    files = sorted(glob.glob(pattern))
+    if not files:
+        raise ValueError(f"--input={pattern} matches no file")
+    sentences = []
+    for name in files:
+        with open(name, encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    sentences.append(line.strip())
+                    if len(sentences) == limit:
+                        return sentences
+    return sentences
+
+
+def _punctuation_ids(tokens: Sequence[str]) -> List[int]:
+    return [i for i, t in enumerate(tokens)
+            if t.strip("▁Ġ") and all(not c.isalnum() for c in t.strip("▁Ġ"))
+            and not (t.startswith("[") or t.startswith("<"))]
+
+
+def _write(out_dir: str, name: str, result: Dict) -> str:
+    path = os.path.join(out_dir, f"{name}.json")
+    with open(path, "w") as f:
+        json.dump(result, f, indent=1)
+    return path
+
+
+def run_attention(opened: Opened, sentences: List[str], out_dir: str, sentence: int) -> Dict:
+    from garden.bertology import attention, instrument
+
+    packer = opened.packer
+    batch = packer.encode_numpy(sentences)
+    punctuation = _punctuation_ids(opened.tokens)
+    model = instrument.instrumented(opened.backbone, output_attentions=True)
+    probs = instrument.run(model, batch)["attention_probs"]
+    shares = attention.attention_shares(probs, batch["token_ids"], batch["padding_mask"],
+                                        packer.cls_id, packer.sep_id, punctuation)
+    distances = attention.head_distances(probs, batch["padding_mask"])
+    n = int(batch["padding_mask"][sentence].sum())
+    tokens = [opened.tokens[int(t)] for t in batch["token_ids"][sentence, :n]]
+    plots = [attention.plot_layer_shares(shares, os.path.join(out_dir, "attention_shares.png")),
+             attention.plot_head_distances(distances,
+                                           os.path.join(out_dir, "attention_js.png")),
+             attention.plot_attention_maps(probs[:, sentence, :, :n, :n], tokens,
+                                           os.path.join(out_dir, "attention_maps.png"))]
+    return {"shares": shares, "distances": distances, "plots": plots,
+            "sentence": sentences[sentence]}
+
+
+def run_identifiability(opened: Opened, sentences: List[str], out_dir: str,
+                        attribution_sentences: int) -> Dict:
+    from garden.bertology import identifiability, plots
+
+    packer = opened.packer
+    batch = packer.encode_numpy(sentences)
+    effective = identifiability.effective_attention_stats(
+        opened.backbone, batch, packer.cls_id, packer.sep_id, _punctuation_ids(opened.tokens))
+    probe = identifiability.token_identifiability(opened.backbone, batch)
+    attribution = [identifiability.hidden_token_attribution(opened.backbone, batch, s)
+                   for s in range(min(attribution_sentences, len(sentences)))]
+    plt = plots.pyplot()
+    figure, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for name, values in probe["accuracy"].items():
+        axes[0].plot(range(len(values)), values, marker="o", label=name)
+    axes[0].set(title="token identifiability (nearest input embedding)", xlabel="layer",
+                ylabel="accuracy", ylim=(0, 1.05))
+    axes[0].legend()
+    own = np.mean([a["own"] for a in attribution], axis=0)
+    axes[1].plot(range(1, len(own) + 1), own, marker="o", label="own token's share")
+    for key in ("cls", "sep"):
+        axes[1].plot(range(len(effective["raw"]["layer_means"][key])),
+                     effective["raw"]["layer_means"][key], ls="--", label=f"raw -> {key}")
+        axes[1].plot(range(len(effective["effective"]["layer_means"][key])),
+                     effective["effective"]["layer_means"][key], label=f"effective -> {key}")
+    axes[1].set(title="attribution and effective attention", xlabel="layer")
+    axes[1].legend(fontsize=7)
+    path = plots.save(figure, os.path.join(out_dir, "identifiability.png"))
+    return {"effective_attention": effective, "token_identifiability": probe,
+            "hidden_token_attribution": attribution, "plots": [path]}
+
+
+def read_task(path: str) -> tuple:
+    """(texts_a, texts_b or None, labels) of a classification TSV with a header naming
+    text_a, (text_b), label; ValueError naming the file and line."""
+    import csv
+
+    with open(path, encoding="utf-8", newline="") as f:
+        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+    if not rows or "text_a" not in rows[0] or "label" not in rows[0]:
+        raise ValueError(f"--task_data={path}:1: the header must name text_a and label")
+    header = rows[0]
+    for number, row in enumerate(rows[1:], 2):
+        if len(row) != len(header):
+            raise ValueError(f"--task_data={path}:{number}: {len(row)} fields, the header "
+                             f"has {len(header)}")
+    column = {name: [row[header.index(name)] for row in rows[1:]]
+              for name in header}
+    return column["text_a"], column.get("text_b"), column["label"]
+
+
+def run_heads(opened: Opened, task_data: str, out_dir: str) -> Dict:
+    import keras
+
+    from garden.bertology import heads, instrument
+
+    if opened.classifier is None or not opened.labels:
+        raise ValueError("heads needs a fine-tuned sentence-classification run as --model "
+                         "(its classifier scores the heads)")
+    texts_a, texts_b, labels = read_task(task_data)
+    unknown = sorted(set(labels) - set(opened.labels))
+    if unknown:
+        raise ValueError(f"--task_data={task_data}: labels {unknown} are not the model's "
+                         f"{opened.labels}")
+    batch = opened.packer.encode_numpy(texts_a, texts_b)
+    masked = instrument.instrumented(opened.backbone, use_head_mask=True)
+    if "pooled_output" not in masked.output:
+        raise ValueError(f"heads: {type(opened.backbone).__name__} has no pooled_output")
+    model = keras.Model(masked.input,
+                        opened.classifier(masked(masked.input)["pooled_output"]))
+    gold = np.array([opened.labels.index(label) for label in labels])
+    result = heads.head_ablation(model, batch,
+                                 lambda logits: float(np.mean(logits.argmax(-1) == gold)))
+    result["metric"], result["examples"] = "accuracy", len(gold)
+    result["plots"] = [heads.plot_head_ablation(result, os.path.join(out_dir, "heads.png"))]
+    return result
+
+
+def write_index(out_dir: str) -> str:
+    """REPORT_DIR/index.html: every analysis written there, its plots and JSON."""
+    sections = []
+    for name in ANALYSES:
+        path = os.path.join(out_dir, f"{name}.json")
+        if not os.path.exists(path):
+            continue
+        with open(path) as f:
+            result = json.load(f)
+        images = "".join(f'<p><img src="{html.escape(os.path.basename(p))}" '
+                         f'style="max-width:100%"></p>' for p in result.get("plots", []))
+        sections.append(f"<h2>{name}</h2><p>{html.escape(result.get('model', ''))}</p>"
+                        f'{images}<p><a href="{name}.json">{name}.json</a></p>')
+    index = os.path.join(out_dir, INDEX)
+    with open(index, "w") as f:
+        f.write("<!doctype html><meta charset='utf-8'><title>garden.analyze</title>"
+                "<h1>garden.analyze</h1>" + "".join(sections))
+    return index
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m garden.analyze",
+                                description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=__doc__.split("\n\n", 1)[1])
+    p.add_argument("analysis", choices=ANALYSES)
+    p.add_argument("--model", required=True,
+                   help="a garden.convert output directory or a garden.train run directory")
+    p.add_argument("--input", help="text files (glob), one sentence per line "
+                                   "(attention, identifiability)")
+    p.add_argument("--task_data", help="heads: a classification TSV (text_a, (text_b), label)")
+    p.add_argument("--output", required=True, help="report directory (created)")
+    p.add_argument("--max_sentences", type=int, default=64)
+    p.add_argument("--max_seq_length", type=int, default=64)
+    p.add_argument("--sentence", type=int, default=0, help="attention: the sentence whose "
+                                                           "maps are drawn (index in --input)")
+    p.add_argument("--attribution_sentences", type=int, default=2,
+                   help="identifiability: sentences of the hidden token attribution (slow)")
+    return p
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = _parser()
+    args = p.parse_args(list(argv) if argv is not None else None)
+    needs = "task_data" if args.analysis == "heads" else "input"
+    if not getattr(args, needs):
+        p.error(f"{args.analysis} needs --{needs}")
+    start = time.time()
+    try:
+        sentences = read_sentences(args.input, args.max_sentences) if args.input else []
+        if args.analysis == "attention" and not 0 <= args.sentence < len(sentences):
+            raise ValueError(f"--sentence={args.sentence} is not one of the {len(sentences)} "
+                             f"sentences read")
+        opened = open_model(args.model, args.max_seq_length)
+        os.makedirs(args.output, exist_ok=True)
+        print(f"[garden.analyze] {args.analysis}: {opened.description}; "
+              f"{len(sentences) or 'task'} sentences", flush=True)
+        if args.analysis == "attention":
+            result = run_attention(opened, sentences, args.output, args.sentence)
+        elif args.analysis == "identifiability":
+            result = run_identifiability(opened, sentences, args.output,
+                                         args.attribution_sentences)
+        else:
+            result = run_heads(opened, args.task_data, args.output)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    result["model"] = opened.description
+    path = _write(args.output, args.analysis, result)
+    index = write_index(args.output)
+    print(f"[garden.analyze] wrote {path} and {index} in {time.time() - start:.0f}s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
