@@ -4,6 +4,8 @@ inside an encoder of the garden or a released checkpoint (garden.bertology does 
     python -m garden.analyze attention --model=OUT --input='corpus/*.txt' --output=report/
     python -m garden.analyze identifiability --model=OUT --input='corpus/*.txt' --output=report/
     python -m garden.analyze heads --model=FINETUNED_RUN --task_data=dev.tsv --output=report/
+    python -m garden.analyze contextuality --model=OUT --model=RUN --input='corpus/*.txt' \
+        --output=report/
 
 --model is a garden.convert output directory (a released checkpoint: Hugging Face, TF1, Model
 Garden) or a garden.train run directory (pretraining or fine-tuning); `heads` needs a
@@ -21,6 +23,10 @@ showing every analysis written there so far):
                    al. 2020).
   heads            the task's accuracy with each head, and each whole layer, disabled: zeroed
                    (head mask 0) and uniform attention (Michel et al. 2019; Kovaleva et al.).
+  contextuality    self-similarity, intra-sentence similarity and maximum explainable variance
+                   per layer, raw and anisotropy-adjusted (Ethayarajh 2019), for words with
+                   >= --min_contexts occurrences; --model may be repeated: one line per model
+                   on each plot.
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ import numpy as np
 
 from data_pipelines import onednn  # noqa: F401 - oneDNN on before TensorFlow loads
 
-ANALYSES = ("attention", "identifiability", "heads")
+ANALYSES = ("attention", "identifiability", "heads", "contextuality")
 INDEX = "index.html"
 
 
@@ -254,6 +260,20 @@ def run_heads(opened: Opened, task_data: str, out_dir: str) -> Dict:
     return result
 
 
+def run_contextuality(models: Sequence[str], sentences: List[str], out_dir: str,
+                      max_seq_length: int, min_contexts: int, seed: int) -> Dict:
+    from garden.bertology import contextuality
+
+    results = {}
+    for path in models:
+        opened = open_model(path, max_seq_length)
+        print(f"[garden.analyze] contextuality of {opened.description}", flush=True)
+        results[path] = contextuality.contextuality(opened.backbone, opened.packer, sentences,
+                                                    min_contexts, seed)
+    return {"models": results, "min_contexts": min_contexts, "seed": seed,
+            "plots": contextuality.plot_contextuality(results, out_dir)}
+
+
 def write_index(out_dir: str) -> str:
     """REPORT_DIR/index.html: every analysis written there, its plots and JSON."""
     sections = []
@@ -280,8 +300,9 @@ def _parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog=__doc__.split("\n\n", 1)[1])
     p.add_argument("analysis", choices=ANALYSES)
-    p.add_argument("--model", required=True,
-                   help="a garden.convert output directory or a garden.train run directory")
+    p.add_argument("--model", required=True, action="append",
+                   help="a garden.convert output directory or a garden.train run directory "
+                        "(contextuality: repeat it to compare models)")
     p.add_argument("--input", help="text files (glob), one sentence per line "
                                    "(attention, identifiability)")
     p.add_argument("--task_data", help="heads: a classification TSV (text_a, (text_b), label)")
@@ -292,6 +313,9 @@ def _parser() -> argparse.ArgumentParser:
                                                            "maps are drawn (index in --input)")
     p.add_argument("--attribution_sentences", type=int, default=2,
                    help="identifiability: sentences of the hidden token attribution (slow)")
+    p.add_argument("--min_contexts", type=int, default=5,
+                   help="contextuality: the fewest occurrences a word needs")
+    p.add_argument("--seed", type=int, default=0, help="contextuality: the baseline's sampling")
     return p
 
 
@@ -301,14 +325,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     needs = "task_data" if args.analysis == "heads" else "input"
     if not getattr(args, needs):
         p.error(f"{args.analysis} needs --{needs}")
+    if len(args.model) > 1 and args.analysis != "contextuality":
+        p.error(f"{args.analysis} takes one --model")
     start = time.time()
     try:
         sentences = read_sentences(args.input, args.max_sentences) if args.input else []
         if args.analysis == "attention" and not 0 <= args.sentence < len(sentences):
             raise ValueError(f"--sentence={args.sentence} is not one of the {len(sentences)} "
                              f"sentences read")
-        opened = open_model(args.model, args.max_seq_length)
         os.makedirs(args.output, exist_ok=True)
+        if args.analysis == "contextuality":
+            result = run_contextuality(args.model, sentences, args.output,
+                                       args.max_seq_length, args.min_contexts, args.seed)
+            result["model"] = ", ".join(args.model)
+            return _finish(args, result, start)
+        opened = open_model(args.model[0], args.max_seq_length)
         print(f"[garden.analyze] {args.analysis}: {opened.description}; "
               f"{len(sentences) or 'task'} sentences", flush=True)
         if args.analysis == "attention":
@@ -322,6 +353,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     result["model"] = opened.description
+    return _finish(args, result, start)
+
+
+def _finish(args, result: Dict, start: float) -> int:
     path = _write(args.output, args.analysis, result)
     index = write_index(args.output)
     print(f"[garden.analyze] wrote {path} and {index} in {time.time() - start:.0f}s", flush=True)

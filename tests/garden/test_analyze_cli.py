@@ -89,3 +89,15 @@ def test_bad_input_is_one_line(setup, tmp_path, capsys, case):
     assert len(err) == 1 and err[0].startswith("error: "), err
     assert {"not_a_model": str(tmp_path), "heads_without_classifier": "fine-tuned",
             "bad_task_row": "bad.tsv:2"}[case] in err[0]
+
+
+def test_contextuality_of_two_models_on_one_plot(setup, tmp_path):
+    assert _analyze("contextuality", f"--model={setup['converted']}", f"--model={setup['run']}",
+                    f"--input={setup['root'] / 'text.txt'}", f"--output={tmp_path}",
+                    "--min_contexts=3", "--max_seq_length=32") == 0
+    result = json.loads((tmp_path / "contextuality.json").read_text())
+    assert set(result["models"]) == {str(setup["converted"]), str(setup["run"])}
+    for values in result["models"].values():
+        assert len(values["self_similarity"]) == setup["layers"] + 1
+    assert len(result["plots"]) == 3 and (tmp_path / "contextuality_self_similarity.png").exists()
+    assert 'contextuality_self_similarity.png' in (tmp_path / "index.html").read_text()
