@@ -14,23 +14,20 @@ drawn at random (seeded) across words - mean cosine of random pairs for self- an
 intra-sentence similarity, the MEV of random occurrence sets of the same sizes for MEV.
 A context-free layer has self-similarity 1; isotropic random vectors have baseline ~0.
 
-A word's vector is its FIRST word piece's (Ethayarajh's models had whole-word tokens where we
-may have pieces); words are split on whitespace and punctuation (punctuation marks are words
-of their own) and lower-cased when the packer lower-cases.
+A word's vector is its first word piece's by default (Ethayarajh's ELMo had whole-word tokens;
+for BERT and GPT-2 he took one vector per token), or the mean of its pieces (pooling="mean");
+words are split on whitespace and punctuation (punctuation marks are words of their own) and
+lower-cased when the packer lower-cases: garden.bertology.representations.
 """
 
 from __future__ import annotations
 
-import re
-import sys
-import time
-from typing import Dict, List, Mapping, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
-from garden.bertology import instrument, plots
+from garden.bertology import plots, representations
 
-_WORD = re.compile(r"\w+|[^\w\s]")
 METRICS = ("self_similarity", "intra_sentence_similarity", "max_explainable_variance")
 
 
@@ -90,53 +87,18 @@ def layer_metrics(vectors: np.ndarray, words: np.ndarray, sentence_ids: np.ndarr
             "words": len(kept), "occurrences": int(sum(len(g) for g in groups))}
 
 
-def words_of(sentence: str, lower_case: bool) -> List[str]:
-    return _WORD.findall(sentence.lower() if lower_case else sentence)
-
-
-def word_occurrences(backbone, packer, sentences: Sequence[str], batch_size: int = 32,
-                     progress_seconds: float = 10.0):
-    """(vectors [L+1, N, H], words [N], sentence ids [N]) of every word occurrence that fits
-    in max_seq_length, its first piece's hidden state per layer ("bert" layout: [CLS] first).
-    Sentences are re-joined from their words so that pieces align with words."""
-    import tensorflow as tf
-
-    if packer.layout != "bert":
-        raise ValueError(f"contextuality reads the 'bert' text layout; the model packs "
-                         f"{packer.layout!r}")
-    model = instrument.instrumented(backbone, output_hidden_states=True)
-    all_vectors, all_words, all_ids = [], [], []
-    start = last = time.time()
-    for b in range(0, len(sentences), batch_size):
-        chunk = [words_of(s, packer.lower_case) for s in sentences[b:b + batch_size]]
-        batch = packer.encode_numpy([" ".join(w) for w in chunk])
-        states = instrument.run(model, batch)["hidden_states"]
-        for r, words in enumerate(chunk):
-            lengths = [int(n) for n in packer.tokenize(tf.constant(words)).row_lengths()] \
-                if words else []
-            position = 1
-            for word, n in zip(words, lengths):
-                if n == 0 or position + n > packer.max_seq_length - 1:
-                    break
-                all_vectors.append(states[:, r, position])
-                all_words.append(word)
-                all_ids.append(b + r)
-                position += n
-        if time.time() - last >= progress_seconds:
-            last = time.time()
-            print(f"[contextuality] {b + len(chunk)}/{len(sentences)} sentences, "
-                  f"{(b + len(chunk)) / (last - start):.1f}/s", file=sys.stderr, flush=True)
-    if not all_vectors:
-        raise ValueError("no word occurrence in the sentences given")
-    return (np.stack(all_vectors, axis=1).astype(np.float32), np.asarray(all_words),
-            np.asarray(all_ids))
-
-
 def contextuality(backbone, packer, sentences: Sequence[str], min_contexts: int = 5,
-                  seed: int = 0) -> Dict:
-    """Every layer's metrics (index 0: the embeddings), as lists over the layers."""
-    vectors, words, ids = word_occurrences(backbone, packer, sentences)
-    per_layer = [layer_metrics(v, words, ids, min_contexts, seed) for v in vectors]
+                  seed: int = 0, *, max_sentences: Optional[int] = None, tokenizer=None,
+                  pooling: str = "first") -> Dict:
+    """Every layer's metrics (index 0: the embeddings), as lists over the layers, of raw
+    sentences (max_sentences of them drawn with `seed` when given; words grouped lower-cased
+    when the packer lower-cases). See garden.bertology.representations for the vectors."""
+    chosen = representations.sample(len(sentences), max_sentences, seed)
+    words = [representations.words_of(sentences[i], packer.lower_case) for i in chosen]
+    found = representations.collect(backbone, packer, words, tokenizer=tokenizer,
+                                    pooling=pooling, name="contextuality")
+    per_layer = [layer_metrics(v, found.words, found.sentence_ids, min_contexts, seed)
+                 for v in found.vectors]
     return {key: [layer[key] for layer in per_layer] for key in per_layer[0]}
 
 

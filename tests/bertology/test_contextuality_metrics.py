@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from garden.bertology import contextuality as ctx
+from representation_testing import tiny_bert
 
 
 def test_self_similarity_is_one_when_vectors_depend_only_on_the_word():
@@ -53,26 +54,15 @@ def test_too_little_text_is_a_clear_error():
 
 
 def test_tiny_bert_embedding_layer_is_context_free_and_plots(tmp_path):
-    from data_pipelines import tokenizers
-    from garden.models.bert.presets import bert_backbone_from_preset
-    from garden.serving.text import TextPacker
-
     words = ["the", "movie", "was", "good", "bad", "plot", "it", "."]
-    vocab = tmp_path / "vocab.txt"
-    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + words) + "\n")
-    backbone = bert_backbone_from_preset("bert_tiny", vocab_size=len(words) + 5, dropout=0.0)
-    init = np.random.default_rng(4)
-    for w in backbone.weights:  # context-free embeddings: no positions, no segments
-        if "position" in w.path or "segment" in w.path:
-            w.assign(np.zeros(w.shape, "float32"))
-        elif "transformer_layer" in w.path and "kernel" in w.path:  # far from the 0.02 init
-            w.assign(init.normal(0, 0.3, w.shape).astype("float32"))
-    packer = TextPacker(tokenizers.load_tokenizer("wordpiece", str(vocab), lower_case=True), 16)
+    backbone, packer, tokenizer = tiny_bert(tmp_path, words, context_free_embeddings=True)
     rng = np.random.default_rng(3)
-    sentences = [" ".join(rng.choice(words[:-1], 5)) + " ." for _ in range(30)]
-    result = ctx.contextuality(backbone, packer, sentences)
+    sentences = [" ".join(rng.choice(words[:-1], 5)) + " ." for _ in range(40)]
+    result = ctx.contextuality(backbone, packer, sentences, tokenizer=tokenizer,
+                               max_sentences=30)
     assert len(result["self_similarity"]) == 3  # embeddings + 2 layers
     assert result["self_similarity"][0] == pytest.approx(1.0, abs=1e-5)
     assert result["self_similarity"][2] < 0.999  # the encoder mixes in the context
+    assert result["occurrences"][0] == 30 * 6  # 30 of the 40 sentences, 6 words each
     paths = ctx.plot_contextuality({"tiny": result, "tiny again": result}, str(tmp_path))
     assert len(paths) == 3 and all((tmp_path / p.split("/")[-1]).exists() for p in paths)
