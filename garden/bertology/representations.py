@@ -25,7 +25,7 @@ import dataclasses
 import re
 import sys
 import time
-from typing import Collection, List, Optional, Sequence
+from typing import Collection, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -60,6 +60,11 @@ class Occurrences:
 def words_of(text: str, lower_case: bool = False) -> List[str]:
     """The words of raw text (module docstring), lower-cased when asked."""
     return _WORD.findall(text.lower() if lower_case else text)
+
+
+def word_spans(text: str) -> List[Tuple[int, int]]:
+    """The character span [start, end) of each of words_of(text)."""
+    return [m.span() for m in _WORD.finditer(text)]
 
 
 def sample(count: int, limit: Optional[int], seed: int) -> np.ndarray:
