@@ -16,7 +16,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, TestOptions
 
-from data_pipelines.objectives.base import _bool
+from data_pipelines.flags import parse_bool
 
 _LOG = logging.getLogger("data_pipelines.beam_options")
 
@@ -83,7 +83,7 @@ def make_runner(options: PipelineOptions):
 
 def is_dry_run(options: PipelineOptions) -> bool:
     """--dry_run (Beam's TestOptions): DataflowRunner builds the job and does not submit it."""
-    return _bool(options.view_as(TestOptions).dry_run or False)
+    return parse_bool(options.view_as(TestOptions).dry_run or False)
 
 
 def save_dataflow_job(result, output_dir: str) -> Optional[str]:

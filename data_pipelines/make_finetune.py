@@ -61,7 +61,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from data_pipelines import beam_options, features, gcs, jobs, output, progress, sources, tokenizers
+from data_pipelines import beam_options, features, flags, gcs, jobs, output, progress, sources, tokenizers
 from data_pipelines.counters import SumDictsFn, count as _count
 from data_pipelines.finetune import FinetuneDataError
 from data_pipelines.make_pretrain import encode_entries, gc_paused, read_entries
@@ -388,7 +388,7 @@ def build_pipeline(p: beam.Pipeline, args, work_dir: str) -> None:
 # ---------------------------------------------------------------------------------------------
 # Command line
 
-_add_bool = base.add_bool
+_add_bool = flags.add_bool
 
 
 def make_parser(kind=None, task: Optional[str] = None) -> argparse.ArgumentParser:

@@ -89,7 +89,7 @@ import numpy as np
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from data_pipelines import (beam_options, features, gcs, jobs, objectives, output, progress, sources,
+from data_pipelines import (beam_options, features, flags, gcs, jobs, objectives, output, progress, sources,
                             tokenizers)
 from data_pipelines.counters import SumDictsFn, count as _count
 from data_pipelines.objectives import base
@@ -652,7 +652,7 @@ def build_pipeline(p: beam.Pipeline, args, vocab: base.Vocab, work_dir: str) -> 
 # ---------------------------------------------------------------------------------------------
 # Command line
 
-_add_bool = base.add_bool
+_add_bool = flags.add_bool
 
 
 def make_parser(objective: Optional[base.Objective] = None) -> argparse.ArgumentParser:

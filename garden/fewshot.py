@@ -344,7 +344,7 @@ def load_scorer(args) -> Scorer:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from data_pipelines.objectives.base import add_bool
+    from data_pipelines.flags import add_bool
 
     p = argparse.ArgumentParser(prog="python -m garden.fewshot", description=(
         "Few-shot evaluation by the GPT-3 protocol: K demonstrations, multiple choice by "

@@ -57,7 +57,7 @@ import sys
 from typing import Iterable, Optional
 
 from data_pipelines import onednn
-from data_pipelines.objectives.base import add_bool
+from data_pipelines.flags import add_bool
 
 
 def build_parser() -> argparse.ArgumentParser:

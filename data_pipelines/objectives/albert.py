@@ -31,7 +31,7 @@ from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 
-from data_pipelines import features
+from data_pipelines import features, flags
 from data_pipelines.objectives import base, bert
 
 
@@ -40,8 +40,15 @@ class AlbertOptions(bert.BertOptions):
     """BERT's knobs with ALBERT's recipe defaults, plus the maximum n-gram length."""
 
     max_seq_length: int = 512
-    whole_word_mask: bool = True
-    ngram: int = 3
+    max_predictions_per_seq: int = flags.option(
+        20, "cap on masked positions per instance (default %(default)s, as ALBERT's README at length 512: "
+        "about 4%% of the pieces, not 15%%; use 77-80 for a full 15%%)")
+    masked_lm_prob: float = flags.option(
+        0.15, "share of tokens to mask, specials included in the count, before the cap (default %(default)s)")
+    whole_word_mask: bool = flags.option(
+        True, "n-grams of whole words (a word's continuation pieces together); off: n-grams of pieces")
+    ngram: int = flags.option(
+        3, "longest masked n-gram; n in 1..ngram with p proportional to 1/n (default %(default)s)")
 
     def __post_init__(self):
         super().__post_init__()
@@ -152,21 +159,6 @@ def create_instances_from_document(document: bert.Document, rng: np.random.Gener
 # The objective as the Beam job sees it (data_pipelines/objectives/base.py).
 
 
-def _add_flags(group) -> None:
-    group.add_argument("--max_predictions_per_seq", type=int, default=20,
-                       help="cap on masked positions per instance (default %(default)s, as ALBERT's README "
-                       "at length 512: about 4%% of the pieces, not 15%%; use 77-80 for a full 15%%)")
-    group.add_argument("--masked_lm_prob", type=float, default=0.15,
-                       help="share of tokens to mask, specials included in the count, before the cap "
-                       "(default %(default)s)")
-    base.add_bool(group, "whole_word_mask", True,
-                  "n-grams of whole words (a word's continuation pieces together); off: n-grams of pieces")
-    group.add_argument("--ngram", type=int, default=3,
-                       help="longest masked n-gram; n in 1..ngram with p proportional to 1/n (default %(default)s)")
-    bert.add_short_seq_flag(group)
-
-
-
 def _create(docs: Sequence[base.Doc], ctx: base.PoolContext):
     vocab = bert.vocab_from_base(ctx.vocab, "albert")
     options = ctx.options
@@ -212,10 +204,9 @@ OBJECTIVE = base.Objective(
     name="albert",
     recipe="ALBERT (Lan et al. 2020): n-gram masked LM (n<=3 words) + sentence-order prediction, SentencePiece",
     tokenizer="sentencepiece",
-    add_flags=_add_flags,
-    make_options=base.options_from_flags(AlbertOptions),
+    options=AlbertOptions,
     feature_spec=lambda o: features.albert_pretrain_spec(o.max_seq_length, o.max_predictions_per_seq),
     create_instances=_create,
-    defaults={"max_seq_length": 512, "dupe_factor": 40},
+    job_defaults={"dupe_factor": 40},
     summarize=summarize,
 )

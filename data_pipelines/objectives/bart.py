@@ -58,7 +58,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from data_pipelines import features
+from data_pipelines import features, flags
 from data_pipelines.objectives import base
 
 NAME = "bart"
@@ -70,15 +70,26 @@ class BartOptions:
     """The knobs of BART denoising; defaults are BART-large's published recipe."""
 
     max_seq_length: int = 512
-    permute_sentence_ratio: float = 1.0
-    mask_ratio: float = 0.3
-    mask_length: str = "span_poisson"
-    poisson_lambda: float = 3.0
-    replace_length: int = 1
-    mask_random: float = 0.1
-    delete_ratio: float = 0.0
-    insert_ratio: float = 0.0
-    rotate_ratio: float = 0.0
+    permute_sentence_ratio: float = flags.option(
+        1.0, "share of a block's sentences shuffled (default %(default)s, BART-large; fairseq's code default 0)")
+    mask_ratio: float = flags.option(
+        0.3, "share of words masked (default %(default)s, BART-large; fairseq's code default 0)")
+    mask_length: str = flags.option(
+        "span_poisson", "span_poisson: text infilling with Poisson span lengths; word: whole-word masking; "
+        "subword: token masking (default %(default)s)", choices=MASK_LENGTHS)
+    poisson_lambda: float = flags.option(3.0, "mean span length in words for span_poisson (default %(default)s)")
+    replace_length: int = flags.option(
+        1, "1: one <mask> per span; 0: delete the span; -1: one <mask> per piece "
+        "(default %(default)s, BART-large; fairseq's code default 0)", choices=(-1, 0, 1))
+    mask_random: float = flags.option(
+        0.1, "share of masks (and inserted pieces) that are random pieces instead of <mask> (default %(default)s)")
+    delete_ratio: float = flags.option(
+        0.0, "token deletion: share of non-special pieces removed after masking (default %(default)s; the "
+        "paper's fifth noise, not in BART-large's recipe)")
+    insert_ratio: float = flags.option(0.0, "token insertion: pieces inserted per piece (default %(default)s)")
+    rotate_ratio: float = flags.option(
+        0.0, "probability that a block is rotated to start at a random piece (default %(default)s, "
+        "BART-large; fairseq's code default 0.5)")
 
     def __post_init__(self):
         if self.max_seq_length < 3:
@@ -399,34 +410,6 @@ def make_instance(block: Sequence[Sequence[int]], rng: np.random.Generator, voca
 # The objective as the Beam job sees it (data_pipelines/objectives/base.py).
 
 
-def _add_flags(group) -> None:
-    group.add_argument("--permute_sentence_ratio", type=float, default=1.0,
-                       help="share of a block's sentences shuffled (default %(default)s, BART-large; "
-                       "fairseq's code default 0)")
-    group.add_argument("--mask_ratio", type=float, default=0.3,
-                       help="share of words masked (default %(default)s, BART-large; fairseq's code default 0)")
-    group.add_argument("--mask_length", choices=MASK_LENGTHS, default="span_poisson",
-                       help="span_poisson: text infilling with Poisson span lengths; word: whole-word masking; "
-                       "subword: token masking (default %(default)s)")
-    group.add_argument("--poisson_lambda", type=float, default=3.0,
-                       help="mean span length in words for span_poisson (default %(default)s)")
-    group.add_argument("--replace_length", type=int, choices=(-1, 0, 1), default=1,
-                       help="1: one <mask> per span; 0: delete the span; -1: one <mask> per piece "
-                       "(default %(default)s, BART-large; fairseq's code default 0)")
-    group.add_argument("--mask_random", type=float, default=0.1,
-                       help="share of masks (and inserted pieces) that are random pieces instead of <mask> "
-                       "(default %(default)s)")
-    group.add_argument("--delete_ratio", type=float, default=0.0,
-                       help="token deletion: share of non-special pieces removed after masking (default "
-                       "%(default)s; the paper's fifth noise, not in BART-large's recipe)")
-    group.add_argument("--insert_ratio", type=float, default=0.0,
-                       help="token insertion: pieces inserted per piece (default %(default)s)")
-    group.add_argument("--rotate_ratio", type=float, default=0.0,
-                       help="probability that a block is rotated to start at a random piece (default "
-                       "%(default)s, BART-large; fairseq's code default 0.5)")
-
-
-
 def _create(docs: Sequence[base.Doc], ctx: base.PoolContext):
     options: BartOptions = ctx.options
     vocab = as_bart_vocab(ctx.vocab)
@@ -481,10 +464,9 @@ OBJECTIVE = base.Objective(
     name=NAME,
     recipe="BART (Lewis et al. 2020): denoising seq2seq, sentence permutation + Poisson text infilling, byte-level BPE",
     tokenizer="bpe",
-    add_flags=_add_flags,
-    make_options=base.options_from_flags(BartOptions),
+    options=BartOptions,
     feature_spec=lambda o: features.bart_pretrain_spec(o.max_seq_length),
     create_instances=_create,
-    defaults={"max_seq_length": 512, "dupe_factor": 1, "do_lower_case": False},
+    job_defaults=base.SINGLE_PASS_CASED,
     summarize=_summarize,
 )

@@ -35,7 +35,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 
 import numpy as np
 
-from data_pipelines import features
+from data_pipelines import features, flags
 
 # Roles of special tokens. A tokenizer kind maps each role it has to an id, e.g. WordPiece
 # cls -> [CLS]; byte-level BPE cls -> <s>, sep -> </s>, eod -> <|endoftext|>; SentencePiece
@@ -167,14 +167,15 @@ class Objective:
     name: the --objective value.
     recipe: one line naming the paper and the recipe (shown in --help).
     tokenizer: the default tokenizer kind: "wordpiece" | "sentencepiece" | "bpe".
-    add_flags: adds the objective's own flags to an argparse group; help texts give the
-      published default (and the code default where docs/objectives.md says they differ).
-    make_options: argparse namespace (common + own flags) -> the objective's frozen options;
-      raises ValueError for a bad combination.
+    options: the objective's frozen options dataclass. Its ``flags.option`` fields are the
+      objective's own flags (help texts give the published default, and the code default where
+      docs/objectives.md says they differ); its plain fields are the job's flags of the same
+      name (``max_seq_length``), whose defaults it sets; its ``flags.fixed`` fields no flag sets.
+      ``__post_init__`` raises ValueError for a bad combination.
     feature_spec: options -> features.Spec of the written tf.train.Examples.
     create_instances: see CreateInstancesFn.
-    defaults: overrides of the common flags' defaults (e.g. {"max_seq_length": 512,
-      "dupe_factor": 40} for ALBERT).
+    job_defaults: further overrides of the job's flag defaults that are not options (e.g.
+      {"dupe_factor": 40} for ALBERT; SINGLE_PASS_CASED).
     summarize: counters (summed over the job) -> extra stats.json entries (rates, means).
     wants_units: the job attaches unit spans to each Doc (ERNIE).
     wants_unigram: the job counts corpus piece frequencies first (SpanBERT replacements).
@@ -185,11 +186,10 @@ class Objective:
     name: str
     recipe: str
     tokenizer: str
-    add_flags: Callable[[argparse._ArgumentGroup], None]
-    make_options: Callable[[argparse.Namespace], Any]
+    options: type
     feature_spec: Callable[[Any], features.Spec]
     create_instances: CreateInstancesFn
-    defaults: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    job_defaults: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     summarize: Optional[Callable[[Mapping[str, int]], Dict[str, Any]]] = None
     wants_units: bool = False
     wants_unigram: bool = False
@@ -198,35 +198,24 @@ class Objective:
     find_units: Optional[Callable[[str, Sequence[int], Sequence[int], Optional[Sequence[Tuple[int, int]]]],
                                   List[Tuple[int, int]]]] = None
 
+    def add_flags(self, group) -> None:
+        """The objective's own flags (an argparse group)."""
+        flags.add_option_flags(group, self.options)
 
-def options_from_flags(options_class, **fixed) -> Callable[[argparse.Namespace], Any]:
-    """An Objective's make_options for a frozen dataclass whose every field is a flag of the
-    same name (or is given in ``fixed``): one rule instead of a constructor call per objective
-    that lists every field again. A field without its flag is an AttributeError, not a silent
-    default."""
-    names = [f.name for f in dataclasses.fields(options_class)]
+    def make_options(self, args: argparse.Namespace):
+        """The options from the parsed flags (common + own); ValueError for a bad combination."""
+        return flags.options_from_args(self.options, args)
 
-    def make_options(args: argparse.Namespace):
-        return options_class(**{n: fixed[n] if n in fixed else getattr(args, n) for n in names})
-
-    make_options.__qualname__ = f"options_from_flags({options_class.__name__})"
-    return make_options
-
-
-def _bool(text: str) -> bool:
-    value = str(text).strip().lower()
-    if value in ("1", "true", "yes", "y", "t"):
-        return True
-    if value in ("0", "false", "no", "n", "f"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected a boolean (true/false), got {text!r}")
+    @property
+    def defaults(self) -> Dict[str, Any]:
+        """The objective's defaults of the job's common flags (e.g. {"max_seq_length": 512,
+        "dupe_factor": 40} for ALBERT)."""
+        return {**flags.job_defaults(self.options), **self.job_defaults}
 
 
-def add_bool(parser, name: str, default: bool, help: str) -> None:
-    """--name, --name=true|false and --noname, as absl flags allow."""
-    parser.add_argument(f"--{name}", type=_bool, nargs="?", const=True, default=default,
-                        help=f"{help} (default {default}; --{name}, --{name}=true|false, --no{name})")
-    parser.add_argument(f"--no{name}", dest=name, action="store_false", help=argparse.SUPPRESS)
+# The job defaults of objectives that make one pass over the corpus (their masks are drawn in
+# the input pipeline, or there are none) over a cased vocabulary (byte-level BPE, SentencePiece).
+SINGLE_PASS_CASED = {"dupe_factor": 1, "do_lower_case": False}
 
 
 def rate(counters: Mapping[str, int], numerator: str, denominator: str) -> float:

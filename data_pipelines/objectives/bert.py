@@ -35,7 +35,7 @@ from typing import Callable, Collection, Dict, Iterator, List, Optional, Sequenc
 
 import numpy as np
 
-from data_pipelines import features, tokenizers
+from data_pipelines import features, flags, tokenizers
 from data_pipelines.objectives import base
 
 Segment = Sequence[int]
@@ -49,10 +49,13 @@ class BertOptions:
     """The knobs of the BERT objective; defaults are the published recipe."""
 
     max_seq_length: int = 128
-    max_predictions_per_seq: int = 20
-    masked_lm_prob: float = 0.15
-    short_seq_prob: float = 0.1
-    whole_word_mask: bool = False
+    max_predictions_per_seq: int = flags.option(20, "cap on masked positions per instance (default %(default)s)")
+    masked_lm_prob: float = flags.option(
+        0.15, "share of tokens to mask, specials included in the count (default %(default)s)")
+    short_seq_prob: float = flags.option(
+        0.1, "probability that a document's dupe pass targets a random shorter length "
+        "randint(2, max_seq_length-3) (default %(default)s)")
+    whole_word_mask: bool = flags.option(False, "mask whole words (a word's continuation pieces together)")
 
     def __post_init__(self):
         # [CLS] A [SEP] B [SEP] with |A|, |B| >= 1 needs 5 positions.
@@ -518,31 +521,6 @@ def vocab_from_base(vocab: base.Vocab, objective: str = "bert") -> BertVocab:
                      is_continuation=~np.asarray(vocab.is_word_start, dtype=bool))
 
 
-def add_masking_flags(group, *, whole_word_default: Optional[bool], max_predictions_default: int = 20) -> None:
-    """BERT's masking flags, shared by the objectives that mask as BERT does; no
-    --whole_word_mask when ``whole_word_default`` is None (ERNIE always masks whole units)."""
-    group.add_argument("--max_predictions_per_seq", type=int, default=max_predictions_default,
-                       help="cap on masked positions per instance (default %(default)s)")
-    group.add_argument("--masked_lm_prob", type=float, default=0.15,
-                       help="share of tokens to mask, specials included in the count (default %(default)s)")
-    if whole_word_default is not None:
-        base.add_bool(group, "whole_word_mask", whole_word_default,
-                      "mask whole words (a word's continuation pieces together)")
-
-
-def add_short_seq_flag(group) -> None:
-    """--short_seq_prob as create_pretraining_data.py (BERT, ALBERT, ERNIE documents)."""
-    group.add_argument("--short_seq_prob", type=float, default=0.1,
-                       help="probability that a document's dupe pass targets a random shorter length "
-                       "randint(2, max_seq_length-3) (default %(default)s)")
-
-
-def _add_flags(group) -> None:
-    add_masking_flags(group, whole_word_default=False)
-    add_short_seq_flag(group)
-
-
-
 def pool_random_document(docs: Sequence[base.Doc], pos: int, ctx: base.PoolContext,
                          segments_of: Optional[Callable[[int], Document]] = None) -> RandomDocumentFn:
     """B of a random-next pair: a uniformly drawn other document of the pool (the pool is a
@@ -614,8 +592,7 @@ OBJECTIVE = base.Objective(
     name="bert",
     recipe="BERT (Devlin et al. 2019): masked LM + next sentence prediction, static masks, WordPiece",
     tokenizer="wordpiece",
-    add_flags=_add_flags,
-    make_options=base.options_from_flags(BertOptions),
+    options=BertOptions,
     feature_spec=lambda o: features.bert_pretrain_spec(o.max_seq_length, o.max_predictions_per_seq),
     create_instances=_create,
     summarize=masked_lm_summary,

@@ -37,7 +37,7 @@ from typing import Dict, Iterator, List, Sequence, Tuple
 
 import numpy as np
 
-from data_pipelines import features
+from data_pipelines import features, flags
 from data_pipelines.objectives import base
 
 
@@ -46,8 +46,12 @@ class ElectraOptions:
     """Defaults are the original build_pretraining_dataset.py's."""
 
     max_seq_length: int = 128
-    single_segment_prob: float = 0.1
-    random_length_prob: float = 0.05
+    single_segment_prob: float = flags.option(
+        0.1, "probability that an example puts all its sentences in one segment "
+        "(default %(default)s, as build_pretraining_dataset.py)")
+    random_length_prob: float = flags.option(
+        0.05, "probability that an example targets a random length randint(5, max_seq_length) "
+        "instead of max_seq_length (default %(default)s, as build_pretraining_dataset.py)")
 
     def __post_init__(self):
         # The random target is randint(5, max_seq_length).
@@ -135,16 +139,6 @@ def create_instances_from_document(document: Sequence[Sequence[int]], rng: np.ra
 # The objective as the Beam job sees it (data_pipelines/objectives/base.py).
 
 
-def _add_flags(group) -> None:
-    group.add_argument("--single_segment_prob", type=float, default=0.1,
-                       help="probability that an example puts all its sentences in one segment "
-                       "(default %(default)s, as build_pretraining_dataset.py)")
-    group.add_argument("--random_length_prob", type=float, default=0.05,
-                       help="probability that an example targets a random length randint(5, max_seq_length) "
-                       "instead of max_seq_length (default %(default)s, as build_pretraining_dataset.py)")
-
-
-
 def _create(docs: Sequence[base.Doc], ctx: base.PoolContext) -> Iterator[Tuple[str, Dict[str, list]]]:
     options: ElectraOptions = ctx.options
     cls_id = ctx.vocab.special("cls", "electra")
@@ -180,10 +174,9 @@ OBJECTIVE = base.Objective(
     recipe="ELECTRA (Clark et al. 2020): unmasked WordPiece sequences as build_pretraining_dataset.py "
     "(masking happens in the model)",
     tokenizer="wordpiece",
-    add_flags=_add_flags,
-    make_options=base.options_from_flags(ElectraOptions),
+    options=ElectraOptions,
     feature_spec=lambda o: features.electra_pretrain_spec(o.max_seq_length),
     create_instances=_create,
-    defaults={"max_seq_length": 128, "dupe_factor": 1},
+    job_defaults={"dupe_factor": 1},
     summarize=_summarize,
 )

@@ -30,7 +30,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from data_pipelines import features
+from data_pipelines import features, flags
 from data_pipelines.objectives import base, bert
 
 Span = Tuple[int, int]
@@ -44,7 +44,10 @@ class ErnieOptions(bert.BertOptions):
     """BERT's knobs (whole_word_mask unused: unit-level instances always mask whole words)
     plus the share of unit-level instances."""
 
-    unit_level_fraction: float = 1.0
+    whole_word_mask: bool = flags.fixed(True)
+    unit_level_fraction: float = flags.option(
+        1.0, "share of instances masked by units (whole words, phrases, entities); the rest mask single "
+        "pieces. ERNIE 1.0 mixes the two per input file (default %(default)s)")
 
     def __post_init__(self):
         super().__post_init__()
@@ -216,15 +219,6 @@ def pair_groups(keys_a: Sequence, keys_b: Sequence) -> List[List[int]]:
 # The objective as the Beam job sees it (data_pipelines/objectives/base.py).
 
 
-def _add_flags(group) -> None:
-    bert.add_masking_flags(group, whole_word_default=None)
-    bert.add_short_seq_flag(group)
-    group.add_argument("--unit_level_fraction", type=float, default=1.0,
-                       help="share of instances masked by units (whole words, phrases, entities); the rest "
-                       "mask single pieces. ERNIE 1.0 mixes the two per input file (default %(default)s)")
-
-
-
 def _create(docs: Sequence[base.Doc], ctx: base.PoolContext):
     options: ErnieOptions = ctx.options
     vocab = bert.vocab_from_base(ctx.vocab, "ernie")
@@ -276,8 +270,7 @@ OBJECTIVE = base.Objective(
     name="ernie",
     recipe="ERNIE 1.0 (Sun et al. 2019): masked LM over whole words, phrases and entities + NSP, WordPiece",
     tokenizer="wordpiece",
-    add_flags=_add_flags,
-    make_options=base.options_from_flags(ErnieOptions, whole_word_mask=True),
+    options=ErnieOptions,
     feature_spec=lambda o: features.bert_pretrain_spec(o.max_seq_length, o.max_predictions_per_seq),
     create_instances=_create,
     summarize=summarize,

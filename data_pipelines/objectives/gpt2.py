@@ -35,6 +35,8 @@ from data_pipelines.objectives import base
 
 @dataclasses.dataclass(frozen=True)
 class GPT2Options:
+    """Only the job's flags: --max_seq_length is the block size."""
+
     max_seq_length: int = 1024
 
     def __post_init__(self):
@@ -84,11 +86,6 @@ def make_blocks(documents: Sequence[Sequence[Sequence[int]]], eod_id: int,
 # The objective as the Beam job sees it (data_pipelines/objectives/base.py).
 
 
-def _add_flags(group) -> None:
-    del group  # only the common flags (--max_seq_length is the block size, default 1024)
-
-
-
 def _create(docs: Sequence[base.Doc], ctx: base.PoolContext) -> Iterator[Tuple[str, Dict[str, list]]]:
     options: GPT2Options = ctx.options
     eod_id = ctx.vocab.special("eod", "gpt2")
@@ -124,10 +121,9 @@ OBJECTIVE = base.Objective(
     recipe="GPT-2 (Radford et al. 2019): causal LM on byte-level BPE documents joined by <|endoftext|>, "
     "cut into full blocks",
     tokenizer="bpe",
-    add_flags=_add_flags,
-    make_options=base.options_from_flags(GPT2Options),
+    options=GPT2Options,
     feature_spec=lambda o: features.gpt2_pretrain_spec(o.max_seq_length),
     create_instances=_create,
-    defaults={"max_seq_length": 1024, "dupe_factor": 1, "do_lower_case": False},
+    job_defaults=base.SINGLE_PASS_CASED,
     summarize=_summarize,
 )

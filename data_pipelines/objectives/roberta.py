@@ -42,7 +42,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Dict, Iterator, List, Sequence, Tuple
 
-from data_pipelines import features
+from data_pipelines import features, flags
 from data_pipelines.objectives import base
 
 FULL_SENTENCES = "full_sentences"
@@ -55,7 +55,10 @@ class RobertaOptions:
     """The knobs of the RoBERTa data; defaults are the paper's main setting."""
 
     max_seq_length: int = 512
-    packing: str = FULL_SENTENCES
+    packing: str = flags.option(
+        FULL_SENTENCES, "full_sentences: pack whole sentences across document boundaries of a pool, an "
+        "extra </s> between documents (the paper's main setting); doc_sentences: never cross a "
+        "document boundary (default %(default)s)", choices=PACKING)
 
     def __post_init__(self):
         # <s> plus at least one piece.
@@ -134,14 +137,6 @@ def make_blocks(documents: Sequence[Sequence[Sequence[int]]], bos_id: int, eos_i
 # The objective as the Beam job sees it (data_pipelines/objectives/base.py).
 
 
-def _add_flags(group) -> None:
-    group.add_argument("--packing", choices=PACKING, default=FULL_SENTENCES,
-                       help="full_sentences: pack whole sentences across document boundaries of a pool, an "
-                       "extra </s> between documents (the paper's main setting); doc_sentences: never cross a "
-                       "document boundary (default %(default)s)")
-
-
-
 def _create(docs: Sequence[base.Doc], ctx: base.PoolContext) -> Iterator[Tuple[str, Dict[str, list]]]:
     options: RobertaOptions = ctx.options
     bos_id = ctx.vocab.special("bos", "roberta")
@@ -180,10 +175,9 @@ OBJECTIVE = base.Objective(
     recipe="RoBERTa (Liu et al. 2019): unmasked FULL-SENTENCES blocks of byte-level BPE, no NSP; "
     "masks drawn afresh in the input pipeline (data_pipelines.dynamic)",
     tokenizer="bpe",
-    add_flags=_add_flags,
-    make_options=base.options_from_flags(RobertaOptions),
+    options=RobertaOptions,
     feature_spec=lambda o: features.roberta_pretrain_spec(o.max_seq_length),
     create_instances=_create,
-    defaults={"max_seq_length": 512, "dupe_factor": 1, "do_lower_case": False},
+    job_defaults=base.SINGLE_PASS_CASED,
     summarize=_summarize,
 )

@@ -36,7 +36,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from data_pipelines import features
+from data_pipelines import features, flags
 from data_pipelines.objectives import base
 
 # The SBO head predicts at most this many pieces of a span (relative-position table rows).
@@ -49,12 +49,19 @@ class SpanBertOptions:
     """The knobs of the SpanBERT objective; defaults are the paper's recipe."""
 
     max_seq_length: int = 512
-    max_predictions_per_seq: int = 80
-    masked_lm_prob: float = 0.15
-    geometric_p: float = 0.2
-    max_span_length: int = 10
-    replacement: str = "per_span"
-    short_seq_prob: float = 0.0
+    max_predictions_per_seq: int = flags.option(
+        80, "cap on masked pieces per block; 80 leaves 15%% of 510 (77) uncapped (default %(default)s)")
+    masked_lm_prob: float = flags.option(
+        0.15, "budget: ceil(prob * block pieces) masked pieces (default %(default)s)")
+    geometric_p: float = flags.option(
+        0.2, "span length in words ~ Geometric(p) truncated to [1, max_span_length] "
+        "(default %(default)s as the paper; the released code's default is 0.3)")
+    max_span_length: int = flags.option(10, "longest span in words (default %(default)s)")
+    replacement: str = flags.option(
+        "per_span", "decide 80%% [MASK] / 10%% unigram sample / 10%% kept once per span (the paper) "
+        "or per piece (the released code's default) (default %(default)s)", choices=REPLACEMENTS)
+    short_seq_prob: float = flags.option(
+        0.0, "probability that a block targets a random shorter length (default %(default)s)")
 
     def __post_init__(self):
         if self.max_seq_length < 3:
@@ -273,25 +280,6 @@ def make_instance(block: Sequence[int], rng: np.random.Generator, *, cls_id: int
 # The objective as the Beam job sees it (data_pipelines/objectives/base.py).
 
 
-def _add_flags(group) -> None:
-    group.add_argument("--max_predictions_per_seq", type=int, default=80,
-                       help="cap on masked pieces per block; 80 leaves 15%% of 510 (77) uncapped "
-                       "(default %(default)s)")
-    group.add_argument("--masked_lm_prob", type=float, default=0.15,
-                       help="budget: ceil(prob * block pieces) masked pieces (default %(default)s)")
-    group.add_argument("--geometric_p", type=float, default=0.2,
-                       help="span length in words ~ Geometric(p) truncated to [1, max_span_length] "
-                       "(default %(default)s as the paper; the released code's default is 0.3)")
-    group.add_argument("--max_span_length", type=int, default=10,
-                       help="longest span in words (default %(default)s)")
-    group.add_argument("--replacement", choices=REPLACEMENTS, default="per_span",
-                       help="decide 80%% [MASK] / 10%% unigram sample / 10%% kept once per span (the paper) "
-                       "or per piece (the released code's default) (default %(default)s)")
-    group.add_argument("--short_seq_prob", type=float, default=0.0,
-                       help="probability that a block targets a random shorter length (default %(default)s)")
-
-
-
 def _create(docs: Sequence[base.Doc], ctx: base.PoolContext):
     options: SpanBertOptions = ctx.options
     vocab = ctx.vocab
@@ -346,11 +334,9 @@ OBJECTIVE = base.Objective(
     name="spanbert",
     recipe="SpanBERT (Joshi et al. 2020): geometric whole-word span masking + span boundary objective, no NSP",
     tokenizer="wordpiece",
-    add_flags=_add_flags,
-    make_options=base.options_from_flags(SpanBertOptions),
+    options=SpanBertOptions,
     feature_spec=lambda o: features.spanbert_pretrain_spec(o.max_seq_length, o.max_predictions_per_seq),
     create_instances=_create,
-    defaults={"max_seq_length": 512},
     summarize=summarize,
     wants_unigram=True,
 )

@@ -38,7 +38,7 @@ from typing import Dict, Iterator, List, Sequence, Tuple
 
 import numpy as np
 
-from data_pipelines import features
+from data_pipelines import features, flags
 from data_pipelines.objectives import base
 
 NAME = "t5"
@@ -48,10 +48,17 @@ NAME = "t5"
 class T5Options:
     """The knobs of span corruption; defaults are T5's published recipe."""
 
-    inputs_length: int = 512
-    noise_density: float = 0.15
-    mean_noise_span_length: float = 3.0
-    num_sentinels: int = 100
+    inputs_length: int = flags.option(
+        512, "encoder input length incl. EOS; the raw chunk length comes from T5's random_spans_helper "
+        "(512 -> 568 raw tokens, targets 114) (default %(default)s). --max_seq_length only sets the job's "
+        "length-histogram range for t5")
+    noise_density: float = flags.option(0.15, "share of raw tokens corrupted (default %(default)s)")
+    mean_noise_span_length: float = flags.option(
+        3.0, "mean length of a corrupted span in pieces (default %(default)s)")
+    num_sentinels: int = flags.option(
+        100, "sentinel ids appended after the SentencePiece vocabulary, <extra_id_i> = vocab_size + "
+        "num_sentinels - 1 - i; the model's vocabulary size is vocab_size + num_sentinels (default "
+        "%(default)s, as T5)")
 
     def __post_init__(self):
         if not 0.0 < self.noise_density < 1.0:
@@ -153,11 +160,6 @@ def random_noise_mask(length: int, rng: np.random.Generator, noise_density: floa
     return np.repeat(is_noise, runs)
 
 
-def sentinel_id(index: int, vocab_size: int, num_sentinels: int) -> int:
-    """The id of <extra_id_index>: sentinels count down from the end of the model's vocabulary."""
-    return vocab_size + num_sentinels - 1 - index
-
-
 def corrupt_chunk(tokens: Sequence[int], noise_mask: np.ndarray, *, eos_id: int, vocab_size: int,
                   num_sentinels: int) -> Tuple[List[int], List[int]]:
     """(inputs, targets) of one chunk given its noise mask.
@@ -204,22 +206,6 @@ def split_into_chunks(docs: Sequence[base.Doc], length: int) -> Iterator[Tuple[s
 
 # ---------------------------------------------------------------------------------------------
 # The objective as the Beam job sees it (data_pipelines/objectives/base.py).
-
-
-def _add_flags(group) -> None:
-    group.add_argument("--inputs_length", type=int, default=512,
-                       help="encoder input length incl. EOS; the raw chunk length comes from T5's "
-                       "random_spans_helper (512 -> 568 raw tokens, targets 114) (default %(default)s). "
-                       "--max_seq_length only sets the job's length-histogram range for t5")
-    group.add_argument("--noise_density", type=float, default=0.15,
-                       help="share of raw tokens corrupted (default %(default)s)")
-    group.add_argument("--mean_noise_span_length", type=float, default=3.0,
-                       help="mean length of a corrupted span in pieces (default %(default)s)")
-    group.add_argument("--num_sentinels", type=int, default=100,
-                       help="sentinel ids appended after the SentencePiece vocabulary, <extra_id_i> = "
-                       "vocab_size + num_sentinels - 1 - i; the model's vocabulary size is vocab_size + "
-                       "num_sentinels (default %(default)s, as T5)")
-
 
 
 def _feature_spec(options: T5Options) -> features.Spec:
@@ -273,10 +259,9 @@ OBJECTIVE = base.Objective(
     name=NAME,
     recipe="T5 (Raffel et al. 2020): span corruption, 15% noise in spans of mean 3, sentinels, SentencePiece",
     tokenizer="sentencepiece",
-    add_flags=_add_flags,
-    make_options=base.options_from_flags(T5Options),
+    options=T5Options,
     feature_spec=_feature_spec,
     create_instances=_create,
-    defaults={"max_seq_length": 512, "dupe_factor": 1, "do_lower_case": False},
+    job_defaults={"max_seq_length": 512, **base.SINGLE_PASS_CASED},
     summarize=_summarize,
 )

@@ -108,7 +108,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from data_pipelines import features
+from data_pipelines import features, flags
 from data_pipelines.objectives import base
 
 MAX_GRAM = 5
@@ -123,13 +123,24 @@ class XLNetOptions:
     """The knobs of the XLNet objective; defaults are the published recipe."""
 
     max_seq_length: int = 512
-    reuse_len: int = 256
-    num_predict: int = 85
-    mask_alpha: int = 6
-    mask_beta: int = 1
-    span_unit: str = "piece"
+    # None: max_seq_length // 2 (set by __post_init__).
+    reuse_len: Optional[int] = flags.option(
+        None, "tokens of the reuse half (cached as memory by the model) and the stride between instances "
+        "(default max_seq_length / 2: 256 of the published 512)")
+    num_predict: int = flags.option(
+        85, "targets per instance, num_predict - num_predict//2 in the reuse half and num_predict//2 in the "
+        "rest (default %(default)s, of 512 tokens)")
+    mask_alpha: int = flags.option(
+        6, "context size per span token: a span of n gets n*alpha/beta tokens (default %(default)s)")
+    mask_beta: int = flags.option(1, "tokens masked per mask_alpha tokens of context (default %(default)s)")
+    span_unit: str = flags.option(
+        "piece", "unit of the span length n in 1..5: 'piece' = what the original code and the released XLNet "
+        "data do (its word-end test is buggy, so n pieces starting at a word start), 'word' = n whole words "
+        "as the paper intends (default %(default)s)", choices=SPAN_UNITS)
 
     def __post_init__(self):
+        if self.reuse_len is None:
+            object.__setattr__(self, "reuse_len", self.max_seq_length // 2)
         if not 1 <= self.reuse_len <= self.max_seq_length - 5:
             # reuse half + A <sep> B <sep> <cls> with |A|, |B| >= 1.
             raise ValueError(f"reuse_len must be in [1, max_seq_length - 5 = {self.max_seq_length - 5}], "
@@ -480,29 +491,6 @@ def create_instances_from_stream(tokens: np.ndarray, sent_ids: np.ndarray, rng_f
 # The objective as the Beam job sees it (data_pipelines/objectives/base.py).
 
 
-def _add_flags(group) -> None:
-    group.add_argument("--reuse_len", type=int, default=None,
-                       help="tokens of the reuse half (cached as memory by the model) and the stride between "
-                       "instances (default max_seq_length / 2: 256 of the published 512)")
-    group.add_argument("--num_predict", type=int, default=85,
-                       help="targets per instance, num_predict - num_predict//2 in the reuse half and num_predict//2 "
-                       "in the rest (default %(default)s, of 512 tokens)")
-    group.add_argument("--mask_alpha", type=int, default=6,
-                       help="context size per span token: a span of n gets n*alpha/beta tokens (default %(default)s)")
-    group.add_argument("--mask_beta", type=int, default=1,
-                       help="tokens masked per mask_alpha tokens of context (default %(default)s)")
-    group.add_argument("--span_unit", choices=SPAN_UNITS, default="piece",
-                       help="unit of the span length n in 1..5: 'piece' = what the original code and the released "
-                       "XLNet data do (its word-end test is buggy, so n pieces starting at a word start), 'word' = "
-                       "n whole words as the paper intends (default %(default)s)")
-
-
-def _make_options(args) -> XLNetOptions:
-    reuse_len = args.reuse_len if args.reuse_len is not None else args.max_seq_length // 2
-    return XLNetOptions(max_seq_length=args.max_seq_length, reuse_len=reuse_len, num_predict=args.num_predict,
-                        mask_alpha=args.mask_alpha, mask_beta=args.mask_beta, span_unit=args.span_unit)
-
-
 def _create(docs: Sequence[base.Doc], ctx: base.PoolContext):
     options: XLNetOptions = ctx.options
     vocab = vocab_from_base(ctx.vocab)
@@ -565,10 +553,9 @@ OBJECTIVE = base.Objective(
     name="xlnet",
     recipe="XLNet (Yang et al. 2019): permutation LM, 85 span targets of 512, reuse half for memory, SentencePiece",
     tokenizer="sentencepiece",
-    add_flags=_add_flags,
-    make_options=_make_options,
+    options=XLNetOptions,
     feature_spec=lambda o: features.xlnet_pretrain_spec(o.max_seq_length, o.num_predict),
     create_instances=_create,
-    defaults={"max_seq_length": 512, "dupe_factor": 1, "do_lower_case": False},
+    job_defaults=base.SINGLE_PASS_CASED,
     summarize=_summarize,
 )
