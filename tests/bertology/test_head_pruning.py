@@ -205,3 +205,34 @@ def test_pruned_directory_fine_tunes_and_exports(backbone, tmp_path):
                                     [(1, WIDTH, HIDDEN), (2, WIDTH, HIDDEN)]), shapes
     with pytest.raises(FileExistsError):
         prune.write_pruned(out, big, "bert", str(vocab), True)
+
+
+@pytest.mark.parametrize("family", ["roberta", "electra", "distilbert"])
+def test_other_encoder_families_prune_to_the_masked_outputs(family):
+    from garden.models.distilbert.backbone import DistilBertBackbone
+    from garden.models.electra.backbone import ElectraBackbone
+    from garden.models.roberta.backbone import RobertaBackbone
+
+    size = dict(vocab_size=30, num_layers=LAYERS, hidden_size=HIDDEN, num_heads=HEADS,
+                intermediate_size=64, dropout=0.0, use_head_mask=True)
+    backbone = {"roberta": lambda: RobertaBackbone(**size),
+                "electra": lambda: ElectraBackbone(embedding_size=16, **size),  # projected
+                "distilbert": lambda: DistilBertBackbone(attention_dropout=0.0, **size)}[family]()
+    weights = np.random.default_rng(2)
+    backbone.set_weights([w + weights.normal(scale=0.3, size=w.shape)
+                          for w in backbone.get_weights()])
+    batch = {**BATCH, "token_ids": np.where(IDS > 0, IDS, 1)}  # RoBERTa's padding id is 1
+    smaller = prune.pruned_backbone(backbone, MASK)
+    masked, pruned = run(backbone, batch, MASK), run(smaller, batch)
+    np.testing.assert_allclose(pruned["sequence_output"], masked["sequence_output"], atol=1e-5)
+    assert np.abs(masked["sequence_output"] - run(backbone, batch)["sequence_output"]).max() > 1e-3
+    assert backbone.count_params() - smaller.count_params() == 5 * (4 * HIDDEN * WIDTH + 3 * WIDTH)
+
+
+def test_albert_shared_block_is_refused():
+    from garden.models.albert.backbone import AlbertBackbone
+
+    albert = AlbertBackbone(vocab_size=30, num_layers=2, hidden_size=16, num_heads=2,
+                            intermediate_size=32, embedding_size=8)
+    with pytest.raises(ValueError, match="cannot be removed"):
+        prune.pruned_backbone(albert, np.ones((2, 2)))
