@@ -46,7 +46,9 @@ class Backbone(keras.Model):
             output (after any projection to H) then every layer's output, stacked in one tensor
             so that it serves and slices like the other outputs; hidden_states[-1] is
             sequence_output.
-          output_attentions=True adds `attention_probs`, float [L, B, A, T, T] (after softmax).
+          output_attentions=True adds `attention_probs`, float [L, B, A, T, T] (after softmax;
+            with pruned heads, num_heads_per_layer, A is the most heads of any layer and the
+            layers with fewer end in all-zero heads).
           use_head_mask=True adds the input `head_mask`, float [L, A]: 1 keeps a head, 0 removes
             its attention probabilities (Michel et al., 2019, "Are Sixteen Heads Really Better
             than One?"); like Hugging Face's `head_mask`, values in between scale the head.
