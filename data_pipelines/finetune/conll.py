@@ -44,6 +44,7 @@ import os
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from data_pipelines.finetune import FinetuneDataError
+from data_pipelines.finetune.base import FinetuneKind, records_by_example, spec_of_parsing
 
 NAME = "conll"
 
@@ -338,6 +339,7 @@ def example_features(example: ConllSentence, tokenizer, options: ConllOptions,
 
 
 def feature_spec(options: ConllOptions):
+    """What the records hold, as {name: tf.io.FixedLenFeature} (scalars of shape [])."""
     import tensorflow as tf
 
     length = options.max_seq_length
@@ -365,3 +367,13 @@ def options_from_flags(args) -> ConllOptions:
     labels = tuple(n.strip() for n in args.conll_labels.split(",") if n.strip())
     return ConllOptions(max_seq_length=args.max_seq_length, scheme=args.conll_scheme,
                         label_names=labels)
+
+
+def record_spec(options: ConllOptions):
+    """feature_spec as data_pipelines.features' Spec (what make_finetune serializes with)."""
+    return spec_of_parsing(feature_spec(options))
+
+
+KIND = FinetuneKind(name=NAME, add_flags=add_flags, make_options=options_from_flags,
+                    read_examples=read_examples, record_spec=record_spec,
+                    records=records_by_example(example_features, record_spec), read_tfds=read_tfds)
