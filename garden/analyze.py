@@ -37,6 +37,7 @@ import glob
 import html
 import json
 import os
+import posixpath
 import sys
 import time
 from typing import Dict, List, Optional, Sequence
@@ -62,24 +63,73 @@ class Opened:
     labels: Optional[List[str]] = None
 
 
-def open_model(path: str, max_seq_length: int) -> Opened:
-    """A garden.convert directory or a garden.train run directory, opened by garden.runs (a
-    run's task model is built and restored: `heads` scores with its classifier); ValueError
-    naming the path when it is neither."""
-    from garden import runs
+def _vocab_tokens(packer) -> List[str]:
+    from garden.extract_features import tokens_of
 
-    try:
-        run = runs.open(path, [runs.CONVERTED, runs.MODEL_DIR], who="garden.analyze")
-    except runs.RunError as e:
-        raise ValueError(f"--model={e}") from None
-    model, labels = None, None
-    if run.kind == runs.MODEL_DIR:
-        model = run.task_model()
-        labels = list(getattr(run.task, "label_names", None) or []) or None
-    packer = run.packer(max_seq_length)
-    return Opened(run.backbone(max_seq_length=max_seq_length), packer, run.tokens(),
-                  run.description, classifier=getattr(model, "classifier_dense", None),
-                  labels=labels)
+    return tokens_of(packer.vocab_path, packer, packer.kind, packer.lower_case)
+
+
+def open_model(path: str, max_seq_length: int) -> Opened:
+    """A garden.convert directory or a garden.train run directory, opened; ValueError naming
+    the path when it is neither."""
+    from garden import pretrained
+    from garden.serving.text import load_packer
+
+    converted = pretrained.open_converted(path)
+    if converted is not None:
+        tok = converted.tokenizer
+        packer = load_packer(converted.vocab, max_seq_length, kind=tok.get("tokenizer"),
+                             lower_case=bool(converted.lower_case), layout=tok.get("layout"))
+        backbone = converted.backbone_class().from_config(converted.config)
+        from garden.tasks.shared import restore_backbone
+
+        restore_backbone(backbone, converted.checkpoint, "backbone", "garden.analyze")
+        packer.vocab_path = converted.vocab
+        return Opened(backbone, packer, _vocab_tokens(packer), converted.describe())
+    if not os.path.exists(posixpath.join(path, "operative_config.gin")):
+        raise ValueError(f"--model={path} is neither a garden.convert output directory (no "
+                         f"convert_info.json) nor a garden.train run directory (no "
+                         f"operative_config.gin)")
+    return _open_run(path, max_seq_length)
+
+
+def _open_run(path: str, max_seq_length: int) -> Opened:
+    """A garden.train run: its task rebuilt from operative_config.gin, restored from the
+    latest checkpoint."""
+    import gin
+    import tensorflow as tf
+
+    from garden import tasks, train  # noqa: F401 (registers train and the task table)
+
+    tasks.register_with_gin()
+    gin.clear_config()
+    gin.parse_config_files_and_bindings([posixpath.join(path, "operative_config.gin")], [],
+                                        skip_unknown=True)
+    task = gin.query_parameter("train.task").scoped_configurable_fn()
+    ckpt = tf.train.latest_checkpoint(posixpath.join(path, "checkpoints"))
+    if ckpt is None:
+        raise ValueError(f"--model={path}: no checkpoint in {path}/checkpoints")
+    if hasattr(task, "prepare"):
+        task.prepare()
+    _, objects = task.build_model()
+    if "backbone" not in objects:
+        raise ValueError(f"--model={path}: its task {type(task).__name__} has no encoder "
+                         f"backbone to analyse")
+    tf.train.Checkpoint(**objects).read(ckpt).expect_partial()
+    packer = getattr(task, "packer", None)
+    if packer is None:  # a pretraining run: its vocabulary, the BERT layout
+        from garden.serving.text import load_packer
+
+        vocab = gin.query_parameter("%VOCAB")
+        packer = load_packer(vocab, max_seq_length)
+        packer.vocab_path = vocab
+    else:
+        packer.vocab_path = task.vocab
+    model = objects.get("model")
+    return Opened(objects["backbone"], packer, _vocab_tokens(packer),
+                  f"{type(objects['backbone']).__name__} of {path} ({posixpath.basename(ckpt)})",
+                  classifier=getattr(model, "classifier_dense", None),
+                  labels=list(getattr(task, "label_names", None) or []) or None)
 
 
 def read_sentences(pattern: str, limit: int) -> List[str]:

@@ -1,8 +1,7 @@
 """What the tasks share: phases of data, the batch index that keys per-batch randomness, the
 TFRecord -> model input mapping and the mean of a task's metrics (pretraining-style tasks), and
 the backbone of a fine-tuning task sized by its vocabulary and restored from a checkpoint
-(make_backbone / restore_backbone: every fine-tuning task and garden.extract_features), and the
-batches of a fine-tuning dataset held in memory (batches: the encoder and generative tasks).
+(make_backbone / restore_backbone: every fine-tuning task and garden.extract_features).
 
 A public home of its own (it used to be private names of bert_pretraining.py that other tasks
 imported): garden/tasks/pretraining.py and garden/tasks/distillation.py both read it.
@@ -16,7 +15,6 @@ from typing import Callable, Dict, List, Sequence
 
 import tensorflow as tf
 
-from garden import data
 from garden.tasks.base import Stage
 
 
@@ -103,18 +101,6 @@ def mean_metrics(task, model, dataset) -> Dict[str, float]:
             sums[k] = sums.get(k, 0.0) + float(v)
         count += 1
     return {k: v / count for k, v in sums.items() if k != "tokens"} if count else {}
-
-
-def batches(ds: tf.data.Dataset, size: int, batch_size: int, shuffle_seed=None,
-            repeat: bool = False, skip: int = 0, input_context=None) -> tf.data.Dataset:
-    """A fine-tuning dataset of `size` examples as batches: repeated and shuffled for training
-    (full batches only), dealt to input pipelines after `skip` batches (garden.data)."""
-    if repeat:
-        ds = ds.repeat()
-    if shuffle_seed is not None:
-        ds = ds.shuffle(size, seed=shuffle_seed, reshuffle_each_iteration=True)
-    ds = ds.batch(batch_size, drop_remainder=repeat)
-    return data.shard_batches(ds, input_context, skip)
 
 
 def make_backbone(factory: Callable, packer, output_hidden_states: bool = False):
