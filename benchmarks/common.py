@@ -13,6 +13,7 @@ import json
 import os
 import platform
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -42,6 +43,23 @@ def work_dir(given: Optional[str], prefix: str) -> Iterator[str]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+def spawn_worker(module: str, name: str, work: str, argv: List[str]) -> dict:
+    """`python -m module ARGV --_worker=name --_work=work` in a fresh process (a benchmark's
+    contenders each in their own: TensorFlow's and torch's thread pools in one process slow
+    each other down); returns the JSON the worker wrote to work/<name>.json."""
+    started = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", module, *argv, f"--_worker={name}",
+                           f"--_work={work}"],
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"worker {name} failed:\n{proc.stderr[-4000:]}")
+    with open(os.path.join(work, f"{name}.json")) as f:
+        out = json.load(f)
+    log(f"{name}: done in {time.perf_counter() - started:.0f} s")
+    return out
 
 
 def busy_s(t) -> float:

@@ -446,19 +446,7 @@ def _reps(args, b: int) -> int:
     return args.reps if b < 8 else args.reps_batch32
 
 
-def spawn(name: str, work: str, argv: List[str]) -> dict:
-    result = os.path.join(work, f"{name}.json")
-    started = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.serving_latency", *argv,
-                           f"--_worker={name}", f"--_work={work}"],
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"worker {name} failed:\n{proc.stderr[-4000:]}")
-    with open(result) as f:
-        out = json.load(f)
-    log(f"{name}: done in {time.perf_counter() - started:.0f} s")
-    return out
+spawn = functools.partial(common.spawn_worker, "benchmarks.serving_latency")
 
 
 def main(argv=None) -> dict:

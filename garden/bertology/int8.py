@@ -1,11 +1,11 @@
 """int8 post-training quantization of a fine-tuned model: a TF Serving export with int8 weights,
 and a LiteRT (TFLite) dynamic-range model for edge use.
 
-What was measured first (benchmarks/README.md `int8_latency` has the full runs). CPU: AMD EPYC,
+What was measured first (benchmarks/int8_latency.py compares whole models). CPU: AMD EPYC,
 family 26 (Zen 5), 2 cores, AVX-512 with VNNI and BF16; TensorFlow 2.20 with its oneDNN
 custom operations on (the default here: "oneDNN custom operations are on"). One [R, 768] x
 [768, 3072] product, per-channel symmetric int8 weights, median ms (shared machine, load
-average about 4, so the figures are rough; their order held in three runs):
+average about 4, so the figures are rough; where two runs differ both are shown):
 
                                                R = 128          R = 4096
     float32 MatMul (oneDNN)                    8.8 - 10.1       153 - 234
@@ -17,35 +17,40 @@ average about 4, so the figures are rough; their order held in three runs):
                                                27.9             391         (1.8%)
     QuantizedMatMul quint8 x qint8             no CPU kernel registered
     QuantizedMatMulWithBias quint8 x qint8     12.2             107, but wrong results (error
-        23,000x the output: the MIN_FIRST zero point of signed activations is not compensated),
-        and only under oneDNN: with TF_ENABLE_ONEDNN_OPTS=0 its stock kernel returns no output
-        ("Missing 0-th output"), so a server built without oneDNN cannot run it.
+        23,000x the output, with MIN_FIRST quint8 inputs of signed values; the cause was not
+        found), and only under oneDNN: with TF_ENABLE_ONEDNN_OPTS=0 its stock kernel returns
+        no output ("Missing 0-th output"), so a server built without oneDNN cannot run it.
 
-So no formulation made of stock TensorFlow ops is faster than float32 on this CPU: stock TF
-has no fast int8 x int8 GEMM outside oneDNN's graph rewrites (BatchMatMulV3's int8 kernel is
-Eigen's, without VNNI), and the one oneDNN int8 kernel reachable from a SavedModel is not
-correct for BERT's signed activations nor present in every model server. Keras 3's own
+So no formulation made of stock TensorFlow ops was faster than float32 on this CPU: the
+int8 x int8 products tried were 2.5-5x slower than float32's oneDNN MatMul, and the one
+oneDNN int8 kernel reachable from a SavedModel
+gave wrong results for signed activations here and is absent without oneDNN. Keras 3's own
 `model.quantize("int8")` (dynamic activations + the BatchMatMulV3 product) is the slow row
 above, and on this garden's encoders it is also wrong: garden.layers.attention reads
-`EinsumDense.kernel`, which returns the raw int8 kernel of a quantized layer, unscaled.
+`EinsumDense.kernel`, which returns the raw int8 kernel of a quantized layer, unscaled
+(checked: a bert_tiny classifier's logits [-0.035, 0.006] became [0.053, -0.036]).
 
 What this module builds, therefore:
 - `export_int8`: the servable **weight-only** int8 export: every float weight of at least
-  MIN_VALUES values (the dense and einsum kernels, the word, position and segment tables) is
-  stored as int8 with a float32 scale per slice (per output channel of a kernel, the abs-max
-  of its input rows; per row of an embedding table) and dequantized in the graph with Cast and
-  Mul before the float32 MatMul. The variables on disk are about 4x smaller (BERT-base: 438 MB
-  -> 112 MB); latency is float32's plus the dequantization (BERT-base, 128 tokens, measured
-  here: batch 1 about 1.35x float32, batch 32 about 1.03x), not faster. The graph holds only
-  stock ops (Cast, Mul, MatMul, ...; no `_`-prefixed oneDNN op, no custom op), checked by the
-  exporter's check_serving_ops, and the signatures are the float export's, unchanged.
+  MIN_VALUES values (the dense and einsum kernels, the word and position tables) is stored
+  as int8 with a float32 scale per last-axis (output) channel of a kernel, per row of an
+  embedding table, and dequantized in the graph with Cast and Mul before the float32 MatMul.
+  The variables on disk are about 4x smaller (BERT-base's 109.5M float32 values, 438 MB,
+  become about 110 MB: computed, not measured); latency is
+  float32's plus the dequantization, not lower (the BERT-base classifier's call at 128 tokens,
+  measured here under the same load: batch 1 180 ms against 133 ms float32, batch 32 4.06 s
+  against 3.96 s). The graph holds only stock ops (Cast, Mul, MatMul, ...; no `_`-prefixed
+  oneDNN op, no custom op), checked by the exporter's check_serving_ops, and the signatures
+  are the float export's, unchanged.
 - `tflite_model`: a LiteRT dynamic-range model (TFLiteConverter, Optimize.DEFAULT): int8
-  weights, and at run time activations quantized on the fly into integer kernels (XNNPACK /
-  ruy), which is where int8 is faster on CPU. Its inputs are the token ids (token_ids,
-  segment_ids, padding_mask int32 [B, T]), its output the logits: tensorflow-text's tokenizer
-  ops have no TFLite kernel (neither builtin nor in the Flex delegate's list), so the text is
-  packed outside it (garden.serving.text.TextPacker.encode_numpy or the same vocabulary in
-  the app).
+  weights, and at run time activations quantized on the fly for integer kernels (whether
+  that beats float32 on a CPU is what benchmarks/int8_latency.py measures). Its inputs are
+  the token ids (token_ids, segment_ids, padding_mask int32 [B, T]), its output the logits:
+  the tokenizer is tensorflow-text's ops, which the stock LiteRT interpreter does not have
+  (tensorflow-text ships TFLite kernels for some of them, tensorflow_text.tflite_registrar
+  AddFastWordpieceTokenize / AddFastBertNormalize, for an interpreter built with that op
+  resolver; not tried here), so the text is packed outside it
+  (garden.serving.text.TextPacker.encode_numpy, or the same vocabulary in the app).
 
 How the int8 export is made: the task's ServingModule (the same class the float export uses,
 so the signatures are the same functions) is traced inside a `keras.StatelessScope` whose
