@@ -125,6 +125,17 @@ def _run_analyses(args, minilm, tiny, corpus, task, run, reports):
                             f"--input={corpus}", "--max_sentences=1000"])
 
 
+def _layer_table(what: str, models, keys) -> list:
+    """Markdown rows: one per model and key, a column per layer (the first model's count)."""
+    layers = len(next(iter(models.values()))[keys[0]])
+    rows = ["| model | " + what + " | " + " | ".join(f"L{i}" for i in range(layers)) + " |",
+            "|---|---|" + "---|" * layers]
+    for name, values in models.items():
+        rows += [f"| {name} | {key} | " + " | ".join(f"{v:.2f}" for v in values[key]) + " |"
+                 for key in keys]
+    return rows
+
+
 def render(r, summary, machine) -> str:
     mini, tiny = r["minilm"]["attention"]["shares"]["layer_means"], \
         r["tiny"]["attention"]["shares"]["layer_means"]
@@ -149,14 +160,8 @@ def render(r, summary, machine) -> str:
         "",
         "Mean share of attention per layer (over heads and real query tokens):",
         "",
-        "| model | target | " + " | ".join(f"L{i}" for i in range(len(mini['cls']))) + " |",
-        "|---|---|" + "---|" * len(mini["cls"]),
-    ]
-    for name, means in (("MiniLM", mini), ("BERT-tiny (demo)", tiny)):
-        for key in ("cls", "sep", "punctuation", "previous", "next", "entropy"):
-            lines.append(f"| {name} | {key} | " + " | ".join(f"{v:.2f}" for v in means[key])
-                         + " |")
-    lines += [
+        *_layer_table("target", {"MiniLM": mini, "BERT-tiny (demo)": tiny},
+                      ("cls", "sep", "punctuation", "previous", "next", "entropy")),
         "",
         "![MiniLM attention shares](bertology/minilm_attention_shares.png)",
         "![MiniLM head distances](bertology/minilm_attention_js.png)",
@@ -209,16 +214,9 @@ def render(r, summary, machine) -> str:
         "",
         "## Contextuality (Ethayarajh 2019)",
         "",
-        "| model | metric | " + " | ".join(f"L{i}" for i in range(len(mini_ctx['self_similarity'])))
-        + " |",
-        "|---|---|" + "---|" * len(mini_ctx["self_similarity"]),
-    ]
-    for name, values in (("MiniLM", mini_ctx), ("BERT-tiny", tiny_ctx)):
-        for key in ("self_similarity", "adjusted_self_similarity", "intra_sentence_similarity",
-                    "anisotropy"):
-            lines.append(f"| {name} | {key} | " + " | ".join(f"{v:.2f}" for v in values[key])
-                         + " |")
-    lines += [
+        *_layer_table("metric", {"MiniLM": mini_ctx, "BERT-tiny": tiny_ctx},
+                      ("self_similarity", "adjusted_self_similarity",
+                       "intra_sentence_similarity", "anisotropy")),
         "",
         "![self-similarity](bertology/both_contextuality_self_similarity.png)",
         "![intra-sentence similarity](bertology/both_contextuality_intra_sentence_similarity.png)",
