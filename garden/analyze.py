@@ -61,6 +61,7 @@ class Opened:
     description: str
     classifier: Optional[object] = None
     labels: Optional[List[str]] = None
+    text_b: bool = False  # the classification task reads sentence pairs
 
 
 def _vocab_tokens(packer) -> List[str]:
@@ -84,7 +85,6 @@ def open_model(path: str, max_seq_length: int) -> Opened:
         from garden.tasks.shared import restore_backbone
 
         restore_backbone(backbone, converted.checkpoint, "backbone", "garden.analyze")
-        packer.vocab_path = converted.vocab
         return Opened(backbone, packer, _vocab_tokens(packer), converted.describe())
     if not os.path.exists(posixpath.join(path, "operative_config.gin")):
         raise ValueError(f"--model={path} is neither a garden.convert output directory (no "
@@ -116,20 +116,20 @@ def _open_run(path: str, max_seq_length: int) -> Opened:
         raise ValueError(f"--model={path}: its task {type(task).__name__} has no encoder "
                          f"backbone to analyse")
     tf.train.Checkpoint(**objects).read(ckpt).expect_partial()
-    packer = getattr(task, "packer", None)
-    if packer is None:  # a pretraining run: its vocabulary, the BERT layout
-        from garden.serving.text import load_packer
+    from garden.serving.text import load_packer
 
-        vocab = gin.query_parameter("%VOCAB")
-        packer = load_packer(vocab, max_seq_length)
-        packer.vocab_path = vocab
-    else:
-        packer.vocab_path = task.vocab
+    task_packer = getattr(task, "packer", None)
+    if task_packer is None:  # a pretraining run: its vocabulary, the BERT layout
+        packer = load_packer(gin.query_parameter("%VOCAB"), max_seq_length)
+    else:  # the task's tokenizer, casing and layout at --max_seq_length
+        packer = load_packer(task_packer.vocab_path, max_seq_length, kind=task_packer.kind,
+                             lower_case=task_packer.lower_case, layout=task_packer.layout)
     model = objects.get("model")
     return Opened(objects["backbone"], packer, _vocab_tokens(packer),
                   f"{type(objects['backbone']).__name__} of {path} ({posixpath.basename(ckpt)})",
                   classifier=getattr(model, "classifier_dense", None),
-                  labels=list(getattr(task, "label_names", None) or []) or None)
+                  labels=list(getattr(task, "label_names", None) or []) or None,
+                  text_b=bool(getattr(task, "text_b", False)))
 
 
 def read_sentences(pattern: str, limit: int) -> List[str]:
@@ -214,25 +214,6 @@ def run_identifiability(opened: Opened, sentences: List[str], out_dir: str,
             "hidden_token_attribution": attribution, "plots": [path]}
 
 
-def read_task(path: str) -> tuple:
-    """(texts_a, texts_b or None, labels) of a classification TSV with a header naming
-    text_a, (text_b), label; ValueError naming the file and line."""
-    import csv
-
-    with open(path, encoding="utf-8", newline="") as f:
-        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
-    if not rows or "text_a" not in rows[0] or "label" not in rows[0]:
-        raise ValueError(f"--task_data={path}:1: the header must name text_a and label")
-    header = rows[0]
-    for number, row in enumerate(rows[1:], 2):
-        if len(row) != len(header):
-            raise ValueError(f"--task_data={path}:{number}: {len(row)} fields, the header "
-                             f"has {len(header)}")
-    column = {name: [row[header.index(name)] for row in rows[1:]]
-              for name in header}
-    return column["text_a"], column.get("text_b"), column["label"]
-
-
 def run_heads(opened: Opened, task_data: str, out_dir: str) -> Dict:
     import keras
 
@@ -241,7 +222,11 @@ def run_heads(opened: Opened, task_data: str, out_dir: str) -> Dict:
     if opened.classifier is None or not opened.labels:
         raise ValueError("heads needs a fine-tuned sentence-classification run as --model "
                          "(its classifier scores the heads)")
-    texts_a, texts_b, labels = read_task(task_data)
+    from garden.tasks.sentence_classification import read_examples
+
+    rows = read_examples(task_data, text_b=opened.text_b)
+    texts_a, labels = [r["text_a"] for r in rows], [r["label"] for r in rows]
+    texts_b = [r["text_b"] for r in rows] if opened.text_b else None
     unknown = sorted(set(labels) - set(opened.labels))
     if unknown:
         raise ValueError(f"--task_data={task_data}: labels {unknown} are not the model's "
@@ -305,7 +290,8 @@ def _parser() -> argparse.ArgumentParser:
                         "(contextuality: repeat it to compare models)")
     p.add_argument("--input", help="text files (glob), one sentence per line "
                                    "(attention, identifiability)")
-    p.add_argument("--task_data", help="heads: a classification TSV (text_a, (text_b), label)")
+    p.add_argument("--task_data", help="heads: a classification file (.tsv / .csv with a "
+                                       "header, or .jsonl) with text_a, (text_b), label")
     p.add_argument("--output", required=True, help="report directory (created)")
     p.add_argument("--max_sentences", type=int, default=64)
     p.add_argument("--max_seq_length", type=int, default=64)

@@ -77,7 +77,7 @@ def sample(count: int, limit: Optional[int], seed: int) -> np.ndarray:
 
 def tokenizer_of(packer):
     """The Python tokenizer (data_pipelines.tokenizers) of a TextPacker's vocabulary: its
-    `vocab_path` (garden.analyze sets it on the packers it opens) loaded with its kind and
+    `vocab_path` (TextPacker records the file it was made from) loaded with its kind and
     casing."""
     from data_pipelines import tokenizers
 

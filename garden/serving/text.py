@@ -157,6 +157,7 @@ class TextPacker(tf.Module):
         self.max_seq_length = int(max_seq_length)
         self.vocab_size = vocab.size
         self.lower_case, self.fingerprint = bool(tokenizer.lower_case), tokenizer.fingerprint
+        self.vocab_path = tokenizer.path  # the file the tokens come from (analyses read them)
         role = lambda r: vocab.special(r, f"the {layout!r} text layout")  # noqa: E731
         if layout == "gpt2":
             eod = role("eod")

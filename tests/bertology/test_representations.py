@@ -69,9 +69,11 @@ def test_words_of_splits_punctuation():
         ["the", "bank", "'", "s", "loan", ",", "approved", "."]
 
 
-def test_bad_arguments_are_clear(model):
+def test_bad_arguments_are_clear(model, monkeypatch):
     backbone, packer, tokenizer = model
     with pytest.raises(ValueError, match="pooling"):
         reps.collect(backbone, packer, [["it"]], tokenizer=tokenizer, pooling="max")
+    # A TextPacker records its vocabulary file; a packer-like object without one is refused.
+    monkeypatch.setattr(packer, "vocab_path", None)
     with pytest.raises(ValueError, match="vocab_path"):
         reps.collect(backbone, packer, [["it"]])
