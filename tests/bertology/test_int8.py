@@ -14,18 +14,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data_pipelines import tokenizers
 from garden.bertology import int8
-from garden.models.bert.presets import bert_backbone_from_preset
-from garden.models.classifier import SequenceClassifier
 from garden.serving import export
 from garden.serving.modules import TextClassifierServing
-from garden.serving.text import TextPacker
 from testing import run_python
 
 # The garden.serve helpers live beside the serving tests.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "serving"))
-from serve_testing import Client, ServerProcess, write_vocab  # noqa: E402
+from serve_testing import Client, ServerProcess, tiny_classifier  # noqa: E402
 
 WORDS = ["the", "movie", "film", "plot", "was", "very", "really", "good", "great", "fun",
          "bad", "awful", "dull", "."]
@@ -45,11 +41,7 @@ def _texts(rng, n):
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory):
     root = tmp_path_factory.mktemp("int8")
-    vocab = write_vocab(root, VOCAB)
-    keras.utils.set_random_seed(0)
-    model = SequenceClassifier(bert_backbone_from_preset("bert_tiny", vocab_size=len(VOCAB)),
-                               num_classes=2)
-    packer = TextPacker(tokenizers.load_tokenizer("wordpiece", vocab, lower_case=True), SEQ)
+    model, packer, vocab = tiny_classifier(root, VOCAB, 0, SEQ)
     rng = np.random.default_rng(0)
     texts, labels = _texts(rng, 256)
     # A short fine-tuning, so that the logits are those of a trained classifier (confident,

@@ -65,6 +65,25 @@ def write_vocab(root, tokens) -> str:
     return path
 
 
+def tiny_classifier(root, tokens, seed: int, max_seq_length: int, num_classes: int = 2):
+    """A bert_tiny SequenceClassifier (random weights, seeded) over `tokens` written as
+    <root>/vocab.txt, and its uncased WordPiece TextPacker; (model, packer, vocab path)."""
+    import keras
+
+    from data_pipelines import tokenizers
+    from garden.models.bert.presets import bert_backbone_from_preset
+    from garden.models.classifier import SequenceClassifier
+    from garden.serving.text import TextPacker
+
+    vocab = write_vocab(root, tokens)
+    keras.utils.set_random_seed(seed)
+    model = SequenceClassifier(bert_backbone_from_preset("bert_tiny", vocab_size=len(tokens)),
+                               num_classes=num_classes)
+    packer = TextPacker(tokenizers.load_tokenizer("wordpiece", vocab, lower_case=True),
+                        max_seq_length)
+    return model, packer, vocab
+
+
 def served(config: str, root, poll_seconds: float):
     """A module fixture's body: garden.serve over a model_config_file, yielded, then stopped;
     it must end cleanly (SIGTERM) and no request, good or bad, may have gone down the

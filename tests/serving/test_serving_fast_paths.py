@@ -7,18 +7,13 @@ tests/serving/test_export.py.)
 
 import os
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from data_pipelines import tokenizers
-from garden.models.bert.presets import bert_backbone_from_preset
-from garden.models.classifier import SequenceClassifier
 from garden.serving import export
 from garden.serving.modules import TextClassifierServing
-from garden.serving.text import TextPacker
-from serve_testing import write_vocab
+from serve_testing import tiny_classifier
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
          "the", "movie", "was", "good", "bad", "great", "plot", "##s", "not", ".", "!"]
@@ -29,11 +24,7 @@ LAYERS = 2  # bert_tiny
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory):
     root = tmp_path_factory.mktemp("classifier_export")
-    vocab = write_vocab(root, VOCAB)
-    keras.utils.set_random_seed(3)
-    model = SequenceClassifier(bert_backbone_from_preset("bert_tiny", vocab_size=len(VOCAB)),
-                               num_classes=2)
-    packer = TextPacker(tokenizers.load_tokenizer("wordpiece", vocab, lower_case=True), 12)
+    model, packer, vocab = tiny_classifier(root, VOCAB, 3, 12)
     module = TextClassifierServing(model, packer, vocab, ["no", "yes"], text_b=False)
     exported = export.export(module, str(root), "classifier")
     return {"model": model, "module": module, "packer": packer, "export": exported}
