@@ -457,3 +457,20 @@ def openai_gpt2_weights(hf_weights):
             path = f"model/{parts[0]}"
         out[f"{path}/{kind}"] = value[None] if kind == "w" else value
     return out
+
+
+def write_hf_gpt2(folder, seed: int, n_positions: int):
+    """A tiny random Hugging Face GPT2LMHeadModel in `folder` (created) with OpenAI's kind of
+    byte-level BPE vocabulary (no <s> </s> <pad>, <|endoftext|> last); (model, vocab size)."""
+    import torch
+    import transformers
+
+    os.makedirs(str(folder))
+    vocab = write_bpe_tokenizer(str(folder), gpt2=True)
+    torch.manual_seed(seed)
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        vocab_size=vocab, n_embd=32, n_layer=2, n_head=4, n_positions=n_positions,
+        bos_token_id=vocab - 1, eos_token_id=vocab - 1)).eval()
+    model = randomize_torch_(model, seed=seed, scale=0.05)
+    save_hf_dir(model, str(folder))
+    return model, vocab

@@ -487,17 +487,10 @@ def test_electra_config_restoring_the_discriminator_takes_the_converted_dir(hf_f
 
 @pytest.fixture(scope="module")
 def hf_gpt2(root):
-    from convert_testing import randomize_torch_, save_hf_dir, write_bpe_tokenizer
+    from convert_testing import write_hf_gpt2
 
     folder = root / "hf_gpt2"
-    folder.mkdir()
-    vocab = write_bpe_tokenizer(str(folder), gpt2=True)  # no <pad>, <|endoftext|> last
-    torch.manual_seed(3)
-    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(
-        vocab_size=vocab, n_embd=32, n_layer=2, n_head=4, n_positions=128,
-        bos_token_id=vocab - 1, eos_token_id=vocab - 1)).eval()
-    model = randomize_torch_(model, seed=3, scale=0.05)
-    save_hf_dir(model, str(folder))
+    model, _ = write_hf_gpt2(folder, seed=3, n_positions=128)  # no <pad>, <|endoftext|> last
     out, _ = _converted(root, "hf_gpt2", "--source=huggingface", "--model=gpt2",
                         f"--input={folder}")
     rows = [{"source": f"the {a} was", "target": b}

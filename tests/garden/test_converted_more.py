@@ -209,17 +209,10 @@ def test_extract_features_of_a_run_finetuned_from_a_converted_directory(exports,
 def hf_gpt2(root):
     """A tiny random Hugging Face GPT-2 with OpenAI's kind of vocabulary (no <s> </s> <pad>,
     <|endoftext|> last), and OUT."""
-    from convert_testing import write_bpe_tokenizer
+    from convert_testing import write_hf_gpt2
 
     folder = root / "hf_gpt2"
-    folder.mkdir()
-    vocab = write_bpe_tokenizer(str(folder), gpt2=True)
-    torch.manual_seed(6)
-    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(
-        vocab_size=vocab, n_embd=32, n_layer=2, n_head=4, n_positions=64,
-        bos_token_id=vocab - 1, eos_token_id=vocab - 1)).eval()
-    model = randomize_torch_(model, seed=6, scale=0.05)
-    save_hf_dir(model, str(folder))
+    model, vocab = write_hf_gpt2(folder, seed=6, n_positions=64)
     return dict(dir=str(folder), model=model, eos=vocab - 1,
                 out=_convert("gpt2", folder, root / "out_gpt2"))
 
