@@ -97,25 +97,13 @@ def _open_run(path: str, max_seq_length: int) -> Opened:
     """A garden.train run: its task rebuilt from operative_config.gin, restored from the
     latest checkpoint."""
     import gin
-    import tensorflow as tf
 
-    from garden import tasks, train  # noqa: F401 (registers train and the task table)
+    from garden.tasks.shared import restore_run
 
-    tasks.register_with_gin()
-    gin.clear_config()
-    gin.parse_config_files_and_bindings([posixpath.join(path, "operative_config.gin")], [],
-                                        skip_unknown=True)
-    task = gin.query_parameter("train.task").scoped_configurable_fn()
-    ckpt = tf.train.latest_checkpoint(posixpath.join(path, "checkpoints"))
-    if ckpt is None:
-        raise ValueError(f"--model={path}: no checkpoint in {path}/checkpoints")
-    if hasattr(task, "prepare"):
-        task.prepare()
-    _, objects = task.build_model()
+    task, objects, ckpt = restore_run(path, f"--model={path}")
     if "backbone" not in objects:
         raise ValueError(f"--model={path}: its task {type(task).__name__} has no encoder "
                          f"backbone to analyse")
-    tf.train.Checkpoint(**objects).read(ckpt).expect_partial()
     from garden.serving.text import load_packer
 
     task_packer = getattr(task, "packer", None)
@@ -173,6 +161,7 @@ def run_attention(opened: Opened, sentences: List[str], out_dir: str, sentence: 
     distances = attention.head_distances(probs, batch["padding_mask"])
     n = int(batch["padding_mask"][sentence].sum())
     tokens = [opened.tokens[int(t)] for t in batch["token_ids"][sentence, :n]]
+    os.makedirs(out_dir, exist_ok=True)  # only once the model answered: no empty report
     plots = [attention.plot_layer_shares(shares, os.path.join(out_dir, "attention_shares.png")),
              attention.plot_head_distances(distances,
                                            os.path.join(out_dir, "attention_js.png")),
@@ -193,6 +182,7 @@ def run_identifiability(opened: Opened, sentences: List[str], out_dir: str,
     probe = identifiability.token_identifiability(opened.backbone, batch)
     attribution = [identifiability.hidden_token_attribution(opened.backbone, batch, s)
                    for s in range(min(attribution_sentences, len(sentences)))]
+    os.makedirs(out_dir, exist_ok=True)
     plt = plots.pyplot()
     figure, axes = plt.subplots(1, 2, figsize=(11, 4))
     for name, values in probe["accuracy"].items():
@@ -241,6 +231,7 @@ def run_heads(opened: Opened, task_data: str, out_dir: str) -> Dict:
     result = heads.head_ablation(model, batch,
                                  lambda logits: float(np.mean(logits.argmax(-1) == gold)))
     result["metric"], result["examples"] = "accuracy", len(gold)
+    os.makedirs(out_dir, exist_ok=True)
     result["plots"] = [heads.plot_head_ablation(result, os.path.join(out_dir, "heads.png"))]
     return result
 
@@ -255,6 +246,7 @@ def run_contextuality(models: Sequence[str], sentences: List[str], out_dir: str,
         print(f"[garden.analyze] contextuality of {opened.description}", flush=True)
         results[path] = contextuality.contextuality(opened.backbone, opened.packer, sentences,
                                                     min_contexts, seed)
+    os.makedirs(out_dir, exist_ok=True)
     return {"models": results, "min_contexts": min_contexts, "seed": seed,
             "plots": contextuality.plot_contextuality(results, out_dir)}
 
@@ -319,7 +311,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.analysis == "attention" and not 0 <= args.sentence < len(sentences):
             raise ValueError(f"--sentence={args.sentence} is not one of the {len(sentences)} "
                              f"sentences read")
-        os.makedirs(args.output, exist_ok=True)
         if args.analysis == "contextuality":
             result = run_contextuality(args.model, sentences, args.output,
                                        args.max_seq_length, args.min_contexts, args.seed)

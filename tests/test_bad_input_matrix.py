@@ -6,8 +6,8 @@ for every run instead).
 Tools: data_pipelines.make_vocab, data_pipelines.make_pretrain, data_pipelines.sample_corpus,
 data_pipelines.make_finetune (--task=squad|conll), data_pipelines.sample_tasks, garden.train (the
 pretraining and fine-tuning tasks), garden.export, garden.convert, garden.serve,
-garden.extract_features, garden.generate, garden.fewshot (TOOLS; a new tool is added there and
-gets rows).
+garden.extract_features, garden.generate, garden.fewshot, garden.analyze, garden.bertology.int8
+(TOOLS; a new tool is added there and gets rows).
 
 What each row expects (``Case.expect``):
 
@@ -82,7 +82,7 @@ from testing import pretrain_args, python_env  # noqa: E402
 TOOLS = ("data_pipelines.make_vocab", "data_pipelines.make_pretrain", "data_pipelines.sample_corpus",
          "data_pipelines.make_finetune", "data_pipelines.sample_tasks",
          "garden.train", "garden.export", "garden.convert", "garden.serve", "garden.extract_features",
-         "garden.generate", "garden.fewshot")
+         "garden.generate", "garden.fewshot", "garden.analyze", "garden.bertology.int8")
 ROW_WORKERS = 3  # subprocesses at once
 ROW_TIMEOUT = 240
 # What makes an output look complete, and what a refused run must not leave behind either: a
@@ -418,6 +418,7 @@ GT, GE, GC = "garden.train", "garden.export", "garden.convert"
 MF, ST = "data_pipelines.make_finetune", "data_pipelines.sample_tasks"
 GS, GX = "garden.serve", "garden.extract_features"
 GG, GF = "garden.generate", "garden.fewshot"
+GA, GI = "garden.analyze", "garden.bertology.int8"
 _QA_NO_ANSWER = '{"question": "q", "answer": "a"}\n{"question": "q"}\n'
 _out_vocab = (lambda c: str(c.dir / "vocab.txt"))
 _out_data = (lambda c: str(c.dir / "out"))
@@ -547,6 +548,21 @@ CASES = [
          r"--rest_api_port=\d+ on 127\.0\.0\.1: Address already in use"),
     Case("serve-grpc-port-in-use", GS, _port_in_use("--port"), "error",
          r"--port=\d+ \(gRPC\) on 127\.0\.0\.1: Address already in use"),
+    # --- garden.analyze and garden.bertology.int8
+    Case("analyze-model-missing", GA, lambda c: [
+        "attention", f"--model={c.dir / 'none'}", f"--input={c.write('t.txt', 'a b c .')}",
+        f"--output={c.dir / 'report'}"], "error", r"--model=\S+/none is neither a garden\.convert",
+        output=lambda c: str(c.dir / "report")),
+    Case("analyze-input-matches-nothing", GA, lambda c: [
+        "attention", f"--model={c.dir}", f"--input={c.dir / '*.none'}",
+        f"--output={c.dir / 'report'}"], "error", r"--input=\S+\*\.none matches no file",
+        output=lambda c: str(c.dir / "report")),
+    Case("analyze-heads-without-task-data", GA, lambda c: [
+        "heads", f"--model={c.dir}", f"--output={c.dir / 'report'}"],
+        "usage", r"heads needs --task_data", output=lambda c: str(c.dir / "report")),
+    Case("int8-model-dir-missing", GI, lambda c: [f"--model_dir={c.dir / 'none'}"],
+         "error", r"\S+/none is not a garden\.train run directory"),
+    Case("int8-no-model-dir", GI, lambda c: [], "usage", r"--model_dir"),
     # --- extract_features
     Case("extract-model-dir-missing", GX, lambda c: [
         f"--model_dir={c.dir / 'none'}", f"--input={_texts(c)}",

@@ -282,18 +282,19 @@ def quantize_run(model_dir: str, export_base: Optional[str] = None,
     model_name + "_int8" (a separate model: TF Serving would otherwise serve the int8 version
     as the float model's latest); tflite: default <export_base>/<model_name>-<version>.tflite.
     Returns {"export", "tflite"}."""
-    from garden import runs
+    from garden.tasks.shared import restore_run
 
-    run = runs.open(model_dir, kinds=[runs.MODEL_DIR], who="garden.bertology.int8")
-    model = run.task_model()
-    task = run.task
-    export_base = export_base or task.export_base
+    who = "garden.bertology.int8"
+    task, objects, _ = restore_run(model_dir, who)
+    model = objects.get("model")
+    export_base = export_base or getattr(task, "export_base", None)
     if not export_base:
-        raise runs.RunError(f"{model_dir}: its task names no export_base; pass --export_base")
+        raise ValueError(f"{who}: {model_dir}: its task names no export_base; pass "
+                         f"--export_base")
     model_name = model_name or f"{task.model_name}_int8"
-    module = task.serving_module(model)
+    module = task.serving_module(model) if model is not None else None
     if module is None:
-        raise runs.RunError(f"{model_dir}: its task {type(task).__name__} exports nothing")
+        raise ValueError(f"{who}: {model_dir}: its task {type(task).__name__} exports nothing")
     packer = module.packer
     path = export_int8(module, export_base, model_name, min_values=min_values)
     tflite = tflite or posixpath.join(export_base, f"{model_name}-{posixpath.basename(path)}"
@@ -318,12 +319,10 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
     parser.add_argument("--min_values", type=int, default=MIN_VALUES,
                         help="weights with fewer values stay float32")
     args = parser.parse_args(list(argv) if argv is not None else None)
-    from garden import runs
-
     try:
         out = quantize_run(args.model_dir, args.export_base, args.model_name, args.tflite,
                            args.min_values)
-    except runs.RunError as e:
+    except (ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(f"[int8] exported {out['export']}\n[int8] wrote {out['tflite']}")

@@ -125,3 +125,32 @@ def restore_backbone(backbone, checkpoint: str, object_name: str, who: str) -> N
     status.expect_partial()
     status.assert_existing_objects_matched()
     print(f"[{who}] backbone initialised from {checkpoint} (its {object_name!r})", flush=True)
+
+
+def restore_run(model_dir: str, who: str):
+    """(task, checkpointed objects restored, checkpoint path) of a garden.train run directory:
+    the task rebuilt from its operative_config.gin (prepared: a fine-tuning task reads its data
+    files for its labels) and its latest checkpoint read into the objects build_model()
+    returns. ValueError naming the directory when it is not a run or has no checkpoint."""
+    import posixpath
+
+    import gin
+
+    from garden import tasks, train  # noqa: F401 (registers train and the task table)
+
+    config = posixpath.join(model_dir, "operative_config.gin")
+    if not tf.io.gfile.exists(config):
+        raise ValueError(f"{who}: {model_dir} is not a garden.train run directory (no "
+                         f"operative_config.gin)")
+    tasks.register_with_gin()
+    gin.clear_config()
+    gin.parse_config_files_and_bindings([config], [], skip_unknown=True)
+    task = gin.query_parameter("train.task").scoped_configurable_fn()
+    checkpoint = tf.train.latest_checkpoint(posixpath.join(model_dir, "checkpoints"))
+    if checkpoint is None:
+        raise ValueError(f"{who}: no checkpoint in {model_dir}/checkpoints")
+    if hasattr(task, "prepare"):
+        task.prepare()
+    _, objects = task.build_model()
+    tf.train.Checkpoint(**objects).read(checkpoint).expect_partial()
+    return task, objects, checkpoint

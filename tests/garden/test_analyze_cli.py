@@ -101,3 +101,27 @@ def test_contextuality_of_two_models_on_one_plot(setup, tmp_path):
         assert len(values["self_similarity"]) == setup["layers"] + 1
     assert len(result["plots"]) == 3 and (tmp_path / "contextuality_self_similarity.png").exists()
     assert 'contextuality_self_similarity.png' in (tmp_path / "index.html").read_text()
+
+
+def test_int8_cli_quantizes_the_fine_tuned_run(setup, tmp_path, capsys):
+    """python -m garden.bertology.int8 --model_dir=RUN: the int8 export of the run's own task
+    answers raw text with its labels, and the .tflite is written; a directory that is no run
+    is one clear line."""
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401 - the tokenizer ops of the export
+
+    from garden.bertology import int8
+
+    assert int8.main([f"--model_dir={setup['run']}", f"--export_base={tmp_path}"]) == 0
+    exports = list((tmp_path).glob("*_int8/*/saved_model.pb"))
+    assert len(exports) == 1, list(tmp_path.rglob("*"))
+    answer = tf.saved_model.load(str(exports[0].parent)).signatures["serving_default"](
+        text_a=tf.constant(["the movie was good .", "the plot was awful ."]))
+    labels = {t.decode() for v in answer.values() if v.dtype == tf.string
+              for t in v.numpy().reshape(-1)}
+    assert labels and labels <= {"pos", "neg"}, labels
+    assert list(tmp_path.glob("*_int8-*.tflite"))
+    capsys.readouterr()
+    assert int8.main([f"--model_dir={tmp_path / 'none'}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and "none" in err[0], err
