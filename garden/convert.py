@@ -497,8 +497,6 @@ def infer_lower_case(source: str, family: str, input_path: str, kind: Optional[s
 
 def _copy_tokenizer(args, lower_case_flag: Optional[bool]) -> Dict:
     """Copies the source's tokenizer into OUT; its convert_info.json record."""
-    import shutil
-
     found = find_tokenizer(args.source, args.model, args.input, args.vocab)
     lower_case = infer_lower_case(args.source, args.model, args.input,
                                   found[0] if found else None, lower_case_flag)
@@ -507,11 +505,21 @@ def _copy_tokenizer(args, lower_case_flag: Optional[bool]) -> Dict:
               f"fine-tuning from {args.output} needs VOCAB bound")
         return {"vocab": None, "lower_case": lower_case}
     kind, files = found
+    return copy_tokenizer(args.output, args.model, kind, files, lower_case)
+
+
+def copy_tokenizer(output: str, family: str, kind: str, files: Dict[str, str],
+                   lower_case: Optional[bool]) -> Dict:
+    """Copies a tokenizer's files ({name in `output`: source path}, find_tokenizer's) into
+    `output`; returns their convert_info.json record (also written for pruned models,
+    garden.bertology.prune)."""
+    import shutil
+
     for name, path in files.items():
-        shutil.copyfile(path, os.path.join(args.output, name))
+        shutil.copyfile(path, os.path.join(output, name))
     vocab = "vocab.json" if kind == "bpe" else next(iter(files))
     return {"vocab": vocab, "files": sorted(files), "tokenizer": kind,
-            "layout": FAMILY_LAYOUTS.get(args.model, TEXT_LAYOUTS[kind]),
+            "layout": FAMILY_LAYOUTS.get(family, TEXT_LAYOUTS[kind]),
             "lower_case": lower_case,
             "sources": {n: os.path.abspath(p) for n, p in files.items()}}
 

@@ -111,9 +111,10 @@ class Converted:
         """One line of the backbone's sizes."""
         c = self.config
         keys = ("num_layers", "num_encoder_layers", "num_decoder_layers", "hidden_size",
-                "embedding_size", "num_heads", "intermediate_size", "vocab_size",
-                "max_sequence_length", "max_position_embeddings", "type_vocab_size")
-        sizes = ", ".join(f"{k}={c[k]}" for k in keys if k in c)
+                "embedding_size", "num_heads", "num_heads_per_layer", "intermediate_size",
+                "vocab_size", "max_sequence_length", "max_position_embeddings",
+                "type_vocab_size")
+        sizes = ", ".join(f"{k}={c[k]}" for k in keys if c.get(k) is not None)
         return (f"{self.architecture['backbone_class'].split(':')[1]} from converted "
                 f"{self.info.get('source')} {self.family} checkpoint {self.path}: {sizes}")
 

@@ -41,6 +41,9 @@ class TransformerEncoderBlock(TransformerBlockBase):
             config: the model that owns both blocks recreates the link when deserialized.
         share_feedforward_with: TransformerEncoderBlock or None; likewise for the two
             feed-forward dense layers and the output LayerNorm (ALBERT's shared-FFN ablation).
+        head_width: int or None, the width d of each head; None = hidden size / num_heads.
+            Given when heads were pruned (garden.bertology.prune): the block then keeps
+            num_heads heads of the unpruned model's width, and H need not be num_heads * d.
         **kwargs: name, dtype, trainable.
 
     Call args:
@@ -72,14 +75,19 @@ class TransformerEncoderBlock(TransformerBlockBase):
         normalize_first: bool = False,
         share_attention_with: Optional["TransformerEncoderBlock"] = None,
         share_feedforward_with: Optional["TransformerEncoderBlock"] = None,
+        head_width: Optional[int] = None,
         **kwargs,
     ):
         super().__init__(num_heads, intermediate_size, dropout, attention_dropout, activation,
                          layer_norm_epsilon, initializer_range, normalize_first, **kwargs)
+        self.head_width = None if head_width is None else int(head_width)
         # Plain references, deliberately not tracked: the donor is a layer of the owning model
         # in its own right; build() adopts (and so tracks) only the donated sublayers.
         object.__setattr__(self, "share_attention_with", share_attention_with)
         object.__setattr__(self, "share_feedforward_with", share_feedforward_with)
+
+    def _head_width(self, hidden_size):
+        return super()._head_width(hidden_size) if self.head_width is None else self.head_width
 
     def build(self, inputs_shape, padding_mask_shape=None, attention_mask_shape=None):
         self._head_width(inputs_shape[-1])  # refuses a hidden size that num_heads does not divide
@@ -143,3 +151,9 @@ class TransformerEncoderBlock(TransformerBlockBase):
             x = self.attention_layer_norm(x)
         x = self._feedforward(x, training)
         return (x, scores) if return_attention_scores else x
+
+    def get_config(self):
+        config = super().get_config()
+        if self.head_width is not None:  # only pruned blocks: the others' configs stay as they were
+            config["head_width"] = self.head_width
+        return config

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import keras
 import numpy as np
@@ -46,7 +46,9 @@ class Backbone(keras.Model):
             output (after any projection to H) then every layer's output, stacked in one tensor
             so that it serves and slices like the other outputs; hidden_states[-1] is
             sequence_output.
-          output_attentions=True adds `attention_probs`, float [L, B, A, T, T] (after softmax).
+          output_attentions=True adds `attention_probs`, float [L, B, A, T, T] (after softmax;
+            with pruned heads, num_heads_per_layer, A is the most heads of any layer and the
+            layers with fewer end in all-zero heads).
           use_head_mask=True adds the input `head_mask`, float [L, A]: 1 keeps a head, 0 removes
             its attention probabilities (Michel et al., 2019, "Are Sixteen Heads Really Better
             than One?"); like Hugging Face's `head_mask`, values in between scale the head.
@@ -144,15 +146,24 @@ def run_encoder(x, layer_blocks: List[keras.layers.Layer], padding_mask, head_ma
 
     Returns (sequence_output, extra outputs dict). With every option off this is the plain
     loop `x = block(x, padding_mask=padding_mask)`: no other op enters the graph.
+
+    Blocks with fewer heads than others (pruned: encoder_block_list's num_heads_per_layer)
+    read the first entries of their row of `head_mask`, and their attention probabilities are
+    padded with all-zero heads at the end, up to the most heads of any block.
     """
     hidden_states, attention_probs = [x], []
+    most_heads = max(getattr(block, "num_heads", 0) for block in layer_blocks)
     for i, block in enumerate(layer_blocks):
         block_kwargs = {}
+        heads = getattr(block, "num_heads", most_heads)
         if head_mask is not None:
-            block_kwargs["head_mask"] = head_mask[i]
+            block_kwargs["head_mask"] = (head_mask[i] if head_mask.shape[-1] == heads
+                                         else head_mask[i, :heads])
         if output_attentions:
             x, scores = block(x, padding_mask=padding_mask, return_attention_scores=True,
                               **block_kwargs)
+            if heads < most_heads:
+                scores = ops.pad(scores, [[0, 0], [0, most_heads - heads], [0, 0], [0, 0]])
             attention_probs.append(scores)
         else:
             x = block(x, padding_mask=padding_mask, **block_kwargs)
@@ -202,11 +213,25 @@ def encoder_outputs(x, layer_blocks: List[keras.layers.Layer], inputs: Dict, poo
     return {**outputs, **extras}
 
 
-def encoder_block_list(num_layers: int, **block_args) -> List[TransformerEncoderBlock]:
+def encoder_block_list(num_layers: int, num_heads_per_layer: Optional[Sequence[int]] = None,
+                       hidden_size: Optional[int] = None,
+                       **block_args) -> List[TransformerEncoderBlock]:
     """`num_layers` independent TransformerEncoderBlocks named transformer_layer_{i} (the
-    names the converters and checkpoints know), each made with `block_args`."""
-    return [TransformerEncoderBlock(name=f"transformer_layer_{i}", **block_args)
-            for i in range(num_layers)]
+    names the converters and checkpoints know), each made with `block_args`.
+
+    num_heads_per_layer: None, or one head count per layer (a model whose heads were pruned,
+    garden.bertology.prune): block i then has num_heads_per_layer[i] heads, each of the
+    unpruned width hidden_size / block_args' num_heads (1 <= count <= num_heads)."""
+    per_layer = [{}] * num_layers
+    if num_heads_per_layer is not None:
+        num_heads = block_args["num_heads"]
+        counts = [int(n) for n in num_heads_per_layer]
+        if len(counts) != num_layers or not all(1 <= n <= num_heads for n in counts):
+            raise ValueError(f"num_heads_per_layer={counts}: give {num_layers} counts, each "
+                             f"from 1 to num_heads={num_heads}")
+        per_layer = [{"num_heads": n, "head_width": hidden_size // num_heads} for n in counts]
+    return [TransformerEncoderBlock(name=f"transformer_layer_{i}", **{**block_args, **extra})
+            for i, extra in enumerate(per_layer)]
 
 
 def pooler_dense(hidden_size: int, initializer_range: float, dtype=None) -> keras.layers.Dense:

@@ -33,6 +33,8 @@ class BertBackbone(Backbone):
         dtype: None, str or keras.DTypePolicy for every layer (e.g. "mixed_bfloat16").
         output_hidden_states, output_attentions, use_head_mask: bool, the optional outputs
             and head mask input of garden.models.backbone.Backbone (off: the plain graph).
+        num_heads_per_layer: None or L ints, the heads each layer keeps after pruning
+            (garden.bertology.prune: each of width H / num_heads); None = num_heads everywhere.
 
     Example:
         backbone = BertBackbone(vocab_size=1000, num_layers=2, hidden_size=128, num_heads=2, intermediate_size=512)
@@ -58,6 +60,7 @@ class BertBackbone(Backbone):
         output_hidden_states: bool = False,
         output_attentions: bool = False,
         use_head_mask: bool = False,
+        num_heads_per_layer=None,
         **kwargs,
     ):
         # === Layers ===
@@ -67,9 +70,10 @@ class BertBackbone(Backbone):
             dropout=dropout, initializer_range=initializer_range,
             layer_norm_epsilon=layer_norm_epsilon, dtype=dtype, name="embeddings")
         encoder_blocks = encoder_block_list(
-            num_layers, num_heads=num_heads, intermediate_size=intermediate_size, dropout=dropout,
-            activation="gelu", layer_norm_epsilon=layer_norm_epsilon,
-            initializer_range=initializer_range, dtype=dtype)
+            num_layers, num_heads_per_layer, hidden_size, num_heads=num_heads,
+            intermediate_size=intermediate_size, dropout=dropout, activation="gelu",
+            layer_norm_epsilon=layer_norm_epsilon, initializer_range=initializer_range,
+            dtype=dtype)
         pooler = pooler_dense(hidden_size, initializer_range, dtype)
 
         # === Functional graph ===

@@ -44,6 +44,8 @@ class ElectraBackbone(Backbone):
         dtype: None, str or keras.DTypePolicy for every layer (e.g. "mixed_bfloat16").
         output_hidden_states, output_attentions, use_head_mask: bool, the optional outputs
             and head mask input of garden.models.backbone.Backbone (off: the plain graph).
+        num_heads_per_layer: None or L ints, the heads each layer keeps after pruning
+            (garden.bertology.prune: each of width H / num_heads); None = num_heads everywhere.
         embeddings: optional TransformerEmbeddings (hidden_size = E, no projection) to reuse
             instead of making one: the generator takes the discriminator's. Not part of the
             config; ElectraPretrainer re-ties it when it is deserialized.
@@ -74,6 +76,7 @@ class ElectraBackbone(Backbone):
         output_hidden_states: bool = False,
         output_attentions: bool = False,
         use_head_mask: bool = False,
+        num_heads_per_layer=None,
         embeddings: Optional[TransformerEmbeddings] = None,
         **kwargs,
     ):
@@ -93,7 +96,8 @@ class ElectraBackbone(Backbone):
                 hidden_size, kernel_initializer=truncated_normal(initializer_range),
                 dtype=dtype, name="embeddings_project")
         encoder_blocks = encoder_block_list(
-            num_layers, num_heads=num_heads, intermediate_size=intermediate_size, dropout=dropout,
+            num_layers, num_heads_per_layer, hidden_size, num_heads=num_heads,
+            intermediate_size=intermediate_size, dropout=dropout,
             activation="gelu", layer_norm_epsilon=layer_norm_epsilon,
             initializer_range=initializer_range, dtype=dtype)
 

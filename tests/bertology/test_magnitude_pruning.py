@@ -1,0 +1,85 @@
+"""garden.bertology.sparsity: Zhu & Gupta's polynomial schedule against its formula, the
+magnitude masks, and a short fine-tuning that ends at the target sparsity."""
+
+import keras
+import numpy as np
+import pytest
+
+from garden.bertology import sparsity
+from garden.bertology.instrument import layer_blocks
+from garden.models.bert.backbone import BertBackbone
+
+
+def _formula(t, s_i, s_f, t0, n, dt):
+    """s_t = s_f + (s_i - s_f) (1 - (t - t0) / (n dt))^3 (Zhu & Gupta 2017, eq. 1)."""
+    return s_f + (s_i - s_f) * (1 - (t - t0) / (n * dt)) ** 3
+
+
+def test_schedule_equals_the_formula():
+    # s_i = 0.1 -> s_f = 0.8 from t0 = 10 in n = 5 steps of dt = 4 (end 30).
+    schedule = sparsity.PolynomialSchedule(final_sparsity=0.8, initial_sparsity=0.1,
+                                           begin_step=10, end_step=30, frequency=4)
+    updates = [t for t in range(50) if schedule.updates_at(t)]
+    assert updates == [10, 14, 18, 22, 26, 30]
+    for t in updates:
+        assert schedule.sparsity(t) == pytest.approx(_formula(t, 0.1, 0.8, 10, 5, 4), abs=1e-7)
+    assert schedule.sparsity(14) == pytest.approx(0.8 - 0.7 * 0.8 ** 3, abs=1e-7)  # 0.4416
+    assert schedule.sparsity(0) == pytest.approx(0.1) and schedule.sparsity(45) == \
+        pytest.approx(0.8)
+    with pytest.raises(ValueError, match="initial <= final"):
+        sparsity.PolynomialSchedule(final_sparsity=1.0, end_step=10)
+
+
+def test_magnitude_mask_zeroes_the_smallest_weights():
+    weights = np.array([[0.5, -0.1, 0.3], [-0.9, 0.05, -0.2]])
+    np.testing.assert_array_equal(sparsity.magnitude_mask(weights, 0.5),
+                                  [[1, 0, 1], [1, 0, 0]])
+    assert sparsity.magnitude_mask(weights, 0.0).all()
+
+
+def test_prunable_kernels_are_the_dense_kernels_of_a_bert_classifier():
+    backbone = BertBackbone(vocab_size=30, num_layers=2, hidden_size=16, num_heads=2,
+                            intermediate_size=32)
+    head = keras.layers.Dense(3)
+    model = keras.Model(backbone.input, head(backbone(backbone.input)["pooled_output"]))
+    kernels = sparsity.prunable_kernels(model)
+    attention = layer_blocks(backbone)[0].attention
+    # Per layer q, k, v, attention output, intermediate, output; the pooler; the classifier.
+    assert len(kernels) == 2 * 6 + 2
+    ids = {id(k) for k in kernels}
+    assert id(attention.query_dense.kernel) in ids and id(head.kernel) in ids
+    assert not any("embedding" in k.path or "norm" in k.path for k in kernels)
+
+
+def test_fine_tuning_reaches_the_target_sparsity_and_keeps_pruned_weights_at_zero():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(64, 10)).astype("float32")
+    y = (x[:, 0] + x[:, 1] > 0).astype("int32")
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((10,)), keras.layers.Dense(24, activation="relu"),
+                              keras.layers.Dense(2)])
+    model.compile(keras.optimizers.Adam(1e-2),
+                  keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    batches = [(x[i % 4 * 16:][:16], y[i % 4 * 16:][:16]) for i in range(30)]
+    schedule = sparsity.PolynomialSchedule(final_sparsity=0.75, end_step=20, frequency=5)
+    accuracy = lambda: float(np.mean(model.predict(x, verbose=0).argmax(-1) == y))  # noqa
+    result = sparsity.magnitude_prune(model, lambda b: model.train_on_batch(*b), batches,
+                                      schedule, metric=accuracy)
+    assert [p["step"] for p in result["curve"]] == [0, 5, 10, 15, 20]
+    for point in result["curve"]:
+        target = _formula(point["step"], 0.0, 0.75, 0, 4, 5)
+        assert point["target_sparsity"] == pytest.approx(target, abs=1e-7)
+        assert point["sparsity"] == pytest.approx(target, abs=1 / 48)  # rounding per kernel
+    kernels = [layer.kernel.numpy() for layer in model.layers]
+    # round(0.75 * 240) = 180 and round(0.75 * 48) = 36 zeros, 10 steps after the last update.
+    assert [int(np.sum(k == 0)) for k in kernels] == [180, 36]
+    assert result["sparsity"] == pytest.approx(0.75) and result["target_sparsity"] == 0.75
+    assert result["curve"][-1]["metric"] > 0.75  # still learns the task at 75% sparsity
+    assert all(v == pytest.approx(0.75) for v in result["variables"].values())
+
+
+def test_sparsity_curve_plot(tmp_path):
+    result = {"curve": [{"sparsity": 0.0, "metric": 0.9}, {"sparsity": 0.5, "metric": 0.8},
+                        {"sparsity": 0.7, "metric": None}]}
+    sparsity.plot_sparsity_curve(result, str(tmp_path / "s.png"))
+    assert (tmp_path / "s.png").stat().st_size > 1000
