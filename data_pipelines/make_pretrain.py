@@ -71,29 +71,25 @@ from __future__ import annotations
 
 import argparse
 import collections
-import contextlib
-import gc
 import hashlib
 import heapq
 import json
 import logging
 import math
 import pickle
-import struct
 import sys
 import uuid
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import apache_beam as beam
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import PipelineOptions
 
-from data_pipelines import (beam_options, features, flags, gcs, jobs, objectives, output, progress, sources,
-                            tokenizers)
+from data_pipelines import features, flags, jobs, objectives, output, sources, tokenizers
 from data_pipelines.counters import SumDictsFn, count as _count
 from data_pipelines.objectives import base
 from data_pipelines.tfrecord import write_tfrecords
+from data_pipelines.workfiles import encode_entries, gc_paused, read_entries
 
 _LOG = logging.getLogger("data_pipelines.make_pretrain")
 
@@ -240,20 +236,6 @@ def tokenize_documents(tokenizer, objective: base.Objective,
     return out
 
 
-@contextlib.contextmanager
-def gc_paused():
-    """Python's cyclic garbage collector off for a block that allocates millions of small lists
-    and no cycles (a pool's pieces and instances): its passes over them cost 40% of the time
-    of making BERT instances. Reference counting still frees everything."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 # ---------------------------------------------------------------------------------------------
 # Work files. Bulk data (tokenized documents, serialized instances) moves between the stages
 # through files under ``<output_dir>/_work-<run id>/``, written and read with Beam's
@@ -266,8 +248,6 @@ def gc_paused():
 # documents, so a random-next partner comes from 8 places of the corpus (hashed anew per dupe
 # pass), and a tokenizer call sees a few thousand sentences.
 POOL_CHUNKS = 8
-_ENTRY = struct.Struct("<HI")  # pool files: (key length, record length), key, record
-_READ_BLOCK = 64 << 10  # per pool range while merging a shard
 
 
 def documents_per_chunk(pool_size: int) -> int:
@@ -284,44 +264,6 @@ def write_chunk(path: str, docs: Sequence[base.Doc]) -> None:
 
 def read_chunk(path: str) -> List[base.Doc]:
     return [base.Doc(doc_id, segments, units) for doc_id, segments, units in pickle.loads(output.read_bytes(path))]
-
-
-def encode_entries(entries: Sequence[Tuple[str, bytes]]) -> bytes:
-    """(sort key, record) pairs -> bytes of a pool file range."""
-    parts = []
-    for key, record in entries:
-        k = key.encode("ascii")
-        parts.append(_ENTRY.pack(len(k), len(record)))
-        parts.append(k)
-        parts.append(record)
-    return b"".join(parts)
-
-
-def read_entries(path: str, offset: int, length: int, block: int = _READ_BLOCK) -> Iterator[Tuple[str, bytes]]:
-    """The (sort key, record) pairs of a range of a pool file, read ``block`` bytes at a time
-    (the file is opened per block, so a merge over many ranges holds no file handles)."""
-    pos, end = offset, offset + length
-    buf, i = b"", 0  # entries are parsed at buf[i:]; buf is only replaced on a refill
-    while True:
-        left = len(buf) - i
-        need = _ENTRY.size + sum(_ENTRY.unpack_from(buf, i)) if left >= _ENTRY.size else _ENTRY.size
-        if left < need:
-            if pos >= end:
-                if left:
-                    raise ValueError(f"{path}: truncated entry at byte {pos - left} (a corrupt work file)")
-                return
-            with FileSystems.open(path, compression_type="uncompressed") as f:
-                f.seek(pos)
-                more = f.read(min(max(block, need - left), end - pos))
-            if not more:
-                raise ValueError(f"{path}: ends at byte {pos}, expected {end} (a corrupt work file)")
-            pos += len(more)
-            buf, i = buf[i:] + more, 0
-            continue
-        key_len, rec_len = _ENTRY.unpack_from(buf, i)
-        start = i + _ENTRY.size
-        i = start + key_len + rec_len
-        yield buf[start:start + key_len].decode("ascii"), buf[start + key_len:i]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -650,19 +592,11 @@ def build_pipeline(p: beam.Pipeline, args, vocab: base.Vocab, work_dir: str) -> 
 
 
 # ---------------------------------------------------------------------------------------------
-# Command line
-
-_add_bool = flags.add_bool
+# Command line (the launch steps are data_pipelines/jobs.py's)
 
 
 def make_parser(objective: Optional[base.Objective] = None) -> argparse.ArgumentParser:
-    head, _, rest = __doc__.partition("\n\n")
-    p = argparse.ArgumentParser(
-        prog="python -m data_pipelines.make_pretrain",
-        description=head + "\n\n" + beam_options.PASS_THROUGH_HELP
-        + " `--objective=NAME --help` lists that objective's own flags.",
-        epilog=rest, formatter_class=argparse.RawDescriptionHelpFormatter,
-        allow_abbrev=False)  # an abbreviation must never swallow a Beam option
+    p = jobs.new_parser(JOB, __doc__, "`--objective=NAME --help` lists that objective's own flags.")
     p.add_argument("--objective", required=True, choices=objectives.NAMES,
                    help="pre-training objective (docs/objectives.md): "
                    + ", ".join(objectives.NAMES))
@@ -680,7 +614,7 @@ def make_parser(objective: Optional[base.Objective] = None) -> argparse.Argument
                    "(ernie); without it ernie uses its documented heuristic")
     p.add_argument("--tfds_data_dir", default=None,
                    help="tensorflow-datasets data_dir holding the prepared dataset (nothing is downloaded)")
-    p.add_argument("--output_dir", required=True, help="directory for shards, info.json, stats.json, COMPLETED")
+    jobs.add_output_flags(p)
     p.add_argument("--vocab", required=True,
                    help="vocabulary from data_pipelines.make_vocab: vocab.txt (wordpiece), *.model "
                    "(sentencepiece) or vocab.json with merges.txt beside it (bpe)")
@@ -690,23 +624,21 @@ def make_parser(objective: Optional[base.Objective] = None) -> argparse.Argument
     p.add_argument("--max_seq_length", type=int, default=128, help="tokens per instance (default %(default)s)")
     p.add_argument("--dupe_factor", type=int, default=10,
                    help="passes over the corpus, each with fresh masks and pairs (default %(default)s)")
-    _add_bool(p, "do_lower_case", True,
-              "lower-case before tokenizing; must match the vocabulary (make_vocab --lower_case). A cased "
-              "--vocab (pieces with capitals) with lower-casing on, or an uncased-looking one with it off, "
-              "gets one warning naming the vocabulary and what to pass (data_pipelines/casing.py); the run "
-              "goes on, since lower-casing text for a cased model can be meant")
+    flags.add_bool(p, "do_lower_case", True,
+                   "lower-case before tokenizing; must match the vocabulary (make_vocab --lower_case). A cased "
+                   "--vocab (pieces with capitals) with lower-casing on, or an uncased-looking one with it off, "
+                   "gets one warning naming the vocabulary and what to pass (data_pipelines/casing.py); the run "
+                   "goes on, since lower-casing text for a cased model can be meant")
     p.add_argument("--seed", type=int, default=12345, help="the job's seed (default %(default)s)")
     p.add_argument("--num_shards", type=int, default=4,
                    help="output files; each is sorted in one worker's memory, so keep shards to a few "
                    "hundred MB (default %(default)s)")
-    _add_bool(p, "compress", False, "write GZIP-compressed .tfrecord.gz shards")
-    _add_bool(p, "in_graph_tokenizer", False,
-              "wordpiece: tokenize with tensorflow-text's FastBertTokenizer (the tokenizer of training and "
-              "serving) instead of data_pipelines.wordpiece. Same ids (tested); about 2x faster per MB once "
-              "loaded, but every worker process imports TensorFlow (about 4.4 CPU-s and 0.7 GB), which pays "
-              "off above roughly 120 MB of text per worker process (benchmarks/README.md, Tokenizers). The "
-              "other tokenizer kinds always use their tensorflow-text / keras-hub op")
-    _add_bool(p, "overwrite", False, "replace an existing completed output directory")
+    flags.add_bool(p, "in_graph_tokenizer", False,
+                   "wordpiece: tokenize with tensorflow-text's FastBertTokenizer (the tokenizer of training and "
+                   "serving) instead of data_pipelines.wordpiece. Same ids (tested); about 2x faster per MB once "
+                   "loaded, but every worker process imports TensorFlow (about 4.4 CPU-s and 0.7 GB), which pays "
+                   "off above roughly 120 MB of text per worker process (benchmarks/README.md, Tokenizers). The "
+                   "other tokenizer kinds always use their tensorflow-text / keras-hub op")
     p.add_argument("--random_document_pool_size", type=int, default=1000,
                    help="documents per pool: random-next/SOP partners are drawn from, and packing objectives "
                    "concatenate, the documents of a pool of about this size (chunks of pool_size/8 consecutive "
@@ -736,66 +668,31 @@ def _objective_tokenizer(name: str) -> str:
         return "?"
 
 
-def parse_args(argv: Optional[Sequence[str]] = None):
-    """Our flags (common + the objective's) and the rest (Beam pipeline options)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    pre = argparse.ArgumentParser(prog="python -m data_pipelines.make_pretrain", add_help=False,
-                                  allow_abbrev=False)  # its errors name the command as typed
-    pre.add_argument("--objective", choices=objectives.NAMES)
-    known, _ = pre.parse_known_args(argv)
-    objective = objectives.get(known.objective) if known.objective else None
-    parser = make_parser(objective)
-    args, beam_args = beam_options.split_args(parser, argv, hint=f"or of --objective={known.objective}")
-    for name in ("max_seq_length", "dupe_factor", "num_shards", "random_document_pool_size", "max_line_bytes"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name} must be >= 1, got {getattr(args, name)}")
-    if not args.progress_seconds >= 0:
-        parser.error(f"--progress_seconds must be >= 0 (0: no progress lines), got {args.progress_seconds}")
+def _resolve(args, objective: base.Objective) -> None:
     args.tokenizer = args.tokenizer or objective.tokenizer
     args.input_format = sources.input_format(args.input, args.input_format)
-    try:
-        objective.make_options(args)
-    except ValueError as e:
-        parser.error(f"--objective={objective.name}: {e}")
-    return args, beam_args
 
 
-def run(argv: Optional[Sequence[str]] = None) -> dict:
-    """Runs the job; returns the stats (or, for a dry run, {"dry_run": path}). Bad input or an
-    unusable output directory ends it with SystemExit("error: ...")."""
-    args, beam_args = parse_args(argv)
-    pipeline_options = PipelineOptions(beam_args)
-    dry_run = beam_options.is_dry_run(pipeline_options)
-    try:
-        gcs.check_credentials(jobs.checked_paths(args, dry_run))
-        # Clear VocabularyError naming the file; the Vocab (ids, roles) travels to the workers.
-        tokenizer = jobs.load_tokenizer(args.tokenizer, args.vocab, args.do_lower_case, _LOG)
-        build = lambda p, work_dir: build_pipeline(p, args, tokenizer.vocab, work_dir)  # noqa: E731
-        if dry_run:
-            return jobs.dry_run(pipeline_options, build, args.output_dir)
-        files = jobs.list_input(args)
-        _LOG.info("input %s: %d files", args.input, len(files))
-        with output.OutputLock(args.output_dir, "make_pretrain"):
-            return _run_locked(args, beam_args, pipeline_options, tokenizer, build)
-    except (sources.InputError, output.OutputError, gcs.CredentialsError) as e:
-        raise SystemExit(f"error: {e}") from e
+def _describe(args, n, elapsed: float) -> str:
+    return (f"progress after {elapsed:.0f} s: {n['chunks']} chunks of up to "
+            f"{documents_per_chunk(args.random_document_pool_size)} documents read and tokenized, "
+            f"{n['pools']} pools of instances made (dupe passes x pools), "
+            f"{n['shards']} of {args.num_shards} shards written")
 
 
-def _run_locked(args, beam_args, pipeline_options, tokenizer, build) -> dict:
-    """The run proper, with the output directory locked: prepare it, run the pipeline, write
-    info.json and COMPLETED."""
-    output.prepare(args.output_dir, args.overwrite, SPLIT)
-    _LOG.info("running %s: objective=%s dupe_factor=%d max_seq_length=%d num_shards=%d -> %s",
-              beam_options.runner_name(pipeline_options), args.objective, args.dupe_factor,
-              args.max_seq_length, args.num_shards, args.output_dir)
-    jobs.run_pipeline(pipeline_options, build, args.output_dir, lambda work_dir: _progress(args, work_dir))
+def _info(args, objective: base.Objective, options, files, stats: dict) -> dict:
+    """info.json beyond the shared fields: what a reader checks the data against its config
+    with (garden/data.py)."""
+    return {"recipe": objective.recipe, "max_seq_length": args.max_seq_length,
+            "max_predictions_per_seq": getattr(args, "max_predictions_per_seq", None)}
 
-    stats = json.loads(output.read_text(FileSystems.join(args.output_dir, "stats.json")))
-    shard_files = [shard_name(args.output_dir, s, args.num_shards, args.compress) for s in range(args.num_shards)]
-    read = (f" (files read {stats['files_read']}, documents read {stats['documents_read']}, dropped "
+
+def _summary(stats) -> str:
+    return (f" (files read {stats['files_read']}, documents read {stats['documents_read']}, dropped "
             f"{stats['documents_dropped']}, lines skipped {stats['lines_skipped']})")
-    output.complete(args.output_dir, _info(args, beam_args, tokenizer, shard_files, stats), shard_files,
-                    stats["instances"], summary=read)
+
+
+def _finish(args, stats) -> None:
     _LOG.info("files read %d, documents read %d (dropped %s), lines skipped %s",
               stats["files_read"], stats["documents_read"], stats["documents_dropped"], stats["lines_skipped"])
     if stats["lines_skipped"]:
@@ -804,40 +701,28 @@ def _run_locked(args, beam_args, pipeline_options, tokenizer, build) -> dict:
                      sources.SkipLog.SHOWN)
     print(f"wrote {stats['instances']} {args.objective} instances to {args.output_dir} "
           f"({args.num_shards} shards, stats.json, info.json, COMPLETED)")
-    return stats
 
 
-def _progress(args, work_dir: str) -> progress.Progress:
-    """Progress lines while the pipeline runs, from its work files and finished shards."""
-    shards = FileSystems.join(args.output_dir, f"{SPLIT}-*-of-{args.num_shards:05d}.tfrecord"
-                              + (".gz" if args.compress else ""))
-    patterns = {"chunks": FileSystems.join(work_dir, "chunks", "*.pkl"),
-                "pools": FileSystems.join(work_dir, "pools", "*.bin"), "shards": shards}
-    per_chunk = documents_per_chunk(args.random_document_pool_size)
-
-    def describe(n, elapsed):
-        return (f"progress after {elapsed:.0f} s: {n['chunks']} chunks of up to {per_chunk} documents "
-                f"read and tokenized, {n['pools']} pools of instances made (dupe passes x pools), "
-                f"{n['shards']} of {args.num_shards} shards written")
-
-    return progress.Progress(patterns, describe, args.progress_seconds, _LOG)
+JOB = jobs.Job(
+    name="make_pretrain", log=_LOG, selector="objective", choices=objectives.NAMES, get=objectives.get,
+    make_parser=make_parser,
+    positive=("max_seq_length", "dupe_factor", "num_shards", "random_document_pool_size", "max_line_bytes"),
+    resolve=_resolve, split=lambda args: SPLIT,
+    build=lambda p, args, tokenizer, work_dir: build_pipeline(p, args, tokenizer.vocab, work_dir),
+    spec=lambda objective, options: objective.feature_spec(options),
+    stages={"chunks": ("chunks", "*.pkl"), "pools": ("pools", "*.bin")}, describe=_describe,
+    info=_info, summary=_summary, finish=_finish)
 
 
-def _info(args, beam_args, tokenizer, shard_files: Sequence[str], stats: dict) -> dict:
-    """info.json: what a reader needs to check the data against its config (garden/data.py)."""
-    objective = objectives.get(args.objective)
-    options = objective.make_options(args)
-    return {
-        "format_version": features.FORMAT_VERSION,
-        "objective": args.objective,
-        "recipe": objective.recipe,
-        "split": SPLIT,
-        "max_seq_length": args.max_seq_length,
-        "max_predictions_per_seq": getattr(args, "max_predictions_per_seq", None),
-        **jobs.info_fields(args, beam_args, tokenizer, options, objective.feature_spec(options),
-                           shard_files),
-        "instances": {"total": stats["instances"], "per_shard": stats["instances_per_shard"]},
-    }
+def parse_args(argv: Optional[Sequence[str]] = None):
+    """Our flags (common + the objective's) and the rest (Beam pipeline options)."""
+    return jobs.parse_args(JOB, argv)
+
+
+def run(argv: Optional[Sequence[str]] = None) -> dict:
+    """Runs the job; returns the stats (or, for a dry run, {"dry_run": path}). Bad input or an
+    unusable output directory ends it with SystemExit("error: ...")."""
+    return jobs.launch(JOB, argv)
 
 
 def main(argv=None) -> None:

@@ -37,7 +37,6 @@ import glob
 import html
 import json
 import os
-import posixpath
 import sys
 import time
 from typing import Dict, List, Optional, Sequence
@@ -64,60 +63,25 @@ class Opened:
     text_b: bool = False  # the classification task reads sentence pairs
 
 
-def _vocab_tokens(packer) -> List[str]:
-    from garden.extract_features import tokens_of
-
-    return tokens_of(packer.vocab_path, packer, packer.kind, packer.lower_case)
-
-
 def open_model(path: str, max_seq_length: int) -> Opened:
-    """A garden.convert directory or a garden.train run directory, opened; ValueError naming
-    the path when it is neither."""
-    from garden import pretrained
-    from garden.serving.text import load_packer
+    """A garden.convert directory or a garden.train run directory, opened by garden.runs (a
+    run's task model is built and restored: `heads` scores with its classifier); ValueError
+    naming the path when it is neither."""
+    from garden import runs
 
-    converted = pretrained.open_converted(path)
-    if converted is not None:
-        tok = converted.tokenizer
-        packer = load_packer(converted.vocab, max_seq_length, kind=tok.get("tokenizer"),
-                             lower_case=bool(converted.lower_case), layout=tok.get("layout"))
-        backbone = converted.backbone_class().from_config(converted.config)
-        from garden.tasks.shared import restore_backbone
-
-        restore_backbone(backbone, converted.checkpoint, "backbone", "garden.analyze")
-        return Opened(backbone, packer, _vocab_tokens(packer), converted.describe())
-    if not os.path.exists(posixpath.join(path, "operative_config.gin")):
-        raise ValueError(f"--model={path} is neither a garden.convert output directory (no "
-                         f"convert_info.json) nor a garden.train run directory (no "
-                         f"operative_config.gin)")
-    return _open_run(path, max_seq_length)
-
-
-def _open_run(path: str, max_seq_length: int) -> Opened:
-    """A garden.train run: its task rebuilt from operative_config.gin, restored from the
-    latest checkpoint."""
-    import gin
-
-    from garden.tasks.shared import restore_run
-
-    task, objects, ckpt = restore_run(path, f"--model={path}")
-    if "backbone" not in objects:
-        raise ValueError(f"--model={path}: its task {type(task).__name__} has no encoder "
-                         f"backbone to analyse")
-    from garden.serving.text import load_packer
-
-    task_packer = getattr(task, "packer", None)
-    if task_packer is None:  # a pretraining run: its vocabulary, the BERT layout
-        packer = load_packer(gin.query_parameter("%VOCAB"), max_seq_length)
-    else:  # the task's tokenizer, casing and layout at --max_seq_length
-        packer = load_packer(task_packer.vocab_path, max_seq_length, kind=task_packer.kind,
-                             lower_case=task_packer.lower_case, layout=task_packer.layout)
-    model = objects.get("model")
-    return Opened(objects["backbone"], packer, _vocab_tokens(packer),
-                  f"{type(objects['backbone']).__name__} of {path} ({posixpath.basename(ckpt)})",
-                  classifier=getattr(model, "classifier_dense", None),
-                  labels=list(getattr(task, "label_names", None) or []) or None,
-                  text_b=bool(getattr(task, "text_b", False)))
+    try:
+        run = runs.open(path, [runs.CONVERTED, runs.MODEL_DIR], who="garden.analyze")
+    except runs.RunError as e:
+        raise ValueError(f"--model={e}") from None
+    model, labels, text_b = None, None, False
+    if run.kind == runs.MODEL_DIR:
+        model = run.task_model()
+        labels = list(getattr(run.task, "label_names", None) or []) or None
+        text_b = bool(getattr(run.task, "text_b", False))
+    packer = run.packer(max_seq_length)
+    return Opened(run.backbone(max_seq_length=max_seq_length), packer, run.tokens(),
+                  run.description, classifier=getattr(model, "classifier_dense", None),
+                  labels=labels, text_b=text_b)
 
 
 def read_sentences(pattern: str, limit: int) -> List[str]:

@@ -33,8 +33,8 @@ Progress (examples done, rate) goes to stderr every --progress_seconds.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
-import posixpath
 import sys
 import time
 from typing import List, Optional, Sequence, Tuple
@@ -87,36 +87,7 @@ def read_lines(path: str) -> Tuple[List[int], List[str], Optional[List[str]]]:
     return numbers, a, (b if pairs[0] else None)
 
 
-def backbone_from_run(model_dir: str, gin_params: Sequence[str]):
-    """(backbone factory, vocab, lower_case, tokenizer kind, checkpoint prefix, checkpoint
-    object, the garden.convert directory the run started from or None) of a fine-tuning
-    run."""
-    import gin
-    import tensorflow as tf
-
-    from garden import tasks, train  # noqa: F401 (registers train and the task table)
-
-    tasks.register_with_gin()
-    config = posixpath.join(model_dir, "operative_config.gin")
-    if not tf.io.gfile.exists(config):
-        raise FileNotFoundError(f"{model_dir} has no operative_config.gin: not a garden.train "
-                                f"run directory (use --init_checkpoint with --config)")
-    gin.clear_config()
-    gin.parse_config_files_and_bindings([config], list(gin_params), skip_unknown=True)
-    task = gin.query_parameter("train.task").scoped_configurable_fn()
-    if not hasattr(task, "backbone_fn") or not hasattr(task, "vocab"):
-        raise ValueError(f"{model_dir}: task {type(task).__name__} has no backbone factory and "
-                         f"vocabulary (a fine-tuning run is needed; for a pretraining "
-                         f"checkpoint use --init_checkpoint with --config and --vocab)")
-    ckpt = tf.train.latest_checkpoint(posixpath.join(model_dir, "checkpoints"))
-    if ckpt is None:
-        raise FileNotFoundError(f"no checkpoint in {model_dir}/checkpoints")
-    kind = getattr(task, "tokenizer_kind", None) or getattr(task, "tokenizer", None)
-    return (task.backbone_fn, task.vocab, task.lower_case, kind, ckpt, "backbone",
-            getattr(task, "_converted", None))
-
-
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m garden.extract_features",
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--model_dir", help="a garden.train fine-tuning run directory")
@@ -137,89 +108,100 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--max_seq_length", type=int, default=128)
     p.add_argument("--batch_size", type=int, default=32)
     p.add_argument("--progress_seconds", type=float, default=10.0)
+    return p
+
+
+def open_backbone(args) -> Tuple[object, "runs.TextSettings", str]:
+    """(backbone with hidden states, weights restored; its text settings with the flags'
+    overrides; the checkpoint) of --model_dir or --init_checkpoint (module docstring)."""
+    from garden import pretrained, runs
+
+    if args.init_checkpoint and not pretrained.is_converted(args.init_checkpoint):
+        return backbone_from_gin(args)
+    if args.model_dir:
+        run = runs.open(args.model_dir, [runs.MODEL_DIR], who="extract_features",
+                        gin_params=args.gin_param)
+        text = run.text
+    else:  # a garden.convert directory: flags and bindings that contradict it are refused
+        run = runs.open(args.init_checkpoint, [runs.CONVERTED], who="extract_features")
+        pretrained.check_bindings(run.converted, gin_factory(args))
+        _, vocab, lower_case, kind, layout = pretrained.text_settings(
+            "garden.extract_features", args.init_checkpoint, args.vocab, args.lower_case,
+            args.tokenizer)
+        text = runs.TextSettings(vocab, kind, lower_case, layout)
+    backbone = run.backbone(output_hidden_states=True, max_seq_length=args.max_seq_length)
+    overrides = {"vocab": args.vocab, "lower_case": args.lower_case,
+                 "tokenizer_kind": args.tokenizer}
+    text = dataclasses.replace(text, **{k: v for k, v in overrides.items() if v is not None})
+    return backbone, text, run.checkpoint
+
+
+def gin_factory(args):
+    """The --backbone factory, with --config and --gin_param parsed."""
+    import gin
+
+    from garden.models import factory as factories  # registers the gin factories
+
+    gin.clear_config()
+    gin.parse_config_files_and_bindings(args.config, args.gin_param)
+    return getattr(factories, args.backbone)
+
+
+def backbone_from_gin(args):
+    """open_backbone of a checkpoint prefix or run directory with --config and --vocab."""
+    from garden import runs
+    from garden.tasks.sentence_classification import resolve_init_checkpoint
+    from garden.tasks.shared import make_backbone, restore_backbone
+
+    factory = gin_factory(args)
+    text = runs.TextSettings(args.vocab, args.tokenizer,
+                             True if args.lower_case is None else args.lower_case)
+    backbone = make_backbone(factory, text.packer(args.max_seq_length), output_hidden_states=True)
+    ckpt = resolve_init_checkpoint(args.init_checkpoint, args.checkpoint_object)
+    restore_backbone(backbone, ckpt, args.checkpoint_object, "extract_features")
+    return backbone, text, ckpt
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = build_parser()
     args = p.parse_args(list(argv) if argv is not None else None)
     if bool(args.model_dir) == bool(args.init_checkpoint):
         p.error("give exactly one of --model_dir and --init_checkpoint")
     from garden import pretrained
 
-    try:
-        converted = pretrained.open_converted(args.init_checkpoint) if args.init_checkpoint \
-            else None
-    except ValueError as e:  # converted by an older garden.convert
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    if args.init_checkpoint and converted is None and (not args.config or not args.vocab):
+    if args.init_checkpoint and not pretrained.is_converted(args.init_checkpoint) and (
+            not args.config or not args.vocab):
         p.error("--init_checkpoint needs --config (a model size gin file) and --vocab (or is "
                 "a garden.convert output directory)")
     try:
         layers = parse_layers(args.layers)
         numbers, texts_a, texts_b = read_lines(args.input)
-    except (ValueError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-
-    import gin
-    import tensorflow as tf
-
-    from garden.serving.text import load_packer
-    from garden.tasks.sentence_classification import resolve_init_checkpoint
-    from garden.tasks.shared import make_backbone, restore_backbone
-
-    layout = None
-    try:
-        if args.model_dir:
-            factory, vocab, lower_case, kind, ckpt, obj, converted = backbone_from_run(
-                args.model_dir, args.gin_param)
-            if converted is not None:
-                layout = converted.tokenizer.get("layout")
-        elif converted is not None:
-            from garden.models import factory as factories  # registers the gin factories
-
-            gin.clear_config()
-            gin.parse_config_files_and_bindings(args.config, args.gin_param)
-            factory = getattr(factories, args.backbone)
-            _, vocab, lower_case, kind, layout = pretrained.text_settings(
-                "garden.extract_features", args.init_checkpoint, args.vocab, args.lower_case,
-                args.tokenizer)
-            ckpt, obj = converted.checkpoint, "backbone"
-        else:
-            from garden.models import factory as factories  # registers the gin factories
-
-            gin.clear_config()
-            gin.parse_config_files_and_bindings(args.config, args.gin_param)
-            factory = getattr(factories, args.backbone)
-            vocab, lower_case, kind, obj = args.vocab, True, args.tokenizer, args.checkpoint_object
-            ckpt = resolve_init_checkpoint(args.init_checkpoint, obj)
+        backbone, text, ckpt = open_backbone(args)
+        packer = text.packer(args.max_seq_length)
     except (ValueError, FileNotFoundError, AttributeError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    vocab = args.vocab or vocab
-    lower_case = lower_case if args.lower_case is None else args.lower_case
-    packer = load_packer(vocab, args.max_seq_length, kind=args.tokenizer or kind,
-                         lower_case=lower_case, layout=layout)
-    try:
-        if converted is not None:  # the converted architecture, not the factory's preset
-            backbone = pretrained.build_backbone(
-                converted, factory, "extract_features", output_hidden_states=True,
-                vocab_size=packer.vocab_size, max_seq_length=args.max_seq_length)
-        else:
-            backbone = make_backbone(factory, packer, output_hidden_states=True)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    restore_backbone(backbone, ckpt, obj, "extract_features")
     depth = int(backbone.output["hidden_states"].shape[0]) - 1
     bad = [i for i in layers if not -depth <= i <= depth]
     if bad:
         print(f"error: --layers {bad} outside the backbone's layers (-{depth}..{depth}; 0 is "
               f"the embeddings)", file=sys.stderr)
         return 2
-    tokens = tokens_of(vocab, packer, args.tokenizer or kind, lower_case)
-    backbone_inputs = set(backbone.input) if isinstance(backbone.input, dict) else \
-        set(packer.input_names)
     print(f"[extract_features] {len(numbers)} examples from {args.input}, layers {layers} of "
           f"{depth}, checkpoint {ckpt}", file=sys.stderr, flush=True)
+    write_features(args, backbone, packer, text.tokens(), layers, numbers, texts_a, texts_b)
+    print(f"[extract_features] wrote {args.output}" + (f" and {args.numpy}" if args.numpy else ""),
+          file=sys.stderr, flush=True)
+    return 0
 
+
+def write_features(args, backbone, packer, tokens: List[str], layers: List[int],
+                   numbers: List[int], texts_a: List[str], texts_b: Optional[List[str]]) -> None:
+    """The JSON Lines file (written beside, then renamed into place) and the --numpy arrays."""
+    import tensorflow as tf
+
+    backbone_inputs = set(backbone.input) if isinstance(backbone.input, dict) else \
+        set(packer.input_names)
     arrays = {f"layer_{i}": [] for i in layers} if args.numpy else None
     ids_all, masks_all = [], []
     start = last = time.time()
@@ -257,18 +239,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         np.savez(args.numpy, token_ids=np.concatenate(ids_all), line_numbers=np.asarray(numbers),
                  padding_mask=np.concatenate(masks_all),
                  **{k: np.concatenate(v) for k, v in arrays.items()})
-    print(f"[extract_features] wrote {args.output}" + (f" and {args.numpy}" if args.numpy else ""),
-          file=sys.stderr, flush=True)
-    return 0
-
-
-def tokens_of(vocab: str, packer, kind, lower_case) -> List[str]:
-    """Token strings by id (the vocabulary's own spelling)."""
-    from data_pipelines import tokenizers
-
-    tok = tokenizers.load_tokenizer(kind or tokenizers.detect_kind(vocab), vocab,
-                                    lower_case=lower_case)
-    return list(tok.vocab.tokens)
 
 
 if __name__ == "__main__":

@@ -315,12 +315,12 @@ def load_scorer(args) -> Scorer:
         if family.lm:
             importlib.import_module(family.lm.split(":")[0])
 
-    from garden import generate
+    from garden import generate, runs
 
     if os.path.exists(os.path.join(args.model_dir, generate.CONFIG_FILE)):
         # A garden.generate model directory (garden.convert, save_model_dir): the model, its
         # vocabulary and ids as recorded; flags given explicitly still win.
-        loaded = generate.load_model_dir(args.model_dir)
+        loaded = runs.open(args.model_dir, [runs.GENERATE], who="garden.fewshot").generation()
         return Scorer(loaded.model, loaded.tokenizer,
                       eos_id=loaded.eos_id if args.eos_id is None else args.eos_id,
                       pad_id=loaded.pad_id if args.pad_id is None else args.pad_id,

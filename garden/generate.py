@@ -50,7 +50,6 @@ from __future__ import annotations
 import argparse
 import codecs
 import dataclasses
-import importlib
 import json
 import os
 import re
@@ -194,43 +193,11 @@ def save_model_dir(model_dir: str, model, *, tokenizer_kind: str, vocab: str, eo
 
 
 def load_model_dir(model_dir: str) -> GenerationModel:
-    """Read a model directory (module docstring), with errors that name the file at fault."""
-    import keras
+    """Read a model directory (module docstring), with errors that name the file at fault
+    (garden.runs opens it, as every tool opens a model)."""
+    from garden import runs
 
-    from data_pipelines.tokenizers import load_tokenizer
-
-    config_path = os.path.join(model_dir, CONFIG_FILE)
-    if not os.path.exists(config_path):
-        raise FileNotFoundError(f"{config_path} does not exist: --model_dir must be a directory "
-                                f"written by garden.generate.save_model_dir ({CONFIG_FILE}, "
-                                f"{MODEL_FILE} and the vocabulary)")
-    try:
-        with open(config_path) as f:
-            config = json.load(f)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{config_path} is not JSON ({e})") from None
-    if config.get("format") != FORMAT:
-        raise ValueError(f"{config_path}: format {config.get('format')!r}, expected {FORMAT!r}")
-    missing = [k for k in ("model_module", "model_class", "tokenizer", "vocab", "eos_id",
-                           "pad_id") if k not in config]
-    if missing:
-        raise ValueError(f"{config_path} lacks {missing}")
-    try:
-        cls = getattr(importlib.import_module(config["model_module"]), config["model_class"])
-    except (ImportError, AttributeError) as e:
-        raise ValueError(f"{config_path}: cannot import the model class "
-                         f"{config['model_module']}.{config['model_class']} ({e})") from None
-    custom = {cls.__name__: cls, keras.saving.get_registered_name(cls): cls}
-    model = keras.saving.load_model(os.path.join(model_dir, MODEL_FILE), custom_objects=custom,
-                                    compile=False)
-    tokenizer = load_tokenizer(config["tokenizer"], os.path.join(model_dir, config["vocab"]),
-                               lower_case=bool(config.get("lower_case", False)))
-    return GenerationModel(model=model, tokenizer=tokenizer, eos_id=int(config["eos_id"]),
-                           pad_id=int(config["pad_id"]),
-                           prompt_prefix_ids=list(config.get("prompt_prefix_ids", [])),
-                           encoder_prefix_ids=list(config.get("encoder_prefix_ids", [])),
-                           encoder_suffix_ids=list(config.get("encoder_suffix_ids", [])),
-                           decoder_start_ids=list(config.get("decoder_start_ids", [])))
+    return runs.open(model_dir, [runs.GENERATE], who="garden.generate").generation()
 
 
 # --- the command line --------------------------------------------------------------------------

@@ -295,8 +295,11 @@ def _same(a, b) -> bool:
 
 def check_bindings(converted: Converted, factory) -> Dict:
     """The backbone config of `converted` with the config's dropout-type bindings applied;
-    ConvertedCheckpointError for a bound architecture argument of another value."""
+    ConvertedCheckpointError for a bound architecture argument of another value. factory None:
+    no config (garden.runs opening the directory by itself), the recorded config as is."""
     config = converted.config
+    if factory is None:
+        return config
     for key, (selector, value) in _bindings(factory).items():
         if "dropout" in key:
             if key in config and value is not None:

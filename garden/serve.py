@@ -124,29 +124,36 @@ def _bind_failure(host: str, port: int) -> str:
     return ""
 
 
+def _model_configs(args):
+    """(the models to serve, None), or (None, why the flags are refused in one line), before
+    any port is bound or model loaded."""
+    from garden.serving.server_config import ConfigError, model_configs
+
+    for flag in ("intra", "inter"):
+        if getattr(args, f"tensorflow_{flag}_op_parallelism") < 0:
+            return None, (f"--tensorflow_{flag}_op_parallelism must be >= 0 (0: TensorFlow's "
+                          f"default)")
+    try:
+        configs = model_configs(args.model_name, args.model_base_path, args.model_config_file)
+    except ConfigError as e:
+        return None, str(e)
+    for c in configs:
+        if "://" not in c.base_path and not _has_version(c.base_path):
+            what = ("does not exist" if not os.path.exists(c.base_path) else
+                    "holds no version directory <N>/ (garden.export writes <base_path>/<N>/saved_model.pb)")
+            return None, f"model {c.name}: base path {c.base_path} {what}"
+    return configs, None
+
+
 def main(argv: Optional[Iterable[str]] = None) -> int:
     args = build_parser().parse_args(list(argv) if argv is not None else None)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     log = logging.getLogger("garden.serve")
-    from garden.serving.server_config import ConfigError, model_configs
-
-    for flag in ("intra", "inter"):
-        if getattr(args, f"tensorflow_{flag}_op_parallelism") < 0:
-            print(f"error: --tensorflow_{flag}_op_parallelism must be >= 0 (0: TensorFlow's "
-                  f"default)", file=sys.stderr)
-            return 2
-    try:
-        configs = model_configs(args.model_name, args.model_base_path, args.model_config_file)
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
+    configs, error = _model_configs(args)
+    if error:
+        print(f"error: {error}", file=sys.stderr)
         return 2
-    for c in configs:
-        if "://" not in c.base_path and not _has_version(c.base_path):
-            what = ("does not exist" if not os.path.exists(c.base_path) else
-                    "holds no version directory <N>/ (garden.export writes <base_path>/<N>/saved_model.pb)")
-            print(f"error: model {c.name}: base path {c.base_path} {what}", file=sys.stderr)
-            return 2
     try:  # bound (not yet listening) before the models load: a taken port fails in a second
         sock = _bind(args.rest_api_host, args.rest_api_port)
     except OSError as e:

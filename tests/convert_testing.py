@@ -264,6 +264,18 @@ def write_hf_bert(directory: str, cased: bool = False, seed: int = 0, hidden: in
     return {"dir": directory, "model": model, "vocab": vocab}
 
 
+def convert_hf_bert(root, seed: int = 0) -> Dict:
+    """write_hf_bert into root/hf, converted by garden.convert (in process) into root/converted;
+    write_hf_bert's dict with "out" (the converted directory, a pathlib.Path)."""
+    from garden import convert
+
+    src = write_hf_bert(str(root / "hf"), seed=seed)
+    out = root / "converted"
+    assert convert.main(["--source=huggingface", "--model=bert", f"--input={src['dir']}",
+                         f"--output={out}"]) == 0
+    return dict(src, out=out)
+
+
 def write_bpe_tokenizer(directory: str, gpt2: bool = False) -> int:
     """RoBERTa's byte-level BPE files offline: vocab.json (<s>=0 <pad>=1 </s>=2 <unk>=3, the 256
     byte symbols, a few merges' pieces, <mask> last) and merges.txt; returns the vocab size."""

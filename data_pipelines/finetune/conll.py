@@ -5,8 +5,8 @@ space-separated columns `word POS chunk NER`, e.g. `EU NNP B-NP I-ORG`; a blank 
 sentence; `-DOCSTART- -X- -X- O` lines start a document (they are not sentences). The NER tags
 are IOB1 as distributed (an entity starts with I-; B- only separates two adjacent entities of
 the same type); IOB2 files (every entity starts with B-) are accepted with scheme="iob2",
-where an I-X that does not continue an X entity is an error. `iob1_to_iob2` converts tags for
-scoring (garden.metrics.tagging).
+where an I-X that does not continue an X entity is an error. `iob1_to_iob2`
+(data_pipelines/tag_schemes.py) converts tags for scoring (garden.metrics.tagging).
 
 Errors (FinetuneDataError) name file:line: a line without exactly four columns, a tag that is
 not O / B-TYPE / I-TYPE (or not among the label names), an IOB2 violation, invalid UTF-8.
@@ -44,6 +44,8 @@ import os
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from data_pipelines.finetune import FinetuneDataError
+from data_pipelines.tag_schemes import iob1_to_iob2, tag_type  # noqa: F401  (iob1_to_iob2: conll's API)
+from data_pipelines.finetune.base import FinetuneKind, records_by_example, spec_of_parsing
 
 NAME = "conll"
 
@@ -86,27 +88,6 @@ class ConllOptions:
 
 
 # -- tags and schemes ---------------------------------------------------------------------
-
-def tag_type(tag: str) -> Optional[str]:
-    """None for "O", "PER" for "B-PER" / "I-PER"; ValueError for anything else."""
-    if tag == "O":
-        return None
-    if len(tag) > 2 and tag[:2] in ("B-", "I-"):
-        return tag[2:]
-    raise ValueError(f"tag {tag!r} is not O, B-TYPE or I-TYPE")
-
-
-def iob1_to_iob2(tags: Sequence[str]) -> List[str]:
-    """IOB1 -> IOB2: an I-X that does not continue an X entity begins one (B-X). Identity on
-    valid IOB2 tags."""
-    out = []
-    for i, tag in enumerate(tags):
-        kind = tag_type(tag)
-        if tag.startswith("I-") and (i == 0 or tag_type(tags[i - 1]) != kind):
-            tag = "B-" + kind
-        out.append(tag)
-    return out
-
 
 def _check_iob2(path: str, lines: Sequence[int], tags: Sequence[str]) -> None:
     for i, tag in enumerate(tags):
@@ -338,6 +319,7 @@ def example_features(example: ConllSentence, tokenizer, options: ConllOptions,
 
 
 def feature_spec(options: ConllOptions):
+    """What the records hold, as {name: tf.io.FixedLenFeature} (scalars of shape [])."""
     import tensorflow as tf
 
     length = options.max_seq_length
@@ -365,3 +347,13 @@ def options_from_flags(args) -> ConllOptions:
     labels = tuple(n.strip() for n in args.conll_labels.split(",") if n.strip())
     return ConllOptions(max_seq_length=args.max_seq_length, scheme=args.conll_scheme,
                         label_names=labels)
+
+
+def record_spec(options: ConllOptions):
+    """feature_spec as data_pipelines.features' Spec (what make_finetune serializes with)."""
+    return spec_of_parsing(feature_spec(options))
+
+
+KIND = FinetuneKind(name=NAME, add_flags=add_flags, make_options=options_from_flags,
+                    read_examples=read_examples, record_spec=record_spec,
+                    records=records_by_example(example_features, record_spec), read_tfds=read_tfds)

@@ -70,6 +70,7 @@ import numpy as np
 
 from data_pipelines import features, tokenizers
 from data_pipelines.finetune import FinetuneDataError
+from data_pipelines.finetune.base import FinetuneKind
 
 # TensorFlow is imported only by feature_spec / parse_record (readers of the records) and
 # read_tfds: make_finetune's job (read, tokenize, window, serialize) runs without it, which
@@ -301,11 +302,6 @@ def char_offsets(text: str, starts: Sequence[int], ends: Sequence[int]) -> Tuple
     s, e = tokenizers.byte_to_char_spans(text, starts, ends)
     return np.asarray(s, np.int64), np.asarray(e, np.int64)
 
-
-def tokenize_pieces(tokenizer, texts: Sequence[str]) -> List[Tuple[List[int], np.ndarray, np.ndarray]]:
-    """(piece ids, character starts, character ends) of each text, in one batched call."""
-    return [(i, np.asarray(s, np.int64), np.asarray(e, np.int64))
-            for i, s, e in tokenizer.tokenize_with_char_offsets(list(texts))]
 
 
 def answer_pieces(starts: np.ndarray, ends: np.ndarray, answer_start: int, answer_end: int
@@ -625,3 +621,8 @@ def example_features(example: SquadExample, tokenizer, options: SquadOptions,
     """The window records of one example (see the module docstring); ``tokenizer`` from
     data_pipelines.tokenizers.load_tokenizer."""
     return examples_features([example], tokenizer, options, example_index)[0]
+
+
+KIND = FinetuneKind(name=NAME, add_flags=add_flags, make_options=options_from_flags,
+                    read_examples=read_examples, record_spec=record_spec, records=examples_records,
+                    read_tfds=read_tfds)

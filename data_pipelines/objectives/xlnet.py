@@ -103,7 +103,6 @@ yields them as ``base.InstanceBatch`` columns, so no per-sequence Python list is
 from __future__ import annotations
 
 import dataclasses
-import string
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np

@@ -282,11 +282,11 @@ def quantize_run(model_dir: str, export_base: Optional[str] = None,
     model_name + "_int8" (a separate model: TF Serving would otherwise serve the int8 version
     as the float model's latest); tflite: default <export_base>/<model_name>-<version>.tflite.
     Returns {"export", "tflite"}."""
-    from garden.tasks.shared import restore_run
+    from garden import runs
 
     who = "garden.bertology.int8"
-    task, objects, _ = restore_run(model_dir, who)
-    model = objects.get("model")
+    run = runs.open(model_dir, [runs.MODEL_DIR], who=who)
+    task, model = run.task, run.task_model()
     export_base = export_base or getattr(task, "export_base", None)
     if not export_base:
         raise ValueError(f"{who}: {model_dir}: its task names no export_base; pass "

@@ -32,8 +32,7 @@ from typing import Callable, Optional
 import tensorflow as tf
 
 from garden.models.gpt.classifier import LastTokenClassifier
-from garden.tasks.sentence_classification import (SentenceClassification, build_backbone,
-                                                  softmax_metrics)
+from garden.tasks.sentence_classification import SentenceClassification
 
 
 def next_token_loss(logits: tf.Tensor, token_ids: tf.Tensor, padding_mask: tf.Tensor):
@@ -76,14 +75,12 @@ class LastTokenClassification(SentenceClassification):
                              f"got {lm_loss_weight}")
         self.lm_loss_weight = float(lm_loss_weight)
 
-    def build_model(self):
-        backbone = build_backbone(self)
+    def task_model(self, backbone):
         if not hasattr(backbone, "output_table"):
             raise ValueError(f"garden.LastTokenClassification needs a decoder backbone with a "
                              f"tied token table (GPT, GPT-3); {type(backbone).__name__} has none "
                              "(bind backbone.preset = 'gpt_tiny', for example)")
-        model = LastTokenClassifier(backbone, num_classes=self.num_outputs, dropout=self.dropout)
-        return model, {"model": model, "backbone": backbone}
+        return LastTokenClassifier(backbone, num_classes=self.num_outputs, dropout=self.dropout)
 
     @staticmethod
     def summary_model(backbone):
@@ -92,13 +89,7 @@ class LastTokenClassification(SentenceClassification):
     def compute_metrics(self, model, batch, training: bool, weight_shares=None):
         inputs = {k: batch[k] for k in ("token_ids", "padding_mask")}  # the model's inputs
         outputs = model(inputs, training=training)
-        logits = tf.cast(outputs["logits"], tf.float32)
-        if self.regression:
-            error = logits[:, 0] - tf.cast(batch["label_ids"], tf.float32)
-            metrics = {"loss": tf.reduce_mean(tf.square(error)),
-                       "mean_absolute_error": tf.reduce_mean(tf.abs(error))}
-        else:
-            metrics = softmax_metrics(logits, batch["label_ids"])
+        metrics = self.head_metrics(tf.cast(outputs["logits"], tf.float32), batch["label_ids"])
         metrics["classification_loss"] = metrics["loss"]
         if self.lm_loss_weight:
             hidden = outputs["sequence_output"]

@@ -15,30 +15,27 @@ export_base, model_name, tokenizer, layout.
 from __future__ import annotations
 
 import collections
-import json
 from typing import Callable, List, Optional
 
 import numpy as np
 import tensorflow as tf
 
 from data_pipelines.finetune import swag, tfds_sources
-from garden import pretrained
 from garden.metrics.glue import swag_accuracy
 from garden.models.multiple_choice import MultipleChoiceModel
 from garden.serving.choice import MultipleChoiceServing, pack_choices
-from garden.serving.text import load_packer
-from garden.tasks.base import Stage, Task
-from garden.tasks.sentence_classification import (batches, build_backbone,
-                                                   resolve_init_checkpoint, softmax_metrics)
+from garden.tasks.base import Stage
+from garden.tasks.finetuning import EncoderFinetuning, softmax_metrics
+from garden.tasks.shared import batches
 
 
-class MultipleChoice(Task):
+class MultipleChoice(EncoderFinetuning):
     """Fine-tunes a pretrained backbone on SWAG-format CSVs; serves it from raw text.
 
-    Args: as garden.SentenceClassification (backbone, vocab, train_file, eval_file,
-        max_seq_length, lower_case, init_checkpoint, init_checkpoint_object, dropout,
-        export_base, model_name, tokenizer, layout); the files are SWAG CSVs with labels, or
-        `tfds:hellaswag:<split>` prepared under tfds_data_dir.
+    Args: those of garden.tasks.finetuning.EncoderFinetuning (backbone, vocab, max_seq_length,
+        lower_case, init_checkpoint, init_checkpoint_object, dropout, export_base, model_name
+        ("multiple_choice"), tokenizer, layout), and train_file, eval_file: SWAG CSVs with
+        labels, or `tfds:hellaswag:<split>` prepared under tfds_data_dir.
     """
 
     name = "multiple_choice"
@@ -49,29 +46,18 @@ class MultipleChoice(Task):
                  dropout: float = 0.1, export_base: Optional[str] = None,
                  model_name: str = "multiple_choice", tokenizer: Optional[str] = None,
                  layout: Optional[str] = None, tfds_data_dir: Optional[str] = None):
-        self.backbone_fn, self.vocab = backbone, vocab
-        self.tokenizer, self.layout = tokenizer, layout
         self.train_file, self.eval_file = train_file, eval_file
-        self.max_seq_length, self.lower_case = max_seq_length, lower_case
-        self.init_checkpoint, self.init_checkpoint_object = init_checkpoint, init_checkpoint_object
-        self.dropout = dropout
-        self.export_base, self.model_name = export_base, model_name
         self.num_choices = swag.NUM_CHOICES
         self.tfds_data_dir = tfds_data_dir
-        (self._converted, self.vocab, self.lower_case, self.tokenizer,
-         self.layout) = pretrained.text_settings("garden.MultipleChoice", init_checkpoint, vocab,
-                                                 lower_case, tokenizer, layout)
+        super().__init__(backbone, vocab, max_seq_length, lower_case, tokenizer, layout,
+                         init_checkpoint, init_checkpoint_object, dropout, export_base,
+                         model_name)
 
     # -- before anything is built ---------------------------------------------------------
     def prepare(self) -> None:
-        self._packer = None
-        packer = self.packer
-        self._packer = None  # rebuilt on first use (see SentenceClassification.packer)
+        packer = self.check_text()
         self.train_examples = self._read(self.train_file)
         self.eval_examples = self._read(self.eval_file)
-        if self.init_checkpoint:
-            self._init_path = resolve_init_checkpoint(self.init_checkpoint,
-                                                      self.init_checkpoint_object)
         print(f"[{self.name}] {len(self.train_examples)} train / {len(self.eval_examples)} eval "
               f"examples of {self.num_choices} choices, {packer.kind} text in the "
               f"{packer.layout!r} layout", flush=True)
@@ -85,18 +71,9 @@ class MultipleChoice(Task):
                                          f"evaluation need labels")
         return examples
 
-    @property
-    def packer(self):
-        if getattr(self, "_packer", None) is None:
-            self._packer = load_packer(self.vocab, self.max_seq_length, kind=self.tokenizer,
-                                       lower_case=self.lower_case, layout=self.layout)
-        return self._packer
-
     # -- the model -------------------------------------------------------------------------
-    def build_model(self):
-        backbone = build_backbone(self)
-        model = MultipleChoiceModel(backbone, num_choices=self.num_choices, dropout=self.dropout)
-        return model, {"model": model, "backbone": backbone}
+    def task_model(self, backbone):
+        return MultipleChoiceModel(backbone, num_choices=self.num_choices, dropout=self.dropout)
 
     @staticmethod
     def summary_model(backbone):
@@ -128,10 +105,6 @@ class MultipleChoice(Task):
         return [Stage(0, train_steps, dataset_fn, self.train_file)]
 
     # -- the objective ----------------------------------------------------------------------
-    def _logits(self, model, batch, training: bool):
-        inputs = {k: batch[k] for k in self.packer.input_names}
-        return tf.cast(model(inputs, training=training)["logits"], tf.float32)
-
     def compute_metrics(self, model, batch, training: bool, weight_shares=None):
         return softmax_metrics(self._logits(model, batch, training), batch["label_ids"])
 
@@ -150,11 +123,6 @@ class MultipleChoice(Task):
                 "eval_accuracy": swag_accuracy(logits.argmax(-1), gold)["accuracy"],
                 "baseline_position": int(position),
                 "baseline_accuracy": float(np.mean(gold == position))}
-
-    def finish(self, model, model_dir: str) -> dict:
-        result = self.evaluate(model)
-        print(f"[{self.name}] eval {json.dumps(result, sort_keys=True)}", flush=True)
-        return result
 
     def serving_module(self, model) -> MultipleChoiceServing:
         warmup = [(e.context, [second for _, second in e.pairs()]) for e in self.eval_examples[:2]]

@@ -36,15 +36,15 @@ import numpy as np
 import tensorflow as tf
 
 from data_pipelines.finetune import FinetuneDataError, squad
-from garden import pretrained
+from garden import data
 from garden.data import DataDirError, open_data_dir
 from garden.metrics import squad as squad_metrics
 from garden.models.question_answering import (MAX_ANSWER_LENGTH, N_BEST, SpanExtractor,
                                               decode_all, span_loss)
 from garden.serving.qa import QuestionAnsweringServing
-from garden.serving.text import load_packer
-from garden.tasks import sentence_classification
-from garden.tasks.base import Stage, Task
+from garden.tasks.base import Stage
+from garden.tasks.finetuning import EncoderFinetuning
+
 
 def paragraph_numbers(examples: Sequence[squad.SquadExample]) -> np.ndarray:
     """The paragraph of each example (consecutive questions on one context share one)."""
@@ -63,24 +63,20 @@ def stack(records: Sequence[dict]) -> Dict[str, np.ndarray]:
     return {k: np.asarray([r[k] for r in records], np.int64) for k in records[0]}
 
 
-class QuestionAnswering(Task):
+class QuestionAnswering(EncoderFinetuning):
     """Fine-tunes a pretrained backbone on SQuAD-format data; serves it from raw text.
 
-    Args:
-        backbone: callable(default_vocab_size[, default_padding_idx]) -> backbone (a gin
-            factory: bert_backbone, roberta_backbone, albert_backbone, electra_discriminator).
-        vocab: the pretraining vocabulary (copied into the export).
+    Args (backbone, vocab, lower_case, tokenizer, layout, init_checkpoint,
+    init_checkpoint_object, export_base, model_name ("qa"):
+    garden.tasks.finetuning.EncoderFinetuning; the span head has no dropout of its own), and:
         train_file, eval_file: SQuAD v1.1 / v2.0 JSON files.
         train_records: optional make_finetune --task=squad output directory of train_file.
         max_seq_length, doc_stride, max_query_length: the windows (384 / 128 / 64; doc_stride
             is the step between window starts).
-        lower_case, tokenizer, layout: as SentenceClassification (layout: "bert" | "roberta").
-        init_checkpoint, init_checkpoint_object: the pretraining checkpoint and its object.
         n_best, max_answer_length: decoding (20, 30).
         null_threshold: fixed v2.0 threshold; None tunes it on the held-out paragraphs.
         threshold_holdout_every: every k-th training paragraph is held out for the tuning (10).
         eval_batch_size: windows per batch in evaluation.
-        export_base, model_name: where the SavedModel goes.
     """
 
     name = "question_answering"
@@ -95,12 +91,8 @@ class QuestionAnswering(Task):
                  null_threshold: Optional[float] = None, threshold_holdout_every: int = 10,
                  eval_batch_size: int = 64, export_base: Optional[str] = None,
                  model_name: str = "qa"):
-        self.backbone_fn, self.vocab = backbone, vocab
-        self.tokenizer_kind, self.layout, self.lower_case = tokenizer, layout, lower_case
         self.train_file, self.eval_file, self.train_records = train_file, eval_file, train_records
-        self.max_seq_length, self.doc_stride = int(max_seq_length), int(doc_stride)
-        self.max_query_length = int(max_query_length)
-        self.init_checkpoint, self.init_checkpoint_object = init_checkpoint, init_checkpoint_object
+        self.doc_stride, self.max_query_length = int(doc_stride), int(max_query_length)
         self.n_best, self.max_answer_length = int(n_best), int(max_answer_length)
         self.fixed_threshold = null_threshold
         if threshold_holdout_every < 2:
@@ -108,18 +100,15 @@ class QuestionAnswering(Task):
                              f"held out), got {threshold_holdout_every}")
         self.holdout_every = int(threshold_holdout_every)
         self.eval_batch_size = int(eval_batch_size)
-        self.export_base, self.model_name = export_base, model_name
         self.null_threshold: Optional[float] = None
         self.threshold_scores: dict = {}
-        (self._converted, self.vocab, self.lower_case, self.tokenizer_kind,
-         self.layout) = pretrained.text_settings("garden.QuestionAnswering", init_checkpoint,
-                                                 vocab, lower_case, tokenizer, layout)
+        super().__init__(backbone, vocab, max_seq_length, lower_case, tokenizer, layout,
+                         init_checkpoint, init_checkpoint_object, export_base=export_base,
+                         model_name=model_name)
 
     # -- before anything is built ---------------------------------------------------------
     def prepare(self) -> None:
-        self._packer = None
-        packer = self.packer  # checks the vocabulary and the layout now
-        self._packer = None
+        packer = self.check_text()
         self.options = squad.SquadOptions(self.max_seq_length, self.doc_stride,
                                           self.max_query_length, packer.layout)
         self.train_examples = squad.read_examples(self.train_file)
@@ -137,9 +126,6 @@ class QuestionAnswering(Task):
             held = np.zeros(len(self.train_examples), bool)
         self.holdout = held
         self.holdout_examples = [e for e, h in zip(self.train_examples, held) if h]
-        if self.init_checkpoint:
-            self._init_path = sentence_classification.resolve_init_checkpoint(
-                self.init_checkpoint, self.init_checkpoint_object)
         if self.train_records:
             self._records = self._open_records(self.train_records, packer)
         self._eval_windows = self._featurize(self.eval_examples, self.eval_file)
@@ -150,26 +136,11 @@ class QuestionAnswering(Task):
               f"{len(self.eval_examples)} eval; SQuAD {'v2.0' if self.version_2 else 'v1.1'}, "
               f"{packer.kind} in the {packer.layout!r} layout", flush=True)
 
-    @property
-    def packer(self):
-        """The TextPacker, built on first use (see SentenceClassification.packer for why it
-        is not kept from prepare())."""
-        if getattr(self, "_packer", None) is None:
-            self._packer = load_packer(self.vocab, self.max_seq_length, kind=self.tokenizer_kind,
-                                       lower_case=self.lower_case, layout=self.layout)
-        return self._packer
-
-    def _text_tokenizer(self):
-        from data_pipelines import tokenizers
-
-        kind = self.tokenizer_kind or tokenizers.detect_kind(self.vocab)
-        return tokenizers.load_tokenizer(kind, self.vocab, lower_case=self.lower_case)
-
     def _featurize(self, examples, path: str) -> Dict[str, np.ndarray]:
         """The windows of `examples` (example_index = position in `examples`)."""
         skipped = []
         per_example = squad.examples_features(
-            examples, self._text_tokenizer(), self.options,
+            examples, self.load_text_tokenizer(), self.options,
             on_error=lambda i, e: skipped.append(f"{e}"))
         if skipped:
             print(f"[{self.name}] {path}: {len(skipped)} questions skipped (no windows), "
@@ -195,10 +166,8 @@ class QuestionAnswering(Task):
         return ddir.files
 
     # -- the model -------------------------------------------------------------------------
-    def build_model(self):
-        backbone = sentence_classification.build_backbone(self)
-        model = SpanExtractor(backbone)
-        return model, {"model": model, "backbone": backbone}
+    def task_model(self, backbone):
+        return SpanExtractor(backbone)
 
     @staticmethod
     def summary_model(backbone):
@@ -221,8 +190,6 @@ class QuestionAnswering(Task):
         windows = self._train_windows().cache()
 
         def dataset_fn(input_context, batch_size, seed, skip_batches):
-            from garden import data
-
             ds = windows.repeat().shuffle(20_000, seed=seed, reshuffle_each_iteration=True)
             ds = ds.batch(batch_size, drop_remainder=True)
             return data.shard_batches(ds, input_context, skip_batches).prefetch(tf.data.AUTOTUNE)
@@ -232,14 +199,14 @@ class QuestionAnswering(Task):
 
     # -- the objective ----------------------------------------------------------------------
     @staticmethod
-    def _logits(model, batch, training: bool):
+    def _span_logits(model, batch, training: bool):
         # The model's own input names (no vocabulary needed: the benchmark steps it bare).
         inputs = {k: tf.cast(batch[k], tf.int32) for k in model.input}
         out = model(inputs, training=training)
         return out["start_logits"], out["end_logits"]
 
     def compute_metrics(self, model, batch, training: bool, weight_shares=None):
-        start_logits, end_logits = self._logits(model, batch, training)
+        start_logits, end_logits = self._span_logits(model, batch, training)
         starts, ends = batch["start_position"], batch["end_position"]
         hit = lambda logits, y: tf.reduce_mean(tf.cast(  # noqa: E731
             tf.equal(tf.argmax(logits, -1), tf.cast(y, tf.int64)), tf.float32))
@@ -255,7 +222,7 @@ class QuestionAnswering(Task):
         n = len(windows["example_index"])
         for i in range(0, n, self.eval_batch_size):
             batch = {k: v[i:i + self.eval_batch_size] for k, v in windows.items()}
-            s, e = self._logits(model, batch, False)
+            s, e = self._span_logits(model, batch, False)
             starts.append(s.numpy())
             ends.append(e.numpy())
         return dict(windows, start_logits=np.concatenate(starts), end_logits=np.concatenate(ends))
@@ -310,7 +277,7 @@ class QuestionAnswering(Task):
         predictions.json (qid -> answer, "" for none) and null_odds.json (qid -> null score
         - best score, the na_prob file of evaluate-v2.0.py), plus answers.json (the
         character spans and scores)."""
-        result = self.evaluate(model)
+        result = super().finish(model, model_dir)
         files = {
             "predictions.json": {q: a.text for q, a in self.last_answers.items()},
             "null_odds.json": {q: a.null_diff for q, a in self.last_answers.items()},
@@ -323,7 +290,6 @@ class QuestionAnswering(Task):
             with tf.io.gfile.GFile(posixpath.join(model_dir, name), "w") as f:
                 # allow_nan: a question without any candidate has an infinite null difference.
                 f.write(json.dumps(content, indent=1, sort_keys=True) + "\n")
-        print(f"[{self.name}] eval {json.dumps(result, sort_keys=True)}", flush=True)
         return result
 
     def serving_module(self, model) -> QuestionAnsweringServing:

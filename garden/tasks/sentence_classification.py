@@ -27,210 +27,39 @@ with `init_checkpoint_object` naming which.
 from __future__ import annotations
 
 import collections
-import csv
-import io
-import json
-import posixpath
 from typing import Callable, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
 
 from data_pipelines.finetune import FinetuneDataError, glue, tfds_sources
-from garden import data, pretrained
+from garden import pretrained
 from garden.metrics import glue as glue_metrics
 from garden.models.classifier import SequenceClassifier
 from garden.serving.modules import TextClassifierServing
-from garden.serving.text import load_packer
-from garden.tasks.base import Stage, Task
-from garden.tasks.shared import make_backbone, restore_backbone
+from garden.tasks.base import Stage
+from garden.tasks.finetuning import EncoderFinetuning, softmax_metrics
+from garden.tasks.shared import batches
+from garden.tasks.text_files import TaskDataError, read_examples, read_records  # noqa: F401
 
 
-class TaskDataError(ValueError):
-    """A fine-tuning data file is missing, malformed or has unknown labels."""
+# The names lm_finetuning.py and extract_features.py imported from here, until they import them
+# from their homes: text_files (TaskDataError, read_records), shared (batches) and
+# garden.pretrained.resolve_checkpoint.
+resolve_init_checkpoint = pretrained.resolve_checkpoint
 
 
-# csv dialects: a TSV is GLUE's (tab-separated, no quoting: a quote is text); a CSV is RFC 4180
-# (Excel's dialect: quoted fields may hold commas and newlines).
-_DIALECTS = {".tsv": dict(delimiter="\t", quoting=csv.QUOTE_NONE, strict=True),
-             ".csv": dict(dialect="excel", strict=True)}
-
-
-def _read_text(path: str) -> str:
-    try:
-        return glue.read_text(path)
-    except FinetuneDataError as e:
-        raise TaskDataError(str(e)) from None
-
-
-def _read_delimited(path: str, text: str, columns: List[str], numeric_label: bool) -> List[dict]:
-    """Rows of a TSV/CSV with a header; newline="" lets the csv module alone decide where a
-    record ends (a quoted CSV field may span lines; U+2028 or a form feed is text)."""
-    ext = posixpath.splitext(path)[1].lower()
-    reader = csv.DictReader(io.StringIO(text, newline=""), **_DIALECTS[ext])
-    try:
-        header = reader.fieldnames or []
-        missing = [c for c in columns if c not in header]
-        if missing:
-            raise TaskDataError(f"{path}:1: header {header} lacks columns {missing}")
-        rows = []
-        for row in reader:
-            line = reader.line_num
-            if None in row:  # DictReader's restkey: more fields than the header names
-                raise TaskDataError(f"{path}:{line}: row has {len(header) + len(row[None])} "
-                                    f"fields but the header names {len(header)} (a tab or "
-                                    f"delimiter inside a text? quote it in a .csv)")
-            if any(row.get(c) is None for c in columns):
-                raise TaskDataError(f"{path}:{line}: row has fewer fields than the header")
-            rows.append({c: row[c] for c in columns})
-            if numeric_label:
-                rows[-1]["label"] = _number(row["label"], f"{path}:{line}")
-        return rows
-    except csv.Error as e:
-        raise TaskDataError(f"{path}:{reader.line_num}: {e}") from None
-
-
-def _number(value: str, where: str) -> float:
-    try:
-        return float(value)
-    except ValueError:
-        raise TaskDataError(f"{where}: label {value!r} is not a number (a regression task "
-                            f"needs numeric labels)") from None
-
-
-def _read_jsonl(path: str, text: str, columns: List[str], numeric_label: bool) -> List[dict]:
-    """One JSON object per line ("\\n"-separated, as JSON Lines says; U+2028 is text).
-    Texts must be strings and labels strings (classification) or numbers (regression)."""
-    rows = []
-    for i, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise TaskDataError(f"{path}:{i}: not valid JSON ({e.msg})") from e
-        if not isinstance(obj, dict):
-            raise TaskDataError(f"{path}:{i}: expected a JSON object, got {type(obj).__name__}")
-        missing = [c for c in columns if c not in obj]
-        if missing:
-            raise TaskDataError(f"{path}:{i}: record lacks fields {missing}")
-        for c in columns:
-            value = obj[c]
-            if c == "label" and numeric_label:
-                ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-                want = "a number (regression)"
-            else:
-                ok, want = isinstance(value, str), "a string"
-            if not ok:
-                raise TaskDataError(f"{path}:{i}: field {c!r} is {json.dumps(value)}, expected "
-                                    f"{want}; fix the record (labels are not converted)")
-        rows.append({c: obj[c] for c in columns})
-    return rows
-
-
-def read_examples(path: str, text_b: bool = False, numeric_label: bool = False) -> List[dict]:
-    """Rows of a .tsv / .csv / .jsonl file as dicts with text_a, (text_b), label.
-
-    TSV and CSV need a header line naming the columns; every problem names the file and line.
-    numeric_label: labels are numbers (regression); in TSV/CSV they must parse as floats.
-    """
-    columns = ["text_a", "label"] + (["text_b"] if text_b else [])
-    return read_records(path, columns, numeric_label)
-
-
-def read_records(path: str, columns: List[str], numeric_label: bool = False) -> List[dict]:
-    """Rows {column: value} of a .tsv / .csv (header naming the columns) / .jsonl file; the
-    errors of read_examples (file and line). A column "label" may be numeric (numeric_label);
-    every other column is text."""
-    text = _read_text(path)
-    ext = posixpath.splitext(path)[1].lower()
-    if ext in _DIALECTS:
-        rows = _read_delimited(path, text, columns, numeric_label)
-    elif ext in (".jsonl", ".json"):
-        rows = _read_jsonl(path, text, columns, numeric_label)
-    else:
-        raise TaskDataError(f"{path}: unsupported extension {ext!r}; use .tsv, .csv or .jsonl")
-    if not rows:
-        raise TaskDataError(f"{path} has no examples")
-    return rows
-
-
-def checkpoint_objects(path: str) -> List[str]:
-    """Names of the top-level objects of a tf.train.Checkpoint (e.g. model, backbone,
-    generator, discriminator, optimizer), read from its object graph."""
-    return pretrained.checkpoint_objects(path)
-
-
-def resolve_init_checkpoint(path: str, wanted_object: str) -> str:
-    """The checkpoint prefix of a pretraining model_dir, a garden.convert output directory
-    (garden/pretrained.py) or a prefix, checked to hold the object the backbone is restored
-    from."""
-    return pretrained.resolve_checkpoint(path, wanted_object)
-
-
-def batches(ds: tf.data.Dataset, size: int, batch_size: int, shuffle_seed=None,
-            repeat: bool = False, skip: int = 0, input_context=None) -> tf.data.Dataset:
-    """A fine-tuning dataset of `size` examples as batches: repeated and shuffled for training
-    (full batches only), dealt to input pipelines after `skip` batches (garden.data)."""
-    if repeat:
-        ds = ds.repeat()
-    if shuffle_seed is not None:
-        ds = ds.shuffle(size, seed=shuffle_seed, reshuffle_each_iteration=True)
-    ds = ds.batch(batch_size, drop_remainder=repeat)
-    return data.shard_batches(ds, input_context, skip)
-
-
-def softmax_metrics(logits: tf.Tensor, label_ids: tf.Tensor) -> dict:
-    """Softmax cross-entropy over the last axis (the loss) and accuracy of one batch."""
-    labels = tf.cast(label_ids, tf.int64)
-    loss = tf.reduce_mean(
-        tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
-    accuracy = tf.reduce_mean(tf.cast(tf.equal(tf.argmax(logits, -1), labels), tf.float32))
-    return {"loss": loss, "accuracy": accuracy}
-
-
-def build_backbone(task, output_hidden_states: bool = False):
-    """The backbone of a fine-tuning task (task.backbone_fn sized by task.packer; of the
-    converted checkpoint's architecture when task.init_checkpoint is a garden.convert directory,
-    garden/pretrained.py), restored from task._init_path's `task.init_checkpoint_object` when
-    task.init_checkpoint is set."""
-    converted = getattr(task, "_converted", None)
-    if converted is not None:
-        backbone = pretrained.build_backbone(
-            converted, task.backbone_fn, f"garden.{type(task).__name__}", output_hidden_states,
-            task.packer.vocab_size, getattr(task, "max_seq_length", None))
-    else:
-        backbone = make_backbone(task.backbone_fn, task.packer, output_hidden_states)
-    if task.init_checkpoint:
-        restore_backbone(backbone, task._init_path, task.init_checkpoint_object, task.name)
-    return backbone
-
-
-class SentenceClassification(Task):
+class SentenceClassification(EncoderFinetuning):
     """Fine-tunes a pretrained backbone on a labelled text file; serves it from raw text.
 
-    Args:
-        backbone: callable(default_vocab_size[, default_padding_idx]) -> backbone (a gin
-            factory: bert_backbone, roberta_backbone, albert_backbone, electra_discriminator).
-        vocab: the pretraining vocabulary (vocab.txt, SentencePiece .model or BPE vocab.json;
-            copied into the export); None: the tokenizer of a converted init_checkpoint.
+    Args (backbone, vocab, max_seq_length, lower_case, init_checkpoint, init_checkpoint_object
+    (ELECTRA: configs/finetune/classification_electra_tiny.gin), dropout, export_base,
+    model_name ("classifier"), tokenizer and layout: garden.tasks.finetuning.EncoderFinetuning),
+    and:
         train_file, eval_file: .tsv/.csv/.jsonl with text_a, (text_b), label.
-        max_seq_length: sequence length, 128 for GLUE.
-        lower_case: must match the vocabulary's pretraining (make_vocab --lower_case); None:
-            a converted init_checkpoint's casing, else True.
         text_b: whether the task has a second sentence.
         label_names: the classes in order; default: sorted labels of the train file.
             Not used with regression.
-        init_checkpoint: pretraining model_dir, garden.convert output directory (its
-            architecture, tokenizer and casing are used: garden/pretrained.py) or checkpoint
-            prefix to start from; None trains from scratch.
-        init_checkpoint_object: the object of that checkpoint the backbone is restored from:
-            "backbone" (the default), or "discriminator" for an ELECTRA pretraining model_dir
-            (configs/finetune/classification_electra_tiny.gin).
-        dropout: dropout before the output layer.
-        export_base, model_name: where the SavedModel goes (<export_base>/<model_name>/<version>).
-        tokenizer: "wordpiece" | "sentencepiece" | "bpe"; default from the vocabulary's name.
-        layout: "bert" | "roberta" text packing (garden.serving.text); default by tokenizer.
         regression: one output trained with the mean squared error on numeric labels.
         glue_task: read train_file / eval_file as this GLUE task's official TSVs (cola, sst2,
             mrpc, qqp, stsb, mnli, qnli, rte, wnli); sets text_b, regression and label_names.
@@ -264,28 +93,18 @@ class SentenceClassification(Task):
             raise ValueError("eval_mismatched_file is MNLI's second dev set; set glue_task='mnli'")
         self.eval_mismatched_file = eval_mismatched_file
         self.tfds_data_dir = tfds_data_dir
-        self.backbone_fn = backbone
-        self.vocab, self.tokenizer, self.layout = vocab, tokenizer, layout
-        self.train_file, self.eval_file = train_file, eval_file
-        self.max_seq_length, self.lower_case, self.text_b = max_seq_length, lower_case, text_b
+        self.train_file, self.eval_file, self.text_b = train_file, eval_file, text_b
         self.regression = bool(regression)
         if self.regression and label_names:
             raise ValueError("label_names name classes; a regression task has none")
         self.label_names = list(label_names) if label_names else None
-        self.init_checkpoint = init_checkpoint
-        self.init_checkpoint_object = init_checkpoint_object
-        self.dropout = dropout
-        self.export_base, self.model_name = export_base, model_name
-        (self._converted, self.vocab, self.lower_case, self.tokenizer,
-         self.layout) = pretrained.text_settings(f"garden.{type(self).__name__}",
-                                                 init_checkpoint, vocab, lower_case,
-                                                 tokenizer, layout)
+        super().__init__(backbone, vocab, max_seq_length, lower_case, tokenizer, layout,
+                         init_checkpoint, init_checkpoint_object, dropout, export_base,
+                         model_name)
 
     # -- before anything is built ---------------------------------------------------------
     def prepare(self) -> None:
-        self._packer = None
-        packer = self.packer  # checks the vocabulary, its special tokens and the layout now
-        self._packer = None  # ... and is built again on first use, see `packer`
+        packer = self.check_text()
         self.train_rows = self._read(self.train_file)
         self.eval_rows = self._read(self.eval_file)
         self.train_labels = self._labels(self.train_file, self.train_rows)
@@ -293,9 +112,6 @@ class SentenceClassification(Task):
         if self.eval_mismatched_file:
             self.mismatched_rows = self._read(self.eval_mismatched_file)
             self.mismatched_labels = self._labels(self.eval_mismatched_file, self.mismatched_rows)
-        if self.init_checkpoint:
-            self._init_path = resolve_init_checkpoint(self.init_checkpoint,
-                                                      self.init_checkpoint_object)
         what = "regression" if self.regression else f"labels {self.label_names}"
         print(f"[{self.name}] {len(self.train_rows)} train / {len(self.eval_rows)} eval "
               f"examples, {what}, {packer.kind} text in the {packer.layout!r} layout",
@@ -321,20 +137,6 @@ class SentenceClassification(Task):
         return [{"text_a": e.text_a, "label": e.label,
                  **({"text_b": e.text_b} if self.text_b else {})} for e in examples]
 
-    @property
-    def packer(self):
-        """The TextPacker, built on first use (build_model, the datasets, the export).
-
-        Not kept from prepare(): the trainer seeds after prepare() (keras.utils.set_random_seed
-        -> tf.random.set_seed), which clears TensorFlow's eager kernel cache, and with it the
-        SentencepieceOp kernel that owns tensorflow-text's SentencePiece model resource
-        ("Resource localhost/_0_SentencepieceOp/... does not exist" at the first batch).
-        """
-        if getattr(self, "_packer", None) is None:
-            self._packer = load_packer(self.vocab, self.max_seq_length, kind=self.tokenizer,
-                                       lower_case=self.lower_case, layout=self.layout)
-        return self._packer
-
     def _labels(self, path: str, rows: List[dict]) -> np.ndarray:
         if self.regression:
             return np.array([r["label"] for r in rows], np.float32)
@@ -351,11 +153,8 @@ class SentenceClassification(Task):
         return 1 if self.regression else len(self.label_names)
 
     # -- the model -------------------------------------------------------------------------
-    def build_model(self):
-        backbone = build_backbone(self)
-        model = SequenceClassifier(backbone, num_classes=self.num_outputs, dropout=self.dropout)
-        # "backbone" lets garden.train size layer-wise LR decay (train.layer_decay) from it.
-        return model, {"model": model, "backbone": backbone}
+    def task_model(self, backbone):
+        return SequenceClassifier(backbone, num_classes=self.num_outputs, dropout=self.dropout)
 
     @staticmethod
     def summary_model(backbone):
@@ -399,17 +198,17 @@ class SentenceClassification(Task):
         return [Stage(0, train_steps, dataset_fn, self.train_file)]
 
     # -- the objective ----------------------------------------------------------------------
-    def _logits(self, model, batch, training: bool):
-        inputs = {k: batch[k] for k in self.packer.input_names}
-        return tf.cast(model(inputs, training=training)["logits"], tf.float32)
-
-    def compute_metrics(self, model, batch, training: bool, weight_shares=None):
-        logits = self._logits(model, batch, training)
+    def head_metrics(self, logits, label_ids) -> dict:
+        """The loss of the head's logits [B, outputs] and its accuracy (classification) or
+        mean absolute error (regression: the loss is the mean squared error)."""
         if self.regression:
-            error = logits[:, 0] - tf.cast(batch["label_ids"], tf.float32)
+            error = logits[:, 0] - tf.cast(label_ids, tf.float32)
             return {"loss": tf.reduce_mean(tf.square(error)),
                     "mean_absolute_error": tf.reduce_mean(tf.abs(error))}
-        return softmax_metrics(logits, batch["label_ids"])
+        return softmax_metrics(logits, label_ids)
+
+    def compute_metrics(self, model, batch, training: bool, weight_shares=None):
+        return self.head_metrics(self._logits(model, batch, training), batch["label_ids"])
 
     # -- after training ---------------------------------------------------------------------
     def predict(self, model, rows, batch_size: int = 64) -> np.ndarray:
@@ -452,8 +251,7 @@ class SentenceClassification(Task):
         """evaluate(), plus the class order of the trained head (and the GLUE task), which
         the trainer writes to the model_dir's summary.json (the export has it in its
         metadata): ids of another order would swap classes (glue.check_label_order)."""
-        result = self.evaluate(model)
-        print(f"[{self.name}] eval {json.dumps(result, sort_keys=True)}", flush=True)
+        result = super().finish(model, model_dir)
         if not self.regression:
             result["label_names"] = list(self.label_names)
         if self.glue_task:

@@ -1,7 +1,8 @@
 """What the tasks share: phases of data, the batch index that keys per-batch randomness, the
 TFRecord -> model input mapping and the mean of a task's metrics (pretraining-style tasks), and
 the backbone of a fine-tuning task sized by its vocabulary and restored from a checkpoint
-(make_backbone / restore_backbone: every fine-tuning task and garden.extract_features).
+(make_backbone / restore_backbone: every fine-tuning task and garden.extract_features), and the
+batches of a fine-tuning dataset held in memory (batches: the encoder and generative tasks).
 
 A public home of its own (it used to be private names of bert_pretraining.py that other tasks
 imported): garden/tasks/pretraining.py and garden/tasks/distillation.py both read it.
@@ -15,6 +16,7 @@ from typing import Callable, Dict, List, Sequence
 
 import tensorflow as tf
 
+from garden import data
 from garden.tasks.base import Stage
 
 
@@ -103,6 +105,18 @@ def mean_metrics(task, model, dataset) -> Dict[str, float]:
     return {k: v / count for k, v in sums.items() if k != "tokens"} if count else {}
 
 
+def batches(ds: tf.data.Dataset, size: int, batch_size: int, shuffle_seed=None,
+            repeat: bool = False, skip: int = 0, input_context=None) -> tf.data.Dataset:
+    """A fine-tuning dataset of `size` examples as batches: repeated and shuffled for training
+    (full batches only), dealt to input pipelines after `skip` batches (garden.data)."""
+    if repeat:
+        ds = ds.repeat()
+    if shuffle_seed is not None:
+        ds = ds.shuffle(size, seed=shuffle_seed, reshuffle_each_iteration=True)
+    ds = ds.batch(batch_size, drop_remainder=repeat)
+    return data.shard_batches(ds, input_context, skip)
+
+
 def make_backbone(factory: Callable, packer, output_hidden_states: bool = False):
     """A backbone from a gin factory with the vocabulary's size (and <pad> id where the
     family's positions depend on it, RoBERTa); output_hidden_states for feature-based use."""
@@ -125,32 +139,3 @@ def restore_backbone(backbone, checkpoint: str, object_name: str, who: str) -> N
     status.expect_partial()
     status.assert_existing_objects_matched()
     print(f"[{who}] backbone initialised from {checkpoint} (its {object_name!r})", flush=True)
-
-
-def restore_run(model_dir: str, who: str):
-    """(task, checkpointed objects restored, checkpoint path) of a garden.train run directory:
-    the task rebuilt from its operative_config.gin (prepared: a fine-tuning task reads its data
-    files for its labels) and its latest checkpoint read into the objects build_model()
-    returns. ValueError naming the directory when it is not a run or has no checkpoint."""
-    import posixpath
-
-    import gin
-
-    from garden import tasks, train  # noqa: F401 (registers train and the task table)
-
-    config = posixpath.join(model_dir, "operative_config.gin")
-    if not tf.io.gfile.exists(config):
-        raise ValueError(f"{who}: {model_dir} is not a garden.train run directory (no "
-                         f"operative_config.gin)")
-    tasks.register_with_gin()
-    gin.clear_config()
-    gin.parse_config_files_and_bindings([config], [], skip_unknown=True)
-    task = gin.query_parameter("train.task").scoped_configurable_fn()
-    checkpoint = tf.train.latest_checkpoint(posixpath.join(model_dir, "checkpoints"))
-    if checkpoint is None:
-        raise ValueError(f"{who}: no checkpoint in {model_dir}/checkpoints")
-    if hasattr(task, "prepare"):
-        task.prepare()
-    _, objects = task.build_model()
-    tf.train.Checkpoint(**objects).read(checkpoint).expect_partial()
-    return task, objects, checkpoint

@@ -30,16 +30,13 @@ from typing import Callable, Dict, List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from data_pipelines import tokenizers
 from data_pipelines.finetune import FinetuneDataError, conll
 from garden import data
-from garden import pretrained
 from garden.metrics.tagging import MODES, entity_scores
 from garden.models.tagger import TokenTagger
 from garden.serving.tagging import TaggerServing
-from garden.serving.text import load_packer
-from garden.tasks.base import Stage, Task
-from garden.tasks.sentence_classification import build_backbone, resolve_init_checkpoint
+from garden.tasks.base import Stage
+from garden.tasks.finetuning import EncoderFinetuning
 
 RECORD_KEYS = ("token_ids", "segment_ids", "padding_mask", "label_ids", "example_index",
                "piece_index")
@@ -88,30 +85,24 @@ def read_data_dir(path: str, options: Optional[conll.ConllOptions] = None,
     return info, files
 
 
-class TokenTagging(Task):
+class TokenTagging(EncoderFinetuning):
     """Fine-tunes a backbone to tag words (CoNLL-2003 NER); serves word-level entities.
 
-    Args:
-        backbone: callable(default_vocab_size[, default_padding_idx]) -> backbone (a gin
-            factory, e.g. bert_backbone); with feature_layers it must take
-            output_hidden_states (the family factories do).
-        vocab: the pretraining vocabulary (vocab.txt, .model, vocab.json).
+    Args (backbone, vocab, lower_case, init_checkpoint, init_checkpoint_object, dropout (before
+    the dense layer), export_base, model_name ("tagger"), tokenizer, layout:
+    garden.tasks.finetuning.EncoderFinetuning; with feature_layers the backbone factory must
+    take output_hidden_states, as the family factories do), and:
         train_data, eval_data: a CoNLL-2003 file, tfds:conll2003:<split>, or a make_finetune
             --task=conll directory.
         max_seq_length: sub-tokens per row ([CLS]/[SEP] included); longer sentences are cut
             into pieces (128).
-        lower_case: must match the vocabulary's pretraining.
         label_names: the tags in order, "O" first; default CoNLL-2003's nine when the train
             data's tags are among them, else "O" and the train data's tags sorted.
         scheme: the data's tagging scheme, "iob1" (CoNLL-2003 as distributed) or "iob2".
         metric_mode: "lenient" (conlleval, default) or "strict" (IOB2) entity matching.
-        init_checkpoint, init_checkpoint_object: as garden.SentenceClassification.
-        dropout: before the dense layer.
         feature_layers: 0 fine-tunes; 4 freezes the backbone and tags from its last four
             hidden states concatenated (the BERT paper's feature-based setting).
         lstm_units: a BiLSTM of this many units per direction over those features (0: none).
-        export_base, model_name: where the SavedModel goes.
-        tokenizer, layout: as garden.SentenceClassification.
         tfds_data_dir: TensorFlow Datasets' data_dir for tfds: data.
     """
 
@@ -130,29 +121,21 @@ class TokenTagging(Task):
             raise ValueError(f"unknown scheme {scheme!r}; expected one of {conll.SCHEMES}")
         if metric_mode not in MODES:
             raise ValueError(f"unknown metric_mode {metric_mode!r}; expected one of {MODES}")
-        self.backbone_fn = backbone
-        self.vocab, self.tokenizer_kind, self.layout = vocab, tokenizer, layout
         self.train_data, self.eval_data = train_data, eval_data
-        self.max_seq_length = int(max_seq_length)
         self.label_names = tuple(label_names) if label_names else None
         self.scheme, self.metric_mode = scheme, metric_mode
-        self.init_checkpoint, self.init_checkpoint_object = init_checkpoint, init_checkpoint_object
-        self.dropout = dropout
         self.feature_layers, self.lstm_units = int(feature_layers), int(lstm_units)
-        self.export_base, self.model_name = export_base, model_name
+        # Feature-based: the frozen backbone's hidden states are the tagger's input.
+        self.output_hidden_states = bool(self.feature_layers)
         self.tfds_data_dir = tfds_data_dir
-        (self._converted, self.vocab, self.lower_case, self.tokenizer_kind,
-         self.layout) = pretrained.text_settings("garden.TokenTagging", init_checkpoint, vocab,
-                                                 lower_case, tokenizer, layout)
+        super().__init__(backbone, vocab, max_seq_length, lower_case, tokenizer, layout,
+                         init_checkpoint, init_checkpoint_object, dropout, export_base,
+                         model_name)
 
     # -- before anything is built ---------------------------------------------------------
     def prepare(self) -> None:
-        kind = self.tokenizer_kind or tokenizers.detect_kind(self.vocab)
-        self.text_tokenizer = tokenizers.load_tokenizer(kind, self.vocab,
-                                                        lower_case=self.lower_case)
-        self._packer = None
-        packer = self.packer  # checks the vocabulary's special tokens now
-        self._packer = None
+        self.text_tokenizer = self.load_text_tokenizer()
+        packer = self.check_text()
         self.train_sentences = self._sentences(self.train_data)
         self.eval_sentences = self._sentences(self.eval_data)
         if self.label_names is None:
@@ -160,22 +143,11 @@ class TokenTagging(Task):
         self.options = conll.ConllOptions(self.max_seq_length, self.scheme, self.label_names)
         self.train_arrays = self._arrays(self.train_data, self.train_sentences)
         self.eval_arrays = self._arrays(self.eval_data, self.eval_sentences)
-        if self.init_checkpoint:
-            self._init_path = resolve_init_checkpoint(self.init_checkpoint,
-                                                      self.init_checkpoint_object)
         n_train = "records" if self.train_arrays is None else (
             f"{len(self.train_arrays['token_ids'])} rows")
         print(f"[{self.name}] train {self.train_data} ({n_train}), eval {self.eval_data} "
               f"({len(self.eval_arrays['token_ids'])} rows), labels {list(self.label_names)}, "
               f"scheme {self.scheme}, {packer.kind} text", flush=True)
-
-    @property
-    def packer(self):
-        """The TextPacker of the export (built on first use; see SentenceClassification)."""
-        if getattr(self, "_packer", None) is None:
-            self._packer = load_packer(self.vocab, self.max_seq_length, kind=self.tokenizer_kind,
-                                       lower_case=self.lower_case, layout=self.layout)
-        return self._packer
 
     def _is_dir(self, path: str) -> bool:
         return not path.startswith("tfds:") and tf.io.gfile.isdir(path)
@@ -221,11 +193,9 @@ class TokenTagging(Task):
         return records_to_arrays(records)
 
     # -- the model -------------------------------------------------------------------------
-    def build_model(self):
-        backbone = build_backbone(self, output_hidden_states=bool(self.feature_layers))
-        model = TokenTagger(backbone, len(self.label_names), dropout=self.dropout,
-                            feature_layers=self.feature_layers, lstm_units=self.lstm_units)
-        return model, {"model": model, "backbone": backbone}
+    def task_model(self, backbone):
+        return TokenTagger(backbone, len(self.label_names), dropout=self.dropout,
+                           feature_layers=self.feature_layers, lstm_units=self.lstm_units)
 
     @staticmethod
     def summary_model(backbone):
@@ -257,10 +227,6 @@ class TokenTagging(Task):
         return [Stage(0, train_steps, dataset_fn, self.train_data, files)]
 
     # -- the objective ----------------------------------------------------------------------
-    def _logits(self, model, batch, training: bool):
-        inputs = {k: tf.cast(batch[k], tf.int32) for k in self.packer.input_names}
-        return tf.cast(model(inputs, training=training)["logits"], tf.float32)
-
     def loss_weights(self, batch):
         return {"labelled": tf.reduce_sum(tf.cast(batch["label_ids"] >= 0, tf.float32))}
 
@@ -306,11 +272,6 @@ class TokenTagging(Task):
                 "eval_entities": scores["entities"], "metric_mode": scores["mode"],
                 "metric_scheme": scores["scheme"], "all_o_baseline_f1": 0.0,
                 "eval_per_type_f1": scores["per_type_f1"]}
-
-    def finish(self, model, model_dir: str) -> dict:
-        result = self.evaluate(model)
-        print(f"[{self.name}] eval {json.dumps(result, sort_keys=True)}", flush=True)
-        return result
 
     def serving_module(self, model) -> TaggerServing:
         """Raw sentences in, entities out; a few eval sentences are the warmup requests."""

@@ -4,6 +4,7 @@ chunking, the output-directory contract, bad input, and tfds:squad from a local 
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import hashlib
 import json
@@ -13,7 +14,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data_pipelines import make_finetune, tokenizers
+from data_pipelines import finetune, make_finetune, tokenizers
+from data_pipelines.finetune import base as finetune_base
 from data_pipelines.finetune import squad
 
 EXTRA = ["where", "did", "?"]
@@ -125,16 +127,12 @@ def test_bytes_do_not_depend_on_runner_or_chunking(files, first_run, tmp_path):
 
 
 def test_per_example_protocol_path_writes_the_same_bytes(files, first_run, tmp_path, monkeypatch):
-    """A kind with only the required protocol (example_features per example, as conll's, plus
-    squad's to_records) goes through make_finetune's generic path: the same bytes as squad's
-    columnar path."""
-    import types
-
+    """A kind whose records come from its per-example features (finetune.base.records_by_example,
+    as conll's, plus squad's to_records) writes the same bytes as squad's own records."""
     out, _ = first_run
-    plain = types.SimpleNamespace(**{name: getattr(squad, name) for name in (
-        "NAME", "add_flags", "options_from_flags", "read_examples", "example_features", "feature_spec",
-        "to_records")})
-    monkeypatch.setattr(make_finetune, "get_kind", lambda name: plain)
+    plain = dataclasses.replace(squad.KIND, records=finetune_base.records_by_example(
+        squad.example_features, squad.record_spec, squad.to_records))
+    monkeypatch.setattr(finetune, "get", lambda name: plain)
     other = str(tmp_path / "plain")
     run(files, other, "--num_shards=3", "--examples_per_chunk=5")
     assert shard_bytes(other) == shard_bytes(out)

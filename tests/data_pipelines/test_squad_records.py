@@ -12,7 +12,8 @@ import sys
 
 import pytest
 
-from data_pipelines import features, make_finetune, sample_corpus, tokenizers
+from data_pipelines import features, sample_corpus, tokenizers
+from data_pipelines.finetune import base as finetune_base
 from data_pipelines.finetune import squad
 
 
@@ -54,9 +55,9 @@ def test_records_equal_serialized_columns(examples, tokenizer, options):
                                      on_error=lambda i, e: errors.append(i))
         columns = squad.to_records(squad.examples_columns(part, tokenizer, options, first,
                                                           on_error=lambda i, e: errors_ref.append(i)))
-        want = make_finetune.serialized_rows(spec, columns)
+        want = finetune_base.records_of_columns(spec, columns)
         assert len(got) == len(want)
-        assert [(make_finetune.example_key(i, w), i, r) for i, w, r in got] == want
+        assert got == want
     assert errors == errors_ref == [4]  # the whitespace answer
     # not vacuous: multi-window examples and answers outside a window occur where windows are short
     windows = [features.parse_example(spec, r) for _, _, r in got]
@@ -69,7 +70,7 @@ def test_records_equal_serialized_columns(examples, tokenizer, options):
 def test_record_spec_is_feature_spec(tokenizer):
     """The TensorFlow-free spec make_finetune serializes with is the one records parse with."""
     options = squad.SquadOptions(64, 16, 12)
-    assert squad.record_spec(options) == make_finetune.record_spec(squad.feature_spec(options))
+    assert squad.record_spec(options) == finetune_base.spec_of_parsing(squad.feature_spec(options))
 
 
 def test_job_runs_without_tensorflow(tmp_path, bert_data):

@@ -12,8 +12,8 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from convert_testing import finetune_classification_from, write_hf_bert  # noqa: E402
-from garden import analyze, convert  # noqa: E402
+from convert_testing import convert_hf_bert, finetune_classification_from  # noqa: E402
+from garden import analyze  # noqa: E402
 
 SENTENCES = ["the movie was good , really .", "i liked the plot !", "the film was awful .",
              "we enjoyed the acting and the music .", "it was not dull ?"]
@@ -22,10 +22,8 @@ SENTENCES = ["the movie was good , really .", "i liked the plot !", "the film wa
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("analyze")
-    src = write_hf_bert(str(root / "hf"), seed=3)
-    out = root / "converted"
-    assert convert.main(["--source=huggingface", "--model=bert", f"--input={src['dir']}",
-                         f"--output={out}"]) == 0
+    src = convert_hf_bert(root, seed=3)
+    out = src["out"]
     (root / "text.txt").write_text("\n".join(SENTENCES) + "\n\n")
     finetune_classification_from(out, root, "--gin_param=garden.SentenceClassification."
                                             "max_seq_length=32")

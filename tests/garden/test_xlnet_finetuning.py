@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data_pipelines import make_finetune, tokenizers
+from data_pipelines import tokenizers
+from data_pipelines.finetune import base as finetune_base
 from data_pipelines.finetune import squad
 from garden.serving.text import TextPacker
 from testing import run_python, train_in_process
@@ -162,7 +163,7 @@ def test_pooled_output_is_hugging_face_sequence_summary_input(converted, hf_toke
                                   init_checkpoint=str(out), train_file=str(root / "byoc_train.tsv"),
                                   eval_file=str(root / "byoc_train.tsv"), max_seq_length=24)
     task.prepare()
-    assert task.layout == "xlnet" and task.tokenizer == "sentencepiece"
+    assert task.layout == "xlnet" and task.tokenizer_kind == "sentencepiece"
     _, objects = task.build_model()
     ours = objects["backbone"](task.packer.encode_numpy(PAIRS_A, PAIRS_B),
                                training=False)["pooled_output"].numpy()
@@ -216,7 +217,7 @@ def test_qa_windows_graph_columns_and_records_agree(spiece):
         assert text.strip() == "really good"
     # make_finetune's record bytes are the serialized columns.
     got = squad.examples_records(examples, tokenizer, options)
-    want = make_finetune.serialized_rows(squad.record_spec(options), squad.to_records(columns))
+    want = finetune_base.records_of_columns(squad.record_spec(options), squad.to_records(columns))
     assert [r for *_, r in got] == [r for *_, r in want]
 
 
