@@ -13,10 +13,12 @@ and decoder start ids come from generation.json), or holds a Keras-saved Generat
 `model.keras` (keras.saving.load_model; the families register their classes) and its
 vocabulary: a SentencePiece `*.model`, or a
 byte-level BPE `vocab.json` with `merges.txt` (--vocab names another file; --tokenizer and
---lower_case as the data was made, default: kind from the file name, cased). EOS is the
-vocabulary's <|endoftext|> for BPE (GPT-2) and </s> for SentencePiece (--eos_id overrides);
-pad is <pad> (--pad_id). Encoder-decoder models take the prompt as the encoder input, followed
-by EOS, and start the decoder from --decoder_start_ids (default: the pad id, T5's start).
+--lower_case as the data was made, default: kind from the file name, cased). EOS, pad and
+the decoder start come from the vocabulary's prompt framing (garden/models/framing.py): EOS is
+<|endoftext|> when the vocabulary has it (GPT-2), else </s> (--eos_id overrides); pad is <pad>,
+else EOS (--pad_id). Encoder-decoder models take the prompt as the encoder input, followed by
+EOS, and start the decoder from --decoder_start_ids (default: the framing's, <pad> for
+SentencePiece as T5, </s> <s> for byte-level BPE as BART).
 
 Protocol. For each evaluated example, K demonstrations are drawn without replacement from the
 --demos split (--seed; example i uses numpy's default_rng([seed, i]), so a run is reproducible
@@ -304,16 +306,14 @@ def find_vocab(model_dir: str) -> str:
 
 
 def load_scorer(args) -> Scorer:
-    import importlib
-
     import keras
 
     from data_pipelines import tokenizers
-    from garden.models.factory import FAMILIES
+    from garden import models
+    from garden.models import framing
 
-    for family in FAMILIES:  # importing a GenerativeLM's module registers its Keras classes
-        if family.lm:
-            importlib.import_module(family.lm.split(":")[0])
+    for family in models.families():  # importing a GenerativeLM's class registers it
+        family.lm_class()
 
     from garden import generate, runs
 
@@ -335,11 +335,13 @@ def load_scorer(args) -> Scorer:
     vocab = args.vocab or find_vocab(args.model_dir)
     kind = args.tokenizer or tokenizers.detect_kind(vocab)
     tokenizer = tokenizers.load_tokenizer(kind, vocab, lower_case=args.lower_case)
-    roles = tokenizer.vocab.specials
-    eos = args.eos_id if args.eos_id is not None else roles.get(
-        "eod" if kind == "bpe" else "eos", roles.get("eos"))
-    pad = args.pad_id if args.pad_id is not None else roles.get("pad", eos)
-    start = [int(x) for x in args.decoder_start_ids.split(",")] if args.decoder_start_ids else []
+    # The vocabulary's prompt framing (garden/models/framing.py); flags given explicitly win.
+    framed = framing.vocabulary_framing(model.is_encoder_decoder, kind,
+                                        tokenizer.vocab.specials, vocab)
+    eos = framed.eos_id if args.eos_id is None else args.eos_id
+    pad = framed.pad_id if args.pad_id is None else args.pad_id
+    start = ([int(x) for x in args.decoder_start_ids.split(",")] if args.decoder_start_ids
+             else list(framed.decoder_start_ids))
     return Scorer(model, tokenizer, eos_id=eos, pad_id=pad, decoder_start_ids=start)
 
 
@@ -369,7 +371,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eos_id", type=int, default=None)
     p.add_argument("--pad_id", type=int, default=None)
     p.add_argument("--decoder_start_ids", default="",
-                   help="encoder-decoder models: comma-separated decoder start ids (default pad)")
+                   help="encoder-decoder models: comma-separated decoder start ids (default: "
+                        "the vocabulary's framing: T5 <pad>, BART </s> <s>)")
     p.add_argument("--output", default="", help="also write the result as JSON here")
     return p
 

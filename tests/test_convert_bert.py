@@ -154,14 +154,14 @@ def test_missing_unexpected_and_untied_parameters_are_named(hf_pretraining):
         from_huggingface(dict(config, vocab_size=100), weights)
 
 
-def test_wrong_family_is_a_clear_error(hf_pretraining, monkeypatch):
+def test_wrong_family_is_a_clear_error(hf_pretraining):
     with pytest.raises(ValueError, match="holds a 'bert' checkpoint.*not 'roberta'"):
         convert.load_huggingface(hf_pretraining["dir"], "roberta")
     with pytest.raises(ValueError, match="unknown model family 'gpt9'"):
         convert.load_huggingface(hf_pretraining["dir"], "gpt9")
-    monkeypatch.setitem(convert.FAMILIES, "nosuch", "garden.models.nosuch.conversion")
-    with pytest.raises(NotImplementedError, match="garden/models/nosuch/conversion.py"):
-        convert.family_module("nosuch")
+    # The family's FamilySpec lists its converters: RoBERTa has no original TF1 release.
+    with pytest.raises(NotImplementedError, match="no --source=tf1 converter for 'roberta'"):
+        convert.load_tf1(hf_pretraining["dir"], "roberta", {})
     proc = run_module("garden.convert", "--source=huggingface", "--model=gpt9",
                       f"--input={hf_pretraining['dir']}", "--output=/tmp/unused", check=False,
                       timeout=120)

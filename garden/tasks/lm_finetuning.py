@@ -81,6 +81,7 @@ import tensorflow as tf
 from data_pipelines import tokenizers
 from garden import losses
 from garden.metrics import rouge
+from garden.models import framing
 from garden.tasks.base import Stage, Task
 from garden.tasks.sentence_classification import (TaskDataError, batches, read_records,
                                                   resolve_init_checkpoint)
@@ -134,8 +135,12 @@ def _left_pad(ids, mask):
     return tf.gather(ids, index, batch_dims=1), tf.gather(mask, index, batch_dims=1)
 
 
-class _GenerativeFinetuning(Task):
-    """What TextToText and CausalLMFinetuning share: files, tokenizer, loss, evaluation."""
+class GenerativeFinetuning(Task):
+    """The base of the generative fine-tuning tasks (TextToText, CausalLMFinetuning): files,
+    tokenizer (`tokenizer_kind`; the gin parameter is `tokenizer`), the prompt framing of the
+    vocabulary (garden/models/framing.py), loss, evaluation, export. A subclass sets
+    `encoder_decoder`, `prompt_names`, and implements _set_specials (its ids from
+    `self.prompt_framing(vocab)`), source_room, train_decoder_length, serving_layout and _encode."""
 
     encoder_decoder: bool = False
 
@@ -156,11 +161,11 @@ class _GenerativeFinetuning(Task):
             f"garden.{type(self).__name__}", init_checkpoint, vocab, lower_case, tokenizer,
             default_lower_case=False)
         self.vocab, self.lower_case = vocab, lower_case
-        self.kind = tokenizer or tokenizers.detect_kind(vocab)
-        if self.kind not in ("sentencepiece", "bpe"):
-            raise ValueError(f"{self.name}: vocabulary {vocab} is {self.kind}; generation needs "
-                             f"a SentencePiece .model or a byte-level BPE vocab.json (WordPiece "
-                             f"text cannot be decoded back)")
+        self.tokenizer_kind = tokenizer or tokenizers.detect_kind(vocab)
+        if self.tokenizer_kind not in ("sentencepiece", "bpe"):
+            raise ValueError(f"{self.name}: vocabulary {vocab} is {self.tokenizer_kind}; "
+                             f"generation needs a SentencePiece .model or a byte-level BPE "
+                             f"vocab.json (WordPiece text cannot be decoded back)")
         self.train_file, self.eval_file = train_file, eval_file
         if max_target_length < 2:
             raise ValueError(f"{self.name}.max_target_length must be >= 2 (a token and EOS)")
@@ -185,7 +190,8 @@ class _GenerativeFinetuning(Task):
             **{"max_new_tokens": self.max_target_length, **self.generation})
         # Read and checked now; the TF tokenizer of the datasets is built on first use (see
         # `text_tokenizer`), after the trainer seeds.
-        eager = tokenizers.load_tokenizer(self.kind, self.vocab, lower_case=self.lower_case)
+        eager = tokenizers.load_tokenizer(self.tokenizer_kind, self.vocab,
+                                          lower_case=self.lower_case)
         self.eager_tokenizer, self.token_vocab = eager, eager.vocab
         self._set_specials(eager)
         self.train_rows = read_pairs(self.train_file)
@@ -200,9 +206,9 @@ class _GenerativeFinetuning(Task):
         # SentencePiece: built again on first use (see `text_tokenizer`); BPE's module (lookup
         # tables, no op-owned resource) survives the seeding and is reused: building it costs
         # a few seconds.
-        self._tokenizer = eager.in_graph() if self.kind == "bpe" else None
+        self._tokenizer = eager.in_graph() if self.tokenizer_kind == "bpe" else None
         print(f"[{self.name}] {len(self.train_rows)} train / {len(self.eval_rows)} eval pairs, "
-              f"{self.kind} vocabulary of {eager.vocab.size}", flush=True)
+              f"{self.tokenizer_kind} vocabulary of {eager.vocab.size}", flush=True)
 
     def _check_lengths(self, eager, path: str, rows: List[dict]) -> None:
         """Counts (and reports) the sources and targets that will be cut; remembers the most
@@ -231,11 +237,17 @@ class _GenerativeFinetuning(Task):
         SentenceClassification.packer)."""
         if getattr(self, "_tokenizer", None) is None:
             self._tokenizer = tokenizers.load_tokenizer(
-                self.kind, self.vocab, lower_case=self.lower_case).in_graph()
+                self.tokenizer_kind, self.vocab, lower_case=self.lower_case).in_graph()
         return self._tokenizer
 
     def _target_text(self, target: str) -> str:
         return target
+
+    def prompt_framing(self, vocab) -> framing.Framing:
+        """The prompt framing of this task's model shape and vocabulary (T5 for SentencePiece
+        encoder-decoders, BART for BPE ones, causal for decoder-only models)."""
+        return framing.vocabulary_framing(self.encoder_decoder, self.tokenizer_kind,
+                                          vocab.specials, f"{self.name}: vocabulary {self.vocab}")
 
     # -- the model -------------------------------------------------------------------------
     def build_model(self):
@@ -367,7 +379,7 @@ class _GenerativeFinetuning(Task):
             prompt = {k: v for k, v in batch.items() if k in self.prompt_names}
             result = generator.generate(prompt, self.generation_config)
             ids, lengths = np.asarray(result["token_ids"]), np.asarray(result["lengths"])
-            out.extend(detokenize(self.token_vocab, row[:length], self.kind)
+            out.extend(detokenize(self.token_vocab, row[:length], self.tokenizer_kind)
                        for row, length in zip(ids.tolist(), lengths.tolist()))
         return out
 
@@ -376,7 +388,8 @@ class _GenerativeFinetuning(Task):
         from garden.serving.generation import make_generation_serving
 
         return make_generation_serving(
-            model, self.vocab, self.kind, self.eos_id, self.pad_id, lower_case=self.lower_case,
+            model, self.vocab, self.tokenizer_kind, self.eos_id, self.pad_id,
+            lower_case=self.lower_case,
             max_new_tokens=self.generation_config.max_new_tokens, max_beams=self.max_beams,
             defaults=self.generation_config,
             warmup_prompts=[r["source"] for r in self.eval_rows[:2]], **self.serving_layout())
@@ -406,7 +419,7 @@ class _GenerativeFinetuning(Task):
         return result
 
 
-class TextToText(_GenerativeFinetuning):
+class TextToText(GenerativeFinetuning):
     """Encoder-decoder fine-tuning (T5, BART) on source -> target pairs (module docstring).
 
     Args:
@@ -445,15 +458,12 @@ class TextToText(_GenerativeFinetuning):
 
     def _set_specials(self, eager) -> None:
         vocab = eager.vocab
-        self.pad_id, self.eos_id = vocab.special("pad", self.name), vocab.special("eos", self.name)
-        if self.kind == "sentencepiece":  # T5: x </s>, decoder starts with <pad>
-            self.source_prefix, self.source_suffix = [], [self.eos_id]
-            default_start = [self.pad_id]
-        else:  # BART: <s> x </s>, decoder starts with </s> <s>
-            bos = vocab.special("bos", self.name)
-            self.source_prefix, self.source_suffix = [bos], [self.eos_id]
-            default_start = [self.eos_id, bos]
-        self.start_ids = self.decoder_start_ids or default_start
+        # SentencePiece: T5's x </s>, decoder from <pad>; BPE: BART's <s> x </s>, from </s> <s>.
+        framed = self.prompt_framing(vocab)
+        self.pad_id, self.eos_id = framed.pad_id, framed.eos_id
+        self.source_prefix = list(framed.encoder_prefix_ids)
+        self.source_suffix = list(framed.encoder_suffix_ids)
+        self.start_ids = self.decoder_start_ids or list(framed.decoder_start_ids)
         bad = [i for i in self.start_ids if not 0 <= i < vocab.size]
         if bad:
             raise ValueError(f"{self.name}.decoder_start_ids {self.start_ids}: ids {bad} are not "
@@ -501,7 +511,7 @@ class TextToText(_GenerativeFinetuning):
         return out
 
 
-class CausalLMFinetuning(_GenerativeFinetuning):
+class CausalLMFinetuning(GenerativeFinetuning):
     """Decoder-only fine-tuning (GPT-2) on prompt + completion, the loss on the completion
     only (module docstring).
 
@@ -533,16 +543,11 @@ class CausalLMFinetuning(_GenerativeFinetuning):
         return self._target_prefix + target
 
     def _set_specials(self, eager) -> None:
-        vocab = eager.vocab
-        if self.kind == "bpe":  # GPT-2: <|endoftext|> starts and ends a text
-            self.eos_id = vocab.special("eod", self.name)
-            # OpenAI's GPT-2 vocabulary has no <pad>: padding is <|endoftext|> (its
-            # convention; padded positions carry no loss and are masked).
-            self.pad_id = vocab.specials.get("pad", self.eos_id)
-            self.prefix = [self.eos_id]
-        else:
-            self.pad_id = vocab.special("pad", self.name)
-            self.eos_id, self.prefix = vocab.special("eos", self.name), []
+        # GPT-2's BPE: <|endoftext|> starts and ends a text, and pads (OpenAI's vocabulary has
+        # no <pad>; padded positions carry no loss and are masked); SentencePiece: </s>, <pad>.
+        framed = self.prompt_framing(eager.vocab)
+        self.eos_id, self.pad_id = framed.eos_id, framed.pad_id
+        self.prefix = list(framed.prompt_prefix_ids)
         self.separator_ids = eager.tokenize([self.separator])[0] if self.separator else []
         if self.source_room < 1:
             raise ValueError(f"{self.name}.max_prompt_length {self.max_prompt_length} leaves no "

@@ -1,18 +1,22 @@
-"""Encoder pretraining, one task for every family (docs/objectives.md section 1-4, 6): `garden.Pretraining`.
+"""Pretraining, one task for every family (docs/objectives.md sections 1-4, 6-9, 11):
+`garden.Pretraining`.
 
-What differs between BERT, ALBERT, RoBERTa, SpanBERT and ELECTRA pretraining is a record of
-plain data and functions (`Family`, one per family in FAMILIES); the task reads the phases of
+What differs between the families' pretraining is a record of plain data and functions
+(`PretrainingRecord`), which each family's FamilySpec names (`pretraining`: the encoders'
+records are below, the generative families' and XLNet's in pretraining_<family>.py); the
+family's FamilySpec also gives the default vocabulary kind (`tokenizer`, make_pretrain's
+default for the objective) and its pretrainer or GenerativeLM class. The task reads the phases of
 make_pretrain output, checks each directory against the configured vocabulary (WordPiece,
 SentencePiece or byte-level BPE, loaded by data_pipelines.tokenizers: its fingerprint must be
 the data's info.json vocab_fingerprint), deals batches to the trainer and evaluates, the same
-way for every family. A family's record says:
+way for every family. The data's info.json must record the family's name as its objective
+(ERNIE: family 'bert' with `objective = 'ernie'`: knowledge-unit masks, BERT's features).
+A family's record says:
 
-  objective          the objective name the data's info.json must record (ERNIE: the bert
-                     record with `objective = 'ernie'`: knowledge-unit masks, BERT's features)
-  tokenizer          the default vocabulary kind (make_pretrain's default for the objective)
   required_features  what the data must hold (a function of the options where they decide)
   inputs             the model's named inputs of a batch (TFRecord feature names mapped)
-  build / summary    the pretrainer model on the backbone factory's output; build also names
+  build / summary    the pretrainer model on the backbone factory's output (default: the
+                     FamilySpec's pretrainer class around the backbone); build also names
                      the checkpoint objects ("model", "backbone"; ELECTRA "generator" and
                      "discriminator"), which resume and fine-tuning look up by name
   loss_weights       the weighted means' denominators (all-reduced by the trainer)
@@ -34,25 +38,48 @@ from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, Unio
 import tensorflow as tf
 
 from data_pipelines import tokenizers
-from garden import data
+from garden import data, models
+from garden.models.family import resolve
 from garden.tasks import shared
 from garden.tasks.base import Task
 
 MLM_FEATURES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
 
 
-@dataclasses.dataclass(frozen=True)
-class Family:
-    """How one family pretrains; see the module docstring. Functions take the task first."""
+def pretrainer_on_backbone(task, backbone):
+    """build of a family whose pretrainer (its FamilySpec's) wraps one backbone."""
+    model = task.spec.pretrainer_class()(backbone)
+    return model, {"model": model, "backbone": backbone}
 
-    objective: str
-    tokenizer: str
+
+def pretrainer_summary(spec, backbone):
+    return spec.pretrainer_class()(backbone)
+
+
+def lm_summary(spec, output):
+    """The family's GenerativeLM on the backbone factory's output (itself when it is one)."""
+    cls = spec.lm_class()
+    return output if isinstance(output, cls) else cls(output)
+
+
+def lm_on_backbone(task, output):
+    """build of a generative family: its GenerativeLM, saved as "model" and "backbone"."""
+    model = lm_summary(task.spec, output)
+    return model, {"model": model, "backbone": model.backbone}
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainingRecord:
+    """How one family pretrains; see the module docstring. Functions take the task first
+    (`task.spec` is the family's FamilySpec); the family's FamilySpec names its record."""
+
     required_features: Union[Tuple[str, ...], Callable[[Mapping[str, Any]], Tuple[str, ...]]]
     inputs: Callable  # (task, batch) -> the model's named inputs
-    build: Callable  # (task, backbone_output) -> (model, {checkpoint name: trackable})
-    summary: Callable  # (backbone_output) -> model, for garden.train --summary
     loss_weights: Callable  # (task, batch) -> {name: global denominator}
     metrics: Callable  # (task, model, batch, training, weight_shares) -> {"loss", ...}
+    # (task, backbone_output) -> (model, {checkpoint name: trackable})
+    build: Callable = pretrainer_on_backbone
+    summary: Callable = pretrainer_summary  # (spec, backbone_output) -> model, for --summary
     per_batch: Optional[Callable] = None  # (task, ds, seed, input_context, skip) -> ds
     options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     backbone_args: Callable = lambda task: {}  # extra defaults for the backbone factory
@@ -66,61 +93,46 @@ def _share(weight_shares, key: str, epsilon: float = 1e-5):
     return None if weight_shares is None else weight_shares[key] + epsilon
 
 
-def _with_backbone(pretrainer_cls):
-    """build for a family whose pretrainer wraps one backbone saved as "backbone"."""
-    def build(task, backbone):
-        model = pretrainer_cls(backbone)
-        return model, {"model": model, "backbone": backbone}
-    return build
-
-
 # -- BERT (and ERNIE: the same features and model) and ALBERT: MLM + a sentence-pair head --
-def _pair_metrics(loss):
-    """metrics of a family with MLM and a sentence-pair head (BERT's NSP, ALBERT's SOP);
-    `loss` is the family's pretrain loss (outputs, ids, weights, sentence labels)."""
+def _pair_record(loss: str) -> PretrainingRecord:
+    """A family with MLM and a sentence-pair head (BERT's NSP, ALBERT's SOP); `loss` is the
+    "module:function" of its pretrain loss (outputs, ids, weights, sentence labels)."""
     def metrics(task, model, batch, training, weight_shares):
         outputs = model(task.model_inputs(batch), training=training)
-        out = loss(outputs, batch["masked_lm_ids"], batch["masked_lm_weights"],
-                   batch["next_sentence_labels"],
-                   mlm_denominator=_share(weight_shares, "masked_lm_weights"))
+        out = resolve(loss)(outputs, batch["masked_lm_ids"], batch["masked_lm_weights"],
+                            batch["next_sentence_labels"],
+                            mlm_denominator=_share(weight_shares, "masked_lm_weights"))
         out["tokens"] = shared.real_tokens(batch)
         return out
-    return metrics
+
+    return PretrainingRecord(
+        required_features=("input_ids", "input_mask", "segment_ids",
+                           "next_sentence_labels") + MLM_FEATURES,
+        inputs=lambda task, batch: shared.to_model_inputs(batch), loss_weights=_mlm_weights,
+        metrics=metrics)
 
 
-def _pair_family(objective: str, tokenizer: str, pretrainer_cls, loss) -> Family:
-    return Family(objective=objective, tokenizer=tokenizer,
-                  required_features=("input_ids", "input_mask", "segment_ids",
-                                     "next_sentence_labels") + MLM_FEATURES,
-                  inputs=lambda task, batch: shared.to_model_inputs(batch),
-                  build=_with_backbone(pretrainer_cls), summary=pretrainer_cls,
-                  loss_weights=_mlm_weights, metrics=_pair_metrics(loss))
-
-
-def _bert_family() -> Family:
-    from garden.models.bert.pretrainer import BertPretrainer, bert_pretrain_loss
-
-    return _pair_family("bert", "wordpiece", BertPretrainer, bert_pretrain_loss)
-
-
-def _albert_family() -> Family:
-    from garden.models.albert.pretrainer import AlbertPretrainer, albert_pretrain_loss
-
-    return _pair_family("albert", "sentencepiece", AlbertPretrainer, albert_pretrain_loss)
+BERT = _pair_record("garden.models.bert.pretrainer:bert_pretrain_loss")
+ALBERT = _pair_record("garden.models.albert.pretrainer:albert_pretrain_loss")
 
 
 # -- SpanBERT ------------------------------------------------------------------------------
 def _spanbert_build(task, backbone):
-    from garden.models.spanbert.pretrainer import SpanBertPretrainer
-
-    model = SpanBertPretrainer(backbone, max_targets=int(task.options["max_targets"]),
-                               position_embedding_size=int(task.options["position_embedding_size"]))
+    model = task.spec.pretrainer_class()(
+        backbone, max_targets=int(task.options["max_targets"]),
+        position_embedding_size=int(task.options["position_embedding_size"]))
     return model, {"model": model, "backbone": backbone}
 
 
 def _spanbert_weights(task, batch):
     return {**_mlm_weights(task, batch),
             "sbo_weights": tf.reduce_sum(tf.cast(batch["sbo_weights"], tf.float32))}
+
+
+def _spanbert_features(options):
+    from garden.models.spanbert.pretrainer import SBO_INPUTS
+
+    return ("input_ids", "input_mask", "segment_ids", "sbo_weights", *SBO_INPUTS) + MLM_FEATURES
 
 
 def _spanbert_inputs(task, batch):
@@ -144,29 +156,20 @@ def _spanbert_metrics(task, model, batch, training, weight_shares):
     return metrics
 
 
-def _spanbert_family() -> Family:
-    from garden.models.spanbert.pretrainer import SBO_INPUTS, SpanBertPretrainer
-
-    return Family(objective="spanbert", tokenizer="wordpiece",
-                  required_features=("input_ids", "input_mask", "segment_ids", "sbo_weights",
-                                     *SBO_INPUTS) + MLM_FEATURES,
-                  inputs=_spanbert_inputs, build=_spanbert_build, summary=SpanBertPretrainer,
-                  loss_weights=_spanbert_weights, metrics=_spanbert_metrics,
-                  options={"sbo_loss_weight": 1.0, "max_targets": 15,
-                           "position_embedding_size": 200})
+SPANBERT = PretrainingRecord(
+    required_features=_spanbert_features, inputs=_spanbert_inputs, build=_spanbert_build,
+    loss_weights=_spanbert_weights, metrics=_spanbert_metrics,
+    options={"sbo_loss_weight": 1.0, "max_targets": 15, "position_embedding_size": 200})
 
 
 # -- RoBERTa -------------------------------------------------------------------------------
 def _roberta_build(task, backbone):
-    from garden.models.roberta.pretrainer import RobertaPretrainer
-
     pad_id = task.vocabulary.special("pad", task.name)
     if backbone.get_config()["padding_idx"] != pad_id:
         raise ValueError(f"the backbone's padding_idx {backbone.get_config()['padding_idx']} is "
                          f"not the vocabulary's <pad> id {pad_id} ({task.vocab}): RoBERTa's "
                          f"positions count from it; unbind roberta_backbone.padding_idx")
-    model = RobertaPretrainer(backbone)
-    return model, {"model": model, "backbone": backbone}
+    return pretrainer_on_backbone(task, backbone)
 
 
 def _roberta_masks(task, ds, seed, input_context, skip_batches):
@@ -204,27 +207,20 @@ def _roberta_metrics(task, model, batch, training, weight_shares):
     return metrics
 
 
-def _roberta_family() -> Family:
-    from garden.models.roberta.pretrainer import RobertaPretrainer
-
-    return Family(objective="roberta", tokenizer="bpe",
-                  # Dynamic masks are drawn per batch; static ones must be in the data.
-                  required_features=lambda o: ("input_ids", "input_mask") + (
-                      () if o["dynamic_masking"] else MLM_FEATURES),
-                  inputs=_roberta_inputs, build=_roberta_build, summary=RobertaPretrainer,
-                  loss_weights=_mlm_weights, metrics=_roberta_metrics, per_batch=_roberta_masks,
-                  backbone_args=lambda task: {
-                      "default_padding_idx": task.vocabulary.special("pad", task.name)},
-                  options={"dynamic_masking": True, "max_predictions_per_seq": None,
-                           "mask_prob": 0.15})
+ROBERTA = PretrainingRecord(
+    # Dynamic masks are drawn per batch; static ones must be in the data.
+    required_features=lambda o: ("input_ids", "input_mask") + (
+        () if o["dynamic_masking"] else MLM_FEATURES),
+    inputs=_roberta_inputs, build=_roberta_build, loss_weights=_mlm_weights,
+    metrics=_roberta_metrics, per_batch=_roberta_masks,
+    backbone_args=lambda task: {"default_padding_idx": task.vocabulary.special("pad", task.name)},
+    options={"dynamic_masking": True, "max_predictions_per_seq": None, "mask_prob": 0.15})
 
 
 # -- ELECTRA -------------------------------------------------------------------------------
 def _electra_build(task, towers):
-    from garden.models.electra.pretrainer import ElectraPretrainer
-
     o = task.options
-    model = ElectraPretrainer(
+    model = task.spec.pretrainer_class()(
         towers["generator"], towers["discriminator"],
         mask_token_id=task.vocabulary.special("mask", task.name),
         # Every control token ([CLS], [SEP], [PAD], ...): padding is excluded by the mask too.
@@ -234,11 +230,9 @@ def _electra_build(task, towers):
                    "discriminator": towers["discriminator"]}
 
 
-def _electra_summary(towers):
-    from garden.models.electra.pretrainer import ElectraPretrainer
-
+def _electra_summary(spec, towers):
     # The [MASK] id changes no weight: any id prints the same model.
-    return ElectraPretrainer(towers["generator"], towers["discriminator"], mask_token_id=0)
+    return spec.pretrainer_class()(towers["generator"], towers["discriminator"], mask_token_id=0)
 
 
 def _electra_seeds(task, ds, seed, input_context, skip_batches):
@@ -283,46 +277,25 @@ def _electra_metrics(task, model, batch, training, weight_shares):
     return metrics
 
 
-def _electra_family() -> Family:
-    return Family(objective="electra", tokenizer="wordpiece",
-                  required_features=("input_ids", "input_mask", "segment_ids"),
-                  inputs=_electra_inputs, build=_electra_build, summary=_electra_summary,
-                  loss_weights=_electra_weights, metrics=_electra_metrics,
-                  per_batch=_electra_seeds,
-                  options={"mask_prob": 0.15, "temperature": 1.0, "disc_weight": 50.0})
+ELECTRA = PretrainingRecord(
+    required_features=("input_ids", "input_mask", "segment_ids"), inputs=_electra_inputs,
+    build=_electra_build, summary=_electra_summary, loss_weights=_electra_weights,
+    metrics=_electra_metrics, per_batch=_electra_seeds,
+    options={"mask_prob": 0.15, "temperature": 1.0, "disc_weight": 50.0})
 
 
-def _record_in(module: str) -> Callable[[], Family]:
-    """A family whose record lives in its own module (the generative families), as
-    `FAMILY = Family(...)` there; imported on first use like the records above."""
-    def load() -> Family:
-        import importlib
-
-        return importlib.import_module(module).FAMILY
-    return load
+def pretraining_families():
+    """The families with a garden.Pretraining record (FamilySpec.pretraining)."""
+    return [s for s in models.families() if s.pretraining]
 
 
-# The table: family name -> record (built on first use: the records import the models).
-# Generative families keep their records in garden/tasks/pretraining_<family>.py:
-#   "gpt2": _record_in("garden.tasks.pretraining_gpt2"),
-FAMILIES: Dict[str, Callable[[], Family]] = {
-    "bert": _bert_family,
-    "albert": _albert_family,
-    "spanbert": _spanbert_family,
-    "roberta": _roberta_family,
-    "electra": _electra_family,
-    "bart": _record_in("garden.tasks.pretraining_bart"),
-    "gpt2": _record_in("garden.tasks.pretraining_gpt2"),
-    "xlnet": _record_in("garden.tasks.pretraining_xlnet"),
-    "t5": _record_in("garden.tasks.pretraining_t5"),
-}
-
-
-def family_record(name: str) -> Family:
-    if name not in FAMILIES:
+def family_record(name: str):
+    """(FamilySpec, PretrainingRecord) of family `name`."""
+    spec = next((s for s in pretraining_families() if s.name == name), None)
+    if spec is None:
         raise ValueError(f"unknown pretraining family {name!r}: bind garden.Pretraining.family "
-                         f"to one of {', '.join(FAMILIES)}")
-    return FAMILIES[name]()
+                         f"to one of {', '.join(s.name for s in pretraining_families())}")
+    return spec, spec.pretraining_record()
 
 
 class Pretraining(Task):
@@ -335,7 +308,8 @@ class Pretraining(Task):
             .model, byte-level BPE vocab.json: whatever make_pretrain's --vocab was).
         phases: list of {"start_step", "data_dir", "max_seq_length"}, the first at step 0;
             BERT's recipe: 90% of the steps on 128-token data, then 512.
-        family: "bert" | "albert" | "roberta" | "spanbert" | "electra" (the FAMILIES table).
+        family: a family whose FamilySpec names a pretraining record ("bert", "albert",
+            "roberta", "spanbert", "electra", "xlnet", "gpt2", "t5", "bart").
         objective: the objective the data's info.json must record (default: the family's;
             "ernie" with family "bert").
         tokenizer: the vocabulary's kind (default: the family's).
@@ -344,7 +318,8 @@ class Pretraining(Task):
         eval_data_dir: a held-out make_pretrain output evaluated every `train.eval_every`
             steps (None: no evaluation); eval_max_seq_length (default: the first phase's),
             eval_batches, eval_batch_size: how much of it each evaluation reads.
-        **options: the family's own arguments (Family.options), e.g. mask_prob for ELECTRA.
+        **options: the family's own arguments (PretrainingRecord.options), e.g. mask_prob
+            for ELECTRA.
     """
 
     def __init__(self, backbone: Callable, vocab: str, phases: Sequence, family: str = "bert",
@@ -352,17 +327,17 @@ class Pretraining(Task):
                  lower_case: bool = True, shuffle_buffer: int = 10_000,
                  eval_data_dir: Optional[str] = None, eval_max_seq_length: Optional[int] = None,
                  eval_batches: int = 50, eval_batch_size: int = 32, **options):
-        self.family = family_record(family)
-        unknown = sorted(set(options) - set(self.family.options))
+        self.spec, self.record = family_record(family)
+        unknown = sorted(set(options) - set(self.record.options))
         if unknown:
             raise ValueError(f"garden.Pretraining (family {family!r}) takes no {unknown}; its "
-                             f"options are {sorted(self.family.options) or 'none'}")
-        self.options = {**self.family.options, **options}
+                             f"options are {sorted(self.record.options) or 'none'}")
+        self.options = {**self.record.options, **options}
         self.name = f"{family}_pretraining"
-        self.objective = objective or self.family.objective
+        self.objective = objective or family
         self.backbone_fn = backbone
         self.vocab = vocab
-        self.tokenizer = tokenizer or self.family.tokenizer
+        self.tokenizer = tokenizer or self.spec.tokenizer
         self.lower_case = lower_case
         self.shuffle_buffer = shuffle_buffer
         self.eval_data_dir = eval_data_dir
@@ -388,7 +363,7 @@ class Pretraining(Task):
         ddir = data.open_data_dir(path, objective=self.objective,
                                   vocab_fingerprint=self.fingerprint,
                                   vocab_size=self.vocab_size, max_seq_length=max_seq_length)
-        needed = self.family.required_features
+        needed = self.record.required_features
         if callable(needed):
             needed = needed(self.options)
         missing = sorted(set(needed) - set(ddir.spec))
@@ -401,8 +376,8 @@ class Pretraining(Task):
     # -- model ---------------------------------------------------------------------------
     def build_model(self):
         output = self.backbone_fn(default_vocab_size=self.vocab_size,
-                                  **self.family.backbone_args(self))
-        model, objects = self.family.build(self, output)
+                                  **self.record.backbone_args(self))
+        model, objects = self.record.build(self, output)
         for name, backbone in objects.items():
             if name != "model":
                 self._check_backbone(name, backbone.get_config())
@@ -420,7 +395,8 @@ class Pretraining(Task):
 
     @classmethod
     def summary_model_from(cls, backbone, bindings: Mapping[str, Any]):
-        return family_record(bindings.get("family", "bert")).summary(backbone)
+        spec, record = family_record(bindings.get("family", "bert"))
+        return record.summary(spec, backbone)
 
     # -- data ----------------------------------------------------------------------------
     def _dataset(self, ddir, batch_size: int, seed: int, input_context=None,
@@ -430,9 +406,9 @@ class Pretraining(Task):
             ddir, batch_size=batch_size, seed=seed, input_context=input_context,
             shuffle_buffer=self.shuffle_buffer if shuffle_buffer is None else shuffle_buffer,
             repeat=repeat, skip_batches=skip_batches)
-        if self.family.per_batch is None:
+        if self.record.per_batch is None:
             return ds
-        return self.family.per_batch(self, ds, seed, input_context, skip_batches)
+        return self.record.per_batch(self, ds, seed, input_context, skip_batches)
 
     def schedule(self, train_steps: int):
         assert self._dirs is not None, "prepare() first"
@@ -445,14 +421,14 @@ class Pretraining(Task):
     # -- objective -----------------------------------------------------------------------
     def model_inputs(self, batch) -> Dict[str, tf.Tensor]:
         """The model's named inputs of a batch of the data (TFRecord feature names)."""
-        return self.family.inputs(self, batch)
+        return self.record.inputs(self, batch)
 
     def loss_weights(self, batch) -> Dict[str, tf.Tensor]:
-        return self.family.loss_weights(self, batch)
+        return self.record.loss_weights(self, batch)
 
     def compute_metrics(self, model, batch, training: bool,
                         weight_shares: Optional[Dict[str, tf.Tensor]] = None) -> Dict[str, tf.Tensor]:
-        return self.family.metrics(self, model, batch, training, weight_shares)
+        return self.record.metrics(self, model, batch, training, weight_shares)
 
     def evaluate(self, model) -> Dict[str, float]:
         """Mean metrics over the first eval_batches batches of eval_data_dir ({} without one).

@@ -1,5 +1,5 @@
 """BART denoising pretraining (docs/objectives.md section 9): the `bart` record of
-garden.tasks.pretraining (`garden.Pretraining.family = 'bart'`).
+garden.tasks.pretraining (`garden.Pretraining.family = 'bart'`), named by BART's FamilySpec.
 
 Data: make_pretrain --objective=bart (data_pipelines/features.py bart_pretrain_spec):
 input_ids / input_mask (the noised block, the encoder's input), labels (the clean block
@@ -23,20 +23,9 @@ import tensorflow as tf
 
 from garden.losses import masked_lm_metrics, with_total_loss
 from garden.tasks import shared
-from garden.tasks.pretraining import Family, _share
+from garden.tasks.pretraining import PretrainingRecord, _share, lm_on_backbone, lm_summary
 
 FEATURES = ("input_ids", "input_mask", "labels", "decoder_input_ids", "decoder_input_mask")
-
-
-def _lm(backbone):
-    from garden.models.bart.backbone import BartSeq2SeqLM
-
-    return backbone if isinstance(backbone, BartSeq2SeqLM) else BartSeq2SeqLM(backbone)
-
-
-def _build(task, backbone):
-    model = _lm(backbone)
-    return model, {"model": model, "backbone": model.backbone}
 
 
 def _inputs(task, batch):
@@ -59,5 +48,5 @@ def _metrics(task, model, batch, training, weight_shares):
     return metrics
 
 
-FAMILY = Family(objective="bart", tokenizer="bpe", required_features=FEATURES, inputs=_inputs,
-                build=_build, summary=_lm, loss_weights=_weights, metrics=_metrics)
+RECORD = PretrainingRecord(required_features=FEATURES, inputs=_inputs, build=lm_on_backbone,
+                           summary=lm_summary, loss_weights=_weights, metrics=_metrics)

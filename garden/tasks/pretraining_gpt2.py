@@ -1,5 +1,5 @@
-"""GPT-2 pretraining (docs/objectives.md section 11): the `FAMILY` record garden.Pretraining
-reads for `garden.Pretraining.family = 'gpt2'` (row "gpt2" of garden/tasks/pretraining.py).
+"""GPT-2 pretraining (docs/objectives.md section 11): the `RECORD` garden.Pretraining reads
+for `garden.Pretraining.family = 'gpt2'` (GPT-2's FamilySpec names it).
 
 Data: make_pretrain --objective=gpt2 (byte-level BPE documents joined by <|endoftext|>, cut
 into full blocks: input_ids, input_mask). Model: GPT2CausalLM on the backbone factory's
@@ -20,7 +20,7 @@ import tensorflow as tf
 
 from garden import losses
 from garden.tasks import shared
-from garden.tasks.pretraining import Family
+from garden.tasks.pretraining import PretrainingRecord, lm_on_backbone, lm_summary
 
 
 def next_token_weights(padding_mask) -> tf.Tensor:
@@ -46,19 +46,6 @@ def _inputs(task, batch):
             "padding_mask": tf.cast(batch["input_mask"], tf.int32)}
 
 
-def _build(task, backbone):
-    from garden.models.gpt2.causal_lm import GPT2CausalLM
-
-    model = GPT2CausalLM(backbone)
-    return model, {"model": model, "backbone": backbone}
-
-
-def _summary(backbone):
-    from garden.models.gpt2.causal_lm import GPT2CausalLM
-
-    return GPT2CausalLM(backbone)
-
-
 def _loss_weights(task, batch):
     return {"lm_weights": tf.reduce_sum(next_token_weights(batch["input_mask"]))}
 
@@ -72,6 +59,6 @@ def _metrics(task, model, batch, training, weight_shares):
     return metrics
 
 
-FAMILY = Family(objective="gpt2", tokenizer="bpe", required_features=("input_ids", "input_mask"),
-                inputs=_inputs, build=_build, summary=_summary, loss_weights=_loss_weights,
-                metrics=_metrics)
+RECORD = PretrainingRecord(required_features=("input_ids", "input_mask"), inputs=_inputs,
+                           build=lm_on_backbone, summary=lm_summary,
+                           loss_weights=_loss_weights, metrics=_metrics)

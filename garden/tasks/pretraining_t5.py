@@ -1,5 +1,5 @@
-"""T5 span-corruption pretraining (docs/objectives.md section 8): the "t5" record of
-garden.Pretraining's family table, on `data_pipelines.make_pretrain --objective=t5` output.
+"""T5 span-corruption pretraining (docs/objectives.md section 8): the `RECORD` T5's FamilySpec
+names for garden.Pretraining, on `data_pipelines.make_pretrain --objective=t5` output.
 
 Data: `inputs` (kept pieces, one sentinel per noise span, EOS) and `targets` (sentinel + noise
 run per span, EOS), zero-padded (0 = SentencePiece <pad>, which T5 also uses as the decoder
@@ -31,7 +31,7 @@ from typing import Dict
 import tensorflow as tf
 
 from garden import losses
-from garden.tasks.pretraining import Family
+from garden.tasks.pretraining import PretrainingRecord
 
 EOS_ID = 1  # T5's SentencePiece layout (make_vocab: pad 0, eos 1, unk 2)
 
@@ -91,8 +91,7 @@ def _metrics(task, model, batch, training, weight_shares) -> Dict[str, tf.Tensor
     return out
 
 
-FAMILY = Family(
-    objective="t5", tokenizer="sentencepiece", required_features=("inputs", "targets"),
-    inputs=model_inputs, build=_build, summary=lambda lm: lm, loss_weights=_loss_weights,
-    metrics=_metrics,
+RECORD = PretrainingRecord(
+    required_features=("inputs", "targets"), inputs=model_inputs, build=_build,
+    summary=lambda spec, lm: lm, loss_weights=_loss_weights, metrics=_metrics,
     backbone_args=lambda task: {"vocab_size": task.vocab_size + num_sentinels(task)})

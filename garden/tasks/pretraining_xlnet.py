@@ -1,5 +1,6 @@
 """XLNet pretraining (permutation LM, docs/objectives.md section 7): the `garden.Pretraining`
-family record of `garden.Pretraining.family = 'xlnet'`, on make_pretrain --objective=xlnet data.
+record of `garden.Pretraining.family = 'xlnet'` (XLNet's FamilySpec names it; the model is
+its pretrainer, XLNetPretrainer), on make_pretrain --objective=xlnet data.
 
 A batch of that data holds input_k, input_q (0/1: the targets), seg_id, perm_rank [B, T] and
 target, target_mask [B, P]. Every instance is exactly max_seq_length tokens (reuse half,
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from garden.tasks.pretraining import Family, _share, _with_backbone
+from garden.tasks.pretraining import PretrainingRecord, _share
 
 FEATURES = ("input_k", "input_q", "seg_id", "perm_rank", "target", "target_mask")
 
@@ -83,13 +84,6 @@ def _backbone_args(task):
     return {"bi_data": bool(o["bi_data"]), "mem_len": int(o["mem_len"]), "reuse_len": int(o["reuse_len"])}
 
 
-def _family() -> Family:
-    from garden.models.xlnet.pretrainer import XLNetPretrainer
-
-    return Family(objective="xlnet", tokenizer="sentencepiece", required_features=FEATURES,
-                  inputs=_inputs, build=_with_backbone(XLNetPretrainer), summary=XLNetPretrainer,
-                  loss_weights=_weights, metrics=_metrics, backbone_args=_backbone_args,
-                  options={"bi_data": False, "mem_len": 0, "reuse_len": 0})
-
-
-FAMILY = _family()
+RECORD = PretrainingRecord(required_features=FEATURES, inputs=_inputs, loss_weights=_weights,
+                           metrics=_metrics, backbone_args=_backbone_args,
+                           options={"bi_data": False, "mem_len": 0, "reuse_len": 0})

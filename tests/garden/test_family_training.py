@@ -168,7 +168,7 @@ def test_dynamic_masks_are_fresh_per_batch_and_resume_exactly(family_data):
     parsing = features.tf_parsing_spec(ddir.spec)
     raw = next(iter(tf.data.TFRecordDataset(ddir.files).batch(8).map(
         lambda x: tf.io.parse_example(x, parsing))))
-    twice = list(task.family.per_batch(task, tf.data.Dataset.from_tensors(raw).repeat(2), 3, None, 0))
+    twice = list(task.record.per_batch(task, tf.data.Dataset.from_tensors(raw).repeat(2), 3, None, 0))
     assert not np.array_equal(twice[0]["masked_lm_positions"].numpy(),
                               twice[1]["masked_lm_positions"].numpy())
 

@@ -236,7 +236,7 @@ def from_model_garden(config: Dict, weights: Dict[str, np.ndarray]) -> Dict:
             them (vocab_size, hidden_size, num_layers, num_attention_heads, inner_dim,
             max_sequence_length, type_vocab_size, output_dropout, embedding_width, norm_first).
             The activation is not checked here (its config entry is only a name); see
-            garden.convert.load_model_garden.
+            garden.models.bert.model_garden.check_activation.
         weights: variable name (e.g. "transformer/layer_0/self_attention/query/kernel:0") ->
             numpy array.
 

@@ -6,7 +6,17 @@ from garden.models.distilbert.distiller import (TEACHER_LAYERS, DistilBertDistil
                                                 distillation_loss, init_student_from_teacher)
 from garden.models.distilbert.presets import PRESETS, distilbert_backbone_from_preset
 from garden.models.distilbert.pretrainer import DistilBertPretrainer
+from garden.models.family import FamilySpec
 
-__all__ = ["DistilBertBackbone", "DistilBertPretrainer", "DistilBertDistiller",
+__all__ = ["SPEC", "DistilBertBackbone", "DistilBertPretrainer", "DistilBertDistiller",
            "distillation_loss", "init_student_from_teacher", "TEACHER_LAYERS", "PRESETS",
            "distilbert_backbone_from_preset"]
+
+SPEC = FamilySpec(
+    name="distilbert", backbone="garden.models.distilbert.backbone:DistilBertBackbone",
+    presets="garden.models.distilbert.presets", default_preset="distilbert_base",
+    tokenizer="wordpiece", layout="bert", lower_case=True,
+    pretrainer="garden.models.distilbert.pretrainer:DistilBertPretrainer",
+    converters={"huggingface": "garden.models.distilbert.conversion:from_huggingface"},
+    hf_model_types=("distilbert",),
+    hf_tokenizer_files=("vocab.txt",))

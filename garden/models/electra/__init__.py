@@ -11,9 +11,21 @@ from garden.models.electra.pretrainer import (ElectraDiscriminator, ElectraDiscr
                                               ElectraPretrainer, ElectraReplacement,
                                               electra_mask, electra_pretrain_loss,
                                               electra_replace)
+from garden.models.family import FamilySpec
 
-__all__ = ["ElectraBackbone", "ElectraDiscriminator", "ElectraDiscriminatorHead",
+__all__ = ["SPEC", "ElectraBackbone", "ElectraDiscriminator", "ElectraDiscriminatorHead",
            "ElectraGenerator", "ElectraMasking", "ElectraPretrainer", "ElectraReplacement",
            "electra_mask", "electra_replace", "electra_pretrain_loss", "PRESETS", "GENERATORS",
            "PRETRAINING", "electra_backbone_from_preset", "electra_generator_from_preset",
            "electra_pretrainer_from_preset"]
+
+SPEC = FamilySpec(
+    name="electra", backbone="garden.models.electra.backbone:ElectraBackbone",
+    presets="garden.models.electra.presets", default_preset="electra_small",
+    tokenizer="wordpiece", layout="bert", lower_case=True,
+    pretrainer="garden.models.electra.pretrainer:ElectraPretrainer",
+    converters={"huggingface": "garden.models.electra.conversion:from_huggingface",
+                "tf1": "garden.models.electra.conversion:from_tf1"},
+    hf_model_types=("electra",),
+    hf_tokenizer_files=("vocab.txt",),
+    pretraining="garden.tasks.pretraining:ELECTRA")

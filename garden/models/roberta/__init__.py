@@ -1,8 +1,19 @@
 """RoBERTa (Liu et al., 2019): backbone, masked LM pretrainer and loss, presets, HF import."""
 
+from garden.models.family import FamilySpec
 from garden.models.roberta.backbone import RobertaBackbone, padding_offset_positions
 from garden.models.roberta.presets import PRESETS, roberta_backbone_from_preset
 from garden.models.roberta.pretrainer import RobertaPretrainer, roberta_pretrain_loss
 
-__all__ = ["RobertaBackbone", "RobertaPretrainer", "roberta_pretrain_loss", "PRESETS",
+__all__ = ["SPEC", "RobertaBackbone", "RobertaPretrainer", "roberta_pretrain_loss", "PRESETS",
            "roberta_backbone_from_preset", "padding_offset_positions"]
+
+SPEC = FamilySpec(
+    name="roberta", backbone="garden.models.roberta.backbone:RobertaBackbone",
+    presets="garden.models.roberta.presets", default_preset="roberta_base",
+    tokenizer="bpe", layout="roberta", lower_case=False,
+    pretrainer="garden.models.roberta.pretrainer:RobertaPretrainer",
+    converters={"huggingface": "garden.models.roberta.conversion:from_huggingface"},
+    hf_model_types=("roberta",),
+    hf_tokenizer_files=("vocab.json", "merges.txt"),
+    pretraining="garden.tasks.pretraining:ROBERTA")

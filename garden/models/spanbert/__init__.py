@@ -1,8 +1,16 @@
 """SpanBERT (Joshi et al., 2020): the BERT backbone with masked LM and span boundary heads."""
 
+from garden.models.family import FamilySpec
 from garden.models.spanbert.presets import PRESETS, SBO, spanbert_pretrainer_from_preset
 from garden.models.spanbert.pretrainer import (SBO_INPUTS, SpanBertPretrainer, SpanBoundaryHead,
                                                spanbert_pretrain_loss)
 
-__all__ = ["SpanBertPretrainer", "SpanBoundaryHead", "spanbert_pretrain_loss", "SBO_INPUTS",
-           "PRESETS", "SBO", "spanbert_pretrainer_from_preset"]
+__all__ = ["SPEC", "SpanBertPretrainer", "SpanBoundaryHead", "spanbert_pretrain_loss",
+           "SBO_INPUTS", "PRESETS", "SBO", "spanbert_pretrainer_from_preset"]
+
+SPEC = FamilySpec(
+    name="spanbert", backbone="garden.models.bert.backbone:BertBackbone",
+    presets="garden.models.spanbert.presets", default_preset="spanbert_base",
+    tokenizer="wordpiece", layout="bert", lower_case=False,
+    pretrainer="garden.models.spanbert.pretrainer:SpanBertPretrainer",
+    pretraining="garden.tasks.pretraining:SPANBERT")

@@ -1,8 +1,19 @@
 """T5 v1.0 and v1.1 (Raffel et al., 2020): encoder-decoder backbone, the Seq2Seq LM that
 trains, decodes and serves, presets and Hugging Face import."""
 
+from garden.models.family import FamilySpec
 from garden.models.t5.backbone import T5Backbone, T5Block, T5Stack
 from garden.models.t5.presets import PRESETS, parameter_count
 from garden.models.t5.seq2seq_lm import T5Seq2SeqLM
 
-__all__ = ["PRESETS", "T5Backbone", "T5Block", "T5Seq2SeqLM", "T5Stack", "parameter_count"]
+__all__ = ["SPEC", "PRESETS", "T5Backbone", "T5Block", "T5Seq2SeqLM", "T5Stack", "parameter_count"]
+
+SPEC = FamilySpec(
+    name="t5", backbone="garden.models.t5.backbone:T5Backbone",
+    presets="garden.models.t5.presets", default_preset="t5_small",
+    tokenizer="sentencepiece", layout="bert", lower_case=False,
+    lm="garden.models.t5.seq2seq_lm:T5Seq2SeqLM", framing="t5",
+    converters={"huggingface": "garden.models.t5.conversion:from_huggingface"},
+    hf_model_types=("t5",),
+    hf_tokenizer_files=("spiece.model",),
+    pretraining="garden.tasks.pretraining_t5:RECORD")

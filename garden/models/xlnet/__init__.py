@@ -1,9 +1,20 @@
 """XLNet (Yang et al., 2019): two-stream relative-attention backbone with Transformer-XL memory,
 permutation-LM pretrainer and loss, presets, Hugging Face import."""
 
+from garden.models.family import FamilySpec
 from garden.models.xlnet.backbone import XLNetBackbone
 from garden.models.xlnet.presets import PRESETS, xlnet_backbone_from_preset
 from garden.models.xlnet.pretrainer import XLNetPretrainer, xlnet_pretrain_loss
 
-__all__ = ["XLNetBackbone", "XLNetPretrainer", "xlnet_pretrain_loss", "PRESETS",
+__all__ = ["SPEC", "XLNetBackbone", "XLNetPretrainer", "xlnet_pretrain_loss", "PRESETS",
            "xlnet_backbone_from_preset"]
+
+SPEC = FamilySpec(
+    name="xlnet", backbone="garden.models.xlnet.backbone:XLNetBackbone",
+    presets="garden.models.xlnet.presets", default_preset="xlnet_base",
+    tokenizer="sentencepiece", layout="xlnet", lower_case=False,
+    pretrainer="garden.models.xlnet.pretrainer:XLNetPretrainer",
+    converters={"huggingface": "garden.models.xlnet.conversion:from_huggingface"},
+    hf_model_types=("xlnet",),
+    hf_tokenizer_files=("spiece.model",),
+    pretraining="garden.tasks.pretraining_xlnet:RECORD")

@@ -1,0 +1,118 @@
+"""FamilySpec: what the garden knows about one model family, as one record in its folder.
+
+Every family folder holds its record as `SPEC` in `garden/models/<family>/__init__.py`; the
+tools read the records through `garden.models.families()` and `garden.models.spec(name)`
+(the folders are the table: adding a family is a new folder, no row elsewhere):
+
+    factory        backbone class, presets module and default preset (garden.models.factory)
+    garden.convert converters per source, Hugging Face model types and tokenizer files, the
+                   TF1 release's tokenizer files, the text layout and default casing
+    pretraining    the garden.Pretraining record (garden/tasks/pretraining.py) of the family
+    generation     the GenerativeLM class and the prompt framing (garden/models/framing.py)
+                   of garden.convert's generate/ directory, the LM tasks and garden.fewshot
+
+Classes and functions are lazy "module:attr" strings, resolved on use: a record imports
+nothing, so reading every family's record costs no model import beyond the folder's own.
+
+Example:
+    from garden import models
+    models.spec("bert").backbone_class()     # BertBackbone
+    [s.name for s in models.families() if s.lm]   # the generative families
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from typing import Dict, Mapping, Tuple
+
+SOURCES = ("huggingface", "tf1", "model_garden")
+FRAMINGS = ("causal", "t5", "bart")  # garden/models/framing.py
+
+
+def resolve(reference: str):
+    """The object a lazy "module:attr" reference names."""
+    module, _, attr = reference.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+@dataclasses.dataclass(frozen=True)
+class FamilySpec:
+    """One family's facts (module docstring). Required fields first; the rest default to
+    "the family has none" (no converter, no LM, no pretraining record)."""
+
+    name: str
+    backbone: str  # "module:Class" of the Backbone
+    presets: str  # module with a PRESETS dict (preset name -> complete constructor config)
+    default_preset: str  # the preset of the gin name <family>_backbone (factory)
+    tokenizer: str  # data_pipelines.tokenizers kind: "wordpiece" | "sentencepiece" | "bpe"
+    layout: str  # garden.serving.text layout of the family's packed text
+    lower_case: bool  # the casing when the checkpoint's tokenizer config does not say
+    pretrainer: str = ""  # "module:Class": pretraining heads around the backbone
+    lm: str = ""  # "module:Class": the GenerativeLM, Class(backbone) (generative families)
+    framing: str = ""  # FRAMINGS: how the LM lays out a prompt (generative families)
+    # source (SOURCES) -> "module:function"(config, weights) -> {"backbone", "pretrainer"}
+    converters: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    hf_model_types: Tuple[str, ...] = ()  # config.json model_type values accepted
+    hf_tokenizer_files: Tuple[str, ...] = ()  # the tokenizer files of a Hugging Face folder
+    # The TF1 release's tokenizer files, {name written: name in the release} (GPT-2's
+    # encoder.json + vocab.bpe); none: vocab.txt or a SentencePiece *.model next to it.
+    tf1_tokenizer_files: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # "module:attr" of the garden.tasks.pretraining.PretrainingRecord (garden.Pretraining's
+    # family = <name>); the objective its data records is the family's name.
+    pretraining: str = ""
+
+    def backbone_class(self):
+        return resolve(self.backbone)
+
+    def preset_table(self) -> Dict[str, Dict]:
+        return importlib.import_module(self.presets).PRESETS
+
+    def pretrainer_class(self):
+        return resolve(self.pretrainer) if self.pretrainer else None
+
+    def lm_class(self):
+        return resolve(self.lm) if self.lm else None
+
+    def converter(self, source: str):
+        """The function converting a `source` checkpoint, or NotImplementedError naming what
+        the family converts from."""
+        if source not in self.converters:
+            have = ", ".join(sorted(self.converters)) or "no source"
+            raise NotImplementedError(f"no --source={source} converter for {self.name!r} "
+                                      f"(it converts from {have})")
+        return resolve(self.converters[source])
+
+    @property
+    def generates_from_huggingface(self) -> bool:
+        """A generative family whose Hugging Face folder carries a tokenizer garden reads:
+        garden.convert writes its generate/ model directory (openai-gpt's character-level
+        BPE is not readable here: GPT lists no tokenizer files)."""
+        return bool(self.lm and self.hf_tokenizer_files)
+
+    def pretraining_record(self):
+        """garden.Pretraining's record of this family (ValueError when it has none)."""
+        if not self.pretraining:
+            raise ValueError(f"family {self.name!r} has no garden.Pretraining record")
+        return resolve(self.pretraining)
+
+    def check(self) -> None:
+        """ValueError naming every required field that is missing or out of its choices."""
+        from data_pipelines.tokenizers import KINDS
+
+        problems = [f"{f.name} is empty" for f in dataclasses.fields(self)
+                    if f.default is dataclasses.MISSING and f.default_factory is
+                    dataclasses.MISSING and getattr(self, f.name) in ("", None)]
+        if self.tokenizer not in KINDS:
+            problems.append(f"tokenizer {self.tokenizer!r} is not one of {KINDS}")
+        if self.framing and self.framing not in FRAMINGS:
+            problems.append(f"framing {self.framing!r} is not one of {FRAMINGS}")
+        if bool(self.lm) != bool(self.framing):
+            problems.append("a generative family names both its lm and its framing")
+        unknown = sorted(set(self.converters) - set(SOURCES))
+        if unknown:
+            problems.append(f"converters for unknown sources {unknown} (known: {SOURCES})")
+        if self.hf_model_types and "huggingface" not in self.converters:
+            problems.append("hf_model_types without a huggingface converter")
+        if problems:
+            raise ValueError(f"FamilySpec {self.name or '?'}: {'; '.join(problems)}")
