@@ -149,15 +149,14 @@ def gin_factory(args):
 
 def backbone_from_gin(args):
     """open_backbone of a checkpoint prefix or run directory with --config and --vocab."""
-    from garden import runs
-    from garden.tasks.sentence_classification import resolve_init_checkpoint
+    from garden import pretrained, runs
     from garden.tasks.shared import make_backbone, restore_backbone
 
     factory = gin_factory(args)
     text = runs.TextSettings(args.vocab, args.tokenizer,
                              True if args.lower_case is None else args.lower_case)
     backbone = make_backbone(factory, text.packer(args.max_seq_length), output_hidden_states=True)
-    ckpt = resolve_init_checkpoint(args.init_checkpoint, args.checkpoint_object)
+    ckpt = pretrained.resolve_checkpoint(args.init_checkpoint, args.checkpoint_object)
     restore_backbone(backbone, ckpt, args.checkpoint_object, "extract_features")
     return backbone, text, ckpt
 

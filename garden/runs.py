@@ -69,10 +69,8 @@ class TextSettings:
         says which file it read (garden.bertology.representations loads it again)."""
         from garden.serving.text import load_packer
 
-        packer = load_packer(self.vocab, max_seq_length, kind=self.tokenizer_kind,
-                             lower_case=self.lower_case, layout=self.layout)
-        packer.vocab_path = self.vocab
-        return packer
+        return load_packer(self.vocab, max_seq_length, kind=self.tokenizer_kind,
+                           lower_case=self.lower_case, layout=self.layout)
 
     def tokenizer(self):
         """The data_pipelines TextTokenizer of the vocabulary."""
@@ -152,29 +150,14 @@ def _switched(backbone, output_attentions: bool, use_head_mask: bool):
 
 
 def family_of(backbone) -> Optional[str]:
-    """The family table's name of a backbone's class (BertBackbone: "bert"), None if none."""
-    from garden.models.factory import FAMILIES
+    """The family's name of a backbone's class (BertBackbone: "bert"), None if none."""
+    from garden import models
 
-    return next((f.name for f in FAMILIES if f.backbone_class() is type(backbone)), None)
+    return next((f.name for f in models.families() if f.backbone_class() is type(backbone)),
+                None)
 
 
 # --- model_dir: a garden.train run ------------------------------------------------------------
-
-def task_tokenizer_kind(task) -> Optional[str]:
-    """A task's tokenizer kind. The tasks are being renamed to `tokenizer_kind`; until every task
-    has it, the old attribute names (`tokenizer`, `kind`) are read as a fallback."""
-    for name in ("tokenizer_kind", "tokenizer", "kind"):
-        value = getattr(task, name, None)
-        if isinstance(value, str):
-            return value
-    return None
-
-
-def task_converted(task):
-    """The garden.convert directory (pretrained.Converted) a task started from, or None:
-    `converted` on the encoder fine-tuning tasks, still `_converted` on the LM tasks."""
-    return getattr(task, "converted", None) or getattr(task, "_converted", None)
-
 
 class ModelDirRun(Run):
     kind = MODEL_DIR
@@ -197,11 +180,11 @@ class ModelDirRun(Run):
         if self.checkpoint is None:
             raise RunError(f"{path} is a garden.train run directory without a checkpoint in "
                            f"{posixpath.join(path, CHECKPOINT_DIR)} (did the run save one?)")
-        self.converted = task_converted(self.task)  # its init_checkpoint's, or None
+        self.converted = getattr(self.task, "converted", None)  # its init_checkpoint's, or None
         vocab = getattr(self.task, "vocab", None)
         layout = getattr(self.task, "layout", None) or (
             self.converted.tokenizer.get("layout") if self.converted is not None else None)
-        self.text = TextSettings(vocab, task_tokenizer_kind(self.task),
+        self.text = TextSettings(vocab, getattr(self.task, "tokenizer_kind", None),
                                  bool(getattr(self.task, "lower_case", True)), layout)
         self.objects: Dict[str, object] = {}
         self.family = self.converted.family if self.converted is not None else None

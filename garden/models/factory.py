@@ -32,14 +32,6 @@ def family_of(preset: str) -> FamilySpec:
                      "backbone.preset = 'bert_base')")
 
 
-def __getattr__(name: str):
-    # FAMILIES: the family records (garden.models.families()) under the factory's old name,
-    # for callers not yet reading the registry (garden/runs.py).
-    if name == "FAMILIES":
-        return models.families()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def preset_config(preset: str, default_vocab_size: Optional[int] = None,
                   default_padding_idx: Optional[int] = None, **overrides) -> Dict:
     """The preset's config with the task's defaults, then the non-None overrides, over it."""

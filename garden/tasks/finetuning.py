@@ -90,11 +90,6 @@ class EncoderFinetuning(Task):
         self._packer = None
         self._init_path: Optional[str] = None  # init_checkpoint's prefix, set by check_text()
 
-    @property
-    def _converted(self):
-        """The old name of `converted`, read by garden/runs.py until it switches."""
-        return self.converted
-
     # -- before anything is built ---------------------------------------------------------
     def check_text(self):
         """prepare()'s shared part: builds the packer once (the vocabulary, its special tokens

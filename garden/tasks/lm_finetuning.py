@@ -83,9 +83,8 @@ from garden import losses
 from garden.metrics import rouge
 from garden.models import framing
 from garden.tasks.base import Stage, Task
-from garden.tasks.sentence_classification import (TaskDataError, batches, read_records,
-                                                  resolve_init_checkpoint)
-from garden.tasks.shared import restore_backbone
+from garden.tasks.shared import batches, restore_backbone
+from garden.tasks.text_files import TaskDataError, read_records
 from garden import pretrained
 
 COLUMNS = ["source", "target"]
@@ -157,7 +156,7 @@ class GenerativeFinetuning(Task):
         self.max_beams = int(max_beams)
         # A garden.convert directory as init_checkpoint: its LM, tokenizer and casing
         # (garden/pretrained.py); its `model` object (the whole GenerativeLM) is restored.
-        (self._converted, vocab, lower_case, tokenizer, _) = pretrained.text_settings(
+        (self.converted, vocab, lower_case, tokenizer, _) = pretrained.text_settings(
             f"garden.{type(self).__name__}", init_checkpoint, vocab, lower_case, tokenizer,
             default_lower_case=False)
         self.vocab, self.lower_case = vocab, lower_case
@@ -174,7 +173,7 @@ class GenerativeFinetuning(Task):
         self.max_eval_examples = max_eval_examples
         self.eval_batch_size = int(eval_batch_size)
         self.init_checkpoint = init_checkpoint
-        self.init_checkpoint_object = ("model" if self._converted is not None
+        self.init_checkpoint_object = ("model" if self.converted is not None
                                        else init_checkpoint_object)
 
     # -- before anything is built ---------------------------------------------------------
@@ -201,7 +200,7 @@ class GenerativeFinetuning(Task):
         self._check_lengths(eager, self.train_file, self.train_rows)
         self._check_lengths(eager, self.eval_file, self.eval_rows)
         if self.init_checkpoint:
-            self._init_path = resolve_init_checkpoint(self.init_checkpoint,
+            self._init_path = pretrained.resolve_checkpoint(self.init_checkpoint,
                                                       self.init_checkpoint_object)
         # SentencePiece: built again on first use (see `text_tokenizer`); BPE's module (lookup
         # tables, no op-owned resource) survives the seeding and is reused: building it costs
@@ -251,8 +250,8 @@ class GenerativeFinetuning(Task):
 
     # -- the model -------------------------------------------------------------------------
     def build_model(self):
-        if self._converted is not None:
-            model = pretrained.build_lm(self._converted, self.model_fn,
+        if self.converted is not None:
+            model = pretrained.build_lm(self.converted, self.model_fn,
                                         f"garden.{type(self).__name__}")
         else:
             model = self.model_fn(default_vocab_size=self.token_vocab.size)
@@ -266,7 +265,7 @@ class GenerativeFinetuning(Task):
         # parameters and the checkpoint restores before the first step).
         model({k: tf.ones([1, 2], tf.int32) for k in model.input_names}, training=False)
         backbone = getattr(model, "backbone", None)
-        if self.init_checkpoint and self._converted is not None:
+        if self.init_checkpoint and self.converted is not None:
             pretrained.restore(model, self._init_path, self.init_checkpoint_object, self.name)
         elif self.init_checkpoint:
             restore_backbone(backbone if backbone is not None else model, self._init_path,

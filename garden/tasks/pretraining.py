@@ -337,7 +337,7 @@ class Pretraining(Task):
         self.objective = objective or family
         self.backbone_fn = backbone
         self.vocab = vocab
-        self.tokenizer = tokenizer or self.spec.tokenizer
+        self.tokenizer_kind = tokenizer or self.spec.tokenizer
         self.lower_case = lower_case
         self.shuffle_buffer = shuffle_buffer
         self.eval_data_dir = eval_data_dir
@@ -350,7 +350,8 @@ class Pretraining(Task):
 
     # -- checks before anything is built -------------------------------------------------
     def prepare(self) -> None:
-        loaded = tokenizers.load_tokenizer(self.tokenizer, self.vocab, lower_case=self.lower_case)
+        loaded = tokenizers.load_tokenizer(self.tokenizer_kind, self.vocab,
+                                           lower_case=self.lower_case)
         self.vocabulary = loaded.vocab  # data_pipelines.objectives.base.Vocab
         self.vocab_size = self.vocabulary.size
         self.fingerprint = loaded.fingerprint

@@ -33,20 +33,13 @@ import numpy as np
 import tensorflow as tf
 
 from data_pipelines.finetune import FinetuneDataError, glue, tfds_sources
-from garden import pretrained
 from garden.metrics import glue as glue_metrics
 from garden.models.classifier import SequenceClassifier
 from garden.serving.modules import TextClassifierServing
 from garden.tasks.base import Stage
 from garden.tasks.finetuning import EncoderFinetuning, softmax_metrics
 from garden.tasks.shared import batches
-from garden.tasks.text_files import TaskDataError, read_examples, read_records  # noqa: F401
-
-
-# The names lm_finetuning.py and extract_features.py imported from here, until they import them
-# from their homes: text_files (TaskDataError, read_records), shared (batches) and
-# garden.pretrained.resolve_checkpoint.
-resolve_init_checkpoint = pretrained.resolve_checkpoint
+from garden.tasks.text_files import TaskDataError, read_examples
 
 
 class SentenceClassification(EncoderFinetuning):

@@ -14,10 +14,9 @@ from garden.tasks.tagging import TokenTagging
 
 TASKS_DIR = pathlib.Path(__file__).resolve().parents[2] / "garden" / "tasks"
 # Modules of the task table's tasks; the others (base, shared, finetuning, text_files) are the
-# shared homes they may import from. lm_finetuning joins once it imports TaskDataError,
-# read_records, batches and resolve_checkpoint from those homes.
+# shared homes they may import from.
 TASK_MODULES = ("sentence_classification", "tagging", "question_answering", "multiple_choice",
-                "last_token_classification", "distillation", "pretraining")
+                "last_token_classification", "distillation", "pretraining", "lm_finetuning")
 
 
 @pytest.fixture

@@ -9,7 +9,8 @@ import pytest
 import tensorflow as tf
 
 from garden.metrics import glue as glue_metrics
-from garden.tasks.sentence_classification import SentenceClassification, TaskDataError
+from garden.tasks.sentence_classification import SentenceClassification
+from garden.tasks.text_files import TaskDataError
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c"]
 MNLI_HEADER = ("index\tpromptID\tpairID\tgenre\ts1b\ts2b\ts1p\ts2p\tsentence1\tsentence2\t"

@@ -35,7 +35,7 @@ from data_pipelines.sample_tasks import __main__ as sample_tasks
 from garden import train as train_lib
 from garden.metrics import rouge
 from garden.tasks import lm_finetuning
-from garden.tasks.sentence_classification import TaskDataError
+from garden.tasks.text_files import TaskDataError
 from generative_testing import ToyCausalLM, ToySeq2SeqLM
 from testing import train_in_process
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from garden.tasks.sentence_classification import (SentenceClassification, TaskDataError,
-                                                   read_examples)
+from garden.tasks.sentence_classification import SentenceClassification
+from garden.tasks.text_files import TaskDataError, read_examples
 
 
 def _write(tmp_path, name, text):
