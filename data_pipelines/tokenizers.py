@@ -488,8 +488,9 @@ def _original_spans(text, lowered, starts, ends, lower_case: bool):
 
 
 @functools.lru_cache(maxsize=None)
-def _graph_modules():
-    """The module classes, defined on first use so that importing this file needs no TF."""
+def _wordpiece_module():
+    """The WordPiece tokenizer module class. The module classes are defined on first use, so
+    that importing this file needs no TF."""
     import tensorflow as tf
 
     spec = [tf.TensorSpec([None], tf.string, name="text")]
@@ -511,6 +512,16 @@ def _graph_modules():
         @tf.function(input_signature=spec)
         def __call__(self, text):
             return self.tokenize(text)
+
+    return WordPieceModule
+
+
+@functools.lru_cache(maxsize=None)
+def _sentencepiece_module():
+    """The SentencePiece tokenizer module class (defined on first use)."""
+    import tensorflow as tf
+
+    spec = [tf.TensorSpec([None], tf.string, name="text")]
 
     class SentencePieceModule(tf.Module):
         def __init__(self, model: bytes, lower_case: bool):
@@ -540,6 +551,16 @@ def _graph_modules():
         @tf.function(input_signature=spec)
         def __call__(self, text):
             return self.tokenize(text)
+
+    return SentencePieceModule
+
+
+@functools.lru_cache(maxsize=None)
+def _bytepair_module():
+    """The byte-level BPE tokenizer module class (defined on first use)."""
+    import tensorflow as tf
+
+    spec = [tf.TensorSpec([None], tf.string, name="text")]
 
     class BytePairModule(tf.Module):
         def __init__(self, vocabulary: Dict[str, int], merges: List[str], lower_case: bool):
@@ -592,7 +613,7 @@ def _graph_modules():
             starts = _strip_leading_space_in_graph(lowered, starts, ends)
             return (ids, *_original_spans(text, lowered, starts, ends, self.lower_case))
 
-    return WordPieceModule, SentencePieceModule, BytePairModule
+    return BytePairModule
 
 
 # ---------------------------------------------------------------------------------------------
@@ -632,7 +653,7 @@ def _load_wordpiece(path: str, lower_case: bool) -> TextTokenizer:
         word_start=lambda t: not t.startswith("##"), name=path)
     # The TF module is built (and TensorFlow imported) on first use, not here.
     return TextTokenizer("wordpiece", path, vocab, vocab_fingerprint(path), lower_case,
-                         lambda: _graph_modules()[0](tokens, lower_case),
+                         lambda: _wordpiece_module()(tokens, lower_case),
                          make_eager=lambda: wordpiece.WordPieceTokenizer(tokens, lower_case, unk=UNK))
 
 
@@ -662,7 +683,7 @@ def _load_sentencepiece(path: str, lower_case: bool) -> TextTokenizer:
     vocab = base.make_vocab(tokens, roles, word_start=lambda t: t.startswith(SP_WORD_START),
                             control=control, name=path)
     return TextTokenizer("sentencepiece", path, vocab, vocab_fingerprint(path), lower_case,
-                         lambda: _graph_modules()[1](model, lower_case))
+                         lambda: _sentencepiece_module()(model, lower_case))
 
 
 def _load_bpe(path: str, lower_case: bool) -> TextTokenizer:
@@ -699,4 +720,4 @@ def _load_bpe(path: str, lower_case: bool) -> TextTokenizer:
     vocab = base.make_vocab(tokens, roles, word_start=lambda t: t.startswith(BPE_WORD_START),
                             control=BPE_SPECIALS, name=vocab_path)
     return TextTokenizer("bpe", vocab_path, vocab, _fingerprint_files([vocab_path, merges_path]),
-                         lower_case, lambda: _graph_modules()[2](vocabulary, merges, lower_case))
+                         lower_case, lambda: _bytepair_module()(vocabulary, merges, lower_case))

@@ -482,6 +482,27 @@ def _columns(plans: Sequence[_Plan], specials, options: SquadOptions) -> Dict[st
 _HEADERS: Dict[Tuple[str, int], bytes] = {}  # (feature, payload bytes) -> its entry's header
 
 
+def _piece_bytes(plans: Sequence[_Plan]) -> List[Tuple[bytes, np.ndarray]]:
+    """_records' varint bytes and byte offsets (features.varint_pieces) of every context's piece
+    ids, stored starts and ends (plus one), every question's prefix and every window's unique
+    id, each encoded in one numpy pass; a window slices them by the offsets of its pieces. Sets
+    each context's `first` (its first piece's index in the joined ids)."""
+    contexts = list({id(p.context): p.context for p in plans}.values())
+    pieces = 0
+    for ctx in contexts:
+        ctx.first, pieces = pieces, pieces + len(ctx.ids)
+
+    def joined(arrays):
+        return np.concatenate(arrays) if arrays else np.zeros(0, np.int64)
+
+    prefixes = np.fromiter(itertools.chain.from_iterable(p.prefix for p in plans), np.int64)
+    unique_ids = np.fromiter(
+        (p.index * WINDOWS_PER_EXAMPLE + w for p in plans for w in range(len(p.spans))), np.int64)
+    return [features.varint_pieces(values) for values in (
+        joined([c.ids for c in contexts]), joined([c.starts for c in contexts]) + 1,
+        joined([c.ends for c in contexts]) + 1, prefixes, unique_ids)]
+
+
 def _records(plans: Sequence[_Plan], specials, options: SquadOptions) -> List[Tuple[int, int, bytes]]:
     """(example index, window index, tf.train.Example bytes) of each window of ``plans``: the
     bytes features.serialize_columns writes for to_records(_columns(plans)) (checked by
@@ -520,20 +541,8 @@ def _records(plans: Sequence[_Plan], specials, options: SquadOptions) -> List[Tu
     # Features of max_seq_length one-byte values: always the same header.
     mask_h, segment_h, flags_h = (features.feature_header(name, zeros)
                                   for name in ("padding_mask", "segment_ids", "token_is_max_context"))
-    # Every context's piece ids and stored spans, and every question's prefix, encoded in one
-    # numpy pass each; a window slices them by the byte offsets of its pieces.
-    contexts = list({id(p.context): p.context for p in plans}.values())
-    pieces = 0
-    for ctx in contexts:
-        ctx.first, pieces = pieces, pieces + len(ctx.ids)
-    joined = lambda arrays: np.concatenate(arrays) if arrays else np.zeros(0, np.int64)  # noqa: E731
-    ids_b, ids_at = features.varint_pieces(joined([c.ids for c in contexts]))
-    cs_b, cs_at = features.varint_pieces(joined([c.starts for c in contexts]) + 1)
-    ce_b, ce_at = features.varint_pieces(joined([c.ends for c in contexts]) + 1)
-    pre_b, pre_at = features.varint_pieces(np.fromiter(
-        itertools.chain.from_iterable(p.prefix for p in plans), np.int64))
-    uid_b, uid_at = features.varint_pieces(np.fromiter(
-        (p.index * WINDOWS_PER_EXAMPLE + w for p in plans for w in range(len(p.spans))), np.int64))
+    (ids_b, ids_at), (cs_b, cs_at), (ce_b, ce_at), (pre_b, pre_at), (uid_b, uid_at) = \
+        _piece_bytes(plans)
     out = []
     q = r = 0
     for plan in plans:
