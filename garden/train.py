@@ -56,7 +56,8 @@ def train(model_dir: str, strategy, task=gin.REQUIRED, train_steps: int = gin.RE
           gradient_accumulation_steps: int = 1, eval_every: int = 0,
           lr_schedule: str = "linear", lr_power: float = 1.0, end_learning_rate: float = 0.0,
           layer_decay: Optional[float] = None, unfreeze_every: Optional[int] = None,
-          peak_flops: Optional[float] = None) -> dict:
+          peak_flops: Optional[float] = None,
+          magnitude_pruning: Optional[dict] = None) -> dict:
     """Trains `task` for `train_steps` steps of `global_batch_size` examples.
 
     global_batch_size = per-replica batch x replicas x gradient_accumulation_steps; the loss
@@ -76,6 +77,10 @@ def train(model_dir: str, strategy, task=gin.REQUIRED, train_steps: int = gin.RE
     peak_flops: the accelerator's peak FLOP/s for the MFU scalar; None: measured at start
     with a large matmul on the first device (MFU = 6 x non-embedding parameters x tokens/s
     / peak, attention FLOPs left out, so it is a lower bound).
+    magnitude_pruning: gradual magnitude pruning of every dense kernel while training (Zhu &
+    Gupta 2017; garden.bertology.sparsity.RunPruning), e.g. {"final_sparsity": 0.8}: the
+    kernels reach 80% zeros at two thirds of train_steps; summary.json gets the sparsity and
+    the curve of sparsity against the eval metric (every eval_every steps, model_dir/pruning.png).
 
     Resumes from the newest checkpoint in model_dir/checkpoints; writes TensorBoard scalars to
     model_dir/train, the operative gin config and a final summary.json; exports the task's
@@ -102,7 +107,7 @@ def train(model_dir: str, strategy, task=gin.REQUIRED, train_steps: int = gin.RE
             weight_decay=weight_decay, beta_1=adam_beta_1, beta_2=adam_beta_2,
             epsilon=adam_epsilon, schedule=lr_schedule, power=lr_power,
             end_learning_rate=end_learning_rate))
-        run.start(clip_norm, jit_compile, peak_flops, mixed_precision)
+        run.start(clip_norm, jit_compile, peak_flops, mixed_precision, magnitude_pruning)
         for stage in task.schedule(train_steps):
             run.train_stage(stage)
         return run.finish()
@@ -152,8 +157,10 @@ class _Run:
             with tf.io.gfile.GFile(posixpath.join(self.model_dir, "operative_config.gin"), "w") as f:
                 f.write(gin.config_str())
 
-    def start(self, clip_norm, jit_compile, peak_flops, mixed_precision) -> None:
-        """The compiled step, the TensorBoard writer, the progress log and SIGTERM handling."""
+    def start(self, clip_norm, jit_compile, peak_flops, mixed_precision,
+              magnitude_pruning=None) -> None:
+        """The compiled step, the TensorBoard writer, the progress log, SIGTERM handling and
+        the magnitude pruning."""
         import tensorflow as tf
 
         from garden.training import checkpoints, progress
@@ -175,6 +182,11 @@ class _Run:
               f"{'on' if jit_compile else 'off'}, {self.model.count_params():,} parameters, "
               f"model_dir {self.model_dir}", flush=True)
         print(f"[train] {onednn.state()}", flush=True)
+        self.pruning = None
+        if magnitude_pruning:
+            from garden.bertology.sparsity import RunPruning
+
+            self.pruning = RunPruning(self.model, magnitude_pruning, self.train_steps, self.step)
 
     def train_stage(self, stage) -> None:
         """Steps [max(step, first), end) on the stage's data, resumed where the stream stopped."""
@@ -194,7 +206,11 @@ class _Run:
 
         iterator = iter(self.strategy.distribute_datasets_from_function(make_dataset))
         while self.step < stage.end_step:
+            if self.pruning:
+                self.pruning.before_step(self.step)
             metrics = self._step(iterator, stage)
+            if self.pruning:
+                self.pruning.after_step()
             self.step += 1
             self._check_finite(metrics)
             self.progress.add(self.step, metrics, lambda: self.opt.learning_rate)
@@ -242,6 +258,8 @@ class _Run:
         step = self.step
         if self.eval_every and (step % self.eval_every == 0 or step == self.train_steps) and self.chief:
             self.last_eval = report.evaluate(self.task, self.model, self.writer, step) or self.last_eval
+            if self.pruning:
+                self.pruning.record(step, self.last_eval)
         if step % self.checkpoint_every == 0:
             self.checkpoints.save(step)
         if self.preemption.requested:
@@ -276,6 +294,7 @@ class _Run:
             "last_eval_metrics": self.last_eval,
             "checkpoint": self.checkpoints.latest,
             **({"export_dir": export_dir} if export_dir else {}),
+            **(self.pruning.summary(self.model_dir) if self.pruning else {}),
             **result,
         }
         report.write_summary(self.model_dir, summary)

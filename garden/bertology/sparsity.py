@@ -161,6 +161,67 @@ def magnitude_prune(model: keras.Model, train_step: Callable[[Mapping], object],
             "variables": {v.path: float(np.mean(v.numpy() == 0)) for v in pruning.variables}}
 
 
+class RunPruning:
+    """Gradual magnitude pruning inside garden.train (`train.magnitude_pruning = {...}`): the
+    trainer calls before_step(step) before and after_step() after each optimizer step, and
+    record(step, eval) after each evaluation; summary() goes into summary.json.
+
+    settings: PolynomialSchedule's fields (final_sparsity required); end_step defaults to two
+    thirds of train_steps (the rest trains the pruned model, as Zhu & Gupta do), frequency to a
+    tenth of begin_step..end_step; "metric": the eval number the curve plots (default
+    eval_accuracy, else the first eval_* number). A resumed run takes each kernel's nonzero
+    weights as its mask (pruned weights were saved as exact zeros), so it continues pruned.
+    """
+
+    def __init__(self, model: keras.Model, settings: Mapping, train_steps: int, step: int):
+        settings = dict(settings)
+        self.metric_name = settings.pop("metric", None)
+        end = settings.setdefault("end_step", max(1, 2 * train_steps // 3))
+        settings.setdefault("frequency", max(1, (end - settings.get("begin_step", 0)) // 10))
+        try:
+            self.schedule = PolynomialSchedule(**settings)
+        except TypeError as e:
+            raise ValueError(f"train.magnitude_pruning: {e} (fields: final_sparsity, end_step, "
+                             f"initial_sparsity, begin_step, frequency, power, metric)") from None
+        self.pruning = MagnitudePruning(prunable_kernels(model), self.schedule)
+        if step > self.schedule.begin_step:
+            self.pruning.masks = [keras.ops.convert_to_tensor((v.numpy() != 0), v.dtype)
+                                  for v in self.pruning.variables]
+        self.curve: List[Dict] = []
+        print(f"[train] magnitude pruning of {len(self.pruning.variables)} kernels to "
+              f"{self.schedule.final_sparsity:.0%} from step {self.schedule.begin_step} to "
+              f"{self.schedule.end_step}, masks every {self.schedule.frequency} steps",
+              flush=True)
+
+    def before_step(self, step: int) -> None:
+        if self.pruning.step(step):
+            print(f"[train] pruning at step {step}: {self.pruning.sparsity():.1%} of the "
+                  f"kernels' weights are 0 (target {self.schedule.sparsity(step):.1%})",
+                  flush=True)
+
+    def after_step(self) -> None:
+        self.pruning.apply()
+
+    def record(self, step: int, evaluation: Mapping) -> None:
+        """A point of the sparsity curve: the sparsity now and the eval metric."""
+        name = self.metric_name or ("eval_accuracy" if "eval_accuracy" in evaluation else next(
+            (k for k in evaluation if k.startswith("eval_") and k != "eval_examples"), None))
+        self.curve.append({"step": step, "sparsity": self.pruning.sparsity(),
+                           "target_sparsity": self.schedule.sparsity(step),
+                           "metric_name": name, "metric": evaluation.get(name)})
+
+    def summary(self, model_dir: str) -> Dict:
+        """{"magnitude_pruning": schedule, sparsity, curve, plot} for summary.json; the plot
+        (model_dir/pruning.png) when the curve has metric points."""
+        result = {"schedule": dataclasses.asdict(self.schedule),
+                  "sparsity": self.pruning.sparsity(), "curve": self.curve}
+        if any(p["metric"] is not None for p in self.curve):
+            import posixpath
+
+            result["plot"] = plot_sparsity_curve(result, posixpath.join(model_dir, "pruning.png"))
+        return {"magnitude_pruning": result}
+
+
 def plot_sparsity_curve(results: Mapping[str, Mapping] | Mapping, path: str) -> str:
     """The metric against the achieved sparsity at each mask update, one line per
     magnitude_prune result (a result, or {label: result}); writes a PNG at `path`."""

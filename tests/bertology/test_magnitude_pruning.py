@@ -83,3 +83,67 @@ def test_sparsity_curve_plot(tmp_path):
                         {"sparsity": 0.7, "metric": None}]}
     sparsity.plot_sparsity_curve(result, str(tmp_path / "s.png"))
     assert (tmp_path / "s.png").stat().st_size > 1000
+
+
+def test_garden_train_prunes_resumes_and_exports_the_sparse_classifier(tmp_path):
+    """train.magnitude_pruning in garden.train: a tiny classifier fine-tuned 12 steps in two
+    runs of the same model_dir (stop at 6, resume): every dense kernel of the checkpoint ends
+    with round(0.6 size) zeros, the pruned positions of step 6 stay 0, summary.json has the
+    curve, and the export answers raw text."""
+    import json
+    import random
+
+    from convert_testing import ANSWER_SNIPPET, bert_vocab_tokens, task_files, \
+        write_task_files
+    from testing import run_python, train_in_process
+
+    data = write_task_files(tmp_path / "data", random.Random(0), ("classification",))
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(bert_vocab_tokens()) + "\n")
+    model_dir = tmp_path / "run"
+    pruning = "{'final_sparsity': 0.6, 'end_step': 8, 'frequency': 2}"
+
+    def run(steps):
+        return train_in_process([
+            "--config=configs/finetune/classification_tiny.gin", f"--model_dir={model_dir}",
+            f"--gin_param=VOCAB='{vocab}'", "--gin_param=INIT_CHECKPOINT=None",
+            f"--gin_param=EXPORT_BASE='{tmp_path / 'export'}'", f"--gin_param=TRAIN_STEPS={steps}",
+            "--gin_param=train.global_batch_size=8",
+            "--gin_param=train.warmup_steps=1", "--gin_param=train.eval_every=4",
+            "--gin_param=train.checkpoint_every=6",
+            f"--gin_param=train.magnitude_pruning={pruning}",
+            *task_files(data, "classification")], str(model_dir), "sentence_classification",
+            steps)
+
+    def kernels():  # the dense kernels of the newest checkpoint, restored by garden.runs
+        from garden import runs
+
+        model = runs.open(str(model_dir), [runs.MODEL_DIR]).task_model()
+        return {v.path: v.numpy() for v in sparsity.prunable_kernels(model)}
+
+    first = run(6)
+    # Updates at 0, 2, 4: s_4 = 0.6 (1 - (1 - 4/8)^3) = 0.525 for the weights after step 6.
+    at_6 = kernels()
+    assert at_6, "no dense kernel in the checkpoint"
+    for name, k in at_6.items():
+        assert int(np.sum(k == 0)) == int(round(0.525 * k.size)), name
+    assert first["magnitude_pruning"]["curve"][0]["step"] == 4
+    summary = run(12)
+    at_12 = kernels()
+    for name, k in at_12.items():
+        assert int(np.sum(k == 0)) == int(round(0.6 * k.size)), name
+        assert np.all(k[at_6[name] == 0] == 0), f"{name}: a pruned weight came back"
+    result = summary["magnitude_pruning"]
+    assert result["sparsity"] == pytest.approx(0.6, abs=0.01)
+    assert [p["step"] for p in result["curve"]] == [8, 12]
+    assert result["curve"][-1]["metric_name"] == "eval_accuracy"
+    assert 0 <= result["curve"][-1]["metric"] <= 1
+    assert (model_dir / "pruning.png").stat().st_size > 1000
+    proc = run_python(["-c", ANSWER_SNIPPET, summary["export_dir"]])
+    assert set(json.loads(proc.stdout.strip().splitlines()[-1])) <= {"pos", "neg"}
+
+
+def test_a_schedule_without_final_sparsity_is_refused():
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    with pytest.raises(ValueError, match="train.magnitude_pruning: .*final_sparsity"):
+        sparsity.RunPruning(model, {"end_step": 4}, train_steps=10, step=0)
