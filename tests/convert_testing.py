@@ -486,3 +486,20 @@ def write_hf_gpt2(folder, seed: int, n_positions: int):
     model = randomize_torch_(model, seed=seed, scale=0.05)
     save_hf_dir(model, str(folder))
     return model, vocab
+
+
+def scratch_classification_args(root, model_dir, steps: int, *extra) -> list:
+    """garden.train arguments of classification_tiny.gin trained from scratch (no
+    INIT_CHECKPOINT) on the sample classification files under root/data with an uncased
+    WordPiece root/vocab.txt (both written once), batch 8, exporting to root/export."""
+    import random
+
+    data, vocab = root / "data", root / "vocab.txt"
+    if not data.exists():
+        write_task_files(data, random.Random(0), ("classification",))
+        vocab.write_text("\n".join(bert_vocab_tokens()) + "\n")
+    return ["--config=configs/finetune/classification_tiny.gin", f"--model_dir={model_dir}",
+            f"--gin_param=VOCAB='{vocab}'", "--gin_param=INIT_CHECKPOINT=None",
+            f"--gin_param=EXPORT_BASE='{root / 'export'}'", f"--gin_param=TRAIN_STEPS={steps}",
+            "--gin_param=train.global_batch_size=8", "--gin_param=train.warmup_steps=1",
+            *task_files(data, "classification"), *extra]

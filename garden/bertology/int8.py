@@ -71,6 +71,7 @@ Python:
 from __future__ import annotations
 
 import argparse
+import json
 import posixpath
 import sys
 import tempfile
@@ -275,13 +276,15 @@ def tflite_runner(flatbuffer: bytes, num_threads: Optional[int] = None):
 
 def quantize_run(model_dir: str, export_base: Optional[str] = None,
                  model_name: Optional[str] = None, tflite: Optional[str] = None,
-                 min_values: int = MIN_VALUES) -> Dict[str, str]:
+                 min_values: int = MIN_VALUES, evaluate: bool = True) -> Dict:
     """The int8 export and the .tflite of a garden.train fine-tuning run.
 
     export_base: default the run's (its task's export_base); model_name: default the task's
     model_name + "_int8" (a separate model: TF Serving would otherwise serve the int8 version
     as the float model's latest); tflite: default <export_base>/<model_name>-<version>.tflite.
-    Returns {"export", "tflite"}."""
+    evaluate: the task's evaluation (its eval file) of the float model and of the int8
+    export's serving_ids signature, written beside the .tflite as <...>.json.
+    Returns {"export", "tflite"} (+ "float", "int8": the evaluations, and "report")."""
     from garden import runs
 
     who = "garden.bertology.int8"
@@ -301,7 +304,22 @@ def quantize_run(model_dir: str, export_base: Optional[str] = None,
                                                    f".tflite")
     with tf.io.gfile.GFile(tflite, "wb") as f:
         f.write(tflite_model(model, packer.input_names, packer.max_seq_length))
-    return {"export": path, "tflite": tflite}
+    out = {"export": path, "tflite": tflite}
+    if evaluate and hasattr(task, "evaluate"):
+        out.update(evaluate_int8(task, model, path))
+        out["report"] = tflite[:-len(".tflite")] + ".json"
+        with tf.io.gfile.GFile(out["report"], "w") as f:
+            json.dump({k: out[k] for k in ("export", "tflite", "float", "int8")}, f, indent=2)
+    return out
+
+
+def evaluate_int8(task, model, export_dir: str) -> Dict[str, Dict]:
+    """{"float": task.evaluate(model), "int8": task.evaluate(the int8 export)}: the export's
+    serving_ids signature stands in for the Keras model (the tasks call model(ids)["logits"])."""
+    from garden import runs
+
+    int8_model = runs.open(export_dir, [runs.EXPORT], who="garden.bertology.int8").task_model()
+    return {"float": task.evaluate(model), "int8": task.evaluate(int8_model)}
 
 
 def main(argv: Optional[Iterable[str]] = None) -> int:
@@ -318,14 +336,22 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
                         help="default: <export_base>/<model_name>-<version>.tflite")
     parser.add_argument("--min_values", type=int, default=MIN_VALUES,
                         help="weights with fewer values stay float32")
+    parser.add_argument("--evaluate", action=argparse.BooleanOptionalAction, default=True,
+                        help="score the float model and the int8 export on the run's eval "
+                             "file (written beside the .tflite as .json)")
     args = parser.parse_args(list(argv) if argv is not None else None)
     try:
         out = quantize_run(args.model_dir, args.export_base, args.model_name, args.tflite,
-                           args.min_values)
+                           args.min_values, args.evaluate)
     except (ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(f"[int8] exported {out['export']}\n[int8] wrote {out['tflite']}")
+    if "int8" in out:
+        shown = [k for k, v in out["float"].items() if isinstance(v, float)]
+        for name in ("float", "int8"):
+            print(f"[int8] {name:5s} " + " ".join(f"{k} {out[name][k]:.4f}" for k in shown))
+        print(f"[int8] wrote {out['report']}")
     return 0
 
 

@@ -197,3 +197,25 @@ def test_the_tflite_model_runs_close_to_float(exports):
     expected = model({k: tf.constant(v) for k, v in ids.items()}, training=False)["logits"]
     # Activations are quantized too (per batch row at run time): the same tolerance holds.
     _check_close(logits, expected.numpy(), exports["labels"])
+
+
+def test_quantize_run_scores_float_and_int8_on_the_runs_eval_file(tmp_path):
+    """quantize_run on a garden.train run: the float score is the run's own final eval, and the
+    int8 score is what the int8 export's raw-text signature answers on the eval file."""
+    from convert_testing import scratch_classification_args
+    from testing import train_in_process
+
+    model_dir = tmp_path / "run"
+    summary = train_in_process(scratch_classification_args(tmp_path, model_dir, 8),
+                               str(model_dir), "sentence_classification", 8)
+    out = int8.quantize_run(str(model_dir), str(tmp_path / "int8"))
+    assert out["float"]["eval_accuracy"] == pytest.approx(summary["eval_accuracy"], abs=1e-9)
+    rows = [line.split("\t") for line in
+            (tmp_path / "data" / "dev.tsv").read_text().splitlines()[1:]]
+    answer = tf.saved_model.load(out["export"]).signatures["serving_default"](
+        text_a=tf.constant([text for text, _ in rows]))
+    labels = [v for v in answer.values() if v.dtype == tf.string][0].numpy().reshape(-1)
+    expected = np.mean([label.decode() == gold for label, (_, gold) in zip(labels, rows)])
+    assert out["int8"]["eval_accuracy"] == pytest.approx(expected, abs=1e-9)
+    assert json.loads(open(out["report"]).read())["int8"]["eval_accuracy"] == \
+        out["int8"]["eval_accuracy"]

@@ -91,29 +91,19 @@ def test_garden_train_prunes_resumes_and_exports_the_sparse_classifier(tmp_path)
     with round(0.6 size) zeros, the pruned positions of step 6 stay 0, summary.json has the
     curve, and the export answers raw text."""
     import json
-    import random
 
-    from convert_testing import ANSWER_SNIPPET, bert_vocab_tokens, task_files, \
-        write_task_files
+    from convert_testing import ANSWER_SNIPPET, scratch_classification_args
     from testing import run_python, train_in_process
 
-    data = write_task_files(tmp_path / "data", random.Random(0), ("classification",))
-    vocab = tmp_path / "vocab.txt"
-    vocab.write_text("\n".join(bert_vocab_tokens()) + "\n")
     model_dir = tmp_path / "run"
     pruning = "{'final_sparsity': 0.6, 'end_step': 8, 'frequency': 2}"
 
     def run(steps):
-        return train_in_process([
-            "--config=configs/finetune/classification_tiny.gin", f"--model_dir={model_dir}",
-            f"--gin_param=VOCAB='{vocab}'", "--gin_param=INIT_CHECKPOINT=None",
-            f"--gin_param=EXPORT_BASE='{tmp_path / 'export'}'", f"--gin_param=TRAIN_STEPS={steps}",
-            "--gin_param=train.global_batch_size=8",
-            "--gin_param=train.warmup_steps=1", "--gin_param=train.eval_every=4",
+        return train_in_process(scratch_classification_args(
+            tmp_path, model_dir, steps, "--gin_param=train.eval_every=4",
             "--gin_param=train.checkpoint_every=6",
-            f"--gin_param=train.magnitude_pruning={pruning}",
-            *task_files(data, "classification")], str(model_dir), "sentence_classification",
-            steps)
+            f"--gin_param=train.magnitude_pruning={pruning}"),
+            str(model_dir), "sentence_classification", steps)
 
     def kernels():  # the dense kernels of the newest checkpoint, restored by garden.runs
         from garden import runs
