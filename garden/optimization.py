@@ -150,12 +150,12 @@ class AdamW(keras.optimizers.AdamW):
             epsilon=tf.cast(self.epsilon, dtype), grad=tf.convert_to_tensor(gradient, dtype))
 
 
-_LAYER = re.compile(r"(?:^|/)transformer_layer_(\d+)/")
+_LAYER = re.compile(r"(?:^|/)(?:transformer|lstm)_layer_(\d+)/")
 
 
 def layer_depth(path: str, num_layers: int) -> int:
     """Depth of a variable for layer-wise LR decay, as ELECTRA counts it: embeddings 0,
-    Transformer layer i -> i + 1, pooler num_layers + 1, everything else (task heads)
+    Transformer (or LSTM) layer i -> i + 1, pooler num_layers + 1, everything else (task heads)
     num_layers + 2."""
     m = _LAYER.search(path)
     if m:

@@ -183,6 +183,9 @@ class RowDroppedEmbedding(keras.layers.Embedding):
                              rate=self.row_dropout)
         return ops.cast(tf.gather(table * keep, ops.cast(inputs, "int32")), self.compute_dtype)
 
+    def compute_output_spec(self, inputs, training=False):
+        return super().compute_output_spec(inputs)
+
     def get_config(self):
         return {**super().get_config(), "row_dropout": self.row_dropout}
 
@@ -220,3 +223,22 @@ class ScalarMix(keras.layers.Layer):
 
     def get_config(self):
         return {**super().get_config(), "num_layers": self.num_layers}
+
+
+@keras.saving.register_keras_serializable(package="garden")
+class ConcatPooling(keras.layers.Layer):
+    """ULMFiT's classifier input: [h_T, maxpool(H), meanpool(H)] over each sequence's real
+    steps (Howard & Ruder 2018, section 3.3), [B, T, D] + padding_mask [B, T] -> [B, 3D]."""
+
+    def call(self, sequence, padding_mask):
+        mask = ops.cast(padding_mask, sequence.dtype)[:, :, None]
+        lengths = ops.cast(ops.sum(padding_mask, axis=1), "int32")
+        last = ops.take_along_axis(
+            sequence, ops.maximum(lengths - 1, 0)[:, None, None], axis=1)[:, 0, :]
+        lowest = ops.cast(ops.min(sequence), sequence.dtype) - 1
+        maximum = ops.max(sequence * mask + (1 - mask) * lowest, axis=1)
+        mean = ops.sum(sequence * mask, axis=1) / ops.maximum(ops.sum(mask, axis=1), 1)
+        return ops.concatenate([last, maximum, mean], axis=-1)
+
+    def compute_output_shape(self, input_shape):
+        return (input_shape[0], 3 * input_shape[-1])

@@ -1,0 +1,16 @@
+"""ULMFiT (Howard & Ruder, 2018): the AWD-LSTM encoder with concat pooling, presets.
+
+Text goes through the garden's tokenizers (ULMFiT's own spaCy word vocabulary is not one of
+them): WordPiece by default, [CLS] text [SEP] as its xxbos marks a text's start.
+"""
+
+from garden.models.family import FamilySpec
+from garden.models.ulmfit.backbone import AwdLstmBackbone
+from garden.models.ulmfit.presets import PRESETS, ulmfit_backbone_from_preset
+
+__all__ = ["SPEC", "AwdLstmBackbone", "PRESETS", "ulmfit_backbone_from_preset"]
+
+SPEC = FamilySpec(
+    name="ulmfit", backbone="garden.models.ulmfit.backbone:AwdLstmBackbone",
+    presets="garden.models.ulmfit.presets", default_preset="ulmfit",
+    tokenizer="wordpiece", layout="bert", lower_case=True)

@@ -1,0 +1,87 @@
+"""ULMFiT's encoder: the AWD-LSTM of Merity et al. (2018, "Regularizing and Optimizing LSTM
+Language Models") as Howard & Ruder (2018, "Universal Language Model Fine-tuning for Text
+Classification") fine-tune it.
+
+    token_ids -> embedding (whole rows dropped, embedding_dropout)
+              -> variational dropout (input_dropout, one mask per sequence)
+              -> LSTM layer 0 .. L-1 (hidden_size cells; the last has embedding_size, so the
+                 LM's softmax can share the embedding table), DropConnect (weight_dropout) on
+                 each hidden-to-hidden matrix, variational dropout (hidden_dropout) between
+                 layers
+    sequence_output [B, T, embedding_size]; pooled_output [B, 3 x embedding_size]: ULMFiT's
+    concat pooling [last real step, max, mean] that its classifier reads.
+
+The layers are named embeddings and lstm_layer_{i}, which garden.optimization's layer-wise
+rates (train.layer_decay = 1 / 2.6: ULMFiT's discriminative fine-tuning) and gradual
+unfreezing (train.unfreeze_every) read as depths 0 and i + 1.
+"""
+
+from __future__ import annotations
+
+import keras
+
+from garden.layers.recurrent import (ConcatPooling, ProjectedLSTM, RowDroppedEmbedding,
+                                     VariationalDropout)
+from garden.models.backbone import Backbone, backbone_inputs
+
+
+@keras.saving.register_keras_serializable(package="garden")
+class AwdLstmBackbone(Backbone):
+    """AWD-LSTM (module docstring); fastai's language-model dropouts by default.
+
+    Args:
+        vocab_size: int.
+        embedding_size: int, the embedding width and the last layer's cells (400).
+        hidden_size: int, the cells of the other layers (1152).
+        num_layers: int (3).
+        embedding_dropout: share of the table's rows dropped per batch (0.02).
+        input_dropout: variational dropout on the embeddings (0.25).
+        hidden_dropout: variational dropout between LSTM layers (0.15).
+        weight_dropout: DropConnect on the hidden-to-hidden weights (0.2).
+        dtype: None, str or keras.DTypePolicy.
+
+    The "ulmfit" preset has 44,262,464 parameters with a 60,000-word vocabulary (fastai's
+    PyTorch LSTMs count a second bias per layer: 10,816 more).
+
+    Example:
+        backbone = AwdLstmBackbone(vocab_size=1000, embedding_size=32, hidden_size=48)
+        ids = np.ones((2, 16), "int32")
+        out = backbone({"token_ids": ids, "padding_mask": ids})   # pooled_output [2, 96]
+    """
+
+    presets_module = "garden.models.ulmfit.presets"
+
+    def __init__(self, vocab_size: int, embedding_size: int = 400, hidden_size: int = 1152,
+                 num_layers: int = 3, embedding_dropout: float = 0.02,
+                 input_dropout: float = 0.25, hidden_dropout: float = 0.15,
+                 weight_dropout: float = 0.2, dtype=None, **kwargs):
+        # === Layers ===
+        embeddings = RowDroppedEmbedding(
+            vocab_size, embedding_size, row_dropout=embedding_dropout,
+            embeddings_initializer=keras.initializers.RandomUniform(-0.1, 0.1), dtype=dtype,
+            name="embeddings")
+        lstm_layers = [
+            ProjectedLSTM(hidden_size if i < num_layers - 1 else embedding_size,
+                          recurrent_dropconnect=weight_dropout, dtype=dtype,
+                          name=f"lstm_layer_{i}") for i in range(num_layers)]
+        input_drop = VariationalDropout(input_dropout, dtype=dtype, name="input_dropout")
+        hidden_drops = [VariationalDropout(hidden_dropout, dtype=dtype,
+                                           name=f"hidden_dropout_{i}")
+                        for i in range(num_layers - 1)]
+        # === Functional graph ===
+        inputs = backbone_inputs(("token_ids", "padding_mask"))
+        mask = inputs["padding_mask"]
+        x = input_drop(embeddings(inputs["token_ids"]))
+        for i, lstm in enumerate(lstm_layers):
+            x = lstm(x, padding_mask=mask)
+            if i < num_layers - 1:
+                x = hidden_drops[i](x)
+        pooled = ConcatPooling(dtype=dtype, name="concat_pooling")(x, mask)
+        super().__init__(inputs=inputs, outputs={"sequence_output": x, "pooled_output": pooled},
+                         dtype=dtype, **kwargs)
+        self.embeddings, self.lstm_layers = embeddings, lstm_layers
+
+    @property
+    def token_embedding(self) -> keras.layers.Embedding:
+        """The word table (the LM's tied softmax weights)."""
+        return self.embeddings

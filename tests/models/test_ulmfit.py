@@ -1,0 +1,70 @@
+"""ULMFiT's AWD-LSTM family: parameter count of the published size, concat pooling over the real
+steps, the layer depths ULMFiT's discriminative rates read, and the classifier stage fine-tuned
+through garden.train and served from raw text."""
+
+import json
+
+import numpy as np
+
+from garden import models
+from garden.layers.recurrent import ConcatPooling
+from garden.models.ulmfit import AwdLstmBackbone
+from garden.optimization import layer_depth
+
+
+def test_the_published_size_and_the_spec():
+    backbone = AwdLstmBackbone.from_preset("ulmfit", vocab_size=60000)
+    # 60000 x 400 + LSTMs 400->1152, 1152->1152, 1152->400 (4 gates, one bias each).
+    lstm = sum(4 * u * (d + u) + 4 * u for d, u in ((400, 1152), (1152, 1152), (1152, 400)))
+    assert backbone.count_params() == 60000 * 400 + lstm == 44_262_464
+    assert models.spec("ulmfit").backbone_class() is AwdLstmBackbone
+
+
+def test_concat_pooling_reads_only_the_real_steps():
+    x = np.arange(2 * 4 * 3, dtype="float32").reshape(2, 4, 3) - 10
+    mask = np.array([[1, 1, 1, 1], [1, 1, 0, 0]], "int32")
+    pooled = ConcatPooling()(x, mask).numpy()
+    for b, n in enumerate(mask.sum(1)):
+        real = x[b, :n]
+        np.testing.assert_allclose(pooled[b], np.concatenate([real[-1], real.max(0),
+                                                              real.mean(0)]), rtol=1e-6)
+
+
+def test_padding_does_not_change_the_encoding():
+    backbone = AwdLstmBackbone.from_preset("ulmfit_tiny", vocab_size=50)
+    ids = np.array([[2, 7, 8, 9, 3]], "int32")
+    padded = np.array([[2, 7, 8, 9, 3, 0, 0]], "int32")
+    a = backbone({"token_ids": ids, "padding_mask": np.ones_like(ids)})
+    b = backbone({"token_ids": padded, "padding_mask": (padded > 0).astype("int32")})
+    np.testing.assert_allclose(a["pooled_output"], b["pooled_output"], atol=1e-6)
+    np.testing.assert_allclose(a["sequence_output"], b["sequence_output"][:, :5], atol=1e-6)
+
+
+def test_layer_groups_for_discriminative_rates_and_unfreezing():
+    backbone = AwdLstmBackbone.from_preset("ulmfit_tiny", vocab_size=50)
+    depths = {v.path: layer_depth(v.path, 3) for v in backbone.trainable_variables}
+    assert depths["embeddings/embeddings"] == 0
+    assert [depths[f"lstm_layer_{i}/recurrent_kernel"] for i in range(3)] == [1, 2, 3]
+    assert layer_depth("classifier_dense/kernel", 3) == 5  # the head, above them all
+
+
+def test_the_classifier_stage_fine_tunes_and_serves_raw_text(tmp_path):
+    from convert_testing import ANSWER_SNIPPET, scratch_classification_args
+    from testing import run_python, train_in_process
+
+    # From scratch (no pretrained LM to protect), so every layer trains from the start with
+    # light dropout; the config's recipe (unfreezing, discriminative rates, slanted triangular
+    # schedule) is otherwise the one that runs.
+    model_dir = tmp_path / "run"
+    args = scratch_classification_args(
+        tmp_path, model_dir, 60, "--gin_param=train.log_every=20",
+        "--gin_param=train.unfreeze_every=None", "--gin_param=train.layer_decay=None",
+        "--gin_param=backbone.input_dropout=0.1", "--gin_param=backbone.hidden_dropout=0.1",
+        "--gin_param=backbone.weight_dropout=0.1")
+    args[0] = "--config=configs/finetune/classification_ulmfit_tiny.gin"
+    summary = train_in_process(args, str(model_dir), "sentence_classification", 60)
+    first, last = summary["first_logged_metrics"], summary["last_logged_metrics"]
+    assert last["loss"] < first["loss"], (first, last)
+    assert summary["eval_accuracy"] > summary["majority_baseline_accuracy"], summary
+    proc = run_python(["-c", ANSWER_SNIPPET, summary["export_dir"]])
+    assert set(json.loads(proc.stdout.strip().splitlines()[-1])) <= {"pos", "neg"}
