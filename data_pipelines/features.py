@@ -332,6 +332,19 @@ def gpt2_pretrain_spec(max_seq_length: int) -> Spec:
     }
 
 
+def bilm_pretrain_spec(max_seq_length: int, max_characters: int = 0) -> Spec:
+    """Bidirectional LM blocks for the recurrent models (ELMo, ULMFiT; docs/objectives.md
+    section 13): max_seq_length consecutive pieces of the pool's sentences, each between
+    <S> and </S>. The forward targets are input_ids shifted left, the backward ones shifted
+    right (the model shifts). max_characters > 0 adds char_ids: ELMo's character ids of each
+    piece, max_characters per piece, flattened ([T * max_characters])."""
+    spec = {"input_ids": Feature("int64", max_seq_length),
+            "input_mask": Feature("int64", max_seq_length)}
+    if max_characters:
+        spec["char_ids"] = Feature("int64", max_seq_length * max_characters)
+    return spec
+
+
 def electra_pretrain_spec(max_seq_length: int) -> Spec:
     """ELECTRA unmasked sequences (docs/objectives.md section 6): [CLS] A [SEP] (B [SEP]); the
     model masks in the graph."""

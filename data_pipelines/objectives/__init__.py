@@ -20,6 +20,7 @@ _MODULES = {
     "t5": "data_pipelines.objectives.t5",
     "bart": "data_pipelines.objectives.bart",
     "gpt2": "data_pipelines.objectives.gpt2",
+    "bilm": "data_pipelines.objectives.bilm",
 }
 NAMES = tuple(_MODULES)
 

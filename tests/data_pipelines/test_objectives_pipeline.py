@@ -30,6 +30,7 @@ FLAGS = {
     "t5": ["--inputs_length=64"],
     "bart": ["--max_seq_length=64"],
     "gpt2": ["--max_seq_length=64"],
+    "bilm": ["--max_seq_length=32", "--characters"],
 }
 VOCAB_SIZE = {"wordpiece": 1500, "sentencepiece": 800, "bpe": 800}
 
@@ -80,7 +81,7 @@ def test_objective_end_to_end_and_deterministic(name, corpus, tmp_path):
                                     lower_case=args.do_lower_case)
     assert info["objective"] == name and info["tokenizer"] == objective.tokenizer
     # Byte-level BPE and the cased SentencePiece models keep case by default.
-    assert info["lower_case"] == (name in ("bert", "albert", "spanbert", "ernie", "electra"))
+    assert info["lower_case"] == (name in ("bert", "albert", "spanbert", "ernie", "electra", "bilm"))
     assert info["vocab_fingerprint"] == tok.fingerprint and info["vocab_size"] == tok.vocab.size
     assert info["feature_spec"] == features.spec_to_json(spec)
     assert stats["instances"] > 0 and stats["documents_read"] == 80
