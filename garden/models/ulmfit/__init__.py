@@ -1,4 +1,5 @@
-"""ULMFiT (Howard & Ruder, 2018): the AWD-LSTM encoder with concat pooling, presets.
+"""ULMFiT (Howard & Ruder, 2018): the AWD-LSTM encoder with concat pooling, its tied-softmax
+language model, presets.
 
 Text goes through the garden's tokenizers (ULMFiT's own spaCy word vocabulary is not one of
 them): WordPiece by default, [CLS] text [SEP] as its xxbos marks a text's start.
@@ -13,4 +14,6 @@ __all__ = ["SPEC", "AwdLstmBackbone", "PRESETS", "ulmfit_backbone_from_preset"]
 SPEC = FamilySpec(
     name="ulmfit", backbone="garden.models.ulmfit.backbone:AwdLstmBackbone",
     presets="garden.models.ulmfit.presets", default_preset="ulmfit",
-    tokenizer="wordpiece", layout="bert", lower_case=True)
+    tokenizer="wordpiece", layout="bert", lower_case=True,
+    pretrainer="garden.models.ulmfit.lm:AwdLstmLM",
+    pretraining="garden.tasks.pretraining_ulmfit:RECORD")
