@@ -94,12 +94,19 @@ def _share(weight_shares, key: str, epsilon: float = 1e-5):
 
 
 # -- BERT (and ERNIE: the same features and model) and ALBERT: MLM + a sentence-pair head --
+@tf.autograph.experimental.do_not_convert
+def _resolved(reference: str):
+    """resolve() inside a traced train step, not converted by AutoGraph (it would try, and warn
+    on, importlib's own functions)."""
+    return resolve(reference)
+
+
 def _pair_record(loss: str) -> PretrainingRecord:
     """A family with MLM and a sentence-pair head (BERT's NSP, ALBERT's SOP); `loss` is the
     "module:function" of its pretrain loss (outputs, ids, weights, sentence labels)."""
     def metrics(task, model, batch, training, weight_shares):
         outputs = model(task.model_inputs(batch), training=training)
-        out = resolve(loss)(outputs, batch["masked_lm_ids"], batch["masked_lm_weights"],
+        out = _resolved(loss)(outputs, batch["masked_lm_ids"], batch["masked_lm_weights"],
                             batch["next_sentence_labels"],
                             mlm_denominator=_share(weight_shares, "masked_lm_weights"))
         out["tokens"] = shared.real_tokens(batch)
