@@ -6,11 +6,17 @@ inside an encoder of the garden or a released checkpoint (garden.bertology does 
     python -m garden.analyze heads --model=FINETUNED_RUN --task_data=dev.tsv --output=report/
     python -m garden.analyze contextuality --model=OUT --model=RUN --input='corpus/*.txt' \
         --output=report/
+    python -m garden.analyze prune --model=FINETUNED_RUN --task_data=dev.tsv --output=report/ \
+        --pruned_output=pruned/
+    python -m garden.analyze probe --model=OUT --probe_train=train.txt --probe_dev=dev.txt \
+        --output=report/
+    python -m garden.analyze wsd --model=OUT [--senses=senses.jsonl] --output=report/
 
 --model is a garden.convert output directory (a released checkpoint: Hugging Face, TF1, Model
-Garden) or a garden.train run directory (pretraining or fine-tuning); `heads` needs a
-fine-tuned sentence-classification run (its classifier scores the heads). --input: text files,
-one sentence per line (blank lines skipped); --max_sentences of them, in file order.
+Garden) or a garden.train run directory (pretraining or fine-tuning); `heads` and `prune`
+need a fine-tuned sentence-classification run (its classifier scores the heads). --input: text
+files, one sentence per line (blank lines skipped); --max_sentences of them, in file order.
+The files probe and wsd read: docs/bertology-formats.md.
 
 Analyses (each writes <analysis>.json with its figures, PNG plots, and REPORT_DIR/index.html
 showing every analysis written there so far):
@@ -27,6 +33,19 @@ showing every analysis written there so far):
                    per layer, raw and anisotropy-adjusted (Ethayarajh 2019), for words with
                    >= --min_contexts occurrences; --model may be repeated: one line per model
                    on each plot.
+  prune            head importance |dL/d xi_h| per layer and head, and iterative pruning of
+                   the least important heads while the task's accuracy stays at or above
+                   --prune_threshold (0.9) of the unpruned accuracy: the curve of share pruned
+                   -> accuracy (Michel et al. 2019); --pruned_output=DIR writes the model
+                   without the pruned heads' weights as a garden.convert directory, which
+                   garden.train fine-tunes (INIT_CHECKPOINT='DIR').
+  probe            a linear probe per layer (0: the embeddings) on the CoNLL-2003 tags of
+                   --probe_train, scored on --probe_dev (or a seeded 20% of --probe_train's
+                   sentences): accuracy and macro-F1 beside the majority baseline.
+  wsd              word sense by the nearest sense centroid per layer, beside the most
+                   frequent sense: the JSON Lines examples of --senses, or without it the
+                   seeded sample of garden.bertology.wsd (bank, bat, spring, plant, crane); 30%
+                   of each sense's examples to test (seeded by --seed).
 """
 
 from __future__ import annotations
@@ -39,14 +58,14 @@ import json
 import os
 import sys
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
 from data_pipelines import onednn  # noqa: F401 - oneDNN on before TensorFlow loads
 
-ANALYSES = ("attention", "identifiability", "heads", "contextuality")
 INDEX = "index.html"
+PRUNE_BATCH = 32  # examples per gradient of the head importance
 
 
 @dataclasses.dataclass
@@ -61,6 +80,8 @@ class Opened:
     classifier: Optional[object] = None
     labels: Optional[List[str]] = None
     text_b: bool = False  # the classification task reads sentence pairs
+    family: Optional[str] = None  # garden.models' family name (prune writes it)
+    path: str = ""
 
 
 def open_model(path: str, max_seq_length: int) -> Opened:
@@ -79,9 +100,10 @@ def open_model(path: str, max_seq_length: int) -> Opened:
         labels = list(getattr(run.task, "label_names", None) or []) or None
         text_b = bool(getattr(run.task, "text_b", False))
     packer = run.packer(max_seq_length)
-    return Opened(run.backbone(max_seq_length=max_seq_length), packer, run.tokens(),
-                  run.description, classifier=getattr(model, "classifier_dense", None),
-                  labels=labels, text_b=text_b)
+    backbone = run.backbone(max_seq_length=max_seq_length)  # sets run.family when unknown
+    return Opened(backbone, packer, run.tokens(), run.description,
+                  classifier=getattr(model, "classifier_dense", None), labels=labels,
+                  text_b=text_b, family=run.family, path=path)
 
 
 def read_sentences(pattern: str, limit: int) -> List[str]:
@@ -168,16 +190,30 @@ def run_identifiability(opened: Opened, sentences: List[str], out_dir: str,
             "hidden_token_attribution": attribution, "plots": [path]}
 
 
-def run_heads(opened: Opened, task_data: str, out_dir: str) -> Dict:
+@dataclasses.dataclass
+class Scored:
+    """A fine-tuned classifier made to take a head mask, the packed task data and its gold
+    label ids (heads and prune score the heads with it)."""
+
+    model: object  # Keras: the backbone's inputs and head_mask [L, A] -> the class logits
+    batch: Dict[str, np.ndarray]  # every example, with its gold id under "label"
+    gold: np.ndarray
+
+    def accuracy(self, logits: np.ndarray) -> float:
+        return float(np.mean(np.asarray(logits).argmax(-1) == self.gold))
+
+
+def scored_classifier(opened: Opened, task_data: str, analysis: str) -> Scored:
+    """The run's classifier on its backbone with a head mask input, and --task_data packed;
+    ValueError when --model is no fine-tuned classification run or a label is not its."""
     import keras
 
-    from garden.bertology import heads, instrument
+    from garden.bertology import instrument
+    from garden.tasks.text_files import read_examples
 
     if opened.classifier is None or not opened.labels:
-        raise ValueError("heads needs a fine-tuned sentence-classification run as --model "
-                         "(its classifier scores the heads)")
-    from garden.tasks.sentence_classification import read_examples
-
+        raise ValueError(f"{analysis} needs a fine-tuned sentence-classification run as "
+                         f"--model (its classifier scores the heads)")
     rows = read_examples(task_data, text_b=opened.text_b)
     texts_a, labels = [r["text_a"] for r in rows], [r["label"] for r in rows]
     texts_b = [r["text_b"] for r in rows] if opened.text_b else None
@@ -188,15 +224,97 @@ def run_heads(opened: Opened, task_data: str, out_dir: str) -> Dict:
     batch = opened.packer.encode_numpy(texts_a, texts_b)
     masked = instrument.instrumented(opened.backbone, use_head_mask=True)
     if "pooled_output" not in masked.output:
-        raise ValueError(f"heads: {type(opened.backbone).__name__} has no pooled_output")
+        raise ValueError(f"{analysis}: {type(opened.backbone).__name__} has no pooled_output")
     model = keras.Model(masked.input,
                         opened.classifier(masked(masked.input)["pooled_output"]))
     gold = np.array([opened.labels.index(label) for label in labels])
-    result = heads.head_ablation(model, batch,
-                                 lambda logits: float(np.mean(logits.argmax(-1) == gold)))
-    result["metric"], result["examples"] = "accuracy", len(gold)
+    return Scored(model, {**batch, "label": gold}, gold)
+
+
+def run_heads(opened: Opened, task_data: str, out_dir: str) -> Dict:
+    from garden.bertology import heads
+
+    scored = scored_classifier(opened, task_data, "heads")
+    result = heads.head_ablation(scored.model, scored.batch, scored.accuracy)
+    result["metric"], result["examples"] = "accuracy", len(scored.gold)
     os.makedirs(out_dir, exist_ok=True)
     result["plots"] = [heads.plot_head_ablation(result, os.path.join(out_dir, "heads.png"))]
+    return result
+
+
+def run_prune(opened: Opened, args: argparse.Namespace) -> Dict:
+    """Michel et al.'s iterative pruning scored by the run's classifier on --task_data (the
+    curve starts at the unpruned accuracy); --pruned_output: the smaller model written."""
+    import keras
+
+    from garden.bertology import instrument, prune
+
+    scored = scored_classifier(opened, args.task_data, "prune")
+    batches = [{k: v[i:i + PRUNE_BATCH] for k, v in scored.batch.items()}
+               for i in range(0, len(scored.gold), PRUNE_BATCH)]
+
+    def loss(batch, logits):
+        return keras.ops.mean(keras.losses.sparse_categorical_crossentropy(
+            batch["label"], logits, from_logits=True))
+
+    given = {"threshold": args.prune_threshold, "step": args.prune_step}
+    result = prune.prune_heads(
+        scored.model, batches, loss,
+        lambda mask: scored.accuracy(instrument.run(scored.model, scored.batch, mask)),
+        **{k: v for k, v in given.items() if v is not None})  # else prune_heads' defaults
+    result.update(metric="accuracy", examples=len(scored.gold), task_data=args.task_data)
+    os.makedirs(args.output, exist_ok=True)
+    result["plots"] = [prune.plot_pruning_curve(result, os.path.join(args.output,
+                                                                     "prune.png"))]
+    if args.pruned_output:
+        result["pruned_output"] = write_pruned(opened, result, args.pruned_output)
+    return result
+
+
+def write_pruned(opened: Opened, result: Dict, output: str) -> Dict:
+    """The backbone without the heads result["head_mask"] prunes, as a garden.convert
+    directory at `output` (its convert_info.json records the pruning)."""
+    from garden.bertology import prune
+
+    smaller = prune.pruned_backbone(opened.backbone, np.asarray(result["head_mask"]))
+    info = {k: result[k] for k in ("metric", "baseline", "threshold", "step", "curve",
+                                   "head_mask", "task_data")}
+    prune.write_pruned(output, smaller, opened.family, opened.packer.vocab_path,
+                       opened.packer.lower_case, pruned_from=opened.path, info=info)
+    return {"dir": output, "num_heads_per_layer": smaller.get_config()["num_heads_per_layer"],
+            "parameters": int(smaller.count_params()),
+            "unpruned_parameters": int(opened.backbone.count_params())}
+
+
+def _label(opened: Opened) -> str:
+    return os.path.basename(os.path.normpath(opened.path)) or opened.path
+
+
+def run_probe(opened: Opened, args: argparse.Namespace) -> Dict:
+    from garden.bertology import probe
+
+    result = probe.probe_conll(opened.backbone, opened.packer, args.probe_train,
+                               args.probe_dev, seed=args.seed)
+    os.makedirs(args.output, exist_ok=True)
+    result["plots"] = [probe.plot_probe({_label(opened): result},
+                                        os.path.join(args.output, "probe.png"))]
+    return result
+
+
+def run_wsd(opened: Opened, args: argparse.Namespace) -> Dict:
+    from garden.bertology import wsd
+
+    if args.senses:
+        examples, source = wsd.read_senses(args.senses), args.senses
+    else:
+        examples = wsd.sample_senses(seed=args.seed)
+        source = f"garden.bertology.wsd.sample_senses(seed={args.seed})"
+    # wsd.wsd splits them with wsd.split_senses (30% of each sense to test, seeded)
+    result = wsd.wsd(opened.backbone, opened.packer, examples, seed=args.seed)
+    result["senses"] = source
+    os.makedirs(args.output, exist_ok=True)
+    result["plots"] = [wsd.plot_wsd({_label(opened): result},
+                                    os.path.join(args.output, "wsd.png"))]
     return result
 
 
@@ -213,6 +331,29 @@ def run_contextuality(models: Sequence[str], sentences: List[str], out_dir: str,
     os.makedirs(out_dir, exist_ok=True)
     return {"models": results, "min_contexts": min_contexts, "seed": seed,
             "plots": contextuality.plot_contextuality(results, out_dir)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Analysis:
+    """An analysis as main runs it: the flag it cannot run without (None: none) and
+    (the opened --model, --input's sentences, the flags) -> its result; run is None for
+    contextuality, which opens each --model itself."""
+
+    needs: Optional[str]
+    run: Optional[Callable[[Opened, List[str], argparse.Namespace], Dict]]
+
+
+TABLE = {
+    "attention": Analysis("input", lambda o, s, a: run_attention(o, s, a.output, a.sentence)),
+    "identifiability": Analysis("input", lambda o, s, a: run_identifiability(
+        o, s, a.output, a.attribution_sentences)),
+    "heads": Analysis("task_data", lambda o, s, a: run_heads(o, a.task_data, a.output)),
+    "contextuality": Analysis("input", None),
+    "prune": Analysis("task_data", lambda o, s, a: run_prune(o, a)),
+    "probe": Analysis("probe_train", lambda o, s, a: run_probe(o, a)),
+    "wsd": Analysis(None, lambda o, s, a: run_wsd(o, a)),  # --senses, else the sample
+}
+ANALYSES = tuple(TABLE)
 
 
 def write_index(out_dir: str) -> str:
@@ -246,8 +387,8 @@ def _parser() -> argparse.ArgumentParser:
                         "(contextuality: repeat it to compare models)")
     p.add_argument("--input", help="text files (glob), one sentence per line "
                                    "(attention, identifiability)")
-    p.add_argument("--task_data", help="heads: a classification file (.tsv / .csv with a "
-                                       "header, or .jsonl) with text_a, (text_b), label")
+    p.add_argument("--task_data", help="heads, prune: a classification file (.tsv / .csv "
+                                       "with a header, or .jsonl) with text_a, (text_b), label")
     p.add_argument("--output", required=True, help="report directory (created)")
     p.add_argument("--max_sentences", type=int, default=64)
     p.add_argument("--max_seq_length", type=int, default=64)
@@ -257,20 +398,61 @@ def _parser() -> argparse.ArgumentParser:
                    help="identifiability: sentences of the hidden token attribution (slow)")
     p.add_argument("--min_contexts", type=int, default=5,
                    help="contextuality: the fewest occurrences a word needs")
-    p.add_argument("--seed", type=int, default=0, help="contextuality: the baseline's sampling")
+    p.add_argument("--seed", type=int, default=0,
+                   help="contextuality: the baseline's sampling; probe: the sentences drawn and "
+                        "the split without --probe_dev; wsd: the sample and the split")
+    p.add_argument("--prune_threshold", type=float,
+                   help="prune: stop at the first step whose accuracy is below this share of "
+                        "the unpruned accuracy (default: prune_heads' 0.9)")
+    p.add_argument("--prune_step", type=float,
+                   help="prune: the share of all heads masked per step (default: prune_heads' "
+                        "0.1)")
+    p.add_argument("--pruned_output", help="prune: write the model without the pruned heads "
+                                           "here, as a garden.convert directory (a new one)")
+    p.add_argument("--probe_train", help="probe: a CoNLL-2003 file (word POS chunk NER)")
+    p.add_argument("--probe_dev", help="probe: the CoNLL-2003 file to score on (default: 20%% "
+                                       "of --probe_train's sentences, seeded)")
+    p.add_argument("--senses", help="wsd: sense-labelled examples, JSON Lines "
+                                    "(docs/bertology-formats.md); default: the seeded sample")
     return p
+
+
+def _check_flags(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Usage errors: a flag the analysis cannot run without, or a value out of range."""
+    needs = TABLE[args.analysis].needs
+    if needs and not getattr(args, needs):
+        p.error(f"{args.analysis} needs --{needs}")
+    if len(args.model) > 1 and args.analysis != "contextuality":
+        p.error(f"{args.analysis} takes one --model")
+    if args.prune_threshold is not None and not 0 <= args.prune_threshold <= 1:
+        p.error(f"--prune_threshold={args.prune_threshold} must lie in [0, 1] (a share of the "
+                f"unpruned accuracy)")
+    if args.prune_step is not None and not 0 < args.prune_step < 1:
+        p.error(f"--prune_step={args.prune_step} must lie in (0, 1) (a share of all heads)")
+
+
+def _check_files(args: argparse.Namespace) -> None:
+    """ValueError naming the flag, before a model is opened: a data file that is not there, or
+    a --pruned_output that already holds a model."""
+    from garden import pretrained
+
+    for flag in ("probe_train", "probe_dev", "senses"):
+        path = getattr(args, flag)
+        if path and not (path.startswith("tfds:") or "://" in path or os.path.isfile(path)):
+            raise ValueError(f"--{flag}={path} is not a file")
+    out = args.pruned_output
+    if out and (os.path.isfile(out) or os.path.exists(os.path.join(out, pretrained.INFO_FILE))):
+        raise ValueError(f"--pruned_output={out} is a file or already holds a "
+                         f"{pretrained.INFO_FILE}: give a new directory")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = _parser()
     args = p.parse_args(list(argv) if argv is not None else None)
-    needs = "task_data" if args.analysis == "heads" else "input"
-    if not getattr(args, needs):
-        p.error(f"{args.analysis} needs --{needs}")
-    if len(args.model) > 1 and args.analysis != "contextuality":
-        p.error(f"{args.analysis} takes one --model")
+    _check_flags(p, args)
     start = time.time()
     try:
+        _check_files(args)
         sentences = read_sentences(args.input, args.max_sentences) if args.input else []
         if args.analysis == "attention" and not 0 <= args.sentence < len(sentences):
             raise ValueError(f"--sentence={args.sentence} is not one of the {len(sentences)} "
@@ -281,16 +463,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             result["model"] = ", ".join(args.model)
             return _finish(args, result, start)
         opened = open_model(args.model[0], args.max_seq_length)
-        print(f"[garden.analyze] {args.analysis}: {opened.description}; "
-              f"{len(sentences) or 'task'} sentences", flush=True)
-        if args.analysis == "attention":
-            result = run_attention(opened, sentences, args.output, args.sentence)
-        elif args.analysis == "identifiability":
-            result = run_identifiability(opened, sentences, args.output,
-                                         args.attribution_sentences)
-        else:
-            result = run_heads(opened, args.task_data, args.output)
-    except (ValueError, FileNotFoundError) as e:
+        print(f"[garden.analyze] {args.analysis}: {opened.description}"
+              + (f"; {len(sentences)} sentences" if sentences else ""), flush=True)
+        result = TABLE[args.analysis].run(opened, sentences, args)
+    except (ValueError, FileNotFoundError, FileExistsError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     result["model"] = opened.description

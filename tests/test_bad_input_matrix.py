@@ -551,7 +551,7 @@ CASES = [
     # --- garden.analyze and garden.bertology.int8
     Case("analyze-model-missing", GA, lambda c: [
         "attention", f"--model={c.dir / 'none'}", f"--input={c.write('t.txt', 'a b c .')}",
-        f"--output={c.dir / 'report'}"], "error", r"--model=\S+/none is neither a garden\.convert",
+        f"--output={c.dir / 'report'}"], "error", r"--model=\S+/none is neither .*garden\.convert",
         output=lambda c: str(c.dir / "report")),
     Case("analyze-input-matches-nothing", GA, lambda c: [
         "attention", f"--model={c.dir}", f"--input={c.dir / '*.none'}",
@@ -560,6 +560,31 @@ CASES = [
     Case("analyze-heads-without-task-data", GA, lambda c: [
         "heads", f"--model={c.dir}", f"--output={c.dir / 'report'}"],
         "usage", r"heads needs --task_data", output=lambda c: str(c.dir / "report")),
+    Case("analyze-prune-without-task-data", GA, lambda c: [
+        "prune", f"--model={c.dir}", f"--output={c.dir / 'report'}"],
+        "usage", r"prune needs --task_data", output=lambda c: str(c.dir / "report")),
+    Case("analyze-probe-without-probe-train", GA, lambda c: [
+        "probe", f"--model={c.dir}", f"--output={c.dir / 'report'}"],
+        "usage", r"probe needs --probe_train", output=lambda c: str(c.dir / "report")),
+    Case("analyze-prune-threshold-above-1", GA, lambda c: [
+        "prune", f"--model={c.dir}", f"--task_data={c.dir / 'dev.tsv'}",
+        "--prune_threshold=1.5", f"--output={c.dir / 'report'}"],
+        "usage", r"--prune_threshold=1\.5 must lie in \[0, 1\]",
+        output=lambda c: str(c.dir / "report")),
+    Case("analyze-probe-train-missing", GA, lambda c: [
+        "probe", f"--model={c.dir}", f"--probe_train={c.dir / 'none.conll'}",
+        f"--output={c.dir / 'report'}"], "error", r"--probe_train=\S+/none\.conll is not a file",
+        output=lambda c: str(c.dir / "report")),
+    Case("analyze-senses-missing", GA, lambda c: [
+        "wsd", f"--model={c.dir}", f"--senses={c.dir / 'none.jsonl'}",
+        f"--output={c.dir / 'report'}"], "error", r"--senses=\S+/none\.jsonl is not a file",
+        output=lambda c: str(c.dir / "report")),
+    Case("analyze-pruned-output-holds-a-model", GA, lambda c: [
+        "prune", f"--model={c.dir}", f"--task_data={c.dir / 'dev.tsv'}",
+        f"--pruned_output={os.path.dirname(c.write('pruned/convert_info.json', '{}'))}",
+        f"--output={c.dir / 'report'}"],
+        "error", r"--pruned_output=\S+/pruned is a file or already holds a convert_info\.json",
+        output=lambda c: str(c.dir / "report")),
     Case("int8-model-dir-missing", GI, lambda c: [f"--model_dir={c.dir / 'none'}"],
          "error", r"\S+/none is not a garden\.train run directory"),
     Case("int8-no-model-dir", GI, lambda c: [], "usage", r"--model_dir"),
