@@ -1,0 +1,17 @@
+"""ELMo (Peters et al., 2018): the character-CNN biLM backbone, presets.
+
+Text goes through the garden's tokenizers; each piece's characters (make_pretrain
+--objective=bilm --characters) are the model's input.
+"""
+
+from garden.models.elmo.backbone import ELMO_FILTERS, CharacterEncoder, ElmoBackbone, Highway
+from garden.models.elmo.presets import PRESETS, elmo_backbone_from_preset
+from garden.models.family import FamilySpec
+
+__all__ = ["SPEC", "ElmoBackbone", "CharacterEncoder", "Highway", "ELMO_FILTERS", "PRESETS",
+           "elmo_backbone_from_preset"]
+
+SPEC = FamilySpec(
+    name="elmo", backbone="garden.models.elmo.backbone:ElmoBackbone",
+    presets="garden.models.elmo.presets", default_preset="elmo",
+    tokenizer="wordpiece", layout="bert", lower_case=False)

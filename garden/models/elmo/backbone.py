@@ -1,0 +1,144 @@
+"""ELMo (Peters et al. 2018, "Deep contextualized word representations"): the bidirectional
+language model whose layers, mixed per task, are the representations.
+
+    char_ids [B, T, C] -> character embedding (char_embedding_size) -> one convolution per
+    (width, filters) over each token's characters, max over positions, activation ->
+    highway layers -> linear projection to projection_size: the context-free token vectors x
+    -> forward LSTM stack over x, backward LSTM stack over x reversed within each sequence's
+    length; each layer an LSTM of lstm_units cells projected to projection_size, cells and
+    projections clipped, layer i > 0 adding its input to its output (residual)
+
+Outputs: hidden_states [L + 1, B, T, 2 x projection_size] (layer 0 = [x; x], layer i =
+[forward_i; backward_i], as AllenNLP's ELMo gives them), sequence_output = the top layer,
+forward_output and backward_output (the top layers the two language models' shared softmax
+reads). The published configuration (elmo_2x4096_512_2048cnn_2xhighway, preset "elmo") has
+93.6M parameters. Character ids are AllenNLP's (bilm-tf's + 1; 0 = no character), as
+make_pretrain --objective=bilm --characters writes them.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence, Tuple
+
+import keras
+from keras import ops
+
+from garden.layers.recurrent import ProjectedLSTM
+from garden.models.backbone import Backbone
+
+# The published character CNN: (width, filters) pairs, 2048 filters in all.
+ELMO_FILTERS = ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024))
+
+
+@keras.saving.register_keras_serializable(package="garden")
+class Highway(keras.layers.Layer):
+    """bilm-tf's highway layer: g = sigmoid(x W_carry + b_carry), t = relu(x W_transform +
+    b_transform), y = g t + (1 - g) x."""
+
+    def build(self, input_shape):
+        width = input_shape[-1]
+        self.carry = keras.layers.Dense(width, activation="sigmoid", name="carry")
+        self.transform = keras.layers.Dense(width, activation="relu", name="transform")
+        self.carry.build(input_shape)
+        self.transform.build(input_shape)
+        self.built = True
+
+    def call(self, x):
+        gate = self.carry(x)
+        return gate * self.transform(x) + (1 - gate) * x
+
+
+@keras.saving.register_keras_serializable(package="garden")
+class CharacterEncoder(keras.layers.Layer):
+    """char_ids [B, T, C] -> token vectors [B, T, projection_size] (module docstring)."""
+
+    def __init__(self, num_characters: int, char_embedding_size: int,
+                 filters: Sequence[Tuple[int, int]], num_highway: int, projection_size: int,
+                 activation: str = "relu", **kwargs):
+        super().__init__(**kwargs)
+        self.filters = [tuple(int(v) for v in f) for f in filters]
+        self.activation = keras.activations.get(activation)
+        self.char_embedding = keras.layers.Embedding(num_characters, char_embedding_size,
+                                                     name="char_embedding")
+        self.convolutions = [keras.layers.Conv1D(num, width, name=f"conv_{i}")
+                             for i, (width, num) in enumerate(self.filters)]
+        self.highways = [Highway(name=f"highway_{i}") for i in range(num_highway)]
+        self.projection = keras.layers.Dense(projection_size, name="projection")
+
+    def call(self, char_ids):
+        shape = ops.shape(char_ids)
+        chars = ops.reshape(char_ids, (-1, shape[-1]))            # [B*T, C]
+        x = self.char_embedding(chars)                            # [B*T, C, E]
+        x = ops.concatenate([self.activation(ops.max(conv(x), axis=1))
+                             for conv in self.convolutions], axis=-1)
+        for highway in self.highways:
+            x = highway(x)
+        x = self.projection(x)
+        return ops.reshape(x, (shape[0], shape[1], x.shape[-1]))
+
+
+@keras.saving.register_keras_serializable(package="garden")
+class ElmoBackbone(Backbone):
+    """ELMo's biLM (module docstring).
+
+    Args:
+        num_characters: character vocabulary with the 0 row (AllenNLP: 262).
+        max_characters: characters per token (50).
+        char_embedding_size: 16.
+        filters: (width, filters) pairs (ELMO_FILTERS).
+        num_highway: 2.
+        projection_size: 512 (the token vectors and every LSTM's projected state).
+        lstm_units: 4096 cells per LSTM.
+        num_layers: 2 per direction.
+        cell_clip, projection_clip: 3.
+        activation: of the character CNN ("relu"; bilm-tf's smaller models: "tanh").
+        dropout: on the token vectors and between layers in training (0.1).
+
+    Example:
+        backbone = ElmoBackbone.from_preset("elmo_tiny")
+        out = backbone({"char_ids": ids, "padding_mask": mask})  # hidden_states [3, B, T, 2P]
+    """
+
+    presets_module = "garden.models.elmo.presets"
+
+    def __init__(self, num_characters: int = 262, max_characters: int = 50,
+                 char_embedding_size: int = 16, filters=ELMO_FILTERS, num_highway: int = 2,
+                 projection_size: int = 512, lstm_units: int = 4096, num_layers: int = 2,
+                 cell_clip: float = 3.0, projection_clip: float = 3.0,
+                 activation: str = "relu", dropout: float = 0.1, dtype=None, **kwargs):
+        # === Layers ===
+        encoder = CharacterEncoder(num_characters, char_embedding_size, filters, num_highway,
+                                   projection_size, activation, dtype=dtype,
+                                   name="char_encoder")
+        stacks = {direction: [ProjectedLSTM(
+            lstm_units, projection_size=projection_size, cell_clip=cell_clip,
+            projection_clip=projection_clip, go_backwards=direction == "backward",
+            dtype=dtype, name=f"{direction}_lstm_{i}") for i in range(num_layers)]
+            for direction in ("forward", "backward")}
+        drop = keras.layers.Dropout(dropout, dtype=dtype, name="dropout")
+        # === Functional graph ===
+        inputs = {"char_ids": keras.Input(shape=(None, max_characters), dtype="int32",
+                                          name="char_ids"),
+                  "padding_mask": keras.Input(shape=(None,), dtype="int32",
+                                              name="padding_mask")}
+        mask = inputs["padding_mask"]
+        tokens = encoder(inputs["char_ids"]) * ops.cast(mask, "float32")[:, :, None]
+        tops, layers = {}, {}
+        for direction, stack in stacks.items():
+            h, outputs = tokens, []
+            for i, lstm in enumerate(stack):
+                out = lstm(drop(h), padding_mask=mask)
+                h = out + h if i > 0 else out  # residual between layers
+                outputs.append(h)
+            tops[direction], layers[direction] = h, outputs
+        hidden = [ops.concatenate([tokens, tokens], axis=-1)] + [
+            ops.concatenate([f, b], axis=-1)
+            for f, b in zip(layers["forward"], layers["backward"])]
+        outputs = {"sequence_output": hidden[-1], "hidden_states": ops.stack(hidden, axis=0),
+                   "forward_output": tops["forward"], "backward_output": tops["backward"]}
+        super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
+        self.char_encoder, self.lstm_stacks = encoder, stacks
+
+    @property
+    def token_embedding(self):
+        raise AttributeError("ELMo reads characters: it has no word table to tie a softmax to")
