@@ -31,3 +31,23 @@ def objective_parser(objective, max_seq_length: int = 128, **int_flags) -> argpa
     objective.add_flags(parser.add_argument_group(objective.name))
     parser.set_defaults(**objective.defaults)
     return parser
+
+
+def write_bilm_data(root, *flags: str, documents: int = 150):
+    """make_pretrain --objective=bilm on the first `documents` documents of the sample corpus
+    with a lower-cased WordPiece vocabulary of 800 (root/lm_vocab.txt); returns (vocab path,
+    data dir)."""
+    from testing import run_fixture_tool
+
+    run_fixture_tool("data_pipelines.sample_corpus", f"--output={root / 'sample'}")
+    first = sorted((root / "sample").glob("*.txt"))[0]
+    (root / "corpus").mkdir()
+    (root / "corpus" / "part-0.txt").write_text(
+        "\n\n".join(first.read_text(encoding="utf-8").split("\n\n")[:documents]) + "\n")
+    vocab, data = root / "lm_vocab.txt", root / "bilm"
+    run_fixture_tool("data_pipelines.make_vocab", "--tokenizer=wordpiece", f"--input={first}",
+                     f"--output={vocab}", "--vocab_size=800", "--lower_case")
+    run_fixture_tool("data_pipelines.make_pretrain", "--objective=bilm",
+                     f"--input={root / 'corpus' / '*.txt'}", f"--output_dir={data}",
+                     f"--vocab={vocab}", "--num_shards=1", *flags)
+    return vocab, data

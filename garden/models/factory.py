@@ -14,6 +14,7 @@ Models never import gin: only these functions are configurable.
 
 from __future__ import annotations
 
+import inspect
 from typing import Dict, Optional
 
 import gin
@@ -35,8 +36,11 @@ def family_of(preset: str) -> FamilySpec:
 def preset_config(preset: str, default_vocab_size: Optional[int] = None,
                   default_padding_idx: Optional[int] = None, **overrides) -> Dict:
     """The preset's config with the task's defaults, then the non-None overrides, over it."""
-    config = dict(family_of(preset).preset_table()[preset])
-    if default_vocab_size is not None:
+    family = family_of(preset)
+    config = dict(family.preset_table()[preset])
+    # ELMo reads characters: its backbone has no word vocabulary to size.
+    if default_vocab_size is not None and \
+            "vocab_size" in inspect.signature(family.backbone_class()).parameters:
         config["vocab_size"] = default_vocab_size
     # Only RoBERTa's positions depend on the <pad> id; other families take no padding_idx.
     if default_padding_idx is not None and "padding_idx" in config:

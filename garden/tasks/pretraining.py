@@ -392,7 +392,8 @@ class Pretraining(Task):
         return model, objects
 
     def _check_backbone(self, name: str, config: dict) -> None:
-        if config["vocab_size"] != self.vocab_size:
+        # ELMo's backbone reads characters (no vocab_size); its softmax is sized by the task.
+        if "vocab_size" in config and config["vocab_size"] != self.vocab_size:
             raise ValueError(f"the config's {name} has vocab_size {config['vocab_size']}, "
                              f"the vocabulary {self.vocab} has {self.vocab_size} tokens")
         max_len = max(p.max_seq_length for p in self.phases)

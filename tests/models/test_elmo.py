@@ -147,3 +147,23 @@ def test_the_backward_direction_reads_each_sentence_from_its_end():
     c = backbone({"char_ids": changed, "padding_mask": np.ones((1, 4), "int32")})
     np.testing.assert_allclose(a["forward_output"][:, :3], c["forward_output"][:, :3], atol=1e-6)
     assert np.all(np.abs(a["backward_output"][0, :3] - c["backward_output"][0, :3]).max(-1) > 0)
+
+
+def test_the_bilm_trains_both_directions_through_garden_train(tmp_path):
+    """make_pretrain --objective=bilm --characters, then garden.train configs/elmo_tiny.gin:
+    the forward and the backward LM both lower their loss."""
+    from objective_testing import write_bilm_data
+    from testing import train_in_process
+
+    vocab, data = write_bilm_data(tmp_path, "--characters", "--max_characters=20")
+    model_dir = tmp_path / "elmo"
+    summary = train_in_process([
+        "--config=configs/elmo_tiny.gin", f"--model_dir={model_dir}",
+        f"--gin_param=VOCAB='{vocab}'", f"--gin_param=DATA_DIR='{data}'",
+        "--gin_param=train.train_steps=60", "--gin_param=train.global_batch_size=16",
+        "--gin_param=train.warmup_steps=6", "--gin_param=train.log_every=10"],
+        str(model_dir), "elmo_pretraining", 60)
+    first, last = summary["first_logged_metrics"], summary["last_logged_metrics"]
+    for direction in ("forward", "backward"):  # ln(800) = 6.68 at the start
+        assert last[f"{direction}_loss"] < first[f"{direction}_loss"] - 0.5, (first, last)
+    assert last["loss"] == pytest.approx(last["forward_loss"] + last["backward_loss"], rel=1e-5)

@@ -8,6 +8,7 @@ import collections
 import gin
 import pytest
 
+from garden import models
 from garden.models import factory
 from garden.models.albert.backbone import AlbertBackbone
 from garden.models.bert.backbone import BertBackbone
@@ -26,7 +27,7 @@ def _clear_gin():
 
 
 def test_preset_names_are_unique_across_families():
-    count = collections.Counter(name for family in factory.FAMILIES
+    count = collections.Counter(name for family in models.families()
                                 for name in family.preset_table())
     assert count and max(count.values()) == 1
 

@@ -75,23 +75,13 @@ def test_the_three_stages_lm_then_classifier_from_its_backbone(tmp_path):
     trained by garden.train (configs/ulmfit_tiny.gin) lowers its loss; stage 3: the classifier
     starts from that run's backbone (the LM's embedding table at step 0)."""
     from convert_testing import scratch_classification_args
-    from testing import run_fixture_tool, train_in_process
+    from objective_testing import write_bilm_data
+    from testing import train_in_process
 
     from garden.models import factory
     from garden.tasks.sentence_classification import SentenceClassification
 
-    run_fixture_tool("data_pipelines.sample_corpus", f"--output={tmp_path / 'sample'}")
-    first = sorted((tmp_path / "sample").glob("*.txt"))[0]
-    (tmp_path / "corpus").mkdir()
-    (tmp_path / "corpus" / "part-0.txt").write_text(
-        "\n\n".join(first.read_text(encoding="utf-8").split("\n\n")[:150]) + "\n")
-    vocab = tmp_path / "lm_vocab.txt"
-    run_fixture_tool("data_pipelines.make_vocab", "--tokenizer=wordpiece", f"--input={first}",
-                     f"--output={vocab}", "--vocab_size=800", "--lower_case")
-    data = tmp_path / "bilm"
-    run_fixture_tool("data_pipelines.make_pretrain", "--objective=bilm",
-                     f"--input={tmp_path / 'corpus' / '*.txt'}", f"--output_dir={data}",
-                     f"--vocab={vocab}", "--num_shards=1")
+    vocab, data = write_bilm_data(tmp_path)
     lm_dir = tmp_path / "lm"
     summary = train_in_process([
         "--config=configs/ulmfit_tiny.gin", f"--model_dir={lm_dir}",

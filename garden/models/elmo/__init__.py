@@ -14,4 +14,6 @@ __all__ = ["SPEC", "ElmoBackbone", "CharacterEncoder", "Highway", "ELMO_FILTERS"
 SPEC = FamilySpec(
     name="elmo", backbone="garden.models.elmo.backbone:ElmoBackbone",
     presets="garden.models.elmo.presets", default_preset="elmo",
-    tokenizer="wordpiece", layout="bert", lower_case=False)
+    tokenizer="wordpiece", layout="bert", lower_case=False,
+    pretrainer="garden.models.elmo.bilm:ElmoBiLM",
+    pretraining="garden.tasks.pretraining_elmo:RECORD")

@@ -1,0 +1,68 @@
+"""ELMo's biLM pretraining (docs/objectives.md section 13): the `RECORD` garden.Pretraining reads
+for `garden.Pretraining.family = 'elmo'` with `objective = 'bilm'`.
+
+Data: make_pretrain --objective=bilm --characters (input_ids, input_mask, char_ids: each
+piece's max_characters ELMo character ids, flattened). Model: ElmoBiLM on the backbone
+factory's ElmoBackbone, its softmax over the data's vocabulary. Objective: the forward LM's
+next-token and the backward LM's previous-token cross-entropy where both positions are real,
+loss = their sum (Peters et al. 2018, eq. 1: the joint log likelihood of both directions).
+Metrics: loss, forward_loss, backward_loss, their accuracies, tokens. Checkpoint objects:
+"model" (the biLM) and "backbone" (for features and tasks).
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from garden import losses
+from garden.models.elmo.bilm import ElmoBiLM
+from garden.tasks import shared
+from garden.tasks.pretraining import PretrainingRecord
+
+
+def neighbour_weights(padding_mask) -> tf.Tensor:
+    """float [B, T-1]: 1 where positions t and t + 1 are both real tokens."""
+    mask = tf.cast(padding_mask, tf.float32)
+    return mask[:, 1:] * mask[:, :-1]
+
+
+def _inputs(task, batch):
+    ids = batch["input_ids"]
+    chars = tf.reshape(tf.cast(batch["char_ids"], tf.int32),
+                       [tf.shape(ids)[0], tf.shape(ids)[1], -1])
+    return {"char_ids": chars, "padding_mask": tf.cast(batch["input_mask"], tf.int32)}
+
+
+def _loss_weights(task, batch):
+    return {"lm_weights": tf.reduce_sum(neighbour_weights(batch["input_mask"]))}
+
+
+def bilm_metrics(outputs, token_ids, padding_mask, denominator=None):
+    """{"loss", "forward_loss", "backward_loss", accuracies} of ElmoBiLM's outputs."""
+    ids = tf.cast(token_ids, tf.int32)
+    weights = neighbour_weights(padding_mask)
+    metrics = {**losses.masked_lm_metrics(outputs["forward_logits"][:, :-1], ids[:, 1:],
+                                          weights, denominator, prefix="forward"),
+               **losses.masked_lm_metrics(outputs["backward_logits"][:, 1:], ids[:, :-1],
+                                          weights, denominator, prefix="backward")}
+    return losses.with_total_loss(metrics, forward=1.0, backward=1.0)
+
+
+def _metrics(task, model, batch, training, weight_shares):
+    inputs = task.model_inputs(batch)
+    denominator = None if weight_shares is None else weight_shares["lm_weights"] + 1e-5
+    metrics = bilm_metrics(model(inputs, training=training), batch["input_ids"],
+                           inputs["padding_mask"], denominator)
+    metrics["tokens"] = shared.real_tokens(batch)
+    return metrics
+
+
+def _build(task, backbone):
+    model = ElmoBiLM(backbone, task.vocab_size)
+    return model, {"model": model, "backbone": backbone}
+
+
+RECORD = PretrainingRecord(
+    required_features=("input_ids", "input_mask", "char_ids"), inputs=_inputs,
+    build=_build, summary=lambda spec, backbone: ElmoBiLM(backbone, 1000),
+    loss_weights=_loss_weights, metrics=_metrics)
