@@ -170,11 +170,30 @@ def new_parser(job: Job, doc: str, kind_help: str) -> argparse.ArgumentParser:
         allow_abbrev=False)  # an abbreviation must never swallow a Beam option
 
 
+def add_input_flags(p: argparse.ArgumentParser, input_help: str) -> None:
+    """--input (a glob, or tfds:NAME[/CONFIG][:SPLIT]) and --tfds_data_dir, as every job has them."""
+    p.add_argument("--input", required=True, help=input_help)
+    p.add_argument("--tfds_data_dir", default=None,
+                   help="tensorflow-datasets data_dir holding the prepared dataset (nothing is downloaded)")
+
+
 def add_output_flags(p: argparse.ArgumentParser) -> None:
     """--output_dir, --compress and --overwrite, as every job has them."""
     p.add_argument("--output_dir", required=True, help="directory for shards, info.json, stats.json, COMPLETED")
     flags.add_bool(p, "compress", False, "write GZIP-compressed .tfrecord.gz shards")
     flags.add_bool(p, "overwrite", False, "replace an existing completed output directory")
+
+
+def add_vocab_flags(p: argparse.ArgumentParser, vocab_help: str, tokenizer_help: str,
+                    lower_case_help: str) -> None:
+    """--vocab, --tokenizer (None: the job's ``resolve`` picks the kind) and --do_lower_case, as
+    every job has them; the helps say what they mean for this job."""
+    p.add_argument("--vocab", required=True,
+                   help=vocab_help + ": vocab.txt (wordpiece), *.model (sentencepiece) or vocab.json "
+                   "with merges.txt beside it (bpe)")
+    p.add_argument("--tokenizer", choices=tokenizers.KINDS, default=None, help=tokenizer_help)
+    flags.add_bool(p, "do_lower_case", True, "lower-case before tokenizing; must match the vocabulary "
+                   + lower_case_help)
 
 
 def parse_args(job: Job, argv: Optional[Sequence[str]] = None):
@@ -262,6 +281,29 @@ def _progress(job: Job, args, work_dir: str) -> progress.Progress:
         args.output_dir, f"{job.split(args)}-*-of-{args.num_shards:05d}.tfrecord" + (".gz" if args.compress else ""))
     return progress.Progress(patterns, lambda counts, elapsed: job.describe(args, counts, elapsed),
                              args.progress_seconds, job.log)
+
+
+def entry_points(job: Job) -> Tuple[Callable, Callable, Callable]:
+    """A job module's ``parse_args(argv)``, ``run(argv)`` and ``main(argv)``:
+    ``parse_args, run, main = jobs.entry_points(JOB)``."""
+    module = f"data_pipelines.{job.name}"
+
+    def parse_args_(argv: Optional[Sequence[str]] = None):
+        return parse_args(job, argv)
+
+    def run(argv: Optional[Sequence[str]] = None) -> dict:
+        return launch(job, argv)
+
+    def main_(argv=None) -> None:
+        main(run, argv)
+
+    parse_args_.__doc__ = f"Our flags (common + the --{job.selector}'s own) and the rest (Beam pipeline options)."
+    run.__doc__ = launch.__doc__
+    main_.__doc__ = main.__doc__
+    for name, function in (("parse_args", parse_args_), ("run", run), ("main", main_)):
+        function.__name__ = function.__qualname__ = name
+        function.__module__ = module
+    return parse_args_, run, main_
 
 
 def main(run: Callable, argv=None) -> None:

@@ -50,17 +50,15 @@ import json
 import logging
 import pickle
 import sys
-import uuid
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from data_pipelines import finetune, flags, jobs, output, sources, tokenizers
+from data_pipelines import finetune, jobs, output, sources, tokenizers
 from data_pipelines.finetune import base as finetune_base
 from data_pipelines.counters import SumDictsFn, count as _count
 from data_pipelines.finetune import FinetuneDataError
-from data_pipelines.tfrecord import write_tfrecords
 from data_pipelines.workfiles import encode_entries, gc_paused, read_entries
 
 _LOG = logging.getLogger("data_pipelines.make_finetune")
@@ -189,41 +187,21 @@ class MakeFeaturesFn(beam.DoFn):
         yield beam.pvalue.TaggedOutput(STATS_TAG, stats)
 
 
-class WriteShardFn(beam.DoFn):
+class WriteShardFn(output.WriteShardFn):
     """(shard, [(first example, work file, offset, length, records) | None]) -> the shard file:
-    its ranges in example order, checked to be key-sorted, written under a temporary name and
-    renamed."""
+    its ranges in example order, checked to be key-sorted, written by ``output.WriteShardFn``
+    (temporary name, count checked, renamed)."""
 
-    def __init__(self, output_dir: str, split: str, num_shards: int, compress: bool):
-        self._output_dir = output_dir
-        self._split = split
-        self._num_shards = num_shards
-        self._compress = compress
+    announced_by = "chunks"
 
-    def process(self, element):
-        shard, ranges = element
-        ranges = sorted(r for r in ranges if r is not None)
-        expected = sum(r[4] for r in ranges)
-        final = output.shard_name(self._output_dir, self._split, shard, self._num_shards, self._compress)
-        tmp = f"{final}.tmp-{uuid.uuid4().hex}"
-        last = [""]
-
-        def records():
-            for _, path, offset, length, _ in ranges:
-                for key, record in read_entries(path, offset, length):
-                    if key <= last[0]:
-                        raise RuntimeError(f"shard {shard}: record {key} after {last[0]} (ranges overlap)")
-                    last[0] = key
-                    yield record
-
-        written = write_tfrecords(tmp, records(), self._compress)
-        if written != expected:
-            raise RuntimeError(f"shard {shard}: wrote {written} records, the chunks announced {expected}")
-        output.replace(tmp, final)
-        stats: Dict[str, int] = {}
-        _count(stats, "shard_instances/%05d" % shard, written)
-        _count(stats, "shards_written")
-        yield stats
+    def records(self, shard, ranges):
+        last = ""
+        for _, path, offset, length, _ in ranges:
+            for key, record in read_entries(path, offset, length):
+                if key <= last:
+                    raise RuntimeError(f"shard {shard}: record {key} after {last} (ranges overlap)")
+                last = key
+                yield record
 
 
 class WriteStatsFn(beam.DoFn):
@@ -298,21 +276,14 @@ def make_parser(kind: Optional[finetune_base.FinetuneKind] = None) -> argparse.A
     p = jobs.new_parser(JOB, __doc__, "`--task=KIND --help` lists that kind's own flags.")
     p.add_argument("--task", required=True, choices=sorted(finetune.KINDS),
                    help="task kind (docs/tasks.md): " + ", ".join(sorted(finetune.KINDS)))
-    p.add_argument("--input", required=True,
-                   help="glob of the kind's files (local or gs://; SQuAD JSON, CoNLL text), or "
-                   "tfds:NAME[/CONFIG][:SPLIT] for a tensorflow-datasets dataset prepared in --tfds_data_dir")
-    p.add_argument("--tfds_data_dir", default=None,
-                   help="tensorflow-datasets data_dir holding the prepared dataset (nothing is downloaded)")
+    jobs.add_input_flags(p, "glob of the kind's files (local or gs://; SQuAD JSON, CoNLL text), or "
+                         "tfds:NAME[/CONFIG][:SPLIT] for a tensorflow-datasets dataset prepared in --tfds_data_dir")
     jobs.add_output_flags(p)
-    p.add_argument("--vocab", required=True,
-                   help="vocabulary of the model to fine-tune: vocab.txt (wordpiece), *.model "
-                   "(sentencepiece) or vocab.json with merges.txt beside it (bpe)")
-    p.add_argument("--tokenizer", choices=tokenizers.KINDS, default=None,
-                   help="tokenizer kind of --vocab (default: from its name: *.model sentencepiece, "
-                   "*vocab.json bpe, else wordpiece)")
-    flags.add_bool(p, "do_lower_case", True,
-                   "lower-case before tokenizing; must match the vocabulary (a mismatch gets one warning, "
-                   "data_pipelines/casing.py)")
+    jobs.add_vocab_flags(
+        p, "vocabulary of the model to fine-tune",
+        "tokenizer kind of --vocab (default: from its name: *.model sentencepiece, *vocab.json bpe, "
+        "else wordpiece)",
+        "(a mismatch gets one warning, data_pipelines/casing.py)")
     p.add_argument("--split", default="train",
                    help="name of the output shards, <split>-NNNNN-of-MMMMM.tfrecord (default %(default)s)")
     p.add_argument("--num_shards", type=int, default=4, help="output files (default %(default)s)")
@@ -380,20 +351,7 @@ JOB = jobs.Job(
     info=_info, summary=_summary, finish=_finish, check=_check, errors=(FinetuneDataError,))
 
 
-def parse_args(argv: Optional[Sequence[str]] = None):
-    """Our flags (common + the kind's) and the rest (Beam pipeline options)."""
-    return jobs.parse_args(JOB, argv)
-
-
-def run(argv: Optional[Sequence[str]] = None) -> dict:
-    """Runs the job; returns the stats (or, for a dry run, {"dry_run": path}). Bad input or an
-    unusable output directory ends it with SystemExit("error: ...")."""
-    return jobs.launch(JOB, argv)
-
-
-def main(argv=None) -> None:
-    jobs.main(run, argv)
-
+parse_args, run, main = jobs.entry_points(JOB)
 
 if __name__ == "__main__":
     # Run the importable module's main, not this __main__ copy (Beam pickles DoFns by reference

@@ -78,7 +78,6 @@ import logging
 import math
 import pickle
 import sys
-import uuid
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import apache_beam as beam
@@ -88,7 +87,6 @@ from apache_beam.io.filesystems import FileSystems
 from data_pipelines import features, flags, jobs, objectives, output, sources, tokenizers
 from data_pipelines.counters import SumDictsFn, count as _count
 from data_pipelines.objectives import base
-from data_pipelines.tfrecord import write_tfrecords
 from data_pipelines.workfiles import encode_entries, gc_paused, read_entries
 
 _LOG = logging.getLogger("data_pipelines.make_pretrain")
@@ -276,7 +274,7 @@ class TokenizeChunksFn(beam.DoFn):
     ``<work_dir>/chunks/``; stats on STATS_TAG; per-chunk piece counts on "unigram" when the
     objective wants the corpus unigram distribution."""
 
-    def __init__(self, source: DocumentSource, objective_name: str, tokenizer_kind: str, vocab_path: str,
+    def __init__(self, source: sources.DocumentSource, objective_name: str, tokenizer_kind: str, vocab_path: str,
                  lower_case: bool, work_dir: str, docs_per_chunk: int, vocab_size: int,
                  in_graph: bool = False):
         self._source = source
@@ -401,32 +399,16 @@ class CreateInstancesFn(beam.DoFn):
         return ranges + [beam.pvalue.TaggedOutput(STATS_TAG, stats)]
 
 
-class WriteShardFn(beam.DoFn):
+class WriteShardFn(output.WriteShardFn):
     """(shard, [(pool file, offset, length, count) | None]) -> the shard file: the pools' key-sorted
     ranges merged (a k-way merge, so memory holds one block per range, not the shard), written
-    (``write_tfrecords``) under a temporary name and renamed, so a retried bundle never leaves
-    a half-written shard."""
+    by ``output.WriteShardFn`` (temporary name, count checked, renamed)."""
 
-    def __init__(self, output_dir: str, num_shards: int, compress: bool):
-        self._output_dir = output_dir
-        self._num_shards = num_shards
-        self._compress = compress
+    announced_by = "pools"
 
-    def process(self, element):
-        shard, ranges = element
-        ranges = sorted(r for r in ranges if r is not None)
-        expected = sum(r[3] for r in ranges)
-        final = shard_name(self._output_dir, shard, self._num_shards, self._compress)
-        tmp = f"{final}.tmp-{uuid.uuid4().hex}"
+    def records(self, shard, ranges):
         merged = heapq.merge(*(read_entries(path, offset, length) for path, offset, length, _ in ranges))
-        written = write_tfrecords(tmp, (record for _, record in merged), self._compress)
-        if written != expected:
-            raise RuntimeError(f"shard {shard}: merged {written} records, the pools announced {expected}")
-        output.replace(tmp, final)
-        stats: Dict[str, int] = {}
-        _count(stats, "shard_instances/%05d" % shard, written)
-        _count(stats, "shards_written")
-        yield stats
+        return (record for _, record in merged)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -523,7 +505,7 @@ class WriteShards(beam.PTransform):
         return ((ranges, all_shards)
                 | "WithEmptyShards" >> beam.Flatten().with_output_types(Tuple[int, Any])
                 | "GroupShards" >> beam.GroupByKey()
-                | "Write" >> beam.ParDo(WriteShardFn(self._output_dir, self._num_shards, self._compress)))
+                | "Write" >> beam.ParDo(WriteShardFn(self._output_dir, SPLIT, self._num_shards, self._compress)))
 
 
 class WriteJson(beam.DoFn):
@@ -600,10 +582,9 @@ def make_parser(objective: Optional[base.Objective] = None) -> argparse.Argument
     p.add_argument("--objective", required=True, choices=objectives.NAMES,
                    help="pre-training objective (docs/objectives.md): "
                    + ", ".join(objectives.NAMES))
-    p.add_argument("--input", required=True,
-                   help="glob of text files (local or gs://; .gz decompressed): one sentence per line, blank "
-                   "line between documents; or JSONL files (one document per line, see --text_field); or "
-                   "tfds:NAME[/CONFIG][:SPLIT] for a tensorflow-datasets dataset prepared in --tfds_data_dir")
+    jobs.add_input_flags(p, "glob of text files (local or gs://; .gz decompressed): one sentence per line, blank "
+                         "line between documents; or JSONL files (one document per line, see --text_field); or "
+                         "tfds:NAME[/CONFIG][:SPLIT] for a tensorflow-datasets dataset prepared in --tfds_data_dir")
     p.add_argument("--input_format", choices=("auto", "text", "jsonl", "tfds"), default="auto",
                    help="auto: tfds: prefix -> tfds, *.jsonl / *.json(.gz) -> jsonl, else text (default %(default)s)")
     p.add_argument("--text_field", default="text",
@@ -612,23 +593,17 @@ def make_parser(objective: Optional[base.Objective] = None) -> argparse.Argument
     p.add_argument("--units_field", default=None,
                    help="JSONL field with [start, end) character spans of phrases/entities for unit masking "
                    "(ernie); without it ernie uses its documented heuristic")
-    p.add_argument("--tfds_data_dir", default=None,
-                   help="tensorflow-datasets data_dir holding the prepared dataset (nothing is downloaded)")
     jobs.add_output_flags(p)
-    p.add_argument("--vocab", required=True,
-                   help="vocabulary from data_pipelines.make_vocab: vocab.txt (wordpiece), *.model "
-                   "(sentencepiece) or vocab.json with merges.txt beside it (bpe)")
-    p.add_argument("--tokenizer", choices=("wordpiece", "sentencepiece", "bpe"), default=None,
-                   help="tokenizer kind of --vocab (default: the objective's: " + ", ".join(
-                       f"{n}={_objective_tokenizer(n)}" for n in objectives.NAMES) + ")")
+    jobs.add_vocab_flags(
+        p, "vocabulary from data_pipelines.make_vocab",
+        "tokenizer kind of --vocab (default: the objective's: "
+        + ", ".join(f"{n}={_objective_tokenizer(n)}" for n in objectives.NAMES) + ")",
+        "(make_vocab --lower_case). A cased --vocab (pieces with capitals) with lower-casing on, or an "
+        "uncased-looking one with it off, gets one warning naming the vocabulary and what to pass "
+        "(data_pipelines/casing.py); the run goes on, since lower-casing text for a cased model can be meant")
     p.add_argument("--max_seq_length", type=int, default=128, help="tokens per instance (default %(default)s)")
     p.add_argument("--dupe_factor", type=int, default=10,
                    help="passes over the corpus, each with fresh masks and pairs (default %(default)s)")
-    flags.add_bool(p, "do_lower_case", True,
-                   "lower-case before tokenizing; must match the vocabulary (make_vocab --lower_case). A cased "
-                   "--vocab (pieces with capitals) with lower-casing on, or an uncased-looking one with it off, "
-                   "gets one warning naming the vocabulary and what to pass (data_pipelines/casing.py); the run "
-                   "goes on, since lower-casing text for a cased model can be meant")
     p.add_argument("--seed", type=int, default=12345, help="the job's seed (default %(default)s)")
     p.add_argument("--num_shards", type=int, default=4,
                    help="output files; each is sorted in one worker's memory, so keep shards to a few "
@@ -714,20 +689,7 @@ JOB = jobs.Job(
     info=_info, summary=_summary, finish=_finish)
 
 
-def parse_args(argv: Optional[Sequence[str]] = None):
-    """Our flags (common + the objective's) and the rest (Beam pipeline options)."""
-    return jobs.parse_args(JOB, argv)
-
-
-def run(argv: Optional[Sequence[str]] = None) -> dict:
-    """Runs the job; returns the stats (or, for a dry run, {"dry_run": path}). Bad input or an
-    unusable output directory ends it with SystemExit("error: ...")."""
-    return jobs.launch(JOB, argv)
-
-
-def main(argv=None) -> None:
-    jobs.main(run, argv)
-
+parse_args, run, main = jobs.entry_points(JOB)
 
 if __name__ == "__main__":
     # Run the importable module's main, not this __main__ copy: Beam pickles DoFns by

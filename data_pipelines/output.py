@@ -13,6 +13,8 @@ trust nothing without it. Around a run:
   work directories of interrupted runs.
 * work files under ``<output_dir>/_work-<run id>/``, written under a temporary name and renamed
   (``write_atomic``), so a retried bundle never leaves a half-written file behind a name;
+* each shard written by a job's ``WriteShardFn`` under a temporary name, its record count
+  checked against what the job's earlier stage announced, then renamed;
 * ``complete``: every listed shard present, at least one instance, then info.json (with each
   shard's byte size, ``file_sizes``), then COMPLETED.
 
@@ -29,9 +31,13 @@ import shutil
 import socket
 import time
 import uuid
-from typing import Optional, Sequence
+from typing import Dict, Iterable, Optional, Sequence
 
+import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
+
+from data_pipelines.counters import count
+from data_pipelines.tfrecord import write_tfrecords
 
 _LOG = logging.getLogger("data_pipelines.output")
 
@@ -86,6 +92,42 @@ def replace(tmp: str, path: str) -> None:
     if FileSystems.exists(path):
         FileSystems.delete([path])
     FileSystems.rename([tmp], [path])
+
+
+class WriteShardFn(beam.DoFn):
+    """(shard, [range | None]) -> the shard file and its counters (``shard_instances/NNNNN``,
+    ``shards_written``). A job's subclass gives ``records(shard, ranges)``: the shard's records
+    from its ranges, sorted (a range is a tuple whose last item is the number of records it
+    announced; None stands for no range, so that an empty shard is written too). The records go
+    under a temporary name, are checked to be as many as the ranges announced, and are renamed,
+    so a retried bundle never leaves a half-written shard."""
+
+    announced_by = "ranges"  # the stage that wrote the ranges, for the error message
+
+    def __init__(self, output_dir: str, split: str, num_shards: int, compress: bool):
+        self._output_dir = output_dir
+        self._split = split
+        self._num_shards = num_shards
+        self._compress = compress
+
+    def records(self, shard: int, ranges: Sequence[tuple]) -> Iterable[bytes]:
+        raise NotImplementedError
+
+    def process(self, element):
+        shard, ranges = element
+        ranges = sorted(r for r in ranges if r is not None)
+        expected = sum(r[-1] for r in ranges)
+        final = shard_name(self._output_dir, self._split, shard, self._num_shards, self._compress)
+        tmp = f"{final}.tmp-{uuid.uuid4().hex}"
+        written = write_tfrecords(tmp, self.records(shard, ranges), self._compress)
+        if written != expected:
+            raise RuntimeError(f"shard {shard}: wrote {written} records, the {self.announced_by} "
+                               f"announced {expected}")
+        replace(tmp, final)
+        stats: Dict[str, int] = {}
+        count(stats, "shard_instances/%05d" % shard, written)
+        count(stats, "shards_written")
+        yield stats
 
 
 def read_bytes(path: str) -> bytes:
