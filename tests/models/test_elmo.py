@@ -22,8 +22,9 @@ def test_the_published_size_and_the_spec():
     cnn = sum(w * 16 * n + n for w, n in ELMO_FILTERS)
     highway = 2 * 2 * (2048 * 2048 + 2048)
     lstm = 2 * 2 * ((512 + 512) * 4 * 4096 + 4 * 4096 + 4096 * 512)
-    expected = 262 * 16 + cnn + highway + (2048 * 512 + 512) + lstm
-    assert ElmoBackbone.from_preset("elmo").count_params() == expected == 93_600_864
+    mix = 3 + 1  # the task's scalar mix over the 3 layers, and gamma
+    expected = 262 * 16 + cnn + highway + (2048 * 512 + 512) + lstm + mix
+    assert ElmoBackbone.from_preset("elmo").count_params() == expected == 93_600_868
     assert models.spec("elmo").backbone_class() is ElmoBackbone
 
 
@@ -167,3 +168,58 @@ def test_the_bilm_trains_both_directions_through_garden_train(tmp_path):
     for direction in ("forward", "backward"):  # ln(800) = 6.68 at the start
         assert last[f"{direction}_loss"] < first[f"{direction}_loss"] - 0.5, (first, last)
     assert last["loss"] == pytest.approx(last["forward_loss"] + last["backward_loss"], rel=1e-5)
+
+
+def test_a_pretrained_bilm_fine_tunes_as_a_classifier_and_serves_raw_text(tmp_path):
+    """ELMo through the garden's stages: bilm data with characters, the biLM pretrained by
+    garden.train, then configs/finetune/classification_elmo_tiny.gin from that run: the
+    classifier's backbone starts from the biLM's weights (token ids looked up as characters),
+    learns the sample task, and its export answers raw text in a fresh process."""
+    import gin
+    import tensorflow as tf
+
+    from convert_testing import ANSWER_SNIPPET, scratch_classification_args
+    from objective_testing import write_bilm_data
+    from testing import run_python, train_in_process
+
+    from garden.models import factory
+    from garden.tasks.sentence_classification import SentenceClassification
+
+    vocab, data = write_bilm_data(tmp_path, "--characters", "--max_characters=20")
+    lm_dir = tmp_path / "elmo"
+    train_in_process([
+        "--config=configs/elmo_tiny.gin", f"--model_dir={lm_dir}", f"--gin_param=VOCAB='{vocab}'",
+        f"--gin_param=DATA_DIR='{data}'", "--gin_param=train.train_steps=20",
+        "--gin_param=train.global_batch_size=16", "--gin_param=train.warmup_steps=2"],
+        str(lm_dir), "elmo_pretraining", 20)
+
+    args = scratch_classification_args(tmp_path, tmp_path / "clf", 150,
+                                       f"--gin_param=INIT_CHECKPOINT='{lm_dir}'",
+                                       "--gin_param=train.learning_rate=1e-2",
+                                       "--gin_param=train.log_every=50",
+                                       "--gin_param=backbone.dropout=0.0")
+    args[0] = "--config=configs/finetune/classification_elmo_tiny.gin"
+    args = [a.replace(str(tmp_path / "vocab.txt"), str(vocab)) for a in args
+            if a != "--gin_param=INIT_CHECKPOINT=None"]
+    summary = train_in_process(args, str(tmp_path / "clf"), "sentence_classification", 150)
+    assert summary["eval_accuracy"] > summary["majority_baseline_accuracy"], summary
+    proc = run_python(["-c", ANSWER_SNIPPET, summary["export_dir"]])
+    assert set(json.loads(proc.stdout.strip().splitlines()[-1])) <= {"pos", "neg"}
+
+    gin.clear_config()
+    task = SentenceClassification(
+        backbone=lambda **kw: factory.backbone(preset="elmo_tiny", vocab=str(vocab), **kw),
+        vocab=str(vocab), train_file=str(tmp_path / "data" / "train.tsv"),
+        eval_file=str(tmp_path / "data" / "dev.tsv"), init_checkpoint=str(lm_dir))
+    task.prepare()
+    _, objects = task.build_model()
+    # The biLM's own backbone (characters in), restored from its checkpoint independently.
+    pretrained = ElmoBackbone.from_preset("elmo_tiny")
+    tf.train.Checkpoint(backbone=pretrained).read(
+        tf.train.latest_checkpoint(str(lm_dir / "checkpoints"))).expect_partial()
+    for ours, theirs in zip(objects["backbone"].weights, pretrained.weights):
+        assert ours.path == theirs.path
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy(), err_msg=ours.path)
+    assert not np.allclose(pretrained.char_encoder.char_embedding.embeddings.numpy(),
+                           ElmoBackbone.from_preset("elmo_tiny").char_encoder
+                           .char_embedding.embeddings.numpy())  # it was trained

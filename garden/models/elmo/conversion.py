@@ -106,7 +106,8 @@ def load_allennlp(options_path: str, weights_path: str) -> ElmoBackbone:
     backbone = ElmoBackbone(**config)
     weights = weights_from_hdf5(weights_path, config)
     variables = {v.path: v for v in backbone.weights}
-    missing = sorted(set(variables) - set(weights))
+    # The scalar mix is the task's (the release has none): it stays the mean of the layers.
+    missing = sorted(n for n in set(variables) - set(weights) if not n.startswith("scalar_mix/"))
     if missing:
         raise ElmoWeightsError(f"{weights_path}: nothing for {missing[:5]}")
     for name, value in weights.items():
