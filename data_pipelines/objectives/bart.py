@@ -92,12 +92,8 @@ class BartOptions:
         "BART-large; fairseq's code default 0.5)")
 
     def __post_init__(self):
-        if self.max_seq_length < 3:
-            raise ValueError(f"max_seq_length must be >= 3 (<s> piece </s>), got {self.max_seq_length}")
-        for name in ("permute_sentence_ratio", "mask_ratio", "mask_random", "delete_ratio", "rotate_ratio"):
-            value = getattr(self, name)
-            if not 0.0 <= value <= 1.0:
-                raise ValueError(f"{name} must be in [0, 1], got {value}")
+        base.check_at_least(self, 3, "max_seq_length", why="<s> piece </s>")
+        base.check_shares(self, "permute_sentence_ratio", "mask_ratio", "mask_random", "delete_ratio", "rotate_ratio")
         if self.insert_ratio < 0.0:
             raise ValueError(f"insert_ratio must be >= 0, got {self.insert_ratio}")
         if self.mask_length not in MASK_LENGTHS:

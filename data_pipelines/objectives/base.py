@@ -218,6 +218,24 @@ class Objective:
 SINGLE_PASS_CASED = {"dupe_factor": 1, "do_lower_case": False}
 
 
+def check_shares(options, *names: str) -> None:
+    """For an options record's ``__post_init__``: ValueError naming the first of the fields
+    ``names`` (probabilities, shares) outside [0, 1]."""
+    for name in names:
+        value = getattr(options, name)
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"{name} must be in [0, 1], got {value}")
+
+
+def check_at_least(options, minimum, *names: str, why: str = "") -> None:
+    """For an options record's ``__post_init__``: ValueError naming the first of the fields
+    ``names`` (counts, lengths) below ``minimum``, with ``why`` that minimum ("<s> piece </s>")."""
+    for name in names:
+        value = getattr(options, name)
+        if value < minimum:
+            raise ValueError(f"{name} must be >= {minimum}{f' ({why})' if why else ''}, got {value}")
+
+
 def rate(counters: Mapping[str, int], numerator: str, denominator: str) -> float:
     d = counters.get(denominator, 0)
     return counters.get(numerator, 0) / d if d else 0.0

@@ -59,14 +59,9 @@ class BertOptions:
 
     def __post_init__(self):
         # [CLS] A [SEP] B [SEP] with |A|, |B| >= 1 needs 5 positions.
-        if self.max_seq_length < 5:
-            raise ValueError(f"max_seq_length must be >= 5, got {self.max_seq_length}")
-        if self.max_predictions_per_seq < 1:
-            raise ValueError(f"max_predictions_per_seq must be >= 1, got {self.max_predictions_per_seq}")
-        if not 0.0 <= self.masked_lm_prob <= 1.0:
-            raise ValueError(f"masked_lm_prob must be in [0, 1], got {self.masked_lm_prob}")
-        if not 0.0 <= self.short_seq_prob <= 1.0:
-            raise ValueError(f"short_seq_prob must be in [0, 1], got {self.short_seq_prob}")
+        base.check_at_least(self, 5, "max_seq_length")
+        base.check_at_least(self, 1, "max_predictions_per_seq")
+        base.check_shares(self, "masked_lm_prob", "short_seq_prob")
 
     @property
     def max_num_tokens(self) -> int:

@@ -55,11 +55,8 @@ class ElectraOptions:
 
     def __post_init__(self):
         # The random target is randint(5, max_seq_length).
-        if self.max_seq_length < 5:
-            raise ValueError(f"max_seq_length must be >= 5, got {self.max_seq_length}")
-        for name in ("single_segment_prob", "random_length_prob"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
+        base.check_at_least(self, 5, "max_seq_length")
+        base.check_shares(self, "single_segment_prob", "random_length_prob")
 
 
 def draw_target_length(rng: np.random.Generator, max_seq_length: int, random_length_prob: float

@@ -64,20 +64,13 @@ class SpanBertOptions:
         0.0, "probability that a block targets a random shorter length (default %(default)s)")
 
     def __post_init__(self):
-        if self.max_seq_length < 3:
-            raise ValueError(f"max_seq_length must be >= 3 ([CLS] piece [SEP]), got {self.max_seq_length}")
-        if self.max_predictions_per_seq < 1:
-            raise ValueError(f"max_predictions_per_seq must be >= 1, got {self.max_predictions_per_seq}")
-        if not 0.0 <= self.masked_lm_prob <= 1.0:
-            raise ValueError(f"masked_lm_prob must be in [0, 1], got {self.masked_lm_prob}")
+        base.check_at_least(self, 3, "max_seq_length", why="[CLS] piece [SEP]")
+        base.check_at_least(self, 1, "max_predictions_per_seq", "max_span_length")
+        base.check_shares(self, "masked_lm_prob", "short_seq_prob")
         if not 0.0 < self.geometric_p <= 1.0:
             raise ValueError(f"geometric_p must be in (0, 1], got {self.geometric_p}")
-        if self.max_span_length < 1:
-            raise ValueError(f"max_span_length must be >= 1, got {self.max_span_length}")
         if self.replacement not in REPLACEMENTS:
             raise ValueError(f"replacement must be one of {REPLACEMENTS}, got {self.replacement!r}")
-        if not 0.0 <= self.short_seq_prob <= 1.0:
-            raise ValueError(f"short_seq_prob must be in [0, 1], got {self.short_seq_prob}")
 
     @property
     def max_block_length(self) -> int:

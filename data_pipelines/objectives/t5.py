@@ -63,13 +63,9 @@ class T5Options:
     def __post_init__(self):
         if not 0.0 < self.noise_density < 1.0:
             raise ValueError(f"noise_density must be in (0, 1), got {self.noise_density}")
-        if self.mean_noise_span_length < 1.0:
-            raise ValueError(f"mean_noise_span_length must be >= 1, got {self.mean_noise_span_length}")
-        if self.num_sentinels < 1:
-            raise ValueError(f"num_sentinels must be >= 1, got {self.num_sentinels}")
-        if self.inputs_length < 3:
-            # The shortest corruptible chunk (2 tokens) gives 1 kept token + 1 sentinel + EOS.
-            raise ValueError(f"inputs_length must be >= 3, got {self.inputs_length}")
+        base.check_at_least(self, 1, "mean_noise_span_length", "num_sentinels")
+        # The shortest corruptible chunk (2 tokens) gives 1 kept token + 1 sentinel + EOS.
+        base.check_at_least(self, 3, "inputs_length")
         _, _, spans = noise_span_counts(self.raw_length, self.noise_density, self.mean_noise_span_length)
         if spans > self.num_sentinels:
             raise ValueError(
