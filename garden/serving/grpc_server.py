@@ -364,34 +364,31 @@ class PredictionService:
             response.outputs[alias].CopyFrom(tf.make_tensor_proto(outputs[alias]))
         return response
 
-    def _examples(self, request, verb: str):
+    def _examples(self, request, verb: str, response, fill):
+        """Classify's and Regress's answer: the request's examples run through the signature,
+        the model spec echoed and the results put into ``response`` by ``fill``."""
         from garden.serving.server import run_examples
 
         name, version, label, key = _spec(request)
         servable = self.manager.servable(name, version, label)
         serialized = serialized_examples(request.input)
         outputs = run_examples(servable, key, verb, serialized)
-        return name, servable, key, outputs, len(serialized)
+        _echo(response.model_spec, name, servable.version, key)
+        fill(response.result, outputs, len(serialized))
+        return response
 
     @_answered
     def Classify(self, request, context):
         from tensorflow_serving.apis import classification_pb2
 
-        name, servable, key, outputs, batch = self._examples(request, "classify")
-        response = classification_pb2.ClassificationResponse()
-        _echo(response.model_spec, name, servable.version, key)
-        _fill_classifications(response.result, outputs, batch)
-        return response
+        return self._examples(request, "classify", classification_pb2.ClassificationResponse(),
+                              _fill_classifications)
 
     @_answered
     def Regress(self, request, context):
         from tensorflow_serving.apis import regression_pb2
 
-        name, servable, key, outputs, batch = self._examples(request, "regress")
-        response = regression_pb2.RegressionResponse()
-        _echo(response.model_spec, name, servable.version, key)
-        _fill_regressions(response.result, outputs, batch)
-        return response
+        return self._examples(request, "regress", regression_pb2.RegressionResponse(), _fill_regressions)
 
     @_answered
     def MultiInference(self, request, context):
