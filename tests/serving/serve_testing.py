@@ -84,6 +84,21 @@ def tiny_classifier(root, tokens, seed: int, max_seq_length: int, num_classes: i
     return model, packer, vocab
 
 
+def example_regression():
+    """A regress signature over tf.Examples (x: 2 floats, w: an int weight, 1 when missing):
+    outputs = (2 * x[0] + x[1]) * w; a tf.function for a test ServingModule to export."""
+    import tensorflow as tf
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
+    def regress(inputs):
+        f = tf.io.parse_example(inputs, {
+            "x": tf.io.FixedLenFeature([2], tf.float32),
+            "w": tf.io.FixedLenFeature([], tf.int64, default_value=1)})
+        return {"outputs": (f["x"][:, 0] * 2 + f["x"][:, 1]) * tf.cast(f["w"], tf.float32)}
+
+    return regress
+
+
 def served(config: str, root, poll_seconds: float):
     """A module fixture's body: garden.serve over a model_config_file, yielded, then stopped;
     it must end cleanly (SIGTERM) and no request, good or bad, may have gone down the

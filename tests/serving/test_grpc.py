@@ -44,7 +44,7 @@ from garden.serving.qa import QuestionAnsweringServing
 from garden.serving.server_json import to_json_value
 from garden.serving.tagging import TaggerServing, entities_of
 from garden.serving.text import TextPacker
-from serve_testing import Client, served, write_vocab
+from serve_testing import Client, example_regression, served, write_vocab
 from testing import REPO_ROOT
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "movie", "was", "good", "bad",
@@ -66,12 +66,7 @@ class ScoreModule(ServingModule):
     task = "score"
 
     def signatures(self):
-        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
-        def regress(inputs):
-            f = tf.io.parse_example(inputs, {
-                "x": tf.io.FixedLenFeature([2], tf.float32),
-                "w": tf.io.FixedLenFeature([], tf.int64, default_value=1)})
-            return {"outputs": (f["x"][:, 0] * 2 + f["x"][:, 1]) * tf.cast(f["w"], tf.float32)}
+        regress = example_regression()
 
         @tf.function(input_signature=[tf.TensorSpec([None, 2], tf.float32, name="x"),
                                       tf.TensorSpec([None], tf.int64, name="k")])

@@ -33,7 +33,7 @@ from garden.serving import export
 from garden.serving.modules import PREDICT, REGRESS, ServingModule, TextClassifierServing
 from garden.serving.server_config import ConfigError, parse_model_config
 from garden.serving.text import TextPacker
-from serve_testing import Client, served, write_vocab
+from serve_testing import Client, example_regression, served, write_vocab
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
          "the", "movie", "was", "good", "bad", "great", "plot", "##s", "not", ".", "!"]
@@ -66,13 +66,7 @@ class EchoModule(ServingModule):
         def scale(x, k):
             return {"y": x * tf.cast(k, tf.float32)[:, None]}
 
-        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
-        def regress(inputs):
-            f = tf.io.parse_example(inputs, {
-                "x": tf.io.FixedLenFeature([2], tf.float32),
-                "w": tf.io.FixedLenFeature([], tf.int64, default_value=1)})
-            return {"outputs": (f["x"][:, 0] * 2 + f["x"][:, 1]) * tf.cast(f["w"], tf.float32)}
-
+        regress = example_regression()
         self.fns = [echo, summary, scale, regress]  # saved with the module
         return {"serving_default": (echo.get_concrete_function(), PREDICT),
                 "summary": (summary.get_concrete_function(), PREDICT),
