@@ -47,7 +47,7 @@ with its standard error sqrt(p (1 - p) / n), and the random baseline (multiple c
 of 1 / number of options; free form: the exact match of always answering the demonstration
 split's most frequent answer). --max_examples evaluates the first N examples of --eval.
 Malformed input stops with one line naming the file and line (SWAG rows through
-data_pipelines.finetune.swag; JSONL here).
+data_pipelines.finetune.swag; JSONL through garden.tasks.text_files).
 """
 
 from __future__ import annotations
@@ -97,24 +97,17 @@ def read_swag(path: str) -> List[Example]:
 
 
 def read_freeform(path: str) -> List[Example]:
+    """{"question", "answer"} records of a .jsonl file (or a .tsv / .csv with those columns),
+    read by garden.tasks.text_files (errors name the file and line); both must be non-empty."""
+    from garden.tasks.text_files import read_records
+
     examples = []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise FewshotDataError(f"{path}:{n}: not JSON ({e.msg})") from None
-            if (not isinstance(record, dict) or not isinstance(record.get("question"), str)
-                    or not isinstance(record.get("answer"), str)
-                    or not record["question"].strip() or not record["answer"].strip()):
-                raise FewshotDataError(f"{path}:{n}: expected {{\"question\": str, \"answer\": "
-                                       f"str}}, both non-empty")
-            examples.append(Example(f"Q: {record['question'].strip()}\nA:",
-                                    (" " + record["answer"].strip(),)))
-    if not examples:
-        raise FewshotDataError(f"{path}: no examples")
+    for n, record in enumerate(read_records(path, ["question", "answer"]), 1):
+        question, answer = record["question"].strip(), record["answer"].strip()
+        if not question or not answer:
+            raise FewshotDataError(f"{path}: example {n}: the question and the answer must both be "
+                                   f"non-empty")
+        examples.append(Example(f"Q: {question}\nA:", (" " + answer,)))
     return examples
 
 
