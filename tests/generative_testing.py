@@ -24,14 +24,6 @@ def _positions(padding_mask):
     return ops.maximum(ops.cumsum(ops.cast(padding_mask, "int32"), axis=1) - 1, 0)
 
 
-def _config(model, base):
-    """The constructor's arguments (Keras' automatic config records only defaults here), so
-    that model.save / keras.saving.load_model round-trip a toy."""
-    return dict(base, vocab_size=model.vocab_size, hidden_size=model.hidden_size,
-                num_heads=model.num_heads, num_layers=model.num_layers,
-                max_decoder_length=model.max_decoder_length)
-
-
 def _empty_pairs(model, batch, length):
     """The KV cache of garden.layers.MultiHeadAttention for each of the model's blocks: a list
     of (keys, values) pairs of zeros [B, A, length, d]."""
@@ -48,16 +40,14 @@ def _track_for_checkpoints(model, blocks):
         setattr(model, f"block_{i}", block)
 
 
-class ToyCausalLM(GenerativeLM):
-    """Token + position tables, pre-LN decoder blocks, final LayerNorm, tied logits (GPT-2's
-    shape at toy size)."""
-
-    is_encoder_decoder = False
+class _ToyLM(GenerativeLM):
+    """What both toys share: the seeded constructor and its sizes, the token table (tied
+    logits), the decoder's position table, and the decoder's start."""
 
     def __init__(self, vocab_size: int = 40, hidden_size: int = 32, num_heads: int = 2,
                  num_layers: int = 2, max_decoder_length: int = 64, seed: int = 0, **kwargs):
         super().__init__(**kwargs)
-        keras.utils.set_random_seed(seed)
+        keras.utils.set_random_seed(seed)  # the subclass's layers are made after it too
         self.vocab_size, self.hidden_size = vocab_size, hidden_size
         self.num_heads, self.num_layers = num_heads, num_layers
         self.max_decoder_length = max_decoder_length
@@ -66,14 +56,39 @@ class ToyCausalLM(GenerativeLM):
                 stddev=1.0), name="tokens")
         self.position_table = keras.layers.Embedding(max_decoder_length, hidden_size,
                                                      name="positions")
-        self.blocks = [TransformerDecoderBlock(num_heads, 2 * hidden_size, dropout=0.0,
-                                               normalize_first=True, name=f"block_{i}")
-                       for i in range(num_layers)]
-        _track_for_checkpoints(self, self.blocks)
-        self.final_norm = keras.layers.LayerNormalization(epsilon=1e-5, name="final_norm")
 
     def get_config(self):
-        return _config(self, super().get_config())
+        """The constructor's arguments (Keras' automatic config records only defaults here), so
+        that model.save / keras.saving.load_model round-trip a toy."""
+        return dict(super().get_config(), vocab_size=self.vocab_size, hidden_size=self.hidden_size,
+                    num_heads=self.num_heads, num_layers=self.num_layers,
+                    max_decoder_length=self.max_decoder_length)
+
+    def _embed(self, token_ids, positions):
+        return self.token_table(token_ids) + self.position_table(positions)
+
+    def _start(self, token_ids, padding_mask, max_length):
+        """The prompt embedded, its mask, and the mask of all ``max_length`` slots: slots after
+        the prompt count as real, the causal mask hides them until written."""
+        mask = ops.cast(padding_mask, "int32")
+        batch, length = ops.shape(mask)[0], ops.shape(mask)[1]
+        slots = ops.concatenate([mask, ops.ones((batch, max_length - length), "int32")], axis=1)
+        return self._embed(token_ids, _positions(mask)), mask, slots
+
+
+class ToyCausalLM(_ToyLM):
+    """Token + position tables, pre-LN decoder blocks, final LayerNorm, tied logits (GPT-2's
+    shape at toy size)."""
+
+    is_encoder_decoder = False
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.blocks = [TransformerDecoderBlock(self.num_heads, 2 * self.hidden_size, dropout=0.0,
+                                               normalize_first=True, name=f"block_{i}")
+                       for i in range(self.num_layers)]
+        _track_for_checkpoints(self, self.blocks)
+        self.final_norm = keras.layers.LayerNormalization(epsilon=1e-5, name="final_norm")
 
     def _logits(self, x):
         return ops.cast(ops.matmul(self.final_norm(x), ops.transpose(self.token_table.embeddings)),
@@ -81,18 +96,14 @@ class ToyCausalLM(GenerativeLM):
 
     def call(self, inputs, training=False):
         mask = ops.cast(inputs["padding_mask"], "int32")
-        x = self.token_table(inputs["token_ids"]) + self.position_table(_positions(mask))
+        x = self._embed(inputs["token_ids"], _positions(mask))
         for block in self.blocks:
             x = block(x, decoder_padding_mask=mask, training=training)
         return {"logits": self._logits(x)}
 
     def start_decoding(self, prompt, max_length):
-        mask = ops.cast(prompt["padding_mask"], "int32")
-        batch, length = ops.shape(mask)[0], ops.shape(mask)[1]
-        # Slots after the prompt count as real: the causal mask hides them until written.
-        slots = ops.concatenate([mask, ops.ones((batch, max_length - length), "int32")], axis=1)
-        x = self.token_table(prompt["token_ids"]) + self.position_table(_positions(mask))
-        cache = _empty_pairs(self, batch, max_length)
+        x, mask, slots = self._start(prompt["token_ids"], prompt["padding_mask"], max_length)
+        cache = _empty_pairs(self, ops.shape(mask)[0], max_length)
         layers = []
         for i, block in enumerate(self.blocks):
             x, layer_cache = block(x, decoder_padding_mask=slots,
@@ -104,7 +115,7 @@ class ToyCausalLM(GenerativeLM):
         return self._logits(x[:, -1]), state
 
     def decode_step(self, token_ids, index, state):
-        x = self.token_table(token_ids[:, None]) + self.position_table(state["positions"][:, None])
+        x = self._embed(token_ids[:, None], state["positions"][:, None])
         layers = []
         for i, block in enumerate(self.blocks):
             x, layer_cache = block(x, decoder_padding_mask=state["padding_mask"],
@@ -116,32 +127,19 @@ class ToyCausalLM(GenerativeLM):
         return self._logits(x[:, 0]), state
 
 
-class ToySeq2SeqLM(GenerativeLM):
+class ToySeq2SeqLM(_ToyLM):
     """One post-LN encoder block, decoder blocks with cross-attention, one shared token table
     (BART's shape at toy size, without positions in the encoder)."""
 
     is_encoder_decoder = True
 
-    def __init__(self, vocab_size: int = 40, hidden_size: int = 32, num_heads: int = 2,
-                 num_layers: int = 2, max_decoder_length: int = 64, seed: int = 0, **kwargs):
+    def __init__(self, **kwargs):
         super().__init__(**kwargs)
-        keras.utils.set_random_seed(seed)
-        self.vocab_size, self.hidden_size = vocab_size, hidden_size
-        self.num_heads, self.num_layers = num_heads, num_layers
-        self.max_decoder_length = max_decoder_length
-        self.token_table = keras.layers.Embedding(
-            vocab_size, hidden_size, embeddings_initializer=keras.initializers.RandomNormal(
-                stddev=1.0), name="tokens")
-        self.position_table = keras.layers.Embedding(max_decoder_length, hidden_size,
-                                                     name="positions")
-        self.encoder = TransformerEncoderBlock(num_heads, 2 * hidden_size, dropout=0.0,
+        self.encoder = TransformerEncoderBlock(self.num_heads, 2 * self.hidden_size, dropout=0.0,
                                                name="encoder")
-        self.blocks = [TransformerDecoderBlock(num_heads, 2 * hidden_size, dropout=0.0,
-                                               name=f"block_{i}") for i in range(num_layers)]
+        self.blocks = [TransformerDecoderBlock(self.num_heads, 2 * self.hidden_size, dropout=0.0,
+                                               name=f"block_{i}") for i in range(self.num_layers)]
         _track_for_checkpoints(self, self.blocks)
-
-    def get_config(self):
-        return _config(self, super().get_config())
 
     def _logits(self, x):
         return ops.cast(ops.matmul(x, ops.transpose(self.token_table.embeddings)), "float32")
@@ -153,7 +151,7 @@ class ToySeq2SeqLM(GenerativeLM):
     def call(self, inputs, training=False):
         encoded, encoder_mask = self._encode(inputs)
         mask = ops.cast(inputs["decoder_padding_mask"], "int32")
-        x = self.token_table(inputs["decoder_token_ids"]) + self.position_table(_positions(mask))
+        x = self._embed(inputs["decoder_token_ids"], _positions(mask))
         for block in self.blocks:
             x = block(x, encoded, decoder_padding_mask=mask, encoder_padding_mask=encoder_mask,
                       training=training)
@@ -161,10 +159,9 @@ class ToySeq2SeqLM(GenerativeLM):
 
     def start_decoding(self, prompt, max_length):
         encoded, encoder_mask = self._encode(prompt)
-        mask = ops.cast(prompt["decoder_padding_mask"], "int32")
-        batch, length = ops.shape(mask)[0], ops.shape(mask)[1]
-        slots = ops.concatenate([mask, ops.ones((batch, max_length - length), "int32")], axis=1)
-        x = self.token_table(prompt["decoder_token_ids"]) + self.position_table(_positions(mask))
+        x, mask, slots = self._start(prompt["decoder_token_ids"], prompt["decoder_padding_mask"],
+                                     max_length)
+        batch = ops.shape(mask)[0]
         self_cache = _empty_pairs(self, batch, max_length)
         cross_cache = _empty_pairs(self, batch, ops.shape(encoded)[1])
         self_layers, cross_layers = [], []
@@ -181,7 +178,7 @@ class ToySeq2SeqLM(GenerativeLM):
         return self._logits(x[:, -1]), state
 
     def decode_step(self, token_ids, index, state):
-        x = self.token_table(token_ids[:, None]) + self.position_table(state["positions"][:, None])
+        x = self._embed(token_ids[:, None], state["positions"][:, None])
         encoded = ops.zeros((ops.shape(x)[0], ops.shape(state["cross_cache"][0][0])[2],
                              self.hidden_size))  # unused: the cross cache is read as is
         self_layers = []
