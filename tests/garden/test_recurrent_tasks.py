@@ -1,0 +1,42 @@
+"""The recurrent families in the garden's tasks: ULMFiT's AWD-LSTM and ELMo's biLM tag the
+sample CoNLL task through garden.train with their configs (from scratch, tiny) and their
+exports answer raw sentences in a fresh process."""
+
+import json
+import random
+
+import pytest
+
+from convert_testing import bert_vocab_tokens, task_files, write_task_files
+from testing import run_python, train_in_process
+
+TAGS = r"""
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401 - the tokenizer ops of the export
+r = tf.saved_model.load(sys.argv[1]).signatures["serving_default"](
+    sentences=tf.constant(["i liked paris .", "we loved london ."]))
+print(json.dumps({k: sorted({t.decode() for t in v.numpy().reshape(-1)})
+                  for k, v in r.items() if v.dtype == tf.string}))
+"""
+
+
+@pytest.mark.parametrize("config", ["tagging_ulmfit_tiny", "tagging_elmo_tiny"])
+def test_the_recurrent_taggers_learn_and_serve(config, tmp_path):
+    data = write_task_files(tmp_path / "data", random.Random(0), ("tagging",))
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(bert_vocab_tokens()) + "\n")
+    model_dir = tmp_path / "run"
+    summary = train_in_process([
+        f"--config=configs/finetune/{config}.gin", f"--model_dir={model_dir}",
+        f"--gin_param=VOCAB='{vocab}'", "--gin_param=INIT_CHECKPOINT=None",
+        f"--gin_param=EXPORT_BASE='{tmp_path / 'export'}'", "--gin_param=TRAIN_STEPS=80",
+        "--gin_param=train.global_batch_size=8", *task_files(data, "tagging")],
+        str(model_dir), "token_tagging", 80)
+    first, last = summary["first_logged_metrics"], summary["last_logged_metrics"]
+    assert last["loss"] < 0.8 * first["loss"], (first, last)
+    proc = run_python(["-c", TAGS, summary["export_dir"]])
+    answer = json.loads(proc.stdout.strip().splitlines()[-1])
+    # Entities (possibly none) of the task's one type, each a span of the sentences.
+    assert set(answer["entity_type"]) <= {"LOC", ""}, answer  # "" pads a sentence's row
+    assert all(t in "i liked paris . we loved london ." for t in answer["entity_text"]), answer
