@@ -1,0 +1,71 @@
+"""Cross-View Training's encoder (Clark et al. 2018, "Semi-Supervised Sequence Modeling with
+Cross-View Training"): word embeddings -> a stack of bidirectional LSTM layers.
+
+    token_ids -> embedding -> dropout -> layer 1: forward and backward LSTMs (their outputs
+    first_forward, first_backward) -> [f1; b1] -> layer 2 ... -> sequence_output = [f_L; b_L],
+    pooled_output = its mean over the real tokens.
+
+The auxiliary prediction modules of CVT read the first layer's two directions separately
+(garden.models.cvt.tagger): above it each direction has seen the other.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import keras
+from keras import ops
+
+from garden.layers.recurrent import ProjectedLSTM
+from garden.models.backbone import Backbone, backbone_inputs
+
+
+@keras.saving.register_keras_serializable(package="garden")
+class CvtBackbone(Backbone):
+    """CVT's BiLSTM encoder (module docstring).
+
+    Args:
+        vocab_size: int.
+        embedding_size: word vectors (300: the paper's GloVe size).
+        layer_units: units per direction of each BiLSTM layer ((1024, 512): the paper's
+            sequence tagging encoder).
+        dropout: on the embeddings and between layers in training (0.5, the paper's).
+        dtype: None, str or keras.DTypePolicy.
+
+    Example:
+        backbone = CvtBackbone(vocab_size=1000, embedding_size=32, layer_units=(48, 32))
+    """
+
+    presets_module = "garden.models.cvt.presets"
+
+    def __init__(self, vocab_size: int, embedding_size: int = 300,
+                 layer_units: Sequence[int] = (1024, 512), dropout: float = 0.5, dtype=None,
+                 **kwargs):
+        # === Layers ===
+        embeddings = keras.layers.Embedding(vocab_size, embedding_size, dtype=dtype,
+                                            name="embeddings")
+        drop = keras.layers.Dropout(dropout, dtype=dtype, name="dropout")
+        layers = [(ProjectedLSTM(units, dtype=dtype, name=f"lstm_layer_{i}_forward"),
+                   ProjectedLSTM(units, go_backwards=True, dtype=dtype,
+                                 name=f"lstm_layer_{i}_backward"))
+                  for i, units in enumerate(layer_units)]
+        # === Functional graph ===
+        inputs = backbone_inputs(("token_ids", "padding_mask"))
+        mask = inputs["padding_mask"]
+        x = embeddings(inputs["token_ids"])
+        firsts = None
+        for forward, backward in layers:
+            h = drop(x)
+            f, b = forward(h, padding_mask=mask), backward(h, padding_mask=mask)
+            firsts = firsts or (f, b)
+            x = ops.concatenate([f, b], axis=-1)
+        real = ops.cast(mask, x.dtype)[:, :, None]
+        pooled = ops.sum(x * real, axis=1) / ops.maximum(ops.sum(real, axis=1), 1.0)
+        super().__init__(inputs=inputs, outputs={
+            "sequence_output": x, "pooled_output": pooled, "first_forward": firsts[0],
+            "first_backward": firsts[1]}, dtype=dtype, **kwargs)
+        self.embeddings = embeddings
+
+    @property
+    def token_embedding(self) -> keras.layers.Embedding:
+        return self.embeddings

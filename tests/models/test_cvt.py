@@ -1,0 +1,98 @@
+"""CVT: each auxiliary module sees only its view of the sentence (a gradient test), the
+primary sees all of it, and the published encoder's size."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from garden import models
+from garden.models.cvt import CvtBackbone
+from garden.models.cvt.tagger import VIEWS, CvtTagger
+
+# The tokens each output at position t may depend on (positions t').
+ALLOWED = {"forward": lambda t, u: u <= t, "backward": lambda t, u: u >= t,
+           "future": lambda t, u: u < t, "past": lambda t, u: u > t,
+           "logits": lambda t, u: True}
+
+
+def test_the_published_encoder_size_and_the_spec():
+    lstm = sum(2 * (4 * u * (d + u) + 4 * u) for d, u in ((300, 1024), (2048, 512)))
+    assert CvtBackbone.from_preset("cvt", vocab_size=30000).count_params() == \
+        30000 * 300 + lstm
+    assert models.spec("cvt").backbone_class() is CvtBackbone
+
+
+@pytest.mark.parametrize("output", ["logits", *VIEWS])
+def test_each_module_sees_only_its_view(output):
+    length = 7
+    backbone = CvtBackbone.from_preset("cvt_tiny", vocab_size=length + 1, dropout=0.0)
+    tagger = CvtTagger(backbone, num_labels=3, hidden=8, dropout=0.0)
+    ids = np.arange(1, length + 1, dtype="int32")[None]  # token t' is table row t' + 1
+    table = backbone.embeddings.embeddings
+    for t in range(length):
+        with tf.GradientTape() as tape:
+            out = tagger({"token_ids": ids, "padding_mask": np.ones_like(ids)})
+            value = tf.reduce_sum(out[output if output == "logits" else f"aux_{output}"][0, t])
+        grad = tf.convert_to_tensor(tape.gradient(value, table)).numpy()
+        seen = [u for u in range(length) if np.abs(grad[u + 1]).max() > 0]
+        expected = [u for u in range(length) if ALLOWED[output](t, u)]
+        assert seen == expected, (output, t, seen)
+
+
+def test_cvt_tagging_alternates_batches_trains_and_serves(tmp_path):
+    """garden.CvtTagging through garden.train (configs/finetune/tagging_cvt_tiny.gin): the
+    stream alternates labelled and unlabelled batches, both losses are logged, the
+    consistency loss falls, and the export answers raw sentences."""
+    import json
+    import random
+
+    from convert_testing import bert_vocab_tokens, task_files, write_task_files
+    from testing import run_python, train_in_process
+
+    from garden.models import factory
+    from garden.tasks.cvt_tagging import CvtTagging
+
+    data = write_task_files(tmp_path / "data", random.Random(0), ("tagging",))
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(bert_vocab_tokens()) + "\n")
+    unlabeled = tmp_path / "unlabeled.txt"
+    rng = random.Random(1)
+    unlabeled.write_text("\n".join(
+        f"{rng.choice(['i', 'we'])} {rng.choice(['liked', 'loved'])} "
+        f"{rng.choice(['paris', 'london', 'the movie', 'the music'])} ." for _ in range(64)))
+    task = CvtTagging(backbone=lambda **kw: factory.backbone(preset="cvt_tiny", **kw),
+                      vocab=str(vocab), train_data=str(data / "train.conll"),
+                      eval_data=str(data / "dev.conll"), unlabeled_data=str(unlabeled),
+                      max_seq_length=16, label_names=["O", "I-LOC"])
+    task.prepare()
+    flags = [float(b["labeled"][0]) for b in task._dataset(8, 0, None, 0).take(6)]
+    assert flags == [1.0, 0.0] * 3
+    assert len(task.unlabeled_arrays["token_ids"]) == 64
+
+    model_dir = tmp_path / "run"
+    summary = train_in_process([
+        "--config=configs/finetune/tagging_cvt_tiny.gin", f"--model_dir={model_dir}",
+        f"--gin_param=VOCAB='{vocab}'", "--gin_param=INIT_CHECKPOINT=None",
+        f"--gin_param=UNLABELED_DATA='{unlabeled}'",
+        f"--gin_param=EXPORT_BASE='{tmp_path / 'export'}'", "--gin_param=TRAIN_STEPS=80",
+        "--gin_param=train.global_batch_size=8",
+        "--gin_param=garden.CvtTagging.label_names=['O', 'I-LOC']",
+        *[a for a in task_files(data, "tagging") if "label_names" not in a]],
+        str(model_dir), "cvt_tagging", 80)
+    first, last = summary["first_logged_metrics"], summary["last_logged_metrics"]
+    assert {"supervised_loss", "cvt_loss"} <= set(last)
+    assert last["supervised_loss"] < first["supervised_loss"], (first, last)
+    proc = run_python(["-c", TAGS, summary["export_dir"]])
+    answer = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert set(answer["entity_type"]) <= {"LOC", ""}, answer
+
+
+TAGS = r"""
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401 - the tokenizer ops of the export
+r = tf.saved_model.load(sys.argv[1]).signatures["serving_default"](
+    sentences=tf.constant(["i liked paris ."]))
+print(json.dumps({k: sorted({t.decode() for t in v.numpy().reshape(-1)})
+                  for k, v in r.items() if v.dtype == tf.string}))
+"""
