@@ -6,6 +6,7 @@ same way, and a fix to one (a new psutil field, a container without sched_getaff
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import datetime
 import importlib.metadata
@@ -13,16 +14,19 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import types
-from typing import Iterable, Iterator, List, Optional
+from typing import Callable, Iterable, Iterator, List, Optional
 
 import psutil
 
 from data_pipelines import onednn
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def log(msg: str) -> None:
@@ -60,6 +64,81 @@ def spawn_worker(module: str, name: str, work: str, argv: List[str]) -> dict:
         out = json.load(f)
     log(f"{name}: done in {time.perf_counter() - started:.0f} s")
     return out
+
+
+def timed(fn: Callable[[], object], warmup: int, reps: int) -> dict:
+    """``fn`` called ``warmup`` times untimed (the first call's time kept as first_call_s: it
+    traces and compiles; None without warmup), then ``reps`` timed calls: their median, minimum
+    and times."""
+    first = None
+    for i in range(warmup):
+        started = time.perf_counter()
+        fn()
+        if i == 0:
+            first = time.perf_counter() - started
+    times = []
+    for _ in range(reps):
+        started = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - started)
+    return {"first_call_s": first, "median_s": float(statistics.median(times)), "min_s": min(times),
+            "reps": reps, "times_s": times}
+
+
+def spawn_logged(module: str, name: str, config: str, argv: List[str], work: str) -> dict:
+    """`python -m module --_worker NAME --_result FILE ARGV` run from the repository root with its
+    output in work/<config>-<name>.log; returns the JSON it wrote to work/<config>-<name>.json. A
+    worker that fails raises RuntimeError with the last lines of its log."""
+    result_path = os.path.join(work, f"{config}-{name}.json")
+    log_path = os.path.join(work, f"{config}-{name}.log")
+    cmd = [sys.executable, "-m", module, "--_worker", name, "--_result", result_path, *argv]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
+    log(f"{config}/{name}: starting (log {log_path})")
+    started = time.perf_counter()
+    with open(log_path, "wb") as out:
+        rc = subprocess.call(cmd, cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    if rc != 0:
+        with open(log_path, "rb") as f:
+            tail = f.read()[-3000:].decode("utf-8", "replace")
+        raise RuntimeError(f"{config}/{name} exited with {rc}; last lines of {log_path}:\n{tail}")
+    with open(result_path) as f:
+        result = json.load(f)
+    log(f"{config}/{name}: done in {time.perf_counter() - started:.0f} s")
+    return result
+
+
+def add_latency_flags(p: argparse.ArgumentParser) -> None:
+    """--batches, --warmup, --reps and --reps_batch32: what a latency benchmark times."""
+    p.add_argument("--batches", default="1,32")
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--reps", type=int, default=10, help="timed calls at batch < 8")
+    p.add_argument("--reps_batch32", type=int, default=3, help="timed calls at batch >= 8")
+
+
+def add_worker_flags(p: argparse.ArgumentParser, work_dir: bool = True) -> None:
+    """The flags of a benchmark whose contenders run in spawn_worker's processes: --work_dir
+    (unless ``work_dir`` is False), --output_json, and the hidden --_worker / --_work."""
+    if work_dir:
+        p.add_argument("--work_dir", default="", help="exports and worker results, kept when "
+                                                      "given (default: a temporary directory, "
+                                                      "removed at the end)")
+    p.add_argument("--output_json", default="")
+    p.add_argument("--_worker", default="", help=argparse.SUPPRESS)
+    p.add_argument("--_work", default="", help=argparse.SUPPRESS)
+
+
+def worker_done(args, result: dict) -> dict:
+    """In a worker process (--_worker=NAME --_work=DIR): writes ``result`` where spawn_worker
+    reads it, DIR/NAME.json; returns it."""
+    with open(os.path.join(args._work, f"{args._worker}.json"), "w") as f:
+        json.dump(result, f)
+    return result
+
+
+def passed_on(argv: Iterable[str], *also: str) -> List[str]:
+    """The command line the driver hands its workers: ``argv`` without its own flags
+    (--output_json, --work_dir and ``also``)."""
+    return [a for a in argv if not a.startswith(("--output_json", "--work_dir", *also))]
 
 
 def busy_s(t) -> float:

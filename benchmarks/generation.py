@@ -41,9 +41,8 @@ TensorFlow profiler's trace (report key results.ours.step_profile).
 from __future__ import annotations
 
 import argparse
-import json
+import functools
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -52,7 +51,7 @@ from typing import Dict, List
 import numpy as np
 
 from benchmarks import common
-from benchmarks.common import log, usable_cores, write_report
+from benchmarks.common import log, timed, usable_cores, write_report
 
 PROMPT, NEW, VOCAB, EOS = 32, 64, 50257, 50256
 SMALL = dict(num_layers=12, hidden_size=768, num_heads=12, intermediate_size=3072)
@@ -65,20 +64,6 @@ def _shape(args) -> Dict[str, int]:
 
 def _prompts(batch: int) -> np.ndarray:
     return np.random.default_rng(batch).integers(0, EOS, (batch, PROMPT)).astype("int32")
-
-
-def _timed(call, warmup: int, reps: int) -> dict:
-    t0 = time.perf_counter()
-    call()
-    first = time.perf_counter() - t0
-    for _ in range(max(warmup - 1, 0)):
-        call()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - t0)
-    return {"first_call_s": first, "median_s": float(np.median(times)), "times_s": times}
 
 
 def _tf_threads(args) -> None:
@@ -105,7 +90,7 @@ def worker_ours(batches: List[int], args, jit_compile) -> dict:
     for b in batches:
         ids = _prompts(b)
         prompt = {"token_ids": ids, "padding_mask": np.ones_like(ids)}
-        result = _timed(lambda: generator.generate(prompt, config), args.warmup, args.reps)
+        result = timed(lambda: generator.generate(prompt, config), args.warmup, args.reps)
         tokens = generator.generate(prompt, config)["token_ids"]
         assert np.asarray(tokens).shape == (b, NEW)
         out[f"batch{b}"] = result
@@ -221,7 +206,7 @@ def worker_keras_hub(batches: List[int], args) -> dict:
         ids = np.concatenate([_prompts(b), np.zeros((b, NEW), "int32")], axis=1)
         mask = np.concatenate([np.ones((b, PROMPT), bool), np.zeros((b, NEW), bool)], axis=1)
         inputs = {"token_ids": ids, "padding_mask": mask}
-        result = _timed(lambda: lm.generate(inputs, stop_token_ids=None), args.warmup, args.reps)
+        result = timed(lambda: lm.generate(inputs, stop_token_ids=None), args.warmup, args.reps)
         generated = lm.generate(inputs, stop_token_ids=None)
         assert np.asarray(generated["padding_mask"]).sum(axis=1).tolist() == [PROMPT + NEW] * b
         out[f"batch{b}"] = result
@@ -251,7 +236,7 @@ def worker_torch(batches: List[int], args) -> dict:
                                       max_new_tokens=NEW, min_new_tokens=NEW,
                                       pad_token_id=EOS, eos_token_id=EOS)
 
-        result = _timed(call, args.warmup, args.reps)
+        result = timed(call, args.warmup, args.reps)
         assert tuple(call().shape) == (b, PROMPT + NEW)
         out[f"batch{b}"] = result
     return out
@@ -352,17 +337,7 @@ WORKERS = {"ours": lambda b, a: worker_ours(b, a, None), "ours_xla": worker_ours
 CONTENDERS = ("ours", "ours_intra1", "ours_xla", "ours_inter1", "keras_hub", "torch")
 
 
-def spawn(name: str, work: str, argv: List[str]) -> dict:
-    log(f"{name}: starting")
-    path = os.path.join(work, f"{name}.json")
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.generation", *argv,
-                           f"--_worker={name}", f"--_work={work}"],
-                          capture_output=True, text=True)
-    if proc.returncode != 0 or not os.path.exists(path):
-        tail = (proc.stdout + proc.stderr).strip().splitlines()[-15:]
-        raise RuntimeError(f"{name} failed (exit {proc.returncode}):\n" + "\n".join(tail))
-    with open(path) as f:
-        return json.load(f)
+spawn = functools.partial(common.spawn_worker, "benchmarks.generation")
 
 
 def main(argv=None) -> dict:
@@ -384,19 +359,14 @@ def main(argv=None) -> dict:
                    help="time each matmul shape of a decode step alone (TF MatMul, TF Einsum, "
                         "torch; each library in its own process) instead of whole generate "
                         "calls")
-    p.add_argument("--output_json", default="")
-    p.add_argument("--_worker", default="", help=argparse.SUPPRESS)
-    p.add_argument("--_work", default="", help=argparse.SUPPRESS)
+    common.add_worker_flags(p, work_dir=False)
     args = p.parse_args(argv)
     batches = [int(b) for b in args.batches.split(",")]
     if args._worker:
-        out = WORKERS[args._worker](batches, args)
-        with open(os.path.join(args._work, f"{args._worker}.json"), "w") as f:
-            json.dump(out, f)
-        return out
+        return common.worker_done(args, WORKERS[args._worker](batches, args))
 
-    passed = [a for a in (argv if argv is not None else sys.argv[1:])
-              if not a.startswith(("--output_json", "--contenders", "--ours_xla", "--kernels"))]
+    passed = common.passed_on(argv if argv is not None else sys.argv[1:],
+                              "--contenders", "--ours_xla", "--kernels")
     if args.kernels:
         load_before = os.getloadavg()
         report = {"benchmark": "generation_kernels", "threads": args.threads or usable_cores(),

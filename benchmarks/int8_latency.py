@@ -41,8 +41,7 @@ from typing import Dict, List
 import numpy as np
 
 from benchmarks import common
-from benchmarks.common import log, usable_cores, write_report
-from benchmarks.serving_latency import timed
+from benchmarks.common import log, timed, usable_cores, write_report
 
 SEQ, LABELS = 128, 2
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -287,31 +286,20 @@ spawn = functools.partial(common.spawn_worker, "benchmarks.int8_latency")
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--tiny", action="store_true", help="2 x 32 models: a run in seconds")
-    p.add_argument("--batches", default="1,32")
-    p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--reps", type=int, default=10, help="timed calls at batch < 8")
-    p.add_argument("--reps_batch32", type=int, default=3, help="timed calls at batch >= 8")
+    common.add_latency_flags(p)
     p.add_argument("--train_steps", type=int, default=300,
                    help="fine-tuning steps of the accuracy model (batch 32)")
     p.add_argument("--eval_size", type=int, default=1000)
-    p.add_argument("--work_dir", default="", help="kept when given (default: a temporary "
-                                                  "directory, removed at the end)")
-    p.add_argument("--output_json", default="")
-    p.add_argument("--_worker", default="", help=argparse.SUPPRESS)
-    p.add_argument("--_work", default="", help=argparse.SUPPRESS)
+    common.add_worker_flags(p)
     argv = list(sys.argv[1:] if argv is None else argv)
     args = p.parse_args(argv)
     if args.tiny and "--train_steps" not in " ".join(argv):
         args.train_steps = 100
     args.batches = [int(b) for b in args.batches.split(",")]
     if args._worker:
-        out = WORKERS[args._worker](args._work, args)
-        with open(os.path.join(args._work, f"{args._worker}.json"), "w") as f:
-            json.dump(out, f)
-        return out
-    passed = [a for a in argv if not a.startswith(("--output_json", "--work_dir"))]
+        return common.worker_done(args, WORKERS[args._worker](args._work, args))
     with common.work_dir(args.work_dir, "int8_latency-") as work:
-        return _compare(work, passed, args)
+        return _compare(work, common.passed_on(argv), args)
 
 
 def _compare(work: str, passed: List[str], args) -> dict:

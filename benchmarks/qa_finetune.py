@@ -29,9 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
 import tempfile
 import time
 
@@ -40,7 +37,6 @@ import psutil
 from benchmarks import common
 from benchmarks.common import StepTimer, log, machine_info, usable_cores, write_report
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = {
     "tiny": dict(num_layers=2, hidden_size=128, num_heads=2, intermediate_size=512,
                  batch_size=32, steps=10, warmup=2),
@@ -153,21 +149,9 @@ def run_worker(args) -> None:
 
 
 def spawn(name: str, config: str, batch_size: int, steps: int, warmup: int, work_dir: str) -> dict:
-    result_path = os.path.join(work_dir, f"{config}-{name}.json")
-    log_path = os.path.join(work_dir, f"{config}-{name}.log")
-    cmd = [sys.executable, "-m", "benchmarks.qa_finetune", "--_worker", name, "--_result",
-           result_path, "--configs", config, "--batch_size", str(batch_size),
-           "--steps", str(steps), "--warmup", str(warmup)]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
-    log(f"{config}/{name}: starting (log {log_path})")
-    with open(log_path, "wb") as out:
-        rc = subprocess.call(cmd, cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-    if rc != 0:
-        with open(log_path, "rb") as f:
-            tail = f.read()[-3000:].decode("utf-8", "replace")
-        raise RuntimeError(f"{config}/{name} exited with {rc}; last lines of {log_path}:\n{tail}")
-    with open(result_path) as f:
-        return json.load(f)
+    return common.spawn_logged("benchmarks.qa_finetune", name, config, [
+        "--configs", config, "--batch_size", str(batch_size), "--steps", str(steps),
+        "--warmup", str(warmup)], work_dir)
 
 
 def main(argv=None) -> dict:

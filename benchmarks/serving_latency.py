@@ -63,7 +63,7 @@ from typing import Callable, Dict, List
 import numpy as np
 
 from benchmarks import common
-from benchmarks.common import log, usable_cores, write_report
+from benchmarks.common import log, timed, usable_cores, write_report
 
 SEQ, LAYERS, HIDDEN, HEADS, FFN, VOCAB, LABELS = 128, 12, 768, 12, 3072, 30522, 2
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -74,17 +74,6 @@ def forward_flops(batch: int) -> int:
     dense = 2 * batch * SEQ * LAYERS * (4 * HIDDEN * HIDDEN + 2 * HIDDEN * FFN)
     attention = 2 * batch * LAYERS * 2 * SEQ * SEQ * HIDDEN
     return dense + attention + 2 * batch * HIDDEN * HIDDEN + 2 * batch * HIDDEN * LABELS
-
-
-def timed(fn: Callable[[], object], warmup: int, reps: int) -> dict:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(reps):
-        started = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - started)
-    return {"median_s": float(np.median(times)), "min_s": min(times), "reps": reps}
 
 
 def best_of(call: Callable[[], object], seconds: float) -> tuple:
@@ -451,32 +440,21 @@ spawn = functools.partial(common.spawn_worker, "benchmarks.serving_latency")
 
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--batches", default="1,32")
-    p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--reps", type=int, default=10, help="timed calls at batch < 8")
-    p.add_argument("--reps_batch32", type=int, default=3, help="timed calls at batch >= 8")
+    common.add_latency_flags(p)
     p.add_argument("--peak_seconds", type=float, default=2.0,
                    help="seconds of matmuls per shape (before and after the contenders)")
     p.add_argument("--contenders",
                    default="ours,ours_inter1,http,http_inter1,torch,keras_hub",
                    help="ours_inter1 / http_inter1: ours with TensorFlow's inter-op pool at 1 "
                         "thread (garden.serve --tensorflow_inter_op_parallelism=1)")
-    p.add_argument("--work_dir", default="", help="exports and worker results, kept "
-                                                  "(default: a temporary directory, removed at the end)")
-    p.add_argument("--output_json", default="")
-    p.add_argument("--_worker", default="", help=argparse.SUPPRESS)
-    p.add_argument("--_work", default="", help=argparse.SUPPRESS)
+    common.add_worker_flags(p)
     argv = list(sys.argv[1:] if argv is None else argv)
     args = p.parse_args(argv)
     batches = [int(b) for b in args.batches.split(",")]
     if args._worker:
-        out = WORKERS[args._worker](args._work, batches, args)
-        with open(os.path.join(args._work, f"{args._worker}.json"), "w") as f:
-            json.dump(out, f)
-        return out
-    passed = [a for a in argv if not a.startswith(("--output_json", "--work_dir"))]
+        return common.worker_done(args, WORKERS[args._worker](args._work, batches, args))
     with common.work_dir(args.work_dir, "serving_latency-") as work:
-        return _compare(work, passed, batches, args)
+        return _compare(work, common.passed_on(argv), batches, args)
 
 
 def _compare(work: str, passed: List[str], batches: List[int], args) -> dict:

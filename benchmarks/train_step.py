@@ -39,7 +39,6 @@ import datetime
 import glob
 import json
 import os
-import subprocess
 import sys
 import time
 from typing import Dict, List, Optional
@@ -49,7 +48,6 @@ import psutil
 from benchmarks import common
 from benchmarks.common import StepTimer, fit_timed, log, usable_cores, write_report
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # The configs: "small" is L4 H512 A8 FFN2048; "base" is BERT-base, both at batch 32 (a
 # BERT-base step takes about 10 s on 2 cores, so it times 6 steps; --batch_size=8 is a quicker look).
@@ -425,28 +423,13 @@ def run_worker(args) -> None:
 
 
 def spawn(name: str, config: str, args, batch_size: int, work_dir: str) -> dict:
-    result_path = os.path.join(work_dir, f"{config}-{name}.json")
-    log_path = os.path.join(work_dir, f"{config}-{name}.log")
-    cmd = [sys.executable, "-m", "benchmarks.train_step", "--_worker", name,
-           "--_result", result_path, "--configs", config, "--batch_size", str(batch_size),
-           "--warmup", str(args.warmup_of[config]), "--steps", str(args.steps_of[config]),
-           "--keras_hub_mode", args.keras_hub_mode, "--ours_strategy", args.ours_strategy,
-           "--profile_steps", str(args.profile_steps), "--peak_seconds", str(args.peak_seconds),
-           "--profile" if args.profile else "--no-profile",
-           *(["--mixed_precision", args.mixed_precision] if args.mixed_precision else [])]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
-    log(f"{config}/{name}: starting (log {log_path})")
-    t = time.perf_counter()
-    with open(log_path, "wb") as out:
-        rc = subprocess.call(cmd, cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-    if rc != 0:
-        with open(log_path, "rb") as f:
-            tail = f.read()[-3000:].decode("utf-8", "replace")
-        raise RuntimeError(f"{config}/{name} exited with {rc}; last lines of {log_path}:\n{tail}")
-    with open(result_path) as f:
-        result = json.load(f)
-    log(f"{config}/{name}: done in {time.perf_counter() - t:.0f} s")
-    return result
+    return common.spawn_logged("benchmarks.train_step", name, config, [
+        "--configs", config, "--batch_size", str(batch_size),
+        "--warmup", str(args.warmup_of[config]), "--steps", str(args.steps_of[config]),
+        "--keras_hub_mode", args.keras_hub_mode, "--ours_strategy", args.ours_strategy,
+        "--profile_steps", str(args.profile_steps), "--peak_seconds", str(args.peak_seconds),
+        "--profile" if args.profile else "--no-profile",
+        *(["--mixed_precision", args.mixed_precision] if args.mixed_precision else [])], work_dir)
 
 
 def summarise(name: str, cfg: dict, r: dict, peaks: dict) -> dict:
