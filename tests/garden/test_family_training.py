@@ -77,11 +77,16 @@ def test_every_config_builds_its_model_with_summary(capsys):
 # ----------------------------------------------------------------------------------------
 
 
+def _train_4_steps(family: str, fd, tmp_path):
+    """`family`'s pre-training run of 4 steps through the CLI: (its summary, its first logged
+    metrics, its model dir)."""
+    model_dir = tmp_path / family
+    summary = train_in_process(_args(family, fd, model_dir, 4), model_dir, f"{family}_pretraining", 4)
+    return summary, summary["first_logged_metrics"], model_dir
+
+
 def test_roberta_trains_with_dynamic_masking(family_data, tmp_path):
-    model_dir = tmp_path / "roberta"
-    summary = train_in_process(_args("roberta", family_data, model_dir, 4), model_dir,
-                               "roberta_pretraining", 4)
-    first = summary["first_logged_metrics"]
+    _, first, model_dir = _train_4_steps("roberta", family_data, tmp_path)
     # Random init scores the BPE vocabulary about uniformly: MLM loss near ln(1000) = 6.9.
     assert abs(first["mlm_loss"] - math.log(VOCAB_SIZE)) < 1.0, first
     assert set(first) >= {"loss", "mlm_loss", "mlm_accuracy"} and "nsp_loss" not in first
@@ -90,10 +95,7 @@ def test_roberta_trains_with_dynamic_masking(family_data, tmp_path):
 
 
 def test_albert_trains_mlm_and_sop(family_data, tmp_path):
-    model_dir = tmp_path / "albert"
-    summary = train_in_process(_args("albert", family_data, model_dir, 4), model_dir,
-                               "albert_pretraining", 4)
-    first = summary["first_logged_metrics"]
+    _, first, model_dir = _train_4_steps("albert", family_data, tmp_path)
     assert abs(first["mlm_loss"] - math.log(VOCAB_SIZE)) < 1.0, first
     # SOP starts at chance: cross-entropy near ln 2 = 0.69.
     assert abs(first["sop_loss"] - math.log(2)) < 0.3, first
@@ -102,10 +104,7 @@ def test_albert_trains_mlm_and_sop(family_data, tmp_path):
 
 
 def test_electra_trains_generator_and_discriminator(family_data, tmp_path):
-    model_dir = tmp_path / "electra"
-    summary = train_in_process(_args("electra", family_data, model_dir, 4), model_dir,
-                               "electra_pretraining", 4)
-    first = summary["first_logged_metrics"]
+    summary, first, _ = _train_4_steps("electra", family_data, tmp_path)
     # loss = gen MLM + 50 x disc: check the weighting on the logged (per-step averaged) values.
     assert abs(first["loss"] - first["mlm_loss"] - 50.0 * first["disc_loss"]) < 1e-2 * first["loss"]
     # An untrained generator almost never samples the original token, so about 15% of the real
