@@ -20,6 +20,26 @@ def originals(inst: dict) -> list:
     return ids
 
 
+def run_documents(objective, segment_lists, options, vocab, seed: int = 1):
+    """``objective``'s instances of one pool of documents doc0000, doc0001, ... made of
+    ``segment_lists`` (per document, its segments of piece ids), dupe pass 0:
+    ([(key, features)], the pool's stats)."""
+    from data_pipelines.objectives import base
+
+    docs = [base.Doc(id="doc%04d" % k, segments=[list(s) for s in segs])
+            for k, segs in enumerate(segment_lists)]
+    ctx = base.PoolContext(seed=seed, dupe=0, vocab=vocab, options=options)
+    return list(objective.create_instances(docs, ctx)), ctx.stats
+
+
+def random_documents(rng, first_word: int, vocab_size: int, documents: int, sentences: tuple,
+                     pieces: tuple) -> list:
+    """``documents`` documents of rng.integers(*sentences) sentences of rng.integers(*pieces)
+    piece ids in [first_word, vocab_size)."""
+    return [[[int(t) for t in rng.integers(first_word, vocab_size, size=int(rng.integers(*pieces)))]
+             for _ in range(int(rng.integers(*sentences)))] for _ in range(documents)]
+
+
 def objective_parser(objective, max_seq_length: int = 128, **int_flags) -> argparse.ArgumentParser:
     """A command line as make_pretrain builds one for `objective`: the shared --max_seq_length
     (and any other shared int flags, name=default), the objective's own flag group, then its

@@ -9,7 +9,7 @@ import pytest
 
 from data_pipelines import features
 from data_pipelines.objectives import base, electra
-from objective_testing import objective_parser, within
+from objective_testing import objective_parser, random_documents, run_documents, within
 
 PAD, UNK, CLS, SEP, MASK = 0, 1, 2, 3, 4
 FIRST_WORD = 5
@@ -22,9 +22,7 @@ def _vocab(size=200):
 
 
 def _run(segment_lists, opts, seed=1):
-    docs = [base.Doc(id="doc%04d" % k, segments=[list(s) for s in segs]) for k, segs in enumerate(segment_lists)]
-    ctx = base.PoolContext(seed=seed, dupe=0, vocab=_vocab(), options=opts)
-    return list(electra.OBJECTIVE.create_instances(docs, ctx)), ctx.stats
+    return run_documents(electra.OBJECTIVE, segment_lists, opts, _vocab(), seed)
 
 
 def _segments(inst):
@@ -66,8 +64,7 @@ def default_run():
     rng = np.random.default_rng(0)
     # Short sentences (3-8 pieces) in long documents: with max_seq_length 64 a chunk holds ~12
     # sentences, so a two-segment draw always leaves B non-empty (A stops near 30 pieces).
-    docs = [[[int(t) for t in rng.integers(FIRST_WORD, 200, size=int(rng.integers(3, 9)))]
-             for _ in range(int(rng.integers(40, 100)))] for _ in range(300)]
+    docs = random_documents(rng, FIRST_WORD, 200, 300, sentences=(40, 100), pieces=(3, 9))
     opts = electra.ElectraOptions(max_seq_length=64)
     instances, stats = _run(docs, opts)
     return docs, opts, instances, stats

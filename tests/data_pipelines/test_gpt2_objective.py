@@ -10,7 +10,7 @@ import pytest
 
 from data_pipelines import features
 from data_pipelines.objectives import base, gpt2
-from objective_testing import objective_parser
+from objective_testing import objective_parser, random_documents, run_documents
 
 BOS, PAD, EOS, UNK, MASK, EOD = 0, 1, 2, 3, 4, 5
 FIRST_WORD = 6
@@ -25,9 +25,7 @@ def _vocab(size=300):
 
 
 def _run(segment_lists, opts):
-    docs = [base.Doc(id="doc%04d" % k, segments=[list(s) for s in segs]) for k, segs in enumerate(segment_lists)]
-    ctx = base.PoolContext(seed=1, dupe=0, vocab=_vocab(), options=opts)
-    return list(gpt2.OBJECTIVE.create_instances(docs, ctx)), ctx.stats
+    return run_documents(gpt2.OBJECTIVE, segment_lists, opts, _vocab())
 
 
 def test_exact_blocks_and_dropped_tail():
@@ -45,8 +43,7 @@ def test_exact_blocks_and_dropped_tail():
 
 def test_blocks_cover_the_stream_with_eod_after_every_document():
     rng = np.random.default_rng(0)
-    docs = [[[int(t) for t in rng.integers(FIRST_WORD, 300, size=int(rng.integers(1, 40)))]
-             for _ in range(int(rng.integers(1, 6)))] for _ in range(150)]
+    docs = random_documents(rng, FIRST_WORD, 300, 150, sentences=(1, 6), pieces=(1, 40))
     opts = gpt2.GPT2Options(max_seq_length=64)
     instances, stats = _run(docs, opts)
     spec = features.gpt2_pretrain_spec(64)

@@ -11,7 +11,7 @@ import pytest
 
 from data_pipelines import features
 from data_pipelines.objectives import base, roberta
-from objective_testing import objective_parser
+from objective_testing import objective_parser, run_documents
 
 # Byte-level BPE role tokens (ids 0..5), then word pieces.
 BOS, PAD, EOS, UNK, MASK, EOD = 0, 1, 2, 3, 4, 5
@@ -27,10 +27,7 @@ def _vocab(size=300):
 
 
 def _run(segment_lists, opts, seed=1):
-    docs = [base.Doc(id="doc%04d" % k, segments=[list(s) for s in segs]) for k, segs in enumerate(segment_lists)]
-    ctx = base.PoolContext(seed=seed, dupe=0, vocab=_vocab(), options=opts)
-    instances = list(roberta.OBJECTIVE.create_instances(docs, ctx))
-    return instances, ctx.stats
+    return run_documents(roberta.OBJECTIVE, segment_lists, opts, _vocab(), seed)
 
 
 def _corpus(rng, num_docs, max_sentence=12, long_every=0):
