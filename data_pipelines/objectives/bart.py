@@ -96,8 +96,7 @@ class BartOptions:
         base.check_shares(self, "permute_sentence_ratio", "mask_ratio", "mask_random", "delete_ratio", "rotate_ratio")
         if self.insert_ratio < 0.0:
             raise ValueError(f"insert_ratio must be >= 0, got {self.insert_ratio}")
-        if self.mask_length not in MASK_LENGTHS:
-            raise ValueError(f"mask_length must be one of {MASK_LENGTHS}, got {self.mask_length!r}")
+        base.check_choice(self, "mask_length", MASK_LENGTHS)
         if self.replace_length not in (-1, 0, 1):
             raise ValueError(f"replace_length must be -1, 0 or 1, got {self.replace_length}")
         if self.mask_length == "span_poisson" and self.poisson_lambda <= 0:

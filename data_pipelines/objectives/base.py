@@ -236,6 +236,14 @@ def check_at_least(options, minimum, *names: str, why: str = "") -> None:
             raise ValueError(f"{name} must be >= {minimum}{f' ({why})' if why else ''}, got {value}")
 
 
+def check_choice(options, name: str, choices: Sequence[str]) -> None:
+    """For an options record's ``__post_init__``: ValueError unless the field ``name`` is one of
+    ``choices``."""
+    value = getattr(options, name)
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+
+
 def rate(counters: Mapping[str, int], numerator: str, denominator: str) -> float:
     d = counters.get(denominator, 0)
     return counters.get(numerator, 0) / d if d else 0.0

@@ -64,8 +64,7 @@ class RobertaOptions:
         # <s> plus at least one piece.
         if self.max_seq_length < 2:
             raise ValueError(f"max_seq_length must be >= 2, got {self.max_seq_length}")
-        if self.packing not in PACKING:
-            raise ValueError(f"packing must be one of {', '.join(PACKING)}, got {self.packing!r}")
+        base.check_choice(self, "packing", PACKING)
 
     @property
     def block_size(self) -> int:

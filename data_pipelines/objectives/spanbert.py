@@ -69,8 +69,7 @@ class SpanBertOptions:
         base.check_shares(self, "masked_lm_prob", "short_seq_prob")
         if not 0.0 < self.geometric_p <= 1.0:
             raise ValueError(f"geometric_p must be in (0, 1], got {self.geometric_p}")
-        if self.replacement not in REPLACEMENTS:
-            raise ValueError(f"replacement must be one of {REPLACEMENTS}, got {self.replacement!r}")
+        base.check_choice(self, "replacement", REPLACEMENTS)
 
     @property
     def max_block_length(self) -> int:

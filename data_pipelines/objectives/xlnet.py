@@ -152,8 +152,7 @@ class XLNetOptions:
                              f"{self.tot_len} non-special tokens of the rest")
         if not 1 <= self.mask_beta <= self.mask_alpha:
             raise ValueError(f"need 1 <= mask_beta <= mask_alpha, got alpha={self.mask_alpha} beta={self.mask_beta}")
-        if self.span_unit not in SPAN_UNITS:
-            raise ValueError(f"span_unit must be one of {SPAN_UNITS}, got {self.span_unit!r}")
+        base.check_choice(self, "span_unit", SPAN_UNITS)
 
     @property
     def tot_len(self) -> int:
