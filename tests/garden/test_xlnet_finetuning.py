@@ -257,36 +257,32 @@ def trained(spiece, converted, root):
     common = [f"--gin_param=VOCAB='{spiece}'", "--gin_param=INIT_CHECKPOINT=None",
               "--gin_param=backbone.dropout=0.0", "--gin_param=train.warmup_steps=5",
               "--gin_param=train.log_every=10", "--strategy=one_device"]
+
+    def finetune(name, config, data, task, steps, batch, *flags):
+        """garden.train on root/train.<data> (eval: root/dev.<data>) into root/<name>."""
+        model_dir = root / name
+        return train_in_process([
+            f"--config=configs/finetune/{config}", f"--model_dir={model_dir}",
+            f"--gin_param=TRAIN_FILE='{root / f'train.{data}'}'",
+            f"--gin_param=EVAL_FILE='{root / f'dev.{data}'}'", f"--gin_param=EXPORT_BASE='{root / 'export'}'",
+            f"--gin_param=TRAIN_STEPS={steps}", f"--gin_param=train.global_batch_size={batch}", *flags],
+            str(model_dir), task, steps)
+
     out = {}
-    model_dir = root / "classification"
-    out["classification"] = train_in_process([
-        "--config=configs/finetune/classification_xlnet_tiny.gin", f"--model_dir={model_dir}",
-        f"--gin_param=TRAIN_FILE='{root / 'train.tsv'}'",
-        f"--gin_param=EVAL_FILE='{root / 'dev.tsv'}'", f"--gin_param=EXPORT_BASE='{root / 'export'}'",
-        "--gin_param=TRAIN_STEPS=60", "--gin_param=train.global_batch_size=16",
+    out["classification"] = finetune(
+        "classification", "classification_xlnet_tiny.gin", "tsv", "sentence_classification", 60, 16,
         "--gin_param=garden.SentenceClassification.max_seq_length=32",
-        "--gin_param=train.learning_rate=2e-3", *common], str(model_dir),
-        "sentence_classification", 60)
-    model_dir = root / "qa"
-    out["qa"] = train_in_process([
-        "--config=configs/finetune/qa_xlnet_tiny.gin", f"--model_dir={model_dir}",
-        f"--gin_param=TRAIN_FILE='{root / 'train.json'}'", "--gin_param=TRAIN_RECORDS=None",
-        f"--gin_param=EVAL_FILE='{root / 'dev.json'}'", f"--gin_param=EXPORT_BASE='{root / 'export'}'",
-        "--gin_param=TRAIN_STEPS=4", "--gin_param=train.global_batch_size=8",
+        "--gin_param=train.learning_rate=2e-3", *common)
+    out["qa"] = finetune(
+        "qa", "qa_xlnet_tiny.gin", "json", "question_answering", 4, 8, "--gin_param=TRAIN_RECORDS=None",
         "--gin_param=garden.QuestionAnswering.max_seq_length=48",
         "--gin_param=garden.QuestionAnswering.doc_stride=16",
-        "--gin_param=garden.QuestionAnswering.max_query_length=16", *common], str(model_dir),
-        "question_answering", 4)
-    model_dir = root / "byoc"
-    out["byoc"] = train_in_process([
-        "--config=configs/finetune/classification_xlnet_tiny.gin", f"--model_dir={model_dir}",
+        "--gin_param=garden.QuestionAnswering.max_query_length=16", *common)
+    out["byoc"] = finetune(
+        "byoc", "classification_xlnet_tiny.gin", "tsv", "sentence_classification", 3, 8,
         f"--gin_param=INIT_CHECKPOINT='{converted[2]}'",
-        f"--gin_param=TRAIN_FILE='{root / 'train.tsv'}'",
-        f"--gin_param=EVAL_FILE='{root / 'dev.tsv'}'", f"--gin_param=EXPORT_BASE='{root / 'export'}'",
-        "--gin_param=TRAIN_STEPS=3", "--gin_param=train.global_batch_size=8",
         "--gin_param=garden.SentenceClassification.max_seq_length=32",
-        "--gin_param=train.warmup_steps=1", "--strategy=one_device"], str(model_dir),
-        "sentence_classification", 3)
+        "--gin_param=train.warmup_steps=1", "--strategy=one_device")
     return out
 
 
