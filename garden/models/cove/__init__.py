@@ -1,0 +1,19 @@
+"""CoVe (McCann et al. 2017): the MT-LSTM encoder with its word embeddings ([GloVe(x); CoVe(x)]
+features), the attentional translation model that pretrains it, presets.
+
+Text goes through the garden's tokenizers: WordPiece by default, [CLS] text [SEP].
+garden.CovePretraining (garden/tasks/cove_pretraining.py) trains the translation model on
+sentence pairs; garden.models.cove.sample_pairs writes a synthetic pair task for tests.
+"""
+
+from garden.models.cove.backbone import CoveBackbone, read_glove
+from garden.models.cove.presets import PRESETS, cove_backbone_from_preset
+from garden.models.family import FamilySpec
+
+__all__ = ["SPEC", "CoveBackbone", "read_glove", "PRESETS", "cove_backbone_from_preset"]
+
+SPEC = FamilySpec(
+    name="cove", backbone="garden.models.cove.backbone:CoveBackbone",
+    presets="garden.models.cove.presets", default_preset="cove",
+    tokenizer="wordpiece", layout="bert", lower_case=True,
+    pretrainer="garden.models.cove.translation:CoveTranslator")

@@ -1,0 +1,180 @@
+"""CoVe: the published encoder's parameter count, the [GloVe(x); CoVe(x)] features (both
+directions over the real tokens only), GloVe rows read from a local file, the translation
+pretraining through garden.train lowering its loss on the synthetic pair task with its backbone
+restored equal to the checkpoint, and the downstream classifier and tagger fine-tuned and served
+from raw text in a fresh process."""
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+from garden import models
+from garden.models.cove import CoveBackbone, read_glove
+from garden.models.cove.sample_pairs import reversed_pair, write_pair_task
+
+
+def test_the_published_size_and_the_spec():
+    backbone = CoveBackbone.from_preset("cove", vocab_size=30522)
+    # Per LSTM: W [D, 4U] + U [U, 4U] + b [4U]; layer 1 reads 300, layer 2 reads 600; two
+    # directions each.
+    lstm = 2 * sum(4 * 300 * (d + 300) + 4 * 300 for d in (300, 600))
+    assert lstm == 3_604_800
+    assert backbone.count_params() == 30522 * 300 + lstm
+    assert not backbone.embeddings.trainable  # GloVe fixed, as the paper's MT training
+    assert models.spec("cove").backbone_class() is CoveBackbone
+
+
+def test_features_are_glove_then_both_directions_over_real_tokens():
+    backbone = CoveBackbone.from_preset("cove_tiny", vocab_size=50, dropout=0.0)
+    ids = np.array([[2, 7, 8, 9, 3]], "int32")
+    padded = np.array([[2, 7, 8, 9, 3, 0, 0]], "int32")
+    a = backbone({"token_ids": ids, "padding_mask": np.ones_like(ids)})
+    b = backbone({"token_ids": padded, "padding_mask": (padded > 0).astype("int32")})
+    assert a["sequence_output"].shape == (1, 5, 16 + 32)
+    assert b["hidden_states"].shape == (3, 1, 7, 32)
+    np.testing.assert_allclose(a["sequence_output"], b["sequence_output"][:, :5], atol=1e-6)
+    np.testing.assert_allclose(a["pooled_output"], b["pooled_output"], atol=1e-6)
+    np.testing.assert_allclose(a["sequence_output"][0, :, :16],
+                               backbone.embeddings.embeddings.numpy()[ids[0]], atol=1e-6)
+    np.testing.assert_allclose(a["sequence_output"][..., 16:], a["cove_output"], atol=1e-6)
+    # In the first biLSTM layer the backward half at the first token sees the last token,
+    # the forward half does not: changing the last token moves only the backward half.
+    c = backbone({"token_ids": np.array([[2, 7, 8, 9, 4]], "int32"),
+                  "padding_mask": np.ones_like(ids)})
+    first = c["hidden_states"][1, 0, 0] - a["hidden_states"][1, 0, 0]
+    assert np.abs(first[:16]).max() == 0 and np.abs(first[16:]).max() > 0
+
+
+def test_glove_rows_come_from_the_local_file(tmp_path):
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\nmovie\n##s\nzzz\n[MASK]\n")
+    glove = tmp_path / "glove.txt"
+    glove.write_text("movie 1 2 3 4\nunrelated 9 9 9 9\nthe 0.5 0.5 0.5 0.5\n")
+    backbone = CoveBackbone(vocab_size=9, embedding_size=4, lstm_units=4, glove=str(glove),
+                            vocab=str(vocab))
+    table = backbone.embeddings.embeddings.numpy()
+    assert backbone.glove_found == 2
+    np.testing.assert_array_equal(table[5], [1, 2, 3, 4])
+    np.testing.assert_array_equal(table[4], [0.5] * 4)
+    assert np.abs(table[7]).max() <= 0.1 and np.abs(table[7]).max() > 0  # random, not found
+    with pytest.raises(ValueError, match="line 1: a vector of 4 values"):
+        read_glove(str(glove), ["movie"], 3, np.zeros((1, 3), np.float32))
+
+
+def test_the_sample_pairs_reverse_the_words(tmp_path):
+    assert reversed_pair(" the film  was good ") == ("the film was good", "good was film the")
+    counts = write_pair_task([f"s{i} w{i} x" for i in range(20)], str(tmp_path), eval_every=5)
+    assert counts == (16, 4)
+    lines = (tmp_path / "dev.tsv").read_text().splitlines()
+    assert lines[:2] == ["source\ttarget", "s4 w4 x\tx w4 s4"]
+
+
+def pair_task(root):
+    """The synthetic pair task from the first sample corpus file, with its 800-piece vocabulary."""
+    from testing import run_fixture_tool
+
+    from garden.models.cove.sample_pairs import sentence_lines
+
+    run_fixture_tool("data_pipelines.sample_corpus", f"--output={root / 'sample'}")
+    first = sorted((root / "sample").glob("*.txt"))[0]
+    vocab = root / "mt_vocab.txt"
+    run_fixture_tool("data_pipelines.make_vocab", "--tokenizer=wordpiece", f"--input={first}",
+                     f"--output={vocab}", "--vocab_size=800", "--lower_case")
+    sentences = sentence_lines(first.read_text(encoding="utf-8"), 8)[:600]
+    write_pair_task(sentences, str(root / "pairs"))
+    return vocab, root / "pairs"
+
+
+def test_translation_pretraining_lowers_its_loss_and_a_classifier_starts_from_it(tmp_path):
+    import tensorflow as tf
+    from testing import train_in_process
+
+    vocab, pairs = pair_task(tmp_path)
+    run = tmp_path / "mt"
+    summary = train_in_process([
+        "--config=configs/cove_tiny.gin", f"--model_dir={run}", f"--gin_param=VOCAB='{vocab}'",
+        f"--gin_param=TRAIN_FILE='{pairs / 'train.tsv'}'",
+        f"--gin_param=EVAL_FILE='{pairs / 'dev.tsv'}'", "--gin_param=train.train_steps=60",
+        "--gin_param=train.global_batch_size=16", "--gin_param=train.log_every=10",
+        "--gin_param=train.checkpoint_every=60"], str(run), "cove_pretraining", 60)
+    first, last = summary["first_logged_metrics"], summary["last_logged_metrics"]
+    # ln(800) = 6.7 at the start.
+    assert last["loss"] < first["loss"] - 0.8, (first, last)
+    assert summary["eval_loss"] < first["loss"], summary
+
+    # Downstream: a classifier's encoder restored from the run (INIT_CHECKPOINT; every backbone
+    # object matched), and the same encoder read independently from the checkpoint: every
+    # weight equal, none still random.
+    import gin
+
+    from convert_testing import scratch_classification_args
+    from garden.models import factory
+    from garden.tasks.sentence_classification import SentenceClassification
+
+    gin.clear_config()
+    scratch_classification_args(tmp_path, tmp_path / "clf", 1)  # writes the sample task files
+    task = SentenceClassification(
+        backbone=lambda **kw: factory.backbone(preset="cove_tiny", **kw), vocab=str(vocab),
+        train_file=str(tmp_path / "data" / "train.tsv"),
+        eval_file=str(tmp_path / "data" / "dev.tsv"), init_checkpoint=str(run / "checkpoints"))
+    task.prepare()
+    restored = task.build_model()[1]["backbone"]
+    independent = CoveBackbone.from_preset("cove_tiny", vocab_size=restored.vocab_size)
+    initial = [w.numpy() for w in independent.weights]
+    assert len(initial) == 1 + 4 * 3  # the table, then 2 x 2 LSTMs of kernel, recurrent, bias
+    tf.train.Checkpoint(backbone=independent).read(
+        tf.train.latest_checkpoint(str(run / "checkpoints"))).expect_partial()
+    for ours, theirs, init in zip(restored.weights, independent.weights, initial):
+        assert ours.path == theirs.path
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy(), err_msg=ours.path)
+        assert not np.allclose(theirs.numpy(), init), theirs.path
+
+
+TAGS = r"""
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401 - the tokenizer ops of the export
+r = tf.saved_model.load(sys.argv[1]).signatures["serving_default"](
+    sentences=tf.constant(["i liked paris .", "we loved london ."]))
+print(json.dumps({k: sorted({t.decode() for t in v.numpy().reshape(-1)})
+                  for k, v in r.items() if v.dtype == tf.string}))
+"""
+
+
+def test_the_classifier_fine_tunes_and_serves_raw_text(tmp_path):
+    from convert_testing import ANSWER_SNIPPET, scratch_classification_args
+    from testing import run_python, train_in_process
+
+    model_dir = tmp_path / "run"
+    args = scratch_classification_args(tmp_path, model_dir, 40, "--gin_param=train.log_every=10")
+    args[0] = "--config=configs/finetune/classification_cove_tiny.gin"
+    summary = train_in_process(args, str(model_dir), "sentence_classification", 40)
+    first, last = summary["first_logged_metrics"], summary["last_logged_metrics"]
+    assert last["loss"] < first["loss"], (first, last)
+    assert summary["eval_accuracy"] > summary["majority_baseline_accuracy"], summary
+    proc = run_python(["-c", ANSWER_SNIPPET, summary["export_dir"]])
+    assert set(json.loads(proc.stdout.strip().splitlines()[-1])) <= {"pos", "neg"}
+
+
+def test_the_tagger_fine_tunes_and_serves_raw_text(tmp_path):
+    from convert_testing import bert_vocab_tokens, task_files, write_task_files
+    from testing import run_python, train_in_process
+
+    data = write_task_files(tmp_path / "data", random.Random(0), ("tagging",))
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(bert_vocab_tokens()) + "\n")
+    model_dir = tmp_path / "run"
+    summary = train_in_process([
+        "--config=configs/finetune/tagging_cove_tiny.gin", f"--model_dir={model_dir}",
+        f"--gin_param=VOCAB='{vocab}'", "--gin_param=INIT_CHECKPOINT=None",
+        f"--gin_param=EXPORT_BASE='{tmp_path / 'export'}'", "--gin_param=TRAIN_STEPS=80",
+        "--gin_param=train.global_batch_size=8", *task_files(data, "tagging")],
+        str(model_dir), "token_tagging", 80)
+    first, last = summary["first_logged_metrics"], summary["last_logged_metrics"]
+    assert last["loss"] < 0.8 * first["loss"], (first, last)
+    proc = run_python(["-c", TAGS, summary["export_dir"]])
+    answer = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert set(answer["entity_type"]) <= {"LOC", ""}, answer
+    assert all(t in "i liked paris . we loved london ." for t in answer["entity_text"]), answer
