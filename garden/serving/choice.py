@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from data_pipelines import tokenizers
 from garden.serving.modules import PREDICT, ServingModule, _strings
-from garden.serving.text import TextPacker, checked_text
+from garden.serving.text import TextPacker, checked_text, model_inputs
 
 
 def checked_endings(context: tf.Tensor, endings: tf.Tensor, num_choices: int):
@@ -82,7 +82,8 @@ class MultipleChoiceServing(ServingModule):
     # -- the computation ----------------------------------------------------------------
     def predict_ids(self, inputs: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
         inputs = {k: tf.cast(inputs[k], tf.int32) for k in self.packer.input_names}
-        logits = tf.cast(self.model(inputs, training=False)["logits"], tf.float32)
+        logits = tf.cast(self.model(model_inputs(self.model, inputs), training=False)["logits"],
+                         tf.float32)
         return {"choice": tf.argmax(logits, axis=-1, output_type=tf.int64),
                 "probabilities": tf.nn.softmax(logits, axis=-1), "logits": logits}
 

@@ -19,7 +19,7 @@ import tensorflow as tf
 
 from data_pipelines import tokenizers
 from garden.models.classifier import SequenceClassifier
-from garden.serving.text import TextPacker, checked_pair, checked_text
+from garden.serving.text import TextPacker, checked_pair, checked_text, model_inputs
 
 PREDICT = "tensorflow/serving/predict"
 CLASSIFY = "tensorflow/serving/classify"
@@ -110,7 +110,7 @@ class TextClassifierServing(ServingModule):
             cls_row = tf.zeros_like(inputs["padding_mask"][:, :1])
             _, pooled = backbone.outputs_at(inputs, cls_row)
             return model.classifier_dense(model.classifier_dropout(pooled, training=False))
-        return model(inputs, training=False)["logits"]
+        return model(model_inputs(model, inputs), training=False)["logits"]
 
     def predict_ids(self, inputs: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
         inputs = {k: tf.cast(inputs[k], tf.int32) for k in self.packer.input_names}

@@ -50,7 +50,7 @@ import tensorflow_text as tf_text
 from data_pipelines import tokenizers
 from garden.models.question_answering import MAX_ANSWER_LENGTH, N_BEST
 from garden.serving.modules import PREDICT, ServingModule
-from garden.serving.text import TextPacker, checked_text, combine
+from garden.serving.text import TextPacker, checked_text, combine, model_inputs
 
 # Kinds whose in-graph tokenizer gives offsets in the original text (all of them:
 # data_pipelines.tokenizers' modules, tokenize_with_char_offsets).
@@ -245,7 +245,7 @@ class QuestionAnsweringServing(ServingModule):
 
     def logits(self, inputs: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
         inputs = {k: tf.cast(inputs[k], tf.int32) for k in self.packer.input_names}
-        out = self.model(inputs, training=False)
+        out = self.model(model_inputs(self.model, inputs), training=False)
         return {"start_logits": tf.cast(out["start_logits"], tf.float32),
                 "end_logits": tf.cast(out["end_logits"], tf.float32)}
 

@@ -40,7 +40,7 @@ import tensorflow_text as tf_text
 from data_pipelines import tokenizers
 from data_pipelines.finetune.conll import tag_type
 from garden.serving.modules import PREDICT, ServingModule
-from garden.serving.text import TextPacker, checked_text
+from garden.serving.text import TextPacker, checked_text, model_inputs
 
 
 # Python's str.split() whitespace: RE2's \\s ([\\t\\n\\f\\r ]), \\v, the separators U+001C..1F,
@@ -96,7 +96,8 @@ class TaggerServing(ServingModule):
     # -- the computation ----------------------------------------------------------------
     def predict_ids(self, inputs: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
         inputs = {k: tf.cast(inputs[k], tf.int32) for k in self.packer.input_names}
-        logits = tf.cast(self.model(inputs, training=False)["logits"], tf.float32)
+        logits = tf.cast(self.model(model_inputs(self.model, inputs), training=False)["logits"],
+                         tf.float32)
         label_id = tf.argmax(logits, axis=-1, output_type=tf.int64)
         return {"logits": logits, "label_id": label_id,
                 "tag": tf.gather(tf.constant(self._label_names), label_id)}
@@ -147,7 +148,8 @@ class TaggerServing(ServingModule):
         text = checked_text(sentences, "sentences")
         words, starts, ends = tf_text.regex_split_with_offsets(text, WHITESPACE)
         inputs, rows, positions = self.encode_words(words)
-        logits = tf.cast(self.model(inputs, training=False)["logits"], tf.float32)
+        logits = tf.cast(self.model(model_inputs(self.model, inputs), training=False)["logits"],
+                         tf.float32)
         word_logits = tf.gather_nd(logits, tf.stack([rows, positions], axis=1))
         label = tf.argmax(word_logits, axis=-1, output_type=tf.int64)  # [NW]
         out = self._entities(text, words, starts.flat_values, ends.flat_values, label)

@@ -123,6 +123,18 @@ def combine(layout: str, segments, cls_id, sep_id):
     return tf.concat(ids, axis=1), tf.concat(types, axis=1)
 
 
+def model_inputs(model, inputs: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    """The entries of `inputs` that `model` takes. A layout can pack more than a family reads
+    (the "bert" layout's segment_ids for DistilBERT or the LSTMs); given a dict with extra keys,
+    a Keras functional model matches its inputs by position, not by name, and silently reads
+    the wrong tensors (segment ids as token ids), so callers pass only the model's own."""
+    try:
+        names = model.input
+    except (AttributeError, ValueError):  # a subclassed model: it reads its inputs by name
+        return inputs
+    return {k: inputs[k] for k in names} if isinstance(names, dict) else inputs
+
+
 class TextPacker(tf.Module):
     """Encodes one or two batches of strings into a backbone's inputs of a fixed length.
 

@@ -25,6 +25,7 @@ import tensorflow as tf
 
 from garden import data
 from garden.models.cvt.tagger import VIEWS, CvtTagger
+from garden.serving.text import model_inputs
 from garden.tasks.tagging import TokenTagging
 
 
@@ -32,7 +33,8 @@ class CvtTagging(TokenTagging):
     """TokenTagging with CVT's unlabelled batches (module docstring).
 
     Args: TokenTagging's (train_data and eval_data CoNLL files), and:
-        unlabeled_data: a glob of plain text files; each non-empty line is a sentence.
+        unlabeled_data: a glob of plain text files; each non-empty line is a sentence. None:
+            no unlabelled batches (the same tagger trained on the labels alone).
         max_unlabeled: sentences read from them at most (10,000).
         prediction_hidden: the ReLU layer of each prediction module (1024 in the paper).
     """
@@ -40,7 +42,7 @@ class CvtTagging(TokenTagging):
     name = "cvt_tagging"
 
     def __init__(self, backbone: Callable, vocab: Optional[str], train_data: str,
-                 eval_data: str, unlabeled_data: str, max_unlabeled: int = 10_000,
+                 eval_data: str, unlabeled_data: Optional[str], max_unlabeled: int = 10_000,
                  prediction_hidden: int = 1024, **kwargs):
         super().__init__(backbone, vocab, train_data, eval_data, **kwargs)
         self.unlabeled_data, self.max_unlabeled = unlabeled_data, int(max_unlabeled)
@@ -51,6 +53,10 @@ class CvtTagging(TokenTagging):
         if self.train_arrays is None:
             raise ValueError(f"garden.CvtTagging reads CoNLL files; {self.train_data} is a "
                              f"make_finetune directory")
+        self.unlabeled_arrays = None
+        if not self.unlabeled_data:
+            print(f"[{self.name}] no unlabelled data: the labels alone", flush=True)
+            return
         lines = self._unlabeled_sentences()
         packed = self.packer.encode_numpy(lines)
         self.unlabeled_arrays = {k: np.asarray(packed[k], np.int32)
@@ -91,10 +97,11 @@ class CvtTagging(TokenTagging):
             lambda b: {**b, "labeled": tf.fill([batch_size], flag)})
 
     def _dataset(self, batch_size, seed, input_context, skip):
-        labeled = self._batches(self.train_arrays, True, batch_size, seed)
-        unlabeled = self._batches(self.unlabeled_arrays, False, batch_size, seed + 1)
-        ds = tf.data.Dataset.choose_from_datasets([labeled, unlabeled],
-                                                  tf.data.Dataset.range(2).repeat())
+        ds = self._batches(self.train_arrays, True, batch_size, seed)
+        if self.unlabeled_arrays is not None:
+            unlabeled = self._batches(self.unlabeled_arrays, False, batch_size, seed + 1)
+            ds = tf.data.Dataset.choose_from_datasets([ds, unlabeled],
+                                                      tf.data.Dataset.range(2).repeat())
         return data.shard_batches(ds, input_context, skip).prefetch(tf.data.AUTOTUNE)
 
     # -- the objective ----------------------------------------------------------------------
@@ -104,7 +111,8 @@ class CvtTagging(TokenTagging):
             tf.cast(batch["padding_mask"], tf.float32) * unlabeled)}
 
     def compute_metrics(self, model, batch, training: bool, weight_shares=None):
-        inputs = {k: tf.cast(batch[k], tf.int32) for k in self.packer.input_names}
+        inputs = model_inputs(model, {k: tf.cast(batch[k], tf.int32)
+                                      for k in self.packer.input_names})
         out = model(inputs, training=training)
         metrics = self._supervised(out["logits"], batch, weight_shares)
         teacher = tf.stop_gradient(tf.nn.softmax(model(inputs, training=False)["logits"]))

@@ -29,7 +29,7 @@ from typing import Callable, Optional
 import tensorflow as tf
 
 from garden import pretrained
-from garden.serving.text import load_packer
+from garden.serving.text import load_packer, model_inputs
 from garden.tasks.base import Task
 from garden.tasks.shared import make_backbone, restore_backbone
 
@@ -155,7 +155,8 @@ class EncoderFinetuning(Task):
     def _logits(self, model, batch, training: bool):
         """float32 "logits" of the model on the packer's inputs of `batch`."""
         inputs = {k: tf.cast(batch[k], tf.int32) for k in self.packer.input_names}
-        return tf.cast(model(inputs, training=training)["logits"], tf.float32)
+        return tf.cast(model(model_inputs(model, inputs), training=training)["logits"],
+                       tf.float32)
 
     # -- after training ---------------------------------------------------------------------
     def finish(self, model, model_dir: str) -> dict:
