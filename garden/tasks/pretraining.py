@@ -325,6 +325,11 @@ class Pretraining(Task):
         eval_data_dir: a held-out make_pretrain output evaluated every `train.eval_every`
             steps (None: no evaluation); eval_max_seq_length (default: the first phase's),
             eval_batches, eval_batch_size: how much of it each evaluation reads.
+        init_checkpoint: None, or an earlier pretraining run (its directory or a checkpoint
+            prefix) whose "model" the new run starts from, with a fresh optimizer and step
+            count: continued pretraining on other data, e.g. ULMFiT's second stage (the LM
+            fine-tuned on the target task's text). A run resuming from its own checkpoints
+            ignores it.
         **options: the family's own arguments (PretrainingRecord.options), e.g. mask_prob
             for ELECTRA.
     """
@@ -333,7 +338,8 @@ class Pretraining(Task):
                  objective: Optional[str] = None, tokenizer: Optional[str] = None,
                  lower_case: bool = True, shuffle_buffer: int = 10_000,
                  eval_data_dir: Optional[str] = None, eval_max_seq_length: Optional[int] = None,
-                 eval_batches: int = 50, eval_batch_size: int = 32, **options):
+                 eval_batches: int = 50, eval_batch_size: int = 32,
+                 init_checkpoint: Optional[str] = None, **options):
         self.spec, self.record = family_record(family)
         unknown = sorted(set(options) - set(self.record.options))
         if unknown:
@@ -342,6 +348,7 @@ class Pretraining(Task):
         self.options = {**self.record.options, **options}
         self.name = f"{family}_pretraining"
         self.objective = objective or family
+        self.init_checkpoint = init_checkpoint
         self.backbone_fn = backbone
         self.vocab = vocab
         self.tokenizer_kind = tokenizer or self.spec.tokenizer
@@ -389,6 +396,14 @@ class Pretraining(Task):
         for name, backbone in objects.items():
             if name != "model":
                 self._check_backbone(name, backbone.get_config())
+        if self.init_checkpoint:
+            from garden import pretrained
+
+            path = pretrained.resolve_checkpoint(self.init_checkpoint, "model")
+            status = tf.train.Checkpoint(model=model).read(path)
+            status.expect_partial()
+            status.assert_existing_objects_matched()
+            print(f"[{self.name}] model initialised from {path}", flush=True)
         return model, objects
 
     def _check_backbone(self, name: str, config: dict) -> None:

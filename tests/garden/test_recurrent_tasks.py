@@ -40,3 +40,15 @@ def test_the_recurrent_taggers_learn_and_serve(config, tmp_path):
     # Entities (possibly none) of the task's one type, each a span of the sentences.
     assert set(answer["entity_type"]) <= {"LOC", ""}, answer  # "" pads a sentence's row
     assert all(t in "i liked paris . we loved london ." for t in answer["entity_text"]), answer
+
+
+def test_the_cvt_encoder_classifies_and_serves(tmp_path):
+    from convert_testing import ANSWER_SNIPPET, scratch_classification_args
+
+    model_dir = tmp_path / "run"
+    args = scratch_classification_args(tmp_path, model_dir, 60, "--gin_param=train.log_every=20")
+    args[0] = "--config=configs/finetune/classification_cvt_tiny.gin"
+    summary = train_in_process(args, str(model_dir), "sentence_classification", 60)
+    assert summary["eval_accuracy"] > summary["majority_baseline_accuracy"], summary
+    proc = run_python(["-c", ANSWER_SNIPPET, summary["export_dir"]])
+    assert set(json.loads(proc.stdout.strip().splitlines()[-1])) <= {"pos", "neg"}

@@ -72,8 +72,9 @@ def test_the_classifier_stage_fine_tunes_and_serves_raw_text(tmp_path):
 
 def test_the_three_stages_lm_then_classifier_from_its_backbone(tmp_path):
     """Stage 1: make_pretrain --objective=bilm on a slice of the sample corpus and the LM
-    trained by garden.train (configs/ulmfit_tiny.gin) lowers its loss; stage 3: the classifier
-    starts from that run's backbone (the LM's embedding table at step 0)."""
+    trained by garden.train (configs/ulmfit_tiny.gin) lowers its loss; stage 2: the LM
+    fine-tuned from it (configs/ulmfit_tiny_target_lm.gin) starts from its weights; stage 3:
+    the classifier starts from stage 2's backbone (every weight)."""
     from convert_testing import scratch_classification_args
     from objective_testing import write_bilm_data
     from testing import train_in_process
@@ -94,6 +95,17 @@ def test_the_three_stages_lm_then_classifier_from_its_backbone(tmp_path):
     # ln(800) = 6.68 at the start; the window noise is a few hundredths.
     assert last_loss < first_loss - 0.5, (first_loss, last_loss)
 
+    # Stage 2: the LM fine-tuned on (here the same) target text from stage 1's weights: its
+    # first steps start where stage 1 ended, far below a fresh model's.
+    target_dir = tmp_path / "target_lm"
+    target = train_in_process([
+        "--config=configs/ulmfit_tiny_target_lm.gin", f"--model_dir={target_dir}",
+        f"--gin_param=VOCAB='{vocab}'", f"--gin_param=DATA_DIR='{data}'",
+        f"--gin_param=INIT_CHECKPOINT='{lm_dir}'", "--gin_param=train.train_steps=10",
+        "--gin_param=train.global_batch_size=16", "--gin_param=train.log_every=5"],
+        str(target_dir), "ulmfit_pretraining", 10)
+    assert target["first_logged_metrics"]["loss"] < first_loss - 0.5, target
+
     import gin
     import tensorflow as tf
 
@@ -102,13 +114,14 @@ def test_the_three_stages_lm_then_classifier_from_its_backbone(tmp_path):
     task = SentenceClassification(
         backbone=lambda **kw: factory.backbone(preset="ulmfit_tiny", **kw), vocab=str(vocab),
         train_file=str(tmp_path / "data" / "train.tsv"),
-        eval_file=str(tmp_path / "data" / "dev.tsv"), init_checkpoint=str(lm_dir / "checkpoints"))
+        eval_file=str(tmp_path / "data" / "dev.tsv"),
+        init_checkpoint=str(target_dir / "checkpoints"))
     task.prepare()
     _, objects = task.build_model()
     # The LM's backbone restored from its checkpoint independently: every weight equal.
     pretrained = AwdLstmBackbone.from_preset("ulmfit_tiny", vocab_size=task.packer.vocab_size)
     tf.train.Checkpoint(backbone=pretrained).read(
-        tf.train.latest_checkpoint(str(lm_dir / "checkpoints"))).expect_partial()
+        tf.train.latest_checkpoint(str(target_dir / "checkpoints"))).expect_partial()
     for ours, theirs in zip(objects["backbone"].weights, pretrained.weights):
         assert ours.path == theirs.path
         np.testing.assert_array_equal(ours.numpy(), theirs.numpy(), err_msg=ours.path)
