@@ -168,6 +168,15 @@ def test_the_bilm_trains_both_directions_through_garden_train(tmp_path):
     for direction in ("forward", "backward"):  # ln(800) = 6.68 at the start
         assert last[f"{direction}_loss"] < first[f"{direction}_loss"] - 0.5, (first, last)
     assert last["loss"] == pytest.approx(last["forward_loss"] + last["backward_loss"], rel=1e-5)
+    # The same with a sampled softmax (20 of the ~800 words) in training.
+    sampled = train_in_process([
+        "--config=configs/elmo_tiny.gin", f"--model_dir={tmp_path / 'sampled'}",
+        f"--gin_param=VOCAB='{vocab}'", f"--gin_param=DATA_DIR='{data}'",
+        "--gin_param=garden.Pretraining.sampled_softmax=20", "--gin_param=train.train_steps=4",
+        "--gin_param=train.global_batch_size=16", "--gin_param=train.warmup_steps=1",
+        "--gin_param=train.log_every=1"], str(tmp_path / "sampled"), "elmo_pretraining", 4)
+    logged = sampled["last_logged_metrics"]
+    assert np.isfinite(logged["loss"]) and logged["forward_loss"] < first["forward_loss"]
 
 
 def test_a_pretrained_bilm_fine_tunes_as_a_classifier_and_serves_raw_text(tmp_path):
@@ -223,3 +232,34 @@ def test_a_pretrained_bilm_fine_tunes_as_a_classifier_and_serves_raw_text(tmp_pa
     assert not np.allclose(pretrained.char_encoder.char_embedding.embeddings.numpy(),
                            ElmoBackbone.from_preset("elmo_tiny").char_encoder
                            .char_embedding.embeddings.numpy())  # it was trained
+
+
+def test_steps_on_the_sampled_softmax_lower_the_full_softmax_loss():
+    """garden.Pretraining's sampled_softmax trains the same shared softmax: Adam steps on
+    sampled_losses (8 of 200 words sampled) lower both directions' full cross-entropy."""
+    import keras
+    import tensorflow as tf
+
+    from garden.models.elmo.bilm import ElmoBiLM
+    from garden.tasks.pretraining_elmo import bilm_metrics, sampled_losses
+
+    keras.utils.set_random_seed(0)
+    lm = ElmoBiLM(ElmoBackbone.from_preset("elmo_tiny", dropout=0.0), vocab_size=200,
+                  dropout=0.0)
+    rng = np.random.default_rng(0)
+    inputs = {"char_ids": rng.integers(1, 262, size=(8, 6, 20)).astype("int32"),
+              "padding_mask": np.ones((8, 6), "int32")}
+    ids = rng.integers(0, 200, size=(8, 6))
+    before = bilm_metrics(lm(inputs), ids, inputs["padding_mask"])
+    opt = keras.optimizers.Adam(1e-2)
+    for _ in range(30):
+        with tf.GradientTape() as tape:
+            losses = sampled_losses(lm, lm(inputs, training=True), ids,
+                                    inputs["padding_mask"], 8, 8 * 5.0)
+            loss = losses["forward_loss"] + losses["backward_loss"]
+        grads = tape.gradient(loss, lm.trainable_variables)
+        opt.apply_gradients([(g, v) for g, v in zip(grads, lm.trainable_variables)
+                             if g is not None])
+    after = bilm_metrics(lm(inputs), ids, inputs["padding_mask"])
+    for direction in ("forward", "backward"):
+        assert float(after[f"{direction}_loss"]) < float(before[f"{direction}_loss"]) - 0.5
