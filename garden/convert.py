@@ -157,6 +157,21 @@ def load_tf1(checkpoint_prefix: str, family: str, config) -> Dict:
     return convert(_read_json(config), weights)
 
 
+def load_allennlp(weights_path: str, family: str, options: Dict) -> Dict:
+    """Garden models from an AllenNLP release: the HDF5 weight file (its datasets read by name)
+    and the options JSON (ELMo)."""
+    import h5py
+
+    if not os.path.exists(weights_path):
+        raise FileNotFoundError(f"--input={weights_path} does not exist: give the release's "
+                                f"HDF5 weight file")
+    arrays: Dict[str, np.ndarray] = {}
+    with h5py.File(weights_path, "r") as f:
+        f.visititems(lambda name, item: arrays.__setitem__(name, item[...])
+                     if isinstance(item, h5py.Dataset) else None)
+    return models.spec(family).converter("allennlp")(options, arrays, weights_path)
+
+
 # --- tf-models-official (Model Garden) encoders -----------------------------------------------
 
 def load_model_garden(checkpoint_or_encoder, family: str = "bert", config=None,
@@ -201,6 +216,12 @@ def convert(source: str, family: str, input_path: str, config_path: Optional[str
                              "(bert_config.json / albert_config.json / ELECTRA's config)")
         config = _read_json(config_path)
         return load_tf1(input_path, family, config), config
+    if source == "allennlp":
+        if config_path is None:
+            raise ValueError("--source=allennlp needs --config=<the release's options JSON> "
+                             "(--input is its HDF5 weight file)")
+        config = _read_json(config_path)
+        return load_allennlp(input_path, family, config), config
     if source == "model_garden":
         config = None if config_path is None else _read_json(config_path)
         return load_model_garden(input_path, family, config,
@@ -368,11 +389,11 @@ def build_parser():
                         help="model family of the checkpoint")
     parser.add_argument("--input", required=True,
                         help="huggingface: checkpoint directory; tf1 / model_garden: "
-                             "checkpoint prefix")
+                             "checkpoint prefix; allennlp: the HDF5 weight file")
     parser.add_argument("--output", required=True, help="directory to write the models to")
     parser.add_argument("--config", default=None,
                         help="tf1: the release's config JSON (bert_config.json, albert_config.json, "
-                        "ELECTRA's); model_garden: encoder config JSON")
+                        "ELECTRA's); model_garden: encoder config JSON; allennlp: the options JSON")
     parser.add_argument("--vocab", default=None,
                         help="the tokenizer file to copy into --output (vocab.txt, *.model, "
                              "vocab.json with merges.txt beside it) when it is not next to the "

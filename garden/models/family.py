@@ -26,7 +26,7 @@ import dataclasses
 import importlib
 from typing import Dict, Mapping, Tuple
 
-SOURCES = ("huggingface", "tf1", "model_garden")
+SOURCES = ("huggingface", "tf1", "model_garden", "allennlp")
 FRAMINGS = ("causal", "t5", "bart")  # garden/models/framing.py
 
 

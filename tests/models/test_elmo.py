@@ -263,3 +263,26 @@ def test_steps_on_the_sampled_softmax_lower_the_full_softmax_loss():
     after = bilm_metrics(lm(inputs), ids, inputs["padding_mask"])
     for direction in ("forward", "backward"):
         assert float(after[f"{direction}_loss"]) < float(before[f"{direction}_loss"]) - 0.5
+
+
+def test_garden_convert_reads_the_allennlp_release(tmp_path):
+    """python -m garden.convert --source=allennlp --model=elmo: the converted directory's
+    checkpoint holds the release's backbone (the same features as load_allennlp's)."""
+    import tensorflow as tf
+
+    from garden import convert, pretrained
+
+    options, weights, _ = _write_release(tmp_path)
+    out = tmp_path / "converted"
+    assert convert.main(["--source=allennlp", "--model=elmo", f"--input={weights}",
+                         f"--config={options}", f"--output={out}"]) == 0
+    converted = pretrained.open_converted(str(out))
+    restored = converted.backbone_class().from_config(converted.config)
+    tf.train.Checkpoint(backbone=restored).read(converted.checkpoint).expect_partial()
+    reference = load_allennlp(options, weights)
+    inputs = {"char_ids": np.random.default_rng(3).integers(1, 262, size=(1, 4, 7)).astype(
+        "int32"), "padding_mask": np.ones((1, 4), "int32")}
+    np.testing.assert_allclose(restored(inputs)["hidden_states"],
+                               reference(inputs)["hidden_states"], atol=1e-6)
+    assert convert.main(["--source=allennlp", "--model=elmo", f"--input={weights}",
+                         f"--output={tmp_path / 'x'}"]) == 2  # no --config: one clear line

@@ -16,4 +16,5 @@ SPEC = FamilySpec(
     presets="garden.models.elmo.presets", default_preset="elmo",
     tokenizer="wordpiece", layout="bert", lower_case=False,
     pretrainer="garden.models.elmo.bilm:ElmoBiLM",
+    converters={"allennlp": "garden.models.elmo.conversion:from_allennlp"},
     pretraining="garden.tasks.pretraining_elmo:RECORD")

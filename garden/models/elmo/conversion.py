@@ -15,12 +15,14 @@ The softmax is not in the release (it ships the biLM for features only).
 
 Example:
     backbone = load_allennlp("elmo_options.json", "elmo_weights.hdf5")
+    # or: python -m garden.convert --source=allennlp --model=elmo --input=elmo_weights.hdf5 \
+    #         --config=elmo_options.json --output=OUT
 """
 
 from __future__ import annotations
 
 import json
-from typing import Dict
+from typing import Dict, Mapping
 
 import numpy as np
 
@@ -57,42 +59,74 @@ def _gates(tf_gates: np.ndarray, units: int) -> np.ndarray:
     return np.concatenate([i, f, j, o], axis=-1)
 
 
+def weights_from_release(arrays: Mapping[str, np.ndarray], config: Dict,
+                         path: str = "<weights>") -> Dict[str, np.ndarray]:
+    """{our variable path: array} of the release's arrays (HDF5 dataset name -> array)."""
+    def get(key):
+        if key not in arrays:
+            raise ElmoWeightsError(f"{path}: no {key!r} (not AllenNLP's ELMo weight file?)")
+        return np.asarray(arrays[key], np.float32)
+
+    chars = get("char_embed")
+    out = {"char_encoder/char_embedding/embeddings": np.concatenate(
+        [np.zeros((1, chars.shape[1]), np.float32), chars])}
+    for i in range(len(config["filters"])):
+        out[f"char_encoder/conv_{i}/kernel"] = get(f"CNN/W_cnn_{i}")[0]
+        out[f"char_encoder/conv_{i}/bias"] = get(f"CNN/b_cnn_{i}")
+    for k in range(config["num_highway"]):
+        for part in ("carry", "transform"):
+            out[f"char_encoder/highway_{k}/{part}/kernel"] = get(f"CNN_high_{k}/W_{part}")
+            out[f"char_encoder/highway_{k}/{part}/bias"] = get(f"CNN_high_{k}/b_{part}")
+    out["char_encoder/projection/kernel"] = get("CNN_proj/W_proj")
+    out["char_encoder/projection/bias"] = get("CNN_proj/b_proj")
+    units, proj = config["lstm_units"], config["projection_size"]
+    for d, direction in enumerate(("forward", "backward")):
+        for layer in range(config["num_layers"]):
+            cell = f"RNN_{d}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
+            kernel = _gates(get(f"{cell}/W_0"), units)
+            bias = get(f"{cell}/B").copy()
+            bias[2 * units:3 * units] += 1.0  # TF1's forget_bias, in the (i, j, f, o) order
+            name = f"{direction}_lstm_{layer}"
+            out[f"{name}/kernel"] = kernel[:-proj]
+            out[f"{name}/recurrent_kernel"] = kernel[-proj:]
+            out[f"{name}/bias"] = _gates(bias, units)
+            out[f"{name}/projection_kernel"] = get(f"{cell}/W_P_0")
+    return out
+
+
 def weights_from_hdf5(path: str, config: Dict) -> Dict[str, np.ndarray]:
     """{our variable path: array} of the HDF5 file at `path`."""
     import h5py
 
-    out: Dict[str, np.ndarray] = {}
     with h5py.File(path, "r") as f:
-        def get(key):
-            if key not in f:
-                raise ElmoWeightsError(f"{path}: no {key!r} (not AllenNLP's ELMo weight file?)")
-            return np.asarray(f[key][...], np.float32)
+        arrays = {}
+        f.visititems(lambda name, item: arrays.__setitem__(name, item[...])
+                     if isinstance(item, h5py.Dataset) else None)
+    return weights_from_release(arrays, config, path)
 
-        chars = get("char_embed")
-        out["char_encoder/char_embedding/embeddings"] = np.concatenate(
-            [np.zeros((1, chars.shape[1]), np.float32), chars])
-        for i in range(len(config["filters"])):
-            out[f"char_encoder/conv_{i}/kernel"] = get(f"CNN/W_cnn_{i}")[0]
-            out[f"char_encoder/conv_{i}/bias"] = get(f"CNN/b_cnn_{i}")
-        for k in range(config["num_highway"]):
-            for ours, theirs in (("carry", "carry"), ("transform", "transform")):
-                out[f"char_encoder/highway_{k}/{ours}/kernel"] = get(f"CNN_high_{k}/W_{theirs}")
-                out[f"char_encoder/highway_{k}/{ours}/bias"] = get(f"CNN_high_{k}/b_{theirs}")
-        out["char_encoder/projection/kernel"] = get("CNN_proj/W_proj")
-        out["char_encoder/projection/bias"] = get("CNN_proj/b_proj")
-        units, proj = config["lstm_units"], config["projection_size"]
-        for d, direction in enumerate(("forward", "backward")):
-            for layer in range(config["num_layers"]):
-                cell = f"RNN_{d}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
-                kernel = _gates(get(f"{cell}/W_0"), units)
-                bias = get(f"{cell}/B").copy()
-                bias[2 * units:3 * units] += 1.0  # TF1's forget_bias, in the (i, j, f, o) order
-                name = f"{direction}_lstm_{layer}"
-                out[f"{name}/kernel"] = kernel[:-proj]
-                out[f"{name}/recurrent_kernel"] = kernel[-proj:]
-                out[f"{name}/bias"] = _gates(bias, units)
-                out[f"{name}/projection_kernel"] = get(f"{cell}/W_P_0")
-    return out
+
+def from_allennlp(options: Dict, arrays: Mapping[str, np.ndarray],
+                  path: str = "<weights>") -> Dict:
+    """garden.convert's allennlp converter: {"backbone": ElmoBackbone} with the release's
+    architecture (options JSON) and weights (HDF5 datasets by name)."""
+    config = config_from_options(options)
+    backbone = ElmoBackbone(**config)
+    _assign(backbone, weights_from_release(arrays, config, path), path)
+    return {"backbone": backbone, "pretrainer": None}
+
+
+def _assign(backbone: ElmoBackbone, weights: Dict[str, np.ndarray], path: str) -> None:
+    variables = {v.path: v for v in backbone.weights}
+    # The scalar mix is the task's (the release has none): it stays the mean of the layers.
+    missing = sorted(n for n in set(variables) - set(weights) if not n.startswith("scalar_mix/"))
+    if missing:
+        raise ElmoWeightsError(f"{path}: nothing for {missing[:5]}")
+    for name, value in weights.items():
+        variable = variables[name]
+        if tuple(variable.shape) != value.shape:
+            raise ElmoWeightsError(f"{path}: {name} has shape {value.shape}, the options make "
+                                   f"it {tuple(variable.shape)}")
+        variable.assign(value)
 
 
 def load_allennlp(options_path: str, weights_path: str) -> ElmoBackbone:
@@ -104,16 +138,5 @@ def load_allennlp(options_path: str, weights_path: str) -> ElmoBackbone:
             raise ElmoWeightsError(f"{options_path}: not JSON ({e})") from None
     config = config_from_options(options, options_path)
     backbone = ElmoBackbone(**config)
-    weights = weights_from_hdf5(weights_path, config)
-    variables = {v.path: v for v in backbone.weights}
-    # The scalar mix is the task's (the release has none): it stays the mean of the layers.
-    missing = sorted(n for n in set(variables) - set(weights) if not n.startswith("scalar_mix/"))
-    if missing:
-        raise ElmoWeightsError(f"{weights_path}: nothing for {missing[:5]}")
-    for name, value in weights.items():
-        variable = variables[name]
-        if tuple(variable.shape) != value.shape:
-            raise ElmoWeightsError(f"{weights_path}: {name} has shape {value.shape}, the "
-                                   f"options make it {tuple(variable.shape)}")
-        variable.assign(value)
+    _assign(backbone, weights_from_hdf5(weights_path, config), weights_path)
     return backbone
