@@ -17,6 +17,7 @@ import keras
 from keras import ops
 
 from garden.layers.embeddings import truncated_normal
+from garden.layers.recurrent import ScalarMix
 from garden.models.classifier import input_names
 
 
@@ -37,6 +38,9 @@ class TokenTagger(keras.Model):
             k hidden states (4 in the BERT paper).
         lstm_units: with feature_layers, a BiLSTM of this many units per direction over the
             concatenated features (0: none).
+        scalar_mix: with feature_layers, ELMo's task-trained mix of those layers
+            (garden.layers.recurrent.ScalarMix: gamma * softmax(w) weighted sum) instead of
+            their concatenation.
 
     Example:
         tagger = TokenTagger(bert_backbone_from_preset("bert_tiny", vocab_size=1000), 9)
@@ -45,7 +49,7 @@ class TokenTagger(keras.Model):
     """
 
     def __init__(self, backbone, num_labels: int, dropout: float = 0.1, feature_layers: int = 0,
-                 lstm_units: int = 0, **kwargs):
+                 lstm_units: int = 0, scalar_mix: bool = False, **kwargs):
         # === Layers ===
         dtype = backbone.dtype_policy
         if feature_layers:
@@ -54,9 +58,10 @@ class TokenTagger(keras.Model):
                                  f"hidden_states: build {backbone.name} with "
                                  f"output_hidden_states=True")
             backbone.trainable = False
-        if lstm_units and not feature_layers:
-            raise ValueError("lstm_units is an option of the feature-based tagger "
+        if (lstm_units or scalar_mix) and not feature_layers:
+            raise ValueError("lstm_units and scalar_mix are options of the feature-based tagger "
                              "(feature_layers > 0)")
+        mix = ScalarMix(feature_layers, name="scalar_mix") if scalar_mix else None
         lstm = (keras.layers.Bidirectional(keras.layers.LSTM(lstm_units, return_sequences=True),
                                            name="tagger_bilstm") if lstm_units else None)
         dropout_layer = keras.layers.Dropout(dropout, dtype=dtype, name="tagger_dropout")
@@ -70,7 +75,8 @@ class TokenTagger(keras.Model):
         if feature_layers:
             # Frozen and in inference mode (no dropout inside): the features of a frozen model.
             states = backbone(inputs, training=False)["hidden_states"]  # [L+1, B, T, H]
-            x = ops.concatenate([states[-k] for k in range(feature_layers, 0, -1)], axis=-1)
+            layers = [states[-k] for k in range(feature_layers, 0, -1)]
+            x = mix(layers) if mix is not None else ops.concatenate(layers, axis=-1)
             if lstm is not None:
                 x = lstm(x, mask=ops.cast(inputs["padding_mask"], "bool"))
         else:
@@ -82,13 +88,15 @@ class TokenTagger(keras.Model):
         self.backbone = backbone
         self.num_labels, self.dropout = int(num_labels), float(dropout)
         self.feature_layers, self.lstm_units = int(feature_layers), int(lstm_units)
+        self.scalar_mix = bool(scalar_mix)
         self.tagger_dense = dense
 
     def get_config(self):
         return {"name": self.name, "trainable": self.trainable,
                 "backbone": keras.layers.serialize(self.backbone),
                 "num_labels": self.num_labels, "dropout": self.dropout,
-                "feature_layers": self.feature_layers, "lstm_units": self.lstm_units}
+                "feature_layers": self.feature_layers, "lstm_units": self.lstm_units,
+                "scalar_mix": self.scalar_mix}
 
     @classmethod
     def from_config(cls, config):

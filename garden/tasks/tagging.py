@@ -103,6 +103,8 @@ class TokenTagging(EncoderFinetuning):
         feature_layers: 0 fine-tunes; 4 freezes the backbone and tags from its last four
             hidden states concatenated (the BERT paper's feature-based setting).
         lstm_units: a BiLSTM of this many units per direction over those features (0: none).
+        scalar_mix: mix those layers with ELMo's trained scalar weights instead of
+            concatenating them (any family: BERT's layers as ELMo's).
         tfds_data_dir: TensorFlow Datasets' data_dir for tfds: data.
     """
 
@@ -113,7 +115,7 @@ class TokenTagging(EncoderFinetuning):
                  label_names: Optional[Sequence[str]] = None, scheme: str = "iob1",
                  metric_mode: str = "lenient", init_checkpoint: Optional[str] = None,
                  init_checkpoint_object: str = "backbone", dropout: float = 0.1,
-                 feature_layers: int = 0, lstm_units: int = 0,
+                 feature_layers: int = 0, lstm_units: int = 0, scalar_mix: bool = False,
                  export_base: Optional[str] = None, model_name: str = "tagger",
                  tokenizer: Optional[str] = None, layout: Optional[str] = None,
                  tfds_data_dir: Optional[str] = None):
@@ -125,6 +127,7 @@ class TokenTagging(EncoderFinetuning):
         self.label_names = tuple(label_names) if label_names else None
         self.scheme, self.metric_mode = scheme, metric_mode
         self.feature_layers, self.lstm_units = int(feature_layers), int(lstm_units)
+        self.scalar_mix = bool(scalar_mix)
         # Feature-based: the frozen backbone's hidden states are the tagger's input.
         self.output_hidden_states = bool(self.feature_layers)
         self.tfds_data_dir = tfds_data_dir
@@ -195,7 +198,8 @@ class TokenTagging(EncoderFinetuning):
     # -- the model -------------------------------------------------------------------------
     def task_model(self, backbone):
         return TokenTagger(backbone, len(self.label_names), dropout=self.dropout,
-                           feature_layers=self.feature_layers, lstm_units=self.lstm_units)
+                           feature_layers=self.feature_layers, lstm_units=self.lstm_units,
+                           scalar_mix=self.scalar_mix)
 
     @staticmethod
     def summary_model(backbone):

@@ -136,3 +136,25 @@ def test_scalar_mix_is_the_mean_at_initialisation_then_a_softmax_mix():
                                2 * sum(s * h for s, h in zip(shares, layers)), atol=1e-5)
     with pytest.raises(ValueError, match="ScalarMix of 3 layers called on 2"):
         mix(layers[:2])
+
+
+def test_a_tagger_mixes_berts_layers_as_elmo_does():
+    """TokenTagger(feature_layers=3, scalar_mix=True) on a BERT backbone: the frozen backbone's
+    last three layers enter through a ScalarMix, so at initialisation the tagger reads their
+    mean; the mix's weights train, the backbone's do not."""
+    from garden.models.bert.backbone import BertBackbone
+    from garden.models.tagger import TokenTagger
+
+    backbone = BertBackbone(vocab_size=50, num_layers=3, hidden_size=16, num_heads=2,
+                            intermediate_size=32, output_hidden_states=True)
+    tagger = TokenTagger(backbone, num_labels=4, feature_layers=3, scalar_mix=True)
+    ids = np.array([[2, 7, 8, 9, 3, 0]], "int32")
+    inputs = {"token_ids": ids, "segment_ids": 0 * ids, "padding_mask": (ids > 0).astype("int32")}
+    states = backbone(inputs)["hidden_states"].numpy()
+    want = tagger.tagger_dense(np.mean(states[-3:], axis=0)).numpy()
+    np.testing.assert_allclose(tagger(inputs)["logits"], want, atol=1e-5)
+    trainable = {v.path for v in tagger.trainable_weights}
+    assert {"scalar_mix/layer_weights", "scalar_mix/gamma"} <= trainable
+    assert not backbone.trainable_weights
+    with pytest.raises(ValueError, match="scalar_mix are options of the feature-based"):
+        TokenTagger(backbone, num_labels=4, scalar_mix=True)
