@@ -101,57 +101,72 @@ def _common(args, task: str, steps: int) -> list:
 
 
 def run(args, work: str) -> dict:
-    data = _bilm_data(args, work)
-    pretrain = ["train.global_batch_size=32", f"train.train_steps={args.pretrain_steps}",
-                f"VOCAB='{args.vocab}'", f"DATA_DIR='{data}'", "train.log_every=100",
-                "garden.Pretraining.phases=[{'start_step': 0, 'data_dir': %DATA_DIR, "
-                "'max_seq_length': 20}]"]
-    runs, lms = {}, {}
-    pairs = os.path.join(work, "pairs")
-    subprocess.run([sys.executable, "-m", "garden.models.cove.sample_pairs",
-                    f"--input={_unlabeled(args, work)}", f"--output={pairs}"],
-                   cwd=common.REPO_ROOT, check=True, capture_output=True)
-    lms["cove"] = _train("cove_mt", "configs/cove_tiny.gin", os.path.join(work, "cove_mt"), [
-        f"VOCAB='{args.vocab}'", f"TRAIN_FILE='{pairs}/train.tsv'",
-        f"EVAL_FILE='{pairs}/dev.tsv'", f"train.train_steps={args.pretrain_steps}",
-        "train.log_every=100", *COVE], work)
-    lms["elmo"] = _train("elmo_lm", "configs/elmo_tiny.gin", os.path.join(work, "elmo_lm"),
-                         pretrain + ELMO, work)
-    lms["ulmfit"] = _train("ulmfit_lm", "configs/ulmfit_tiny.gin",
-                           os.path.join(work, "ulmfit_lm"), pretrain + ULMFIT, work)
+    lms = _pretrain(args, work)
     inits = {"elmo": os.path.join(work, "elmo_lm"), "ulmfit": os.path.join(work, "ulmfit_lm"),
              "bert": os.path.join(args.demo_dir, "bert_tiny"),
              "cove": os.path.join(work, "cove_mt")}
     sizes = {"elmo": ELMO + [f"backbone.vocab='{args.vocab}'"], "ulmfit": ULMFIT, "bert": [],
              "cove": COVE}
-    configs = {("elmo", "classification"): "classification_elmo_tiny",
-               ("ulmfit", "classification"): "classification_ulmfit_tiny",
-               ("bert", "classification"): "classification_tiny",
-               ("cove", "classification"): "classification_cove_tiny",
-               ("cove", "tagging"): "tagging_cove_tiny",
-               ("elmo", "tagging"): "tagging_elmo_tiny",
-               ("ulmfit", "tagging"): "tagging_ulmfit_tiny", ("bert", "tagging"): "tagging_tiny"}
+    runs = {}
     for labels, train_file in (("all", f"{args.demo_dir}/tasks/conll/train.txt"),
                                ("few", _few(f"{args.demo_dir}/tasks/conll/train.txt",
                                             args.few_labels, os.path.join(work, "few.txt")))):
         args.tagging_train = train_file
-        for (family, task), config in configs.items():
-            if task == "classification" and labels == "few":
-                continue
-            name = f"{family}_{task}_{labels}"
-            model_dir = os.path.join(work, name)
-            runs[name] = _train(name, f"configs/finetune/{config}.gin", model_dir, [
-                *_common(args, task, args.finetune_steps),
-                f"INIT_CHECKPOINT='{inits[family]}'", *sizes[family]], work)
-        # CVT, and the same tagger on the labels alone (no unlabelled batches).
-        for name, unlabeled in ((f"cvt_tagging_{labels}", f"'{_unlabeled(args, work)}'"),
-                                (f"cvt_labels_only_{labels}", "None")):
-            runs[name] = _train(name, "configs/finetune/tagging_cvt_tiny.gin",
-                                os.path.join(work, name), [
-                                    *_common(args, "tagging", args.finetune_steps),
-                                    "INIT_CHECKPOINT=None", f"UNLABELED_DATA={unlabeled}",
-                                    *CVT], work)
+        for family in (f for f in ("elmo", "ulmfit", "bert", "cove") if f in args.families):
+            for task in ("classification", "tagging"):
+                if task == "classification" and labels == "few":
+                    continue
+                name = f"{family}_{task}_{labels}"
+                config = f"{task}_{family}_tiny" if family != "bert" else f"{task}_tiny"
+                runs[name] = _train(name, f"configs/finetune/{config}.gin",
+                                    os.path.join(work, name), [
+                                        *_common(args, task, args.finetune_steps),
+                                        f"INIT_CHECKPOINT='{inits[family]}'", *sizes[family]],
+                                    work)
+        if "cvt" in args.families:
+            runs.update(_cvt_runs(args, work, labels))
     return {"pretraining": lms, "finetuning": runs}
+
+
+def _pretrain(args, work: str) -> dict:
+    """The LM / MT runs of the families that have one (BERT-tiny's is the demo's)."""
+    lms = {}
+    if "cove" in args.families:
+        pairs = os.path.join(work, "pairs")
+        subprocess.run([sys.executable, "-m", "garden.models.cove.sample_pairs",
+                        f"--input={_unlabeled(args, work)}", f"--output={pairs}"],
+                       cwd=common.REPO_ROOT, check=True, capture_output=True)
+        lms["cove"] = _train("cove_mt", "configs/cove_tiny.gin", os.path.join(work, "cove_mt"), [
+            f"VOCAB='{args.vocab}'", f"TRAIN_FILE='{pairs}/train.tsv'",
+            f"EVAL_FILE='{pairs}/dev.tsv'", f"train.train_steps={args.pretrain_steps}",
+            "train.log_every=100", *COVE], work)
+    bilm = [f for f in ("elmo", "ulmfit") if f in args.families]
+    if bilm:
+        pretrain = ["train.global_batch_size=32", f"train.train_steps={args.pretrain_steps}",
+                    f"VOCAB='{args.vocab}'", f"DATA_DIR='{_bilm_data(args, work)}'",
+                    "train.log_every=100", "garden.Pretraining.phases=[{'start_step': 0, "
+                    "'data_dir': %DATA_DIR, 'max_seq_length': 20}]"]
+    for family in bilm:
+        lms[family] = _train(f"{family}_lm", f"configs/{family}_tiny.gin",
+                             os.path.join(work, f"{family}_lm"),
+                             pretrain + (ELMO if family == "elmo" else ULMFIT), work)
+    return lms
+
+
+def _cvt_runs(args, work: str, labels: str) -> dict:
+    """CVT and the same tagger on the labels alone, on the same labelled batches: CVT's run
+    is longer by its unlabelled batches (after finetune_steps / 2 labelled ones, one in two)."""
+    n = args.finetune_steps
+    runs = {}
+    for name, unlabeled, steps, first in (
+            (f"cvt_tagging_{labels}", f"'{_unlabeled(args, work)}'", n + n // 2, n // 2),
+            (f"cvt_labels_only_{labels}", "None", n, 0)):
+        runs[name] = _train(name, "configs/finetune/tagging_cvt_tiny.gin",
+                            os.path.join(work, name), [
+                                *_common(args, "tagging", steps), "INIT_CHECKPOINT=None",
+                                f"UNLABELED_DATA={unlabeled}",
+                                f"garden.CvtTagging.supervised_batches={first}", *CVT], work)
+    return runs
 
 
 def table(result: dict) -> str:
@@ -183,8 +198,11 @@ def main(argv=None) -> int:
     p.add_argument("--finetune_steps", type=int, default=200)
     p.add_argument("--few_labels", type=float, default=0.1,
                    help="share of the tagging train sentences of the few-label runs")
+    p.add_argument("--families", default="elmo,ulmfit,bert,cove,cvt",
+                   help="a subset to run (comma-separated)")
     p.add_argument("--output_json", default="")
     args = p.parse_args(argv)
+    args.families = [f for f in args.families.split(",") if f]
     args.vocab = os.path.abspath(os.path.join(args.demo_dir, "vocab.txt"))
     args.demo_dir = os.path.abspath(args.demo_dir)
     for needed in ("vocab.txt", "bert_tiny/operative_config.gin", "task/train.tsv",

@@ -37,16 +37,21 @@ class CvtTagging(TokenTagging):
             no unlabelled batches (the same tagger trained on the labels alone).
         max_unlabeled: sentences read from them at most (10,000).
         prediction_hidden: the ReLU layer of each prediction module (1024 in the paper).
+        supervised_batches: labelled batches before the first unlabelled one (0: alternate
+            from the start, as the paper): the primary module's predictions are the auxiliary
+            modules' targets, and a primary that has not yet learned the tags teaches them
+            its majority class.
     """
 
     name = "cvt_tagging"
 
     def __init__(self, backbone: Callable, vocab: Optional[str], train_data: str,
                  eval_data: str, unlabeled_data: Optional[str], max_unlabeled: int = 10_000,
-                 prediction_hidden: int = 1024, **kwargs):
+                 prediction_hidden: int = 1024, supervised_batches: int = 0, **kwargs):
         super().__init__(backbone, vocab, train_data, eval_data, **kwargs)
         self.unlabeled_data, self.max_unlabeled = unlabeled_data, int(max_unlabeled)
         self.prediction_hidden = int(prediction_hidden)
+        self.supervised_batches = int(supervised_batches)
 
     def prepare(self) -> None:
         super().prepare()
@@ -100,8 +105,10 @@ class CvtTagging(TokenTagging):
         ds = self._batches(self.train_arrays, True, batch_size, seed)
         if self.unlabeled_arrays is not None:
             unlabeled = self._batches(self.unlabeled_arrays, False, batch_size, seed + 1)
-            ds = tf.data.Dataset.choose_from_datasets([ds, unlabeled],
-                                                      tf.data.Dataset.range(2).repeat())
+            first = tf.data.Dataset.from_tensors(tf.constant(0, tf.int64)).repeat(
+                self.supervised_batches)
+            ds = tf.data.Dataset.choose_from_datasets(
+                [ds, unlabeled], first.concatenate(tf.data.Dataset.range(2).repeat()))
         return data.shard_batches(ds, input_context, skip).prefetch(tf.data.AUTOTUNE)
 
     # -- the objective ----------------------------------------------------------------------

@@ -68,6 +68,9 @@ def test_cvt_tagging_alternates_batches_trains_and_serves(tmp_path):
     flags = [float(b["labeled"][0]) for b in task._dataset(8, 0, None, 0).take(6)]
     assert flags == [1.0, 0.0] * 3
     assert len(task.unlabeled_arrays["token_ids"]) == 64
+    task.supervised_batches = 3
+    flags = [float(b["labeled"][0]) for b in task._dataset(8, 0, None, 0).take(7)]
+    assert flags == [1.0, 1.0, 1.0, 1.0, 0.0, 1.0, 0.0]
     task.unlabeled_data = None  # the labels alone: only labelled batches
     task.prepare()
     assert [float(b["labeled"][0]) for b in task._dataset(8, 0, None, 0).take(3)] == [1.0] * 3
