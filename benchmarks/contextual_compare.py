@@ -27,6 +27,8 @@ import subprocess
 import sys
 import time
 
+import numpy as np
+
 from benchmarks import common
 
 # Sizes near BERT-tiny's (L2 H128 A2 FFN512) on the demo vocabulary.
@@ -112,6 +114,8 @@ def run(args, work: str) -> dict:
                                ("few", _few(f"{args.demo_dir}/tasks/conll/train.txt",
                                             args.few_labels, os.path.join(work, "few.txt")))):
         args.tagging_train = train_file
+        if labels not in args.labels:
+            continue
         for family in (f for f in ("elmo", "ulmfit", "bert", "cove") if f in args.families):
             for task in ("classification", "tagging"):
                 if task == "classification" and labels == "few":
@@ -155,18 +159,38 @@ def _pretrain(args, work: str) -> dict:
 
 def _cvt_runs(args, work: str, labels: str) -> dict:
     """CVT and the same tagger on the labels alone, on the same labelled batches: CVT's run
-    is longer by its unlabelled batches (after finetune_steps / 2 labelled ones, one in two)."""
+    is longer by its unlabelled batches (after finetune_steps / 2 labelled ones, one in two);
+    once per seed of --cvt_seeds (train.seed 42, 43, ...)."""
     n = args.finetune_steps
     runs = {}
-    for name, unlabeled, steps, first in (
-            (f"cvt_tagging_{labels}", f"'{_unlabeled(args, work)}'", n + n // 2, n // 2),
-            (f"cvt_labels_only_{labels}", "None", n, 0)):
-        runs[name] = _train(name, "configs/finetune/tagging_cvt_tiny.gin",
-                            os.path.join(work, name), [
-                                *_common(args, "tagging", steps), "INIT_CHECKPOINT=None",
-                                f"UNLABELED_DATA={unlabeled}",
-                                f"garden.CvtTagging.supervised_batches={first}", *CVT], work)
+    for k in range(args.cvt_seeds):
+        seed = "" if k == 0 else f"_seed{42 + k}"
+        for name, unlabeled, steps, first in (
+                (f"cvt_tagging_{labels}{seed}", f"'{_unlabeled(args, work)}'", n + n // 2,
+                 n // 2),
+                (f"cvt_labels_only_{labels}{seed}", "None", n, 0)):
+            runs[name] = _train(name, "configs/finetune/tagging_cvt_tiny.gin",
+                                os.path.join(work, name), [
+                                    *_common(args, "tagging", steps), "INIT_CHECKPOINT=None",
+                                    f"UNLABELED_DATA={unlabeled}", f"train.seed={42 + k}",
+                                    f"garden.CvtTagging.supervised_batches={first}", *CVT],
+                                work)
     return runs
+
+
+def cvt_gain(runs: dict) -> list:
+    """Per label setting: CVT's entity F1 minus the labels-only tagger's, per seed, and their
+    mean and standard deviation."""
+    lines = []
+    for labels in ("all", "few"):
+        gains = [runs[name]["eval_f1"] - runs[name.replace("cvt_tagging", "cvt_labels_only")][
+            "eval_f1"] for name in runs if name.startswith(f"cvt_tagging_{labels}")]
+        if gains:
+            sd = float(np.std(gains, ddof=1)) if len(gains) > 1 else float("nan")
+            lines.append(f"CVT - labels alone, {labels} labels: "
+                         + " ".join(f"{g:+.3f}" for g in gains)
+                         + f" (mean {np.mean(gains):+.3f}, sd {sd:.3f}, {len(gains)} seeds)")
+    return lines
 
 
 def table(result: dict) -> str:
@@ -200,9 +224,13 @@ def main(argv=None) -> int:
                    help="share of the tagging train sentences of the few-label runs")
     p.add_argument("--families", default="elmo,ulmfit,bert,cove,cvt",
                    help="a subset to run (comma-separated)")
+    p.add_argument("--labels", default="all,few", help="tagging label settings to run")
+    p.add_argument("--cvt_seeds", type=int, default=1,
+                   help="CVT and its labels-only twin once per seed (train.seed 42, 43, ...)")
     p.add_argument("--output_json", default="")
     args = p.parse_args(argv)
     args.families = [f for f in args.families.split(",") if f]
+    args.labels = [x for x in args.labels.split(",") if x]
     args.vocab = os.path.abspath(os.path.join(args.demo_dir, "vocab.txt"))
     args.demo_dir = os.path.abspath(args.demo_dir)
     for needed in ("vocab.txt", "bert_tiny/operative_config.gin", "task/train.tsv",
@@ -214,6 +242,8 @@ def main(argv=None) -> int:
     result["machine"] = common.machine_info(("tensorflow", "keras"))
     result["argv"] = list(sys.argv[1:] if argv is None else argv)
     print(table(result))
+    for line in cvt_gain(result["finetuning"]):
+        print(line)
     if args.output_json:
         common.write_report(result, args.output_json)
     return 0
