@@ -503,3 +503,23 @@ def scratch_classification_args(root, model_dir, steps: int, *extra) -> list:
             f"--gin_param=EXPORT_BASE='{root / 'export'}'", f"--gin_param=TRAIN_STEPS={steps}",
             "--gin_param=train.global_batch_size=8", "--gin_param=train.warmup_steps=1",
             *task_files(data, "classification"), *extra]
+
+
+TAGS_SNIPPET = r"""
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401 - the tokenizer ops of the export
+r = tf.saved_model.load(sys.argv[1]).signatures["serving_default"](
+    sentences=tf.constant(["i liked paris .", "we loved london ."]))
+print(json.dumps({k: sorted({t.decode() for t in v.numpy().reshape(-1)})
+                  for k, v in r.items() if v.dtype == tf.string}))
+"""
+
+
+def tagger_answer(export_dir) -> dict:
+    """A tagging export's string outputs (entity_type, entity_text, ...) for two sample
+    sentences, asked in a fresh process: {output name: sorted distinct values}."""
+    from testing import run_python
+
+    proc = run_python(["-c", TAGS_SNIPPET, str(export_dir)])
+    return json.loads(proc.stdout.strip().splitlines()[-1])

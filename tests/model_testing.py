@@ -104,3 +104,15 @@ def keras_attention_pair(hidden: int, heads: int, length: int, dropout: float = 
         w.assign(rng.normal(scale=0.3, size=w.shape).astype("float32"))
     ours.set_weights(theirs.get_weights())
     return ours, theirs
+
+
+def assert_restores_to(backbone, fresh, model_dir) -> None:
+    """Every weight of `backbone` equals `fresh` (same architecture) restored independently
+    from the newest checkpoint of the garden.train run `model_dir` (its `backbone` object)."""
+    import tensorflow as tf
+
+    tf.train.Checkpoint(backbone=fresh).read(
+        tf.train.latest_checkpoint(f"{model_dir}/checkpoints")).expect_partial()
+    for ours, theirs in zip(backbone.weights, fresh.weights):
+        assert ours.path == theirs.path
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy(), err_msg=ours.path)

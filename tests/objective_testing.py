@@ -71,3 +71,11 @@ def write_bilm_data(root, *flags: str, documents: int = 150):
                      f"--input={root / 'corpus' / '*.txt'}", f"--output_dir={data}",
                      f"--vocab={vocab}", "--num_shards=1", *flags)
     return vocab, data
+
+
+def bilm_lm_args(config: str, model_dir, vocab, data, steps: int, *extra: str) -> list:
+    """garden.train arguments of a recurrent LM config (configs/elmo_tiny.gin, ulmfit_tiny.gin)
+    on write_bilm_data's vocabulary and data, batch 16, `steps` steps."""
+    return [f"--config={config}", f"--model_dir={model_dir}", f"--gin_param=VOCAB='{vocab}'",
+            f"--gin_param=DATA_DIR='{data}'", f"--gin_param=train.train_steps={steps}",
+            "--gin_param=train.global_batch_size=16", *extra]

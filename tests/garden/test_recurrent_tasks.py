@@ -1,5 +1,5 @@
-"""The recurrent families in the garden's tasks: ULMFiT's AWD-LSTM and ELMo's biLM tag the
-sample CoNLL task through garden.train with their configs (from scratch, tiny) and their
+"""The recurrent families in the garden's tasks: ULMFiT's AWD-LSTM, ELMo's biLM and CoVe's
+encoder tag the sample CoNLL task through garden.train with their configs (from scratch, tiny) and their
 exports answer raw sentences in a fresh process."""
 
 import json
@@ -7,21 +7,13 @@ import random
 
 import pytest
 
-from convert_testing import bert_vocab_tokens, task_files, write_task_files
+from convert_testing import bert_vocab_tokens, tagger_answer, task_files, write_task_files
 from testing import run_python, train_in_process
 
-TAGS = r"""
-import json, sys
-import tensorflow as tf
-import tensorflow_text  # noqa: F401 - the tokenizer ops of the export
-r = tf.saved_model.load(sys.argv[1]).signatures["serving_default"](
-    sentences=tf.constant(["i liked paris .", "we loved london ."]))
-print(json.dumps({k: sorted({t.decode() for t in v.numpy().reshape(-1)})
-                  for k, v in r.items() if v.dtype == tf.string}))
-"""
 
 
-@pytest.mark.parametrize("config", ["tagging_ulmfit_tiny", "tagging_elmo_tiny"])
+@pytest.mark.parametrize("config", ["tagging_ulmfit_tiny", "tagging_elmo_tiny",
+                                    "tagging_cove_tiny"])
 def test_the_recurrent_taggers_learn_and_serve(config, tmp_path):
     data = write_task_files(tmp_path / "data", random.Random(0), ("tagging",))
     vocab = tmp_path / "vocab.txt"
@@ -35,8 +27,7 @@ def test_the_recurrent_taggers_learn_and_serve(config, tmp_path):
         str(model_dir), "token_tagging", 80)
     first, last = summary["first_logged_metrics"], summary["last_logged_metrics"]
     assert last["loss"] < 0.8 * first["loss"], (first, last)
-    proc = run_python(["-c", TAGS, summary["export_dir"]])
-    answer = json.loads(proc.stdout.strip().splitlines()[-1])
+    answer = tagger_answer(summary["export_dir"])
     # Entities (possibly none) of the task's one type, each a span of the sentences.
     assert set(answer["entity_type"]) <= {"LOC", ""}, answer  # "" pads a sentence's row
     assert all(t in "i liked paris . we loved london ." for t in answer["entity_text"]), answer

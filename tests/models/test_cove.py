@@ -1,11 +1,10 @@
 """CoVe: the published encoder's parameter count, the [GloVe(x); CoVe(x)] features (both
 directions over the real tokens only), GloVe rows read from a local file, the translation
 pretraining through garden.train lowering its loss on the synthetic pair task with its backbone
-restored equal to the checkpoint, and the downstream classifier and tagger fine-tuned and served
-from raw text in a fresh process."""
+restored equal to the checkpoint, and the downstream classifier fine-tuned and served from raw
+text in a fresh process (the tagger: tests/garden/test_recurrent_tasks.py)."""
 
 import json
-import random
 
 import numpy as np
 import pytest
@@ -132,15 +131,6 @@ def test_translation_pretraining_lowers_its_loss_and_a_classifier_starts_from_it
         assert not np.allclose(theirs.numpy(), init), theirs.path
 
 
-TAGS = r"""
-import json, sys
-import tensorflow as tf
-import tensorflow_text  # noqa: F401 - the tokenizer ops of the export
-r = tf.saved_model.load(sys.argv[1]).signatures["serving_default"](
-    sentences=tf.constant(["i liked paris .", "we loved london ."]))
-print(json.dumps({k: sorted({t.decode() for t in v.numpy().reshape(-1)})
-                  for k, v in r.items() if v.dtype == tf.string}))
-"""
 
 
 def test_the_classifier_fine_tunes_and_serves_raw_text(tmp_path):
@@ -157,24 +147,3 @@ def test_the_classifier_fine_tunes_and_serves_raw_text(tmp_path):
     proc = run_python(["-c", ANSWER_SNIPPET, summary["export_dir"]])
     assert set(json.loads(proc.stdout.strip().splitlines()[-1])) <= {"pos", "neg"}
 
-
-def test_the_tagger_fine_tunes_and_serves_raw_text(tmp_path):
-    from convert_testing import bert_vocab_tokens, task_files, write_task_files
-    from testing import run_python, train_in_process
-
-    data = write_task_files(tmp_path / "data", random.Random(0), ("tagging",))
-    vocab = tmp_path / "vocab.txt"
-    vocab.write_text("\n".join(bert_vocab_tokens()) + "\n")
-    model_dir = tmp_path / "run"
-    summary = train_in_process([
-        "--config=configs/finetune/tagging_cove_tiny.gin", f"--model_dir={model_dir}",
-        f"--gin_param=VOCAB='{vocab}'", "--gin_param=INIT_CHECKPOINT=None",
-        f"--gin_param=EXPORT_BASE='{tmp_path / 'export'}'", "--gin_param=TRAIN_STEPS=80",
-        "--gin_param=train.global_batch_size=8", *task_files(data, "tagging")],
-        str(model_dir), "token_tagging", 80)
-    first, last = summary["first_logged_metrics"], summary["last_logged_metrics"]
-    assert last["loss"] < 0.8 * first["loss"], (first, last)
-    proc = run_python(["-c", TAGS, summary["export_dir"]])
-    answer = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert set(answer["entity_type"]) <= {"LOC", ""}, answer
-    assert all(t in "i liked paris . we loved london ." for t in answer["entity_text"]), answer

@@ -43,11 +43,10 @@ def test_cvt_tagging_alternates_batches_trains_and_serves(tmp_path):
     """garden.CvtTagging through garden.train (configs/finetune/tagging_cvt_tiny.gin): the
     stream alternates labelled and unlabelled batches, both losses are logged, the
     consistency loss falls, and the export answers raw sentences."""
-    import json
     import random
 
-    from convert_testing import bert_vocab_tokens, task_files, write_task_files
-    from testing import run_python, train_in_process
+    from convert_testing import bert_vocab_tokens, tagger_answer, task_files, write_task_files
+    from testing import train_in_process
 
     from garden.models import factory
     from garden.tasks.cvt_tagging import CvtTagging
@@ -88,17 +87,5 @@ def test_cvt_tagging_alternates_batches_trains_and_serves(tmp_path):
     first, last = summary["first_logged_metrics"], summary["last_logged_metrics"]
     assert {"supervised_loss", "cvt_loss"} <= set(last)
     assert last["supervised_loss"] < first["supervised_loss"], (first, last)
-    proc = run_python(["-c", TAGS, summary["export_dir"]])
-    answer = json.loads(proc.stdout.strip().splitlines()[-1])
+    answer = tagger_answer(summary["export_dir"])
     assert set(answer["entity_type"]) <= {"LOC", ""}, answer
-
-
-TAGS = r"""
-import json, sys
-import tensorflow as tf
-import tensorflow_text  # noqa: F401 - the tokenizer ops of the export
-r = tf.saved_model.load(sys.argv[1]).signatures["serving_default"](
-    sentences=tf.constant(["i liked paris ."]))
-print(json.dumps({k: sorted({t.decode() for t in v.numpy().reshape(-1)})
-                  for k, v in r.items() if v.dtype == tf.string}))
-"""

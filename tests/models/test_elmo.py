@@ -153,28 +153,24 @@ def test_the_backward_direction_reads_each_sentence_from_its_end():
 def test_the_bilm_trains_both_directions_through_garden_train(tmp_path):
     """make_pretrain --objective=bilm --characters, then garden.train configs/elmo_tiny.gin:
     the forward and the backward LM both lower their loss."""
-    from objective_testing import write_bilm_data
+    from objective_testing import bilm_lm_args, write_bilm_data
     from testing import train_in_process
 
     vocab, data = write_bilm_data(tmp_path, "--characters", "--max_characters=20")
     model_dir = tmp_path / "elmo"
-    summary = train_in_process([
-        "--config=configs/elmo_tiny.gin", f"--model_dir={model_dir}",
-        f"--gin_param=VOCAB='{vocab}'", f"--gin_param=DATA_DIR='{data}'",
-        "--gin_param=train.train_steps=60", "--gin_param=train.global_batch_size=16",
-        "--gin_param=train.warmup_steps=6", "--gin_param=train.log_every=10"],
+    summary = train_in_process(bilm_lm_args(
+        "configs/elmo_tiny.gin", model_dir, vocab, data, 60,
+        "--gin_param=train.warmup_steps=6", "--gin_param=train.log_every=10"),
         str(model_dir), "elmo_pretraining", 60)
     first, last = summary["first_logged_metrics"], summary["last_logged_metrics"]
     for direction in ("forward", "backward"):  # ln(800) = 6.68 at the start
         assert last[f"{direction}_loss"] < first[f"{direction}_loss"] - 0.5, (first, last)
     assert last["loss"] == pytest.approx(last["forward_loss"] + last["backward_loss"], rel=1e-5)
     # The same with a sampled softmax (20 of the ~800 words) in training.
-    sampled = train_in_process([
-        "--config=configs/elmo_tiny.gin", f"--model_dir={tmp_path / 'sampled'}",
-        f"--gin_param=VOCAB='{vocab}'", f"--gin_param=DATA_DIR='{data}'",
-        "--gin_param=garden.Pretraining.sampled_softmax=20", "--gin_param=train.train_steps=4",
-        "--gin_param=train.global_batch_size=16", "--gin_param=train.warmup_steps=1",
-        "--gin_param=train.log_every=1"], str(tmp_path / "sampled"), "elmo_pretraining", 4)
+    sampled = train_in_process(bilm_lm_args(
+        "configs/elmo_tiny.gin", tmp_path / "sampled", vocab, data, 4,
+        "--gin_param=garden.Pretraining.sampled_softmax=20", "--gin_param=train.warmup_steps=1",
+        "--gin_param=train.log_every=1"), str(tmp_path / "sampled"), "elmo_pretraining", 4)
     logged = sampled["last_logged_metrics"]
     assert np.isfinite(logged["loss"]) and logged["forward_loss"] < first["forward_loss"]
 
@@ -185,10 +181,10 @@ def test_a_pretrained_bilm_fine_tunes_as_a_classifier_and_serves_raw_text(tmp_pa
     classifier's backbone starts from the biLM's weights (token ids looked up as characters),
     learns the sample task, and its export answers raw text in a fresh process."""
     import gin
-    import tensorflow as tf
 
     from convert_testing import ANSWER_SNIPPET, scratch_classification_args
-    from objective_testing import write_bilm_data
+    from model_testing import assert_restores_to
+    from objective_testing import bilm_lm_args, write_bilm_data
     from testing import run_python, train_in_process
 
     from garden.models import factory
@@ -196,11 +192,9 @@ def test_a_pretrained_bilm_fine_tunes_as_a_classifier_and_serves_raw_text(tmp_pa
 
     vocab, data = write_bilm_data(tmp_path, "--characters", "--max_characters=20")
     lm_dir = tmp_path / "elmo"
-    train_in_process([
-        "--config=configs/elmo_tiny.gin", f"--model_dir={lm_dir}", f"--gin_param=VOCAB='{vocab}'",
-        f"--gin_param=DATA_DIR='{data}'", "--gin_param=train.train_steps=20",
-        "--gin_param=train.global_batch_size=16", "--gin_param=train.warmup_steps=2"],
-        str(lm_dir), "elmo_pretraining", 20)
+    train_in_process(bilm_lm_args("configs/elmo_tiny.gin", lm_dir, vocab, data, 20,
+                                  "--gin_param=train.warmup_steps=2"),
+                     str(lm_dir), "elmo_pretraining", 20)
 
     args = scratch_classification_args(tmp_path, tmp_path / "clf", 150,
                                        f"--gin_param=INIT_CHECKPOINT='{lm_dir}'",
@@ -224,11 +218,7 @@ def test_a_pretrained_bilm_fine_tunes_as_a_classifier_and_serves_raw_text(tmp_pa
     _, objects = task.build_model()
     # The biLM's own backbone (characters in), restored from its checkpoint independently.
     pretrained = ElmoBackbone.from_preset("elmo_tiny")
-    tf.train.Checkpoint(backbone=pretrained).read(
-        tf.train.latest_checkpoint(str(lm_dir / "checkpoints"))).expect_partial()
-    for ours, theirs in zip(objects["backbone"].weights, pretrained.weights):
-        assert ours.path == theirs.path
-        np.testing.assert_array_equal(ours.numpy(), theirs.numpy(), err_msg=ours.path)
+    assert_restores_to(objects["backbone"], pretrained, lm_dir)
     assert not np.allclose(pretrained.char_encoder.char_embedding.embeddings.numpy(),
                            ElmoBackbone.from_preset("elmo_tiny").char_encoder
                            .char_embedding.embeddings.numpy())  # it was trained

@@ -76,7 +76,8 @@ def test_the_three_stages_lm_then_classifier_from_its_backbone(tmp_path):
     fine-tuned from it (configs/ulmfit_tiny_target_lm.gin) starts from its weights; stage 3:
     the classifier starts from stage 2's backbone (every weight)."""
     from convert_testing import scratch_classification_args
-    from objective_testing import write_bilm_data
+    from model_testing import assert_restores_to
+    from objective_testing import bilm_lm_args, write_bilm_data
     from testing import train_in_process
 
     from garden.models import factory
@@ -84,11 +85,9 @@ def test_the_three_stages_lm_then_classifier_from_its_backbone(tmp_path):
 
     vocab, data = write_bilm_data(tmp_path)
     lm_dir = tmp_path / "lm"
-    summary = train_in_process([
-        "--config=configs/ulmfit_tiny.gin", f"--model_dir={lm_dir}",
-        f"--gin_param=VOCAB='{vocab}'", f"--gin_param=DATA_DIR='{data}'",
-        "--gin_param=train.train_steps=80", "--gin_param=train.global_batch_size=16",
-        "--gin_param=train.warmup_steps=8", "--gin_param=train.log_every=10"],
+    summary = train_in_process(bilm_lm_args(
+        "configs/ulmfit_tiny.gin", lm_dir, vocab, data, 80,
+        "--gin_param=train.warmup_steps=8", "--gin_param=train.log_every=10"),
         str(lm_dir), "ulmfit_pretraining", 80)
     first_loss = summary["first_logged_metrics"]["loss"]
     last_loss = summary["last_logged_metrics"]["loss"]
@@ -98,16 +97,13 @@ def test_the_three_stages_lm_then_classifier_from_its_backbone(tmp_path):
     # Stage 2: the LM fine-tuned on (here the same) target text from stage 1's weights: its
     # first steps start where stage 1 ended, far below a fresh model's.
     target_dir = tmp_path / "target_lm"
-    target = train_in_process([
-        "--config=configs/ulmfit_tiny_target_lm.gin", f"--model_dir={target_dir}",
-        f"--gin_param=VOCAB='{vocab}'", f"--gin_param=DATA_DIR='{data}'",
-        f"--gin_param=INIT_CHECKPOINT='{lm_dir}'", "--gin_param=train.train_steps=10",
-        "--gin_param=train.global_batch_size=16", "--gin_param=train.log_every=5"],
+    target = train_in_process(bilm_lm_args(
+        "configs/ulmfit_tiny_target_lm.gin", target_dir, vocab, data, 10,
+        f"--gin_param=INIT_CHECKPOINT='{lm_dir}'", "--gin_param=train.log_every=5"),
         str(target_dir), "ulmfit_pretraining", 10)
     assert target["first_logged_metrics"]["loss"] < first_loss - 0.5, target
 
     import gin
-    import tensorflow as tf
 
     gin.clear_config()
     scratch_classification_args(tmp_path, tmp_path / "clf", 1)  # writes the sample task files
@@ -120,8 +116,4 @@ def test_the_three_stages_lm_then_classifier_from_its_backbone(tmp_path):
     _, objects = task.build_model()
     # The LM's backbone restored from its checkpoint independently: every weight equal.
     pretrained = AwdLstmBackbone.from_preset("ulmfit_tiny", vocab_size=task.packer.vocab_size)
-    tf.train.Checkpoint(backbone=pretrained).read(
-        tf.train.latest_checkpoint(str(target_dir / "checkpoints"))).expect_partial()
-    for ours, theirs in zip(objects["backbone"].weights, pretrained.weights):
-        assert ours.path == theirs.path
-        np.testing.assert_array_equal(ours.numpy(), theirs.numpy(), err_msg=ours.path)
+    assert_restores_to(objects["backbone"], pretrained, target_dir)

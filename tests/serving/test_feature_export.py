@@ -8,7 +8,7 @@ from serve_testing import Client, ServerProcess
 
 
 def test_elmo_features_are_served_from_raw_text(tmp_path):
-    from objective_testing import write_bilm_data
+    from objective_testing import bilm_lm_args, write_bilm_data
     from testing import train_in_process
 
     from garden import runs
@@ -17,11 +17,10 @@ def test_elmo_features_are_served_from_raw_text(tmp_path):
     vocab, data = write_bilm_data(tmp_path, "--characters", "--max_characters=20",
                                   documents=60)
     lm_dir = tmp_path / "elmo"
-    train_in_process([
-        "--config=configs/elmo_tiny.gin", f"--model_dir={lm_dir}", f"--gin_param=VOCAB='{vocab}'",
-        f"--gin_param=DATA_DIR='{data}'", "--gin_param=train.train_steps=5",
-        "--gin_param=train.global_batch_size=8", "--gin_param=train.warmup_steps=1"],
-        str(lm_dir), "elmo_pretraining", 5)
+    train_in_process(bilm_lm_args("configs/elmo_tiny.gin", lm_dir, vocab, data, 5,
+                                  "--gin_param=train.global_batch_size=8",
+                                  "--gin_param=train.warmup_steps=1"),
+                     str(lm_dir), "elmo_pretraining", 5)
     assert features.main([f"--model_dir={lm_dir}", f"--export_base={tmp_path / 'exports'}",
                           "--max_seq_length=16"]) == 0
 
