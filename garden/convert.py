@@ -203,6 +203,15 @@ def load_model_garden(checkpoint_or_encoder, family: str = "bert", config=None,
 
 # --- command line -----------------------------------------------------------------------------
 
+# Sources whose --config is required: (loader, what --config names, for the error).
+RELEASE_CONFIGS = {
+    "tf1": (load_tf1, "<the release's config JSON> (bert_config.json / albert_config.json / "
+                      "ELECTRA's config)"),
+    "allennlp": (load_allennlp, "<the release's options JSON> (--input is its HDF5 weight "
+                                "file)"),
+}
+
+
 def convert(source: str, family: str, input_path: str, config_path: Optional[str] = None,
             allow_approximate_gelu: bool = False) -> Tuple[Dict, Dict]:
     """(models, config used) for one source; the CLI's work without the writing."""
@@ -210,18 +219,12 @@ def convert(source: str, family: str, input_path: str, config_path: Optional[str
         if config_path is not None:
             raise ValueError("--source=huggingface reads config.json from --input; drop --config")
         return load_huggingface(input_path, family), read_huggingface_config(input_path)
-    if source == "tf1":
+    if source in RELEASE_CONFIGS:  # an original release: its weights and its config JSON
+        loader, needed = RELEASE_CONFIGS[source]
         if config_path is None:
-            raise ValueError("--source=tf1 needs --config=<the release's config JSON> "
-                             "(bert_config.json / albert_config.json / ELECTRA's config)")
+            raise ValueError(f"--source={source} needs --config={needed}")
         config = _read_json(config_path)
-        return load_tf1(input_path, family, config), config
-    if source == "allennlp":
-        if config_path is None:
-            raise ValueError("--source=allennlp needs --config=<the release's options JSON> "
-                             "(--input is its HDF5 weight file)")
-        config = _read_json(config_path)
-        return load_allennlp(input_path, family, config), config
+        return loader(input_path, family, config), config
     if source == "model_garden":
         config = None if config_path is None else _read_json(config_path)
         return load_model_garden(input_path, family, config,
