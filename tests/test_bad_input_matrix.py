@@ -6,8 +6,9 @@ for every run instead).
 Tools: data_pipelines.make_vocab, data_pipelines.make_pretrain, data_pipelines.sample_corpus,
 data_pipelines.make_finetune (--task=squad|conll), data_pipelines.sample_tasks, garden.train (the
 pretraining and fine-tuning tasks), garden.export, garden.convert, garden.serve,
-garden.extract_features, garden.generate, garden.fewshot, garden.analyze, garden.bertology.int8
-(TOOLS; a new tool is added there and gets rows).
+garden.extract_features, garden.generate, garden.fewshot, garden.analyze, garden.bertology.int8,
+garden.serving.features, garden.models.cove.sample_pairs (TOOLS; a new tool is added there and
+gets rows).
 
 What each row expects (``Case.expect``):
 
@@ -82,7 +83,8 @@ from testing import pretrain_args, python_env  # noqa: E402
 TOOLS = ("data_pipelines.make_vocab", "data_pipelines.make_pretrain", "data_pipelines.sample_corpus",
          "data_pipelines.make_finetune", "data_pipelines.sample_tasks",
          "garden.train", "garden.export", "garden.convert", "garden.serve", "garden.extract_features",
-         "garden.generate", "garden.fewshot", "garden.analyze", "garden.bertology.int8")
+         "garden.generate", "garden.fewshot", "garden.analyze", "garden.bertology.int8",
+         "garden.serving.features", "garden.models.cove.sample_pairs")
 ROW_WORKERS = 3  # subprocesses at once
 ROW_TIMEOUT = 240
 # What makes an output look complete, and what a refused run must not leave behind either: a
@@ -419,6 +421,7 @@ MF, ST = "data_pipelines.make_finetune", "data_pipelines.sample_tasks"
 GS, GX = "garden.serve", "garden.extract_features"
 GG, GF = "garden.generate", "garden.fewshot"
 GA, GI = "garden.analyze", "garden.bertology.int8"
+GFE, GCP = "garden.serving.features", "garden.models.cove.sample_pairs"
 _QA_NO_ANSWER = '{"question": "q", "answer": "a"}\n{"question": "q"}\n'
 _out_vocab = (lambda c: str(c.dir / "vocab.txt"))
 _out_data = (lambda c: str(c.dir / "out"))
@@ -588,6 +591,19 @@ CASES = [
     Case("int8-model-dir-missing", GI, lambda c: [f"--model_dir={c.dir / 'none'}"],
          "error", r"\S+/none is not a garden\.train run directory"),
     Case("int8-no-model-dir", GI, lambda c: [], "usage", r"--model_dir"),
+    # --- garden.serving.features and the CoVe sample pair task
+    Case("features-model-dir-missing", GFE, lambda c: [
+        f"--model_dir={c.dir / 'none'}", f"--export_base={c.dir / 'exports'}"], "error",
+        r"\S+/none is not a garden\.train run directory", output=lambda c: str(c.dir / "exports")),
+    Case("features-no-export-base", GFE, lambda c: [f"--model_dir={c.dir}"], "usage",
+         r"--export_base"),
+    Case("sample-pairs-input-missing", GCP, lambda c: [
+        f"--input={c.dir / 'none.txt'}", f"--output={c.dir / 'pairs'}"], "error",
+        r"--input=\S+/none\.txt is not a file", output=lambda c: str(c.dir / "pairs")),
+    Case("sample-pairs-no-sentence", GCP, lambda c: [
+        f"--input={c.write('long.txt', ' '.join(['word'] * 30) + chr(10))}",
+        f"--output={c.dir / 'pairs'}"], "error", r"long\.txt holds no non-empty line of at "
+        r"most 20 words", output=lambda c: str(c.dir / "pairs")),
     # --- extract_features
     Case("extract-model-dir-missing", GX, lambda c: [
         f"--model_dir={c.dir / 'none'}", f"--input={_texts(c)}",

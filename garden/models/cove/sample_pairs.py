@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from typing import Iterable, List, Tuple
 
 
@@ -57,8 +58,16 @@ def main(argv=None) -> int:
     parser.add_argument("--max_sentences", type=int, default=2000)
     parser.add_argument("--eval_every", type=int, default=10)
     args = parser.parse_args(argv)
+    if not os.path.isfile(args.input):
+        print(f"error: --input={args.input} is not a file", file=sys.stderr)
+        return 2
     with open(args.input, encoding="utf-8") as f:
         sentences = sentence_lines(f.read(), args.max_words)[:args.max_sentences]
+    if not sentences:
+        print(f"error: --input={args.input} holds no non-empty line of at most "
+              f"{args.max_words} words",
+              file=sys.stderr)
+        return 2
     train, dev = write_pair_task(sentences, args.output, args.eval_every)
     print(f"[sample_pairs] {train} train and {dev} dev pairs (synthetic: reversed word order) "
           f"in {args.output}", flush=True)
