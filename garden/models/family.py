@@ -13,6 +13,14 @@ tools read the records through `garden.models.families()` and `garden.models.spe
 
 Classes and functions are lazy "module:attr" strings, resolved on use: a record imports
 nothing, so reading every family's record costs no model import beyond the folder's own.
+A reference that starts with "." is relative to the family's folder (".backbone:BertBackbone"
+is "garden.models.bert.backbone:BertBackbone"); the record holds the absolute form. What
+follows from other fields is not written in a record (override it where a family differs):
+
+    presets             "garden.models.<name>.presets"
+    hf_model_types      (name,) for a family with a huggingface converter
+    hf_tokenizer_files  the Hugging Face slow tokenizer's files of the tokenizer kind
+                        (HF_TOKENIZER_FILES) for a family with a huggingface converter
 
 Example:
     from garden import models
@@ -24,10 +32,16 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from typing import Dict, Mapping, Tuple
+from typing import Dict, Mapping, Optional, Tuple
 
 SOURCES = ("huggingface", "tf1", "model_garden", "allennlp")
 FRAMINGS = ("causal", "t5", "bart")  # garden/models/framing.py
+PACKAGE = "garden.models"
+# The files Hugging Face's slow tokenizer of each kind reads from a model folder: BertTokenizer
+# (BERT, DistilBERT, ELECTRA), the SentencePiece ones (ALBERT, T5, XLNet), the byte-level BPE
+# ones (RoBERTa, BART, GPT-2).
+HF_TOKENIZER_FILES = {"wordpiece": ("vocab.txt",), "sentencepiece": ("spiece.model",),
+                      "bpe": ("vocab.json", "merges.txt")}
 
 
 def resolve(reference: str):
@@ -43,24 +57,46 @@ class FamilySpec:
 
     name: str
     backbone: str  # "module:Class" of the Backbone
-    presets: str  # module with a PRESETS dict (preset name -> complete constructor config)
     default_preset: str  # the preset of the gin name <family>_backbone (factory)
     tokenizer: str  # data_pipelines.tokenizers kind: "wordpiece" | "sentencepiece" | "bpe"
     layout: str  # garden.serving.text layout of the family's packed text
     lower_case: bool  # the casing when the checkpoint's tokenizer config does not say
+    # module with a PRESETS dict (preset name -> complete constructor config); "": the folder's
+    presets: str = ""
     pretrainer: str = ""  # "module:Class": pretraining heads around the backbone
     lm: str = ""  # "module:Class": the GenerativeLM, Class(backbone) (generative families)
     framing: str = ""  # FRAMINGS: how the LM lays out a prompt (generative families)
     # source (SOURCES) -> "module:function"(config, weights) -> {"backbone", "pretrainer"}
     converters: Mapping[str, str] = dataclasses.field(default_factory=dict)
-    hf_model_types: Tuple[str, ...] = ()  # config.json model_type values accepted
-    hf_tokenizer_files: Tuple[str, ...] = ()  # the tokenizer files of a Hugging Face folder
+    # config.json model_type values accepted; None: (name,) with a huggingface converter
+    hf_model_types: Optional[Tuple[str, ...]] = None
+    # the tokenizer files of a Hugging Face folder; None: HF_TOKENIZER_FILES[tokenizer] with a
+    # huggingface converter (GPT names none: openai-gpt's BPE is not readable here)
+    hf_tokenizer_files: Optional[Tuple[str, ...]] = None
     # The TF1 release's tokenizer files, {name written: name in the release} (GPT-2's
     # encoder.json + vocab.bpe); none: vocab.txt or a SentencePiece *.model next to it.
     tf1_tokenizer_files: Mapping[str, str] = dataclasses.field(default_factory=dict)
     # "module:attr" of the garden.tasks.pretraining.PretrainingRecord (garden.Pretraining's
     # family = <name>); the objective its data records is the family's name.
     pretraining: str = ""
+
+    def __post_init__(self):
+        """Relative references made absolute and the derived fields filled (module docstring)."""
+        def absolute(reference: str) -> str:
+            return f"{PACKAGE}.{self.name}{reference}" if reference.startswith(".") else reference
+
+        hf = "huggingface" in self.converters
+        derived = {
+            "backbone": absolute(self.backbone), "pretrainer": absolute(self.pretrainer),
+            "lm": absolute(self.lm), "pretraining": absolute(self.pretraining),
+            "presets": absolute(self.presets or ".presets"),
+            "converters": {k: absolute(v) for k, v in self.converters.items()},
+            "hf_model_types": ((self.name,) if hf else ()) if self.hf_model_types is None
+            else tuple(self.hf_model_types),
+            "hf_tokenizer_files": (HF_TOKENIZER_FILES.get(self.tokenizer, ()) if hf else ())
+            if self.hf_tokenizer_files is None else tuple(self.hf_tokenizer_files)}
+        for field, value in derived.items():
+            object.__setattr__(self, field, value)  # frozen: set once, here
 
     def backbone_class(self):
         return resolve(self.backbone)

@@ -87,10 +87,38 @@ def test_an_incomplete_spec_fails_the_check(change, error):
 def test_required_fields_are_the_ones_without_defaults():
     required = [p.name for p in inspect.signature(FamilySpec).parameters.values()
                 if p.default is inspect.Parameter.empty]
-    assert required == ["name", "backbone", "presets", "default_preset", "tokenizer", "layout",
+    assert required == ["name", "backbone", "default_preset", "tokenizer", "layout",
                         "lower_case"]
     with pytest.raises(TypeError, match="lower_case"):
-        FamilySpec("x", "m:C", "m", "p", "bpe", "roberta")
+        FamilySpec("x", "m:C", "p", "bpe", "roberta")
+
+
+def test_relative_references_and_the_derived_fields():
+    """A "." reference is the family folder's; presets, hf_model_types and hf_tokenizer_files
+    follow from the name and the tokenizer kind unless a record says otherwise."""
+    def bert(tokenizer="wordpiece", converters=None, **fields):
+        return FamilySpec("bert", ".backbone:BertBackbone", "bert_base", tokenizer, "bert", True,
+                          converters={"huggingface": ".conversion:from_huggingface"}
+                          if converters is None else converters, **fields)
+
+    spec = bert(pretrainer=".pretrainer:BertPretrainer", pretraining="a.b:C")
+    assert spec.backbone == "garden.models.bert.backbone:BertBackbone"
+    assert spec.pretrainer == "garden.models.bert.pretrainer:BertPretrainer"
+    assert spec.converters == {"huggingface": "garden.models.bert.conversion:from_huggingface"}
+    assert (spec.presets, spec.pretraining) == ("garden.models.bert.presets", "a.b:C")
+    assert (spec.hf_model_types, spec.hf_tokenizer_files) == (("bert",), ("vocab.txt",))
+    assert dataclasses.replace(spec) == spec  # the record holds the absolute, derived form
+    assert bert("sentencepiece").hf_tokenizer_files == ("spiece.model",)
+    assert bert("bpe").hf_tokenizer_files == ("vocab.json", "merges.txt")
+    # No huggingface converter: nothing to accept; an explicit value wins over the derived one.
+    assert (bert(converters={}).hf_model_types, bert(converters={}).hf_tokenizer_files) == ((), ())
+    assert bert(hf_model_types=["x"], hf_tokenizer_files=()).hf_model_types == ("x",)
+    assert bert(hf_tokenizer_files=()).hf_tokenizer_files == ()
+    gpt = models.spec("gpt")
+    assert (gpt.hf_model_types, gpt.hf_tokenizer_files) == (("openai-gpt",), ())
+    assert models.spec("gpt2").hf_tokenizer_files == ("vocab.json", "merges.txt")
+    assert models.spec("spanbert").backbone == spec.backbone  # BERT's, named absolutely
+    assert models.spec("spanbert").presets == "garden.models.spanbert.presets"
 
 
 def test_resolve_names_module_and_attribute():

@@ -9,12 +9,7 @@ __all__ = ["SPEC", "AlbertBackbone", "AlbertPretrainer", "albert_pretrain_loss",
            "albert_backbone_from_preset", "gelu_approximate"]
 
 SPEC = FamilySpec(
-    name="albert", backbone="garden.models.albert.backbone:AlbertBackbone",
-    presets="garden.models.albert.presets", default_preset="albert_base",
+    name="albert", backbone=".backbone:AlbertBackbone", default_preset="albert_base",
     tokenizer="sentencepiece", layout="bert", lower_case=True,
-    pretrainer="garden.models.albert.pretrainer:AlbertPretrainer",
-    converters={"huggingface": "garden.models.albert.conversion:from_huggingface",
-                "tf1": "garden.models.albert.conversion:from_tf1"},
-    hf_model_types=("albert",),
-    hf_tokenizer_files=("spiece.model",),
-    pretraining="garden.tasks.pretraining:ALBERT")
+    pretrainer=".pretrainer:AlbertPretrainer", pretraining="garden.tasks.pretraining:ALBERT",
+    converters={"huggingface": ".conversion:from_huggingface", "tf1": ".conversion:from_tf1"})

@@ -9,13 +9,8 @@ __all__ = ["SPEC", "BertBackbone", "BertPretrainer", "bert_pretrain_loss", "PRES
            "bert_backbone_from_preset"]
 
 SPEC = FamilySpec(
-    name="bert", backbone="garden.models.bert.backbone:BertBackbone",
-    presets="garden.models.bert.presets", default_preset="bert_base",
+    name="bert", backbone=".backbone:BertBackbone", default_preset="bert_base",
     tokenizer="wordpiece", layout="bert", lower_case=True,
-    pretrainer="garden.models.bert.pretrainer:BertPretrainer",
-    converters={"huggingface": "garden.models.bert.conversion:from_huggingface",
-                "tf1": "garden.models.bert.conversion:from_tf1",
-                "model_garden": "garden.models.bert.model_garden:load"},
-    hf_model_types=("bert",),
-    hf_tokenizer_files=("vocab.txt",),
-    pretraining="garden.tasks.pretraining:BERT")
+    pretrainer=".pretrainer:BertPretrainer", pretraining="garden.tasks.pretraining:BERT",
+    converters={"huggingface": ".conversion:from_huggingface", "tf1": ".conversion:from_tf1",
+                "model_garden": ".model_garden:load"})

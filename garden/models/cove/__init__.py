@@ -13,7 +13,6 @@ from garden.models.family import FamilySpec
 __all__ = ["SPEC", "CoveBackbone", "read_glove", "PRESETS", "cove_backbone_from_preset"]
 
 SPEC = FamilySpec(
-    name="cove", backbone="garden.models.cove.backbone:CoveBackbone",
-    presets="garden.models.cove.presets", default_preset="cove",
+    name="cove", backbone=".backbone:CoveBackbone", default_preset="cove",
     tokenizer="wordpiece", layout="bert", lower_case=True,
-    pretrainer="garden.models.cove.translation:CoveTranslator")
+    pretrainer=".translation:CoveTranslator")

@@ -6,7 +6,5 @@ from garden.models.family import FamilySpec
 
 __all__ = ["SPEC", "CvtBackbone", "PRESETS", "cvt_backbone_from_preset"]
 
-SPEC = FamilySpec(
-    name="cvt", backbone="garden.models.cvt.backbone:CvtBackbone",
-    presets="garden.models.cvt.presets", default_preset="cvt",
-    tokenizer="wordpiece", layout="bert", lower_case=True)
+SPEC = FamilySpec(name="cvt", backbone=".backbone:CvtBackbone", default_preset="cvt",
+                  tokenizer="wordpiece", layout="bert", lower_case=True)

@@ -13,10 +13,7 @@ __all__ = ["SPEC", "DistilBertBackbone", "DistilBertPretrainer", "DistilBertDist
            "distilbert_backbone_from_preset"]
 
 SPEC = FamilySpec(
-    name="distilbert", backbone="garden.models.distilbert.backbone:DistilBertBackbone",
-    presets="garden.models.distilbert.presets", default_preset="distilbert_base",
+    name="distilbert", backbone=".backbone:DistilBertBackbone", default_preset="distilbert_base",
     tokenizer="wordpiece", layout="bert", lower_case=True,
-    pretrainer="garden.models.distilbert.pretrainer:DistilBertPretrainer",
-    converters={"huggingface": "garden.models.distilbert.conversion:from_huggingface"},
-    hf_model_types=("distilbert",),
-    hf_tokenizer_files=("vocab.txt",))
+    pretrainer=".pretrainer:DistilBertPretrainer",
+    converters={"huggingface": ".conversion:from_huggingface"})

@@ -20,12 +20,7 @@ __all__ = ["SPEC", "ElectraBackbone", "ElectraDiscriminator", "ElectraDiscrimina
            "electra_pretrainer_from_preset"]
 
 SPEC = FamilySpec(
-    name="electra", backbone="garden.models.electra.backbone:ElectraBackbone",
-    presets="garden.models.electra.presets", default_preset="electra_small",
+    name="electra", backbone=".backbone:ElectraBackbone", default_preset="electra_small",
     tokenizer="wordpiece", layout="bert", lower_case=True,
-    pretrainer="garden.models.electra.pretrainer:ElectraPretrainer",
-    converters={"huggingface": "garden.models.electra.conversion:from_huggingface",
-                "tf1": "garden.models.electra.conversion:from_tf1"},
-    hf_model_types=("electra",),
-    hf_tokenizer_files=("vocab.txt",),
-    pretraining="garden.tasks.pretraining:ELECTRA")
+    pretrainer=".pretrainer:ElectraPretrainer", pretraining="garden.tasks.pretraining:ELECTRA",
+    converters={"huggingface": ".conversion:from_huggingface", "tf1": ".conversion:from_tf1"})

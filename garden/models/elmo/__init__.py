@@ -12,9 +12,7 @@ __all__ = ["SPEC", "ElmoBackbone", "CharacterEncoder", "Highway", "ELMO_FILTERS"
            "elmo_backbone_from_preset"]
 
 SPEC = FamilySpec(
-    name="elmo", backbone="garden.models.elmo.backbone:ElmoBackbone",
-    presets="garden.models.elmo.presets", default_preset="elmo",
+    name="elmo", backbone=".backbone:ElmoBackbone", default_preset="elmo",
     tokenizer="wordpiece", layout="bert", lower_case=False,
-    pretrainer="garden.models.elmo.bilm:ElmoBiLM",
-    converters={"allennlp": "garden.models.elmo.conversion:from_allennlp"},
-    pretraining="garden.tasks.pretraining_elmo:RECORD")
+    pretrainer=".bilm:ElmoBiLM", pretraining="garden.tasks.pretraining_elmo:RECORD",
+    converters={"allennlp": ".conversion:from_allennlp"})

@@ -4,9 +4,8 @@ from garden.models.family import FamilySpec
 
 
 SPEC = FamilySpec(
-    name="gpt", backbone="garden.models.gpt.backbone:GPTBackbone",
-    presets="garden.models.gpt.presets", default_preset="gpt",
+    name="gpt", backbone=".backbone:GPTBackbone", default_preset="gpt",
     tokenizer="bpe", layout="roberta", lower_case=False,
-    lm="garden.models.gpt.backbone:GPTCausalLM", framing="causal",
-    converters={"huggingface": "garden.models.gpt.conversion:from_huggingface"},
-    hf_model_types=("openai-gpt",))
+    lm=".backbone:GPTCausalLM", framing="causal",
+    converters={"huggingface": ".conversion:from_huggingface"},
+    hf_model_types=("openai-gpt",), hf_tokenizer_files=())

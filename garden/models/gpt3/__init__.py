@@ -3,7 +3,6 @@
 from garden.models.family import FamilySpec
 
 SPEC = FamilySpec(
-    name="gpt3", backbone="garden.models.gpt3.backbone:GPT3Backbone",
-    presets="garden.models.gpt3.presets", default_preset="gpt3_small",
+    name="gpt3", backbone=".backbone:GPT3Backbone", default_preset="gpt3_small",
     tokenizer="bpe", layout="gpt2", lower_case=False,
-    lm="garden.models.gpt3.backbone:GPT3CausalLM", framing="causal")
+    lm=".backbone:GPT3CausalLM", framing="causal")

@@ -9,11 +9,7 @@ __all__ = ["SPEC", "RobertaBackbone", "RobertaPretrainer", "roberta_pretrain_los
            "roberta_backbone_from_preset", "padding_offset_positions"]
 
 SPEC = FamilySpec(
-    name="roberta", backbone="garden.models.roberta.backbone:RobertaBackbone",
-    presets="garden.models.roberta.presets", default_preset="roberta_base",
+    name="roberta", backbone=".backbone:RobertaBackbone", default_preset="roberta_base",
     tokenizer="bpe", layout="roberta", lower_case=False,
-    pretrainer="garden.models.roberta.pretrainer:RobertaPretrainer",
-    converters={"huggingface": "garden.models.roberta.conversion:from_huggingface"},
-    hf_model_types=("roberta",),
-    hf_tokenizer_files=("vocab.json", "merges.txt"),
-    pretraining="garden.tasks.pretraining:ROBERTA")
+    pretrainer=".pretrainer:RobertaPretrainer", pretraining="garden.tasks.pretraining:ROBERTA",
+    converters={"huggingface": ".conversion:from_huggingface"})

@@ -10,7 +10,5 @@ __all__ = ["SPEC", "SpanBertPretrainer", "SpanBoundaryHead", "spanbert_pretrain_
 
 SPEC = FamilySpec(
     name="spanbert", backbone="garden.models.bert.backbone:BertBackbone",
-    presets="garden.models.spanbert.presets", default_preset="spanbert_base",
-    tokenizer="wordpiece", layout="bert", lower_case=False,
-    pretrainer="garden.models.spanbert.pretrainer:SpanBertPretrainer",
-    pretraining="garden.tasks.pretraining:SPANBERT")
+    default_preset="spanbert_base", tokenizer="wordpiece", layout="bert", lower_case=False,
+    pretrainer=".pretrainer:SpanBertPretrainer", pretraining="garden.tasks.pretraining:SPANBERT")

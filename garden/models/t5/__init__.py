@@ -9,11 +9,8 @@ from garden.models.t5.seq2seq_lm import T5Seq2SeqLM
 __all__ = ["SPEC", "PRESETS", "T5Backbone", "T5Block", "T5Seq2SeqLM", "T5Stack", "parameter_count"]
 
 SPEC = FamilySpec(
-    name="t5", backbone="garden.models.t5.backbone:T5Backbone",
-    presets="garden.models.t5.presets", default_preset="t5_small",
+    name="t5", backbone=".backbone:T5Backbone", default_preset="t5_small",
     tokenizer="sentencepiece", layout="bert", lower_case=False,
-    lm="garden.models.t5.seq2seq_lm:T5Seq2SeqLM", framing="t5",
-    converters={"huggingface": "garden.models.t5.conversion:from_huggingface"},
-    hf_model_types=("t5",),
-    hf_tokenizer_files=("spiece.model",),
+    lm=".seq2seq_lm:T5Seq2SeqLM", framing="t5",
+    converters={"huggingface": ".conversion:from_huggingface"},
     pretraining="garden.tasks.pretraining_t5:RECORD")

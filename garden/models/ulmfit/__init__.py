@@ -12,8 +12,6 @@ from garden.models.ulmfit.presets import PRESETS, ulmfit_backbone_from_preset
 __all__ = ["SPEC", "AwdLstmBackbone", "PRESETS", "ulmfit_backbone_from_preset"]
 
 SPEC = FamilySpec(
-    name="ulmfit", backbone="garden.models.ulmfit.backbone:AwdLstmBackbone",
-    presets="garden.models.ulmfit.presets", default_preset="ulmfit",
+    name="ulmfit", backbone=".backbone:AwdLstmBackbone", default_preset="ulmfit",
     tokenizer="wordpiece", layout="bert", lower_case=True,
-    pretrainer="garden.models.ulmfit.lm:AwdLstmLM",
-    pretraining="garden.tasks.pretraining_ulmfit:RECORD")
+    pretrainer=".lm:AwdLstmLM", pretraining="garden.tasks.pretraining_ulmfit:RECORD")

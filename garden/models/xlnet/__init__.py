@@ -10,11 +10,7 @@ __all__ = ["SPEC", "XLNetBackbone", "XLNetPretrainer", "xlnet_pretrain_loss", "P
            "xlnet_backbone_from_preset"]
 
 SPEC = FamilySpec(
-    name="xlnet", backbone="garden.models.xlnet.backbone:XLNetBackbone",
-    presets="garden.models.xlnet.presets", default_preset="xlnet_base",
+    name="xlnet", backbone=".backbone:XLNetBackbone", default_preset="xlnet_base",
     tokenizer="sentencepiece", layout="xlnet", lower_case=False,
-    pretrainer="garden.models.xlnet.pretrainer:XLNetPretrainer",
-    converters={"huggingface": "garden.models.xlnet.conversion:from_huggingface"},
-    hf_model_types=("xlnet",),
-    hf_tokenizer_files=("spiece.model",),
-    pretraining="garden.tasks.pretraining_xlnet:RECORD")
+    pretrainer=".pretrainer:XLNetPretrainer", pretraining="garden.tasks.pretraining_xlnet:RECORD",
+    converters={"huggingface": ".conversion:from_huggingface"})
