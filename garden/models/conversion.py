@@ -85,6 +85,14 @@ class LayerNames:
         return {f"{source}{self.sep}{self.gamma}": (f"{garden}/gamma", identity),
                 f"{source}{self.sep}{self.beta}": (f"{garden}/beta", identity)}
 
+    def masked_lm_head(self, dense: str, layer_norm: str, bias: str) -> NameTable:
+        """The weights of garden.layers' masked-LM head under the source's names: the
+        transform dense and LayerNorm and the output bias (the output matrix is the tied word
+        table, so it has no entry of its own)."""
+        return {**self.dense(dense, "masked_lm_head/transform_dense"),
+                **self.layer_norm(layer_norm, "masked_lm_head/layer_norm"),
+                bias: ("masked_lm_head/output_bias", identity)}
+
 
 HF_BERT_LAYER = LayerNames(
     "attention.self.query", "attention.self.key", "attention.self.value",
@@ -210,6 +218,16 @@ def hf_bert_encoder_names(num_layers: int, num_heads: int, prefix: str = "") -> 
         names.update(encoder_layer_names(HF_BERT_LAYER, f"{prefix}encoder.layer.{n}.",
                                          f"transformer_layer_{n}/", num_heads))
     return names
+
+
+def hf_bert_sizes(config) -> Dict[str, int]:
+    """The sizes under Hugging Face's BERT config names (BERT, RoBERTa, ELECTRA), as the
+    backbone arguments vocab_size, num_layers, hidden_size, num_heads, intermediate_size."""
+    return dict(vocab_size=int(config["vocab_size"]),
+                num_layers=int(config["num_hidden_layers"]),
+                hidden_size=int(config["hidden_size"]),
+                num_heads=int(config["num_attention_heads"]),
+                intermediate_size=int(config["intermediate_size"]))
 
 
 def check_bert_style_config(config, family: str, activation_key: str = "hidden_act"):

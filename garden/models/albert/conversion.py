@@ -111,9 +111,7 @@ def _hf_names(backbone: AlbertBackbone, has_heads: bool) -> NameTable:
                                          f"{block.name}/", backbone.num_heads))
     if has_heads:
         names.update({
-            **L.dense("predictions.dense", "masked_lm_head/transform_dense"),
-            **L.layer_norm("predictions.LayerNorm", "masked_lm_head/layer_norm"),
-            "predictions.bias": ("masked_lm_head/output_bias", identity),
+            **L.masked_lm_head("predictions.dense", "predictions.LayerNorm", "predictions.bias"),
             **L.dense("sop_classifier.classifier", "sentence_order_head"),
         })
     return names

@@ -27,7 +27,8 @@ from garden.models.bert.backbone import BertBackbone
 from garden.models.bert.pretrainer import BertPretrainer
 from garden.models.conversion import (HF_BERT_LAYER, TF1_BERT_LAYER, NameTable, assign_weights,
                                       check_bert_style_config, check_tied, encoder_layer_names,
-                                      hf_bert_encoder_names, identity, linear_kernel)
+                                      hf_bert_encoder_names, hf_bert_sizes, identity,
+                                      linear_kernel)
 
 
 # --- configs ----------------------------------------------------------------------------------
@@ -44,11 +45,7 @@ def backbone_kwargs_from_bert_config(config: Dict) -> Dict:
     if missing:
         raise ValueError(f"BERT config lacks {missing}")
     return dict(
-        vocab_size=int(config["vocab_size"]),
-        num_layers=int(config["num_hidden_layers"]),
-        hidden_size=int(config["hidden_size"]),
-        num_heads=int(config["num_attention_heads"]),
-        intermediate_size=int(config["intermediate_size"]),
+        **hf_bert_sizes(config),
         max_sequence_length=int(config.get("max_position_embeddings", 512)),
         type_vocab_size=int(config.get("type_vocab_size", 2)),
         dropout=float(config.get("hidden_dropout_prob", 0.1)),
@@ -92,9 +89,8 @@ def _hf_mapping(num_layers: int, num_heads: int, with_heads: bool) -> NameTable:
              **L.dense("pooler.dense", "pooler_dense")}
     if with_heads:
         names.update({
-            **L.dense("cls.predictions.transform.dense", "masked_lm_head/transform_dense"),
-            **L.layer_norm("cls.predictions.transform.LayerNorm", "masked_lm_head/layer_norm"),
-            "cls.predictions.bias": ("masked_lm_head/output_bias", identity),
+            **L.masked_lm_head("cls.predictions.transform.dense",
+                               "cls.predictions.transform.LayerNorm", "cls.predictions.bias"),
             **L.dense("cls.seq_relationship", "next_sentence_head"),
         })
     return names
@@ -153,9 +149,8 @@ def _tf1_mapping(num_layers: int, num_heads: int, with_heads: bool) -> NameTable
     }
     if with_heads:
         outer.update({
-            **L.dense("cls/predictions/transform/dense", "masked_lm_head/transform_dense"),
-            **L.layer_norm("cls/predictions/transform/LayerNorm", "masked_lm_head/layer_norm"),
-            "cls/predictions/output_bias": ("masked_lm_head/output_bias", i),
+            **L.masked_lm_head("cls/predictions/transform/dense",
+                               "cls/predictions/transform/LayerNorm", "cls/predictions/output_bias"),
             # [2, H]: run_pretraining.py multiplies with transpose_b=True.
             "cls/seq_relationship/output_weights": ("next_sentence_head/kernel", linear_kernel),
             "cls/seq_relationship/output_bias": ("next_sentence_head/bias", i),

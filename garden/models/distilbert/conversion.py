@@ -51,11 +51,7 @@ def _name_map(num_layers: int, num_heads: int, pretrainer: bool) -> NameTable:
         names.update(encoder_layer_names(L, f"transformer.layer.{i}.", f"transformer_layer_{i}/",
                                          num_heads))
     if pretrainer:
-        names.update({
-            **L.dense("vocab_transform", "masked_lm_head/transform_dense"),
-            **L.layer_norm("vocab_layer_norm", "masked_lm_head/layer_norm"),
-            "vocab_projector.bias": ("masked_lm_head/output_bias", identity),
-        })
+        names.update(L.masked_lm_head("vocab_transform", "vocab_layer_norm", "vocab_projector.bias"))
     return names
 
 

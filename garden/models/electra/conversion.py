@@ -36,7 +36,7 @@ from garden.models.electra.backbone import ElectraBackbone
 from garden.models.electra.pretrainer import ElectraDiscriminator, ElectraGenerator
 from garden.models.conversion import (HF_BERT_LAYER, NameTable, assign_weights,
                                       check_bert_style_config, check_tied, hf_bert_encoder_names,
-                                      identity)
+                                      hf_bert_sizes)
 
 # Buffers that some transformers versions save with the weights; they carry no parameters.
 _BUFFERS = (r"embeddings\.position_ids$", r"embeddings\.token_type_ids$")
@@ -45,14 +45,10 @@ _BUFFERS = (r"embeddings\.position_ids$", r"embeddings\.token_type_ids$")
 def backbone_config_from_huggingface(config: dict) -> dict:
     """ElectraBackbone arguments from a Hugging Face ElectraConfig dict (config.json)."""
     check_bert_style_config(config, "ELECTRA")
-    hidden_size = int(config["hidden_size"])
+    sizes = hf_bert_sizes(config)
     return dict(
-        vocab_size=int(config["vocab_size"]),
-        num_layers=int(config["num_hidden_layers"]),
-        hidden_size=hidden_size,
-        num_heads=int(config["num_attention_heads"]),
-        intermediate_size=int(config["intermediate_size"]),
-        embedding_size=int(config.get("embedding_size") or hidden_size),
+        **sizes,
+        embedding_size=int(config.get("embedding_size") or sizes["hidden_size"]),
         max_sequence_length=int(config.get("max_position_embeddings", 512)),
         type_vocab_size=int(config.get("type_vocab_size", 2)),
         dropout=float(config.get("hidden_dropout_prob", 0.1)),
@@ -73,10 +69,8 @@ def _hf_names(config: dict, prefix: str, kind: str) -> NameTable:
             **L.dense("discriminator_predictions.dense_prediction",
                       "discriminator_head/dense_prediction")})
     elif kind == "ElectraForMaskedLM":
-        names.update({
-            **L.dense("generator_predictions.dense", "masked_lm_head/transform_dense"),
-            **L.layer_norm("generator_predictions.LayerNorm", "masked_lm_head/layer_norm"),
-            "generator_lm_head.bias": ("masked_lm_head/output_bias", identity)})
+        names.update(L.masked_lm_head("generator_predictions.dense", "generator_predictions.LayerNorm",
+                                      "generator_lm_head.bias"))
     return names
 
 

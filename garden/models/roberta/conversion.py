@@ -15,7 +15,7 @@ import numpy as np
 # BERT's HF name table and torch -> Keras layouts, shared with the BERT converter.
 from garden.models.conversion import (HF_BERT_LAYER, NameTable, assign_weights,
                                       check_bert_style_config, check_tied, hf_bert_encoder_names,
-                                      identity, strip_prefix)
+                                      hf_bert_sizes, strip_prefix)
 from garden.models.roberta.backbone import RobertaBackbone
 from garden.models.roberta.pretrainer import RobertaPretrainer
 
@@ -28,11 +28,7 @@ def backbone_config_from_huggingface(config: Mapping) -> Dict:
     check_bert_style_config(config, "RoBERTa")
     padding_idx = int(config.get("pad_token_id", 1))
     return dict(
-        vocab_size=int(config["vocab_size"]),
-        num_layers=int(config["num_hidden_layers"]),
-        hidden_size=int(config["hidden_size"]),
-        num_heads=int(config["num_attention_heads"]),
-        intermediate_size=int(config["intermediate_size"]),
+        **hf_bert_sizes(config),
         # HF counts the padding offset in the table: 514 rows -> 512 usable positions.
         max_sequence_length=int(config["max_position_embeddings"]) - padding_idx - 1,
         padding_idx=padding_idx,
@@ -60,9 +56,7 @@ def _name_map(num_layers: int, num_heads: int, pretrainer: bool) -> NameTable:
         "embeddings/segment_embedding/embeddings", _first_row)
     if pretrainer:
         names.update({
-            **HF_BERT_LAYER.dense("lm_head.dense", "masked_lm_head/transform_dense"),
-            **HF_BERT_LAYER.layer_norm("lm_head.layer_norm", "masked_lm_head/layer_norm"),
-            "lm_head.bias": ("masked_lm_head/output_bias", identity),
+            **HF_BERT_LAYER.masked_lm_head("lm_head.dense", "lm_head.layer_norm", "lm_head.bias"),
         })
     return names
 
