@@ -222,6 +222,27 @@ def assert_mlm_parity(pretrainer, hf_logits, token_ids, padding_mask, positions,
     assert max_abs_diff(ours, np.take_along_axis(hf_logits, positions[..., None], 1)) <= tol
 
 
+def convert_masked_lm(from_huggingface, reference, backbone_class, pretrainer_class) -> Dict:
+    """from_huggingface of a (config, *ForMaskedLM) reference's config and state dict, asserted
+    to give a backbone_class backbone and a pretrainer_class pretrainer; the converted dict."""
+    config, model = reference
+    models = from_huggingface(config.to_dict(), torch_state_dict_to_numpy(model))
+    assert isinstance(models["backbone"], backbone_class)
+    assert isinstance(models["pretrainer"], pretrainer_class)
+    return models
+
+
+def assert_masked_lm_parity(models, hf_model, inputs):
+    """A converted {"backbone", "pretrainer"} against the Hugging Face *ForMaskedLM it came
+    from, on inputs = (token_ids, padding_mask, positions): assert_sequence_parity of the
+    backbone and assert_mlm_parity of the pretrainer. Returns the reference's (sequence, logits)."""
+    token_ids, padding_mask, positions = inputs
+    hf_sequence, hf_logits = hf_sequence_and_logits(hf_model, token_ids, padding_mask)
+    assert_sequence_parity(models["backbone"], hf_sequence, token_ids, padding_mask)
+    assert_mlm_parity(models["pretrainer"], hf_logits, token_ids, padding_mask, positions)
+    return hf_sequence, hf_logits
+
+
 # --- converted checkpoints as fine-tuning starting points (tests/garden/test_converted_checkpoints.py)
 
 WORDS = ("the a an this that it i you we movie film plot acting music story was is were "
@@ -436,7 +457,7 @@ def finetune_classification_from(out, root, *extra) -> list:
     asks the export for two texts' labels in a fresh process; returns the labels."""
     import random
 
-    from testing import run_python, train_in_process
+    from testing import train_in_process
 
     data = root / "data"
     if not data.exists():
@@ -446,8 +467,7 @@ def finetune_classification_from(out, root, *extra) -> list:
         train_args("configs/finetune/classification_tiny.gin", out, model_dir, root / "export",
                    *task_files(data, "classification"), *extra),
         str(model_dir), "sentence_classification", 3)
-    proc = run_python(["-c", ANSWER_SNIPPET, summary["export_dir"]])
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return export_answers(summary["export_dir"])
 
 
 def openai_gpt2_weights(hf_weights):
@@ -503,6 +523,35 @@ def scratch_classification_args(root, model_dir, steps: int, *extra) -> list:
             f"--gin_param=EXPORT_BASE='{root / 'export'}'", f"--gin_param=TRAIN_STEPS={steps}",
             "--gin_param=train.global_batch_size=8", "--gin_param=train.warmup_steps=1",
             *task_files(data, "classification"), *extra]
+
+
+def train_scratch_classifier(root, config: str, steps: int, *extra) -> Dict:
+    """garden.train (in process) of the classification config `config` for `steps` steps on
+    scratch_classification_args' files under root, into root/run; the run's summary."""
+    from testing import train_in_process
+
+    model_dir = root / "run"
+    args = scratch_classification_args(root, model_dir, steps, *extra)
+    args[0] = f"--config={config}"
+    return train_in_process(args, str(model_dir), "sentence_classification", steps)
+
+
+def export_answers(export_dir) -> list:
+    """The strings an exported classifier answers ANSWER_SNIPPET's two raw texts with, asked
+    in a fresh process."""
+    from testing import run_python
+
+    proc = run_python(["-c", ANSWER_SNIPPET, export_dir])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def assert_classifier_learns_and_serves(summary):
+    """A classification run's summary: the logged loss fell, dev accuracy beat the majority
+    baseline, and the export labels raw text with the task's labels (pos/neg)."""
+    first, last = summary["first_logged_metrics"], summary["last_logged_metrics"]
+    assert last["loss"] < first["loss"], (first, last)
+    assert summary["eval_accuracy"] > summary["majority_baseline_accuracy"], summary
+    assert set(export_answers(summary["export_dir"])) <= {"pos", "neg"}
 
 
 TAGS_SNIPPET = r"""

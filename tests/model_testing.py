@@ -116,3 +116,38 @@ def assert_restores_to(backbone, fresh, model_dir) -> None:
     for ours, theirs in zip(backbone.weights, fresh.weights):
         assert ours.path == theirs.path
         np.testing.assert_array_equal(ours.numpy(), theirs.numpy(), err_msg=ours.path)
+
+
+def assert_encoder_output_shapes(out, batch: int, length: int, hidden: int, pooled: bool = True):
+    """A BERT-style backbone's outputs: exactly sequence_output [batch, length, hidden] and
+    pooled_output, the latter [batch, hidden] (checked unless pooled=False)."""
+    assert set(out) == {"sequence_output", "pooled_output"}
+    assert tuple(out["sequence_output"].shape) == (batch, length, hidden)
+    if pooled:
+        assert tuple(out["pooled_output"].shape) == (batch, hidden)
+
+
+def assert_pretrainer_logits(out, sentence_head: str, batch: int, predictions: int, vocab: int):
+    """A masked-LM + two-way sentence-level pretrainer's outputs: exactly mlm_logits
+    [batch, predictions, vocab] and `sentence_head` [batch, 2] ("nsp_logits", "sop_logits"),
+    both float32."""
+    assert set(out) == {"mlm_logits", sentence_head}
+    assert tuple(out["mlm_logits"].shape) == (batch, predictions, vocab)
+    assert tuple(out[sentence_head].shape) == (batch, 2)
+    assert out["mlm_logits"].dtype == "float32" and out[sentence_head].dtype == "float32"
+
+
+def pretrain_step(model, loss_fn, inputs: dict, targets: tuple, optimizer):
+    """One training step as a function: loss_fn(model(inputs, training=True), *targets) and an
+    optimizer update of model's trainable variables; returns loss_fn's metrics. Wrap it in
+    tf.function to run it traced."""
+    import tensorflow as tf
+
+    def step():
+        with tf.GradientTape() as tape:
+            metrics = loss_fn(model(inputs, training=True), *targets)
+        grads = tape.gradient(metrics["loss"], model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return metrics
+
+    return step

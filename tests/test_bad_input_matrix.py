@@ -426,6 +426,15 @@ _QA_NO_ANSWER = '{"question": "q", "answer": "a"}\n{"question": "q"}\n'
 _out_vocab = (lambda c: str(c.dir / "vocab.txt"))
 _out_data = (lambda c: str(c.dir / "out"))
 
+
+def _analyze_case(id, command, args, expect, message, model=""):
+    """A garden.analyze row: `command --model=<row dir>/model *args(c) --output=<row dir>/report`;
+    report is the output the refusal must not write."""
+    return Case(id, GA, lambda c: [command, f"--model={c.dir / model}", *args(c),
+                                   f"--output={c.dir / 'report'}"],
+                expect, message, output=lambda c: str(c.dir / "report"))
+
+
 CASES = [
     # --- make_vocab
     Case("vocab-invalid-utf8-nul-and-long-lines", MV, lambda c: vocab_cli(
@@ -552,42 +561,29 @@ CASES = [
     Case("serve-grpc-port-in-use", GS, _port_in_use("--port"), "error",
          r"--port=\d+ \(gRPC\) on 127\.0\.0\.1: Address already in use"),
     # --- garden.analyze and garden.bertology.int8
-    Case("analyze-model-missing", GA, lambda c: [
-        "attention", f"--model={c.dir / 'none'}", f"--input={c.write('t.txt', 'a b c .')}",
-        f"--output={c.dir / 'report'}"], "error", r"--model=\S+/none is neither .*garden\.convert",
-        output=lambda c: str(c.dir / "report")),
-    Case("analyze-input-matches-nothing", GA, lambda c: [
-        "attention", f"--model={c.dir}", f"--input={c.dir / '*.none'}",
-        f"--output={c.dir / 'report'}"], "error", r"--input=\S+\*\.none matches no file",
-        output=lambda c: str(c.dir / "report")),
-    Case("analyze-heads-without-task-data", GA, lambda c: [
-        "heads", f"--model={c.dir}", f"--output={c.dir / 'report'}"],
-        "usage", r"heads needs --task_data", output=lambda c: str(c.dir / "report")),
-    Case("analyze-prune-without-task-data", GA, lambda c: [
-        "prune", f"--model={c.dir}", f"--output={c.dir / 'report'}"],
-        "usage", r"prune needs --task_data", output=lambda c: str(c.dir / "report")),
-    Case("analyze-probe-without-probe-train", GA, lambda c: [
-        "probe", f"--model={c.dir}", f"--output={c.dir / 'report'}"],
-        "usage", r"probe needs --probe_train", output=lambda c: str(c.dir / "report")),
-    Case("analyze-prune-threshold-above-1", GA, lambda c: [
-        "prune", f"--model={c.dir}", f"--task_data={c.dir / 'dev.tsv'}",
-        "--prune_threshold=1.5", f"--output={c.dir / 'report'}"],
-        "usage", r"--prune_threshold=1\.5 must lie in \[0, 1\]",
-        output=lambda c: str(c.dir / "report")),
-    Case("analyze-probe-train-missing", GA, lambda c: [
-        "probe", f"--model={c.dir}", f"--probe_train={c.dir / 'none.conll'}",
-        f"--output={c.dir / 'report'}"], "error", r"--probe_train=\S+/none\.conll is not a file",
-        output=lambda c: str(c.dir / "report")),
-    Case("analyze-senses-missing", GA, lambda c: [
-        "wsd", f"--model={c.dir}", f"--senses={c.dir / 'none.jsonl'}",
-        f"--output={c.dir / 'report'}"], "error", r"--senses=\S+/none\.jsonl is not a file",
-        output=lambda c: str(c.dir / "report")),
-    Case("analyze-pruned-output-holds-a-model", GA, lambda c: [
-        "prune", f"--model={c.dir}", f"--task_data={c.dir / 'dev.tsv'}",
-        f"--pruned_output={os.path.dirname(c.write('pruned/convert_info.json', '{}'))}",
-        f"--output={c.dir / 'report'}"],
-        "error", r"--pruned_output=\S+/pruned is a file or already holds a convert_info\.json",
-        output=lambda c: str(c.dir / "report")),
+    _analyze_case("analyze-model-missing", "attention", lambda c: [
+        f"--input={c.write('t.txt', 'a b c .')}"], "error",
+        r"--model=\S+/none is neither .*garden\.convert", model="none"),
+    _analyze_case("analyze-input-matches-nothing", "attention", lambda c: [
+        f"--input={c.dir / '*.none'}"], "error", r"--input=\S+\*\.none matches no file"),
+    _analyze_case("analyze-heads-without-task-data", "heads", lambda c: [],
+                  "usage", r"heads needs --task_data"),
+    _analyze_case("analyze-prune-without-task-data", "prune", lambda c: [],
+                  "usage", r"prune needs --task_data"),
+    _analyze_case("analyze-probe-without-probe-train", "probe", lambda c: [],
+                  "usage", r"probe needs --probe_train"),
+    _analyze_case("analyze-prune-threshold-above-1", "prune", lambda c: [
+        f"--task_data={c.dir / 'dev.tsv'}", "--prune_threshold=1.5"],
+        "usage", r"--prune_threshold=1\.5 must lie in \[0, 1\]"),
+    _analyze_case("analyze-probe-train-missing", "probe", lambda c: [
+        f"--probe_train={c.dir / 'none.conll'}"], "error",
+        r"--probe_train=\S+/none\.conll is not a file"),
+    _analyze_case("analyze-senses-missing", "wsd", lambda c: [
+        f"--senses={c.dir / 'none.jsonl'}"], "error", r"--senses=\S+/none\.jsonl is not a file"),
+    _analyze_case("analyze-pruned-output-holds-a-model", "prune", lambda c: [
+        f"--task_data={c.dir / 'dev.tsv'}",
+        f"--pruned_output={os.path.dirname(c.write('pruned/convert_info.json', '{}'))}"],
+        "error", r"--pruned_output=\S+/pruned is a file or already holds a convert_info\.json"),
     Case("int8-model-dir-missing", GI, lambda c: [f"--model_dir={c.dir / 'none'}"],
          "error", r"\S+/none is not a garden\.train run directory"),
     Case("int8-no-model-dir", GI, lambda c: [], "usage", r"--model_dir"),

@@ -90,10 +90,8 @@ def test_garden_train_prunes_resumes_and_exports_the_sparse_classifier(tmp_path)
     runs of the same model_dir (stop at 6, resume): every dense kernel of the checkpoint ends
     with round(0.6 size) zeros, the pruned positions of step 6 stay 0, summary.json has the
     curve, and the export answers raw text."""
-    import json
-
-    from convert_testing import ANSWER_SNIPPET, scratch_classification_args
-    from testing import run_python, train_in_process
+    from convert_testing import export_answers, scratch_classification_args
+    from testing import train_in_process
 
     model_dir = tmp_path / "run"
     pruning = "{'final_sparsity': 0.6, 'end_step': 8, 'frequency': 2}"
@@ -129,8 +127,7 @@ def test_garden_train_prunes_resumes_and_exports_the_sparse_classifier(tmp_path)
     assert result["curve"][-1]["metric_name"] == "eval_accuracy"
     assert 0 <= result["curve"][-1]["metric"] <= 1
     assert (model_dir / "pruning.png").stat().st_size > 1000
-    proc = run_python(["-c", ANSWER_SNIPPET, summary["export_dir"]])
-    assert set(json.loads(proc.stdout.strip().splitlines()[-1])) <= {"pos", "neg"}
+    assert set(export_answers(summary["export_dir"])) <= {"pos", "neg"}
 
 
 def test_a_schedule_without_final_sparsity_is_refused():

@@ -39,11 +39,15 @@ def _analyze(*args):
     return analyze.main([str(a) for a in args])
 
 
+def _report(command, tmp_path, *args):
+    """`garden.analyze command *args --output=tmp_path` exits 0; its command.json, parsed."""
+    assert _analyze(command, *args, f"--output={tmp_path}") == 0
+    return json.loads((tmp_path / f"{command}.json").read_text())
+
+
 def test_attention_writes_statistics_plots_and_index(setup, tmp_path):
-    assert _analyze("attention", f"--model={setup['converted']}",
-                    f"--input={setup['root'] / 'text.txt'}", f"--output={tmp_path}",
-                    "--sentence=1") == 0
-    result = json.loads((tmp_path / "attention.json").read_text())
+    result = _report("attention", tmp_path, f"--model={setup['converted']}",
+                     f"--input={setup['root'] / 'text.txt'}", "--sentence=1")
     shares = result["shares"]["shares"]
     assert len(shares["cls"]) == setup["layers"] and len(shares["cls"][0]) == setup["heads"]
     assert result["sentence"] == SENTENCES[1]
@@ -53,10 +57,8 @@ def test_attention_writes_statistics_plots_and_index(setup, tmp_path):
 
 
 def test_identifiability_on_the_converted_checkpoint(setup, tmp_path):
-    assert _analyze("identifiability", f"--model={setup['converted']}",
-                    f"--input={setup['root'] / 'text.txt'}", f"--output={tmp_path}",
-                    "--attribution_sentences=1") == 0
-    result = json.loads((tmp_path / "identifiability.json").read_text())
+    result = _report("identifiability", tmp_path, f"--model={setup['converted']}",
+                     f"--input={setup['root'] / 'text.txt'}", "--attribution_sentences=1")
     accuracy = result["token_identifiability"]["accuracy"]
     assert len(accuracy["linear"]) == setup["layers"] + 1
     assert len(result["hidden_token_attribution"]) == 1
@@ -64,10 +66,8 @@ def test_identifiability_on_the_converted_checkpoint(setup, tmp_path):
 
 
 def test_heads_scores_with_the_runs_classifier(setup, tmp_path):
-    assert _analyze("heads", f"--model={setup['run']}",
-                    f"--task_data={setup['root'] / 'data' / 'dev.tsv'}",
-                    f"--output={tmp_path}", "--max_seq_length=32") == 0
-    result = json.loads((tmp_path / "heads.json").read_text())
+    result = _report("heads", tmp_path, f"--model={setup['run']}",
+                     f"--task_data={setup['root'] / 'data' / 'dev.tsv'}", "--max_seq_length=32")
     summary = json.loads((setup["run"] / "summary.json").read_text())
     assert result["baseline"] == pytest.approx(summary["eval_accuracy"], abs=1e-6)
     assert len(result["heads"]["zero"]) == setup["layers"]
@@ -108,10 +108,9 @@ def test_bad_input_is_one_line(setup, tmp_path, capsys, case):
 
 
 def test_contextuality_of_two_models_on_one_plot(setup, tmp_path):
-    assert _analyze("contextuality", f"--model={setup['converted']}", f"--model={setup['run']}",
-                    f"--input={setup['root'] / 'text.txt'}", f"--output={tmp_path}",
-                    "--min_contexts=3", "--max_seq_length=32") == 0
-    result = json.loads((tmp_path / "contextuality.json").read_text())
+    result = _report("contextuality", tmp_path, f"--model={setup['converted']}",
+                     f"--model={setup['run']}", f"--input={setup['root'] / 'text.txt'}",
+                     "--min_contexts=3", "--max_seq_length=32")
     assert set(result["models"]) == {str(setup["converted"]), str(setup["run"])}
     for values in result["models"].values():
         assert len(values["self_similarity"]) == setup["layers"] + 1

@@ -2,13 +2,12 @@
 encoder tag the sample CoNLL task through garden.train with their configs (from scratch, tiny) and their
 exports answer raw sentences in a fresh process."""
 
-import json
 import random
 
 import pytest
 
 from convert_testing import bert_vocab_tokens, tagger_answer, task_files, write_task_files
-from testing import run_python, train_in_process
+from testing import train_in_process
 
 
 
@@ -34,12 +33,9 @@ def test_the_recurrent_taggers_learn_and_serve(config, tmp_path):
 
 
 def test_the_cvt_encoder_classifies_and_serves(tmp_path):
-    from convert_testing import ANSWER_SNIPPET, scratch_classification_args
+    from convert_testing import export_answers, train_scratch_classifier
 
-    model_dir = tmp_path / "run"
-    args = scratch_classification_args(tmp_path, model_dir, 60, "--gin_param=train.log_every=20")
-    args[0] = "--config=configs/finetune/classification_cvt_tiny.gin"
-    summary = train_in_process(args, str(model_dir), "sentence_classification", 60)
+    summary = train_scratch_classifier(tmp_path, "configs/finetune/classification_cvt_tiny.gin",
+                                       60, "--gin_param=train.log_every=20")
     assert summary["eval_accuracy"] > summary["majority_baseline_accuracy"], summary
-    proc = run_python(["-c", ANSWER_SNIPPET, summary["export_dir"]])
-    assert set(json.loads(proc.stdout.strip().splitlines()[-1])) <= {"pos", "neg"}
+    assert set(export_answers(summary["export_dir"])) <= {"pos", "neg"}

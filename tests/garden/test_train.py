@@ -21,8 +21,10 @@ from garden.training import progress, setup
 from testing import read_summary
 
 
-def _pretrain_args(bert_data, model_dir, steps, *extra, seq=64):
-    phases = [{"start_step": 0, "data_dir": bert_data.data_dir, "max_seq_length": seq}]
+def _pretrain_args(bert_data, model_dir, steps, *extra, seq=64, data_dir=None):
+    """garden.train arguments of bert_tiny.gin: one phase on data_dir (default: bert_data's)."""
+    data_dir = bert_data.data_dir if data_dir is None else str(data_dir)
+    phases = [{"start_step": 0, "data_dir": data_dir, "max_seq_length": seq}]
     return ["--config=configs/bert_tiny.gin", f"--model_dir={model_dir}",
             f"--gin_param=VOCAB='{bert_data.vocab}'",
             f"--gin_param=DATA_DIR='{bert_data.data_dir}'",
@@ -31,6 +33,12 @@ def _pretrain_args(bert_data, model_dir, steps, *extra, seq=64):
             "--gin_param=train.global_batch_size=16",
             "--gin_param=garden.Pretraining.shuffle_buffer=1000",
             *extra]
+
+
+def _refused(capsys, bert_data, tmp_path, **kwargs) -> str:
+    """garden.train of 5 steps (_pretrain_args with kwargs) into tmp_path/run exits 2; its stderr."""
+    assert train_lib.main(_pretrain_args(bert_data, tmp_path / "run", 5, **kwargs)) == 2
+    return capsys.readouterr().err
 
 
 @pytest.fixture(autouse=True)
@@ -86,18 +94,12 @@ def test_refuses_data_without_completed(bert_data, tmp_path, capsys):
     data_copy = tmp_path / "data"
     shutil.copytree(bert_data.data_dir, data_copy)
     os.remove(data_copy / "COMPLETED")
-    phases = [{"start_step": 0, "data_dir": str(data_copy), "max_seq_length": 64}]
-    rc = train_lib.main(_pretrain_args(bert_data, tmp_path / "run", 5,
-                                       f"--gin_param=garden.Pretraining.phases={phases!r}"))
-    assert rc == 2
-    err = capsys.readouterr().err
+    err = _refused(capsys, bert_data, tmp_path, data_dir=data_copy)
     assert "COMPLETED" in err and str(data_copy) in err
 
 
 def test_refuses_data_of_another_sequence_length(bert_data, tmp_path, capsys):
-    rc = train_lib.main(_pretrain_args(bert_data, tmp_path / "run", 5, seq=128))
-    assert rc == 2
-    err = capsys.readouterr().err
+    err = _refused(capsys, bert_data, tmp_path, seq=128)
     assert "max_seq_length 64" in err and "expects 128" in err
 
 
@@ -434,11 +436,7 @@ def test_refuses_data_made_for_another_objective(bert_data, tmp_path, capsys):
     assert info["objective"] == "bert"
     info["objective"] = "roberta"
     (data_copy / "info.json").write_text(json.dumps(info))
-    phases = [{"start_step": 0, "data_dir": str(data_copy), "max_seq_length": 64}]
-    rc = train_lib.main(_pretrain_args(bert_data, tmp_path / "run", 5,
-                                       f"--gin_param=garden.Pretraining.phases={phases!r}"))
-    assert rc == 2
-    err = capsys.readouterr().err
+    err = _refused(capsys, bert_data, tmp_path, data_dir=data_copy)
     assert "DataDirError" in err and str(data_copy) in err
     assert "objective 'roberta', but the config trains 'bert'" in err
     assert not (tmp_path / "run" / "checkpoints").exists()

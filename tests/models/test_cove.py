@@ -4,8 +4,6 @@ pretraining through garden.train lowering its loss on the synthetic pair task wi
 restored equal to the checkpoint, and the downstream classifier fine-tuned and served from raw
 text in a fresh process (the tagger: tests/garden/test_recurrent_tasks.py)."""
 
-import json
-
 import numpy as np
 import pytest
 
@@ -134,16 +132,9 @@ def test_translation_pretraining_lowers_its_loss_and_a_classifier_starts_from_it
 
 
 def test_the_classifier_fine_tunes_and_serves_raw_text(tmp_path):
-    from convert_testing import ANSWER_SNIPPET, scratch_classification_args
-    from testing import run_python, train_in_process
+    from convert_testing import assert_classifier_learns_and_serves, train_scratch_classifier
 
-    model_dir = tmp_path / "run"
-    args = scratch_classification_args(tmp_path, model_dir, 40, "--gin_param=train.log_every=10")
-    args[0] = "--config=configs/finetune/classification_cove_tiny.gin"
-    summary = train_in_process(args, str(model_dir), "sentence_classification", 40)
-    first, last = summary["first_logged_metrics"], summary["last_logged_metrics"]
-    assert last["loss"] < first["loss"], (first, last)
-    assert summary["eval_accuracy"] > summary["majority_baseline_accuracy"], summary
-    proc = run_python(["-c", ANSWER_SNIPPET, summary["export_dir"]])
-    assert set(json.loads(proc.stdout.strip().splitlines()[-1])) <= {"pos", "neg"}
+    assert_classifier_learns_and_serves(train_scratch_classifier(
+        tmp_path, "configs/finetune/classification_cove_tiny.gin", 40,
+        "--gin_param=train.log_every=10"))
 

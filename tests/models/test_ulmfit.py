@@ -2,8 +2,6 @@
 steps, the layer depths ULMFiT's discriminative rates read, and the classifier stage fine-tuned
 through garden.train and served from raw text."""
 
-import json
-
 import numpy as np
 
 from garden import models
@@ -49,25 +47,17 @@ def test_layer_groups_for_discriminative_rates_and_unfreezing():
 
 
 def test_the_classifier_stage_fine_tunes_and_serves_raw_text(tmp_path):
-    from convert_testing import ANSWER_SNIPPET, scratch_classification_args
-    from testing import run_python, train_in_process
+    from convert_testing import assert_classifier_learns_and_serves, train_scratch_classifier
 
     # From scratch (no pretrained LM to protect), so every layer trains from the start with
     # light dropout; the config's recipe (unfreezing, discriminative rates, slanted triangular
     # schedule) is otherwise the one that runs.
-    model_dir = tmp_path / "run"
-    args = scratch_classification_args(
-        tmp_path, model_dir, 60, "--gin_param=train.log_every=20",
+    assert_classifier_learns_and_serves(train_scratch_classifier(
+        tmp_path, "configs/finetune/classification_ulmfit_tiny.gin", 60,
+        "--gin_param=train.log_every=20",
         "--gin_param=train.unfreeze_every=None", "--gin_param=train.layer_decay=None",
         "--gin_param=backbone.input_dropout=0.1", "--gin_param=backbone.hidden_dropout=0.1",
-        "--gin_param=backbone.weight_dropout=0.1")
-    args[0] = "--config=configs/finetune/classification_ulmfit_tiny.gin"
-    summary = train_in_process(args, str(model_dir), "sentence_classification", 60)
-    first, last = summary["first_logged_metrics"], summary["last_logged_metrics"]
-    assert last["loss"] < first["loss"], (first, last)
-    assert summary["eval_accuracy"] > summary["majority_baseline_accuracy"], summary
-    proc = run_python(["-c", ANSWER_SNIPPET, summary["export_dir"]])
-    assert set(json.loads(proc.stdout.strip().splitlines()[-1])) <= {"pos", "neg"}
+        "--gin_param=backbone.weight_dropout=0.1"))
 
 
 def test_the_three_stages_lm_then_classifier_from_its_backbone(tmp_path):

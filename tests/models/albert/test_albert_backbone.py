@@ -8,7 +8,8 @@ VOCAB = 99
 # Tiny but with every width distinct (V 99, E 16, H 32, FFN 37) so a transposed table fails.
 TINY = dict(vocab_size=VOCAB, num_layers=3, hidden_size=32, num_heads=4, intermediate_size=37,
             embedding_size=16, max_sequence_length=64)
-from model_testing import assert_config_round_trip, assert_keras_file_round_trip, padded_batch
+from model_testing import (assert_config_round_trip, assert_encoder_output_shapes,
+                           assert_keras_file_round_trip, padded_batch)
 BLOCK_VARIABLES = 16  # q, k, v, output (kernel + bias) + 2 dense (kernel + bias) + 2 LayerNorms
 
 
@@ -28,9 +29,7 @@ def backbone():
 
 def test_output_shapes_and_dtypes(backbone):
     out = backbone(_inputs(batch=3, length=7, real_lengths=(7, 4, 1)))
-    assert set(out) == {"sequence_output", "pooled_output"}
-    assert tuple(out["sequence_output"].shape) == (3, 7, 32)
-    assert tuple(out["pooled_output"].shape) == (3, 32)
+    assert_encoder_output_shapes(out, 3, 7, 32)
     assert out["sequence_output"].dtype == "float32"
 
 

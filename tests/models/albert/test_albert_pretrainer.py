@@ -1,13 +1,12 @@
 import numpy as np
 import keras
 import pytest
-import tensorflow as tf
 
 from garden.models.albert.backbone import AlbertBackbone
 from garden.models.albert.pretrainer import AlbertPretrainer, albert_pretrain_loss
 from garden.models.bert.pretrainer import bert_pretrain_loss
 from model_testing import (assert_config_round_trip, assert_keras_file_round_trip,
-                           pretrain_batch)
+                           assert_pretrainer_logits, pretrain_batch, pretrain_step)
 
 VOCAB = 99
 TINY = dict(vocab_size=VOCAB, num_layers=3, hidden_size=32, num_heads=4, intermediate_size=37,
@@ -26,10 +25,7 @@ def pretrainer():
 
 def test_output_shapes_and_float32(pretrainer):
     out = pretrainer(_inputs(batch=3, predictions=5))
-    assert set(out) == {"mlm_logits", "sop_logits"}
-    assert tuple(out["mlm_logits"].shape) == (3, 5, VOCAB)
-    assert tuple(out["sop_logits"].shape) == (3, 2)
-    assert out["mlm_logits"].dtype == "float32" and out["sop_logits"].dtype == "float32"
+    assert_pretrainer_logits(out, "sop_logits", 3, 5, VOCAB)
 
 
 def test_mixed_precision_logits_stay_float32():
@@ -92,13 +88,7 @@ def test_a_few_training_steps_lower_the_loss():
     labels = np.int32([[0], [1], [1], [0]])
     optimizer = keras.optimizers.Adam(learning_rate=1e-2)
 
-    def step():
-        with tf.GradientTape() as tape:
-            metrics = albert_pretrain_loss(model(inputs, training=True), ids, weights, labels)
-        grads = tape.gradient(metrics["loss"], model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return metrics
-
+    step = pretrain_step(model, albert_pretrain_loss, inputs, (ids, weights, labels), optimizer)
     losses = [float(step()["loss"]) for _ in range(6)]
     first = albert_pretrain_loss(model(inputs), ids, weights, labels)
     assert np.isfinite(losses).all()

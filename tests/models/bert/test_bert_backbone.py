@@ -6,7 +6,8 @@ from garden.models.bert.pretrainer import BertPretrainer
 from garden.models.bert.presets import PRESETS, bert_backbone_from_preset
 
 import bert_reference as ref
-from model_testing import assert_config_round_trip, assert_keras_file_round_trip, padded_batch
+from model_testing import (assert_config_round_trip, assert_encoder_output_shapes,
+                           assert_keras_file_round_trip, padded_batch)
 
 VOCAB = 100
 
@@ -23,9 +24,7 @@ def backbone():
 
 def test_output_shapes_and_dtypes(backbone):
     out = backbone(_inputs(batch=3, length=10, real_lengths=(10, 4, 1)))
-    assert set(out) == {"sequence_output", "pooled_output"}
-    assert tuple(out["sequence_output"].shape) == (3, 10, 128)
-    assert tuple(out["pooled_output"].shape) == (3, 128)
+    assert_encoder_output_shapes(out, 3, 10, 128)
     assert out["sequence_output"].dtype == "float32"
 
 

@@ -8,7 +8,7 @@ from garden.models.bert.presets import bert_backbone_from_preset
 
 import bert_reference as ref
 from model_testing import (assert_config_round_trip, assert_keras_file_round_trip,
-                           pretrain_batch)
+                           assert_pretrainer_logits, pretrain_batch, pretrain_step)
 
 VOCAB = 100
 
@@ -25,10 +25,7 @@ def pretrainer():
 
 def test_output_shapes_and_float32(pretrainer):
     out = pretrainer(_inputs(batch=3, predictions=5))
-    assert set(out) == {"mlm_logits", "nsp_logits"}
-    assert tuple(out["mlm_logits"].shape) == (3, 5, VOCAB)
-    assert tuple(out["nsp_logits"].shape) == (3, 2)
-    assert out["mlm_logits"].dtype == "float32" and out["nsp_logits"].dtype == "float32"
+    assert_pretrainer_logits(out, "nsp_logits", 3, 5, VOCAB)
 
 
 def test_mixed_precision_logits_stay_float32():
@@ -170,14 +167,8 @@ def test_tiny_pretrainer_overfits_a_fixed_batch():
     labels = rng.integers(0, 2, (8, 1)).astype("int32")
     optimizer = keras.optimizers.AdamW(learning_rate=1e-3, weight_decay=0.01)
 
-    @tf.function
-    def train_step():
-        with tf.GradientTape() as tape:
-            metrics = bert_pretrain_loss(model(inputs, training=True), ids, weights, labels)
-        grads = tape.gradient(metrics["loss"], model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return metrics
-
+    train_step = tf.function(pretrain_step(model, bert_pretrain_loss, inputs,
+                                           (ids, weights, labels), optimizer))
     first = train_step()
     for _ in range(49):
         last = train_step()

@@ -10,9 +10,9 @@ from garden.models.distilbert.pretrainer import DistilBertPretrainer
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from convert_testing import (assert_mlm_parity, assert_sequence_parity,  # noqa: E402
-                             hf_sequence_and_logits, randomize_torch_, save_hf_dir,
-                             torch_state_dict_to_numpy)
+from convert_testing import (assert_masked_lm_parity, assert_mlm_parity,  # noqa: E402
+                             assert_sequence_parity, convert_masked_lm, hf_sequence_and_logits,
+                             randomize_torch_, save_hf_dir, torch_state_dict_to_numpy)
 
 
 @pytest.fixture(scope="module")
@@ -36,14 +36,9 @@ def _inputs():
 
 
 def test_parity_with_hugging_face_distilbert_for_masked_lm(reference):
-    config, model = reference
-    models = from_huggingface(config.to_dict(), torch_state_dict_to_numpy(model))
-    assert isinstance(models["backbone"], DistilBertBackbone)
-    assert isinstance(models["pretrainer"], DistilBertPretrainer)
-    token_ids, padding_mask, positions = _inputs()
-    hf_sequence, hf_logits = hf_sequence_and_logits(model, token_ids, padding_mask)
-    assert_sequence_parity(models["backbone"], hf_sequence, token_ids, padding_mask)
-    assert_mlm_parity(models["pretrainer"], hf_logits, token_ids, padding_mask, positions)
+    models = convert_masked_lm(from_huggingface, reference, DistilBertBackbone,
+                               DistilBertPretrainer)
+    _, hf_logits = assert_masked_lm_parity(models, reference[1], _inputs())
     assert np.abs(hf_logits).max() > 1.0  # large weights: a layout error could not hide
 
 

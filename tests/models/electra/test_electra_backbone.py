@@ -6,8 +6,8 @@ from garden.models.electra.backbone import ElectraBackbone
 from garden.models.electra.presets import (GENERATORS, PRESETS, PRETRAINING,
                                            electra_backbone_from_preset,
                                            electra_pretrainer_from_preset)
-from model_testing import (assert_config_round_trip, assert_keras_file_round_trip,
-                           padded_batch)
+from model_testing import (assert_config_round_trip, assert_encoder_output_shapes,
+                           assert_keras_file_round_trip, padded_batch)
 
 VOCAB = 100
 TINY = dict(vocab_size=VOCAB, num_layers=2, hidden_size=32, num_heads=2, intermediate_size=64,
@@ -26,8 +26,7 @@ def backbone():
 
 def test_output_shapes_and_no_pooler(backbone):
     out = backbone(_inputs(batch=3, length=10, real_lengths=(10, 4, 1)))
-    assert set(out) == {"sequence_output", "pooled_output"}
-    assert tuple(out["sequence_output"].shape) == (3, 10, 32)
+    assert_encoder_output_shapes(out, 3, 10, 32, pooled=False)
     # No pooler dense (HF ElectraModel has none): the pooled output is the [CLS] state itself,
     # as the original's get_pooled_output, and no layer holds pooler weights.
     np.testing.assert_array_equal(out["pooled_output"].numpy(),

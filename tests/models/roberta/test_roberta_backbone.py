@@ -5,7 +5,8 @@ import tensorflow as tf
 
 from garden.models.roberta.backbone import RobertaBackbone, padding_offset_positions
 from garden.models.roberta.presets import PRESETS, roberta_backbone_from_preset
-from model_testing import assert_config_round_trip, assert_keras_file_round_trip
+from model_testing import (assert_config_round_trip, assert_encoder_output_shapes,
+                           assert_keras_file_round_trip)
 
 VOCAB, PAD = 99, 1
 TINY = dict(vocab_size=VOCAB, num_layers=2, hidden_size=32, num_heads=4, intermediate_size=37,
@@ -30,9 +31,7 @@ def backbone():
 def test_inputs_outputs_and_shapes(backbone):
     assert set(backbone.input) == {"token_ids", "padding_mask"}  # no segment input
     out = backbone(_inputs())
-    assert set(out) == {"sequence_output", "pooled_output"}
-    assert tuple(out["sequence_output"].shape) == (2, 10, 32)
-    assert tuple(out["pooled_output"].shape) == (2, 32)
+    assert_encoder_output_shapes(out, 2, 10, 32)
 
 
 def test_tables_are_robertas(backbone):

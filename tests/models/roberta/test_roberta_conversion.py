@@ -10,9 +10,9 @@ from garden.models.roberta.pretrainer import RobertaPretrainer
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from convert_testing import (assert_mlm_parity, assert_sequence_parity,  # noqa: E402
-                             hf_sequence_and_logits, max_abs_diff, randomize_torch_,
-                             save_hf_dir, torch_state_dict_to_numpy)
+from convert_testing import (assert_masked_lm_parity, assert_mlm_parity,  # noqa: E402
+                             convert_masked_lm, hf_sequence_and_logits, max_abs_diff,
+                             randomize_torch_, save_hf_dir, torch_state_dict_to_numpy)
 
 PAD = 1
 
@@ -41,18 +41,14 @@ def _inputs():
 
 
 def test_parity_with_hugging_face_roberta_for_masked_lm(reference):
-    config, model = reference
-    models = from_huggingface(config.to_dict(), torch_state_dict_to_numpy(model))
-    assert isinstance(models["backbone"], RobertaBackbone)
-    assert isinstance(models["pretrainer"], RobertaPretrainer)
+    models = convert_masked_lm(from_huggingface, reference, RobertaBackbone, RobertaPretrainer)
     # RobertaForMaskedLM has no pooler: reported, left initialised.
     assert models["not_in_checkpoint"] == ["pooler.dense.bias", "pooler.dense.weight"]
     assert models["backbone"].max_sequence_length == 62  # 64 rows - padding_idx - 1
 
     token_ids, padding_mask, positions = _inputs()
-    hf_sequence, hf_logits = hf_sequence_and_logits(model, token_ids, padding_mask)
-    assert_sequence_parity(models["backbone"], hf_sequence, token_ids, padding_mask)
-    assert_mlm_parity(models["pretrainer"], hf_logits, token_ids, padding_mask, positions)
+    hf_sequence, _ = assert_masked_lm_parity(models, reference[1],
+                                             (token_ids, padding_mask, positions))
     # Sensitivity: BERT-style positions (rows 0..T-1) would be far off.
     assert np.abs(hf_sequence[padding_mask.astype(bool)]).max() > 0.1
 
