@@ -16,6 +16,7 @@ import numpy as np
 from keras import ops
 
 from garden.layers import TransformerDecoderBlock, TransformerEncoderBlock
+from garden.layers.transformer_decoder import cached_decoder_stack
 from garden.models.generative import GenerativeLM
 
 
@@ -181,16 +182,7 @@ class ToySeq2SeqLM(_ToyLM):
         x = self._embed(token_ids[:, None], state["positions"][:, None])
         encoded = ops.zeros((ops.shape(x)[0], ops.shape(state["cross_cache"][0][0])[2],
                              self.hidden_size))  # unused: the cross cache is read as is
-        self_layers = []
-        for i, block in enumerate(self.blocks):
-            x, layer_self, _ = block(
-                x, encoded, decoder_padding_mask=state["padding_mask"],
-                encoder_padding_mask=state["encoder_padding_mask"],
-                self_attention_cache=tuple(state["self_cache"][i]),
-                self_attention_cache_update_index=index,
-                cross_attention_cache=tuple(state["cross_cache"][i]),
-                cross_attention_cache_update_index=None)
-            self_layers.append(layer_self)
+        x, self_layers, _ = cached_decoder_stack(self.blocks, x, encoded, state, index, None)
         state = dict(state, self_cache=self_layers,
                      positions=state["positions"] + 1)
         return self._logits(x[:, 0]), state

@@ -158,3 +158,23 @@ class TransformerDecoderBlock(TransformerBlockBase):
         x = self._feedforward(x, training)
         extras = [t for t in (self_scores, cross_scores, self_cache, cross_cache) if t is not None]
         return tuple([x] + extras) if extras else x
+
+
+def cached_decoder_stack(blocks, x, encoded, state, index, cross_index, training=False):
+    """Runs TransformerDecoderBlocks in turn on x with the key/value caches of a decoding state:
+    state["self_cache"][i], state["cross_cache"][i] ((key, value) of block i),
+    state["padding_mask"] (decoder slots) and state["encoder_padding_mask"]; index and
+    cross_index are the blocks' cache update indices. Returns (x, self caches, cross caches),
+    one (key, value) per block."""
+    self_layers, cross_layers = [], []
+    for i, block in enumerate(blocks):
+        x, layer_self, layer_cross = block(
+            x, encoded, decoder_padding_mask=state["padding_mask"],
+            encoder_padding_mask=state["encoder_padding_mask"],
+            self_attention_cache=tuple(state["self_cache"][i]),
+            self_attention_cache_update_index=index,
+            cross_attention_cache=tuple(state["cross_cache"][i]),
+            cross_attention_cache_update_index=cross_index, training=training)
+        self_layers.append(layer_self)
+        cross_layers.append(layer_cross)
+    return x, self_layers, cross_layers

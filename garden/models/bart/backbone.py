@@ -23,6 +23,7 @@ from keras import ops
 
 from garden.layers import TransformerDecoderBlock
 from garden.layers.attention import empty_caches
+from garden.layers.transformer_decoder import cached_decoder_stack
 from garden.layers.embeddings import truncated_normal
 from garden.models.backbone import Backbone, backbone_inputs, encoder_block_list
 from garden.models.generative import SEQ2SEQ_INPUTS, BackboneLM, tied_step_logits
@@ -216,18 +217,8 @@ class BartSeq2SeqLM(BackboneLM):
         return {"logits": self._logits(outputs["decoder_sequence_output"])}
 
     def _decoder_layers(self, x, encoded, state, index, cross_index):
-        self_layers, cross_layers = [], []
-        for i, block in enumerate(self.backbone.decoder_blocks):
-            x, layer_self, layer_cross = block(
-                x, encoded, decoder_padding_mask=state["padding_mask"],
-                encoder_padding_mask=state["encoder_padding_mask"],
-                self_attention_cache=tuple(state["self_cache"][i]),
-                self_attention_cache_update_index=index,
-                cross_attention_cache=tuple(state["cross_cache"][i]),
-                cross_attention_cache_update_index=cross_index, training=False)
-            self_layers.append(layer_self)
-            cross_layers.append(layer_cross)
-        return x, self_layers, cross_layers
+        return cached_decoder_stack(self.backbone.decoder_blocks, x, encoded, state, index,
+                                    cross_index)
 
     def start_decoding(self, prompt, max_length):
         b = self.backbone
