@@ -160,11 +160,11 @@ def _pretrain(args, work: str) -> dict:
 def _cvt_runs(args, work: str, labels: str) -> dict:
     """CVT and the same tagger on the labels alone, on the same labelled batches: CVT's run
     is longer by its unlabelled batches (after finetune_steps / 2 labelled ones, one in two);
-    once per seed of --cvt_seeds (train.seed 42, 43, ...)."""
+    once per seed of --cvt_seeds (train.seed --cvt_first_seed, the next, ...)."""
     n = args.finetune_steps
     runs = {}
-    for k in range(args.cvt_seeds):
-        seed = "" if k == 0 else f"_seed{42 + k}"
+    for seed_value in range(args.cvt_first_seed, args.cvt_first_seed + args.cvt_seeds):
+        seed = "" if seed_value == 42 else f"_seed{seed_value}"
         for name, unlabeled, steps, first in (
                 (f"cvt_tagging_{labels}{seed}", f"'{_unlabeled(args, work)}'", n + n // 2,
                  n // 2),
@@ -172,7 +172,7 @@ def _cvt_runs(args, work: str, labels: str) -> dict:
             runs[name] = _train(name, "configs/finetune/tagging_cvt_tiny.gin",
                                 os.path.join(work, name), [
                                     *_common(args, "tagging", steps), "INIT_CHECKPOINT=None",
-                                    f"UNLABELED_DATA={unlabeled}", f"train.seed={42 + k}",
+                                    f"UNLABELED_DATA={unlabeled}", f"train.seed={seed_value}",
                                     f"garden.CvtTagging.supervised_batches={first}", *CVT],
                                 work)
     return runs
@@ -227,6 +227,8 @@ def main(argv=None) -> int:
     p.add_argument("--labels", default="all,few", help="tagging label settings to run")
     p.add_argument("--cvt_seeds", type=int, default=1,
                    help="CVT and its labels-only twin once per seed (train.seed 42, 43, ...)")
+    p.add_argument("--cvt_first_seed", type=int, default=42,
+                   help="the first train.seed of --cvt_seeds (more seeds after an earlier run)")
     p.add_argument("--output_json", default="")
     args = p.parse_args(argv)
     args.families = [f for f in args.families.split(",") if f]
