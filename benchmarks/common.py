@@ -115,6 +115,17 @@ def add_latency_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reps_batch32", type=int, default=3, help="timed calls at batch >= 8")
 
 
+def latency_reps(args, batch: int) -> int:
+    """The timed calls at `batch` (add_latency_flags): --reps below batch 8, --reps_batch32
+    from it."""
+    return args.reps if batch < 8 else args.reps_batch32
+
+
+def latency_settings(args, **more) -> dict:
+    """The report's "settings" of a latency benchmark: add_latency_flags' values and `more`."""
+    return {"warmup": args.warmup, "reps": args.reps, "reps_batch32": args.reps_batch32, **more}
+
+
 def add_worker_flags(p: argparse.ArgumentParser, work_dir: bool = True) -> None:
     """The flags of a benchmark whose contenders run in spawn_worker's processes: --work_dir
     (unless ``work_dir`` is False), --output_json, and the hidden --_worker / --_work."""

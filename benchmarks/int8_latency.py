@@ -217,8 +217,7 @@ def _measure(calls: Dict[str, object], models: dict, args) -> dict:
         latency = {}
         for b in args.batches:
             ids = _batched(models["latency"]["ids"], b)
-            latency[b] = timed(lambda: run(ids), args.warmup,
-                               args.reps if b < 8 else args.reps_batch32)
+            latency[b] = timed(lambda: run(ids), args.warmup, common.latency_reps(args, b))
         log(f"{name}: " + ", ".join(f"b{b} {r['median_s'] * 1e3:.1f} ms"
                                     for b, r in latency.items()))
         logits = load(models["accuracy"])(models["accuracy"]["ids"])
@@ -309,9 +308,8 @@ def _compare(work: str, passed: List[str], args) -> dict:
               "shape": {"seq_length": SEQ, "batches": args.batches,
                         **{k: dict(zip(("hidden", "layers", "heads", "ffn", "vocab"), v))
                            for k, v in SHAPES["tiny" if args.tiny else "full"].items()}},
-              "settings": {"warmup": args.warmup, "reps": args.reps,
-                           "reps_batch32": args.reps_batch32, "train_steps": args.train_steps,
-                           "eval_size": args.eval_size}}
+              "settings": common.latency_settings(args, train_steps=args.train_steps,
+                                                  eval_size=args.eval_size)}
     report["bytes"] = spawn("build", work, passed)
     results = {**spawn("tf", work, passed), **spawn("torch", work, passed)}
     report["torch_quantized_engine"] = results.pop("torch_quantized_engine")

@@ -138,9 +138,8 @@ def run(args) -> dict:
               "load_average_before": os.getloadavg(), "tiny": args.tiny,
               "shape": {"seq_length": SEQ, "batches": args.batches,
                         **dict(zip(("hidden", "layers", "heads", "ffn", "vocab"), shape))},
-              "settings": {"warmup": args.warmup, "reps": args.reps,
-                           "reps_batch32": args.reps_batch32, "prune_share": args.prune_share,
-                           "seed": args.seed}}
+              "settings": common.latency_settings(args, prune_share=args.prune_share,
+                                                  seed=args.seed)}
     log(f"{report['machine']['cpu_model']}, {report['machine']['cores']} cores, "
         f"{report['machine']['onednn']}; load {report['load_average_before'][0]:.2f}")
 
@@ -177,7 +176,7 @@ def run(args) -> dict:
         batch = {k: tf.constant(v[:b]) for k, v in ids.items()}
         for name, fn in calls.items():
             results[name][b] = timed(lambda: fn(**batch).numpy(), args.warmup,
-                                     args.reps if b < 8 else args.reps_batch32)
+                                     common.latency_reps(args, b))
             log(f"{name} b{b}: {results[name][b]['median_s'] * 1e3:.1f} ms")
     ratios = {}
     for name, r in results.items():

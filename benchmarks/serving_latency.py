@@ -63,7 +63,7 @@ from typing import Callable, Dict, List
 import numpy as np
 
 from benchmarks import common
-from benchmarks.common import log, timed, usable_cores, write_report
+from benchmarks.common import latency_reps, log, timed, usable_cores, write_report
 
 SEQ, LAYERS, HIDDEN, HEADS, FFN, VOCAB, LABELS = 128, 12, 768, 12, 3072, 30522, 2
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -312,9 +312,9 @@ def worker_ours(work: str, batches: List[int], args, inter_op: int = 0) -> dict:
         texts = tf.constant([text] * b)
         tensors = {k: tf.constant(v) for k, v in ids[b].items()}
         out["ours_text"][b] = timed(lambda: text_fn(text_a=texts)["logits"].numpy(),
-                                    args.warmup, _reps(args, b))
+                                    args.warmup, latency_reps(args, b))
         out["ours_ids"][b] = timed(lambda: ids_fn(**tensors)["logits"].numpy(),
-                                   args.warmup, _reps(args, b))
+                                   args.warmup, latency_reps(args, b))
     return {k + suffix: v for k, v in out.items()}
 
 
@@ -340,8 +340,8 @@ def worker_http(work: str, batches: List[int], args, inter_op: int = 0) -> dict:
             text_body = json.dumps({"instances": [text] * b}).encode()
             ids_body = json.dumps({"signature_name": "serving_ids", "inputs": {
                 k: v.tolist() for k, v in ids[b].items()}}).encode()
-            out["http_text"][b] = timed(lambda: post(text_body), args.warmup, _reps(args, b))
-            out["http_ids"][b] = timed(lambda: post(ids_body), args.warmup, _reps(args, b))
+            out["http_text"][b] = timed(lambda: post(text_body), args.warmup, latency_reps(args, b))
+            out["http_ids"][b] = timed(lambda: post(ids_body), args.warmup, latency_reps(args, b))
         # The same server process and loaded model over TF Serving's gRPC API, with the stock
         # client stub; the request protos are built before the clock starts (as the JSON bodies
         # are), the response tensors decoded inside it (the HTTP bodies are only read).
@@ -378,8 +378,9 @@ def grpc_timings(port: int, text: str, ids, batches: List[int], args) -> dict:
         for b in batches:
             text_request = request("serving_default", {"text_a": [text] * b})
             ids_request = request("serving_ids", ids[b])
-            out["grpc_text"][b] = timed(lambda: call(text_request), args.warmup, _reps(args, b))
-            out["grpc_ids"][b] = timed(lambda: call(ids_request), args.warmup, _reps(args, b))
+            reps = latency_reps(args, b)
+            out["grpc_text"][b] = timed(lambda: call(text_request), args.warmup, reps)
+            out["grpc_ids"][b] = timed(lambda: call(ids_request), args.warmup, reps)
     finally:
         channel.close()
     return out
@@ -404,7 +405,7 @@ def worker_torch(work: str, batches: List[int], args) -> dict:
             with torch.inference_mode():
                 return model(**inputs).logits.numpy()
 
-        out["torch_eager"][b] = timed(call, args.warmup, _reps(args, b))
+        out["torch_eager"][b] = timed(call, args.warmup, latency_reps(args, b))
     return out
 
 
@@ -421,7 +422,7 @@ def worker_keras_hub(work: str, batches: List[int], args) -> dict:
     for b in batches:
         inputs = dict(ids[b])
         out["keras_hub"][b] = timed(lambda: classifier.predict_on_batch(inputs), args.warmup,
-                                    _reps(args, b))
+                                    latency_reps(args, b))
     return out
 
 
@@ -429,10 +430,6 @@ WORKERS = {"export": worker_export, "peak": worker_peak, "ours": worker_ours,
            "ours_inter1": functools.partial(worker_ours, inter_op=1),
            "http": worker_http, "http_inter1": functools.partial(worker_http, inter_op=1),
            "torch": worker_torch, "keras_hub": worker_keras_hub}
-
-
-def _reps(args, b: int) -> int:
-    return args.reps if b < 8 else args.reps_batch32
 
 
 spawn = functools.partial(common.spawn_worker, "benchmarks.serving_latency")
@@ -453,6 +450,10 @@ def main(argv=None) -> dict:
     batches = [int(b) for b in args.batches.split(",")]
     if args._worker:
         return common.worker_done(args, WORKERS[args._worker](args._work, batches, args))
+    known = sorted(set(WORKERS) - {"export", "peak"})
+    unknown = sorted(set(args.contenders.split(",")) - set(known))
+    if unknown:  # before the export: a wrong name would fail only after minutes of work
+        p.error(f"--contenders: unknown {unknown}; known: {known}")
     with common.work_dir(args.work_dir, "serving_latency-") as work:
         return _compare(work, common.passed_on(argv), batches, args)
 
@@ -463,8 +464,7 @@ def _compare(work: str, passed: List[str], batches: List[int], args) -> dict:
                                               "transformers", "werkzeug"]),
               "load_average_before": os.getloadavg(),
               "shape": {"seq_length": SEQ, "batches": batches},
-              "settings": {"warmup": args.warmup, "reps": args.reps,
-                           "reps_batch32": args.reps_batch32}}
+              "settings": common.latency_settings(args)}
     spawn("export", work, passed)
     peaks = [spawn("peak", work, passed)]
     results: Dict[str, Dict[str, dict]] = {}
