@@ -36,7 +36,7 @@ from typing import Dict, Mapping, Optional, Tuple
 
 SOURCES = ("huggingface", "tf1", "model_garden", "allennlp")
 FRAMINGS = ("causal", "t5", "bart")  # garden/models/framing.py
-PACKAGE = "garden.models"
+PACKAGE = __name__.rpartition(".")[0]  # garden.models: the family folders' package
 # The files Hugging Face's slow tokenizer of each kind reads from a model folder: BertTokenizer
 # (BERT, DistilBERT, ELECTRA), the SentencePiece ones (ALBERT, T5, XLNet), the byte-level BPE
 # ones (RoBERTa, BART, GPT-2).
