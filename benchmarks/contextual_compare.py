@@ -12,7 +12,8 @@ BiLSTM (no LM: it learns from unlabelled corpus sentences while tagging), on the
 sample classification task and the sample CoNLL tagging task, every run through garden.train
 with the family's config. Tagging is also run with a few labels (--few_labels of the train
 sentences), where CVT's unlabelled batches should help: CVT against the same tagger trained on
-those labels alone. Prints one table: parameters, pretraining and fine-tuning seconds, dev
+those labels alone, on the same labelled batches (CVT alternates them with as many unlabelled
+ones, corpus sentences less the dev set's). Prints one table: parameters, pretraining and fine-tuning seconds, dev
 accuracy (vs the majority class) and entity F1 (vs all-O, 0), and writes it as JSON.
 Tiny models and short runs: the ranking, not the absolute scores, is the point.
 """
@@ -30,6 +31,8 @@ import time
 import numpy as np
 
 from benchmarks import common
+from data_pipelines.finetune import conll
+from data_pipelines.sample_tasks import conll as sample_conll
 
 # Sizes near BERT-tiny's (L2 H128 A2 FFN512) on the demo vocabulary.
 ELMO = ["backbone.preset='elmo_tiny'", "backbone.char_embedding_size=16",
@@ -39,6 +42,8 @@ ULMFIT = ["backbone.preset='ulmfit_tiny'", "backbone.embedding_size=128",
           "backbone.hidden_size=256"]
 CVT = ["backbone.preset='cvt_tiny'", "backbone.embedding_size=128",
        "backbone.layer_units=(128, 64)"]
+# CVT's unlabelled sentences at most: all of the sample corpus's (about 11,600).
+UNLABELED_MAX = 50_000
 COVE = ["backbone.preset='cove_tiny'", "backbone.embedding_size=128", "backbone.lstm_units=128"]
 
 
@@ -81,13 +86,33 @@ def _few(path: str, share: float, out: str) -> str:
     return out
 
 
-def _unlabeled(args, work: str) -> str:
-    """Corpus sentences, one per line, for CVT's unlabelled batches."""
-    out = os.path.join(work, "unlabeled.txt")
+def _unlabeled(args, work: str, held_out: str = "") -> str:
+    """Corpus sentences of more than 3 words, one per line (CoVe's sentence pairs, CVT's
+    unlabelled batches); with held_out (a CoNLL file), less the lines whose words are one of
+    its sentences: CVT never reads the text it is scored on."""
+    return unlabeled_sentences(sorted(glob.glob(os.path.join(args.demo_dir, "corpus", "*.txt"))),
+                               os.path.join(work, "unlabeled_cvt.txt" if held_out else
+                                            "unlabeled.txt"), held_out)
+
+
+def unlabeled_sentences(corpus_files, out: str, held_out: str = "") -> str:
+    """_unlabeled's file from the given corpus files; prints how many lines held_out took."""
+    skip = ({s.words for s in conll.read_examples(held_out)} if held_out else set())
+    kept = dropped = 0
     with open(out, "w", encoding="utf-8") as f:
-        for name in sorted(glob.glob(os.path.join(args.demo_dir, "corpus", "*.txt"))):
+        for name in corpus_files:
             with open(name, encoding="utf-8") as src:
-                f.writelines(line for line in src if len(line.split()) > 3)
+                for line in src:
+                    if len(line.split()) <= 3:
+                        continue
+                    if tuple(sample_conll.words_of(line)) in skip:
+                        dropped += 1
+                        continue
+                    f.write(line)
+                    kept += 1
+    if held_out:
+        common.log(f"unlabelled sentences: {kept:,} ({dropped:,} dropped: sentences of "
+                   f"{held_out})")
     return out
 
 
@@ -158,22 +183,23 @@ def _pretrain(args, work: str) -> dict:
 
 
 def _cvt_runs(args, work: str, labels: str) -> dict:
-    """CVT and the same tagger on the labels alone, on the same labelled batches: CVT's run
-    is longer by its unlabelled batches (after finetune_steps / 2 labelled ones, one in two);
-    once per seed of --cvt_seeds (train.seed --cvt_first_seed, the next, ...)."""
+    """CVT and the same tagger on the labels alone, on the same finetune_steps labelled
+    batches: CVT's run alternates them with as many unlabelled batches from the first step
+    (as Clark et al.), so it is twice as long; its unlabelled sentences are the corpus's less
+    the dev sentences. Once per seed of --cvt_seeds (train.seed --cvt_first_seed, ...)."""
     n = args.finetune_steps
+    unlabeled = _unlabeled(args, work, held_out=f"{args.demo_dir}/tasks/conll/dev.txt")
     runs = {}
     for seed_value in range(args.cvt_first_seed, args.cvt_first_seed + args.cvt_seeds):
         seed = "" if seed_value == 42 else f"_seed{seed_value}"
-        for name, unlabeled, steps, first in (
-                (f"cvt_tagging_{labels}{seed}", f"'{_unlabeled(args, work)}'", n + n // 2,
-                 n // 2),
-                (f"cvt_labels_only_{labels}{seed}", "None", n, 0)):
+        for name, data, steps in ((f"cvt_tagging_{labels}{seed}", f"'{unlabeled}'", 2 * n),
+                                  (f"cvt_labels_only_{labels}{seed}", "None", n)):
             runs[name] = _train(name, "configs/finetune/tagging_cvt_tiny.gin",
                                 os.path.join(work, name), [
                                     *_common(args, "tagging", steps), "INIT_CHECKPOINT=None",
-                                    f"UNLABELED_DATA={unlabeled}", f"train.seed={seed_value}",
-                                    f"garden.CvtTagging.supervised_batches={first}", *CVT],
+                                    f"UNLABELED_DATA={data}", f"train.seed={seed_value}",
+                                    "garden.CvtTagging.supervised_batches=0",
+                                    f"garden.CvtTagging.max_unlabeled={UNLABELED_MAX}", *CVT],
                                 work)
     return runs
 
