@@ -186,14 +186,17 @@ def _cvt_runs(args, work: str, labels: str) -> dict:
     """CVT and the same tagger on the labels alone, on the same finetune_steps labelled
     batches: CVT's run alternates them with as many unlabelled batches from the first step
     (as Clark et al.), so it is twice as long; its unlabelled sentences are the corpus's less
-    the dev sentences. Once per seed of --cvt_seeds (train.seed --cvt_first_seed, ...)."""
+    the dev sentences. The labels alone also run as long as CVT (2 * finetune_steps labelled
+    batches: as many updates). Once per seed of --cvt_seeds (train.seed --cvt_first_seed,
+    ...)."""
     n = args.finetune_steps
     unlabeled = _unlabeled(args, work, held_out=f"{args.demo_dir}/tasks/conll/dev.txt")
     runs = {}
     for seed_value in range(args.cvt_first_seed, args.cvt_first_seed + args.cvt_seeds):
         seed = "" if seed_value == 42 else f"_seed{seed_value}"
         for name, data, steps in ((f"cvt_tagging_{labels}{seed}", f"'{unlabeled}'", 2 * n),
-                                  (f"cvt_labels_only_{labels}{seed}", "None", n)):
+                                  (f"cvt_labels_only_{labels}{seed}", "None", n),
+                                  (f"cvt_labels_only_2x_{labels}{seed}", "None", 2 * n)):
             runs[name] = _train(name, "configs/finetune/tagging_cvt_tiny.gin",
                                 os.path.join(work, name), [
                                     *_common(args, "tagging", steps), "INIT_CHECKPOINT=None",
@@ -205,18 +208,30 @@ def _cvt_runs(args, work: str, labels: str) -> dict:
 
 
 def cvt_gain(runs: dict) -> list:
-    """Per label setting: CVT's entity F1 minus the labels-only tagger's, per seed, and their
-    mean and standard deviation."""
+    """Per label setting and baseline (the labels alone on the same labelled batches, and on
+    as many updates as CVT's): CVT's entity F1 minus the baseline's per seed, their mean,
+    standard deviation, how many seeds CVT is ahead in and the paired t statistic."""
     lines = []
     for labels in ("all", "few"):
-        gains = [runs[name]["eval_f1"] - runs[name.replace("cvt_tagging", "cvt_labels_only")][
-            "eval_f1"] for name in runs if name.startswith(f"cvt_tagging_{labels}")]
-        if gains:
-            sd = float(np.std(gains, ddof=1)) if len(gains) > 1 else float("nan")
-            lines.append(f"CVT - labels alone, {labels} labels: "
-                         + " ".join(f"{g:+.3f}" for g in gains)
-                         + f" (mean {np.mean(gains):+.3f}, sd {sd:.3f}, {len(gains)} seeds)")
+        for baseline, what in (("cvt_labels_only_", "the same labelled batches"),
+                               ("cvt_labels_only_2x_", "as many updates")):
+            gains = [runs[name]["eval_f1"] - runs[name.replace("cvt_tagging_", baseline)][
+                "eval_f1"] for name in runs if name.startswith(f"cvt_tagging_{labels}")]
+            if gains:
+                lines.append(f"CVT - labels alone ({what}), {labels} labels: "
+                             + " ".join(f"{g:+.3f}" for g in gains) + f" ({summary(gains)})")
     return lines
+
+
+def summary(gains) -> str:
+    """Mean, sd, seeds ahead and the paired t statistic (mean / (sd / sqrt(n))) of gains."""
+    n, mean = len(gains), float(np.mean(gains))
+    if n < 2:
+        return f"mean {mean:+.3f}, 1 seed"
+    sd = float(np.std(gains, ddof=1))
+    t = mean / (sd / np.sqrt(n)) if sd else float("inf")
+    return (f"mean {mean:+.3f}, sd {sd:.3f}, ahead in {sum(g > 0 for g in gains)} of {n}, "
+            f"paired t {t:.2f} at {n - 1} df")
 
 
 def table(result: dict) -> str:

@@ -1,7 +1,7 @@
 """contextual_compare's CVT data: the unlabelled sentences leave out the sentences CVT is
-scored on."""
+scored on, and each seed's gain is paired with its own baselines."""
 
-from benchmarks.contextual_compare import unlabeled_sentences
+from benchmarks.contextual_compare import cvt_gain, unlabeled_sentences
 
 
 def _conll(sentences):
@@ -26,3 +26,16 @@ def test_held_out_sentences_are_left_out(tmp_path):
         assert [line.split()[0] for line in f] == ["Use", "The", "Call"]
     with open(kept, encoding="utf-8") as f:
         assert [line.split()[0] for line in f] == ["Use", "Call"]
+
+
+def test_cvt_gain_pairs_each_seed_with_its_baselines():
+    runs = {"cvt_tagging_few": {"eval_f1": 0.5}, "cvt_labels_only_few": {"eval_f1": 0.3},
+            "cvt_labels_only_2x_few": {"eval_f1": 0.45},
+            "cvt_tagging_few_seed43": {"eval_f1": 0.4},
+            "cvt_labels_only_few_seed43": {"eval_f1": 0.35},
+            "cvt_labels_only_2x_few_seed43": {"eval_f1": 0.42}}
+    same_batches, same_updates = cvt_gain(runs)
+    assert "labelled batches" in same_batches and "+0.200 +0.050" in same_batches
+    assert "mean +0.125, sd 0.106, ahead in 2 of 2, paired t 1.67 at 1 df" in same_batches
+    assert "as many updates" in same_updates and "+0.050 -0.020" in same_updates
+    assert "ahead in 1 of 2" in same_updates
