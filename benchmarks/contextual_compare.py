@@ -186,11 +186,13 @@ def _cvt_runs(args, work: str, labels: str) -> dict:
     """CVT and the same tagger on the labels alone, on the same finetune_steps labelled
     batches: CVT's run alternates them with as many unlabelled batches from the first step
     (as Clark et al.), so it is twice as long; its unlabelled sentences are the corpus's less
-    the dev sentences. The labels alone also run as long as CVT (2 * finetune_steps labelled
+    the dev sentences (all of them with --cvt_dev_text, like the LMs' pretraining corpus).
+    The labels alone also run as long as CVT (2 * finetune_steps labelled
     batches: as many updates). Once per seed of --cvt_seeds (train.seed --cvt_first_seed,
     ...)."""
     n = args.finetune_steps
-    unlabeled = _unlabeled(args, work, held_out=f"{args.demo_dir}/tasks/conll/dev.txt")
+    unlabeled = _unlabeled(args, work, held_out="" if args.cvt_dev_text else
+                           f"{args.demo_dir}/tasks/conll/dev.txt")
     runs = {}
     for seed_value in range(args.cvt_first_seed, args.cvt_first_seed + args.cvt_seeds):
         seed = "" if seed_value == 42 else f"_seed{seed_value}"
@@ -270,6 +272,9 @@ def main(argv=None) -> int:
                    help="CVT and its labels-only twin once per seed (train.seed 42, 43, ...)")
     p.add_argument("--cvt_first_seed", type=int, default=42,
                    help="the first train.seed of --cvt_seeds (more seeds after an earlier run)")
+    p.add_argument("--cvt_dev_text", action="store_true",
+                   help="CVT's unlabelled sentences include the dev sentences it is scored on "
+                        "(transductive, like the LMs' pretraining corpus; default: left out)")
     p.add_argument("--output_json", default="")
     args = p.parse_args(argv)
     args.families = [f for f in args.families.split(",") if f]
