@@ -231,9 +231,8 @@ def summary(gains) -> str:
     if n < 2:
         return f"mean {mean:+.3f}, 1 seed"
     sd = float(np.std(gains, ddof=1))
-    t = mean / (sd / np.sqrt(n)) if sd else float("inf")
-    return (f"mean {mean:+.3f}, sd {sd:.3f}, ahead in {sum(g > 0 for g in gains)} of {n}, "
-            f"paired t {t:.2f} at {n - 1} df")
+    t = f"paired t {mean / (sd / np.sqrt(n)):.2f} at {n - 1} df" if sd else "sd 0: no t"
+    return f"mean {mean:+.3f}, sd {sd:.3f}, ahead in {sum(g > 0 for g in gains)} of {n}, {t}"
 
 
 def table(result: dict) -> str:

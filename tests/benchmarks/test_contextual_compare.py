@@ -39,3 +39,10 @@ def test_cvt_gain_pairs_each_seed_with_its_baselines():
     assert "mean +0.125, sd 0.106, ahead in 2 of 2, paired t 1.67 at 1 df" in same_batches
     assert "as many updates" in same_updates and "+0.050 -0.020" in same_updates
     assert "ahead in 1 of 2" in same_updates
+
+
+def test_cvt_gain_without_spread_has_no_t():
+    runs = {f"{kind}_few{seed}": {"eval_f1": 0.0} for seed in ("", "_seed43")
+            for kind in ("cvt_tagging", "cvt_labels_only", "cvt_labels_only_2x")}
+    for line in cvt_gain(runs):
+        assert "ahead in 0 of 2, sd 0: no t" in line
