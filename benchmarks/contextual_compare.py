@@ -12,9 +12,10 @@ BiLSTM (no LM: it learns from unlabelled corpus sentences while tagging), on the
 sample classification task and the sample CoNLL tagging task, every run through garden.train
 with the family's config. Tagging is also run with a few labels (--few_labels of the train
 sentences), where CVT's unlabelled batches should help: CVT against the same tagger trained on
-those labels alone, on the same labelled batches (CVT alternates them with as many unlabelled
-ones, corpus sentences less the dev set's). Prints one table: parameters, pretraining and fine-tuning seconds, dev
-accuracy (vs the majority class) and entity F1 (vs all-O, 0), and writes it as JSON.
+those labels alone, for the same labelled batches and for as many updates (CVT alternates
+them with as many unlabelled ones, corpus sentences less the dev set's). Prints one table:
+parameters, pretraining and fine-tuning seconds, dev accuracy (vs the majority class) and
+entity F1 (vs all-O, 0), and writes it as JSON.
 Tiny models and short runs: the ranking, not the absolute scores, is the point.
 """
 
@@ -134,6 +135,9 @@ def run(args, work: str) -> dict:
              "cove": os.path.join(work, "cove_mt")}
     sizes = {"elmo": ELMO + [f"backbone.vocab='{args.vocab}'"], "ulmfit": ULMFIT, "bert": [],
              "cove": COVE}
+    cvt_unlabeled = (_unlabeled(args, work, held_out="" if args.cvt_dev_text else
+                                f"{args.demo_dir}/tasks/conll/dev.txt")
+                     if "cvt" in args.families else "")
     runs = {}
     for labels, train_file in (("all", f"{args.demo_dir}/tasks/conll/train.txt"),
                                ("few", _few(f"{args.demo_dir}/tasks/conll/train.txt",
@@ -153,7 +157,7 @@ def run(args, work: str) -> dict:
                                         f"INIT_CHECKPOINT='{inits[family]}'", *sizes[family]],
                                     work)
         if "cvt" in args.families:
-            runs.update(_cvt_runs(args, work, labels))
+            runs.update(_cvt_runs(args, work, labels, cvt_unlabeled))
     return {"pretraining": lms, "finetuning": runs}
 
 
@@ -182,17 +186,15 @@ def _pretrain(args, work: str) -> dict:
     return lms
 
 
-def _cvt_runs(args, work: str, labels: str) -> dict:
+def _cvt_runs(args, work: str, labels: str, unlabeled: str) -> dict:
     """CVT and the same tagger on the labels alone, on the same finetune_steps labelled
     batches: CVT's run alternates them with as many unlabelled batches from the first step
-    (as Clark et al.), so it is twice as long; its unlabelled sentences are the corpus's less
-    the dev sentences (all of them with --cvt_dev_text, like the LMs' pretraining corpus).
+    (as Clark et al.), so it is twice as long; its unlabelled sentences are the file
+    `unlabeled` (run(): the corpus's less the dev sentences, all of them with --cvt_dev_text).
     The labels alone also run as long as CVT (2 * finetune_steps labelled
     batches: as many updates). Once per seed of --cvt_seeds (train.seed --cvt_first_seed,
     ...)."""
     n = args.finetune_steps
-    unlabeled = _unlabeled(args, work, held_out="" if args.cvt_dev_text else
-                           f"{args.demo_dir}/tasks/conll/dev.txt")
     runs = {}
     for seed_value in range(args.cvt_first_seed, args.cvt_first_seed + args.cvt_seeds):
         seed = "" if seed_value == 42 else f"_seed{seed_value}"
@@ -268,7 +270,8 @@ def main(argv=None) -> int:
                    help="a subset to run (comma-separated)")
     p.add_argument("--labels", default="all,few", help="tagging label settings to run")
     p.add_argument("--cvt_seeds", type=int, default=1,
-                   help="CVT and its labels-only twin once per seed (train.seed 42, 43, ...)")
+                   help="CVT and its two labels-only baselines once per seed (train.seed 42, "
+                        "43, ...)")
     p.add_argument("--cvt_first_seed", type=int, default=42,
                    help="the first train.seed of --cvt_seeds (more seeds after an earlier run)")
     p.add_argument("--cvt_dev_text", action="store_true",
