@@ -107,17 +107,29 @@ def open_model(path: str, max_seq_length: int) -> Opened:
 
 
 def read_sentences(pattern: str, limit: int) -> List[str]:
-    files = sorted(glob.glob(pattern))
+    """The first `limit` non-blank lines of the files --input matches, in file order;
+    ValueError naming the file when none matches, one is not UTF-8 text, or all are blank."""
+    files = sorted(f for f in glob.glob(pattern) if os.path.isfile(f))  # not a directory
     if not files:
         raise ValueError(f"--input={pattern} matches no file")
     sentences = []
     for name in files:
-        with open(name, encoding="utf-8") as f:
-            for line in f:
-                if line.strip():
-                    sentences.append(line.strip())
+        with open(name, "rb") as f:
+            for number, raw in enumerate(f, 1):
+                try:
+                    line = raw.decode("utf-8").strip()
+                except UnicodeDecodeError:
+                    raise ValueError(f"{name}:{number} is not UTF-8 text (--input: text "
+                                     f"files, one sentence per line)") from None
+                if line:
+                    sentences.append(line)
                     if len(sentences) == limit:
                         return sentences
+    if not sentences:
+        where = (files[0] if len(files) == 1
+                 else f"the {len(files)} files --input={pattern} matches")
+        raise ValueError(f"no sentence in {where} (--input: text files, one sentence per "
+                         f"line; blank lines are skipped)")
     return sentences
 
 

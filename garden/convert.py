@@ -42,6 +42,7 @@ pytorch_model.bin, official only to read a Model Garden checkpoint
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -50,6 +51,7 @@ from typing import Dict, Optional, Tuple
 import numpy as np
 
 from garden import models
+from garden.models.conversion import read_hdf5, read_json_object
 from garden.models.family import SOURCES
 
 GENERATE_DIR = "generate"
@@ -70,13 +72,54 @@ def _hf_directory(path_or_dir: str) -> str:
 
 
 def read_huggingface_config(path_or_dir: str) -> Dict:
-    """The parsed config.json of a Hugging Face checkpoint directory (or of a file in one)."""
+    """The parsed config.json of a Hugging Face checkpoint directory (or of a file in one);
+    ValueError naming the file when it is not a JSON object."""
     config_path = os.path.join(_hf_directory(path_or_dir), "config.json")
     if not os.path.exists(config_path):
         raise FileNotFoundError(f"{config_path} not found: a Hugging Face checkpoint directory "
                                 "holds config.json next to its weights")
-    with open(config_path) as f:
-        return json.load(f)
+    return read_json_object(config_path)
+
+
+def _load_weights(path: str, directory: str) -> Dict[str, np.ndarray]:
+    """The arrays of one Hugging Face weights file (or of the shards a .safetensors.index.json
+    names); ValueError naming the file that cannot be read."""
+    if path.endswith(".safetensors.index.json"):
+        weight_map = read_json_object(path).get("weight_map")
+        if not isinstance(weight_map, dict):
+            raise ValueError(f"{path} has no \"weight_map\" object (parameter -> shard file)")
+        weights = {}
+        for shard in sorted(set(weight_map.values())):
+            weights.update(_load_weights(os.path.join(directory, shard), directory))
+        return weights
+    if path.endswith(".safetensors"):
+        from safetensors import SafetensorError
+        from safetensors.numpy import load_file
+
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{path} does not exist")
+        try:
+            return load_file(path)
+        except SafetensorError as e:
+            raise ValueError(f"{path} is not a readable safetensors file ({e})") from None
+    if path.endswith(".bin"):
+        import pickle
+
+        import torch  # optional dependency: only pytorch_model.bin needs it
+
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        except pickle.UnpicklingError:  # torch's message is a page on the weights_only switch
+            raise ValueError(f"{path} is not a PyTorch state dict (torch.load with "
+                             f"weights_only=True cannot read it)") from None
+        except (RuntimeError, EOFError) as e:  # not a zip archive, or a truncated one
+            why = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise ValueError(f"{path} is not a readable PyTorch file ({why})") from None
+        if not isinstance(state, dict):
+            raise ValueError(f"{path} holds a {type(state).__name__}, not a state dict")
+        return {k: v.detach().float().numpy() if v.is_floating_point()
+                else v.numpy() for k, v in state.items()}
+    raise ValueError(f"{path}: expected a .safetensors or pytorch_model.bin file")
 
 
 def read_huggingface_dir(path_or_dir: str) -> Tuple[Dict, Dict[str, np.ndarray]]:
@@ -92,26 +135,8 @@ def read_huggingface_dir(path_or_dir: str) -> Tuple[Dict, Dict[str, np.ndarray]]
                   [os.path.join(directory, n) for n in
                    ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")])
     for path in candidates:
-        if not os.path.exists(path):
-            continue
-        if path.endswith(".safetensors"):
-            from safetensors.numpy import load_file
-            return config, load_file(path)
-        if path.endswith(".safetensors.index.json"):
-            from safetensors.numpy import load_file
-            with open(path) as f:
-                shards = sorted(set(json.load(f)["weight_map"].values()))
-            weights = {}
-            for shard in shards:
-                weights.update(load_file(os.path.join(directory, shard)))
-            return config, weights
-        if path.endswith(".bin"):
-            import torch  # optional dependency: only pytorch_model.bin needs it
-
-            state = torch.load(path, map_location="cpu", weights_only=True)
-            return config, {k: v.detach().float().numpy() if v.is_floating_point()
-                            else v.numpy() for k, v in state.items()}
-        raise ValueError(f"{path}: expected a .safetensors or pytorch_model.bin file")
+        if os.path.exists(path):
+            return config, _load_weights(path, directory)
     raise FileNotFoundError(f"no model.safetensors or pytorch_model.bin in {directory}")
 
 
@@ -128,15 +153,29 @@ def load_huggingface(path_or_dir: str, family: str) -> Dict:
     if model_type is not None and model_type not in spec.hf_model_types:
         raise ValueError(f"{path_or_dir} holds a {model_type!r} checkpoint (config.json "
                          f"model_type), not {family!r}; pass the matching --model")
-    return spec.converter("huggingface")(config, weights)
+    with _config_keys(os.path.join(_hf_directory(path_or_dir), "config.json"), family, config):
+        return spec.converter("huggingface")(config, weights)
+
+
+@contextlib.contextmanager
+def _config_keys(config_path: str, family: str, config: Dict):
+    """A converter's KeyError on a setting its config lacks, as a ValueError naming the file
+    (a config of another kind); a missing weight (its name holds "." or "/") stays a KeyError."""
+    try:
+        yield
+    except KeyError as e:
+        key = e.args[0] if e.args else None
+        if not isinstance(key, str) or key in config or "." in key or "/" in key:
+            raise
+        raise ValueError(f"{config_path} has no {key!r} (is it a --model={family} "
+                         f"config?)") from None
 
 
 # --- original TF1 checkpoints -----------------------------------------------------------------
 
 def _read_json(config) -> Dict:
     if isinstance(config, (str, os.PathLike)):
-        with open(config) as f:
-            return json.load(f)
+        return read_json_object(os.fspath(config))
     return dict(config)
 
 
@@ -154,22 +193,25 @@ def load_tf1(checkpoint_prefix: str, family: str, config) -> Dict:
     convert = models.spec(family).converter("tf1")
     reader = tf.train.load_checkpoint(checkpoint_prefix)
     weights = {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
-    return convert(_read_json(config), weights)
+    settings = _read_json(config)
+    where = os.fspath(config) if isinstance(config, (str, os.PathLike)) else "the config"
+    with _config_keys(where, family, settings):
+        return convert(settings, weights)
 
 
-def load_allennlp(weights_path: str, family: str, options: Dict) -> Dict:
+def load_allennlp(weights_path: str, family: str, options) -> Dict:
     """Garden models from an AllenNLP release: the HDF5 weight file (its datasets read by name)
-    and the options JSON (ELMo)."""
-    import h5py
-
+    and the options JSON (ELMo), a dict or its path (which the converter's errors then name)."""
     if not os.path.exists(weights_path):
         raise FileNotFoundError(f"--input={weights_path} does not exist: give the release's "
                                 f"HDF5 weight file")
-    arrays: Dict[str, np.ndarray] = {}
-    with h5py.File(weights_path, "r") as f:
-        f.visititems(lambda name, item: arrays.__setitem__(name, item[...])
-                     if isinstance(item, h5py.Dataset) else None)
-    return models.spec(family).converter("allennlp")(options, arrays, weights_path)
+    try:
+        arrays = read_hdf5(weights_path)
+    except ValueError as e:
+        raise ValueError(f"--input={e}: give the release's HDF5 weight file") from None
+    options_path = os.fspath(options) if isinstance(options, (str, os.PathLike)) else "<options>"
+    return models.spec(family).converter("allennlp")(_read_json(options), arrays, weights_path,
+                                                     options_path=options_path)
 
 
 # --- tf-models-official (Model Garden) encoders -----------------------------------------------
@@ -212,6 +254,16 @@ RELEASE_CONFIGS = {
 }
 
 
+def _read_config(path: str) -> Dict:
+    """--config's JSON object; its errors name the flag and the file."""
+    try:
+        return read_json_object(path)
+    except FileNotFoundError as e:
+        raise FileNotFoundError(f"--config={e}") from None
+    except ValueError as e:
+        raise ValueError(f"--config={e}") from None
+
+
 def convert(source: str, family: str, input_path: str, config_path: Optional[str] = None,
             allow_approximate_gelu: bool = False) -> Tuple[Dict, Dict]:
     """(models, config used) for one source; the CLI's work without the writing."""
@@ -223,10 +275,10 @@ def convert(source: str, family: str, input_path: str, config_path: Optional[str
         loader, needed = RELEASE_CONFIGS[source]
         if config_path is None:
             raise ValueError(f"--source={source} needs --config={needed}")
-        config = _read_json(config_path)
-        return loader(input_path, family, config), config
+        config = _read_config(config_path)
+        return loader(input_path, family, config_path), config  # the loader's errors name it
     if source == "model_garden":
-        config = None if config_path is None else _read_json(config_path)
+        config = None if config_path is None else _read_config(config_path)
         return load_model_garden(input_path, family, config,
                                  allow_approximate_gelu=allow_approximate_gelu), config
     raise ValueError(f"unknown --source {source!r}; choose one of {SOURCES}")
@@ -322,8 +374,7 @@ def infer_lower_case(source: str, family: str, input_path: str, kind: Optional[s
     if source == "huggingface":
         config_path = os.path.join(_hf_directory(input_path), "tokenizer_config.json")
         if os.path.exists(config_path):
-            with open(config_path) as f:
-                value = json.load(f).get("do_lower_case")
+            value = read_json_object(config_path).get("do_lower_case")
             if value is not None:
                 return bool(value)
     names = [p.lower() for p in os.path.abspath(input_path).split(os.sep)]

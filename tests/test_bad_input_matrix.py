@@ -422,6 +422,7 @@ GS, GX = "garden.serve", "garden.extract_features"
 GG, GF = "garden.generate", "garden.fewshot"
 GA, GI = "garden.analyze", "garden.bertology.int8"
 GFE, GCP = "garden.serving.features", "garden.models.cove.sample_pairs"
+_LATIN1 = "the cat sat .\ncafé .\n".encode("latin-1")  # line 2 is not UTF-8
 _QA_NO_ANSWER = '{"question": "q", "answer": "a"}\n{"question": "q"}\n'
 _out_vocab = (lambda c: str(c.dir / "vocab.txt"))
 _out_data = (lambda c: str(c.dir / "out"))
@@ -580,6 +581,11 @@ CASES = [
         r"--probe_train=\S+/none\.conll is not a file"),
     _analyze_case("analyze-senses-missing", "wsd", lambda c: [
         f"--senses={c.dir / 'none.jsonl'}"], "error", r"--senses=\S+/none\.jsonl is not a file"),
+    _analyze_case("analyze-input-empty", "attention", lambda c: [
+        f"--input={c.write('empty.txt', '')}"], "error", r"no sentence in \S+/empty\.txt"),
+    _analyze_case("analyze-input-not-utf8", "contextuality", lambda c: [
+        f"--input={c.write('latin1.txt', _LATIN1)}"],
+        "error", r"\S+/latin1\.txt:2 is not UTF-8 text"),
     _analyze_case("analyze-pruned-output-holds-a-model", "prune", lambda c: [
         f"--task_data={c.dir / 'dev.tsv'}",
         f"--pruned_output={os.path.dirname(c.write('pruned/convert_info.json', '{}'))}"],
@@ -728,16 +734,54 @@ CASES = [
     Case("convert-unknown-family", GC, lambda c: [
         "--source=huggingface", "--model=gpt9", f"--input={c.dir}", f"--output={c.dir / 'out'}"],
         "usage", r"--model: invalid choice: 'gpt9'", output=lambda c: str(c.dir / "out")),
+    # --- garden.convert: files of the wrong format (issue 32)
+    Case("convert-allennlp-weights-not-hdf5", GC, lambda c: [
+        "--source=allennlp", "--model=elmo", f"--input={c.write('weights.hdf5', 'not HDF5')}",
+        f"--config={c.write('options.json', '{}')}", f"--output={c.dir / 'out'}"],
+        "error", r"--input=\S+/weights\.hdf5 is not a readable HDF5 file .*file signature not found",
+        output=lambda c: str(c.dir / "out")),
+    Case("convert-huggingface-config-not-json", GC, lambda c: [
+        "--source=huggingface", "--model=bert",
+        f"--input={_hf_dir(c, _CONFIG_NOT_JSON)}", f"--output={c.dir / 'out'}"],
+        "error", r"\S+/hf/config\.json is not JSON: Expecting property name .*line 1 column 23",
+        output=lambda c: str(c.dir / "out")),
+    Case("convert-huggingface-config-of-another-model", GC, lambda c: [
+        "--source=huggingface", "--model=roberta", f"--input={_hf_dir(c, '{}')}",
+        f"--output={c.dir / 'out'}"],
+        "error", r"\S+/hf/config\.json has no 'vocab_size' \(is it a --model=roberta config\?\)",
+        output=lambda c: str(c.dir / "out")),
+    Case("convert-huggingface-weights-not-safetensors", GC, lambda c: [
+        "--source=huggingface", "--model=bert", f"--input={_hf_dir(c, _BERT_CONFIG, b'not safetensors')}",
+        f"--output={c.dir / 'out'}"],
+        "error", r"\S+/hf/model\.safetensors is not a readable safetensors file",
+        output=lambda c: str(c.dir / "out")),
+    Case("convert-tf1-config-not-json", GC, lambda c: [
+        "--source=tf1", "--model=bert", f"--input={c.dir / 'ckpt'}", "--lower_case",
+        f"--config={c.write('bert_config.json', '{vocab_size: 100}')}", f"--output={c.dir / 'out'}"],
+        "error", r"--config=\S+/bert_config\.json is not JSON", output=lambda c: str(c.dir / "out")),
 ]
 
 _SWAG_HEADER = "video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,ending1,ending2,ending3,label\n"
 _SWAG_BAD = (_SWAG_HEADER + "v1,0,the cat sat,the cat sat,on,gold,the mat,a hat,the sun,a dog,0\n"
              "v2,1,the dog ran,the dog ran,far,gold,away,home,late\n")
 
+_CONFIG_NOT_JSON = '{"model_type": "bert",,}'  # the second comma: column 23
 _BERT_CONFIG = ('{"vocab_size": 100, "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, '
                 '"intermediate_size": 64, "hidden_act": "gelu", "hidden_dropout_prob": 0.1, '
                 '"attention_probs_dropout_prob": 0.1, "max_position_embeddings": 64, "type_vocab_size": 2, '
                 '"initializer_range": 0.02}')
+
+
+def _hf_dir(c: Ctx, config: str, weights: Optional[bytes] = None) -> str:
+    """A Hugging Face checkpoint directory: config.json and model.safetensors (by default a
+    real one holding one array, so that only the config is at fault)."""
+    if weights is None:
+        import numpy as np
+        from safetensors.numpy import save
+
+        weights = save({"x": np.zeros(3, np.float32)})
+    c.write("hf/model.safetensors", weights)
+    return os.path.dirname(c.write("hf/config.json", config))
 
 
 def _empty_dataset(c: Ctx) -> List[str]:

@@ -105,11 +105,16 @@ def read_senses(path: str) -> List[SenseExample]:
     if not os.path.isfile(path):
         raise ValueError(f"sense file not found: {path}")
     examples = []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            where = f"{path}:{number}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ValueError(f"{where}: not UTF-8 text; each line holds one JSON "
+                                 f"object") from None
             if not line.strip():
                 continue
-            where = f"{path}:{number}"
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as e:

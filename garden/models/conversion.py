@@ -1,5 +1,6 @@
 """Weight-import pieces every family's converter shares: layout transforms, the name table of
-one BERT-style encoder layer, and the strict assembler.
+one BERT-style encoder layer, the strict assembler, and the readers of a release's JSON and
+HDF5 files (whose errors name the file).
 
 A converter is a name table, `{source name: (garden weight path, transform)}`, handed to
 `assign_weights`, which refuses a partial load: every mapped source array must be present (or
@@ -16,6 +17,8 @@ Layouts (checked numerically by each family's conversion tests):
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 import re
 from typing import Callable, Dict, Iterable, List, Tuple
 
@@ -201,6 +204,45 @@ def assign_weights(model, weights: Dict[str, np.ndarray], names: NameTable, sour
     if unassigned:  # a bug in the name table, not in the checkpoint
         raise AssertionError(f"garden weights left unassigned: {sorted(unassigned)}")
     return not_loaded
+
+
+def read_json_object(path: str) -> Dict:
+    """The JSON object in the file at `path` (a release's config.json, options or hparams
+    JSON). FileNotFoundError when there is nothing at `path`; ValueError naming the file when it
+    is a directory, not UTF-8 JSON, or JSON that is not an object of settings."""
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path} does not exist")
+    if os.path.isdir(path):
+        raise ValueError(f"{path} is a directory, not a JSON file")
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path} is not JSON: {e}") from None
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path} is not JSON: not UTF-8 text (byte {e.start})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{path} holds a JSON {type(value).__name__}, not an object of "
+                         f"settings")
+    return value
+
+
+def read_hdf5(path: str) -> Dict[str, np.ndarray]:
+    """{dataset name: array} of every dataset in the HDF5 file at `path` (AllenNLP's weight
+    files). FileNotFoundError when there is nothing at `path`; ValueError naming the file when
+    h5py cannot read it (another format, or a truncated file)."""
+    import h5py
+
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path} does not exist")
+    arrays: Dict[str, np.ndarray] = {}
+    try:
+        with h5py.File(path, "r") as f:
+            f.visititems(lambda name, item: arrays.__setitem__(name, item[...])
+                         if isinstance(item, h5py.Dataset) else None)
+    except OSError as e:  # h5py's "Unable to synchronously open file (file signature not found)"
+        raise ValueError(f"{path} is not a readable HDF5 file ({e})") from None
+    return arrays
 
 
 def hf_bert_encoder_names(num_layers: int, num_heads: int, prefix: str = "") -> NameTable:

@@ -21,11 +21,11 @@ Example:
 
 from __future__ import annotations
 
-import json
 from typing import Dict, Mapping
 
 import numpy as np
 
+from garden.models.conversion import read_hdf5, read_json_object
 from garden.models.elmo.backbone import ElmoBackbone
 
 
@@ -95,21 +95,17 @@ def weights_from_release(arrays: Mapping[str, np.ndarray], config: Dict,
 
 
 def weights_from_hdf5(path: str, config: Dict) -> Dict[str, np.ndarray]:
-    """{our variable path: array} of the HDF5 file at `path`."""
-    import h5py
-
-    with h5py.File(path, "r") as f:
-        arrays = {}
-        f.visititems(lambda name, item: arrays.__setitem__(name, item[...])
-                     if isinstance(item, h5py.Dataset) else None)
-    return weights_from_release(arrays, config, path)
+    """{our variable path: array} of the HDF5 file at `path` (ValueError naming it when it is
+    not HDF5)."""
+    return weights_from_release(read_hdf5(path), config, path)
 
 
 def from_allennlp(options: Dict, arrays: Mapping[str, np.ndarray],
-                  path: str = "<weights>") -> Dict:
+                  path: str = "<weights>", options_path: str = "<options>") -> Dict:
     """garden.convert's allennlp converter: {"backbone": ElmoBackbone} with the release's
-    architecture (options JSON) and weights (HDF5 datasets by name)."""
-    config = config_from_options(options)
+    architecture (options JSON, read from options_path, which its errors name) and weights
+    (HDF5 datasets by name, read from path)."""
+    config = config_from_options(options, options_path)
     backbone = ElmoBackbone(**config)
     _assign(backbone, weights_from_release(arrays, config, path), path)
     return {"backbone": backbone, "pretrainer": None}
@@ -131,12 +127,7 @@ def _assign(backbone: ElmoBackbone, weights: Dict[str, np.ndarray], path: str) -
 
 def load_allennlp(options_path: str, weights_path: str) -> ElmoBackbone:
     """An ElmoBackbone with the release's architecture and weights (dropout 0: features)."""
-    with open(options_path, encoding="utf-8") as f:
-        try:
-            options = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ElmoWeightsError(f"{options_path}: not JSON ({e})") from None
-    config = config_from_options(options, options_path)
+    config = config_from_options(read_json_object(options_path), options_path)
     backbone = ElmoBackbone(**config)
     _assign(backbone, weights_from_hdf5(weights_path, config), weights_path)
     return backbone
