@@ -8,8 +8,7 @@ matches variable names ("gamma"/"beta" of LayerNorm, "bias").
 
 from __future__ import annotations
 
-import re
-from typing import Callable, Optional
+from typing import List, Optional, Sequence
 
 import keras
 
@@ -150,72 +149,80 @@ class AdamW(keras.optimizers.AdamW):
             epsilon=tf.cast(self.epsilon, dtype), grad=tf.convert_to_tensor(gradient, dtype))
 
 
-_LAYER = re.compile(r"(?:^|/)(?:transformer|lstm)_layer_(\d+)/")
+def group_depths(layer_groups: Sequence[Sequence], variables: Sequence) -> List[int]:
+    """Depth of each of `variables` for the per-layer fine-tuning switches: the index of the
+    group of `layer_groups` (a backbone's variable_groups(): embeddings, each layer in order,
+    the top) that holds it, and len(layer_groups) for a variable in none (the task head). With
+    BERT's groups this is ELECTRA's count: embeddings 0, Transformer layer i -> i + 1, pooler
+    L + 1, the head L + 2."""
+    depth_of = {id(v): depth for depth, group in enumerate(layer_groups) for v in group}
+    return [depth_of.get(id(v), len(layer_groups)) for v in variables]
 
 
-def layer_depth(path: str, num_layers: int) -> int:
-    """Depth of a variable for layer-wise LR decay, as ELECTRA counts it: embeddings 0,
-    Transformer (or LSTM) layer i -> i + 1, pooler num_layers + 1, everything else (task heads)
-    num_layers + 2."""
-    m = _LAYER.search(path)
-    if m:
-        return int(m.group(1)) + 1
-    if re.search(r"(?:^|/)embeddings?(?:/|_)", path) or "embedding" in path.split("/")[0]:
-        return 0
-    if "pooler" in path:
-        return num_layers + 1
-    return num_layers + 2
+def layerwise_multipliers(depths: Sequence[int], num_groups: int, decay: float) -> List[float]:
+    """decay ** (num_groups - depth) for each depth: the head (depth num_groups) learns at the
+    full rate, each group below it at `decay` times the rate of the one above (ELECTRA
+    fine-tuning: 0.8 for base/small, 0.9 for large; Clark et al. 2020, appendix). An empty
+    group still counts, as in ELECTRA's own table (no pooler, the head still at L + 2)."""
+    return [float(decay) ** (num_groups - depth) for depth in depths]
 
 
-def layerwise_multiplier(num_layers: int, decay: float) -> Callable[[str], float]:
-    """path -> decay ** (num_layers + 2 - depth): the head learns at the full rate, each layer
-    below it at `decay` times the rate of the one above (ELECTRA fine-tuning: 0.8 for
-    base/small, 0.9 for large; Clark et al. 2020, appendix)."""
-    def multiplier(path: str) -> float:
-        return float(decay) ** (num_layers + 2 - layer_depth(path, num_layers))
-    return multiplier
-
-
-def unfreeze_steps(num_layers: int, every: int) -> Callable[[str], int]:
-    """path -> the step from which the variable trains under gradual unfreezing (ULMFiT,
-    Howard & Ruder 2018, section 3.3): the layer groups of layer_depth, top first. The task
-    head (depth num_layers + 2) trains from step 0, the pooler from step `every`, the top
-    Transformer layer from 2 x `every`, ..., the embeddings from (num_layers + 2) x `every`."""
+def unfreeze_steps(depths: Sequence[int], num_groups: int, every: int) -> List[int]:
+    """The step from which each variable trains under gradual unfreezing (ULMFiT, Howard &
+    Ruder 2018, section 3.3), from its depth: the groups that hold a variable, top first,
+    join one every `every` steps: the task head from step 0, the group below it from `every`,
+    ... With BERT's groups: head 0, pooler `every`, the top Transformer layer 2 x `every`, ...,
+    the embeddings (L + 2) x `every`. A group with no variable (no pooler; a head tied to the
+    word table) takes no turn, so that no stretch of steps unfreezes nothing."""
     if isinstance(every, bool) or not isinstance(every, int) or every < 1:
         raise ValueError(f"unfreeze_every must be a positive whole number of steps, got {every!r}")
-
-    def first_step(path: str) -> int:
-        return (num_layers + 2 - layer_depth(path, num_layers)) * every
-    return first_step
-
-
-def _variable_path(variable) -> str:
-    # The TF backend hands update_step the backing tf.Variable ("a/b/kernel:0"), not the
-    # Keras Variable with its .path.
-    return getattr(variable, "path", None) or variable.name.split(":")[0]
+    held = sorted(set(depths), reverse=True)  # the non-empty groups (and head), top first
+    turn = {depth: rank for rank, depth in enumerate(held)}
+    return [turn[depth] * every for depth in depths]
 
 
-def _per_layer(cls, multiplier: Optional[Callable[[str], float]],
-               first_step: Optional[Callable[[str], int]]):
+def _per_layer(cls, layer_groups: Sequence[Sequence], decay: Optional[float],
+               every: Optional[int]):
     """`cls` (a Keras optimizer class) whose per-variable learning rate, and with it the
-    decoupled weight decay, is scaled by multiplier(variable.path) (None: 1), and which leaves
-    a variable untouched (no update, no weight decay, no slot change) before the step
-    first_step(variable.path) (None: from step 0)."""
-
-    def rate(variable) -> float:
-        return multiplier(_variable_path(variable)) if multiplier else 1.0
-
-    def start(variable) -> int:
-        return first_step(_variable_path(variable)) if first_step else 0
+    decoupled weight decay, is scaled by layerwise_multipliers (decay None: 1), and which leaves
+    a variable untouched (no update, no weight decay, no slot change) before its
+    unfreeze_steps step (every None: from step 0). A variable's depth is that of the group of
+    `layer_groups` holding it (the head's when none does), fixed when the optimizer is built."""
+    num_groups = len(layer_groups)
 
     class PerLayer(cls):
+        def build(self, variables):
+            super().build(variables)
+            depths = group_depths(layer_groups, variables)
+            # Read by the optimizer's own variable index, which also finds a variable from the
+            # backing tf.Variable (or a replica's component) that update_step is handed.
+            # Tuples of numbers: not tracked, so the checkpoint's object graph is unchanged.
+            self._depths = tuple(depths)
+            self._rates = tuple(layerwise_multipliers(depths, num_groups, decay)
+                                if decay is not None else [1.0] * len(depths))
+            self._first_steps = tuple(unfreeze_steps(depths, num_groups, every)
+                                      if every is not None else [0] * len(depths))
+
+        def layer_depth(self, variable) -> int:
+            """The depth of `variable` (group_depths)."""
+            return self._depths[self._get_variable_index(variable)]
+
+        def rate_multiplier(self, variable) -> float:
+            """The factor of the learning rate (and weight decay) `variable` receives."""
+            return self._rates[self._get_variable_index(variable)]
+
+        def first_step(self, variable) -> int:
+            """The step from which `variable` trains (0: from the start)."""
+            return self._first_steps[self._get_variable_index(variable)]
+
         def trains_now(self, variable):
             """A boolean tensor: `variable` is unfrozen at the current step (None: always)."""
-            first = start(variable)
+            first = self.first_step(variable)
             return None if first <= 0 else keras.ops.greater_equal(self.iterations, first)
 
         def update_step(self, gradient, variable, learning_rate):
-            lr = learning_rate * rate(variable) if multiplier else learning_rate
+            rate = self.rate_multiplier(variable)
+            lr = learning_rate * rate if rate != 1.0 else learning_rate
             unfrozen = self.trains_now(variable)
             if unfrozen is None:
                 return super().update_step(gradient, variable, lr)
@@ -234,7 +241,8 @@ def _per_layer(cls, multiplier: Optional[Callable[[str], float]],
                 return
             for variable in variables:
                 if self._use_weight_decay(variable):
-                    lr = keras.ops.cast(self.learning_rate, variable.dtype) * rate(variable)
+                    lr = keras.ops.cast(self.learning_rate, variable.dtype) * \
+                        self.rate_multiplier(variable)
                     wd = keras.ops.cast(self.weight_decay, variable.dtype)
                     unfrozen = self.trains_now(variable)
                     if unfrozen is not None:
@@ -249,14 +257,19 @@ def _per_layer(cls, multiplier: Optional[Callable[[str], float]],
 def create_optimizer(name, learning_rate, train_steps, warmup_steps, weight_decay=0.01,
                      beta_1=0.9, beta_2=0.999, epsilon=1e-6, end_learning_rate=0.0, power=1.0,
                      schedule="linear", layer_decay: Optional[float] = None,
-                     num_layers: Optional[int] = None, unfreeze_every: Optional[int] = None):
+                     layer_groups: Optional[Sequence[Sequence]] = None,
+                     unfreeze_every: Optional[int] = None):
     """AdamW (BERT) or LAMB with a learning-rate schedule and the weight-decay exclusions.
 
-    layer_decay: with num_layers, layer-wise learning-rate decay for fine-tuning (ELECTRA):
-        see layerwise_multiplier; 1 / 2.6 gives ULMFiT's discriminative rates (each layer
-        group at the rate of the one above divided by 2.6). None: one rate for every variable.
-    unfreeze_every: with num_layers, gradual unfreezing (ULMFiT): see unfreeze_steps. None:
-        every variable trains from step 0.
+    layer_groups: the backbone's variables bottom to top, one list per group
+        (garden.models.backbone.Backbone.variable_groups: embeddings, each layer, the top);
+        every other variable is the task head, above them. Needed by:
+    layer_decay: layer-wise learning-rate decay for fine-tuning (ELECTRA): see
+        layerwise_multipliers; 1 / 2.6 gives ULMFiT's discriminative rates (each layer group
+        at the rate of the one above divided by 2.6). None: one rate for every variable.
+    unfreeze_every: gradual unfreezing (ULMFiT): see unfreeze_steps. None: every variable
+        trains from step 0.
+    The built optimizer tells each variable's layer_depth, rate_multiplier and first_step.
     """
     schedule = create_schedule(schedule, learning_rate, train_steps, warmup_steps,
                                end_learning_rate=end_learning_rate, power=power)
@@ -264,19 +277,15 @@ def create_optimizer(name, learning_rate, train_steps, warmup_steps, weight_deca
     if name not in classes:
         raise ValueError(f"unknown optimizer {name!r}; expected 'adamw' or 'lamb'")
     cls = classes[name]
-    multiplier = first_step = None
-    if layer_decay is not None:
-        if not num_layers:
-            raise ValueError("layer_decay needs the backbone's num_layers")
-        if not 0.0 < layer_decay <= 1.0:
-            raise ValueError(f"layer_decay must be in (0, 1], got {layer_decay}")
-        multiplier = layerwise_multiplier(num_layers, layer_decay)
+    for switch, value in (("layer_decay", layer_decay), ("unfreeze_every", unfreeze_every)):
+        if value is not None and not layer_groups:
+            raise ValueError(f"{switch} needs the backbone's layer_groups")
+    if layer_decay is not None and not 0.0 < layer_decay <= 1.0:
+        raise ValueError(f"layer_decay must be in (0, 1], got {layer_decay}")
     if unfreeze_every is not None:
-        if not num_layers:
-            raise ValueError("unfreeze_every needs the backbone's num_layers")
-        first_step = unfreeze_steps(num_layers, unfreeze_every)
-    if multiplier or first_step:
-        cls = _per_layer(cls, multiplier, first_step)
+        unfreeze_steps([0], 1, unfreeze_every)  # checks it
+    if layer_decay is not None or unfreeze_every is not None:
+        cls = _per_layer(cls, [list(g) for g in layer_groups], layer_decay, unfreeze_every)
     if name == "adamw":
         optimizer = cls(learning_rate=schedule, weight_decay=weight_decay,
                         beta_1=beta_1, beta_2=beta_2, epsilon=epsilon)

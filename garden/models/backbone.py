@@ -4,13 +4,16 @@ the dtype policy, `from_preset`, and the optional outputs of every layer.
 A family subclass builds its layers, then its functional graph with the helpers here
 (`backbone_inputs`, `run_encoder`, `backbone_outputs`), then calls `Backbone.__init__`. It writes
 no get_config: the arguments its constructor was called with (defaults filled in) are the config.
+It names its layers bottom to top in `layer_groups()` (the per-layer fine-tuning switches,
+train.layer_decay and train.unfreeze_every, count depth from them), unless the shared encoder's
+attributes (embeddings, encoder_blocks, pooler) already say it.
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence
 
 import keras
 import numpy as np
@@ -22,6 +25,15 @@ from garden.layers.transformer_encoder import TransformerEncoderBlock
 # Keras' own Layer arguments: get_config adds name and trainable itself; a
 # `dtype` attribute would shadow Layer.dtype, so the policy is kept as dtype_policy.
 _NOT_ATTRIBUTES = ("name", "trainable", "dtype")
+# The optional outputs and head mask input of the shared encoder (Backbone's docstring). A
+# family whose constructor does not take one accepts it only switched off (what it does anyway),
+# or, for output_hidden_states, when its graph gives `hidden_states` anyway (ELMo, CoVe).
+OPTIONAL_SWITCHES = ("output_hidden_states", "output_attentions", "use_head_mask")
+
+
+class UnsupportedArgument(ValueError):
+    """A constructor argument the family does not take (Keras' functional Model would ignore
+    it): refused with the family and the argument named, instead of building without it."""
 
 
 class Backbone(keras.Model):
@@ -82,7 +94,12 @@ class Backbone(keras.Model):
         return instance
 
     def __init__(self, inputs, outputs, dtype=None, **kwargs):
-        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        # Keras' functional Model accepts and drops any keyword: a binding such as
+        # `backbone.use_head_mask = True` on a family without head masks, or a misspelt
+        # `backbone.dropuot`, would build the plain model without a word.
+        keras_args = {k: kwargs.pop(k) for k in ("name", "trainable") if k in kwargs}
+        _refuse_unknown(type(self), kwargs, outputs)
+        super().__init__(inputs=inputs, outputs=outputs, **keras_args)
         for key, value in self._backbone_config.items():
             if key not in _NOT_ATTRIBUTES:
                 setattr(self, key, value)
@@ -93,6 +110,58 @@ class Backbone(keras.Model):
     def token_embedding(self) -> keras.layers.ReversibleEmbedding:
         """The word table layer; the MLM heads project onto its (tied) weights."""
         return self.embeddings.token_embedding
+
+    @classmethod
+    def family(cls) -> str:
+        """The family folder the class lives in (garden/models/<family>/): "bert" for
+        BertBackbone (SpanBERT's and ERNIE's too), "xlnet" for XLNetBackbone."""
+        parts = cls.__module__.split(".")
+        return parts[2] if parts[:2] == ["garden", "models"] and len(parts) > 2 else cls.__name__
+
+    # -- the layers in order, for the per-layer fine-tuning switches ------------------------
+    def layer_groups(self) -> List[List[keras.layers.Layer]]:
+        """The backbone's layers bottom to top, as the per-layer fine-tuning switches count
+        depth (train.layer_decay: ELECTRA's layer-wise rates; train.unfreeze_every: ULMFiT's
+        gradual unfreezing; garden.optimization):
+
+            [embeddings], [layer 0], ..., [layer L-1], [top, when there is one]
+
+        group 0 holds every embedding table and what acts on it before the first layer (norms,
+        projections); one group per layer in the order the input runs through them (a
+        bidirectional LSTM layer is its two directions; an encoder-decoder stacks the encoder's
+        layers, then the decoder's, as a sequence runs through them; ALBERT's shared block is one
+        group); a last group holds what sits above the top layer (BERT's pooler, GPT-2's and
+        T5's final norm, ELMo's scalar mix). Variables outside the backbone (the task head) are
+        one group above them all. The BERT-kind encoders keep the pooler's group even without a
+        pooler (ELECTRA, DistilBERT: empty), so that depth is what ELECTRA's fine-tuning code
+        counts: embeddings 0, layer i -> i + 1, pooler L + 1, the task head L + 2.
+
+        The default is the shared encoder's (garden.models.backbone helpers): `embeddings`,
+        the distinct `encoder_blocks` and the `pooler` slot; other families override it.
+        """
+        pooler = getattr(self, "pooler", None)
+        return [[self.embeddings], *[[block] for block in self.encoder_blocks],
+                [pooler] if pooler is not None else []]
+
+    def variable_groups(self) -> List[List[keras.Variable]]:
+        """The trainable variables of layer_groups(), group by group (same order). A variable
+        that several groups hold (a block shared by several layers, ALBERT) belongs to the
+        lowest. ValueError naming them when a trainable variable of the backbone is in no group
+        (it would silently take the head's rate)."""
+        seen, groups = set(), []
+        for layers in self.layer_groups():
+            group = []
+            for layer in layers:
+                for variable in layer.trainable_variables:
+                    if id(variable) not in seen:
+                        seen.add(id(variable))
+                        group.append(variable)
+            groups.append(group)
+        missing = [v.path for v in self.trainable_variables if id(v) not in seen]
+        if missing:
+            raise ValueError(f"{type(self).__name__}.layer_groups() leaves out the trainable "
+                             f"variables {missing}: name their layers in a group")
+        return groups
 
     def get_config(self) -> Dict:
         config = {"name": self.name, "trainable": self.trainable, **self._backbone_config}
@@ -124,6 +193,26 @@ class Backbone(keras.Model):
             raise ValueError(f"unknown {cls.__name__} preset {name!r}; choose one of "
                              f"{sorted(presets)} (in {cls.presets_module})")
         return cls(**{**presets[name], **overrides})
+
+
+def _refuse_unknown(cls, extra: Mapping, outputs: Mapping) -> None:
+    """UnsupportedArgument for the first constructor argument of `cls` that its signature does
+    not take, except an OPTIONAL_SWITCHES one that asks for nothing the graph does not do."""
+    for key, value in extra.items():
+        if key in OPTIONAL_SWITCHES and not value:
+            continue  # off: the family's graph is that already
+        if key == "output_hidden_states" and "hidden_states" in outputs:
+            continue  # the family gives every layer's states anyway (ELMo, CoVe)
+        taken = [name for name in inspect.signature(cls.__init__).parameters
+                 if name not in ("self", "kwargs")]
+        what = {"output_hidden_states": "gives no hidden_states output (feature-based use: "
+                                        "garden.TokenTagging.feature_layers, extract_features)",
+                "output_attentions": "gives no attention probabilities",
+                "use_head_mask": "takes no head mask (garden.bertology's head masking and "
+                                 "pruning)"}.get(key, "takes no such argument")
+        raise UnsupportedArgument(
+            f"the {cls.family()} backbone ({cls.__name__}) {what}: {key}={value!r} is refused "
+            f"rather than ignored; its arguments are {', '.join(taken)}")
 
 
 def backbone_inputs(names: Sequence[str], use_head_mask: bool = False,

@@ -76,21 +76,44 @@ def build_optimizer(model, objects, train_steps: int, mixed_precision: Optional[
                     layer_decay: Optional[float], unfreeze_every: Optional[int] = None,
                     **optimizer_args):
     """The configured optimizer (LossScaleOptimizer-wrapped for mixed_float16), built on the
-    model's trainable variables; layer-wise decay and gradual unfreezing count the layers of
-    objects["backbone"]."""
+    model's trainable variables; layer-wise decay and gradual unfreezing take their depths
+    from objects["backbone"]'s layer groups (switch_groups)."""
     import keras
 
     from garden.optimization import create_optimizer
 
-    num_layers = None
-    if (layer_decay is not None or unfreeze_every is not None) and "backbone" in objects:
-        num_layers = objects["backbone"].get_config().get("num_layers")
-    if unfreeze_every is not None and not num_layers:
-        raise ConfigError("train.unfreeze_every needs a task whose model has a backbone with "
-                          "num_layers (a fine-tuning task); unbind it for this task")
-    opt = create_optimizer(train_steps=train_steps, layer_decay=layer_decay, num_layers=num_layers,
+    groups = switch_groups(objects, layer_decay, unfreeze_every)
+    opt = create_optimizer(train_steps=train_steps, layer_decay=layer_decay, layer_groups=groups,
                            unfreeze_every=unfreeze_every, **optimizer_args)
     if mixed_precision == "mixed_float16":
         opt = keras.optimizers.LossScaleOptimizer(opt)
     opt.build(model.trainable_variables)
     return opt
+
+
+def switch_groups(objects, layer_decay: Optional[float], unfreeze_every: Optional[int]):
+    """The backbone's variables by layer group (Backbone.variable_groups: embeddings first,
+    each layer, the top) for train.layer_decay / train.unfreeze_every, None when neither is
+    bound. ConfigError, before anything trains, when the switch would do nothing: the task's
+    model has no backbone, or its backbone trains no variable (feature-based tagging freezes
+    it), or the backbone names no layer groups."""
+    bound = [name for name, value in (("train.layer_decay", layer_decay),
+                                      ("train.unfreeze_every", unfreeze_every))
+             if value is not None]
+    if not bound:
+        return None
+    switches = " and ".join(bound)
+    backbone = objects.get("backbone")
+    if backbone is None:
+        raise ConfigError(f"{switches} needs a task whose model has a backbone (a fine-tuning "
+                          f"task); this task's model checkpoints {sorted(objects)}: unbind it")
+    family = backbone.family() if hasattr(backbone, "family") else type(backbone).__name__
+    if not hasattr(backbone, "variable_groups"):
+        raise ConfigError(f"{switches}: the {family} backbone ({type(backbone).__name__}) names "
+                          f"no layer groups; unbind it")
+    groups = backbone.variable_groups()
+    if not any(groups):
+        raise ConfigError(f"{switches}: the {family} backbone trains no variable (it is frozen, "
+                          f"e.g. by garden.TokenTagging.feature_layers), so only the head "
+                          f"trains and the switch would change nothing; unbind it")
+    return groups

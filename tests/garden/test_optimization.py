@@ -83,7 +83,8 @@ def test_layerwise_learning_rate_decay_scales_each_layers_step():
     variables = backbone.trainable_variables
     lr, decay = 0.01, 0.5
     opt = create_optimizer("adamw", lr, train_steps=10, warmup_steps=0, weight_decay=0.0,
-                           schedule="polynomial", end_learning_rate=lr, layer_decay=decay, num_layers=2)
+                           schedule="polynomial", end_learning_rate=lr, layer_decay=decay,
+                           layer_groups=backbone.variable_groups())
     opt.build(variables)
     before = [v.numpy().copy() for v in variables]
     opt.apply_gradients(zip([tf.ones_like(v) for v in variables], variables))
@@ -95,7 +96,7 @@ def test_layerwise_learning_rate_decay_scales_each_layers_step():
         step = np.abs(v.numpy() - b).max()
         assert step == pytest.approx(lr * decay ** (2 + 2 - depth), rel=1e-3), v.path
     assert seen == {0, 1, 2, 3}
-    with pytest.raises(ValueError, match="num_layers"):
+    with pytest.raises(ValueError, match="layer_groups"):
         create_optimizer("adamw", lr, 10, 0, layer_decay=0.8)
 
 
@@ -141,26 +142,33 @@ def _tiny_classifier(num_layers: int):
     return SequenceClassifier(backbone, num_classes=3)
 
 
+def _depths(model):
+    """{variable path: depth} of a classifier's variables by its backbone's layer groups."""
+    from garden.optimization import group_depths
+
+    variables = model.trainable_variables
+    depths = group_depths(model.backbone.variable_groups(), variables)
+    return {v.path: d for v, d in zip(variables, depths)}
+
+
 def test_discriminative_rates_divide_by_2_6_from_each_layer_group_to_the_one_below():
     """ULMFiT's eta_l = eta_(l+1) / 2.6 is train.layer_decay = 1 / 2.6: Adam's first step moves
     each weight by its rate, so the head must move by lr and each group below by the step of
     the group above / 2.6 (head, pooler, top layer, ..., embeddings)."""
     import tensorflow as tf
 
-    from garden.optimization import layer_depth
-
     num_layers, lr = 3, 0.01
     model = _tiny_classifier(num_layers)
     variables = model.trainable_variables
     opt = create_optimizer("adamw", lr, train_steps=10, warmup_steps=0, weight_decay=0.0,
                            schedule="polynomial", end_learning_rate=lr, layer_decay=1 / 2.6,
-                           num_layers=num_layers)
+                           layer_groups=model.backbone.variable_groups())
     opt.build(variables)
     before = [v.numpy().copy() for v in variables]
     opt.apply_gradients(zip([tf.ones_like(v) for v in variables], variables))
-    step = {}  # depth -> the steps of its variables
+    step, depths = {}, _depths(model)  # depth -> the steps of its variables
     for v, b in zip(variables, before):
-        step.setdefault(layer_depth(v.path, num_layers), []).append(np.abs(v.numpy() - b).max())
+        step.setdefault(depths[v.path], []).append(np.abs(v.numpy() - b).max())
     assert sorted(step) == list(range(num_layers + 3))  # embeddings, 3 layers, pooler, head
     top = num_layers + 2
     np.testing.assert_allclose(step[top], lr, rtol=1e-3)
@@ -177,16 +185,14 @@ def test_gradual_unfreezing_leaves_frozen_groups_bit_identical(name):
     step it moves. Steps run in a tf.function, as in the trainer."""
     import tensorflow as tf
 
-    from garden.optimization import layer_depth, unfreeze_steps
-
     num_layers, every = 2, 2
     model = _tiny_classifier(num_layers)
     variables = model.trainable_variables
     opt = create_optimizer(name, 0.01, train_steps=20, warmup_steps=0, weight_decay=0.1,
-                           unfreeze_every=every, num_layers=num_layers)
+                           unfreeze_every=every, layer_groups=model.backbone.variable_groups())
     opt.build(variables)
-    first = unfreeze_steps(num_layers, every)
-    assert sorted({first(v.path) for v in variables}) == [0, 2, 4, 6, 8]
+    starts = {v.path: opt.first_step(v) for v in variables}
+    assert sorted(set(starts.values())) == [0, 2, 4, 6, 8]
     rng = np.random.default_rng(0)
 
     @tf.function
@@ -197,18 +203,19 @@ def test_gradual_unfreezing_leaves_frozen_groups_bit_identical(name):
         before = [v.numpy().copy() for v in variables]
         apply([tf.constant(rng.normal(size=v.shape).astype("float32")) for v in variables])
         for i, (v, b) in enumerate(zip(variables, before)):
-            if step < first(v.path):
+            if step < starts[v.path]:
                 assert np.array_equal(v.numpy(), b), (step, v.path)
                 assert not np.any(opt._momentums[i].numpy()), (step, v.path)
             else:
                 assert not np.array_equal(v.numpy(), b), (step, v.path)
     # The embeddings (depth 0) never trained in these 7 steps; layer 0 (depth 1) just did.
-    depths = {layer_depth(v.path, num_layers) for i, v in enumerate(variables)
+    depths = {opt.layer_depth(v) for i, v in enumerate(variables)
               if np.any(opt._momentums[i].numpy())}
     assert depths == {1, 2, 3, 4}
     with pytest.raises(ValueError, match="unfreeze_every"):
-        create_optimizer(name, 0.01, 10, 0, unfreeze_every=0, num_layers=2)
-    with pytest.raises(ValueError, match="num_layers"):
+        create_optimizer(name, 0.01, 10, 0, unfreeze_every=0,
+                         layer_groups=model.backbone.variable_groups())
+    with pytest.raises(ValueError, match="layer_groups"):
         create_optimizer(name, 0.01, 10, 0, unfreeze_every=2)
 
 
@@ -220,7 +227,8 @@ def test_frozen_gradients_leave_the_clipping_norm():
 
     model = _tiny_classifier(2)
     variables = model.trainable_variables
-    opt = create_optimizer("adamw", 0.01, 20, 0, unfreeze_every=3, num_layers=2)
+    opt = create_optimizer("adamw", 0.01, 20, 0, unfreeze_every=3,
+                           layer_groups=model.backbone.variable_groups())
     opt.build(variables)
     grads = [tf.ones_like(v) for v in variables]
     head = [v for v in variables if "classifier_dense" in v.path]
@@ -242,7 +250,6 @@ def test_gradual_unfreezing_through_garden_train(bert_data, tmp_path, monkeypatc
     import tensorflow as tf
 
     from garden import train as train_lib
-    from garden.optimization import layer_depth
     from testing import train_in_process
 
     monkeypatch.chdir(train_lib.REPO_ROOT)  # configs include each other by repo paths
@@ -268,8 +275,8 @@ def test_gradual_unfreezing_through_garden_train(bert_data, tmp_path, monkeypatc
         tf.train.Checkpoint(model=model).read(path).expect_partial()
         weights[int(path.rsplit("-", 1)[1])] = {v.path: v.numpy() for v in model.trainable_variables}
     assert {1, 3} <= set(weights), paths
-    moved = {}
+    moved, depths = {}, _depths(model)
     for name in weights[1]:
-        depth = layer_depth(name, 2)
+        depth = depths[name]
         moved.setdefault(depth, set()).add(not np.array_equal(weights[1][name], weights[3][name]))
     assert moved == {0: {False}, 1: {False}, 2: {False}, 3: {True}, 4: {True}}, moved

@@ -7,7 +7,7 @@ import numpy as np
 from garden import models
 from garden.layers.recurrent import ConcatPooling
 from garden.models.ulmfit import AwdLstmBackbone
-from garden.optimization import layer_depth
+from garden.optimization import group_depths
 
 
 def test_the_published_size_and_the_spec():
@@ -39,11 +39,16 @@ def test_padding_does_not_change_the_encoding():
 
 
 def test_layer_groups_for_discriminative_rates_and_unfreezing():
+    import keras
+
     backbone = AwdLstmBackbone.from_preset("ulmfit_tiny", vocab_size=50)
-    depths = {v.path: layer_depth(v.path, 3) for v in backbone.trainable_variables}
+    head = keras.Variable(np.zeros((2, 2)), name="classifier_kernel")
+    variables = backbone.trainable_variables + [head]
+    groups = backbone.variable_groups()
+    depths = dict(zip([v.path for v in variables], group_depths(groups, variables)))
     assert depths["embeddings/embeddings"] == 0
     assert [depths[f"lstm_layer_{i}/recurrent_kernel"] for i in range(3)] == [1, 2, 3]
-    assert layer_depth("classifier_dense/kernel", 3) == 5  # the head, above them all
+    assert depths[head.path] == 4  # the head, one group above them all
 
 
 def test_the_classifier_stage_fine_tunes_and_serves_raw_text(tmp_path):

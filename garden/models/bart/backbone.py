@@ -168,6 +168,17 @@ class BartBackbone(Backbone):
     def token_embedding(self, layer):
         self._token_embedding = layer
 
+    def layer_groups(self):
+        """Backbone.layer_groups: every table and embedding norm (the token table is shared
+        by both stacks and the LM head), the encoder's layers, then the decoder's (a source
+        sequence runs through the encoder, then the decoder reads it); nothing above the last
+        decoder layer (post-LN: no final norm)."""
+        return [[self._token_embedding, self.encoder_position_embedding,
+                 self.encoder_embeddings_layer_norm, self.decoder_position_embedding,
+                 self.decoder_embeddings_layer_norm],
+                *[[block] for block in self.encoder_blocks],
+                *[[block] for block in self.decoder_blocks]]
+
 
 @keras.saving.register_keras_serializable(package="garden")
 class BartSeq2SeqLM(BackboneLM):

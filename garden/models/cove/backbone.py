@@ -145,3 +145,8 @@ class CoveBackbone(Backbone):
     @property
     def token_embedding(self) -> keras.layers.Embedding:
         return self.embeddings
+
+    def layer_groups(self):
+        """Backbone.layer_groups: the word table (not trainable with freeze_embeddings), each
+        layer's two directions."""
+        return [[self.embeddings], *[list(pair) for pair in self.lstm_layers]]

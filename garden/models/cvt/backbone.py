@@ -69,3 +69,9 @@ class CvtBackbone(Backbone):
     @property
     def token_embedding(self) -> keras.layers.Embedding:
         return self.embeddings
+
+    def layer_groups(self):
+        """Backbone.layer_groups: the word table, each layer's two directions."""
+        return [[self.embeddings], *[[self.get_layer(f"lstm_layer_{i}_{direction}")
+                                      for direction in ("forward", "backward")]
+                                     for i in range(len(self.layer_units))]]

@@ -117,6 +117,13 @@ class ElectraBackbone(Backbone):
         self.embeddings_project = embeddings_project
         self.encoder_blocks = encoder_blocks
 
+    def layer_groups(self):
+        """Backbone.layer_groups: the projection to H is an embeddings layer (ELECTRA's own
+        depth table puts "embeddings_project" at 0, as the tables); no pooler."""
+        bottom = [self.embeddings] + ([self.embeddings_project]
+                                      if self.embeddings_project is not None else [])
+        return [bottom, *[[block] for block in self.encoder_blocks], []]
+
 
 def _check_shared_embeddings(embeddings, vocab_size, embedding_size, max_sequence_length,
                              type_vocab_size):

@@ -186,6 +186,13 @@ class ElmoBackbone(Backbone):
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
         self.char_encoder, self.lstm_stacks, self.scalar_mix = encoder, stacks, mix
 
+    def layer_groups(self):
+        """Backbone.layer_groups: the character encoder (ELMo's token embeddings), each layer's
+        forward and backward LSTM, the scalar mix on top."""
+        return [[self.char_encoder],
+                *[[f, b] for f, b in zip(self.lstm_stacks["forward"], self.lstm_stacks["backward"])],
+                [self.scalar_mix]]
+
     @property
     def input_name(self) -> str:
         """token_ids (a vocabulary's pieces) or char_ids."""

@@ -147,6 +147,11 @@ class GPTBackbone(Backbone):
         self.embeddings = embeddings
         self.decoder_blocks = decoder_blocks
 
+    def layer_groups(self):
+        """Backbone.layer_groups: the token and position table, each block (GPT has no
+        final norm)."""
+        return [[self.embeddings], *[[block] for block in self.decoder_blocks]]
+
     @property
     def token_embedding(self):
         return self.embeddings

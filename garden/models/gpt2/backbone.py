@@ -137,6 +137,11 @@ class GPT2Backbone(Backbone):
         """The token table; GPT2CausalLM's logits project onto it (tied)."""
         return self._token_embedding
 
+    def layer_groups(self):
+        """Backbone.layer_groups: the two tables, each block, the final LayerNorm on top."""
+        return [[self._token_embedding, self.position_embedding],
+                *[[block] for block in self.transformer_blocks], [self.final_norm]]
+
     # -- what garden.models.gpt.causal_lm.CachedCausalLM (GPT2CausalLM) drives --------------
     def embed(self, token_ids, positions, training=None):
         """Token + position embeddings of explicit positions, then the embedding dropout

@@ -140,6 +140,11 @@ class GPT3Backbone(Backbone):
     def token_embedding(self):
         return self.token_embedding_layer
 
+    def layer_groups(self):
+        """Backbone.layer_groups: the two tables, each block, the final LayerNorm on top."""
+        return [[self.token_embedding_layer, self.position_embedding],
+                *[[block] for block in self.decoder_blocks], [self.final_norm]]
+
     def embed(self, token_ids, position_ids, training=None):
         x = self.token_embedding_layer(token_ids)
         x = x + self.position_embedding(x, position_ids=position_ids)

@@ -364,3 +364,13 @@ class T5Backbone(Backbone):
     def token_embedding(self) -> keras.layers.Embedding:
         """The one table of the encoder, the decoder and (v1.0) the logits."""
         return self.shared_embedding
+
+    def layer_groups(self):
+        """Backbone.layer_groups: the shared table; the encoder's blocks, its final norm with
+        the last of them (it normalises what the decoder's cross-attention reads); the
+        decoder's blocks; the decoder's final norm on top. Each stack's relative position
+        bias lives in its block_0 (every block reads it), so it is block 0's."""
+        encoder = [[block] for block in self.encoder.blocks]
+        encoder[-1].append(self.encoder.final_norm)
+        return [[self.shared_embedding], *encoder,
+                *[[block] for block in self.decoder.blocks], [self.decoder.final_norm]]

@@ -85,3 +85,9 @@ class AwdLstmBackbone(Backbone):
     def token_embedding(self) -> keras.layers.Embedding:
         """The word table (the LM's tied softmax weights)."""
         return self.embeddings
+
+    def layer_groups(self):
+        """Backbone.layer_groups: ULMFiT's layer groups, the word table and each LSTM layer
+        (the concat pooling has no weights): with layer_decay = 1 / 2.6 the top layer learns
+        at the head's rate / 2.6, as in the paper."""
+        return [[self.embeddings], *[[lstm] for lstm in self.lstm_layers]]

@@ -439,6 +439,12 @@ class XLNetBackbone(Backbone):
     def token_embedding(self) -> keras.layers.ReversibleEmbedding:
         return self.word_embedding
 
+    def layer_groups(self):
+        """Backbone.layer_groups: the word table and the query stream's start vector (a
+        pretraining-only embedding), each layer_i (nothing sits above the top layer)."""
+        return [[self.word_embedding, self.mask_embedding],
+                *[[layer] for layer in self.xlnet_layers]]
+
     def streams(self, inputs: Dict, perm_mask=None, target_mapping=None, mems=None,
                 training=None) -> Dict:
         """Both streams: {"content": [B, T, H], "query": [B, P, H] (None without
