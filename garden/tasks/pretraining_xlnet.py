@@ -21,16 +21,22 @@ Options (gin: garden.Pretraining.<option>):
             second (the original's bi_data; needs an even per-replica batch). Default False.
   mem_len   Transformer-XL memory kept per layer. Training with memory needs batches laid out
             as the original's input function lays them (batch slot b of step s+1 continues
-            slot b of step s); the shuffled reader here does not, so only 0 is accepted.
-            The backbone records it (with reuse_len) for uses of memory outside training.
-  reuse_len tokens of each segment cached as memory (the data's reuse half; 0: all).
+            slot b of step s) and a step that carries each layer's memory to the next; the
+            shuffled reader here gives neither, so only 0 is accepted: mem_len > 0 is a
+            ConfigError before the model is built, and so is a backbone built with memory by
+            a binding of its own (backbone.mem_len = 384), which the pretrainer would never
+            feed. Memory is for inference on a converted or trained backbone built with it
+            (XLNetBackbone.streams(mems=...)).
+  reuse_len tokens of each segment cached as memory (the data's reuse half; 0: all); without
+            memory it changes nothing.
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
 
-from garden.tasks.pretraining import PretrainingRecord, _share
+from garden.tasks.pretraining import PretrainingRecord, _share, pretrainer_on_backbone
+from garden.training.setup import ConfigError
 
 FEATURES = ("input_k", "input_q", "seg_id", "perm_rank", "target", "target_mask")
 
@@ -74,16 +80,30 @@ def _metrics(task, model, batch, training, weight_shares):
     return metrics
 
 
+def _memory_refused(switch: str) -> ConfigError:
+    return ConfigError(f"{switch}: training with Transformer-XL memory needs stream-ordered "
+                       "batches (slot b of each step continuing slot b of the last), which the "
+                       "shuffled TFRecord reader does not give; use mem_len = 0 (memory is for "
+                       "inference: XLNetBackbone.streams(mems=...))")
+
+
 def _backbone_args(task):
     o = task.options
     if int(o["mem_len"]) > 0:
-        raise ValueError(f"garden.Pretraining.mem_len={o['mem_len']}: training with Transformer-XL "
-                         "memory needs stream-ordered batches (slot b of each step continuing slot b "
-                         "of the last), which the shuffled TFRecord reader does not give; use "
-                         "mem_len=0 (memory at inference: XLNetBackbone.streams(mems=...))")
-    return {"bi_data": bool(o["bi_data"]), "mem_len": int(o["mem_len"]), "reuse_len": int(o["reuse_len"])}
+        raise _memory_refused(f"garden.Pretraining.mem_len={o['mem_len']}")
+    # mem_len is not passed: passed, it would silently win over a backbone binding of it,
+    # which _build refuses instead.
+    return {"bi_data": bool(o["bi_data"]), "reuse_len": int(o["reuse_len"])}
+
+
+def _build(task, backbone):
+    mem_len = int(backbone.get_config().get("mem_len") or 0)
+    if mem_len > 0:  # the pretrainer calls streams() without mems: the memory would do nothing
+        raise _memory_refused(f"the XLNet backbone has mem_len={mem_len} (a backbone binding, "
+                              f"e.g. backbone.mem_len = {mem_len})")
+    return pretrainer_on_backbone(task, backbone)
 
 
 RECORD = PretrainingRecord(required_features=FEATURES, inputs=_inputs, loss_weights=_weights,
-                           metrics=_metrics, backbone_args=_backbone_args,
+                           metrics=_metrics, build=_build, backbone_args=_backbone_args,
                            options={"bi_data": False, "mem_len": 0, "reuse_len": 0})

@@ -1,7 +1,7 @@
 """XLNet pretraining through `garden.train` on make_pretrain --objective=xlnet data of the
 sample corpus (SentencePiece vocabulary): the permutation LM learns (held out, beyond the best
 constant guess and the unigram entropy), and training with memory is refused with a message
-naming the option."""
+naming the option or the backbone binding that asked for it."""
 
 from __future__ import annotations
 
@@ -110,6 +110,16 @@ def test_xlnet_tiny_learns_permutation_lm(xlnet_data, tmp_path):
     assert r["loss"] < r["unigram_entropy"], r
 
 
-def test_memory_in_training_is_refused_by_name(xlnet_data, tmp_path):
-    with pytest.raises(ValueError, match="mem_len=8.*stream-ordered"):
-        _train(xlnet_data, tmp_path, 1, "garden.Pretraining.mem_len = 8")
+@pytest.mark.parametrize("binding, switch", [
+    ("garden.Pretraining.mem_len = 8", r"garden\.Pretraining\.mem_len=8"),
+    # A binding on the backbone is refused too (the task's own mem_len=0 used to win over it
+    # silently, and the pretrainer never feeds memory).
+    ("backbone.mem_len = 8", r"the XLNet backbone has mem_len=8 \(a backbone binding, e\.g\. "
+                             r"backbone\.mem_len = 8\)")])
+def test_memory_in_training_is_refused_by_name(xlnet_data, tmp_path, binding, switch):
+    from garden.training.setup import ConfigError
+
+    with pytest.raises(ConfigError, match=switch + r": training with Transformer-XL memory needs "
+                                                   r"stream-ordered batches"):
+        _train(xlnet_data, tmp_path, 1, binding)
+    assert not os.path.exists(os.path.join(tmp_path, "checkpoints")), "refused before training"
