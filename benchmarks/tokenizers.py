@@ -10,8 +10,9 @@ Pairs, each on the same vocabulary file and the same batches of --batch_size lin
   end: lower-casing, accent stripping, basic tokenization, WordPiece, ids back as Python lists)
   against Hugging Face ``tokenizers`` BertWordPieceTokenizer(vocab.txt, lowercase=True)
   .encode_batch (no special tokens). Two rows for ours: ``tokenize`` (data_pipelines.wordpiece,
-  pure Python, what the Beam job runs) and ``tokenize_in_graph`` (tensorflow-text
-  FastBertTokenizer, what training and serving run; TensorFlow's import is not timed).
+  the ``tokenizers`` library, what the Beam job runs) and ``tokenize_in_graph`` (the graph
+  module, what training and serving run; TensorFlow's import is not timed), the latter also
+  against tensorflow-text's FastBertTokenizer, the graph's tokenizer before issue 32.
 * sentencepiece (for information): ours (tf.strings.lower + tensorflow-text
   SentencepieceTokenizer) against the sentencepiece Python library (str.lower + encode).
 * bpe (for information): ours (keras-hub BytePairTokenizer, TF graph) against Hugging Face
@@ -58,6 +59,10 @@ def _make_vocab(kind: str, corpus_dir: str, output: str, vocab_size: int, lower_
            f"--input={corpus_dir}/*.txt", f"--output={output}", f"--vocab_size={vocab_size}"]
     subprocess.run(cmd + (["--lower_case"] if lower_case else []), check=True, capture_output=True)
     return output
+
+
+def _lists(ids) -> List[List[int]]:
+    return tokenizers._ragged_to_lists(ids.flat_values.numpy(), ids.row_splits.numpy())
 
 
 def measure(fn: Callable[[Sequence[str]], List[List[int]]], batches: List[List[str]]) -> Dict:
@@ -119,8 +124,19 @@ def run(args, work: str) -> None:
         hf_ids = measure(lambda b: [e.ids for e in hf.encode_batch(b, add_special_tokens=False)], batches)
         rows.append(("wordpiece", ours.vocab.size, measure(ours.tokenize, batches), hf_ids,
                      "HF tokenizers BertWordPiece"))
-        rows.append(("wordpiece in-graph", ours.vocab.size, measure(ours.tokenize_in_graph, batches), hf_ids,
-                     "HF tokenizers BertWordPiece"))
+        graph = measure(ours.tokenize_in_graph, batches)
+        rows.append(("wordpiece in-graph", ours.vocab.size, graph, hf_ids, "HF tokenizers BertWordPiece"))
+        # What the graph ran before issue 32: one fused op, but NFKC-style folding (not BERT's
+        # rules). The ratio is the price of BERT's normalisation in core ops.
+        import tensorflow as tf
+        import tensorflow_text as tf_text
+
+        fast = tf_text.FastBertTokenizer(vocab=ours.vocab.tokens, suffix_indicator="##", max_bytes_per_word=100,
+                                         token_out_type=tf.int64, unknown_token=tokenizers.UNK,
+                                         lower_case_nfd_strip_accents=True)
+        rows.append(("wordpiece in-graph", ours.vocab.size, graph,
+                     measure(lambda b: _lists(fast.tokenize(tf.constant(b))), batches),
+                     "tensorflow-text FastBertTokenizer (before issue 32)"))
     if "sentencepiece" in kinds:
         import sentencepiece as spm
 

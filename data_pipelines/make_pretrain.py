@@ -15,8 +15,8 @@ PipelineOptions: --runner, --direct_num_workers, --direct_running_mode, --projec
   ReadDocuments        match the glob (or the tfds shards); per file, read documents in order
                        (bad lines, empty files and documents are counted and skipped), cut them
                        into chunks of pool_size/8 consecutive documents, tokenize each chunk in
-                       one batched call (WordPiece: data_pipelines.wordpiece, FastBertTokenizer's
-                       ids without TensorFlow, or the op itself with --in_graph_tokenizer;
+                       one batched call (WordPiece: the tokenizers library's BERT pipeline,
+                       without TensorFlow, or the graph module with --in_graph_tokenizer;
                        SentencePiece / byte-level BPE: tensorflow-text or keras-hub ops) and
                        write it to a work file
   CreateInstances      per dupe pass, chunks are hashed into pools of ~pool_size documents;
@@ -609,11 +609,10 @@ def make_parser(objective: Optional[base.Objective] = None) -> argparse.Argument
                    help="output files; each is sorted in one worker's memory, so keep shards to a few "
                    "hundred MB (default %(default)s)")
     flags.add_bool(p, "in_graph_tokenizer", False,
-                   "wordpiece: tokenize with tensorflow-text's FastBertTokenizer (the tokenizer of training and "
-                   "serving) instead of data_pipelines.wordpiece. Same ids (tested); about 2x faster per MB once "
-                   "loaded, but every worker process imports TensorFlow (about 4.4 CPU-s and 0.7 GB), which pays "
-                   "off above roughly 120 MB of text per worker process (benchmarks/README.md, Tokenizers). The "
-                   "other tokenizer kinds always use their tensorflow-text / keras-hub op")
+                   "wordpiece: tokenize with the graph module of training and serving (data_pipelines.wordpiece) "
+                   "instead of the tokenizers library's BERT pipeline. Same ids (tested), but every worker process "
+                   "imports TensorFlow (about 4.4 CPU-s and 0.7 GB). The other tokenizer kinds always use their "
+                   "tensorflow-text / keras-hub op")
     p.add_argument("--random_document_pool_size", type=int, default=1000,
                    help="documents per pool: random-next/SOP partners are drawn from, and packing objectives "
                    "concatenate, the documents of a pool of about this size (chunks of pool_size/8 consecutive "

@@ -3,9 +3,9 @@
 Three kinds, each learnt by ``data_pipelines.make_vocab --tokenizer=KIND``:
 
 * ``wordpiece`` (BERT, SpanBERT, ERNIE, ELECTRA, DistilBERT): a one-token-per-line
-  ``vocab.txt`` with [PAD] [UNK] [CLS] [SEP] [MASK] first; tokenized by tensorflow-text's
-  FastBertTokenizer (BERT basic tokenization + WordPiece, Song et al. 2021 "Fast WordPiece
-  Tokenization"), lower-casing with NFD accent stripping when ``lower_case``.
+  ``vocab.txt`` with [PAD] [UNK] [CLS] [SEP] [MASK] first; tokenized by BERT's rules (basic
+  tokenization + WordPiece, lower-casing with NFD accent stripping when ``lower_case``) as
+  data_pipelines.wordpiece implements them, equal to Hugging Face's BertTokenizer.
 * ``sentencepiece`` (ALBERT, XLNet, T5): a SentencePiece unigram ``.model`` (Kudo 2018;
   Kudo & Richardson 2018) with <pad>=0 </s>=1 <unk>=2 and control symbols [CLS] [SEP] [MASK]
   <eod>; tokenized by tensorflow-text's SentencepieceTokenizer, after Unicode lower-casing
@@ -19,12 +19,12 @@ Three kinds, each learnt by ``data_pipelines.make_vocab --tokenizer=KIND``:
 
 ``TextTokenizer.in_graph()`` is the module for tf.function and SavedModel signatures.
 ``TextTokenizer.tokenize`` (eager, used by the Beam job) runs that very module for sentencepiece
-and bpe; for wordpiece it runs data_pipelines.wordpiece, which gives the same ids without
-TensorFlow (so Beam workers need not load it) and is tested against the module on every
-codepoint, a corpus and random text. (The sentencepiece library alone is not exact: it
-segmented 1,190 of 21,988 random texts of every script differently from tensorflow-text's op,
-which bundles another version of it; most were long runs of one letter, where segmentations
-tie.) Either way a served model sees exactly the ids it was trained on. Text never produces
+and bpe; for wordpiece it runs the ``tokenizers`` library's BERT pipeline (the reference itself,
+without TensorFlow, so Beam workers need not load it), and the graph module is tested against it
+on random text of every script (tests/data_pipelines/test_wordpiece.py). (The sentencepiece
+library alone is not exact: it segmented 1,190 of 21,988 random texts of every script
+differently from tensorflow-text's op, which bundles another version of it; most were long
+runs of one letter, where segmentations tie.) Either way a served model sees exactly the ids it was trained on. Text never produces
 special ids (a literal "[MASK]" or "<mask>" in the input is ordinary text); objectives add
 specials by id.
 """
@@ -124,27 +124,6 @@ def vocab_fingerprint(path: str) -> str:
     return "sha256:" + hashlib.sha256(_read_bytes(path)).hexdigest()
 
 
-def wordpiece_tokenizer(vocab: List[str], lower_case: bool):
-    """tensorflow-text FastBertTokenizer (basic tokenization + WordPiece) emitting int64 ids.
-
-    Usable eagerly on a batch of strings (returns a RaggedTensor [batch, (pieces)]) and inside
-    a tf.function / SavedModel signature.
-    """
-    import tensorflow as tf
-    import tensorflow_text as tf_text
-
-    return tf_text.FastBertTokenizer(
-        vocab=vocab,
-        suffix_indicator="##",
-        max_bytes_per_word=100,
-        token_out_type=tf.int64,
-        unknown_token=UNK,
-        no_pretokenization=False,
-        support_detokenization=False,
-        lower_case_nfd_strip_accents=lower_case,
-    )
-
-
 # ---------------------------------------------------------------------------------------------
 # Kinds and files
 
@@ -228,12 +207,12 @@ class TextTokenizer:
         # (make_pretrain's launcher) skips building the TF tokenizer (about 1 s of CPU).
         self._make_module = make_module
         self._module_instance = None
-        # wordpiece: data_pipelines.wordpiece, the same ids as the TF module without importing
-        # TensorFlow (tested against it), so that a Beam worker that only tokenizes never loads it.
+        # wordpiece: the reference pipeline of the ``tokenizers`` library, the same ids as the TF
+        # module (tested) without importing TensorFlow: a Beam worker that only tokenizes never
+        # loads it.
         self._make_eager = make_eager
         self._eager_instance = None
         self._piece_bytes: Optional[List[bytes]] = None
-        self._wordpiece_offsets = None  # tf.function of tokenize_with_offsets, made on first use
 
     @property
     def _module(self):
@@ -258,7 +237,7 @@ class TextTokenizer:
         return self._module
 
     def tokenize(self, texts: Sequence[str]) -> List[List[int]]:
-        """Ids of each text (eager, batched): wordpiece with data_pipelines.wordpiece (no
+        """Ids of each text (eager, batched): wordpiece with the ``tokenizers`` library (no
         TensorFlow), the other kinds with the in-graph module's ops on chunks of texts."""
         if self._make_eager is not None:
             return self._eager.tokenize(texts)
@@ -295,8 +274,8 @@ class TextTokenizer:
     def tokenize_with_char_offsets(self, texts: Sequence[str]) -> List[Tuple[List[int], List[int], List[int]]]:
         """(ids, starts, ends) of each text with CHARACTER spans: ``tokenize_with_offsets``'s
         byte spans converted (a start inside a character moves to its start, an end inside one
-        covers it). WordPiece computes them with data_pipelines.wordpiece, without TensorFlow
-        (the same spans: tests/data_pipelines/test_wordpiece_offsets.py)."""
+        covers it). WordPiece computes them with the ``tokenizers`` library, without TensorFlow
+        (the graph module's spans are tested against them: tests/data_pipelines/test_wordpiece.py)."""
         if self._make_eager is not None:
             return self._eager.tokenize_with_char_offsets(texts)
         ids, starts, ends = self.tokenize_with_offsets(texts)
@@ -305,17 +284,15 @@ class TextTokenizer:
     def _offsets_chunk(self, texts: List[str]):
         import tensorflow as tf
 
-        batch = tf.constant(texts, dtype=tf.string)
         if self.kind == "wordpiece":
-            # FastBertTokenizer's normaliser maps offsets back to the original text itself.
-            # As one tf.function: its ragged post-processing op by op cost 3x more.
-            if self._wordpiece_offsets is None:
-                self._wordpiece_offsets = tf.function(self._module.tokenizer.tokenize_with_offsets,
-                                                      input_signature=[tf.TensorSpec([None], tf.string)])
-            ids, starts, ends = self._wordpiece_offsets(batch)
-            return (_ragged_to_lists(ids.flat_values.numpy(), ids.row_splits.numpy()),
-                    _ragged_to_lists(starts.flat_values.numpy(), starts.row_splits.numpy()),
-                    _ragged_to_lists(ends.flat_values.numpy(), ends.row_splits.numpy()))
+            ids, starts, ends = [], [], []
+            for text, (i, s, e) in zip(texts, self._eager.tokenize_with_char_offsets(texts)):
+                s, e = char_to_byte_spans(text, s, e)
+                ids.append(i)
+                starts.append(s)
+                ends.append(e)
+            return ids, starts, ends
+        batch = tf.constant(texts, dtype=tf.string)
         lowered = self._module.lower(batch)
         lowered_bytes = lowered.numpy().tolist()
         if self.kind == "sentencepiece":
@@ -364,6 +341,14 @@ def byte_to_char_spans(text: str, starts: Sequence[int], ends: Sequence[int]) ->
     at = np.concatenate([[0], np.cumsum([len(c.encode("utf-8")) for c in text])])
     return ((np.searchsorted(at, np.asarray(starts, np.int64), side="right") - 1).tolist(),
             np.searchsorted(at, np.asarray(ends, np.int64), side="left").tolist())
+
+
+def char_to_byte_spans(text: str, starts: Sequence[int], ends: Sequence[int]) -> Tuple[List[int], List[int]]:
+    """Character spans [start, end) in ``text`` -> UTF-8 byte spans."""
+    if text.isascii():
+        return list(starts), list(ends)
+    at = np.concatenate([[0], np.cumsum([len(c.encode("utf-8", "surrogatepass")) for c in text])])
+    return at[np.asarray(starts, np.int64)].tolist(), at[np.asarray(ends, np.int64)].tolist()
 
 
 def _ragged_to_lists(values: np.ndarray, splits: np.ndarray) -> List[List[int]]:
@@ -485,35 +470,6 @@ def _original_spans(text, lowered, starts, ends, lower_case: bool):
     """Byte spans in the (lowered) text the tokenizer saw -> character spans in `text`."""
     starts, ends = char_spans(lowered, starts, ends)
     return _lowered_to_original(text, starts, ends) if lower_case else (starts, ends)
-
-
-@functools.lru_cache(maxsize=None)
-def _wordpiece_module():
-    """The WordPiece tokenizer module class. The module classes are defined on first use, so
-    that importing this file needs no TF."""
-    import tensorflow as tf
-
-    spec = [tf.TensorSpec([None], tf.string, name="text")]
-
-    class WordPieceModule(tf.Module):
-        def __init__(self, vocab: List[str], lower_case: bool):
-            super().__init__(name="wordpiece_tokenizer")
-            self.tokenizer = wordpiece_tokenizer(vocab, lower_case)
-
-        def tokenize(self, text):
-            return self.tokenizer.tokenize(text)
-
-        def tokenize_with_char_offsets(self, text):
-            """(ids, starts, ends) ragged int64: each piece's CHARACTER span [start, end) in
-            the original text (FastBertTokenizer maps its normaliser's offsets back)."""
-            ids, starts, ends = self.tokenizer.tokenize_with_offsets(text)
-            return (ids, *char_spans(text, starts, ends))
-
-        @tf.function(input_signature=spec)
-        def __call__(self, text):
-            return self.tokenize(text)
-
-    return WordPieceModule
 
 
 @functools.lru_cache(maxsize=None)
@@ -653,7 +609,7 @@ def _load_wordpiece(path: str, lower_case: bool) -> TextTokenizer:
         word_start=lambda t: not t.startswith("##"), name=path)
     # The TF module is built (and TensorFlow imported) on first use, not here.
     return TextTokenizer("wordpiece", path, vocab, vocab_fingerprint(path), lower_case,
-                         lambda: _wordpiece_module()(tokens, lower_case),
+                         lambda: wordpiece.graph_module(tokens, lower_case, unk=UNK),
                          make_eager=lambda: wordpiece.WordPieceTokenizer(tokens, lower_case, unk=UNK))
 
 

@@ -48,7 +48,7 @@ def text_lines(path: str):
     try:
         text = (ROOT / path).read_text(encoding="utf-8")
     except (UnicodeDecodeError, FileNotFoundError):
-        return []  # binary files (tf_text_tables.json.gz) cite nothing
+        return []  # binary files (wordpiece_tables.json.gz) cite nothing
     return text.splitlines()
 
 

@@ -15,11 +15,12 @@ method names afterwards. The version is built under a hidden name and renamed in
 server polling <model_name>/ never loads half an export.
 
 Minimum TensorFlow Serving, two constraints (both written to garden_export.json):
-- tensorflow-text ops: 2.12.0. The text signatures run tensorflow-text's FastBertNormalize and
-  FastWordpieceTokenizeWithOffsets kernels; the model server links the tensorflow-text op
-  library of its own pin, and 2.11.0 shipped without FastBertNormalize (tensorflow/serving#2064:
-  the fix reached the nightly after the 2.11.0 release); later releases embed tensorflow-text
-  2.12 or newer (the 2.12.1 pin was still current in early 2025, tensorflow/serving#4057).
+- tensorflow-text ops: 2.12.0. The WordPiece signatures run tensorflow-text's
+  RegexSplitWithOffsets and FastWordpieceTokenizeWithOffsets kernels (BERT's normalisation is
+  core TensorFlow ops: data_pipelines/wordpiece.py); the model server links the tensorflow-text
+  op library of its own pin, and 2.11.0 shipped without part of the Fast* kernels
+  (tensorflow/serving#2064: the fix reached the nightly after the 2.11.0 release); later
+  releases embed tensorflow-text 2.12 or newer (the 2.12.1 pin was still current in early 2025, tensorflow/serving#4057).
   `check_serving_ops` verifies an export uses only tensorflow-text ops of that release.
 - core TensorFlow: TF promises that graphs load in the same or a newer runtime, not an older
   one (e.g. the DisableCopyOnRead op and the VarHandleOp debug_name attribute written by recent

@@ -2,7 +2,7 @@
 
 `TextPacker` tokenizes with the very module the Beam job's tokenizer runs
 (`data_pipelines.tokenizers.load_tokenizer(kind, path).in_graph()`: WordPiece through
-tensorflow-text's FastBertTokenizer, SentencePiece through tf_text.SentencepieceTokenizer,
+BERT's rules in core ops and tensorflow-text's FastWordpieceTokenizer, SentencePiece through tf_text.SentencepieceTokenizer,
 byte-level BPE through keras-hub's BytePairTokenizer), then packs one or two segments in the
 family's layout (docs/objectives.md section 12):
 
@@ -41,7 +41,7 @@ trimmer's loop. Budgets: "bert" and "xlnet" L-2 (one text) or L-3 (pair); "rober
 Hugging Face's RoBERTa tokenizer counts its four specials of a pair; "gpt2" L or L-1.
 
 `checked_text(x, name)` is the guard every text signature applies first: tensorflow-text's
-FastBertTokenizer segfaults the process on a rank-0 string (issue 13), and a [2, 3] batch
+FastBertTokenizer segfaulted the process on a rank-0 string (issue 13), and a [2, 3] batch
 would silently be read as 2 texts; both answer InvalidArgumentError instead.
 """
 
@@ -188,8 +188,6 @@ class TextPacker(tf.Module):
     def tokenize(self, text: tf.Tensor) -> tf.RaggedTensor:
         """Piece ids of a string vector, int64 ragged [batch, (pieces)]."""
         pieces = self.tokenizer(text)
-        if pieces.ragged_rank > 1:  # FastBertTokenizer can keep a words axis
-            pieces = pieces.merge_dims(-2, -1)
         return pieces
 
     def _segments(self, text_a, text_b):

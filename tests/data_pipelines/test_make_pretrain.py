@@ -18,7 +18,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from data_pipelines import beam_options, features, make_pretrain, sources, tfrecord, tokenizers
+from data_pipelines import beam_options, features, make_pretrain, sources, tfrecord, tokenizers, wordpiece
 from data_pipelines.objectives import base, bert
 
 CLS, SEP = 2, 3
@@ -79,7 +79,7 @@ def test_pipeline_stages_exact_ids(tmp_path, tiny_vocab_path):
 
     # Expected: the same plain functions and seeds, outside Beam (one pool: 2 chunks of at
     # most 125 documents, fewer than the 8 chunks of a 1000-document pool).
-    tok = tokenizers.wordpiece_tokenizer(TINY_VOCAB, lower_case=True)
+    tok = wordpiece.graph_module(TINY_VOCAB, lower_case=True)
     tokenized = [(doc_id, tok.tokenize(tf.constant(s)).to_list()) for doc_id, s in docs_in]
     # Hand-checked WordPiece ids: lower-cased, "dogs" -> dog ##s.
     assert tokenized[0][1] == [[5, 6, 7, 10], [11, 12, 13, 14, 15, 10]]
@@ -239,7 +239,7 @@ def test_deterministic_across_reruns_and_worker_counts(e2e, tiny_corpus, tiny_vo
 
 
 def test_in_graph_tokenizer_writes_the_same_shards(e2e, tiny_corpus, tiny_vocab_path, tmp_path):
-    """--in_graph_tokenizer (tensorflow-text's FastBertTokenizer in the workers) and the default
+    """--in_graph_tokenizer (the graph module in the workers) and the default
     (data_pipelines.wordpiece, no TensorFlow) give the same ids, so the same bytes."""
     out = str(tmp_path / "in_graph")
     make_pretrain.run(_argv(tiny_corpus, tiny_vocab_path, out, "--in_graph_tokenizer=true"))

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from data_pipelines import make_vocab, sample_corpus, tokenizers
+from data_pipelines import make_vocab, sample_corpus, tokenizers, wordpiece
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +114,7 @@ def test_make_vocab_cli(sample, tmp_path):
     assert not set(vocab[5:]) - allowed, sorted(set(vocab[5:]) - allowed)[:10]
     assert len(set(vocab)) == len(vocab) and 100 < len(vocab) <= 5 + len(allowed)
     assert any(t.startswith("##") for t in vocab) and "the" in vocab
-    tok = tokenizers.wordpiece_tokenizer(vocab, lower_case=True)
+    tok = wordpiece.graph_module(vocab, lower_case=True)
     ids = tok.tokenize(["The module docstring."]).to_list()[0]
     assert ids and 1 not in ids[:1]  # "the" is known
 

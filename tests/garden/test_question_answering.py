@@ -79,7 +79,7 @@ def _argv(bert_data, qa_files, model_dir, export_base, steps, extra=()):
 SERVE = r"""
 import json, sys
 import tensorflow as tf
-import tensorflow_text  # registers FastBertNormalize & co. before loading
+import tensorflow_text  # registers the tokenizer ops before loading
 export_dir, dev = sys.argv[1], sys.argv[2]
 examples = [qa for a in json.load(open(dev))["data"] for p in a["paragraphs"]
             for qa in [dict(q, context=p["context"]) for q in p["qas"]]]

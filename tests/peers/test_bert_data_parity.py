@@ -4,10 +4,8 @@ Model Garden's script (``official.nlp.data.create_pretraining_data``, a port of 
 BERT release) is the reference for docs/objectives.md section 1. Both tools get the same text, the
 same WordPiece vocabulary and the same arguments; what must agree:
 
-1. Tokenization, sentence by sentence: our tensorflow-text FastBertTokenizer and Model
-   Garden's FullTokenizer. Identical ids on ASCII text; on the rest tensorflow-text applies NFKC
-   case folding ("…" -> ". . .", "´" dropped) where FullTokenizer emits [UNK], which is allowed
-   for a small minority of sentences only.
+1. Tokenization, sentence by sentence: our graph tokenizer (data_pipelines.wordpiece, what
+   training and serving run) and Model Garden's FullTokenizer: identical ids on every sentence.
 2. The distribution of the instances. The tools draw different random numbers (Python's
    ``random`` in one process vs numpy Generators per document and dupe pass), so instances
    are compared through statistics, each with a tolerance of Z standard errors.
@@ -54,7 +52,7 @@ tokenization = pytest.importorskip(
 
 import tensorflow as tf  # noqa: E402
 
-from data_pipelines import features, tokenizers  # noqa: E402
+from data_pipelines import features, tokenizers, wordpiece  # noqa: E402
 from testing import REPO_ROOT, python_env, run_fixture_tool, run_module  # noqa: E402
 
 MODEL_GARDEN_MODULE = "official.nlp.data.create_pretraining_data"
@@ -68,7 +66,6 @@ SENTENCES_PER_DOCUMENT = 20
 SHORT_INSTANCE = 64      # real tokens: the short_seq_prob draws plus document ends (~19%)
 Z = 4.5                  # tolerance in standard errors of the difference
 MAX_COUNT_GAP = 0.05     # instance counts: seed-to-seed spread of the gap is ~1.3%
-MAX_NON_ASCII_DIFFERENCES = 0.01  # of all sentences; 16 of 11,894 (0.13%) today
 
 
 @dataclasses.dataclass
@@ -133,7 +130,7 @@ def test_tokenizer_matches_model_garden(corpus):
     reference = tokenization.FullTokenizer(vocab_file=corpus.vocab, do_lower_case=True)
     expected = [reference.convert_tokens_to_ids(reference.tokenize(s)) for s in sentences]
     vocab = tokenizers.load_vocab(corpus.vocab)
-    ours = tokenizers.wordpiece_tokenizer(vocab, lower_case=True).tokenize(sentences).to_list()
+    ours = wordpiece.graph_module(vocab, lower_case=True).tokenize(sentences).to_list()
 
     # The vocabulary is learnt on 2 of the 4 files: the other two exercise ## pieces and
     # [UNK] for real (without them, agreement would prove little).
@@ -142,21 +139,10 @@ def test_tokenizer_matches_model_garden(corpus):
     assert pieces.count("[UNK]") > 0
 
     diffs = [(s, e, o) for s, e, o in zip(sentences, expected, ours) if e != o]
-    ascii_diffs = [d for d in diffs if d[0].isascii()]
-    other_diffs = [d for d in diffs if not d[0].isascii()]
-    n_ascii = sum(s.isascii() for s in sentences)
-
-    def show(diffs):
-        return "".join(f"\n  {s!r}\n    model garden {[vocab[i] for i in e]}\n"
-                       f"    ours         {[vocab[i] for i in o]}" for s, e, o in diffs[:3])
-
-    assert not ascii_diffs, (
-        f"{len(ascii_diffs)} of {n_ascii} ASCII sentences tokenized differently "
-        f"({len(other_diffs)} of {len(sentences) - n_ascii} non-ASCII ones):{show(ascii_diffs)}")
-    assert len(other_diffs) < MAX_NON_ASCII_DIFFERENCES * len(sentences), (
-        f"{len(other_diffs)} of {len(sentences)} sentences (all non-ASCII, of "
-        f"{len(sentences) - n_ascii}) tokenized differently; expected only NFKC case-folding "
-        f"differences, well under {MAX_NON_ASCII_DIFFERENCES:.0%}:{show(other_diffs)}")
+    assert sum(not s.isascii() for s in sentences) > 10  # the comparison covers non-ASCII text
+    assert not diffs, f"{len(diffs)} of {len(sentences)} sentences tokenized differently:" + "".join(
+        f"\n  {s!r}\n    model garden {[vocab[i] for i in e]}\n    ours         {[vocab[i] for i in o]}"
+        for s, e, o in diffs[:3])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -334,7 +320,7 @@ def test_instance_statistics_match_model_garden(corpus, tmp_path):
     mg_index = DocumentIndex([[reference.convert_tokens_to_ids(reference.tokenize(s)) for s in doc]
                               for doc in corpus.documents])
     sentences = [s for doc in corpus.documents for s in doc]
-    ids = iter(tokenizers.wordpiece_tokenizer(vocab, lower_case=True).tokenize(sentences).to_list())
+    ids = iter(wordpiece.graph_module(vocab, lower_case=True).tokenize(sentences).to_list())
     ours_index = DocumentIndex([[next(ids) for _ in doc] for doc in corpus.documents])
 
     mg = _instances(_load(mg_files, spec), mg_index, mask_id)

@@ -39,7 +39,7 @@ VENV_BIN = os.path.dirname(sys.executable)
 SERVE_SCRIPT = r"""
 import json, sys
 import tensorflow as tf
-import tensorflow_text  # registers FastBertNormalize & co. before loading
+import tensorflow_text  # registers the tokenizer ops before loading
 
 args = json.loads(sys.argv[1])
 out = {}
@@ -222,15 +222,16 @@ def test_metadata_and_serving_ops(exported):
                                   "classify": "tensorflow/serving/classify"}
     assert meta["vocab_fingerprint"].startswith("sha256:")
     assert meta["min_tf_serving_version"] == export.min_tf_serving_version()
-    assert meta["tf_text_ops"] == ["FastBertNormalize", "FastWordpieceTokenizeWithOffsets"]
+    assert meta["tf_text_ops"] == ["FastWordpieceTokenizeWithOffsets", "RegexSplitWithOffsets"]
 
     report = export.check_serving_ops(exported["pair_dir"])
     assert report["ok"], report["problems"]
     assert report["unknown_ops"] == []
     assert "TFText>RoundRobinTrim" not in export.graph_ops(exported["pair_dir"])
-    # Against tensorflow-text 2.8 (before FastBertNormalizer) the check must fail.
+    # Against tensorflow-text 2.8 (before FastWordpieceTokenizer, as far as the table knows)
+    # the check must fail.
     old = export.check_serving_ops(exported["pair_dir"], max_tf_text_version="2.8")
-    assert not old["ok"] and any("FastBertNormalize" in p for p in old["problems"])
+    assert not old["ok"] and any("FastWordpieceTokenizeWithOffsets" in p for p in old["problems"])
 
 
 def test_label_count_must_match_logits(exported, tmp_path):
@@ -355,8 +356,8 @@ def test_inspect_command_reports_the_export(exported):
     proc = _inspect(exported["pair_dir"])
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout)
-    assert report["ok"] and report["tf_text_ops"] == ["FastBertNormalize",
-                                                      "FastWordpieceTokenizeWithOffsets"]
+    assert report["ok"] and report["tf_text_ops"] == ["FastWordpieceTokenizeWithOffsets",
+                                                      "RegexSplitWithOffsets"]
     assert [r["signature_name"] for r in report["warmup_requests"]] == (
         ["serving_default"] * (len(WARMUP) + 1) + ["serving_ids"])
     # The model directory instead of a version (issue 13 item 8): one line naming the newest
