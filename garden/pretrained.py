@@ -33,11 +33,16 @@ INFO_FILE = "convert_info.json"
 CHECKPOINT_DIR = "checkpoints"
 
 # Constructor arguments that are not the architecture of the weights: never a contradiction.
-# Dropout-type arguments (any name holding "dropout") are applied, the others ignored.
+# Dropout-type arguments (any name holding "dropout") and _APPLIED are applied, the others
+# ignored (the preset, the initializer of weights that are restored, ELECTRA's tower sizes).
 _NOT_ARCHITECTURE = {"preset", "name", "trainable", "dtype", "output_hidden_states",
                      "output_attentions", "use_head_mask", "initializer_range", "embeddings",
                      "generator_hidden_size", "generator_num_heads",
                      "generator_intermediate_size"}
+# Bindings that change how the converted backbone runs, not its weights: applied like the
+# dropouts (they used to be dropped without a word: `backbone.trainable = False` trained a
+# converted backbone all the same).
+_APPLIED = {"trainable", "dtype", "output_hidden_states", "output_attentions", "use_head_mask"}
 
 
 class ConvertedCheckpointError(ValueError):
@@ -301,12 +306,20 @@ def check_bindings(converted: Converted, factory) -> Dict:
     if factory is None:
         return config
     for key, (selector, value) in _bindings(factory).items():
-        if "dropout" in key:
-            if key in config and value is not None:
+        if value is None:
+            continue
+        if "dropout" in key or key in _APPLIED:
+            if key in config:
                 config[key] = value
+                continue
+            if key in _APPLIED and not value:
+                continue  # a switch off: what the backbone does anyway
+        elif key in _NOT_ARCHITECTURE:
             continue
-        if key in _NOT_ARCHITECTURE or key not in config or value is None:
-            continue
+        if key not in config:
+            raise ConvertedCheckpointError(
+                f"{selector} = {value!r}: the converted {converted.family} backbone of "
+                f"{converted.path} takes no {key}, so the binding would be ignored; drop it")
         if not _same(value, config[key]):
             raise ConvertedCheckpointError(
                 f"{selector} = {value!r} contradicts the converted checkpoint {converted.path}, "

@@ -66,14 +66,17 @@ def train(model_dir: str, strategy, task=gin.REQUIRED, train_steps: int = gin.RE
     lr_schedule: 'linear' (BERT), 'polynomial' (power lr_power, to end_learning_rate) or
     'slanted_triangular' (ULMFiT, rising for warmup_steps).
     layer_decay: layer-wise learning-rate decay for fine-tuning (ELECTRA: 0.8, large 0.9):
-    the task head at the full rate, each Transformer layer below at `layer_decay` times the
-    rate of the one above (garden.optimization.layerwise_multiplier); 1 / 2.6 = 0.3846 gives
-    ULMFiT's discriminative rates.
+    the task head at the full rate, each layer group of the backbone below at `layer_decay`
+    times the rate of the one above (the groups: Backbone.layer_groups, embeddings first;
+    garden.optimization.layerwise_multipliers); 1 / 2.6 = 0.3846 gives ULMFiT's
+    discriminative rates.
     unfreeze_every: gradual unfreezing for fine-tuning (ULMFiT): the task head trains alone for
-    the first `unfreeze_every` steps, then the layer group below it (pooler, top Transformer
+    the first `unfreeze_every` steps, then the layer group below it (pooler or final norm, top
     layer, ..., embeddings) joins every `unfreeze_every` steps; a frozen group gets no update,
     no weight decay and no gradient in the clipping norm (garden.optimization.unfreeze_steps).
     One epoch is the training rows / global_batch_size steps. None: all layers train at once.
+    Both are refused before the first step when the task's model has no backbone or a frozen
+    one (feature-based tagging).
     peak_flops: the accelerator's peak FLOP/s for the MFU scalar; None: measured at start
     with a large matmul on the first device (MFU = 6 x non-embedding parameters x tokens/s
     / peak, attention FLOPs left out, so it is a lower bound).

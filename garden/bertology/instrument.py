@@ -32,10 +32,11 @@ def instrumented(backbone: keras.Model, **switches: bool) -> keras.Model:
     config = backbone.get_config()
     missing = [name for name in SWITCHES if name not in config]
     if missing:
+        family = backbone.family() if hasattr(backbone, "family") else "?"
         raise ValueError(
-            f"{type(backbone).__name__} has no {missing} in its config: the analyses need an "
-            "encoder built on garden.models.backbone.Backbone (bert, roberta, albert, electra, "
-            "spanbert, distilbert)")
+            f"the {family} backbone ({type(backbone).__name__}) has no {missing} in its config: "
+            "the analyses need an encoder built on garden.models.backbone's shared encoder "
+            "(bert, roberta, albert, electra, spanbert, distilbert)")
     wanted = {name: True for name, on in switches.items() if on and not config[name]}
     if not wanted:
         return backbone

@@ -199,8 +199,10 @@ def pruned_backbone(backbone: keras.Model, head_mask: np.ndarray) -> keras.Model
     [H, A, d] and biases [A, d] and output kernel [A, d, H] cut to the kept heads."""
     config = backbone.get_config()
     if "num_heads_per_layer" not in config:
-        raise ValueError(f"{type(backbone).__name__} takes no num_heads_per_layer: its heads "
-                         "cannot be removed (BertBackbone can)")
+        family = backbone.family() if hasattr(backbone, "family") else "?"
+        raise ValueError(f"the {family} backbone ({type(backbone).__name__}) takes no "
+                         "num_heads_per_layer: its heads cannot be removed (bert, roberta, "
+                         "electra, spanbert and distilbert's can)")
     blocks = layer_blocks(backbone)
     if len({id(block) for block in blocks}) != len(blocks):
         raise ValueError(f"{backbone.name} shares blocks between layers: a head cannot be "

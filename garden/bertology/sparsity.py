@@ -64,15 +64,27 @@ class PolynomialSchedule:
                 ((step - self.begin_step) % self.frequency == 0 or step == self.end_step))
 
 
+# The weight matrices a layer multiplies its inputs by, by attribute: Dense, EinsumDense and
+# convolutions' `kernel`; an LSTM's `kernel` and `recurrent_kernel` (Zhu & Gupta prune LSTMs'
+# too) and ProjectedLSTM's `projection_kernel`. A layer with other names lists them in its own
+# `kernel_attributes` (XLNet's relative attention: q, k, v, o, r). With Dense and EinsumDense
+# alone, the LSTM families (ULMFiT, CoVe, CVT: none of their backbone weights), ELMo's LSTMs and
+# XLNet's attention were left dense while the run reported "magnitude pruning".
+KERNEL_ATTRIBUTES = ("kernel", "recurrent_kernel", "projection_kernel")
+
+
 def prunable_kernels(model: keras.Model) -> List[keras.Variable]:
-    """The kernels of every Dense and EinsumDense layer in `model` (attention projections,
-    feed-forward, pooler, task heads), each once; embeddings, biases and norms are left."""
+    """The weight matrices of every layer in `model` (attention projections, feed-forward,
+    pooler, LSTM input, recurrent and projection matrices, convolutions, task heads), each once:
+    KERNEL_ATTRIBUTES or the layer's own `kernel_attributes`; embeddings, biases and norms are
+    left."""
     seen, kernels = set(), []
     for layer in model._flatten_layers(include_self=False):
-        if isinstance(layer, (keras.layers.Dense, keras.layers.EinsumDense)) and \
-                id(layer.kernel) not in seen:
-            seen.add(id(layer.kernel))
-            kernels.append(layer.kernel)
+        for name in getattr(layer, "kernel_attributes", KERNEL_ATTRIBUTES):
+            kernel = getattr(layer, name, None)
+            if isinstance(kernel, keras.Variable) and id(kernel) not in seen:
+                seen.add(id(kernel))
+                kernels.append(kernel)
     return kernels
 
 

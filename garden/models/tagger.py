@@ -52,11 +52,22 @@ class TokenTagger(keras.Model):
                  lstm_units: int = 0, scalar_mix: bool = False, **kwargs):
         # === Layers ===
         dtype = backbone.dtype_policy
+        family = backbone.family() if hasattr(backbone, "family") else type(backbone).__name__
+        outputs = backbone.output if isinstance(backbone.output, dict) else {}
+        if "sequence_output" not in outputs:
+            raise ValueError(f"a token tagger reads an encoder's per-token sequence_output; the "
+                             f"{family} backbone ({type(backbone).__name__}) gives "
+                             f"{sorted(outputs)}: tag with an encoder family")
         if feature_layers:
-            if "hidden_states" not in backbone.output:
+            if "hidden_states" not in outputs:
                 raise ValueError(f"feature_layers={feature_layers} needs the backbone's "
                                  f"hidden_states: build {backbone.name} with "
                                  f"output_hidden_states=True")
+            available = outputs["hidden_states"].shape[0]
+            if available is not None and not 0 < feature_layers <= available:
+                raise ValueError(f"feature_layers={feature_layers}: the {family} backbone gives "
+                                 f"{available} hidden states (the embeddings and "
+                                 f"{available - 1} layers); choose 1 to {available}")
             backbone.trainable = False
         if (lstm_units or scalar_mix) and not feature_layers:
             raise ValueError("lstm_units and scalar_mix are options of the feature-based tagger "

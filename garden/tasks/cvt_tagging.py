@@ -48,6 +48,13 @@ class CvtTagging(TokenTagging):
     def __init__(self, backbone: Callable, vocab: Optional[str], train_data: str,
                  eval_data: str, unlabeled_data: Optional[str], max_unlabeled: int = 10_000,
                  prediction_hidden: int = 1024, supervised_batches: int = 0, **kwargs):
+        for switch in ("feature_layers", "lstm_units", "scalar_mix"):
+            if kwargs.get(switch):
+                # TokenTagging takes them, but CvtTagger fine-tunes its encoder under its own
+                # prediction modules: they would be accepted and ignored.
+                raise ValueError(f"garden.CvtTagging.{switch}={kwargs[switch]!r}: CVT trains its "
+                                 f"BiLSTM encoder with its prediction modules on top, not a "
+                                 f"feature-based tagger; unbind it (garden.TokenTagging takes it)")
         super().__init__(backbone, vocab, train_data, eval_data, **kwargs)
         self.unlabeled_data, self.max_unlabeled = unlabeled_data, int(max_unlabeled)
         self.prediction_hidden = int(prediction_hidden)

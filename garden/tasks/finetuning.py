@@ -136,6 +136,12 @@ class EncoderFinetuning(Task):
                 self.output_hidden_states, self.packer.vocab_size, self.max_seq_length)
         else:
             backbone = make_backbone(self.backbone_fn, self.packer, self.output_hidden_states)
+        if isinstance(backbone.input, dict) and "head_mask" in backbone.input:
+            # Keras would fail at the first call ("Missing data for input head_mask").
+            raise ValueError(f"garden.{type(self).__name__}: the backbone was built with "
+                             f"use_head_mask=True, the head-mask input of garden.bertology's "
+                             f"analyses (garden.analyze heads / prune); a fine-tuning task feeds "
+                             f"no head mask: unbind backbone.use_head_mask")
         if self.init_checkpoint:
             restore_backbone(backbone, self._init_path, self.init_checkpoint_object, self.name)
         return backbone

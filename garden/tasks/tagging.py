@@ -101,7 +101,9 @@ class TokenTagging(EncoderFinetuning):
         scheme: the data's tagging scheme, "iob1" (CoNLL-2003 as distributed) or "iob2".
         metric_mode: "lenient" (conlleval, default) or "strict" (IOB2) entity matching.
         feature_layers: 0 fine-tunes; 4 freezes the backbone and tags from its last four
-            hidden states concatenated (the BERT paper's feature-based setting).
+            hidden states concatenated (the BERT paper's feature-based setting). The families
+            whose backbone gives hidden states: the BERT-kind encoders, GPT-2, ELMo and CoVe
+            (embedding_size = lstm_units); the others refuse output_hidden_states by name.
         lstm_units: a BiLSTM of this many units per direction over those features (0: none).
         scalar_mix: mix those layers with ELMo's trained scalar weights instead of
             concatenating them (any family: BERT's layers as ELMo's).

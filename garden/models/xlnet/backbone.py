@@ -74,6 +74,9 @@ class XLNetRelativeAttention(keras.layers.Layer):
     r_s_bias [N, d]; seg_embed [2, N, d]; layer_norm.
     """
 
+    # The weight matrices the inputs are multiplied by (garden.bertology.sparsity prunes them).
+    kernel_attributes = ("q", "k", "v", "o", "r")
+
     def __init__(self, num_heads: int, head_size: int, dropout: float = 0.1,
                  layer_norm_epsilon: float = 1e-12, initializer_range: float = 0.02, **kwargs):
         super().__init__(**kwargs)
