@@ -344,12 +344,14 @@ def build_backbone(converted: Converted, factory, who: str,
         raise ConvertedCheckpointError(
             f"{who}: the vocabulary has {vocab_size} tokens but the converted checkpoint "
             f"{converted.path} has vocab_size = {config['vocab_size']}")
-    if output_hidden_states:
-        if "output_hidden_states" not in config:
-            raise ValueError(f"{who}: the converted {converted.family} backbone takes no "
-                             f"output_hidden_states")
+    if output_hidden_states and "output_hidden_states" in config:
         config["output_hidden_states"] = True
     backbone = converted.backbone_class().from_config(config)
+    if output_hidden_states and "hidden_states" not in backbone.output:
+        # ELMo and CoVe give them without the switch; the others have none to give.
+        raise ValueError(f"{who}: the converted {converted.family} backbone gives no "
+                         f"hidden_states (feature-based use: garden.TokenTagging.feature_layers, "
+                         f"extract_features)")
     print(f"[{who}] {converted.describe()}", flush=True)
     return backbone
 
