@@ -254,6 +254,29 @@ def test_magnitude_pruning_reaches_every_layer(family):
         assert np.mean(k.numpy() == 0) == pytest.approx(0.5, abs=0.01), k.path
 
 
+@pytest.mark.parametrize("preset", ["gpt2_tiny", "t5_tiny", "t5_v1_1_tiny", "bart_tiny"])
+def test_language_models_unfreeze_from_their_top_group(preset):
+    """The LM tasks' objects (CausalLMFinetuning, TextToText: the GenerativeLM and its
+    backbone) through the trainer's build_optimizer: a head tied to the word table has no
+    variable of its own, so the top group trains from step 0 instead of no variable at all;
+    T5 v1.1's untied lm_head is the head."""
+    from garden.training.setup import build_optimizer
+
+    lm = factory.generative_lm(default_vocab_size=64, preset=preset)
+    opt = build_optimizer(lm, {"model": lm, "backbone": lm.backbone}, train_steps=10,
+                          mixed_precision=None, layer_decay=0.5, unfreeze_every=3,
+                          name="adamw", learning_rate=0.01, warmup_steps=0)
+    first = {_label(v.path): opt.first_step(v) for v in lm.trainable_variables}
+    starting = sorted(label for label, step in first.items() if step == 0)
+    top = {"gpt2_tiny": ["layer_norm"], "t5_tiny": ["decoder/final_norm"],
+           "t5_v1_1_tiny": ["lm_head"], "bart_tiny": ["decoder_layer_1"]}[preset]
+    assert starting == top
+    assert max(first.values()) == 3 * (len(set(first.values())) - 1)  # one group every 3 steps
+    assert first["token_embedding"] == max(first.values())  # the embeddings last
+    rates = {_label(v.path): opt.rate_multiplier(v) for v in lm.trainable_variables}
+    assert rates["token_embedding"] == min(rates.values())
+
+
 def test_the_trainer_refuses_the_optimizer_switches_where_they_do_nothing(tmp_path):
     from garden.models.tagger import TokenTagger
     from garden.training.setup import ConfigError, build_optimizer
