@@ -243,8 +243,8 @@ def make_export(work: str) -> tuple:
 
 def start_server(model_dir: str, log_path: str, inter_op: int = 0):
     """garden.serve on free REST and gRPC ports: (process, REST port, gRPC port)."""
-    from garden.serving.grpc_server import PORT_LINE as GRPC_PORT_LINE
-    from garden.serving.server import PORT_LINE
+    from garden.server.grpc_server import PORT_LINE as GRPC_PORT_LINE
+    from garden.server.server import PORT_LINE
 
     out = open(log_path, "w")
     proc = subprocess.Popen([sys.executable, "-m", "garden.serve", "--rest_api_port=0", "--port=0",

@@ -6,7 +6,7 @@
     curl -d '{"instances": [{"text_a": "a fine film"}]}' \\
         http://localhost:8501/v1/models/sentiment:predict
     # gRPC on 8500: tensorflow_serving.apis' PredictionServiceStub / ModelServiceStub, as
-    # against tensorflow_model_server (garden/serving/grpc_server.py)
+    # against tensorflow_model_server (garden/server/grpc_server.py)
 
 The flags are tensorflow_model_server's (the same command line serves the same directory with
 the real model server, see docs/tasks.md "Serving: garden.serve"):
@@ -21,7 +21,7 @@ the real model server, see docs/tasks.md "Serving: garden.serve"):
                                     Message limits INT32_MAX both ways, as the model server.
     --model_name=default --model_base_path=DIR    one model: DIR/<version>/ SavedModels
     --model_config_file=FILE        several models, version policies and labels (text proto
-                                    model_config_list, garden/serving/server_config.py)
+                                    model_config_list, garden/server/server_config.py)
     --file_system_poll_wait_seconds=1   new versions under a base path are loaded while
                                     serving (0: look once at start-up; < 0: never)
     --enable_model_warmup=true      replay assets.extra/tf_serving_warmup_requests on load
@@ -43,7 +43,7 @@ default --port=8500 too, as the model server refuses it: pass --port=0 or anothe
 Models are loaded before the ports open; each version once, shared by the request threads
 (Werkzeug's threaded WSGI server for REST, a 16-thread pool for gRPC). What is loaded, the warmup
 replay and the addresses are logged to stderr. The routes, bodies and error codes:
-garden/serving/server.py and server_json.py (REST), grpc_server.py (gRPC).
+garden/server/server.py and server_json.py (REST), grpc_server.py (gRPC).
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ def _bind_failure(host: str, port: int) -> str:
 def _model_configs(args):
     """(the models to serve, None), or (None, why the flags are refused in one line), before
     any port is bound or model loaded."""
-    from garden.serving.server_config import ConfigError, model_configs
+    from garden.server.server_config import ConfigError, model_configs
 
     for flag in ("intra", "inter"):
         if getattr(args, f"tensorflow_{flag}_op_parallelism") < 0:
@@ -160,7 +160,7 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
         print(f"error: --rest_api_port={args.rest_api_port} on {args.rest_api_host}: "
               f"{e.strerror}", file=sys.stderr)
         return 2
-    from garden.serving import grpc_server  # grpc only: TensorFlow is not loaded yet
+    from garden.server import grpc_server  # grpc only: TensorFlow is not loaded yet
 
     # A plain socket's bind first: the OS's reason, without gRPC's own log line about it.
     why = _bind_failure(args.rest_api_host, args.port) if args.port else ""
@@ -185,7 +185,7 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
              *(getattr(tf.config.threading, f"get_{flag}_op_parallelism_threads")() or "default"
                for flag in ("intra", "inter")))
 
-    from garden.serving import server
+    from garden.server import server
 
     if not args.verbose:
         server.quiet_request_log()

@@ -31,7 +31,7 @@ from garden.models.bert.presets import bert_backbone_from_preset
 from garden.models.classifier import SequenceClassifier
 from garden.serving import export
 from garden.serving.modules import PREDICT, REGRESS, ServingModule, TextClassifierServing
-from garden.serving.server_config import ConfigError, parse_model_config
+from garden.server.server_config import ConfigError, parse_model_config
 from garden.serving.text import TextPacker
 from serve_testing import Client, example_regression, served, write_vocab
 

@@ -17,7 +17,7 @@ talks to garden.serve as to tensorflow_model_server on --port:
         HandleReloadConfigRequest   UNIMPLEMENTED (the model config is read at start-up)
 
 Every answer comes from the ModelManager the REST API serves from (one process, the same loaded
-versions; garden/serving/server.py), through the same code: servable lookup (NOT_FOUND
+versions; garden/server/server.py), through the same code: servable lookup (NOT_FOUND
 "Servable not found for request: ..."), ServableVersion.run (shape checks, graph errors with
 their code), the classify / regress method-name check and result checks. ModelSpec: `name`,
 then `version` (google.protobuf.Int64Value) or `version_label` (a oneof: a client cannot set
@@ -238,7 +238,7 @@ def _answered(method):
 
     @functools.wraps(method)
     def wrapper(self, request, context):
-        from garden.serving.server_json import ServingError
+        from garden.server.server_json import ServingError
 
         try:
             return method(self, request, context)
@@ -251,7 +251,7 @@ def _answered(method):
 
 
 def _invalid(message: str):
-    from garden.serving.server_json import invalid
+    from garden.server.server_json import invalid
 
     return invalid(message)
 
@@ -322,7 +322,7 @@ class PredictionService:
         name, version, label, key = _spec(request)
         servable = self.manager.servable(name, version, label)
         if key not in servable.functions:
-            from garden.serving.server_json import ServingError
+            from garden.server.server_json import ServingError
 
             raise ServingError("FAILED_PRECONDITION",
                                f"Serving signature key \"{key}\" not found. (signatures of "
@@ -367,7 +367,7 @@ class PredictionService:
     def _examples(self, request, verb: str, response, fill):
         """Classify's and Regress's answer: the request's examples run through the signature,
         the model spec echoed and the results put into ``response`` by ``fill``."""
-        from garden.serving.server import run_examples
+        from garden.server.server import run_examples
 
         name, version, label, key = _spec(request)
         servable = self.manager.servable(name, version, label)
@@ -392,7 +392,7 @@ class PredictionService:
 
     @_answered
     def MultiInference(self, request, context):
-        from garden.serving.server import example_input
+        from garden.server.server import example_input
         from tensorflow_serving.apis import inference_pb2
 
         CLASSIFY, REGRESS = "tensorflow/serving/classify", "tensorflow/serving/regress"
@@ -414,7 +414,7 @@ class PredictionService:
             if key not in servable.functions:
                 raise _invalid(f"Requested signature not found in model graph: {key}")
             if task.method_name not in (CLASSIFY, REGRESS):
-                from garden.serving.server_json import ServingError
+                from garden.server.server_json import ServingError
 
                 raise ServingError("UNIMPLEMENTED",
                                    f"Unsupported signature method_name: {task.method_name}")
@@ -428,7 +428,7 @@ class PredictionService:
             plan.append((task, key, verb))
         serialized = serialized_examples(request.input)
         response = inference_pb2.MultiInferenceResponse()
-        from garden.serving.server import run_examples
+        from garden.server.server import run_examples
 
         for task, key, verb in plan:
             outputs = run_examples(servable, key, verb, serialized)
@@ -462,7 +462,7 @@ class PredictionService:
 
 
 def _fill_classifications(result, outputs, batch: int) -> None:
-    from garden.serving.server_json import classify_results
+    from garden.server.server_json import classify_results
 
     labels, scores = classify_results(outputs, batch)
     for row_labels, row_scores in zip(labels, scores.tolist()):
@@ -472,7 +472,7 @@ def _fill_classifications(result, outputs, batch: int) -> None:
 
 
 def _fill_regressions(result, outputs, batch: int) -> None:
-    from garden.serving.server_json import regress_results
+    from garden.server.server_json import regress_results
 
     for value in regress_results(outputs, batch).tolist():
         result.regressions.add(value=value)

@@ -10,8 +10,8 @@ import subprocess
 import sys
 import time
 
-from garden.serving.grpc_server import PORT_LINE as GRPC_PORT_LINE
-from garden.serving.server import PORT_LINE
+from garden.server.grpc_server import PORT_LINE as GRPC_PORT_LINE
+from garden.server.server import PORT_LINE
 from testing import REPO_ROOT
 
 

@@ -21,7 +21,7 @@ case-insensitive and take /versions/N or /labels/L (not both):
     GET  /v1/models/NAME[/versions/N|/labels/L]            model status
     GET  /v1/models/NAME[/versions/N|/labels/L]/metadata   signature_def map
     POST /v1/models/NAME[/versions/N|/labels/L]:predict|:classify|:regress
-Bodies as garden/serving/server_json.py; every answer is JSON with Content-Type
+Bodies as garden/server/server_json.py; every answer is JSON with Content-Type
 application/json; errors are {"error": message} with TF Serving's HTTP status for the code.
 A request that breaks a signature's in-graph checks (a scalar text, a wrong rank) comes back as
 400 from the graph's InvalidArgumentError; an unexpected exception is a 500 naming it, logged
@@ -42,10 +42,10 @@ import numpy as np
 import tensorflow as tf
 
 from garden.serving.modules import CLASSIFY, PREDICT, REGRESS
-from garden.serving.server_config import ModelConfig
-from garden.serving.server_json import (ServingError, classify_response, dumps, examples,
-                                        invalid, parse_body, predict_inputs, predict_response,
-                                        regress_response, signature_name)
+from garden.server.server_config import ModelConfig
+from garden.server.server_json import (ServingError, classify_response, dumps, examples,
+                                       invalid, parse_body, predict_inputs, predict_response,
+                                       regress_response, signature_name)
 
 log = logging.getLogger("garden.serve")
 

@@ -38,10 +38,10 @@ from garden.models.classifier import SequenceClassifier
 from garden.models.question_answering import SpanExtractor
 from garden.models.tagger import TokenTagger
 from garden.serving import export
-from garden.serving.grpc_server import CLIENT_OPTIONS
+from garden.server.grpc_server import CLIENT_OPTIONS
 from garden.serving.modules import PREDICT, REGRESS, ServingModule, TextClassifierServing
 from garden.serving.qa import QuestionAnsweringServing
-from garden.serving.server_json import to_json_value
+from garden.server.server_json import to_json_value
 from garden.serving.tagging import TaggerServing, entities_of
 from garden.serving.text import TextPacker
 from serve_testing import Client, example_regression, served, write_vocab
