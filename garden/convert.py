@@ -293,7 +293,7 @@ def _write_generate_dir(args, converted: Dict, config: Dict) -> Optional[str]:
     if args.source != "huggingface" or not spec.generates_from_huggingface:
         return None
     from data_pipelines import tokenizers
-    from garden.generate import save_model_dir
+    from garden.generate_dir import save_model_dir
     from garden.models import framing
 
     vocab = os.path.join(_hf_directory(args.input), spec.hf_tokenizer_files[0])

@@ -8,8 +8,8 @@ log-likelihood, free-form answers by generation).
         --demos=qa/train.jsonl --eval=qa/dev.jsonl --k=8
 
 Model: --model_dir is a garden.generate model directory (lm.keras + generation.json + the
-vocabulary, as garden.convert and garden.generate.save_model_dir write it: tokenizer, EOS, pad
-and decoder start ids come from generation.json), or holds a Keras-saved GenerativeLM
+vocabulary, as garden.convert and garden.generate_dir.save_model_dir write it: tokenizer, EOS,
+pad and decoder start ids come from generation.json), or holds a Keras-saved GenerativeLM
 `model.keras` (keras.saving.load_model; the families register their classes) and its
 vocabulary: a SentencePiece `*.model`, or a
 byte-level BPE `vocab.json` with `merges.txt` (--vocab names another file; --tokenizer and
@@ -308,9 +308,10 @@ def load_scorer(args) -> Scorer:
     for family in models.families():  # importing a GenerativeLM's class registers it
         family.lm_class()
 
-    from garden import generate, runs
+    from garden import runs
+    from garden.generate_dir import CONFIG_FILE
 
-    if os.path.exists(os.path.join(args.model_dir, generate.CONFIG_FILE)):
+    if os.path.exists(os.path.join(args.model_dir, CONFIG_FILE)):
         # A garden.generate model directory (garden.convert, save_model_dir): the model, its
         # vocabulary and ids as recorded; flags given explicitly still win.
         loaded = runs.open(args.model_dir, [runs.GENERATE], who="garden.fewshot").generation()
@@ -321,7 +322,7 @@ def load_scorer(args) -> Scorer:
                       if args.decoder_start_ids else loaded.decoder_start_ids)
     path = os.path.join(args.model_dir, "model.keras")
     if not os.path.exists(path):
-        raise FewshotDataError(f"{args.model_dir}: neither {generate.CONFIG_FILE} (a "
+        raise FewshotDataError(f"{args.model_dir}: neither {CONFIG_FILE} (a "
                                f"garden.generate model directory) nor model.keras (a "
                                f"Keras-saved GenerativeLM)")
     model = keras.saving.load_model(path)

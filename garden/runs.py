@@ -25,7 +25,7 @@ instead:
                          did); export: the `serving_ids` signature as a callable on packed ids
     run.lm()             model_dir of an LM task, converted generative family, generate: the
                          GenerativeLM
-    run.generation()     generate: garden.generate.GenerationModel (model, tokenizer, ids)
+    run.generation()     generate: garden.generate_dir.GenerationModel (model, tokenizer, ids)
     run.packer(n), run.tokens()   every kind with a vocabulary (run.text: vocab,
                          tokenizer_kind, lower_case, layout)
     run.family, run.checkpoint, run.description
@@ -40,9 +40,9 @@ import json
 import posixpath
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from garden.generate import CONFIG_FILE as GENERATE_CONFIG
-from garden.generate import FORMAT as GENERATE_FORMAT
-from garden.generate import MODEL_FILE as GENERATE_MODEL
+from garden.generate_dir import CONFIG_FILE as GENERATE_CONFIG
+from garden.generate_dir import FORMAT as GENERATE_FORMAT
+from garden.generate_dir import MODEL_FILE as GENERATE_MODEL
 from garden.pretrained import CHECKPOINT_DIR, INFO_FILE
 
 MODEL_DIR, CONVERTED, EXPORT, GENERATE = "model_dir", "converted", "export", "generate"
@@ -400,8 +400,8 @@ class GenerateRun(Run):
         return model
 
     def generation(self):
-        """garden.generate.GenerationModel: the model, its tokenizer and the recorded ids."""
-        from garden.generate import GenerationModel
+        """garden.generate_dir.GenerationModel: the model, its tokenizer, the recorded ids."""
+        from garden.generate_dir import GenerationModel
 
         ids = lambda key: [int(i) for i in self.config.get(key, [])]  # noqa: E731
         return GenerationModel(model=self.lm(), tokenizer=self.text.tokenizer(),

@@ -32,7 +32,7 @@ class Framing:
     decoder_start_ids: Tuple[int, ...] = ()  # an encoder-decoder's first decoder ids
 
     def ids(self) -> Dict:
-        """The fields as ints and lists (garden.generate.save_model_dir's keywords)."""
+        """The fields as ints and lists (garden.generate_dir.save_model_dir's keywords)."""
         return {k: list(v) if isinstance(v, tuple) else int(v)
                 for k, v in dataclasses.asdict(self).items()}
 

@@ -103,9 +103,9 @@ def test_command_line_swag_and_freeform(setup, capsys):
     assert result["accuracy"] == pytest.approx(np.mean(expected))
     # The same model as a garden.generate model directory (what garden.convert writes): the
     # ids come from its generation.json, the scores are the same.
-    from garden import generate
+    from garden.generate_dir import save_model_dir
 
-    generate_dir = generate.save_model_dir(
+    generate_dir = save_model_dir(
         str(root / "generate_dir"), model, tokenizer_kind="bpe",
         vocab=str(model_dir / "vocab.json"), eos_id=scorer.eos_id, pad_id=scorer.pad_id)
     again = root / "swag_generate_dir.json"

@@ -1,6 +1,6 @@
-"""`python -m garden.generate` on a model directory written by save_model_dir: a toy causal LM
-over a real byte-level BPE vocabulary (the 6 specials, the 256 byte symbols and two merges),
-run in a fresh process."""
+"""`python -m garden.generate` on a model directory written by garden.generate_dir's
+save_model_dir: a toy causal LM over a real byte-level BPE vocabulary (the 6 specials, the 256
+byte symbols and two merges), run in a fresh process."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 
 from data_pipelines.tokenizers import BPE_SPECIALS, bytes_to_unicode
 from garden import generate as cli
+from garden.generate_dir import save_model_dir
 from garden.generation import GenerationConfig, generate
 from generative_testing import ToyCausalLM
 from testing import REPO_ROOT, run_module
@@ -29,8 +30,8 @@ def model_dir(tmp_path_factory):
     model = ToyCausalLM(vocab_size=len(PIECES), seed=3)
     ones = np.ones((1, 2), np.int32)
     model({"token_ids": ones, "padding_mask": ones})
-    out = cli.save_model_dir(str(root / "model"), model, tokenizer_kind="bpe",
-                             vocab=str(root / "vocab.json"), eos_id=EOS, pad_id=PAD)
+    out = save_model_dir(str(root / "model"), model, tokenizer_kind="bpe",
+                         vocab=str(root / "vocab.json"), eos_id=EOS, pad_id=PAD)
     return out, model
 
 
@@ -81,8 +82,8 @@ def test_the_saved_directory_round_trips_and_bad_input_is_named(model_dir, tmp_p
     assert cli.main([f"--model_dir={model_dir[0]}", "--prompt=x", "--top_p=0"], out=out) == 2
     assert "top_p=0.0 must be in (0, 1]" in capsys.readouterr().err
     with pytest.raises(FileExistsError):
-        cli.save_model_dir(model_dir[0], model_dir[1], tokenizer_kind="bpe",
-                           vocab=os.path.join(model_dir[0], "vocab.json"), eos_id=EOS, pad_id=PAD)
+        save_model_dir(model_dir[0], model_dir[1], tokenizer_kind="bpe",
+                       vocab=os.path.join(model_dir[0], "vocab.json"), eos_id=EOS, pad_id=PAD)
 
 
 def test_convert_writes_a_generate_directory_that_continues_as_hugging_face_does(
