@@ -91,9 +91,12 @@ def _backbone_args(task):
     o = task.options
     if int(o["mem_len"]) > 0:
         raise _memory_refused(f"garden.Pretraining.mem_len={o['mem_len']}")
-    # mem_len is not passed: passed, it would silently win over a backbone binding of it,
-    # which _build refuses instead.
-    return {"bi_data": bool(o["bi_data"]), "reuse_len": int(o["reuse_len"])}
+    # Only options set on the task are passed: a passed argument silently wins over a backbone
+    # binding (backbone.bi_data = True), which otherwise stands. mem_len is never passed;
+    # _build refuses a backbone bound with memory.
+    defaults = RECORD_OPTIONS
+    return {name: cast(o[name]) for name, cast in (("bi_data", bool), ("reuse_len", int))
+            if cast(o[name]) != defaults[name]}
 
 
 def _build(task, backbone):
@@ -104,6 +107,7 @@ def _build(task, backbone):
     return pretrainer_on_backbone(task, backbone)
 
 
+RECORD_OPTIONS = {"bi_data": False, "mem_len": 0, "reuse_len": 0}
 RECORD = PretrainingRecord(required_features=FEATURES, inputs=_inputs, loss_weights=_weights,
                            metrics=_metrics, build=_build, backbone_args=_backbone_args,
-                           options={"bi_data": False, "mem_len": 0, "reuse_len": 0})
+                           options=RECORD_OPTIONS)

@@ -123,3 +123,25 @@ def test_memory_in_training_is_refused_by_name(xlnet_data, tmp_path, binding, sw
                                                    r"stream-ordered batches"):
         _train(xlnet_data, tmp_path, 1, binding)
     assert not os.path.exists(os.path.join(tmp_path, "checkpoints")), "refused before training"
+
+
+@pytest.mark.parametrize("task_options, bound, expected", [
+    ({}, True, True),   # a backbone binding stands when the task leaves bi_data alone
+    ({"bi_data": True}, None, True),
+    ({}, None, False)])
+def test_a_backbone_binding_of_bi_data_is_not_overridden(xlnet_data, task_options, bound, expected):
+    """garden.Pretraining passes only the XLNet options set on it: a backbone.bi_data binding
+    (modelled by the factory's own keyword, which an explicit argument wins over as in gin) used
+    to be replaced by the task's default False, silently."""
+    from garden.models.factory import backbone
+    from garden.tasks.pretraining import Pretraining
+
+    d = xlnet_data
+    bound_args = {} if bound is None else {"bi_data": bound}
+    task = Pretraining(backbone=lambda **kw: backbone(**{"preset": "xlnet_tiny", **bound_args, **kw}),
+                       vocab=d.vocab, tokenizer="sentencepiece", lower_case=False,
+                       phases=[{"start_step": 0, "data_dir": d.train_dir, "max_seq_length": SEQ}],
+                       family="xlnet", **task_options)
+    task.prepare()
+    _, items = task.build_model()
+    assert items["backbone"].get_config()["bi_data"] is expected
