@@ -1,9 +1,11 @@
 """garden.serve's gRPC API: TensorFlow Serving's PredictionService and ModelService.
 
 The services are the generated ones of the `tensorflow-serving-api` wheel
-(tensorflow_serving.apis.prediction_service_pb2_grpc / model_service_pb2_grpc), so any TF
-Serving client (the Python stubs, or stubs built from the same protos in another language)
-talks to garden.serve as to tensorflow_model_server on --port:
+(tensorflow_serving.apis.prediction_service_pb2_grpc / model_service_pb2_grpc servicers), and
+every request and response is its generated message (predict_pb2, classification_pb2,
+regression_pb2, inference_pb2, get_model_metadata_pb2, get_model_status_pb2 with status_pb2,
+model_pb2's ModelSpec), so any TF Serving client (the Python stubs, or stubs built from the same
+protos in another language) talks to garden.serve as to tensorflow_model_server on --port:
 
     tensorflow.serving.PredictionService
         Predict            PredictRequest {model_spec, inputs: {alias: TensorProto},
@@ -22,7 +24,8 @@ versions; garden/server/server.py), through the same code: servable lookup (NOT_
 their code), the classify / regress method-name check and result checks. ModelSpec: `name`,
 then `version` (google.protobuf.Int64Value) or `version_label` (a oneof: a client cannot set
 both; a hand-made message carrying both fields on the wire is refused with INVALID_ARGUMENT, as
-the REST API refuses /versions/N/labels/L, where protobuf would keep the last one),
+the REST API refuses /versions/N/labels/L, where the generated parser would keep the last one:
+an interceptor reads the field numbers with protobuf's own UnknownFieldSet),
 `signature_name` ("" = serving_default). Responses echo the resolved model_spec (name, version,
 signature_name), as TF Serving's MakeModelSpec.
 
@@ -131,63 +134,34 @@ def add_services(server: grpc.Server, manager) -> None:
 # ----------------------------------------------------------------------------------------
 
 
-def _varint(buf: bytes, i: int) -> Tuple[int, int]:
-    value, shift = 0, 0
-    while True:
-        if i >= len(buf) or shift > 63:
-            raise ValueError("truncated varint")
-        b = buf[i]
-        value |= (b & 0x7F) << shift
-        i += 1
-        if not b & 0x80:
-            return value, i
-        shift += 7
+def _wire_fields(raw: bytes):
+    """The top-level fields of a serialized message as protobuf's own parser reads them: parsed
+    as google.protobuf.Empty, every field is an unknown one (field_number, wire_type, data).
+    DecodeError on bytes that are not a message."""
+    from google.protobuf import empty_pb2, unknown_fields
+
+    return unknown_fields.UnknownFieldSet(empty_pb2.Empty.FromString(raw))
 
 
-def _fields(buf: bytes):
-    """(field number, payload or None) of a serialized message's top-level fields (payload:
-    the bytes of a length-delimited field). ValueError on bytes that are not a message."""
-    i = 0
-    while i < len(buf):
-        key, i = _varint(buf, i)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            _, i = _varint(buf, i)
-            yield number, None
-        elif wire == 1:
-            i += 8
-            yield number, None
-        elif wire == 2:
-            size, i = _varint(buf, i)
-            if i + size > len(buf):
-                raise ValueError("truncated field")
-            yield number, buf[i:i + size]
-            i += size
-        elif wire == 5:
-            i += 4
-            yield number, None
-        else:
-            raise ValueError(f"wire type {wire}")
-
-
-def _spec_field_numbers(raw: bytes, multi: bool):
-    """The field numbers each ModelSpec of a serialized request holds: the union over the
-    occurrences of field 1 (protobuf merges repeated occurrences of a message field), or per
-    task of a MultiInferenceRequest (tasks = 1, InferenceTask.model_spec = 1)."""
-    def union(payloads):
-        return {n for payload in payloads for n, _ in _fields(payload)}
-
-    specs = [p for n, p in _fields(raw) if n == 1 and p is not None]
-    if not multi:
-        return [union(specs)]
-    return [union(p for n, p in _fields(task) if n == 1 and p is not None) for task in specs]
+def _payloads(raw: bytes, number: int) -> List[bytes]:
+    """The bytes of every occurrence of the message field `number` (wire type 2)."""
+    return [f.data for f in _wire_fields(raw) if f.field_number == number and f.wire_type == 2]
 
 
 def _both_version_choices(raw: bytes, multi: bool) -> bool:
-    """Whether a ModelSpec of the request carries both version (2) and version_label (4)."""
+    """Whether a ModelSpec of the request carries both version (2) and version_label (4) on the
+    wire: the field numbers of every occurrence of the request's model_spec (1; protobuf merges
+    repeated occurrences of a message field), or per task of a MultiInferenceRequest (tasks 1,
+    InferenceTask.model_spec 1). The generated parser cannot tell: it keeps the last member of
+    the version_choice oneof."""
+    from google.protobuf.message import DecodeError
+
     try:
-        return any({2, 4} <= numbers for numbers in _spec_field_numbers(raw, multi))
-    except ValueError:
+        specs = _payloads(raw, 1)
+        groups = [_payloads(task, 1) for task in specs] if multi else [specs]
+        return any({2, 4} <= {f.field_number for spec in group for f in _wire_fields(spec)}
+                   for group in groups)
+    except DecodeError:
         return False  # not a message: the generated parser will say so
 
 
@@ -388,14 +362,15 @@ class PredictionService:
     def Regress(self, request, context):
         from tensorflow_serving.apis import regression_pb2
 
-        return self._examples(request, "regress", regression_pb2.RegressionResponse(), _fill_regressions)
+        return self._examples(request, "regress", regression_pb2.RegressionResponse(),
+                              _fill_regressions)
 
     @_answered
     def MultiInference(self, request, context):
-        from garden.server.server import example_input
+        from garden.server.server import example_input, run_examples
+        from garden.serving.modules import CLASSIFY, REGRESS
         from tensorflow_serving.apis import inference_pb2
 
-        CLASSIFY, REGRESS = "tensorflow/serving/classify", "tensorflow/serving/regress"
         first = request.tasks[0].model_spec if request.tasks else None
         name, version, label, _ = (_resolve(first) if first is not None
                                    else ("", None, None, ""))
@@ -428,8 +403,6 @@ class PredictionService:
             plan.append((task, key, verb))
         serialized = serialized_examples(request.input)
         response = inference_pb2.MultiInferenceResponse()
-        from garden.server.server import run_examples
-
         for task, key, verb in plan:
             outputs = run_examples(servable, key, verb, serialized)
             result = response.results.add()
@@ -486,17 +459,16 @@ class ModelService:
 
     @_answered
     def GetModelStatus(self, request, context):
-        from tensorflow_serving.apis import get_model_status_pb2
+        from tensorflow_serving.apis import get_model_status_pb2, status_pb2
 
         name, version, label, _ = _spec(request)
         response = get_model_status_pb2.GetModelStatusResponse()
-        State = get_model_status_pb2.ModelVersionStatus.State
         for v, state, error in self.manager.version_states(name, version, label):
-            status = response.model_version_status.add(version=v, state=State.Value(state))
-            code = error[0] if error else "OK"
-            status.status.error_code = status.status.DESCRIPTOR.fields_by_name[
-                "error_code"].enum_type.values_by_name[code].number
-            status.status.error_message = error[1] if error else ""
+            # Enum fields take their value names: state "AVAILABLE", error_code "NOT_FOUND".
+            code, message = error or ("OK", "")
+            response.model_version_status.add(
+                version=v, state=state,
+                status=status_pb2.StatusProto(error_code=code, error_message=message))
         return response
 
     def HandleReloadConfigRequest(self, request, context):

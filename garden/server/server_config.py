@@ -14,14 +14,12 @@ The file is the model server's own format (tensorflow_serving/config/model_serve
       }
     }
 
-It is parsed with google.protobuf.text_format against the messages of that .proto (field
-numbers as there: ModelConfig name 1, base_path 2, model_type 3, model_platform 4,
-model_version_policy 7, version_labels 8; ServableVersionPolicy latest 100 {num_versions 1},
-all 101, specific 102 {versions 1}; ModelConfigList.config 1; ModelServerConfig
-model_config_list 1). tensorflow-serving-api is not a dependency (it pins its own TensorFlow),
-so the messages are built here in a private descriptor pool. The parse is strict: a misspelt
-or unsupported field (logging_config, custom_model_config) is an error naming the file and
-line, never silently ignored.
+It is parsed with google.protobuf.text_format into that .proto's own generated message
+(tensorflow_serving.config.model_server_config_pb2.ModelServerConfig, from the
+tensorflow-serving-api wheel, which loads no TensorFlow). The parse is strict: a misspelt field
+is an error naming the file and line, and a field of the proto that garden.serve does not act
+on (custom_model_config, logging_config) is an error naming the file and the model, never
+silently ignored.
 """
 
 from __future__ import annotations
@@ -62,63 +60,16 @@ class ModelConfig:
         return dict(self.labels)
 
 
-_MESSAGES = None
-
-
-def _messages():
-    """The model_server_config.proto messages garden.serve reads, in a private pool."""
-    global _MESSAGES
-    if _MESSAGES is not None:
-        return _MESSAGES
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-
-    F = descriptor_pb2.FieldDescriptorProto
-    f = descriptor_pb2.FileDescriptorProto(name="garden/tensorflow_serving_config_subset.proto",
-                                           package="tensorflow.serving", syntax="proto3")
-    opt, rep = F.LABEL_OPTIONAL, F.LABEL_REPEATED
-
-    def fields(message, specs):
-        for name, number, ftype, type_name, label in specs:
-            fd = message.field.add(name=name, number=number, type=ftype, label=label)
-            if type_name:
-                fd.type_name = ".tensorflow.serving." + type_name
-
-    enum = f.enum_type.add(name="ModelType")
-    for i, name in enumerate(("MODEL_TYPE_UNSPECIFIED", "TENSORFLOW", "OTHER")):
-        enum.value.add(name=name, number=i)
-    policy = f.message_type.add(name="ServableVersionPolicy")
-    fields(policy.nested_type.add(name="Latest"), [("num_versions", 1, F.TYPE_UINT32, None, opt)])
-    policy.nested_type.add(name="All")
-    fields(policy.nested_type.add(name="Specific"), [("versions", 1, F.TYPE_INT64, None, rep)])
-    policy.oneof_decl.add(name="policy_choice")
-    fields(policy, [("latest", 100, F.TYPE_MESSAGE, "ServableVersionPolicy.Latest", opt),
-                    ("all", 101, F.TYPE_MESSAGE, "ServableVersionPolicy.All", opt),
-                    ("specific", 102, F.TYPE_MESSAGE, "ServableVersionPolicy.Specific", opt)])
-    for field in policy.field:
-        field.oneof_index = 0
-    model = f.message_type.add(name="ModelConfig")
-    labels = model.nested_type.add(name="VersionLabelsEntry")
-    fields(labels, [("key", 1, F.TYPE_STRING, None, opt), ("value", 2, F.TYPE_INT64, None, opt)])
-    labels.options.map_entry = True
-    fields(model, [("name", 1, F.TYPE_STRING, None, opt),
-                   ("base_path", 2, F.TYPE_STRING, None, opt),
-                   ("model_type", 3, F.TYPE_ENUM, "ModelType", opt),
-                   ("model_platform", 4, F.TYPE_STRING, None, opt),
-                   ("model_version_policy", 7, F.TYPE_MESSAGE, "ServableVersionPolicy", opt),
-                   ("version_labels", 8, F.TYPE_MESSAGE, "ModelConfig.VersionLabelsEntry", rep)])
-    fields(f.message_type.add(name="ModelConfigList"),
-           [("config", 1, F.TYPE_MESSAGE, "ModelConfig", rep)])
-    server = f.message_type.add(name="ModelServerConfig")
-    fields(server, [("model_config_list", 1, F.TYPE_MESSAGE, "ModelConfigList", opt)])
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(f)
-    _MESSAGES = {name: message_factory.GetMessageClass(
-        pool.FindMessageTypeByName("tensorflow.serving." + name))
-        for name in ("ModelServerConfig", "ModelConfig")}
-    return _MESSAGES
+# The fields of ModelConfig acted on (model_type: deprecated by TF Serving, read and ignored).
+_READ_FIELDS = ("name", "base_path", "model_type", "model_platform", "model_version_policy",
+                "version_labels")
 
 
 def _from_proto(config, where: str) -> ModelConfig:
+    ignored = sorted(f.name for f, _ in config.ListFields() if f.name not in _READ_FIELDS)
+    if ignored:
+        raise ConfigError(f"{where}: {', '.join(ignored)} of model {config.name!r}: garden.serve "
+                          f"does not act on it (it reads {', '.join(_READ_FIELDS)})")
     if not config.name or "/" in config.name:
         raise ConfigError(f"{where}: name {config.name!r} must be a non-empty name without '/'")
     if not config.base_path:
@@ -145,14 +96,18 @@ def _from_proto(config, where: str) -> ModelConfig:
 def parse_model_config(text: str, path: str = "<model_config>") -> List[ModelConfig]:
     """The ModelConfig records of a ModelServerConfig text proto (see the module docstring)."""
     from google.protobuf import text_format
+    from tensorflow_serving.config import model_server_config_pb2
 
-    message = _messages()["ModelServerConfig"]()
+    message = model_server_config_pb2.ModelServerConfig()
     try:
         text_format.Parse(text, message)
     except text_format.ParseError as e:
         raise ConfigError(f"{path}: {e} (garden.serve reads model_config_list {{ config {{ name, "
                           f"base_path, model_platform, model_version_policy, version_labels "
                           f"}} }})") from None
+    if message.HasField("custom_model_config"):
+        raise ConfigError(f"{path}: custom_model_config: garden.serve reads model_config_list "
+                          f"{{ config {{ ... }} }} only")
     configs = [_from_proto(c, f"{path}: config {i + 1}")
                for i, c in enumerate(message.model_config_list.config)]
     if not configs:
@@ -180,5 +135,8 @@ def model_configs(model_name: Optional[str], model_base_path: Optional[str],
     if not model_base_path:
         raise ConfigError("give --model_base_path=DIR (with --model_name=NAME) or "
                           "--model_config_file=FILE")
-    config = _messages()["ModelConfig"](name=model_name or "default", base_path=model_base_path)
+    from tensorflow_serving.config import model_server_config_pb2
+
+    config = model_server_config_pb2.ModelConfig(name=model_name or "default",
+                                                 base_path=model_base_path)
     return [_from_proto(config, "--model_name/--model_base_path")]

@@ -499,3 +499,11 @@ def test_model_config_file_errors_name_the_file_and_line(tmp_path):
     with pytest.raises(ConfigError, match="appear more than once"):
         parse_model_config('model_config_list { config { name: "a" base_path: "/x" } '
                            'config { name: "a" base_path: "/y" } }')
+    # Fields of the model server's proto that garden.serve does not act on are refused, not
+    # dropped: a model's logging_config, a custom_model_config instead of the list.
+    with pytest.raises(ConfigError, match="models.config: config 1: logging_config of model 'a'"):
+        parse_model_config('model_config_list { config { name: "a" base_path: "/x" '
+                           'logging_config { sampling_config { sampling_rate: 0.5 } } } }',
+                           "models.config")
+    with pytest.raises(ConfigError, match="models.config: custom_model_config"):
+        parse_model_config('custom_model_config { }', "models.config")
