@@ -147,7 +147,8 @@ def _write(out_dir: str, name: str, result: Dict) -> str:
 
 
 def run_attention(opened: Opened, sentences: List[str], out_dir: str, sentence: int) -> Dict:
-    from garden.bertology import attention, instrument
+    from garden.bertology import attention
+    from garden.models import instrument
 
     packer = opened.packer
     batch = packer.encode_numpy(sentences)
@@ -220,7 +221,7 @@ def scored_classifier(opened: Opened, task_data: str, analysis: str) -> Scored:
     ValueError when --model is no fine-tuned classification run or a label is not its."""
     import keras
 
-    from garden.bertology import instrument
+    from garden.models import instrument
     from garden.tasks.text_files import read_examples
 
     if opened.classifier is None or not opened.labels:
@@ -259,7 +260,8 @@ def run_prune(opened: Opened, args: argparse.Namespace) -> Dict:
     curve starts at the unpruned accuracy); --pruned_output: the smaller model written."""
     import keras
 
-    from garden.bertology import instrument, prune
+    from garden.bertology import prune
+    from garden.models import instrument
 
     scored = scored_classifier(opened, args.task_data, "prune")
     batches = [{k: v[i:i + PRUNE_BATCH] for k, v in scored.batch.items()}

@@ -143,7 +143,7 @@ def _switched(backbone, output_attentions: bool, use_head_mask: bool):
     is not restored from the checkpoint itself)."""
     if not (output_attentions or use_head_mask):
         return backbone
-    from garden.bertology.instrument import instrumented
+    from garden.models.instrument import instrumented
 
     return instrumented(backbone, output_attentions=output_attentions,
                         use_head_mask=use_head_mask)
@@ -225,7 +225,7 @@ class ModelDirRun(Run):
                                f"backbone (it checkpoints {sorted(self.objects)})")
             backbone = self.objects["backbone"]
             if output_hidden_states:
-                from garden.bertology.instrument import instrumented
+                from garden.models.instrument import instrumented
 
                 backbone = instrumented(backbone, output_hidden_states=True)
         else:

@@ -29,7 +29,7 @@ from scipy.cluster import hierarchy
 from scipy.spatial import distance
 
 from garden.bertology import plots
-from garden.bertology.instrument import instrumented, run
+from garden.models.instrument import instrumented, run
 
 # The targets of attention_shares, in the order the plots draw them.
 SHARES = ("cls", "sep", "punctuation", "self", "previous", "next")

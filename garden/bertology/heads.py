@@ -26,7 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 from garden.bertology import plots
-from garden.bertology.instrument import attention_layers, instrumented, model_inputs
+from garden.models.instrument import attention_layers, instrumented, model_inputs
 
 # How a disabled head is disabled -> MultiHeadAttention's head_mask_mode that does it.
 MODES = {"zero": "scale", "uniform": "uniform"}
@@ -54,7 +54,7 @@ def _with_head_mask(model: keras.Model) -> keras.Model:
     if "use_head_mask" in model.get_config():
         return instrumented(model, use_head_mask=True)
     raise ValueError(f"{model.name} takes no `head_mask` input: build its backbone with "
-                     "use_head_mask=True (garden.bertology.instrument.instrumented)")
+                     "use_head_mask=True (garden.models.instrument.instrumented)")
 
 
 def head_ablation(model: keras.Model, batch: Mapping[str, np.ndarray],

@@ -32,7 +32,7 @@ import numpy as np
 import tensorflow as tf
 
 from garden.bertology.attention import attention_shares, query_rows
-from garden.bertology.instrument import instrumented, layer_blocks, run
+from garden.models.instrument import instrumented, layer_blocks, run
 
 # The [B, T] entries of a packer's batch that hidden_token_attribution cuts to one sentence.
 SEQUENCE_INPUTS = ("token_ids", "segment_ids", "padding_mask")

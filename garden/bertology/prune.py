@@ -37,7 +37,7 @@ import numpy as np
 import tensorflow as tf
 
 from garden.bertology import plots
-from garden.bertology.instrument import SWITCHES, layer_blocks, model_inputs
+from garden.models.instrument import SWITCHES, layer_blocks, model_inputs
 
 
 def head_importance(model: keras.Model, batches: Iterable[Mapping[str, np.ndarray]],

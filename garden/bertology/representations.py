@@ -30,7 +30,7 @@ from typing import Collection, List, Optional, Sequence, Tuple
 import numpy as np
 
 from data_pipelines.finetune import conll
-from garden.bertology import instrument
+from garden.models import instrument
 
 POOLINGS = ("first", "mean")
 # The layouts whose single-text rows are [CLS] pieces [SEP] (RoBERTa: <s> pieces </s>).

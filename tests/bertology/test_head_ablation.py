@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from garden.bertology import heads
-from garden.bertology.instrument import instrumented, layer_blocks, run
 from garden.models.bert.presets import bert_backbone_from_preset
+from garden.models.instrument import instrumented, layer_blocks, run
 
 IDS = np.array([[2, 7, 8, 9, 3, 0], [2, 10, 3, 0, 0, 0]], "int32")
 BATCH = {"token_ids": IDS, "segment_ids": 0 * IDS, "padding_mask": (IDS > 0).astype("int32")}

@@ -10,8 +10,8 @@ import pytest
 import tensorflow as tf
 
 from garden.bertology import prune
-from garden.bertology.instrument import layer_blocks, run
 from garden.models.bert.backbone import BertBackbone
+from garden.models.instrument import layer_blocks, run
 
 LAYERS, HEADS, HIDDEN, CLASSES = 2, 4, 32, 3
 WIDTH = HIDDEN // HEADS

@@ -7,9 +7,9 @@ import tensorflow as tf
 
 from garden.bertology import identifiability as ident
 from garden.bertology.attention import attention_shares
-from garden.bertology.instrument import instrumented, layer_blocks, run
 from garden.models.bert.backbone import BertBackbone
 from garden.models.bert.presets import bert_backbone_from_preset
+from garden.models.instrument import instrumented, layer_blocks, run
 
 CLS, SEP = 2, 3
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from garden.bertology import sparsity
-from garden.bertology.instrument import layer_blocks
 from garden.models.bert.backbone import BertBackbone
+from garden.models.instrument import layer_blocks
 
 
 def _formula(t, s_i, s_f, t0, n, dt):

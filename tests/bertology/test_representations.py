@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from garden.bertology import instrument
 from garden.bertology import representations as reps
+from garden.models import instrument
 from representation_testing import tiny_bert
 
 WORDS = ["the", "movie", "##s", "was", "good", "plot", "it", "."]

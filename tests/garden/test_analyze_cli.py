@@ -122,7 +122,7 @@ def test_prune_curve_starts_at_the_runs_accuracy_and_writes_the_smaller_model(se
     """--prune_threshold=0 prunes one head (10% of 8, at least 1) per step until each layer
     keeps one; the pruned directory is the run's backbone without those heads: fewer
     attention weights, and its outputs equal the run's with the head mask."""
-    from garden.bertology import instrument
+    from garden.models import instrument
 
     pruned = tmp_path / "pruned"
     assert _analyze("prune", f"--model={setup['run']}", f"--output={tmp_path / 'report'}",

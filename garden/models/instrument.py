@@ -1,5 +1,6 @@
-"""What the analyses need from an encoder backbone: its optional outputs switched on, the block
-each layer runs, its attention layers, and a batch run to NumPy.
+"""An encoder backbone's optional outputs switched on, the block each layer runs, its attention
+layers, and a batch run to NumPy: what garden.runs and the analyses (garden.bertology) take
+from a backbone.
 
 The encoder families (BERT, RoBERTa, ALBERT, ELECTRA, SpanBERT, DistilBERT, ERNIE) share
 garden.models.backbone: `hidden_states` [L+1, B, T, H], `attention_probs` [L, B, A, T, T] and the

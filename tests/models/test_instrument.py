@@ -1,9 +1,9 @@
-"""garden.bertology.instrument: switches on, same weights; the block each layer runs."""
+"""garden.models.instrument: switches on, same weights; the block each layer runs."""
 
 import numpy as np
 import pytest
 
-from garden.bertology import instrument
+from garden.models import instrument
 from garden.models.albert.presets import albert_backbone_from_preset
 from garden.models.bert.presets import bert_backbone_from_preset
 
