@@ -172,7 +172,8 @@ def run_attention(opened: Opened, sentences: List[str], out_dir: str, sentence: 
 
 def run_identifiability(opened: Opened, sentences: List[str], out_dir: str,
                         attribution_sentences: int) -> Dict:
-    from garden.bertology import identifiability, plots
+    from garden import plots
+    from garden.bertology import identifiability
 
     packer = opened.packer
     batch = packer.encode_numpy(sentences)

@@ -81,7 +81,7 @@ def train(model_dir: str, strategy, task=gin.REQUIRED, train_steps: int = gin.RE
     with a large matmul on the first device (MFU = 6 x non-embedding parameters x tokens/s
     / peak, attention FLOPs left out, so it is a lower bound).
     magnitude_pruning: gradual magnitude pruning of every dense kernel while training (Zhu &
-    Gupta 2017; garden.bertology.sparsity.RunPruning), e.g. {"final_sparsity": 0.8}: the
+    Gupta 2017; garden.training.pruning.RunPruning), e.g. {"final_sparsity": 0.8}: the
     kernels reach 80% zeros at two thirds of train_steps; summary.json gets the sparsity and
     the curve of sparsity against the eval metric (every eval_every steps, model_dir/pruning.png).
 
@@ -187,7 +187,7 @@ class _Run:
         print(f"[train] {onednn.state()}", flush=True)
         self.pruning = None
         if magnitude_pruning:
-            from garden.bertology.sparsity import RunPruning
+            from garden.training.pruning import RunPruning
 
             self.pruning = RunPruning(self.model, magnitude_pruning, self.train_steps, self.step)
 

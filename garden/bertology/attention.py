@@ -28,7 +28,7 @@ from scipy import special
 from scipy.cluster import hierarchy
 from scipy.spatial import distance
 
-from garden.bertology import plots
+from garden import plots
 from garden.models.instrument import instrumented, run
 
 # The targets of attention_shares, in the order the plots draw them.

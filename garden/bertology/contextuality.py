@@ -26,7 +26,8 @@ from typing import Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
-from garden.bertology import plots, representations
+from garden import plots
+from garden.bertology import representations
 
 METRICS = ("self_similarity", "intra_sentence_similarity", "max_explainable_variance")
 

@@ -25,7 +25,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from garden.bertology import plots
+from garden import plots
 from garden.models.instrument import attention_layers, instrumented, model_inputs
 
 # How a disabled head is disabled -> MultiHeadAttention's head_mask_mode that does it.

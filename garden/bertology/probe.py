@@ -23,7 +23,8 @@ from typing import Dict, Mapping, Optional, Sequence
 import numpy as np
 
 from data_pipelines.finetune import conll
-from garden.bertology import plots, representations
+from garden import plots
+from garden.bertology import representations
 
 
 def probe_layers(train_vectors: np.ndarray, train_labels: Sequence[str],

@@ -36,7 +36,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from garden.bertology import plots
+from garden import plots
 from garden.models.instrument import SWITCHES, layer_blocks, model_inputs
 
 

@@ -42,7 +42,8 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from garden.bertology import plots, representations
+from garden import plots
+from garden.bertology import representations
 
 
 @dataclasses.dataclass(frozen=True)

@@ -240,7 +240,7 @@ def test_head_pruning_or_refusal(family):
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_magnitude_pruning_reaches_every_layer(family):
-    from garden.bertology.sparsity import MagnitudePruning, PolynomialSchedule, prunable_kernels
+    from garden.training.pruning import MagnitudePruning, PolynomialSchedule, prunable_kernels
 
     backbone = _backbone(family)  # (the last test that reads it: its kernels are pruned)
     kernels = prunable_kernels(backbone)

@@ -74,7 +74,7 @@ class XLNetRelativeAttention(keras.layers.Layer):
     r_s_bias [N, d]; seg_embed [2, N, d]; layer_norm.
     """
 
-    # The weight matrices the inputs are multiplied by (garden.bertology.sparsity prunes them).
+    # The weight matrices the inputs are multiplied by (garden.training.pruning prunes them).
     kernel_attributes = ("q", "k", "v", "o", "r")
 
     def __init__(self, num_heads: int, head_size: int, dropout: float = 0.1,

@@ -1,5 +1,6 @@
-"""The plotting backend of the BERTology analyses: matplotlib's Agg (files only, no display),
-imported when a plot is drawn, so that the analyses themselves do not load it."""
+"""The plotting backend of the BERTology analyses and the trainer's pruning curve: matplotlib's
+Agg (files only, no display), imported when a plot is drawn, so that the modules that plot do
+not load it."""
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence
 import keras
 import numpy as np
 
-from garden.bertology import plots
+from garden import plots
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,13 +1,13 @@
-"""garden.bertology.sparsity: Zhu & Gupta's polynomial schedule against its formula, the
+"""garden.training.pruning: Zhu & Gupta's polynomial schedule against its formula, the
 magnitude masks, and a short fine-tuning that ends at the target sparsity."""
 
 import keras
 import numpy as np
 import pytest
 
-from garden.bertology import sparsity
 from garden.models.bert.backbone import BertBackbone
 from garden.models.instrument import layer_blocks
+from garden.training import pruning
 
 
 def _formula(t, s_i, s_f, t0, n, dt):
@@ -17,7 +17,7 @@ def _formula(t, s_i, s_f, t0, n, dt):
 
 def test_schedule_equals_the_formula():
     # s_i = 0.1 -> s_f = 0.8 from t0 = 10 in n = 5 steps of dt = 4 (end 30).
-    schedule = sparsity.PolynomialSchedule(final_sparsity=0.8, initial_sparsity=0.1,
+    schedule = pruning.PolynomialSchedule(final_sparsity=0.8, initial_sparsity=0.1,
                                            begin_step=10, end_step=30, frequency=4)
     updates = [t for t in range(50) if schedule.updates_at(t)]
     assert updates == [10, 14, 18, 22, 26, 30]
@@ -27,14 +27,14 @@ def test_schedule_equals_the_formula():
     assert schedule.sparsity(0) == pytest.approx(0.1) and schedule.sparsity(45) == \
         pytest.approx(0.8)
     with pytest.raises(ValueError, match="initial <= final"):
-        sparsity.PolynomialSchedule(final_sparsity=1.0, end_step=10)
+        pruning.PolynomialSchedule(final_sparsity=1.0, end_step=10)
 
 
 def test_magnitude_mask_zeroes_the_smallest_weights():
     weights = np.array([[0.5, -0.1, 0.3], [-0.9, 0.05, -0.2]])
-    np.testing.assert_array_equal(sparsity.magnitude_mask(weights, 0.5),
+    np.testing.assert_array_equal(pruning.magnitude_mask(weights, 0.5),
                                   [[1, 0, 1], [1, 0, 0]])
-    assert sparsity.magnitude_mask(weights, 0.0).all()
+    assert pruning.magnitude_mask(weights, 0.0).all()
 
 
 def test_prunable_kernels_are_the_dense_kernels_of_a_bert_classifier():
@@ -42,7 +42,7 @@ def test_prunable_kernels_are_the_dense_kernels_of_a_bert_classifier():
                             intermediate_size=32)
     head = keras.layers.Dense(3)
     model = keras.Model(backbone.input, head(backbone(backbone.input)["pooled_output"]))
-    kernels = sparsity.prunable_kernels(model)
+    kernels = pruning.prunable_kernels(model)
     attention = layer_blocks(backbone)[0].attention
     # Per layer q, k, v, attention output, intermediate, output; the pooler; the classifier.
     assert len(kernels) == 2 * 6 + 2
@@ -61,9 +61,9 @@ def test_fine_tuning_reaches_the_target_sparsity_and_keeps_pruned_weights_at_zer
     model.compile(keras.optimizers.Adam(1e-2),
                   keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     batches = [(x[i % 4 * 16:][:16], y[i % 4 * 16:][:16]) for i in range(30)]
-    schedule = sparsity.PolynomialSchedule(final_sparsity=0.75, end_step=20, frequency=5)
+    schedule = pruning.PolynomialSchedule(final_sparsity=0.75, end_step=20, frequency=5)
     accuracy = lambda: float(np.mean(model.predict(x, verbose=0).argmax(-1) == y))  # noqa
-    result = sparsity.magnitude_prune(model, lambda b: model.train_on_batch(*b), batches,
+    result = pruning.magnitude_prune(model, lambda b: model.train_on_batch(*b), batches,
                                       schedule, metric=accuracy)
     assert [p["step"] for p in result["curve"]] == [0, 5, 10, 15, 20]
     for point in result["curve"]:
@@ -81,7 +81,7 @@ def test_fine_tuning_reaches_the_target_sparsity_and_keeps_pruned_weights_at_zer
 def test_sparsity_curve_plot(tmp_path):
     result = {"curve": [{"sparsity": 0.0, "metric": 0.9}, {"sparsity": 0.5, "metric": 0.8},
                         {"sparsity": 0.7, "metric": None}]}
-    sparsity.plot_sparsity_curve(result, str(tmp_path / "s.png"))
+    pruning.plot_sparsity_curve(result, str(tmp_path / "s.png"))
     assert (tmp_path / "s.png").stat().st_size > 1000
 
 
@@ -94,20 +94,20 @@ def test_garden_train_prunes_resumes_and_exports_the_sparse_classifier(tmp_path)
     from testing import train_in_process
 
     model_dir = tmp_path / "run"
-    pruning = "{'final_sparsity': 0.6, 'end_step': 8, 'frequency': 2}"
+    settings = "{'final_sparsity': 0.6, 'end_step': 8, 'frequency': 2}"
 
     def run(steps):
         return train_in_process(scratch_classification_args(
             tmp_path, model_dir, steps, "--gin_param=train.eval_every=4",
             "--gin_param=train.checkpoint_every=6",
-            f"--gin_param=train.magnitude_pruning={pruning}"),
+            f"--gin_param=train.magnitude_pruning={settings}"),
             str(model_dir), "sentence_classification", steps)
 
     def kernels():  # the dense kernels of the newest checkpoint, restored by garden.runs
         from garden import runs
 
         model = runs.open(str(model_dir), [runs.MODEL_DIR]).task_model()
-        return {v.path: v.numpy() for v in sparsity.prunable_kernels(model)}
+        return {v.path: v.numpy() for v in pruning.prunable_kernels(model)}
 
     first = run(6)
     # Updates at 0, 2, 4: s_4 = 0.6 (1 - (1 - 4/8)^3) = 0.525 for the weights after step 6.
@@ -133,4 +133,4 @@ def test_garden_train_prunes_resumes_and_exports_the_sparse_classifier(tmp_path)
 def test_a_schedule_without_final_sparsity_is_refused():
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
     with pytest.raises(ValueError, match="train.magnitude_pruning: .*final_sparsity"):
-        sparsity.RunPruning(model, {"end_step": 4}, train_steps=10, step=0)
+        pruning.RunPruning(model, {"end_step": 4}, train_steps=10, step=0)
