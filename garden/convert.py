@@ -50,7 +50,7 @@ from typing import Dict, Optional, Tuple
 
 import numpy as np
 
-from garden import models
+from garden import models, pretrained
 from garden.models.conversion import read_hdf5, read_json_object
 from garden.models.family import SOURCES
 
@@ -325,16 +325,10 @@ def find_tokenizer(source: str, family: str, input_path: str,
     SentencePiece *.model next to the checkpoint (GPT-2: encoder.json + vocab.bpe, copied as
     vocab.json + merges.txt); Model Garden: vocab.txt next to the checkpoint or in its assets/
     or parent folder. `vocab` (--vocab) names the file instead."""
-    from data_pipelines import tokenizers
-
     if vocab is not None:
         if not os.path.exists(vocab):
             raise FileNotFoundError(f"--vocab={vocab} does not exist")
-        kind = tokenizers.detect_kind(vocab)
-        if kind == "bpe":
-            vocab_json, merges = tokenizers.bpe_files(vocab)
-            return kind, {"vocab.json": vocab_json, "merges.txt": merges}
-        return kind, {os.path.basename(vocab): vocab}
+        return pretrained.vocab_files(vocab)
     folder = _checkpoint_dir(source, input_path)
     spec = models.spec(family)
     if source == "huggingface":
@@ -404,32 +398,7 @@ def _copy_tokenizer(args, lower_case_flag: Optional[bool]) -> Dict:
               f"fine-tuning from {args.output} needs VOCAB bound")
         return {"vocab": None, "lower_case": lower_case}
     kind, files = found
-    return copy_tokenizer(args.output, args.model, kind, files, lower_case)
-
-
-def _layout(family: str, kind: str) -> str:
-    """The family's text layout, or its tokenizer kind's default for a vocabulary of another
-    kind (--vocab)."""
-    from garden.serving.text import DEFAULT_LAYOUT
-
-    spec = models.spec(family)
-    return spec.layout if kind == spec.tokenizer else DEFAULT_LAYOUT[kind]
-
-
-def copy_tokenizer(output: str, family: str, kind: str, files: Dict[str, str],
-                   lower_case: Optional[bool]) -> Dict:
-    """Copies a tokenizer's files ({name in `output`: source path}, find_tokenizer's) into
-    `output`; returns their convert_info.json record (also written for pruned models,
-    garden.bertology.prune)."""
-    import shutil
-
-    for name, path in files.items():
-        shutil.copyfile(path, os.path.join(output, name))
-    vocab = "vocab.json" if kind == "bpe" else next(iter(files))
-    return {"vocab": vocab, "files": sorted(files), "tokenizer": kind,
-            "layout": _layout(family, kind),
-            "lower_case": lower_case,
-            "sources": {n: os.path.abspath(p) for n, p in files.items()}}
+    return pretrained.copy_tokenizer(args.output, args.model, kind, files, lower_case)
 
 
 def build_parser():
@@ -465,8 +434,6 @@ def build_parser():
 
 def _write_output(args, converted: Dict, config: Dict) -> Dict:
     """Writes OUT (module docstring); returns its convert_info.json record."""
-    from garden import pretrained
-
     os.makedirs(args.output, exist_ok=True)
     written = {}
     for key in ("backbone", "pretrainer"):

@@ -410,3 +410,41 @@ def write_checkpoint(output: str, family: str, backbone, lm=None) -> str:
                                          os.path.join(output, CHECKPOINT_DIR), max_to_keep=1)
     path = manager.save(checkpoint_number=0)
     return os.path.relpath(path, output)
+
+
+def vocab_files(vocab: str) -> Tuple[str, Dict[str, str]]:
+    """(kind, {file name in OUT: path}) of a vocabulary file: vocab.txt or a SentencePiece
+    *.model as itself, a byte-level BPE vocab.json with the merges.txt beside it."""
+    from data_pipelines import tokenizers
+
+    kind = tokenizers.detect_kind(vocab)
+    if kind == "bpe":
+        vocab_json, merges = tokenizers.bpe_files(vocab)
+        return kind, {"vocab.json": vocab_json, "merges.txt": merges}
+    return kind, {os.path.basename(vocab): vocab}
+
+
+def copy_tokenizer(output: str, family: str, kind: str, files: Dict[str, str],
+                   lower_case: Optional[bool]) -> Dict:
+    """Copies a tokenizer's files ({name in `output`: source path}) into `output`; returns
+    their convert_info.json record (garden.convert's, and garden.bertology.prune's for a
+    pruned model)."""
+    import shutil
+
+    for name, path in files.items():
+        shutil.copyfile(path, os.path.join(output, name))
+    vocab = "vocab.json" if kind == "bpe" else next(iter(files))
+    return {"vocab": vocab, "files": sorted(files), "tokenizer": kind,
+            "layout": _layout(family, kind),
+            "lower_case": lower_case,
+            "sources": {n: os.path.abspath(p) for n, p in files.items()}}
+
+
+def _layout(family: str, kind: str) -> str:
+    """The family's text layout, or its tokenizer kind's default for a vocabulary of another
+    kind (--vocab)."""
+    from garden import models
+    from garden.serving.text import DEFAULT_LAYOUT
+
+    spec = models.spec(family)
+    return spec.layout if kind == spec.tokenizer else DEFAULT_LAYOUT[kind]

@@ -246,7 +246,7 @@ def write_pruned(output: str, backbone: keras.Model, family: str, vocab: str,
 
     The analysis switches (output_attentions, ...) are written off: fine-tuning sets its own.
     """
-    from garden import convert, pretrained
+    from garden import pretrained
 
     if tf.io.gfile.exists(os.path.join(output, pretrained.INFO_FILE)):
         raise FileExistsError(f"{output} already holds a {pretrained.INFO_FILE}: give a new "
@@ -258,11 +258,11 @@ def write_pruned(output: str, backbone: keras.Model, family: str, vocab: str,
         clone = type(backbone).from_config({**config, **plain})
         clone.set_weights(backbone.get_weights())
         backbone = clone
-    kind, files = convert.find_tokenizer("huggingface", family, vocab, vocab=vocab)
+    kind, files = pretrained.vocab_files(vocab)
     record = {"source": "pruned", "family": family, "input": pruned_from,
               "architecture": pretrained.architecture_of(family, backbone),
               "checkpoint": pretrained.write_checkpoint(output, family, backbone),
-              "tokenizer": convert.copy_tokenizer(output, family, kind, files, lower_case),
+              "tokenizer": pretrained.copy_tokenizer(output, family, kind, files, lower_case),
               "parameters": int(backbone.count_params()), "pruning": info or {}}
     with open(os.path.join(output, pretrained.INFO_FILE), "w") as f:
         json.dump(record, f, indent=2, sort_keys=True)
