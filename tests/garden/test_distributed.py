@@ -27,10 +27,11 @@ STEPS = 6
 
 # Where the process is not what a test is about, its runs are garden.train's main in this
 # process (a fresh interpreter costs a TensorFlow import and a trace each time): the
-# one-device reference, the shorter guard run and the uninterrupted SIGKILL reference (the
-# accumulation tests compare in-process runs with the same reference). Fresh processes
-# remain where they are the point: two logical CPUs (set before TensorFlow starts), the two
-# workers, and the runs that are killed and the one that resumes after the kills.
+# one-device reference (also the guard, by its checkpoint one step earlier, and the
+# accumulation test's negative control, watched by a probe), the accumulation run and the
+# uninterrupted SIGKILL reference. Fresh processes remain where they are the point: two
+# logical CPUs (set before TensorFlow starts), the two workers, and the runs that are killed
+# and the one that resumes after the kills.
 
 
 def _in_process(argv, model_dir, steps):
@@ -47,10 +48,21 @@ def _args(bert_data, model_dir, *extra, steps=STEPS, dropout=0.0):
 
 
 @pytest.fixture(scope="module")
-def single_device_dir(bert_data, tmp_path_factory):
+def single_device_run(bert_data, tmp_path_factory):
+    """The one-device reference, watched by a TrainingProbe (the negative control of the
+    accumulation test: no switch, one batch of 16 per step) and checkpointed at step STEPS - 1
+    too (the guard: one step fewer). Returns (model_dir, probe)."""
     model_dir = tmp_path_factory.mktemp("single")
-    _in_process(_args(bert_data, model_dir, "--strategy=one_device"), model_dir, STEPS)
-    return model_dir
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        probe = TrainingProbe(monkeypatch, Pretraining)
+        _in_process(_args(bert_data, model_dir, "--strategy=one_device",
+                          f"--gin_param=train.checkpoint_every={STEPS - 1}"), model_dir, STEPS)
+    return model_dir, probe
+
+
+@pytest.fixture(scope="module")
+def single_device_dir(single_device_run):
+    return single_device_run[0]
 
 
 @pytest.fixture(scope="module")
@@ -58,11 +70,13 @@ def single_device(single_device_dir):
     return _weights(single_device_dir)
 
 
-def test_training_moves_the_weights(bert_data, single_device, tmp_path):
-    # Guard for the comparisons below: a run of fewer steps must differ measurably.
-    _in_process(_args(bert_data, tmp_path, "--strategy=one_device", steps=STEPS - 1), tmp_path,
-                STEPS - 1)
-    assert _max_diff(single_device, _weights(tmp_path)) > 1e-4
+def test_training_moves_the_weights(single_device_dir, single_device):
+    # Guard for the comparisons below: the same run one step earlier (its checkpoint at step
+    # STEPS - 1, kept beside the last) must differ measurably.
+    checkpoints = single_device_dir / "checkpoints"
+    assert tf.train.latest_checkpoint(str(checkpoints)).endswith(f"ckpt-{STEPS}")
+    earlier = tf.train.load_checkpoint(str(checkpoints / f"ckpt-{STEPS - 1}"))
+    assert _max_diff(single_device, {n: earlier.get_tensor(n) for n in single_device}) > 1e-4
 
 
 def test_mirrored_two_logical_cpus_match_one_device(bert_data, single_device, tmp_path):
@@ -71,13 +85,21 @@ def test_mirrored_two_logical_cpus_match_one_device(bert_data, single_device, tm
     assert _max_diff(single_device, _weights(tmp_path)) < 2e-5
 
 
-@pytest.mark.parametrize("accumulation", [1, 4])
+def test_without_accumulation_the_task_gets_whole_batches(single_device_run):
+    # The negative control of the next test: the same probe on the one-device reference (no
+    # accumulation switch) counts one batch of 16 per step.
+    _, probe = single_device_run
+    assert int(probe.calls.numpy()) == STEPS
+    assert int(probe.smallest.numpy()) == int(probe.largest.numpy()) == 16
+
+
 def test_gradient_accumulation_feeds_micro_batches_and_matches_one_device(
-        bert_data, single_device_dir, single_device, tmp_path, monkeypatch, accumulation):
+        bert_data, single_device_dir, single_device, tmp_path, monkeypatch):
     """With train.gradient_accumulation_steps=4 the task is given 4 micro-batches of 16 / 4
-    examples per step; 1 is the negative control (one batch of 16 per step). A trainer that
-    ignored the switch would still end at the one-device weights, so the micro-batches the
-    task sees are what shows that the switch took effect."""
+    examples per step (the previous test is the negative control: one batch of 16 per step). A
+    trainer that ignored the switch would still end at the one-device weights, so the
+    micro-batches the task sees are what shows that the switch took effect."""
+    accumulation = 4
     monkeypatch.chdir(REPO_ROOT)  # configs include each other by repo-relative paths
     probe = TrainingProbe(monkeypatch, Pretraining)
     argv = _args(bert_data, tmp_path, "--strategy=one_device",
