@@ -37,7 +37,7 @@ from typing import Optional
 import gin
 
 from data_pipelines import onednn
-from garden.training.setup import ConfigError
+from garden.tasks.base import ConfigError
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -29,6 +29,12 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 
+class ConfigError(ValueError):
+    """The gin configuration cannot be parsed, names something that does not exist, gives an
+    argument of the wrong type, or asks a task for what it refuses: raised by garden.train and
+    by the tasks before anything trains."""
+
+
 class Stage(NamedTuple):
     """One stretch of training that reads one stream of batches (a pretraining phase).
 

@@ -35,8 +35,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from garden.tasks.base import ConfigError
 from garden.tasks.pretraining import PretrainingRecord, _share, pretrainer_on_backbone
-from garden.training.setup import ConfigError
 
 FEATURES = ("input_k", "input_q", "seg_id", "perm_rank", "target", "target_mask")
 

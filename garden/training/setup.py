@@ -10,10 +10,7 @@ import socket
 import uuid
 from typing import Optional
 
-
-class ConfigError(ValueError):
-    """The gin configuration cannot be parsed, names something that does not exist, or gives
-    an argument of the wrong type."""
+from garden.tasks.base import ConfigError
 
 
 def check_arguments(train_steps, global_batch_size, replicas: int,
