@@ -47,12 +47,27 @@ def _cwd_repo(monkeypatch):
     monkeypatch.chdir(train_lib.REPO_ROOT)
 
 
-def test_tiny_pretraining_lowers_the_loss(bert_data, tmp_path):
-    model_dir = tmp_path / "run"
-    rc = train_lib.main(_pretrain_args(bert_data, model_dir, 120,
-                                       "--gin_param=train.log_every=10",
-                                       "--gin_param=train.warmup_steps=10"))
-    assert rc == 0
+def _pretrained_args(bert_data, model_dir, steps):
+    return _pretrain_args(bert_data, model_dir, steps, "--gin_param=train.log_every=10",
+                          "--gin_param=train.warmup_steps=10")
+
+
+@pytest.fixture(scope="module")
+def pretrained(bert_data, tmp_path_factory):
+    """One 120-step run (logged every 10 steps): read by the loss test, continued by the resume
+    test (in a copy), the fine-tuning test's INIT_CHECKPOINT. (Each had a run of its own.)"""
+    model_dir = tmp_path_factory.mktemp("pretrained") / "run"
+    cwd = os.getcwd()
+    os.chdir(train_lib.REPO_ROOT)  # (the autouse _cwd_repo is function-scoped)
+    try:
+        assert train_lib.main(_pretrained_args(bert_data, model_dir, 120)) == 0
+    finally:
+        os.chdir(cwd)
+    return model_dir
+
+
+def test_tiny_pretraining_lowers_the_loss(pretrained):
+    model_dir = pretrained
     summary = read_summary(model_dir)
     first, last = summary["first_logged_metrics"], summary["last_logged_metrics"]
     # Random init predicts ~uniformly over the vocabulary: MLM loss starts near ln(V).
@@ -66,21 +81,21 @@ def test_tiny_pretraining_lowers_the_loss(bert_data, tmp_path):
     assert list((model_dir / "train").glob("events.out.tfevents.*"))
 
 
-def test_resume_continues_from_the_saved_step(bert_data, tmp_path, capsys):
+def test_resume_continues_from_the_saved_step(bert_data, pretrained, tmp_path, capsys):
+    # A copy of the shared 120-step run, continued to 130 steps by the same command.
     model_dir = tmp_path / "run"
-    args = ["--gin_param=train.checkpoint_every=10", "--gin_param=train.log_every=10"]
-    assert train_lib.main(_pretrain_args(bert_data, model_dir, 20, *args)) == 0
-    assert read_summary(model_dir)["steps"] == 20
+    shutil.copytree(pretrained, model_dir)
+    assert read_summary(model_dir)["steps"] == 120
     capsys.readouterr()
-    assert train_lib.main(_pretrain_args(bert_data, model_dir, 30, *args)) == 0
+    assert train_lib.main(_pretrained_args(bert_data, model_dir, 130)) == 0
     out = capsys.readouterr().out
-    assert "resumed from" in out and "at step 20" in out
+    assert "resumed from" in out and "at step 120" in out
     # Progress: a bar, the share done and an ETA on every log line.
-    assert "[train] step 30/30 [====================] 100% |" in out
-    assert "[train] step 20/30" not in out and "ETA 0:00:00" in out
+    assert "[train] step 130/130 [====================] 100% |" in out
+    assert "[train] step 120/130" not in out and "ETA 0:00:00" in out
     summary = read_summary(model_dir)
-    assert summary["steps"] == 30 and summary["steps_this_run"] == 10
-    assert summary["checkpoint"].endswith("ckpt-30")
+    assert summary["steps"] == 130 and summary["steps_this_run"] == 10
+    assert summary["checkpoint"].endswith("ckpt-130")
 
 
 def test_progress_bar_fills_with_the_steps():
@@ -160,7 +175,8 @@ def test_write_check_of_a_shared_model_dir_is_safe_to_run_at_once(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
-def test_finetune_from_pretraining_checkpoint_then_export(bert_data, tmp_path, monkeypatch):
+def test_finetune_from_pretraining_checkpoint_then_export(bert_data, pretrained, tmp_path,
+                                                         monkeypatch):
     import csv
 
     import numpy as np
@@ -168,8 +184,7 @@ def test_finetune_from_pretraining_checkpoint_then_export(bert_data, tmp_path, m
     from garden.tasks.sentence_classification import SentenceClassification
     from testing import checkpoint_floats
 
-    pretrain_dir = tmp_path / "pretrain"
-    assert train_lib.main(_pretrain_args(bert_data, pretrain_dir, 10)) == 0
+    pretrain_dir = pretrained  # read only: its newest checkpoint (step 120)
     # The backbone's weights as the task built it, before the first step.
     initial, build_model = {}, SentenceClassification.build_model
 
@@ -192,11 +207,11 @@ def test_finetune_from_pretraining_checkpoint_then_export(bert_data, tmp_path, m
     assert rc == 0
     # INIT_CHECKPOINT was loaded: every backbone weight at step 0 is a tensor of the
     # pretraining checkpoint, bit for bit; and not a fresh initialisation, whose LayerNorm
-    # scales are all 1 and offsets all 0 (10 pretraining steps moved them).
-    pretrained = list(checkpoint_floats(pretrain_dir).values())
+    # scales are all 1 and offsets all 0 (120 pretraining steps moved them).
+    saved = list(checkpoint_floats(pretrain_dir).values())
     assert len(initial) > 30
     for path, value in initial.items():
-        assert any(t.shape == value.shape and np.array_equal(t, value) for t in pretrained), path
+        assert any(t.shape == value.shape and np.array_equal(t, value) for t in saved), path
     norms = [v for p, v in initial.items() if p.endswith(("/gamma", "/beta"))]
     assert len(norms) >= 6
     assert not [v for v in norms if np.all(v == 1.0) or np.all(v == 0.0)]
