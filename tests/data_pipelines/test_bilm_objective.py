@@ -3,12 +3,12 @@ character ids of each piece.
 
 data_pipelines/objectives/bilm.py: sentence marks from the bos/eos (or cls/sep) roles, the
 tail dropped and counted, keys by the document holding a block's first piece, char_ids as
-bilm-tf / AllenNLP spell them (+1)."""
+bilm-tf / AllenNLP spell them (+1, data_pipelines/char_ids.py)."""
 
 import numpy as np
 import pytest
 
-from data_pipelines import features
+from data_pipelines import char_ids, features
 from data_pipelines.objectives import base, bilm
 
 PAD, UNK, CLS, SEP, MASK = 0, 1, 2, 3, 4
@@ -64,9 +64,9 @@ def test_elmo_character_ids():
 
 
 def test_byte_level_pieces_map_back_to_their_bytes():
-    assert bilm.piece_bytes("\u0120caf\u00c3\u00a9", byte_level=True) == "caf\u00e9".encode()
-    assert bilm.piece_bytes("\u2581caf\u00e9") == "caf\u00e9".encode()
-    assert bilm.piece_bytes("<s>", byte_level=True) == b"<s>"
+    assert char_ids.piece_bytes("\u0120caf\u00c3\u00a9", byte_level=True) == "caf\u00e9".encode()
+    assert char_ids.piece_bytes("\u2581caf\u00e9") == "caf\u00e9".encode()
+    assert char_ids.piece_bytes("<s>", byte_level=True) == b"<s>"
 
 
 def test_options_and_marks_are_checked():
@@ -76,4 +76,4 @@ def test_options_and_marks_are_checked():
         bilm.BiLMOptions(max_characters=2)
     bare = base.make_vocab(["a", "b"], {}, word_start=lambda t: True, name="bare")
     with pytest.raises(base.VocabularyRoleError, match="bilm needs sentence marks .* bare"):
-        bilm.sentence_marks(bare)
+        char_ids.sentence_marks(bare)
