@@ -1,7 +1,8 @@
 """`python -m data_pipelines.sample_tasks --kinds=seq2seq,freeform`: the documented rules hold
 (each target is the sentence that follows the source's first sentence in its document; each
 free-form answer is the word after the question's four words in a corpus sentence), splits
-share no document, and README.json's baselines are what garden.metrics.rouge computes."""
+share no document, and README.json's baselines (rouge-score called by the sample task) are what
+garden.metrics.rouge computes."""
 
 from __future__ import annotations
 
@@ -53,7 +54,12 @@ def test_seq2seq_rules_and_baselines(written):
     dev = rows["dev"]
     expected = rouge.trivial_baselines([e["target"] for e in rows["train"]],
                                        [e["source"] for e in dev], [e["target"] for e in dev])
-    assert readme["seq2seq"]["baselines"]["lead"] == pytest.approx(expected["lead"])
+    written_baselines = readme["seq2seq"]["baselines"]
+    assert written_baselines.keys() == expected.keys()
+    for name in ("lead", "constant", "empty", "tail"):
+        assert written_baselines[name] == pytest.approx(expected[name]), name
+    assert [written_baselines[k] for k in ("words", "constant_prediction")] == [
+        expected[k] for k in ("words", "constant_prediction")]
     assert readme["seq2seq"]["baseline"]["value"] == pytest.approx(expected["lead"]["rougeL"])
     # The extractive rule that solves the task is far above the trivial ones.
     assert expected["tail"]["rougeL"] > 0.7 > 0.3 > expected["lead"]["rougeL"]
