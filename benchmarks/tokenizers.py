@@ -13,10 +13,12 @@ Pairs, each on the same vocabulary file and the same batches of --batch_size lin
   the ``tokenizers`` library, what the Beam job runs) and ``tokenize_in_graph`` (the graph
   module, what training and serving run; TensorFlow's import is not timed), the latter also
   against tensorflow-text's FastBertTokenizer, the graph's tokenizer before issue 32.
-* sentencepiece (for information): ours (tf.strings.lower + tensorflow-text
-  SentencepieceTokenizer) against the sentencepiece Python library (str.lower + encode).
-* bpe (for information): ours (keras-hub BytePairTokenizer, TF graph) against Hugging Face
-  ByteLevelBPETokenizer.encode_batch, cased (as RoBERTa/GPT-2).
+* sentencepiece (for information): ours (lower-casing + tensorflow-text SentencepieceTokenizer's
+  1-best, SentencePiece's lattice Viterbi) against the sentencepiece Python library (str.lower +
+  encode, its "optimized" encoder).
+* bpe (for information): ours (GPT-2's pre-tokenizer and merges in core TF ops; keras-hub's
+  BytePairTokenizer before issue 32) against Hugging Face ByteLevelBPETokenizer.encode_batch,
+  cased (as RoBERTa/GPT-2).
 
 Throughput is MB of UTF-8 text per CPU-second of this process (time.process_time, which
 counts every thread: Hugging Face tokenizers encodes a batch on several threads) after one

@@ -61,7 +61,7 @@ MIN_SERVING_TF_TEXT_VERSION = "2.12"
 # FastBertNormalizer ... New FastBertTokenizer that combines FastBertNormalizer and
 # FastWordpieceTokenizer", v2.13.0 "Python ops for new RoundRobinTrimmer kernels", v2.0.0-rc0
 # "SentencepieceTokenizer has been added": its kernels SentencepieceOp and
-# SentencepieceTokenizeOp). keras-hub's byte-level BPE adds RegexSplitWithOffsets only. For the
+# SentencepieceTokenizeOp). The byte-level BPE graph is core ops only. For the
 # two FastBertTokenizer kernels 2.9 is an upper bound (FastWordpiece predates it), which is
 # enough to compare against 2.12. An op missing from this table is reported as unverified
 # rather than assumed to be available.

@@ -3,8 +3,8 @@
 `TextPacker` tokenizes with the very module the Beam job's tokenizer runs
 (`data_pipelines.tokenizers.load_tokenizer(kind, path).in_graph()`: WordPiece through
 BERT's rules in core ops and tensorflow-text's FastWordpieceTokenizer, SentencePiece through tf_text.SentencepieceTokenizer,
-byte-level BPE through keras-hub's BytePairTokenizer), then packs one or two segments in the
-family's layout (docs/objectives.md section 12):
+byte-level BPE through GPT-2's pre-tokenizer and merges in core ops), then packs one or two
+segments in the family's layout (docs/objectives.md section 12):
 
     "bert"     [CLS] A [SEP] (B [SEP])         segment_ids 0 .. 0 (1 .. 1); padded with [PAD]
                (BERT, ALBERT with its SentencePiece [CLS]/[SEP]/<pad>, ELECTRA, SpanBERT, ...)
