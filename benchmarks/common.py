@@ -24,7 +24,7 @@ from typing import Callable, Iterable, Iterator, List, Optional
 
 import psutil
 
-from data_pipelines import onednn
+from text import onednn
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -32,7 +32,7 @@ import time
 import numpy as np
 
 from benchmarks import common
-from data_pipelines.finetune import conll
+from text.finetune import conll
 from data_pipelines.sample_tasks import conll as sample_conll
 
 # Sizes near BERT-tiny's (L2 H128 A2 FFN512) on the demo vocabulary.

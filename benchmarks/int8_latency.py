@@ -161,7 +161,7 @@ def _dir_bytes(path: str) -> int:
 
 
 def worker_build(work: str, args) -> dict:
-    from data_pipelines import tokenizers
+    from text import tokenizers
     from garden.serving.text import TextPacker
 
     shapes = SHAPES["tiny" if args.tiny else "full"]

@@ -250,7 +250,7 @@ def _eval_batches(task, batch_size: int, num_batches: int, eval_dir: Optional[st
     if type(task).__name__ == "Distillation":
         # The task reads no held-out data: unmask the held-out BERT data and mask it afresh
         # as training does (rare pieces favoured), with seed 0; or keep BERT's static masks.
-        from data_pipelines import tokenizers
+        from text import tokenizers
 
         ddir = data.open_data_dir(eval_dir, objective=task.objective,
                                   vocab_fingerprint=tokenizers.vocab_fingerprint(task.vocab),

@@ -1,4 +1,4 @@
-"""The WordPiece packer's throughput: BERT's rules (data_pipelines.wordpiece) against the
+"""The WordPiece packer's throughput: BERT's rules (text.wordpiece) against the
 tensorflow-text FastBertTokenizer it replaced (issue 32), in one run on the same text.
 
     python -m benchmarks.packer [--vocab demo_out/vocab.txt] [--corpus_dir demo_out/corpus]
@@ -54,7 +54,7 @@ def run(lines, vocab_path: str, batch_size: int, rounds: int) -> None:
     import tensorflow as tf
     import tensorflow_text as tf_text
 
-    from data_pipelines import tokenizers
+    from text import tokenizers
     from garden.serving.text import TextPacker
 
     tok = tokenizers.load_tokenizer("wordpiece", vocab_path, lower_case=True)

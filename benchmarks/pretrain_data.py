@@ -469,11 +469,11 @@ def startup_corpus(corpus: Corpus, work_dir: str) -> Corpus:
 def tfrecord_summary(files: Sequence[str]) -> dict:
     """Counts the records with tf.data and summarises them with our feature spec.
 
-    Parsing Model Garden's output with data_pipelines.features also checks that the two
+    Parsing Model Garden's output with text.features also checks that the two
     tools write the same schema (names, dtypes, lengths).
     """
     import tensorflow as tf
-    from data_pipelines import features
+    from text import features
 
     spec = features.tf_parsing_spec(features.bert_pretrain_spec(
         PARAMS["max_seq_length"], PARAMS["max_predictions_per_seq"]))
@@ -643,7 +643,7 @@ def format_report(records: List[dict], ratio_rows: List[dict]) -> str:
             rows.append((f"w={w}", _fmt(_ratio(one["wall_s"], r["wall_s"])), _fmt(net),
                          _fmt(_ratio(one["cpu_s"], r["cpu_s"]))))
         lines += _columns(("ours", "speed-up", "net speed-up", "CPU s w=1 / w=N"), rows)
-    lines += ["", "what was written (read back with tf.data and data_pipelines.features):"]
+    lines += ["", "what was written (read back with tf.data and text.features):"]
     rows = []
     for r in records:
         w = r["written"]

@@ -217,7 +217,7 @@ def make_export(work: str) -> tuple:
     """A BERT-base classifier export, its vocabulary and a text that packs to 128 tokens."""
     import keras
 
-    from data_pipelines import tokenizers
+    from text import tokenizers
     from garden.models.bert.presets import bert_backbone_from_preset
     from garden.models.classifier import SequenceClassifier
     from garden.serving import export

@@ -9,7 +9,7 @@ Pairs, each on the same vocabulary file and the same batches of --batch_size lin
 * wordpiece: ours (``tokenizers.load_tokenizer("wordpiece", ..., lower_case=True)``, end to
   end: lower-casing, accent stripping, basic tokenization, WordPiece, ids back as Python lists)
   against Hugging Face ``tokenizers`` BertWordPieceTokenizer(vocab.txt, lowercase=True)
-  .encode_batch (no special tokens). Two rows for ours: ``tokenize`` (data_pipelines.wordpiece,
+  .encode_batch (no special tokens). Two rows for ours: ``tokenize`` (text.wordpiece,
   the ``tokenizers`` library, what the Beam job runs) and ``tokenize_in_graph`` (the graph
   module, what training and serving run; TensorFlow's import is not timed), the latter also
   against tensorflow-text's FastBertTokenizer, the graph's tokenizer before issue 32.
@@ -38,7 +38,7 @@ import tempfile
 import time
 from typing import Callable, Dict, List, Sequence
 
-from data_pipelines import tokenizers
+from text import tokenizers
 
 
 def _corpus_lines(corpus_dir: str, mb: float) -> List[str]:

@@ -121,7 +121,7 @@ def flops_for(contender: str, cfg: dict) -> dict:
 
 
 def synthetic_batch(cfg: dict, seed: int = SEED) -> Dict[str, "np.ndarray"]:
-    """One batch in the TFRecord feature names of data_pipelines.features (BERT originals)."""
+    """One batch in the TFRecord feature names of text.features (BERT originals)."""
     import numpy as np
 
     rng = np.random.default_rng(seed)

@@ -27,7 +27,7 @@ content: targets and masks); ours against the creation alone is printed too. Wit
 (benchmarks.pretrain_data.startup_corpus) and rates net of that fixed cost are printed; the
 loader's net figure is its iteration time.
 
-Then, untimed, both outputs are read back (ours: its TFRecords through data_pipelines.features,
+Then, untimed, both outputs are read back (ours: its TFRecords through text.features,
 its masks and target_mapping expanded by the trainer's own functions; Model Garden: a fresh
 pass of its loader, so a new random draw of the same distribution) and compared: sequences,
 targets per sequence (and in the reuse half), lengths of the runs of consecutive targets (the
@@ -236,7 +236,7 @@ def ours_batches(files: List[str], seq_len: int, num_predict: int, batch: int = 
     """Our records with the permutation mask and target_mapping the trainer's step expands
     (garden.tasks.pretraining_xlnet: perm_rank and input_q -> [B, L, L], [B, P, L])."""
     import tensorflow as tf
-    from data_pipelines import features
+    from text import features
     from garden.tasks.pretraining_xlnet import perm_mask_from_rank, target_mapping_from
 
     spec = features.tf_parsing_spec(features.xlnet_pretrain_spec(seq_len, num_predict))
@@ -370,7 +370,7 @@ def run_mg_loader(args, create: Timed, work_dir: str) -> Timed:
 
 def count_records(files: List[str]) -> int:
     # By the framing alone: TensorFlow stays out of this process until the timed runs are over.
-    from data_pipelines import tfrecord
+    from text import tfrecord
 
     return sum(1 for path in files for _ in tfrecord.frame_lengths(path))
 

@@ -1,10 +1,5 @@
-"""Offline data jobs (Apache Beam) for the garden.
+"""Offline data jobs (Apache Beam) for the garden: make_pretrain, make_finetune, make_vocab and
+the sample corpora. Text handling (tokenizers, the TFRecord schema, readers) is the text package
+below; importing it first turns TensorFlow's oneDNN kernels on (text/onednn.py)."""
 
-Importing the package turns TensorFlow's oneDNN CPU kernels on when the user has not chosen
-(data_pipelines/onednn.py: TensorFlow reads the variable once, when it loads, so this must run
-before it is imported; garden/__init__.py imports this package first).
-"""
-
-from data_pipelines import onednn as _onednn
-
-_onednn.enable()
+import text  # noqa: F401  (sets TF_ENABLE_ONEDNN_OPTS before TensorFlow loads)

@@ -16,7 +16,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, TestOptions
 
-from data_pipelines.flags import parse_bool
+from text.flags import parse_bool
 
 _LOG = logging.getLogger("data_pipelines.beam_options")
 

@@ -26,8 +26,11 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from data_pipelines import beam_options, casing, features, flags, gcs, output, progress, sources, tokenizers
+from text import casing, features, flags, tokenizers
+from data_pipelines import beam_options, gcs, output, progress, sources
 from data_pipelines.objectives import base
+from text.finetune import parse_tfds
+from text import vocab as text_vocab
 
 Build = Callable[[beam.Pipeline, str], None]  # (pipeline, work dir) -> adds the job
 
@@ -48,7 +51,7 @@ def list_input(args) -> List[str]:
     if args.input_format != "tfds":
         return sources.match_files(args.input)
     args.tfds_shards = sources.tfds_shards(args.input, args.tfds_data_dir)
-    name, split = sources.parse_tfds(args.input)
+    name, split = parse_tfds(args.input)
     return [f"{name}:{split}[{i}shard]" for i in args.tfds_shards]
 
 
@@ -313,5 +316,5 @@ def main(run: Callable, argv=None) -> None:
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         run(argv)
-    except (tokenizers.VocabularyError, base.VocabularyRoleError) as e:
+    except (tokenizers.VocabularyError, text_vocab.VocabularyRoleError) as e:
         raise SystemExit(f"error: {e}") from e

@@ -1,6 +1,6 @@
 """Fine-tuning TFRecords with Apache Beam: `python -m data_pipelines.make_finetune --task=KIND`.
 
-Kinds (data_pipelines/finetune/, docs/tasks.md): squad (SQuAD v1.1 / v2.0 JSON -> one record
+Kinds (text/finetune/, docs/tasks.md): squad (SQuAD v1.1 / v2.0 JSON -> one record
 per context window: doc_stride, max_query_length, max-context flags, answers re-aligned to
 pieces), conll (CoNLL-2003 -> first-sub-token labels). `--task=KIND --help` lists a kind's own
 flags and their defaults. Input (--input): a glob of the kind's files (local or gs://), or
@@ -20,7 +20,7 @@ The job (DirectRunner by default; every unknown flag goes to Beam's PipelineOpti
   MakeFeatures   per chunk, the kind's features of every example (squad: all of the chunk's
                  windows from one batched tokenizer call each for the questions and the
                  distinct contexts), serialized as tf.train.Example by the kind's
-                 ``records`` (data_pipelines/finetune/base.py) and written to a work file, one key-ordered range per output shard; an example
+                 ``records`` (text/finetune/base.py) and written to a work file, one key-ordered range per output shard; an example
                  the kind cannot featurize (e.g. an answer that covers no piece) is skipped,
                  named in the log (the first few per worker) and counted in stats.json
   WriteShards    per shard, its ranges concatenated in example order into one TFRecord file
@@ -55,10 +55,11 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from data_pipelines import finetune, jobs, output, sources, tokenizers
-from data_pipelines.finetune import base as finetune_base
+from text import finetune, tokenizers
+from data_pipelines import jobs, output, sources
+from text.finetune import base as finetune_base
 from data_pipelines.counters import SumDictsFn, count as _count
-from data_pipelines.finetune import FinetuneDataError
+from text.finetune import FinetuneDataError
 from data_pipelines.workfiles import encode_entries, gc_paused, read_entries
 
 _LOG = logging.getLogger("data_pipelines.make_finetune")
@@ -283,7 +284,7 @@ def make_parser(kind: Optional[finetune_base.FinetuneKind] = None) -> argparse.A
         p, "vocabulary of the model to fine-tune",
         "tokenizer kind of --vocab (default: from its name: *.model sentencepiece, *vocab.json bpe, "
         "else wordpiece)",
-        "(a mismatch gets one warning, data_pipelines/casing.py)")
+        "(a mismatch gets one warning, text/casing.py)")
     p.add_argument("--split", default="train",
                    help="name of the output shards, <split>-NNNNN-of-MMMMM.tfrecord (default %(default)s)")
     p.add_argument("--num_shards", type=int, default=4, help="output files (default %(default)s)")

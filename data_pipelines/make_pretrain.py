@@ -27,7 +27,7 @@ PipelineOptions: --runner, --direct_num_workers, --direct_running_mode, --projec
   stats                per-file / per-pool / per-shard counters combined into stats.json
 
 What the run tells its user: one warning when the vocabulary's casing contradicts
---do_lower_case (data_pipelines/casing.py); the first few skipped lines of each reason by file
+--do_lower_case (text/casing.py); the first few skipped lines of each reason by file
 and line, then only counts, and the count per reason at the end (sources.SkipLog; stats.json);
 a progress line every --progress_seconds, counted from the work files below
 (data_pipelines/progress.py).
@@ -84,10 +84,12 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
-from data_pipelines import features, flags, jobs, objectives, output, sources, tokenizers
+from text import features, flags, tokenizers
+from data_pipelines import jobs, objectives, output, sources
 from data_pipelines.counters import SumDictsFn, count as _count
 from data_pipelines.objectives import base
 from data_pipelines.workfiles import encode_entries, gc_paused, read_entries
+from text import vocab as text_vocab
 
 _LOG = logging.getLogger("data_pipelines.make_pretrain")
 
@@ -147,7 +149,7 @@ _SERIALIZE_EVERY = 256
 
 
 def pool_instances(key, docs: Sequence[base.Doc], *, objective: base.Objective, seed: int,
-                   vocab: base.Vocab, options, lengths_of: int, spec: features.Spec,
+                   vocab: text_vocab.Vocab, options, lengths_of: int, spec: features.Spec,
                    unigram_counts: Optional[np.ndarray] = None) -> tuple:
     """Instances of one (dupe pass, pool): ([(sort key, serialized tf.Example)], stats dict).
 
@@ -352,7 +354,7 @@ class CreateInstancesFn(beam.DoFn):
     to ``<work_dir>/pools/``; a shard's records are one contiguous, key-sorted range of it.
     """
 
-    def __init__(self, objective_name: str, seed: int, vocab: base.Vocab, options, num_shards: int,
+    def __init__(self, objective_name: str, seed: int, vocab: text_vocab.Vocab, options, num_shards: int,
                  lengths_of: int, work_dir: str):
         self._objective_name = objective_name
         self._seed = seed
@@ -451,7 +453,7 @@ class CreateInstances(beam.PTransform):
     objective and written to one pool file. Output: a dict with ``ranges`` and ``stats``.
     """
 
-    def __init__(self, *, objective: str, vocab: base.Vocab, options, dupe_factor: int, seed: int,
+    def __init__(self, *, objective: str, vocab: text_vocab.Vocab, options, dupe_factor: int, seed: int,
                  num_shards: int, random_document_pool_size: int, lengths_of: int, work_dir: str,
                  unigram=None):
         super().__init__()
@@ -549,7 +551,7 @@ def format_stats(counters: Dict[str, int], num_shards: int, objective: Optional[
     return stats
 
 
-def build_pipeline(p: beam.Pipeline, args, vocab: base.Vocab, work_dir: str) -> None:
+def build_pipeline(p: beam.Pipeline, args, vocab: text_vocab.Vocab, work_dir: str) -> None:
     """Adds the whole job to ``p`` (no I/O happens until it runs); bulk data goes through
     ``work_dir``, which the caller removes after the run."""
     objective = objectives.get(args.objective)
@@ -600,7 +602,7 @@ def make_parser(objective: Optional[base.Objective] = None) -> argparse.Argument
         + ", ".join(f"{n}={_objective_tokenizer(n)}" for n in objectives.NAMES) + ")",
         "(make_vocab --lower_case). A cased --vocab (pieces with capitals) with lower-casing on, or an "
         "uncased-looking one with it off, gets one warning naming the vocabulary and what to pass "
-        "(data_pipelines/casing.py); the run goes on, since lower-casing text for a cased model can be meant")
+        "(text/casing.py); the run goes on, since lower-casing text for a cased model can be meant")
     p.add_argument("--max_seq_length", type=int, default=128, help="tokens per instance (default %(default)s)")
     p.add_argument("--dupe_factor", type=int, default=10,
                    help="passes over the corpus, each with fresh masks and pairs (default %(default)s)")
@@ -609,7 +611,7 @@ def make_parser(objective: Optional[base.Objective] = None) -> argparse.Argument
                    help="output files; each is sorted in one worker's memory, so keep shards to a few "
                    "hundred MB (default %(default)s)")
     flags.add_bool(p, "in_graph_tokenizer", False,
-                   "wordpiece: tokenize with the graph module of training and serving (data_pipelines.wordpiece) "
+                   "wordpiece: tokenize with the graph module of training and serving (text.wordpiece) "
                    "instead of the tokenizers library's BERT pipeline. Same ids (tested), but every worker process "
                    "imports TensorFlow (about 4.4 CPU-s and 0.7 GB). The other tokenizer kinds always use their "
                    "tensorflow-text / keras-hub op")

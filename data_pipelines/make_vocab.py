@@ -6,7 +6,7 @@ lines that are not UTF-8, hold a NUL byte or are longer than --max_line_bytes ar
 counted (the first few named with file and line). Lines are streamed to the learners, never
 read whole.
 ``--lower_case`` lower-cases the training text exactly as the tokenizer will
-(``data_pipelines.tokenizers``); it must match the ``--do_lower_case`` of the pipelines.
+(``text.tokenizers``); it must match the ``--do_lower_case`` of the pipelines.
 
 * ``--tokenizer=wordpiece`` (default): tensorflow-text's learner (``bert_vocab_from_dataset``:
   BERT basic tokenization, word counts, then WordPiece learning) over a tf.data dataset of the
@@ -35,7 +35,8 @@ import sys
 import tempfile
 from typing import Iterator, List, Optional, Sequence
 
-from data_pipelines import gcs, sources, tokenizers
+from text import tokenizers
+from data_pipelines import gcs, sources
 
 _LOG = logging.getLogger("data_pipelines.make_vocab")
 

@@ -34,7 +34,7 @@ import argparse
 import random
 from typing import List, Tuple
 
-from data_pipelines.flags import add_bool
+from text.flags import add_bool
 from data_pipelines.sample_corpus import write_corpus
 
 NOUNS = (

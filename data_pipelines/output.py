@@ -37,7 +37,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from data_pipelines.counters import count
-from data_pipelines.tfrecord import write_tfrecords
+from text.tfrecord import write_tfrecords
 
 _LOG = logging.getLogger("data_pipelines.output")
 

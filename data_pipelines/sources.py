@@ -37,6 +37,7 @@ from apache_beam.io import fileio
 from apache_beam.io.filesystems import FileSystems
 
 from data_pipelines.counters import count
+from text.finetune import parse_tfds
 
 INVALID_UTF8 = "invalid_utf8"
 NUL_BYTE = "nul_byte"
@@ -258,15 +259,6 @@ def input_format(pattern: str, requested: str = "auto") -> str:
     if pattern.endswith((".jsonl", ".jsonl.gz", ".json", ".json.gz")):
         return "jsonl"
     return "text"
-
-
-def parse_tfds(spec: str) -> Tuple[str, str]:
-    """"tfds:NAME[/CONFIG][:SPLIT]" -> ("NAME[/CONFIG]", SPLIT (default "train"))."""
-    body = spec[len("tfds:"):]
-    name, _, split = body.partition(":")
-    if not name:
-        raise ValueError(f"--input={spec}: expected tfds:NAME[/CONFIG][:SPLIT]")
-    return name, split or "train"
 
 
 def match_files(pattern: str, flag: str = "--input") -> List[str]:

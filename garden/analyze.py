@@ -62,7 +62,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from data_pipelines import onednn  # noqa: F401 - oneDNN on before TensorFlow loads
+from text import onednn  # noqa: F401 - oneDNN on before TensorFlow loads
 
 INDEX = "index.html"
 PRUNE_BATCH = 32  # examples per gradient of the head importance

@@ -292,7 +292,7 @@ def _write_generate_dir(args, converted: Dict, config: Dict) -> Optional[str]:
     spec = models.spec(args.model)
     if args.source != "huggingface" or not spec.generates_from_huggingface:
         return None
-    from data_pipelines import tokenizers
+    from text import tokenizers
     from garden.generate_dir import save_model_dir
     from garden.models import framing
 

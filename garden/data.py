@@ -14,7 +14,7 @@ from typing import List, Optional
 
 import tensorflow as tf
 
-from data_pipelines import features
+from text import features
 
 
 class DataDirError(ValueError):
@@ -75,7 +75,7 @@ def listed_shards(path: str, info: dict, split: str = "train") -> List[str]:
     A directory written with ``file_sizes`` in info.json (data_pipelines/output.complete):
     every shard present with its recorded byte size, one stat per shard. One written before:
     every shard present and, for uncompressed local shards, walked frame by frame
-    (data_pipelines.tfrecord.frame_lengths) to hold the recorded number of whole records.
+    (text.tfrecord.frame_lengths) to hold the recorded number of whole records.
     """
     total = (info.get("instances") or {}).get("total")
     if total == 0:
@@ -120,7 +120,7 @@ def _check_framing(path: str, expected: Optional[int]) -> None:
     DataDirError naming the shard, and the partial record's byte offset, when not."""
     if path.endswith(".gz") or "://" in path:
         return
-    from data_pipelines import tfrecord  # here: the usual check (file_sizes) needs no walk
+    from text import tfrecord  # here: the usual check (file_sizes) needs no walk
 
     records = 0
     try:

@@ -43,7 +43,7 @@ import time
 import urllib.request
 from typing import Dict, List, Sequence
 
-from data_pipelines import onednn
+from text import onednn
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

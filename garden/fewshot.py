@@ -47,7 +47,7 @@ with its standard error sqrt(p (1 - p) / n), and the random baseline (multiple c
 of 1 / number of options; free form: the exact match of always answering the demonstration
 split's most frequent answer). --max_examples evaluates the first N examples of --eval.
 Malformed input stops with one line naming the file and line (SWAG rows through
-data_pipelines.finetune.swag; JSONL through garden.tasks.text_files).
+text.finetune.swag; JSONL through garden.tasks.text_files).
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ class FewshotDataError(ValueError):
 # --- data -----------------------------------------------------------------------------------
 
 def read_swag(path: str) -> List[Example]:
-    from data_pipelines.finetune.swag import read_examples
+    from text.finetune.swag import read_examples
 
     examples = []
     for e in read_examples(path):
@@ -301,7 +301,7 @@ def find_vocab(model_dir: str) -> str:
 def load_scorer(args) -> Scorer:
     import keras
 
-    from data_pipelines import tokenizers
+    from text import tokenizers
     from garden import models
     from garden.models import framing
 
@@ -340,7 +340,7 @@ def load_scorer(args) -> Scorer:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from data_pipelines.flags import add_bool
+    from text.flags import add_bool
 
     p = argparse.ArgumentParser(prog="python -m garden.fewshot", description=(
         "Few-shot evaluation by the GPT-3 protocol: K demonstrations, multiple choice by "

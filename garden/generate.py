@@ -43,7 +43,7 @@ from garden.generate_dir import GenerationModel
 
 def token_bytes(tokenizer) -> List[bytes]:
     """The bytes each id prints as (module docstring); special ids print nothing."""
-    from data_pipelines.tokenizers import BPE_WORD_START, SP_WORD_START, bytes_to_unicode
+    from text.tokenizers import BPE_WORD_START, SP_WORD_START, bytes_to_unicode
 
     vocab = tokenizer.vocab
     byte_of = {c: b for b, c in bytes_to_unicode().items()}

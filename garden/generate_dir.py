@@ -39,7 +39,7 @@ class GenerationModel:
     """A loaded model directory: the model, its tokenizer and the ids decoding needs."""
 
     model: object
-    tokenizer: object  # data_pipelines.tokenizers.TextTokenizer
+    tokenizer: object  # text.tokenizers.TextTokenizer
     eos_id: int
     pad_id: int
     prompt_prefix_ids: List[int]
@@ -90,7 +90,7 @@ def save_model_dir(model_dir: str, model, *, tokenizer_kind: str, vocab: str, eo
     """Write `model` and its vocabulary as a model directory (module docstring). The directory
     appears whole or not at all (written beside it, then renamed into place); an existing one
     is refused."""
-    from data_pipelines.tokenizers import bpe_files, load_tokenizer
+    from text.tokenizers import bpe_files, load_tokenizer
 
     if os.path.exists(model_dir):
         raise FileExistsError(f"{model_dir} exists: give a new directory for the model")

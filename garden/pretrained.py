@@ -240,7 +240,7 @@ def text_settings(who: str, init_checkpoint: Optional[str], vocab: Optional[str]
 def _check_vocab_size(who, vocab, tokenizer, lower_case, converted: Converted) -> None:
     """An explicitly bound VOCAB must have the size of the checkpoint's own vocabulary (or, when
     it has none, fit its embedding table)."""
-    from data_pipelines import tokenizers
+    from text import tokenizers
 
     size = tokenizers.load_tokenizer(tokenizer or tokenizers.detect_kind(vocab), vocab,
                                      lower_case=True if lower_case is None else lower_case
@@ -415,7 +415,7 @@ def write_checkpoint(output: str, family: str, backbone, lm=None) -> str:
 def vocab_files(vocab: str) -> Tuple[str, Dict[str, str]]:
     """(kind, {file name in OUT: path}) of a vocabulary file: vocab.txt or a SentencePiece
     *.model as itself, a byte-level BPE vocab.json with the merges.txt beside it."""
-    from data_pipelines import tokenizers
+    from text import tokenizers
 
     kind = tokenizers.detect_kind(vocab)
     if kind == "bpe":

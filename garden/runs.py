@@ -74,7 +74,7 @@ class TextSettings:
 
     def tokenizer(self):
         """The data_pipelines TextTokenizer of the vocabulary."""
-        from data_pipelines import tokenizers
+        from text import tokenizers
 
         return tokenizers.load_tokenizer(self.tokenizer_kind or tokenizers.detect_kind(self.vocab),
                                          self.vocab, lower_case=self.lower_case)

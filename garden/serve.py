@@ -56,8 +56,8 @@ import socket
 import sys
 from typing import Iterable, Optional
 
-from data_pipelines import onednn
-from data_pipelines.flags import add_bool
+from text import onednn
+from text.flags import add_bool
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -36,7 +36,7 @@ from typing import Optional
 
 import gin
 
-from data_pipelines import onednn
+from text import onednn
 from garden.tasks.base import ConfigError
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -366,7 +366,7 @@ def build_summary(config_files, bindings) -> int:
         vocab = gin.query_parameter(f"{reference.selector}.vocab")
         if isinstance(vocab, gin.config.ConfigurableReference):  # a %MACRO
             vocab = vocab.scoped_configurable_fn()
-        from data_pipelines import tokenizers
+        from text import tokenizers
 
         if vocab is not None:  # VOCAB = None: the fine-tuning run files' default (converted dirs)
             kind = tokenizers.detect_kind(vocab)  # vocab.txt, *.model or vocab.json

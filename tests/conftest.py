@@ -35,8 +35,8 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 # Before anything imports TensorFlow: oneDNN on unless TF_ENABLE_ONEDNN_OPTS is set, as in
-# every garden entry point (data_pipelines/onednn.py), so the suite runs what users run.
-import data_pipelines  # noqa: E402,F401
+# every garden entry point (text/onednn.py), so the suite runs what users run.
+import text  # noqa: E402,F401
 
 from testing import close_fixture_tools, run_fixture_tool  # noqa: E402
 

@@ -17,7 +17,7 @@ def tiny_bert(tmp_path, words: Sequence[str], max_seq_length: int = 16,
     context_free_embeddings: zero the position and segment embeddings, so that layer 0 of a
     word depends on the word alone; the encoder kernels are then drawn far from the 0.02
     initialisation (sd 0.3), so that the layers above visibly mix in the context."""
-    from data_pipelines import tokenizers
+    from text import tokenizers
     from garden.models.bert.presets import bert_backbone_from_preset
     from garden.serving.text import TextPacker
 

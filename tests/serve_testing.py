@@ -70,7 +70,7 @@ def tiny_classifier(root, tokens, seed: int, max_seq_length: int, num_classes: i
     <root>/vocab.txt, and its uncased WordPiece TextPacker; (model, packer, vocab path)."""
     import keras
 
-    from data_pipelines import tokenizers
+    from text import tokenizers
     from garden.models.bert.presets import bert_backbone_from_preset
     from garden.models.classifier import SequenceClassifier
     from garden.serving.text import TextPacker

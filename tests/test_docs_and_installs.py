@@ -152,7 +152,7 @@ def tiny_export(tmp_path_factory):
     """An untrained tiny BERT classifier exported by the one exporter (as the demo's is)."""
     import keras
 
-    from data_pipelines import tokenizers
+    from text import tokenizers
     from garden.models.bert.presets import bert_backbone_from_preset
     from garden.models.classifier import SequenceClassifier
     from garden.serving import export

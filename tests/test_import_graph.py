@@ -35,9 +35,8 @@ The rules, bottom first (each layer may import itself and the layers it is `over
                     extract_features, fewshot, generate, report, serve} and
                     garden.serving.features; over server, and no tool imports another
 
-TEXT_MOVE_ALLOWLIST lists the garden -> data_pipelines arrows that stand while the text layer
-still lives in data_pipelines/; every other arrow is enforced. An allowlisted arrow that no
-longer exists fails too, so that the list only shrinks.
+garden reaches data_pipelines by no import at all: it launches a Beam job as a command
+(`python -m data_pipelines.make_pretrain`), as garden.demo does.
 """
 
 from __future__ import annotations
@@ -74,63 +73,6 @@ LAYERS: Tuple[Tuple[str, Optional[str], Tuple[str, ...]], ...] = (
 )
 # Layers whose modules import none of each other: each tool stands alone.
 ISOLATED = {"tools"}
-
-# garden -> data_pipelines arrows (importing module, imported module) of the text layer that
-# still lives in data_pipelines/ (tokenizers, wordpiece, casing, tag schemes, features,
-# tfrecord, the fine-tuning readers, ELMo's character ids, the oneDNN switch): the move to
-# text/ empties this list (it has to take flags' add_bool and the training-time masking of
-# dynamic.py below garden too). Nothing else may reach data_pipelines from garden.
-TEXT_MOVE_ALLOWLIST = frozenset({
-    ("garden", "data_pipelines"),
-    ("garden.analyze", "data_pipelines.onednn"),
-    ("garden.bertology.probe", "data_pipelines.finetune.conll"),
-    ("garden.bertology.representations", "data_pipelines.finetune.conll"),
-    ("garden.bertology.representations", "data_pipelines.tokenizers"),
-    ("garden.convert", "data_pipelines.tokenizers"),
-    ("garden.data", "data_pipelines.features"),
-    ("garden.data", "data_pipelines.tfrecord"),
-    ("garden.demo", "data_pipelines.onednn"),
-    ("garden.fewshot", "data_pipelines.finetune.swag"),
-    ("garden.fewshot", "data_pipelines.flags"),
-    ("garden.fewshot", "data_pipelines.tokenizers"),
-    ("garden.generate", "data_pipelines.tokenizers"),
-    ("garden.generate_dir", "data_pipelines.tokenizers"),
-    ("garden.metrics.tagging", "data_pipelines.tag_schemes"),
-    ("garden.models.cove.backbone", "data_pipelines.tokenizers"),
-    ("garden.models.elmo.backbone", "data_pipelines.char_ids"),
-    ("garden.models.elmo.backbone", "data_pipelines.tokenizers"),
-    ("garden.models.family", "data_pipelines.tokenizers"),
-    ("garden.pretrained", "data_pipelines.tokenizers"),
-    ("garden.runs", "data_pipelines.tokenizers"),
-    ("garden.serve", "data_pipelines.flags"),
-    ("garden.serve", "data_pipelines.onednn"),
-    ("garden.serving.choice", "data_pipelines.tokenizers"),
-    ("garden.serving.features", "data_pipelines.tokenizers"),
-    ("garden.serving.generation", "data_pipelines.tokenizers"),
-    ("garden.serving.modules", "data_pipelines.tokenizers"),
-    ("garden.serving.qa", "data_pipelines.tokenizers"),
-    ("garden.serving.tagging", "data_pipelines.finetune.conll"),
-    ("garden.serving.tagging", "data_pipelines.tokenizers"),
-    ("garden.serving.text", "data_pipelines.tokenizers"),
-    ("garden.tasks.distillation", "data_pipelines.tokenizers"),
-    ("garden.tasks.finetuning", "data_pipelines.tokenizers"),
-    ("garden.tasks.lm_finetuning", "data_pipelines.tokenizers"),
-    ("garden.tasks.multiple_choice", "data_pipelines.finetune.swag"),
-    ("garden.tasks.multiple_choice", "data_pipelines.finetune.tfds_sources"),
-    ("garden.tasks.pretraining", "data_pipelines.dynamic"),
-    ("garden.tasks.pretraining", "data_pipelines.tokenizers"),
-    ("garden.tasks.question_answering", "data_pipelines.finetune"),
-    ("garden.tasks.question_answering", "data_pipelines.finetune.squad"),
-    ("garden.tasks.sentence_classification", "data_pipelines.finetune"),
-    ("garden.tasks.sentence_classification", "data_pipelines.finetune.glue"),
-    ("garden.tasks.sentence_classification", "data_pipelines.finetune.tfds_sources"),
-    ("garden.tasks.tagging", "data_pipelines.finetune"),
-    ("garden.tasks.tagging", "data_pipelines.finetune.conll"),
-    ("garden.tasks.text_files", "data_pipelines.finetune"),
-    ("garden.tasks.text_files", "data_pipelines.finetune.glue"),
-    ("garden.train", "data_pipelines.onednn"),
-    ("garden.train", "data_pipelines.tokenizers"),
-})
 
 
 class Arrow(NamedTuple):
@@ -214,13 +156,11 @@ def reachable(layer: str) -> List[str]:
     return chain
 
 
-def wrong_way(all_arrows: Tuple[Arrow, ...], allowlist=TEXT_MOVE_ALLOWLIST) -> List[str]:
+def wrong_way(all_arrows: Tuple[Arrow, ...]) -> List[str]:
     """One line per import that points up or across, naming its file and line."""
     problems = []
     for a in all_arrows:
         source, target = layer_of(a.source), layer_of(a.target)
-        if (a.source, a.target) in allowlist:
-            continue
         if target not in reachable(source):
             problems.append(f"{a.path}:{a.line}: {a.source} ({source}) imports {a.target} "
                             f"({target}): {source} may import only "
@@ -289,16 +229,6 @@ def test_no_import_loop():
     assert not problems, "\n".join(problems)
 
 
-def test_the_allowlist_only_shrinks():
-    existing = {(a.source, a.target) for a in arrows()}
-    stale = sorted(TEXT_MOVE_ALLOWLIST - existing)
-    assert not stale, "\n".join(f"{s} no longer imports {t}: remove it from TEXT_MOVE_ALLOWLIST"
-                                for s, t in stale)
-    outside = sorted((s, t) for s, t in TEXT_MOVE_ALLOWLIST
-                     if layer_of(s) in ("text", "data_pipelines") or layer_of(t) != "data_pipelines")
-    assert not outside, f"TEXT_MOVE_ALLOWLIST holds only garden -> data_pipelines arrows: {outside}"
-
-
 def test_a_wrong_way_import_is_named_with_its_file_and_line(tmp_path):
     """The check itself: a model importing the trainer, a metric importing a task and a
     data_pipelines module importing garden are each refused by file and line, and a loop of
@@ -319,7 +249,7 @@ def test_a_wrong_way_import_is_named_with_its_file_and_line(tmp_path):
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text(text)
     found = arrows(str(tmp_path))
-    assert wrong_way(found, allowlist=frozenset()) == [
+    assert wrong_way(found) == [
         "data_pipelines/jobs.py:1: data_pipelines.jobs (data_pipelines) imports "
         "garden.metrics.glue (base): data_pipelines may import only data_pipelines / text",
         "garden/metrics/__init__.py:1: garden.metrics (base) imports garden.tasks.base (tasks): "

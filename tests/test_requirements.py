@@ -28,7 +28,7 @@ import sys
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-PACKAGES = ("garden", "data_pipelines")
+PACKAGES = ("text", "garden", "data_pipelines")
 
 # Modules that only an extra installs: module -> (extra, distribution). Imported lazily by the
 # code that needs them (checkpoint conversion from torch files and Model Garden), never at

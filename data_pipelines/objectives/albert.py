@@ -31,7 +31,7 @@ from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 
-from data_pipelines import features, flags
+from text import features, flags
 from data_pipelines.objectives import base, bert
 
 

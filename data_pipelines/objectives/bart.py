@@ -58,8 +58,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from data_pipelines import features, flags
+from text import features, flags
 from data_pipelines.objectives import base
+from text import vocab as text_vocab
 
 NAME = "bart"
 MASK_LENGTHS = ("span_poisson", "word", "subword")
@@ -119,7 +120,7 @@ class BartVocab:
     random_ids: np.ndarray  # the ids a random replacement is drawn from (non-special)
 
     @classmethod
-    def from_base(cls, vocab: base.Vocab) -> "BartVocab":
+    def from_base(cls, vocab: text_vocab.Vocab) -> "BartVocab":
         is_special = np.zeros(vocab.size, dtype=bool)
         is_special[sorted(vocab.special_ids)] = True
         return cls(bos_id=vocab.special("bos", NAME), eos_id=vocab.special("eos", NAME),
@@ -128,11 +129,11 @@ class BartVocab:
                    random_ids=np.flatnonzero(~is_special).astype(np.int64))
 
 
-_VOCABS: Dict[int, Tuple[base.Vocab, BartVocab]] = {}
+_VOCABS: Dict[int, Tuple[text_vocab.Vocab, BartVocab]] = {}
 
 
 def as_bart_vocab(vocab) -> BartVocab:
-    """A BartVocab for a base.Vocab (built once per vocabulary object) or a BartVocab."""
+    """A BartVocab for a text_vocab.Vocab (built once per vocabulary object) or a BartVocab."""
     if isinstance(vocab, BartVocab):
         return vocab
     cached = _VOCABS.get(id(vocab))
@@ -306,7 +307,7 @@ def add_noise(tokens: Sequence[int], sentence_ends: Sequence[int], rng: np.rando
       tokens: ``<s> sentence ... sentence </s>`` piece ids.
       sentence_ends: exclusive end position in ``tokens`` of each sentence; the last is
         ``len(tokens) - 1``.
-      vocab: a base.Vocab (or BartVocab) with bos, eos and mask roles.
+      vocab: a text_vocab.Vocab (or BartVocab) with bos, eos and mask roles.
       record: if a dict, filled with what the masking step did (``words``, ``num_to_mask``,
         ``poisson_draws``, ``span_lengths``, ``spans`` as (start, end) positions in the
         sequence the masking saw, ``masked_tokens``, ``masked_words``, ``replaced_spans`` (spans left after overlaps),

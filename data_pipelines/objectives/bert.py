@@ -35,8 +35,9 @@ from typing import Callable, Collection, Dict, Iterator, List, Optional, Sequenc
 
 import numpy as np
 
-from data_pipelines import features, flags, tokenizers
+from text import features, flags, tokenizers
 from data_pipelines.objectives import base
+from text import vocab as text_vocab
 
 Segment = Sequence[int]
 Document = Sequence[Segment]
@@ -510,7 +511,7 @@ def create_instances(documents: Sequence[Document], rng: np.random.Generator, vo
 # The objective as the Beam job sees it (data_pipelines/objectives/base.py).
 
 
-def vocab_from_base(vocab: base.Vocab, objective: str = "bert") -> BertVocab:
+def vocab_from_base(vocab: text_vocab.Vocab, objective: str = "bert") -> BertVocab:
     return BertVocab(cls_id=vocab.special("cls", objective), sep_id=vocab.special("sep", objective),
                      mask_id=vocab.special("mask", objective), vocab_size=vocab.size,
                      is_continuation=~np.asarray(vocab.is_word_start, dtype=bool))

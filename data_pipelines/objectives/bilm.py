@@ -12,7 +12,7 @@ pool's documents in the given order):
   the tail of a pool is DROPPED and counted (``dropped/tail_tokens``, ``dropped/tail``), so
   every written block is full and ``input_mask`` is all ones;
 * with ``--characters``, ``char_ids`` holds each piece's ELMo character ids
-  (data_pipelines/char_ids.py, the table garden's ELMo reads a vocabulary's pieces with).
+  (text/char_ids.py, the table garden's ELMo reads a vocabulary's pieces with).
 
 Features (``features.bilm_pretrain_spec``): input_ids, input_mask (+ char_ids). The forward
 LM predicts input_ids[t + 1] from positions <= t and the backward LM input_ids[t - 1] from
@@ -24,8 +24,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Dict, Iterator, Sequence, Tuple
 
-from data_pipelines import features, flags
-from data_pipelines.char_ids import char_table, sentence_marks
+from text import features, flags
+from text.char_ids import char_table, sentence_marks
 from data_pipelines.objectives import base
 from data_pipelines.objectives.gpt2 import cut_blocks
 

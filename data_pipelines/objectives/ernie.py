@@ -30,7 +30,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from data_pipelines import features, flags
+from text import features, flags
 from data_pipelines.objectives import base, bert
 
 Span = Tuple[int, int]

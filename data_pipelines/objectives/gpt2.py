@@ -29,7 +29,7 @@ import bisect
 import dataclasses
 from typing import Dict, Iterator, List, Sequence, Tuple
 
-from data_pipelines import features
+from text import features
 from data_pipelines.objectives import base
 
 

@@ -33,7 +33,7 @@ sentence packing left room in), ``real_tokens`` (``<s>`` and ``</s>`` included),
 ``sentences_split``, ``dropped/empty_document`` (a document without pieces: nothing to pack).
 
 Masking is dynamic (a fresh mask every time a block is read), so it is not done here:
-``data_pipelines.dynamic`` masks in the tf.data input pipeline. dupe_factor defaults to 1.
+``text.dynamic`` masks in the tf.data input pipeline. dupe_factor defaults to 1.
 No randomness is used offline: packing is a deterministic function of the pool.
 """
 
@@ -42,7 +42,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Dict, Iterator, List, Sequence, Tuple
 
-from data_pipelines import features, flags
+from text import features, flags
 from data_pipelines.objectives import base
 
 FULL_SENTENCES = "full_sentences"
@@ -172,7 +172,7 @@ def _summarize(counters) -> dict:
 OBJECTIVE = base.Objective(
     name="roberta",
     recipe="RoBERTa (Liu et al. 2019): unmasked FULL-SENTENCES blocks of byte-level BPE, no NSP; "
-    "masks drawn afresh in the input pipeline (data_pipelines.dynamic)",
+    "masks drawn afresh in the input pipeline (text.dynamic)",
     tokenizer="bpe",
     options=RobertaOptions,
     feature_spec=lambda o: features.roberta_pretrain_spec(o.max_seq_length),

@@ -36,7 +36,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from data_pipelines import features, flags
+from text import features, flags
 from data_pipelines.objectives import base
 
 # The SBO head predicts at most this many pieces of a span (relative-position table rows).

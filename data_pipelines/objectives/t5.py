@@ -38,7 +38,7 @@ from typing import Dict, Iterator, List, Sequence, Tuple
 
 import numpy as np
 
-from data_pipelines import features, flags
+from text import features, flags
 from data_pipelines.objectives import base
 
 NAME = "t5"

@@ -107,8 +107,9 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from data_pipelines import features, flags
+from text import features, flags
 from data_pipelines.objectives import base
+from text import vocab as text_vocab
 
 MAX_GRAM = 5
 SPAN_UNITS = ("piece", "word")
@@ -177,7 +178,7 @@ class XLNetVocab:
     is_start: np.ndarray
 
 
-def vocab_from_base(vocab: base.Vocab, objective: str = "xlnet") -> XLNetVocab:
+def vocab_from_base(vocab: text_vocab.Vocab, objective: str = "xlnet") -> XLNetVocab:
     starts = np.asarray(vocab.is_word_start, dtype=bool).copy()
     starts |= np.array([t.startswith("<") or t in _START_PUNCTUATION for t in vocab.tokens], dtype=bool)
     return XLNetVocab(sep_id=vocab.special("sep", objective), cls_id=vocab.special("cls", objective),

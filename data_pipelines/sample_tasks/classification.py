@@ -4,7 +4,7 @@ a [0, 5] similarity regression (`python -m data_pipelines.sample_tasks`, docs/ta
 Each writer takes documents [(name, [sentence, ...])] as data_pipelines.sample_corpus returns
 them (names "topic:..." for the pydoc language-reference topics, "module:..." for module
 docstrings) and writes train.tsv / dev.tsv into its folder, in a GLUE layout that
-data_pipelines.finetune.glue reads:
+text.finetune.glue reads:
 
     single      SST-2 layout (sentence, label): label 1 for a sentence of a language-reference
                 topic, 0 for a sentence of a module docstring (sample_corpus.task_rows: balanced,

@@ -21,7 +21,7 @@ import csv
 import os
 import re
 
-from data_pipelines.finetune.swag import COLUMNS
+from text.finetune.swag import COLUMNS
 from data_pipelines.sample_tasks.classification import Documents, _by_split, rng
 
 START_WORDS = 2

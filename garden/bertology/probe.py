@@ -8,7 +8,7 @@ beside the majority baseline (the most frequent train label for every dev word).
 "knows" the labelling when it beats the baseline by much more than the dev sample's noise
 (the sd of an accuracy p over n words is sqrt(p (1 - p) / n)).
 
-Data: CoNLL-2003 files (data_pipelines.finetune.conll's reader; `python -m
+Data: CoNLL-2003 files (text.finetune.conll's reader; `python -m
 data_pipelines.sample_tasks --kinds=conll` makes a small one from the sample corpus): a train
 file and a dev file, or one file split by sentence (seeded) so that no sentence gives words to
 both sides. Labels are the tags as written (types=False) or their entity types, O kept
@@ -22,7 +22,7 @@ from typing import Dict, Mapping, Optional, Sequence
 
 import numpy as np
 
-from data_pipelines.finetune import conll
+from text.finetune import conll
 from garden import plots
 from garden.bertology import representations
 

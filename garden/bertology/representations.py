@@ -4,7 +4,7 @@ word-sense analyses read.
 A sentence is a list of words (raw text is split by `words_of`: runs of letters, digits and
 underscores, and every other non-space character alone, so punctuation marks are words of
 their own). Words are packed exactly as the tagging task packs them for fine-tuning
-(data_pipelines.finetune.conll.example_features): each word tokenized on its own (byte-level
+(text.finetune.conll.example_features): each word tokenized on its own (byte-level
 BPE with a space before every word but the first), a word without pieces gets the unknown
 token, `[CLS] pieces [SEP]` rows ("bert" and "roberta" layouts), and a sentence longer than
 max_seq_length - 2 pieces cut at word boundaries into several rows, so no word is dropped.
@@ -29,7 +29,7 @@ from typing import Collection, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from data_pipelines.finetune import conll
+from text.finetune import conll
 from garden.models import instrument
 
 POOLINGS = ("first", "mean")
@@ -76,15 +76,15 @@ def sample(count: int, limit: Optional[int], seed: int) -> np.ndarray:
 
 
 def tokenizer_of(packer):
-    """The Python tokenizer (data_pipelines.tokenizers) of a TextPacker's vocabulary: its
+    """The Python tokenizer (text.tokenizers) of a TextPacker's vocabulary: its
     `vocab_path` (TextPacker records the file it was made from) loaded with its kind and
     casing."""
-    from data_pipelines import tokenizers
+    from text import tokenizers
 
     path = getattr(packer, "vocab_path", None)
     if not path:
         raise ValueError("the packer does not say where its vocabulary is (no vocab_path): pass "
-                         "tokenizer=data_pipelines.tokenizers.load_tokenizer(kind, vocab, "
+                         "tokenizer=text.tokenizers.load_tokenizer(kind, vocab, "
                          "lower_case=...)")
     return tokenizers.load_tokenizer(packer.kind, path, lower_case=packer.lower_case)
 

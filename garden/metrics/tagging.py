@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Sequence
 
-from data_pipelines.tag_schemes import iob1_to_iob2
+from text.tag_schemes import iob1_to_iob2
 
 MODES = ("lenient", "strict")
 

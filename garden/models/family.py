@@ -58,7 +58,7 @@ class FamilySpec:
     name: str
     backbone: str  # "module:Class" of the Backbone
     default_preset: str  # the preset of the gin name <family>_backbone (factory)
-    tokenizer: str  # data_pipelines.tokenizers kind: "wordpiece" | "sentencepiece" | "bpe"
+    tokenizer: str  # text.tokenizers kind: "wordpiece" | "sentencepiece" | "bpe"
     layout: str  # garden.serving.text layout of the family's packed text
     lower_case: bool  # the casing when the checkpoint's tokenizer config does not say
     # module with a PRESETS dict (preset name -> complete constructor config); "": the folder's
@@ -134,7 +134,7 @@ class FamilySpec:
 
     def check(self) -> None:
         """ValueError naming every required field that is missing or out of its choices."""
-        from data_pipelines.tokenizers import KINDS
+        from text.tokenizers import KINDS
 
         problems = [f"{f.name} is empty" for f in dataclasses.fields(self)
                     if f.default is dataclasses.MISSING and f.default_factory is

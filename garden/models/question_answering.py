@@ -8,7 +8,7 @@ question, or an answer outside the window, points both at position 0 ([CLS]).
 
 `decode` turns the logits of an example's windows into its answer with the rules of the
 original run_squad.py (write_predictions), on the SQuAD window records of
-data_pipelines.finetune.squad (docs/tasks.md):
+text.finetune.squad (docs/tasks.md):
 - candidates: the top n_best (20) start positions x the top n_best end positions of each window
   (ties: the lower position first), kept when both are context tokens (context_char_start
   >= 0), the start is in its max-context window (token_is_max_context), end >= start and
@@ -133,7 +133,7 @@ def decode(context: str, windows: Sequence[Dict[str, np.ndarray]],
     """The answer of one example from its windows, in window order.
 
     Each window: start_logits, end_logits float [T], token_is_max_context, context_char_start,
-    context_char_end int [T] (the record fields of data_pipelines.finetune.squad).
+    context_char_end int [T] (the record fields of text.finetune.squad).
     """
     best = None  # (score, start char, end char)
     null_score = math.inf

@@ -19,7 +19,7 @@ from typing import Dict, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from data_pipelines import tokenizers
+from text import tokenizers
 from garden.serving.modules import PREDICT, ServingModule, _strings
 from garden.serving.text import TextPacker, checked_text, model_inputs
 

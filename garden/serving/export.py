@@ -17,7 +17,7 @@ server polling <model_name>/ never loads half an export.
 Minimum TensorFlow Serving, two constraints (both written to garden_export.json):
 - tensorflow-text ops: 2.12.0. The WordPiece signatures run tensorflow-text's
   RegexSplitWithOffsets and FastWordpieceTokenizeWithOffsets kernels (BERT's normalisation is
-  core TensorFlow ops: data_pipelines/wordpiece.py); the model server links the tensorflow-text
+  core TensorFlow ops: text/wordpiece.py); the model server links the tensorflow-text
   op library of its own pin, and 2.11.0 shipped without part of the Fast* kernels
   (tensorflow/serving#2064: the fix reached the nightly after the 2.11.0 release); later
   releases embed tensorflow-text 2.12 or newer (the 2.12.1 pin was still current in early 2025, tensorflow/serving#4057).

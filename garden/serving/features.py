@@ -73,7 +73,7 @@ class FeatureServing(ServingModule):
 
 
 def _tokens(vocab_path: str, packer: TextPacker):
-    from data_pipelines import tokenizers
+    from text import tokenizers
 
     return list(tokenizers.load_tokenizer(packer.kind, vocab_path,
                                           lower_case=packer.lower_case).vocab.tokens)

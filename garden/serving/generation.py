@@ -67,7 +67,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from data_pipelines import tokenizers
+from text import tokenizers
 from garden.generation import METHODS, GenerationConfig, Generator
 from garden.serving.modules import PREDICT, ServingModule, _strings
 from garden.serving.text import checked_text
@@ -118,7 +118,7 @@ class GenerationServing(ServingModule):
 
     Args:
         model: a GenerativeLM (garden/models/generative.py).
-        tokenizer: the data_pipelines.tokenizers.TextTokenizer it was trained with
+        tokenizer: the text.tokenizers.TextTokenizer it was trained with
             (sentencepiece or bpe).
         vocab_path: its vocabulary file (copied into assets/; a BPE merges.txt too).
         eos_id, pad_id: as garden.generation.generate takes them.

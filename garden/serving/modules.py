@@ -17,7 +17,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from data_pipelines import tokenizers
+from text import tokenizers
 from garden.models.classifier import SequenceClassifier
 from garden.serving.text import TextPacker, checked_pair, checked_text, model_inputs
 

@@ -6,11 +6,11 @@ one graph.
 garden.serve) needs no client-side code:
 
 1. tokenize: the question with the fine-tuning tokenizer, cut to max_query_length pieces; the
-   context with its CHARACTER spans (data_pipelines.tokenizers' in-graph
+   context with its CHARACTER spans (text.tokenizers' in-graph
    tokenize_with_char_offsets for WordPiece, SentencePiece and byte-level BPE: the UTF-8 byte
    offsets tensorflow-text gives, turned into characters as make_finetune does), because
    SQuAD's answer_start and a client's string indices count characters;
-2. window the context exactly as make_finetune does (data_pipelines.finetune.squad, the
+2. window the context exactly as make_finetune does (text.finetune.squad, the
    original run_squad.py): max_tokens_for_doc = max_seq_length - question pieces - 3 (BERT
    layout [CLS] q [SEP] window [SEP]; RoBERTa's <s> q </s></s> window </s> takes 4; XLNet's
    q <sep> window <sep> <cls> 3, segment ids 0 / 1 / 2, right-padded), windows
@@ -47,13 +47,13 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from data_pipelines import tokenizers
+from text import tokenizers
 from garden.models.question_answering import MAX_ANSWER_LENGTH, N_BEST
 from garden.serving.modules import PREDICT, ServingModule
 from garden.serving.text import TextPacker, checked_text, combine, model_inputs
 
 # Kinds whose in-graph tokenizer gives offsets in the original text (all of them:
-# data_pipelines.tokenizers' modules, tokenize_with_char_offsets).
+# text.tokenizers' modules, tokenize_with_char_offsets).
 TEXT_KINDS = ("wordpiece", "sentencepiece", "bpe")
 
 

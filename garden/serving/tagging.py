@@ -1,6 +1,6 @@
 """Token tagging (CoNLL-2003 NER) served from raw sentences: word-level entities out.
 
-Everything runs in the graph, as data_pipelines/finetune/conll.py does in Python for training
+Everything runs in the graph, as text/finetune/conll.py does in Python for training
 (the ids are tested equal):
   1. words: split at runs of Unicode whitespace, the characters Python's str.split() splits
      at (tensorflow-text's RegexSplitWithOffsets, an op of every TF Serving release since
@@ -37,8 +37,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from data_pipelines import tokenizers
-from data_pipelines.finetune.conll import tag_type
+from text import tokenizers
+from text.finetune.conll import tag_type
 from garden.serving.modules import PREDICT, ServingModule
 from garden.serving.text import TextPacker, checked_text, model_inputs
 

@@ -1,7 +1,7 @@
 """Raw text -> a backbone's named inputs, in tf.data and inside exported signatures alike.
 
 `TextPacker` tokenizes with the very module the Beam job's tokenizer runs
-(`data_pipelines.tokenizers.load_tokenizer(kind, path).in_graph()`: WordPiece through
+(`text.tokenizers.load_tokenizer(kind, path).in_graph()`: WordPiece through
 BERT's rules in core ops and tensorflow-text's FastWordpieceTokenizer, SentencePiece through tf_text.SentencepieceTokenizer,
 byte-level BPE through GPT-2's pre-tokenizer and merges in core ops), then packs one or two
 segments in the family's layout (docs/objectives.md section 12):
@@ -26,7 +26,7 @@ the last REAL position instead (the <cls>). XLNet has only relative positions (a
 segments), and padding keys are blocked for every query, so the real tokens' states are the
 same either way; right padding keeps one packing path for every layout: tf_text's
 pad_model_inputs here and in the QA windows (garden.serving.qa), numpy row writes in
-data_pipelines.finetune.squad, and the same answer positions / context offsets at the front
+text.finetune.squad, and the same answer positions / context offsets at the front
 of a window. (Hugging Face pads token_type_ids with 3, pad_token_type_id; padding is never
 attended to, so the garden pads them with 0 as in the other layouts.)
 
@@ -53,7 +53,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from data_pipelines import tokenizers
+from text import tokenizers
 
 LAYOUTS = ("bert", "roberta", "xlnet", "gpt2")
 # (specials of one text, specials of a pair) per layout.
@@ -139,7 +139,7 @@ class TextPacker(tf.Module):
     """Encodes one or two batches of strings into a backbone's inputs of a fixed length.
 
     Args:
-        tokenizer: a `data_pipelines.tokenizers.TextTokenizer` (load_tokenizer(kind, path,
+        tokenizer: a `text.tokenizers.TextTokenizer` (load_tokenizer(kind, path,
             lower_case=...)), the one the pretraining data was made with.
         max_seq_length: length of every output row, special tokens included.
         layout: "bert", "roberta", "xlnet" or "gpt2" (see the module docstring); default by

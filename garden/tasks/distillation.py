@@ -29,7 +29,7 @@ from typing import Callable, Dict, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from data_pipelines import tokenizers
+from text import tokenizers
 from garden import data
 from garden.models.bert.pretrainer import BertPretrainer
 from garden.models.distilbert.distiller import (TEACHER_LAYERS, DistilBertDistiller,
@@ -248,7 +248,7 @@ class Distillation(Task):
     # -- checks and statistics before anything is built ----------------------------------
     def prepare(self) -> None:
         loaded = tokenizers.load_tokenizer("wordpiece", self.vocab)
-        vocabulary = loaded.vocab  # data_pipelines.objectives.base.Vocab
+        vocabulary = loaded.vocab  # text.vocab.Vocab
         self.vocab_size = vocabulary.size
         self._dir = data.open_data_dir(
             self.data_dir, objective=self.objective, vocab_fingerprint=loaded.fingerprint,

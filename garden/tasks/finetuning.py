@@ -121,7 +121,7 @@ class EncoderFinetuning(Task):
     def load_text_tokenizer(self):
         """The data_pipelines TextTokenizer of the vocabulary (word pieces with offsets, for
         the tasks that make their records in Python: tagging, SQuAD windows)."""
-        from data_pipelines import tokenizers
+        from text import tokenizers
 
         kind = self.tokenizer_kind or tokenizers.detect_kind(self.vocab)
         return tokenizers.load_tokenizer(kind, self.vocab, lower_case=self.lower_case)

@@ -6,7 +6,7 @@ with a header naming the columns source and target (the readers of
 garden.tasks.sentence_classification: errors name the file and line; an empty source or target
 names its record). `python -m data_pipelines.sample_tasks --kinds=seq2seq` writes such files.
 
-Tokenization runs in tf.data with the vocabulary's in-graph tokenizer (data_pipelines.tokenizers:
+Tokenization runs in tf.data with the vocabulary's in-graph tokenizer (text.tokenizers:
 a SentencePiece .model or a byte-level BPE vocab.json; WordPiece has no way back to text and is
 refused). Sequences are truncated to the configured lengths; prepare() tokenizes every file once
 and prints how many sources / targets were cut (a counted truncation, never a silent one).
@@ -78,7 +78,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from data_pipelines import tokenizers
+from text import tokenizers
 from garden import losses
 from garden.metrics import rouge
 from garden.models import framing

@@ -1,6 +1,6 @@
 """Multiple choice (SWAG) as a task of the shared trainer.
 
-Reads SWAG CSV files (data_pipelines.finetune.swag), packs each example's N = 4 choices as the
+Reads SWAG CSV files (text.finetune.swag), packs each example's N = 4 choices as the
 pairs (sent1, sent2 + " " + ending_i) with the in-graph TextPacker the export runs
 (garden.serving.choice.pack_choices), fine-tunes MultipleChoiceModel ([B, N, T] -> pooled ->
 dense(1) -> softmax over N, softmax cross-entropy on the gold index) from a pretraining
@@ -20,7 +20,7 @@ from typing import Callable, List, Optional
 import numpy as np
 import tensorflow as tf
 
-from data_pipelines.finetune import swag, tfds_sources
+from text.finetune import swag, tfds_sources
 from garden.metrics.glue import swag_accuracy
 from garden.models.multiple_choice import MultipleChoiceModel
 from garden.serving.choice import MultipleChoiceServing, pack_choices

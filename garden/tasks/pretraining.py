@@ -7,7 +7,7 @@ records are below, the generative families' and XLNet's in pretraining_<family>.
 family's FamilySpec also gives the default vocabulary kind (`tokenizer`, make_pretrain's
 default for the objective) and its pretrainer or GenerativeLM class. The task reads the phases of
 make_pretrain output, checks each directory against the configured vocabulary (WordPiece,
-SentencePiece or byte-level BPE, loaded by data_pipelines.tokenizers: its fingerprint must be
+SentencePiece or byte-level BPE, loaded by text.tokenizers: its fingerprint must be
 the data's info.json vocab_fingerprint), deals batches to the trainer and evaluates, the same
 way for every family. The data's info.json must record the family's name as its objective
 (ERNIE: family 'bert' with `objective = 'ernie'`: knowledge-unit masks, BERT's features).
@@ -37,7 +37,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, Unio
 
 import tensorflow as tf
 
-from data_pipelines import tokenizers
+from text import tokenizers
 from garden import data, models
 from garden.models.family import resolve
 from garden.tasks import shared
@@ -182,7 +182,7 @@ def _roberta_build(task, backbone):
 def _roberta_masks(task, ds, seed, input_context, skip_batches):
     if not task.options["dynamic_masking"]:
         return ds
-    from data_pipelines import dynamic
+    from text import dynamic
 
     v = task.vocabulary
     mask = dynamic.make_batch_masker(
@@ -366,7 +366,7 @@ class Pretraining(Task):
     def prepare(self) -> None:
         loaded = tokenizers.load_tokenizer(self.tokenizer_kind, self.vocab,
                                            lower_case=self.lower_case)
-        self.vocabulary = loaded.vocab  # data_pipelines.objectives.base.Vocab
+        self.vocabulary = loaded.vocab  # text.vocab.Vocab
         self.vocab_size = self.vocabulary.size
         self.fingerprint = loaded.fingerprint
         self._dirs = [self._open(p.data_dir, p.max_seq_length) for p in self.phases]

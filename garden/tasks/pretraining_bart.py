@@ -1,7 +1,7 @@
 """BART denoising pretraining (docs/objectives.md section 9): the `bart` record of
 garden.tasks.pretraining (`garden.Pretraining.family = 'bart'`), named by BART's FamilySpec.
 
-Data: make_pretrain --objective=bart (data_pipelines/features.py bart_pretrain_spec):
+Data: make_pretrain --objective=bart (text/features.py bart_pretrain_spec):
 input_ids / input_mask (the noised block, the encoder's input), labels (the clean block
 <s> ... </s>), decoder_input_ids (labels shifted right behind </s>) and decoder_input_mask
 (the real positions of both; zero is a real id, <s>, in a byte-level BPE vocabulary, so the

@@ -1,11 +1,11 @@
 """Extractive question answering (SQuAD v1.1 / v2.0) as a task of the shared trainer.
 
 Data (docs/tasks.md, "Extractive question answering"):
-- train_file: the training SQuAD JSON (data_pipelines.finetune.squad.read_examples). Its
+- train_file: the training SQuAD JSON (text.finetune.squad.read_examples). Its
   windows are made in this process with example_features (small tasks), or read from
   `train_records`, a `python -m data_pipelines.make_finetune --task=squad` output directory
   made from that same file (COMPLETED, info.json's window options and vocabulary checked;
-  parsed with data_pipelines.finetune.squad.parse_record).
+  parsed with text.finetune.squad.parse_record).
 - eval_file: a SQuAD JSON scored with the official metric (garden.metrics.squad: EM / F1,
   v2.0 HasAns / NoAns) through garden.models.question_answering.decode (n_best starts x ends,
   max_answer_length, max-context, null threshold).
@@ -35,7 +35,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from data_pipelines.finetune import FinetuneDataError, squad
+from text.finetune import FinetuneDataError, squad
 from garden import data
 from garden.data import DataDirError, open_data_dir
 from garden.metrics import squad as squad_metrics

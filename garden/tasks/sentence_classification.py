@@ -12,7 +12,7 @@ Regression (`regression=True`, e.g. STS-B): numeric labels, one output trained w
 squared error, evaluated with Pearson and Spearman correlations (scipy.stats).
 
 GLUE (`glue_task='mrpc'`, 'sst2', 'stsb', 'mnli', ...): the files are the task's official TSVs,
-read by data_pipelines.finetune.glue (its column layout, label set and file:line errors); text_b
+read by text.finetune.glue (its column layout, label set and file:line errors); text_b
 and regression follow the task, the class order is BERT's (glue.label_names; recorded in the
 model_dir's summary.json and the export's metadata) unless `label_names` permutes it, and
 evaluate adds the official metric (garden.metrics.glue: CoLA MCC, MRPC/QQP F1 of class "1",
@@ -32,7 +32,7 @@ from typing import Callable, List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from data_pipelines.finetune import FinetuneDataError, glue, tfds_sources
+from text.finetune import FinetuneDataError, glue, tfds_sources
 from garden.metrics import glue as glue_metrics
 from garden.models.classifier import SequenceClassifier
 from garden.serving.modules import TextClassifierServing
@@ -58,7 +58,7 @@ class SentenceClassification(EncoderFinetuning):
             mrpc, qqp, stsb, mnli, qnli, rte, wnli); sets text_b, regression and label_names.
         eval_mismatched_file: MNLI's dev_mismatched.tsv, scored as eval_accuracy_mismatched.
         tfds_data_dir: where `tfds:glue/<task>:<split>` files are prepared (with glue_task, the
-            files may be such specs: data_pipelines.finetune.tfds_sources; no downloads).
+            files may be such specs: text.finetune.tfds_sources; no downloads).
     """
 
     name = "sentence_classification"

@@ -80,7 +80,7 @@ def batch_index(ds: tf.data.Dataset, input_context, skip_batches: int) -> tf.dat
 
 
 def to_model_inputs(batch: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
-    """Maps the TFRecord feature names (data_pipelines.features) to the model's input names."""
+    """Maps the TFRecord feature names (text.features) to the model's input names."""
     return {
         "token_ids": tf.cast(batch["input_ids"], tf.int32),
         "segment_ids": tf.cast(batch["segment_ids"], tf.int32),

@@ -2,7 +2,7 @@
 
 Data, train and eval alike, is either
   * a CoNLL-2003 file (or `tfds:conll2003:<split>` with `tfds_data_dir`), read by
-    data_pipelines.finetune.conll and turned into first-sub-token records in this process by
+    text.finetune.conll and turned into first-sub-token records in this process by
     the same `example_features` that make_finetune runs, or
   * a `python -m data_pipelines.make_finetune --task=conll` output directory (COMPLETED,
     info.json, <split>-*.tfrecord shards of conll.feature_spec records).
@@ -30,7 +30,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from data_pipelines.finetune import FinetuneDataError, conll
+from text.finetune import FinetuneDataError, conll
 from garden import data
 from garden.metrics.tagging import MODES, entity_scores
 from garden.models.tagger import TokenTagger

@@ -14,7 +14,7 @@ import json
 import posixpath
 from typing import List
 
-from data_pipelines.finetune import FinetuneDataError, glue
+from text.finetune import FinetuneDataError, glue
 
 
 class TaskDataError(ValueError):

@@ -6,7 +6,7 @@ objective's own expansion)."""
 import numpy as np
 
 from benchmarks import xlnet_data
-from data_pipelines import features
+from text import features
 from data_pipelines.objectives import xlnet
 
 SEQ, REUSE, NUM_PREDICT = 48, 24, 8

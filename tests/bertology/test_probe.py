@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from data_pipelines.finetune import conll
+from text.finetune import conll
 from garden.bertology import probe
 from representation_testing import tiny_bert
 

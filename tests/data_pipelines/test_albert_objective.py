@@ -8,9 +8,10 @@ Tolerances are binomial: |observed - expected| <= 5 * sqrt(p (1 - p) / n).
 import numpy as np
 import pytest
 
-from data_pipelines import features
+from text import features
 from data_pipelines.objectives import albert, base
 from objective_testing import objective_parser, originals, within
+from text import vocab as text_vocab
 
 SPECIALS = ["<pad>", "</s>", "<unk>", "[CLS]", "[SEP]", "[MASK]", "<eod>"]
 ROLES = {"pad": "<pad>", "eos": "</s>", "unk": "<unk>", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]",
@@ -26,7 +27,7 @@ def _vocab(num_words, continuation_every=0):
     for k in range(num_words):
         cont = continuation_every and k % continuation_every == continuation_every - 1
         tokens.append(f"c{k}" if cont else f"\u2581w{k}")
-    return base.make_vocab(tokens, ROLES, word_start=lambda t: t.startswith("\u2581"), control=["<unk>", "<eod>"],
+    return text_vocab.make_vocab(tokens, ROLES, word_start=lambda t: t.startswith("\u2581"), control=["<unk>", "<eod>"],
                            name="test-sp")
 
 

@@ -12,8 +12,9 @@ import math
 import numpy as np
 import pytest
 
-from data_pipelines import features
+from text import features
 from data_pipelines.objectives import bart, base
+from text import vocab as text_vocab
 
 # Byte-level BPE layout (RoBERTa/BART): <s>=0 <pad>=1 </s>=2 <unk>=3 <mask>=4 <|endoftext|>=5.
 SPECIAL = ["<s>", "<pad>", "</s>", "<unk>", "<mask>", "<|endoftext|>"]
@@ -27,7 +28,7 @@ def _vocab():
     tokens = SPECIAL + ["\u0120w%d" % i for i in range(NUM_WORDS)] + ["c%d" % i for i in range(NUM_WORDS)]
     roles = {"bos": "<s>", "cls": "<s>", "pad": "<pad>", "eos": "</s>", "sep": "</s>", "unk": "<unk>",
              "mask": "<mask>", "eod": "<|endoftext|>"}
-    return base.make_vocab(tokens, roles, word_start=lambda t: t.startswith("\u0120"), name="test-bpe")
+    return text_vocab.make_vocab(tokens, roles, word_start=lambda t: t.startswith("\u0120"), name="test-bpe")
 
 
 VOCAB = _vocab()

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from data_pipelines import features
+from text import features
 from data_pipelines.objectives import bert
 from objective_testing import originals, within
 

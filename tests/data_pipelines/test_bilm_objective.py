@@ -3,13 +3,15 @@ character ids of each piece.
 
 data_pipelines/objectives/bilm.py: sentence marks from the bos/eos (or cls/sep) roles, the
 tail dropped and counted, keys by the document holding a block's first piece, char_ids as
-bilm-tf / AllenNLP spell them (+1, data_pipelines/char_ids.py)."""
+bilm-tf / AllenNLP spell them (+1, text/char_ids.py)."""
 
 import numpy as np
 import pytest
 
-from data_pipelines import char_ids, features
+from text import features
+from text import char_ids
 from data_pipelines.objectives import base, bilm
+from text import vocab as text_vocab
 
 PAD, UNK, CLS, SEP, MASK = 0, 1, 2, 3, 4
 WORDS = ["the", "##s", "caf\u00e9", "a" * 60]  # ids 5, 6, 7, 8
@@ -18,7 +20,7 @@ WORDS = ["the", "##s", "caf\u00e9", "a" * 60]  # ids 5, 6, 7, 8
 def _vocab():
     tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
     roles = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
-    return base.make_vocab(tokens, roles, word_start=lambda t: not t.startswith("##"),
+    return text_vocab.make_vocab(tokens, roles, word_start=lambda t: not t.startswith("##"),
                            name="test-wordpiece")
 
 
@@ -74,6 +76,6 @@ def test_options_and_marks_are_checked():
         bilm.BiLMOptions(max_seq_length=1)
     with pytest.raises(ValueError, match="max_characters must be >= 3"):
         bilm.BiLMOptions(max_characters=2)
-    bare = base.make_vocab(["a", "b"], {}, word_start=lambda t: True, name="bare")
-    with pytest.raises(base.VocabularyRoleError, match="bilm needs sentence marks .* bare"):
+    bare = text_vocab.make_vocab(["a", "b"], {}, word_start=lambda t: True, name="bare")
+    with pytest.raises(text_vocab.VocabularyRoleError, match="bilm needs sentence marks .* bare"):
         char_ids.sentence_marks(bare)

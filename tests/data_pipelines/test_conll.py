@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from data_pipelines import tokenizers
-from data_pipelines.finetune import FinetuneDataError, conll
+from text import tokenizers
+from text.finetune import FinetuneDataError, conll
 from data_pipelines.sample_tasks import conll as sample_conll
 
 from conll_testing import ENG_TRAIN_HEAD, VOCAB

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data_pipelines import make_finetune, tokenizers
-from data_pipelines.finetune import conll
+from text import tokenizers
+from data_pipelines import make_finetune
+from text.finetune import conll
 
 from conll_testing import ENG_TRAIN_HEAD, VOCAB
 

@@ -7,9 +7,10 @@ Tolerances are binomial: |observed - p| <= 5 * sqrt(p (1 - p) / n).
 import numpy as np
 import pytest
 
-from data_pipelines import features
-from data_pipelines.objectives import base, electra
+from text import features
+from data_pipelines.objectives import electra
 from objective_testing import objective_parser, random_documents, run_documents, within
+from text import vocab as text_vocab
 
 PAD, UNK, CLS, SEP, MASK = 0, 1, 2, 3, 4
 FIRST_WORD = 5
@@ -17,7 +18,7 @@ FIRST_WORD = 5
 
 def _vocab(size=200):
     tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + ["w%d" % i for i in range(FIRST_WORD, size)]
-    return base.make_vocab(tokens, {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]",
+    return text_vocab.make_vocab(tokens, {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]",
                                     "mask": "[MASK]"}, word_start=lambda t: not t.startswith("##"), name="test")
 
 

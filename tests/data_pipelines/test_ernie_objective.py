@@ -10,9 +10,10 @@ import re
 import numpy as np
 import pytest
 
-from data_pipelines import features
+from text import features
 from data_pipelines.objectives import base, ernie
 from objective_testing import objective_parser, originals, within
+from text import vocab as text_vocab
 
 CLS, SEP, MASK = 2, 3, 4
 WORDS = range(5, 45)         # word-start pieces of ordinary words
@@ -24,7 +25,7 @@ UNIT_CONT = range(100, 110)  # "##" pieces used only inside multi-word units
 def _vocab():
     tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     tokens += [f"##c{i}" if i in CONT or i in UNIT_CONT else f"w{i}" for i in range(5, 110)]
-    return base.make_vocab(tokens, {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]",
+    return text_vocab.make_vocab(tokens, {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]",
                                     "mask": "[MASK]"}, word_start=lambda t: not t.startswith("##"), name="test-wp")
 
 

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from data_pipelines.finetune import glue, swag
+from text.finetune import glue, swag
 from data_pipelines.sample_tasks import __main__ as cli
 from data_pipelines.sample_tasks import classification
 from testing import run_module, run_python

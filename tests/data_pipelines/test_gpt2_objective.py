@@ -8,9 +8,10 @@ stream is cut into blocks of exactly max_seq_length; the tail is dropped and cou
 import numpy as np
 import pytest
 
-from data_pipelines import features
-from data_pipelines.objectives import base, gpt2
+from text import features
+from data_pipelines.objectives import gpt2
 from objective_testing import objective_parser, random_documents, run_documents
+from text import vocab as text_vocab
 
 BOS, PAD, EOS, UNK, MASK, EOD = 0, 1, 2, 3, 4, 5
 FIRST_WORD = 6
@@ -21,7 +22,7 @@ def _vocab(size=300):
     tokens += ["\u0120w%d" % i for i in range(FIRST_WORD, size)]
     roles = {"bos": "<s>", "cls": "<s>", "pad": "<pad>", "eos": "</s>", "sep": "</s>", "unk": "<unk>",
              "mask": "<mask>", "eod": "<|endoftext|>"}
-    return base.make_vocab(tokens, roles, word_start=lambda t: t.startswith("\u0120"), name="test-bpe")
+    return text_vocab.make_vocab(tokens, roles, word_start=lambda t: t.startswith("\u0120"), name="test-bpe")
 
 
 def _run(segment_lists, opts):

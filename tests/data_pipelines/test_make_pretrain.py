@@ -18,8 +18,10 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from data_pipelines import beam_options, features, make_pretrain, sources, tfrecord, tokenizers, wordpiece
+from text import features, tfrecord, tokenizers, wordpiece
+from data_pipelines import beam_options, make_pretrain, sources
 from data_pipelines.objectives import base, bert
+from text import vocab as text_vocab
 
 CLS, SEP = 2, 3
 # The conftest's vocabulary: [PAD] [UNK] [CLS] [SEP] [MASK], then these words from id 5.
@@ -57,7 +59,7 @@ def _unmasked(parsed):
 
 
 def _wordpiece_vocab(tokens):
-    return base.make_vocab(tokens, {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]",
+    return text_vocab.make_vocab(tokens, {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]",
                                     "mask": "[MASK]"}, word_start=lambda t: not t.startswith("##"))
 
 
@@ -240,7 +242,7 @@ def test_deterministic_across_reruns_and_worker_counts(e2e, tiny_corpus, tiny_vo
 
 def test_in_graph_tokenizer_writes_the_same_shards(e2e, tiny_corpus, tiny_vocab_path, tmp_path):
     """--in_graph_tokenizer (the graph module in the workers) and the default
-    (data_pipelines.wordpiece, no TensorFlow) give the same ids, so the same bytes."""
+    (text.wordpiece, no TensorFlow) give the same ids, so the same bytes."""
     out = str(tmp_path / "in_graph")
     make_pretrain.run(_argv(tiny_corpus, tiny_vocab_path, out, "--in_graph_tokenizer=true"))
     assert _shard_bytes(out) == e2e["bytes"]
@@ -376,7 +378,7 @@ def test_tfrecords_written_without_tensorflow_read_back_with_tf_data(tmp_path, c
 
 
 def test_a_run_never_loads_tensorflow(tiny_corpus, tiny_vocab_path, tmp_path):
-    """Reading, wordpiece tokenizing (data_pipelines.wordpiece), making instances and writing
+    """Reading, wordpiece tokenizing (text.wordpiece), making instances and writing
     shards need no TensorFlow: each Beam worker saves its import (~4 CPU-s, 0.7 GB)."""
     import subprocess
     import sys

@@ -15,7 +15,8 @@ import socket
 import pytest
 import tensorflow as tf
 
-from data_pipelines import features, make_pretrain, objectives, tokenizers
+from text import features, tokenizers
+from data_pipelines import make_pretrain, objectives
 from testing import run_fixture_tool
 
 # Small sizes per objective so that every run takes seconds; flags are the objectives' own.

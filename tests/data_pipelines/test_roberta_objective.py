@@ -9,9 +9,10 @@ most max_seq_length - 1 pieces; every sentence followed by </s>; FULL-SENTENCES 
 import numpy as np
 import pytest
 
-from data_pipelines import features
-from data_pipelines.objectives import base, roberta
+from text import features
+from data_pipelines.objectives import roberta
 from objective_testing import objective_parser, run_documents
+from text import vocab as text_vocab
 
 # Byte-level BPE role tokens (ids 0..5), then word pieces.
 BOS, PAD, EOS, UNK, MASK, EOD = 0, 1, 2, 3, 4, 5
@@ -23,7 +24,7 @@ def _vocab(size=300):
     tokens += ["\u0120w%d" % i if i % 3 else "p%d" % i for i in range(FIRST_WORD, size)]
     roles = {"bos": "<s>", "cls": "<s>", "pad": "<pad>", "eos": "</s>", "sep": "</s>", "unk": "<unk>",
              "mask": "<mask>", "eod": "<|endoftext|>"}
-    return base.make_vocab(tokens, roles, word_start=lambda t: t.startswith("\u0120"), name="test-bpe")
+    return text_vocab.make_vocab(tokens, roles, word_start=lambda t: t.startswith("\u0120"), name="test-bpe")
 
 
 def _run(segment_lists, opts, seed=1):

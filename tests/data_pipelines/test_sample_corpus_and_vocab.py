@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from data_pipelines import make_vocab, sample_corpus, tokenizers, wordpiece
+from text import tokenizers, wordpiece
+from data_pipelines import make_vocab, sample_corpus
 
 
 @pytest.fixture(scope="module")

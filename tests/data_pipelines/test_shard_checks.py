@@ -1,6 +1,6 @@
 """The trainer's check of a pipeline directory's shards (garden/data.listed_shards) and what it
 builds on: shard sizes recorded by data_pipelines/output.complete (info.json ``file_sizes``)
-and the one TFRecord frame walker (data_pipelines/tfrecord.frame_lengths), used only for
+and the one TFRecord frame walker (text/tfrecord.frame_lengths), used only for
 directories written before sizes were recorded and to say where a shard breaks."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import os
 
 import pytest
 
-from data_pipelines import features, output, tfrecord
+from text import features, tfrecord
+from data_pipelines import output
 from garden import data
 
 RECORDS = [b"a" * 5, b"", b"bc" * 40, b"d" * 7]  # frames of 21, 16, 96 and 23 bytes

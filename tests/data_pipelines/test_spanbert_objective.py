@@ -9,9 +9,10 @@ import math
 import numpy as np
 import pytest
 
-from data_pipelines import features
+from text import features
 from data_pipelines.objectives import base, spanbert
 from objective_testing import objective_parser, within
+from text import vocab as text_vocab
 
 CLS, SEP, MASK = 2, 3, 4
 FIRST = 5
@@ -24,7 +25,7 @@ REPLACEMENT = (70, 71)
 def _vocab(continuation=range(45, 65)):
     tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     tokens += [(f"##c{i}" if i in continuation else f"w{i}") for i in range(5, 80)]
-    return base.make_vocab(tokens, {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]",
+    return text_vocab.make_vocab(tokens, {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]",
                                     "mask": "[MASK]"}, word_start=lambda t: not t.startswith("##"), name="test-wp")
 
 

@@ -1,4 +1,4 @@
-"""SQuAD window features (data_pipelines/finetune/squad.py): a hand-checked example, equality
+"""SQuAD window features (text/finetune/squad.py): a hand-checked example, equality
 with Model Garden's squad_lib (the original run_squad layout), character offsets of non-ASCII
 text, and the three tokenizer kinds."""
 
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data_pipelines import tokenizers
-from data_pipelines.finetune import FinetuneDataError, squad
+from text import tokenizers
+from text.finetune import FinetuneDataError, squad
 
 CONTEXT = "The cat sat on the mat. Then a dog ran far away, and the cat slept in the park."
 QUESTION = "Where did the dog run?"
@@ -203,7 +203,7 @@ def test_options_are_checked():
 
 
 def test_records_parse_with_feature_spec(hand_file, tokenizer):
-    from data_pipelines import features as F
+    from text import features as F
 
     options = squad.SquadOptions(16, 4, 5)
     spec = squad.feature_spec(options)

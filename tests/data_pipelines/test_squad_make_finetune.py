@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data_pipelines import finetune, make_finetune, tokenizers
-from data_pipelines.finetune import base as finetune_base
-from data_pipelines.finetune import squad
+from text import finetune, tokenizers
+from data_pipelines import make_finetune
+from text.finetune import base as finetune_base
+from text.finetune import squad
 
 EXTRA = ["where", "did", "?"]
 WORDS = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "far", "away", "and", "then", "it",

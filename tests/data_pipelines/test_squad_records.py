@@ -12,9 +12,10 @@ import sys
 
 import pytest
 
-from data_pipelines import features, sample_corpus, tokenizers
-from data_pipelines.finetune import base as finetune_base
-from data_pipelines.finetune import squad
+from text import features, tokenizers
+from data_pipelines import sample_corpus
+from text.finetune import base as finetune_base
+from text.finetune import squad
 
 
 @pytest.fixture(scope="module")

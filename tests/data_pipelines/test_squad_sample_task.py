@@ -12,8 +12,9 @@ import sys
 
 import pytest
 
-from data_pipelines import sample_corpus, tokenizers
-from data_pipelines.finetune import squad
+from text import tokenizers
+from data_pipelines import sample_corpus
+from text.finetune import squad
 from data_pipelines.sample_tasks import squad as sample_squad
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -10,8 +10,9 @@ import math
 import numpy as np
 import pytest
 
-from data_pipelines import features
+from text import features
 from data_pipelines.objectives import base, t5
+from text import vocab as text_vocab
 
 # SentencePiece layout: <pad>=0, </s>=1, <unk>=2, control symbols, then "\u2581"-pieces.
 SPECIAL = ["<pad>", "</s>", "<unk>", "[CLS]", "[SEP]", "[MASK]", "<eod>"]
@@ -23,7 +24,7 @@ def _vocab(num_words=3000):
     tokens = SPECIAL + ["\u2581w%d" % i for i in range(num_words)]
     roles = {"pad": "<pad>", "eos": "</s>", "unk": "<unk>", "cls": "[CLS]", "sep": "[SEP]",
              "mask": "[MASK]", "eod": "<eod>"}
-    return base.make_vocab(tokens, roles, word_start=lambda t: t.startswith("\u2581"), name="test-sp")
+    return text_vocab.make_vocab(tokens, roles, word_start=lambda t: t.startswith("\u2581"), name="test-sp")
 
 
 def _docs(rng, num_docs, vocab, sentences=(3, 12), sentence_len=(1, 40)):

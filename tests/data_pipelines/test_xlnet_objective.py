@@ -10,9 +10,10 @@ import argparse
 import numpy as np
 import pytest
 
-from data_pipelines import features
+from text import features
 from data_pipelines.objectives import base, xlnet
 from objective_testing import within
+from text import vocab as text_vocab
 
 # SentencePiece-style vocabulary: <pad>=0 </s>=1 <unk>=2 [CLS]=3 [SEP]=4 [MASK]=5 <eod>=6,
 # then word starts "\u2581w*" (7..46) and continuation pieces "c*" (47..66).
@@ -28,7 +29,7 @@ SPAN_P = [0.4380, 0.2190, 0.1460, 0.1095, 0.0876]
 
 
 def _vocab():
-    return base.make_vocab(TOKENS, ROLES, word_start=lambda t: t.startswith("\u2581"), name="test-sp")
+    return text_vocab.make_vocab(TOKENS, ROLES, word_start=lambda t: t.startswith("\u2581"), name="test-sp")
 
 
 def _sentence(rng, words):

@@ -7,7 +7,7 @@ blocks). The TensorFlow expansion of the trainer is checked in tests/garden/test
 import numpy as np
 import pytest
 
-from data_pipelines import features
+from text import features
 from data_pipelines.objectives import xlnet
 
 SEP, CLS, EOD = 4, 3, 7

@@ -501,7 +501,7 @@ def hf_gpt2(root):
 
 
 def test_gpt2_tokenizer_and_step0_lm_parity(hf_gpt2, root):
-    from data_pipelines import tokenizers
+    from text import tokenizers
 
     info = _info(hf_gpt2["out"])
     assert info["tokenizer"]["tokenizer"] == "bpe" and info["tokenizer"]["lower_case"] is False

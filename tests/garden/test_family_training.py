@@ -17,7 +17,7 @@ import pytest
 import tensorflow as tf
 
 from benchmarks import objectives_learn as learn
-from data_pipelines import features
+from text import features
 from garden import train as train_lib
 from garden.tasks.pretraining import Pretraining
 from learn_testing import SEQ, VOCAB_SIZE

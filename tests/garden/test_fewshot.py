@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data_pipelines import make_vocab, tokenizers
+from text import tokenizers
+from data_pipelines import make_vocab
 from data_pipelines.sample_tasks.__main__ import documents, generator
 from garden import fewshot
 from generative_testing import ToyCausalLM

@@ -11,7 +11,7 @@ import os
 import numpy as np
 import pytest
 
-from data_pipelines.tokenizers import BPE_SPECIALS, bytes_to_unicode
+from text.tokenizers import BPE_SPECIALS, bytes_to_unicode
 from garden import generate as cli
 from garden.generate_dir import save_model_dir
 from garden.generation import GenerationConfig, generate
@@ -38,7 +38,7 @@ def model_dir(tmp_path_factory):
 def expected_text(model, prompts, config):
     """What the CLI should print: each prompt, then its greedy continuation decoded piece by
     piece through GPT-2's byte table (up to EOS)."""
-    from data_pipelines.tokenizers import load_tokenizer
+    from text.tokenizers import load_tokenizer
 
     tokenizer = load_tokenizer("bpe", os.path.join(model[0], "vocab.json"), lower_case=False)
     ids = tokenizer.tokenize(prompts)
@@ -120,7 +120,7 @@ def test_convert_writes_a_generate_directory_that_continues_as_hugging_face_does
     printed = io.StringIO()
     assert cli.main([f"--model_dir={out_dir / 'generate'}", f"--prompt={prompt}",
                      "--max_new_tokens=8", "--no_jit"], out=printed) == 0
-    from data_pipelines.tokenizers import load_tokenizer
+    from text.tokenizers import load_tokenizer
 
     ids = load_tokenizer("bpe", str(hf_dir / "vocab.json"), lower_case=False).tokenize([prompt])
     with torch.inference_mode():

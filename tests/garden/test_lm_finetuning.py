@@ -91,7 +91,7 @@ def _task(cls, seq2seq, **kwargs):
 def _completion_ids(task, rows):
     """What the loss must cover, from the eager tokenizer: target (or " " + target) ids cut to
     max_target_length - 1, then EOS."""
-    from data_pipelines import tokenizers
+    from text import tokenizers
 
     eager = tokenizers.load_tokenizer("sentencepiece", task.vocab, lower_case=False)
     ids = eager.tokenize([task._target_text(r["target"]) for r in rows])
@@ -186,7 +186,7 @@ def test_bpe_layouts_and_detokenize(seq2seq, tmp_path):
     GPT-2's <|endoftext|> before the prompt and as EOS; ids decode back to the text (BPE,
     multi-byte characters included, and SentencePiece); causal prompts are left-padded for
     generation. (No BPE text is tokenized here: keras-hub's BPE graph takes ~10 s to trace.)"""
-    from data_pipelines import tokenizers
+    from text import tokenizers
 
     root, _, _ = seq2seq
     bpe = tmp_path / "bpe"

@@ -29,7 +29,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data_pipelines import make_vocab, tokenizers
+from text import tokenizers
+from data_pipelines import make_vocab
 from data_pipelines.sample_tasks import __main__ as sample_tasks
 from garden import generation
 from garden import train as train_lib

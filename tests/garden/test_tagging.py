@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data_pipelines.finetune import conll
+from text.finetune import conll
 from data_pipelines.sample_tasks import conll as sample_conll
 from garden.metrics.tagging import entity_scores
 from testing import REPO_ROOT, python_env, train_in_process

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data_pipelines import tokenizers
-from data_pipelines.finetune import base as finetune_base
-from data_pipelines.finetune import squad
+from text import tokenizers
+from text.finetune import base as finetune_base
+from text.finetune import squad
 from garden.serving.text import TextPacker
 from testing import run_python, train_in_process
 

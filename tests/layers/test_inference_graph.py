@@ -81,11 +81,11 @@ def test_feedforward_matmul_and_bias_fuse_on_every_cpu():
 def test_feedforward_gelu_fuses_where_onednn_is_on():
     """The exact GELU joins the fused MatMul only through oneDNN's kernels (the remapper checks
     IsMKLEnabled). The garden turns oneDNN on unless TF_ENABLE_ONEDNN_OPTS is set
-    (data_pipelines/onednn.py): on any x86-64 CPU with AVX2, not just where TensorFlow would
+    (text/onednn.py): on any x86-64 CPU with AVX2, not just where TensorFlow would
     (AVX-512 VNNI / BF16 / AMX), so the fusion holds in every garden process here."""
     if os.environ.get("TF_ENABLE_ONEDNN_OPTS") not in (None, "1"):
         pytest.skip("TF_ENABLE_ONEDNN_OPTS was set by the user: the GELU fusion needs oneDNN")
-    assert onednn_on(), "the garden's processes must run with oneDNN on (data_pipelines/onednn.py)"
+    assert onednn_on(), "the garden's processes must run with oneDNN on (text/onednn.py)"
     ops, fused = _feedforward_ops(rows=True)
     assert [b"BiasAdd", b"GeluExact"] in fused, fused
     assert ops["Erfc"] == 0 and ops["BiasAdd"] == 0, ops

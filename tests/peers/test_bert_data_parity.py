@@ -4,7 +4,7 @@ Model Garden's script (``official.nlp.data.create_pretraining_data``, a port of 
 BERT release) is the reference for docs/objectives.md section 1. Both tools get the same text, the
 same WordPiece vocabulary and the same arguments; what must agree:
 
-1. Tokenization, sentence by sentence: our graph tokenizer (data_pipelines.wordpiece, what
+1. Tokenization, sentence by sentence: our graph tokenizer (text.wordpiece, what
    training and serving run) and Model Garden's FullTokenizer: identical ids on every sentence.
 2. The distribution of the instances. The tools draw different random numbers (Python's
    ``random`` in one process vs numpy Generators per document and dupe pass), so instances
@@ -52,7 +52,7 @@ tokenization = pytest.importorskip(
 
 import tensorflow as tf  # noqa: E402
 
-from data_pipelines import features, tokenizers, wordpiece  # noqa: E402
+from text import features, tokenizers, wordpiece  # noqa: E402
 from testing import REPO_ROOT, python_env, run_fixture_tool, run_module  # noqa: E402
 
 MODEL_GARDEN_MODULE = "official.nlp.data.create_pretraining_data"

@@ -32,7 +32,7 @@ from tensorflow_serving.apis import (classification_pb2, get_model_metadata_pb2,
                                      model_service_pb2_grpc, predict_pb2,
                                      prediction_service_pb2_grpc, regression_pb2)
 
-from data_pipelines import tokenizers
+from text import tokenizers
 from garden.models.bert.presets import bert_backbone_from_preset
 from garden.models.classifier import SequenceClassifier
 from garden.models.question_answering import SpanExtractor

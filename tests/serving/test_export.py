@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data_pipelines import tokenizers
+from text import tokenizers
 from garden.models.bert.presets import bert_backbone_from_preset
 from garden.models.classifier import SequenceClassifier
 from garden.serving import export
@@ -222,7 +222,9 @@ def test_metadata_and_serving_ops(exported):
                                   "classify": "tensorflow/serving/classify"}
     assert meta["vocab_fingerprint"].startswith("sha256:")
     assert meta["min_tf_serving_version"] == export.min_tf_serving_version()
-    assert meta["tf_text_ops"] == ["FastWordpieceTokenizeWithOffsets", "RegexSplitWithOffsets"]
+    # FastBertNormalize: the fast path's FastBertTokenizer (text/wordpiece.py)
+    assert meta["tf_text_ops"] == ["FastBertNormalize", "FastWordpieceTokenizeWithOffsets",
+                                   "RegexSplitWithOffsets"]
 
     report = export.check_serving_ops(exported["pair_dir"])
     assert report["ok"], report["problems"]
@@ -356,7 +358,8 @@ def test_inspect_command_reports_the_export(exported):
     proc = _inspect(exported["pair_dir"])
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout)
-    assert report["ok"] and report["tf_text_ops"] == ["FastWordpieceTokenizeWithOffsets",
+    assert report["ok"] and report["tf_text_ops"] == ["FastBertNormalize",
+                                                      "FastWordpieceTokenizeWithOffsets",
                                                       "RegexSplitWithOffsets"]
     assert [r["signature_name"] for r in report["warmup_requests"]] == (
         ["serving_default"] * (len(WARMUP) + 1) + ["serving_ids"])

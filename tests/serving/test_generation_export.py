@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data_pipelines import tokenizers
+from text import tokenizers
 from garden.generation import GenerationConfig, generate
 from garden.serving.export import export
 from garden.serving.generation import GenerationServing, detokenize_numpy

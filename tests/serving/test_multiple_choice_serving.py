@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data_pipelines import tokenizers
+from text import tokenizers
 from garden.models.bert.presets import bert_backbone_from_preset
 from garden.models.multiple_choice import MultipleChoiceModel
 from garden.serving import export

@@ -2,7 +2,7 @@
 hand, for all three tokenizer kinds, on the sample corpus.
 
 The reference side: `load_tokenizer(kind, path).tokenize` (what make_pretrain runs; for
-WordPiece the pure-Python data_pipelines.wordpiece, not the TF op), BERT's
+WordPiece the pure-Python text.wordpiece, not the TF op), BERT's
 `_truncate_seq_pair` and the layouts spelled with the special tokens' strings:
     BERT / ALBERT / ELECTRA   [CLS] A [SEP] B [SEP], segment ids 0 / 1, [PAD] or <pad>
     RoBERTa                   <s> A </s></s> B </s>, no segment ids, <pad>
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data_pipelines import tokenizers
+from text import tokenizers
 from garden.serving.text import TextPacker
 
 SPECIALS = {"wordpiece": ("[CLS]", "[SEP]", "[PAD]"),

@@ -1,9 +1,9 @@
-"""QuestionAnsweringServing's in-graph windows equal make_finetune's (data_pipelines.finetune.
+"""QuestionAnsweringServing's in-graph windows equal make_finetune's (text.finetune.
 squad.examples_features): token ids, segments, padding, max-context flags and the character
 spans of the context pieces, on contexts that need many windows, non-ASCII text whose UTF-8
 byte offsets differ from character offsets, a question longer than max_query_length and an
 empty context, for WordPiece, SentencePiece and byte-level BPE vocabularies (the graph's
-offsets, data_pipelines.tokenizers' tokenize_with_char_offsets, against the eager ones); and
+offsets, text.tokenizers' tokenize_with_char_offsets, against the eager ones); and
 the served answer's offsets are characters."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import tensorflow as tf
 
 from benchmarks import objectives_learn as learn
 
-from data_pipelines import tokenizers
-from data_pipelines.finetune import squad
+from text import tokenizers
+from text.finetune import squad
 from garden.models import factory
 from garden.models.bert.presets import bert_backbone_from_preset
 from garden.models.question_answering import SpanExtractor, decode_all

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data_pipelines import tokenizers
-from data_pipelines.finetune import conll
+from text import tokenizers
+from text.finetune import conll
 from garden.models.bert.presets import bert_backbone_from_preset
 from garden.models.tagger import TokenTagger
 from garden.serving.tagging import TaggerServing

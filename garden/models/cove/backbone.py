@@ -128,7 +128,7 @@ class CoveBackbone(Backbone):
         if not self.vocab:
             raise ValueError("CoveBackbone(glove=...) needs vocab=, the vocabulary file whose "
                              "pieces are the embedding rows")
-        from data_pipelines import tokenizers
+        from text import tokenizers
 
         kind = tokenizers.detect_kind(self.vocab)
         pieces = tokenizers.load_tokenizer(kind, self.vocab).vocab.tokens

@@ -69,7 +69,7 @@ class CharacterEncoder(keras.layers.Layer):
     """char_ids [B, T, C] -> token vectors [B, T, projection_size] (module docstring).
 
     char_table: None, or [vocab size, C] character ids of every piece of a vocabulary
-    (data_pipelines.char_ids.char_table): the input is then token_ids [B, T], looked up
+    (text.char_ids.char_table): the input is then token_ids [B, T], looked up
     in the table (a constant of the graph, not a weight)."""
 
     def __init__(self, num_characters: int, char_embedding_size: int,
@@ -206,8 +206,8 @@ class ElmoBackbone(Backbone):
 def vocab_char_table(vocab: str, max_characters: int) -> np.ndarray:
     """[vocab size, max_characters] ELMo character ids of every piece of the vocabulary file
     (its kind from its name, as the tokenizers detect it)."""
-    from data_pipelines import tokenizers
-    from data_pipelines.char_ids import char_table
+    from text import tokenizers
+    from text.char_ids import char_table
 
     loaded = tokenizers.load_tokenizer(tokenizers.detect_kind(vocab), vocab)
     return char_table(loaded.vocab, max_characters)

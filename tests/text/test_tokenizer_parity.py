@@ -41,7 +41,8 @@ import numpy as np
 import pytest
 import regex
 
-from data_pipelines import make_vocab, sample_corpus, tokenizers
+from text import tokenizers
+from data_pipelines import make_vocab, sample_corpus
 
 SEED, SENTENCES = 32, 3000
 

@@ -1,5 +1,5 @@
 """The garden turns oneDNN on where TensorFlow would not, and keeps a user's choice
-(data_pipelines/onednn.py). Fresh processes: TensorFlow reads the variable once, when it loads."""
+(text/onednn.py). Fresh processes: TensorFlow reads the variable once, when it loads."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import json, os
 import garden  # what every `python -m garden.X` imports first
 import tensorflow as tf
 from tensorflow.python.util import _pywrap_util_port
-from data_pipelines import onednn
+from text import onednn
 print(json.dumps({"variable": os.environ.get("TF_ENABLE_ONEDNN_OPTS"),
                   "mkl": bool(_pywrap_util_port.IsMklEnabled()), "state": onednn.state()}))
 """

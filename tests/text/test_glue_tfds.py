@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from data_pipelines.finetune import FinetuneDataError, glue, tfds_sources
+from text.finetune import FinetuneDataError, glue, tfds_sources
 
 
 def _mocked(records):

@@ -40,10 +40,10 @@ null slot.)
   serialization about half of make_finetune's per-window time;
 * unique_id = example_index * WINDOWS_PER_EXAMPLE + window_index.
 
-Tokenization is data_pipelines.tokenizers' tokenize_with_char_offsets for the contexts (each
+Tokenization is text.tokenizers' tokenize_with_char_offsets for the contexts (each
 distinct context of a batch once) and tokenize (ids only) for the questions, so WordPiece,
 SentencePiece and byte-level BPE vocabularies all work; WordPiece runs in pure Python
-(data_pipelines.wordpiece, FastBertTokenizer's ids and spans, tested against it). With
+(text.wordpiece, FastBertTokenizer's ids and spans, tested against it). With
 WordPiece the windows, max-context flags and positions equal Model Garden's squad_lib
 (tests/data_pipelines/test_squad_features.py), which splits the context at whitespace first
 and re-aligns the answer by matching its tokens.
@@ -68,9 +68,9 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from data_pipelines import features, tokenizers
-from data_pipelines.finetune import FinetuneDataError
-from data_pipelines.finetune.base import FinetuneKind
+from text import features, tokenizers
+from text.finetune import FinetuneDataError
+from text.finetune.base import FinetuneKind
 
 # TensorFlow is imported only by feature_spec / parse_record (readers of the records) and
 # read_tfds: make_finetune's job (read, tokenize, window, serialize) runs without it, which
@@ -257,7 +257,7 @@ def options_from_flags(args: argparse.Namespace) -> SquadOptions:
 
 
 def record_spec(options: SquadOptions) -> features.Spec:
-    """feature_spec as data_pipelines.features' Spec, without TensorFlow (what make_finetune
+    """feature_spec as text.features' Spec, without TensorFlow (what make_finetune
     serializes with and writes into info.json)."""
     spec = {name: features.Feature("int64", 1) for name in SCALARS}
     spec.update({name: features.Feature("int64", options.max_seq_length) for name in ROWS})
@@ -602,7 +602,7 @@ def examples_columns(examples: Sequence[SquadExample], tokenizer, options: Squad
     """The window records of ``examples`` (example_index = first_index + position) as columns
     (scalars [N, 1], rows [N, max_seq_length], int64; rows in example then window order), with
     all questions and the distinct contexts tokenized in one batched call each. What
-    make_finetune writes (through data_pipelines.features.serialize_columns).
+    make_finetune writes (through text.features.serialize_columns).
 
     An example that cannot be featurized (an answer that covers no piece, too many windows)
     raises FinetuneDataError, or, with ``on_error``, is reported there and gets no records.
@@ -628,7 +628,7 @@ def examples_features(examples: Sequence[SquadExample], tokenizer, options: Squa
 def example_features(example: SquadExample, tokenizer, options: SquadOptions,
                      example_index: int = 0) -> List[dict]:
     """The window records of one example (see the module docstring); ``tokenizer`` from
-    data_pipelines.tokenizers.load_tokenizer."""
+    text.tokenizers.load_tokenizer."""
     return examples_features([example], tokenizer, options, example_index)[0]
 
 

@@ -1,5 +1,5 @@
 """RoBERTa dynamic masking (docs/objectives.md section 3): the numpy function and the tf.data map that
-runs it (data_pipelines/dynamic.py).
+runs it (text/dynamic.py).
 
 Statistical tolerances: 5 binomial standard errors, 5 * sqrt(p (1 - p) / n); for the number of
 masks, int(x + U[0,1)) has mean x and variance <= 1/4, so a sum over R rows is within
@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data_pipelines import dynamic, features
+from text import dynamic, features
 from data_pipelines.objectives import base, roberta
 from objective_testing import within
+from text import vocab as text_vocab
 
 BOS, PAD, EOS, UNK, MASK, EOD = 0, 1, 2, 3, 4, 5
 SPECIALS = (BOS, PAD, EOS, UNK, MASK, EOD)
@@ -163,7 +164,7 @@ def test_tf_data_and_offline_paths_have_the_same_distribution():
 def test_trainer_batch_masker_and_parsed_roberta_records():
     # Blocks written by the roberta objective, parsed as the trainer parses them, then masked.
     tokens = ["<s>", "<pad>", "</s>", "<unk>", "<mask>", "<|endoftext|>"] + ["\u0120w%d" % i for i in range(6, VOCAB)]
-    vocab = base.make_vocab(tokens, {"bos": "<s>", "cls": "<s>", "pad": "<pad>", "eos": "</s>", "sep": "</s>",
+    vocab = text_vocab.make_vocab(tokens, {"bos": "<s>", "cls": "<s>", "pad": "<pad>", "eos": "</s>", "sep": "</s>",
                                      "unk": "<unk>", "mask": "<mask>", "eod": "<|endoftext|>"},
                             word_start=lambda t: t.startswith("\u0120"))
     rng = np.random.default_rng(4)

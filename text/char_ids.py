@@ -16,17 +16,17 @@ from typing import Tuple
 
 import numpy as np
 
-from data_pipelines.objectives import base
+from text import vocab as text_vocab
 
 BOS_CHAR, EOS_CHAR, BOW_CHAR, EOW_CHAR, PAD_CHAR = 256, 257, 258, 259, 260
 
 
-def sentence_marks(vocab: base.Vocab) -> Tuple[int, int]:
+def sentence_marks(vocab: text_vocab.Vocab) -> Tuple[int, int]:
     """(<S>, </S>) ids: the bos / eos roles, else WordPiece's cls / sep."""
     start = vocab.specials.get("bos", vocab.specials.get("cls"))
     end = vocab.specials.get("eos", vocab.specials.get("sep"))
     if start is None or end is None:
-        raise base.VocabularyRoleError(
+        raise text_vocab.VocabularyRoleError(
             f"objective bilm needs sentence marks (bos/eos or cls/sep) but vocabulary "
             f"{vocab.name} has {sorted(vocab.specials)}")
     return start, end
@@ -36,7 +36,7 @@ def piece_bytes(piece: str, byte_level: bool = False) -> bytes:
     """The text a piece stands for, as UTF-8 bytes, without its subword marker; byte_level:
     the piece is byte-level BPE symbols (U+0120 for a space), mapped back to their bytes."""
     if byte_level:
-        from data_pipelines.tokenizers import bytes_to_unicode
+        from text.tokenizers import bytes_to_unicode
 
         byte_of = {c: b for b, c in bytes_to_unicode().items()}
         if all(c in byte_of for c in piece):
@@ -56,7 +56,7 @@ def word_char_ids(text: bytes, max_characters: int) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=4)
-def char_table(vocab: base.Vocab, max_characters: int) -> np.ndarray:
+def char_table(vocab: text_vocab.Vocab, max_characters: int) -> np.ndarray:
     """[vocab size, max_characters] ELMo character ids of every piece (<S>, </S> marked)."""
     start, end = sentence_marks(vocab)
     byte_level = any(t.startswith("\u0120") for t in vocab.tokens)

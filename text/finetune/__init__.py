@@ -17,13 +17,15 @@ import side effects). A FinetuneDataError from a reader ends the job with its me
 a single example skips that example and is counted.
 """
 
+from typing import Tuple
+
 
 class FinetuneDataError(ValueError):
     """A fine-tuning data file is missing or malformed; the message names file and line/record."""
 
 
 # --task -> the module whose KIND the job uses, imported on first use.
-KINDS = {"squad": "data_pipelines.finetune.squad", "conll": "data_pipelines.finetune.conll"}
+KINDS = {"squad": "text.finetune.squad", "conll": "text.finetune.conll"}
 
 
 def get(name: str):
@@ -33,3 +35,12 @@ def get(name: str):
     if name not in KINDS:
         raise ImportError(f"unknown --task={name!r}; expected one of {sorted(KINDS)}")
     return importlib.import_module(KINDS[name]).KIND
+
+
+def parse_tfds(spec: str) -> Tuple[str, str]:
+    """"tfds:NAME[/CONFIG][:SPLIT]" -> ("NAME[/CONFIG]", SPLIT (default "train"))."""
+    body = spec[len("tfds:"):]
+    name, _, split = body.partition(":")
+    if not name:
+        raise ValueError(f"--input={spec}: expected tfds:NAME[/CONFIG][:SPLIT]")
+    return name, split or "train"

@@ -5,7 +5,7 @@ Three kinds, each learnt by ``data_pipelines.make_vocab --tokenizer=KIND``:
 * ``wordpiece`` (BERT, SpanBERT, ERNIE, ELECTRA, DistilBERT): a one-token-per-line
   ``vocab.txt`` with [PAD] [UNK] [CLS] [SEP] [MASK] first; tokenized by BERT's rules (basic
   tokenization + WordPiece, lower-casing with NFD accent stripping when ``lower_case``) as
-  data_pipelines.wordpiece implements them, equal to Hugging Face's BertTokenizer.
+  text.wordpiece implements them, equal to Hugging Face's BertTokenizer.
 * ``sentencepiece`` (ALBERT, XLNet, T5): a SentencePiece unigram ``.model`` (Kudo 2018;
   Kudo & Richardson 2018) with <pad>=0 </s>=1 <unk>=2 and control symbols [CLS] [SEP] [MASK]
   <eod>; tokenized by tensorflow-text's SentencepieceTokenizer, which applies the model's own
@@ -49,8 +49,8 @@ surrogate, naming the text (it has no UTF-8 form; the reference libraries refuse
 ``TextTokenizer.tokenize`` (eager, used by the Beam job) runs that very module for sentencepiece
 and bpe; for wordpiece it runs the ``tokenizers`` library's BERT pipeline (the reference itself,
 without TensorFlow, so Beam workers need not load it), and the graph module is tested against it
-on random text of every script (tests/data_pipelines/test_wordpiece.py); sentencepiece and bpe
-against their references likewise (tests/data_pipelines/test_tokenizer_parity.py). Either way a
+on random text of every script (tests/text/test_wordpiece.py); sentencepiece and bpe
+against their references likewise (tests/text/test_tokenizer_parity.py). Either way a
 served model sees exactly the ids it was trained on. Text never produces special ids (a literal
 "[MASK]" or "<mask>" in the input is ordinary text); objectives add specials by id.
 """
@@ -65,7 +65,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from data_pipelines import wordpiece
+from text import wordpiece
+from text import vocab as text_vocab
 
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 RESERVED_TOKENS = [PAD, UNK, CLS, SEP, MASK]
@@ -217,7 +218,7 @@ class TextTokenizer:
 
     kind: "wordpiece" | "sentencepiece" | "bpe".
     path: the vocabulary path it was loaded from (vocab.txt, .model, vocab.json).
-    vocab: a ``data_pipelines.objectives.base.Vocab`` (roles, special ids, word starts).
+    vocab: a ``text.vocab.Vocab`` (roles, special ids, word starts).
     fingerprint: "sha256:..." over the vocabulary file(s), recorded in info.json.
     lower_case: whether text is lower-cased first (must match make_vocab --lower_case).
     """
@@ -304,7 +305,7 @@ class TextTokenizer:
         """(ids, starts, ends) of each text with CHARACTER spans: ``tokenize_with_offsets``'s
         byte spans converted (a start inside a character moves to its start, an end inside one
         covers it). WordPiece computes them with the ``tokenizers`` library, without TensorFlow
-        (the graph module's spans are tested against them: tests/data_pipelines/test_wordpiece.py)."""
+        (the graph module's spans are tested against them: tests/text/test_wordpiece.py)."""
         if self._make_eager is not None:
             return self._eager.tokenize_with_char_offsets(texts)
         ids, starts, ends = self.tokenize_with_offsets(texts)
@@ -469,7 +470,7 @@ def valid_utf8(text):
     """In the graph: `text` with every ill-formed UTF-8 sequence (a stray byte, a cut or overlong
     sequence, an encoded surrogate such as ED A0 80, a code point above U+10FFFF) replaced by
     U+FFFD, as Python's ``bytes.decode("utf-8", "replace")`` does (one U+FFFD per maximal
-    ill-formed subsequence; tests/data_pipelines/test_tokenizer_parity.py compares the two);
+    ill-formed subsequence; tests/text/test_tokenizer_parity.py compares the two);
     valid text passes unchanged. A string tensor that a client sends over gRPC is bytes: the
     SentencePiece and BPE modules start with this, so that a served model answers for such bytes
     as for their replacement-decoded text instead of failing on them."""
@@ -501,7 +502,7 @@ def lower_in_graph(text):
 
 def char_spans(text, starts, ends):
     """In the graph: UTF-8 byte spans [start, end) of text[i] (ragged [batch, (pieces)]) ->
-    character spans, as data_pipelines.finetune.squad.char_offsets computes them eagerly: a
+    character spans, as text.finetune.squad.char_offsets computes them eagerly: a
     start inside a character moves to that character's start, an end inside one covers it."""
     import tensorflow as tf
 
@@ -594,7 +595,7 @@ def _sentencepiece_module():
                 model=model, out_type=tf.int32, nbest_size=1, return_nbest=True)
             # The op's model resource is made with an empty shared name, and a loaded SavedModel
             # holding two SentencePiece models ran both with the first one (found by
-            # tests/data_pipelines/test_tokenizer_parity.py): each model gets a name of its own,
+            # tests/text/test_tokenizer_parity.py): each model gets a name of its own,
             # from its bytes (the same model may share it).
             self.tokenizer._model_resource = _SentencePieceResource(model)
 
@@ -893,10 +894,9 @@ def load_tokenizer(kind: str, path: str, *, lower_case: bool = True) -> TextToke
 
 
 def _load_wordpiece(path: str, lower_case: bool) -> TextTokenizer:
-    from data_pipelines.objectives import base
 
     tokens = load_vocab(path)
-    vocab = base.make_vocab(
+    vocab = text_vocab.make_vocab(
         tokens, {"pad": PAD, "unk": UNK, "cls": CLS, "sep": SEP, "mask": MASK},
         word_start=lambda t: not t.startswith("##"), name=path)
     # The TF module is built (and TensorFlow imported) on first use, not here.
@@ -907,7 +907,6 @@ def _load_wordpiece(path: str, lower_case: bool) -> TextTokenizer:
 
 def _load_sentencepiece(path: str, lower_case: bool) -> TextTokenizer:
     import sentencepiece as spm
-    from data_pipelines.objectives import base
 
     model = _read_bytes(path)
     sp = spm.SentencePieceProcessor()
@@ -928,14 +927,13 @@ def _load_sentencepiece(path: str, lower_case: bool) -> TextTokenizer:
     roles = {"pad": SP_PAD, "eos": SP_EOS, "unk": SP_UNK, "cls": pick("[CLS]", "<cls>"),
              "sep": pick("[SEP]", "<sep>"), "mask": pick("[MASK]", "<mask>"), "eod": "<eod>"}
     control = [tokens[i] for i in range(len(tokens)) if sp.IsControl(i) or sp.IsUnknown(i)]
-    vocab = base.make_vocab(tokens, roles, word_start=lambda t: t.startswith(SP_WORD_START),
+    vocab = text_vocab.make_vocab(tokens, roles, word_start=lambda t: t.startswith(SP_WORD_START),
                             control=control, name=path)
     return TextTokenizer("sentencepiece", path, vocab, vocab_fingerprint(path), lower_case,
                          lambda: _sentencepiece_module()(model, lower_case))
 
 
 def _load_bpe(path: str, lower_case: bool) -> TextTokenizer:
-    from data_pipelines.objectives import base
 
     vocab_path, merges_path = bpe_files(path)
     try:
@@ -969,7 +967,7 @@ def _load_bpe(path: str, lower_case: bool) -> TextTokenizer:
         tokens[i] = piece
     roles = {"bos": "<s>", "cls": "<s>", "pad": "<pad>", "eos": "</s>", "sep": "</s>", "unk": "<unk>",
              "mask": "<mask>", "eod": "<|endoftext|>"}
-    vocab = base.make_vocab(tokens, roles, word_start=lambda t: t.startswith(BPE_WORD_START),
+    vocab = text_vocab.make_vocab(tokens, roles, word_start=lambda t: t.startswith(BPE_WORD_START),
                             control=BPE_SPECIALS, name=vocab_path)
     return TextTokenizer("bpe", vocab_path, vocab, _fingerprint_files([vocab_path, merges_path]),
                          lower_case, lambda: _bytepair_module()(vocabulary, merges, lower_case))

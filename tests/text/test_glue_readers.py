@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from data_pipelines.finetune import FinetuneDataError, glue, swag
+from text.finetune import FinetuneDataError, glue, swag
 
 T = "\t"
 

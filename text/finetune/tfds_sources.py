@@ -4,13 +4,13 @@
                                   are validation_matched / validation_mismatched)
     tfds:hellaswag[:split]      -> [swag.SwagExample]   (context, 4 endings, label)
 `tfds:swag` is refused with a message: tensorflow-datasets (4.9) has no SWAG builder; use the
-official CSV files (data_pipelines.finetune.swag) or HellaSwag, which has SWAG's shape.
+official CSV files (text.finetune.swag) or HellaSwag, which has SWAG's shape.
 
 The dataset must already be prepared under `data_dir` (tfds build / download_and_prepare); a
 missing one raises FinetuneDataError naming the spec and the data_dir. Labels become the
 strings of the GLUE files, so a model's class order never depends on the source: TFDS's
 ClassLabel id i is the name label_classes[i], which for the 0/1 tasks is GLUE's "i" (MRPC 1 =
-equivalent, WNLI 1 = entailment; data_pipelines.finetune.glue.LABEL_ORDERS) and for MNLI / QNLI /
+equivalent, WNLI 1 = entailment; text.finetune.glue.LABEL_ORDERS) and for MNLI / QNLI /
 RTE the same words; TFDS's test label -1 becomes None. A record that breaks the format (not
 four endings, a label out of range) names the spec and the record index.
 """
@@ -19,8 +19,7 @@ from __future__ import annotations
 
 from typing import List, Optional, Union
 
-from data_pipelines.finetune import FinetuneDataError, glue, swag
-from data_pipelines.sources import parse_tfds
+from text.finetune import FinetuneDataError, glue, parse_tfds, swag
 
 # GLUE task -> (TFDS text feature of text_a, of text_b)
 TFDS_TEXT = {"cola": ("sentence", None), "sst2": ("sentence", None),

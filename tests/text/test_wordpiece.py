@@ -1,4 +1,4 @@
-"""BERT WordPiece (data_pipelines.wordpiece) against its reference, Hugging Face's BertTokenizer,
+"""BERT WordPiece (text.wordpiece) against its reference, Hugging Face's BertTokenizer,
 on any text: the shipped per-codepoint table is re-derived from the ``tokenizers`` library, and
 the ids and character offsets of the eager tokenizer (the Beam jobs) and of the graph module
 (the trainer's packer, every export) are compared with the reference's on the sample corpus, on
@@ -10,7 +10,8 @@ import unicodedata
 import numpy as np
 import pytest
 
-from data_pipelines import sample_corpus, tokenizers, wordpiece
+from text import tokenizers, wordpiece
+from data_pipelines import sample_corpus
 
 # Blocks a real corpus can hold: [first, last) codepoints.
 BLOCKS = {
@@ -134,7 +135,7 @@ def _lists(rows):
 
 def test_shipped_tables_are_the_references():
     """Every codepoint's template, read off the installed tokenizers library again: an upgrade
-    that changes one fails here (regenerate: python -m data_pipelines.wordpiece)."""
+    that changes one fails here (regenerate: python -m text.wordpiece)."""
     assert wordpiece.derive_tables() == wordpiece.load_tables()
     # what the tables say, for a few known characters
     assert wordpiece.normalize("A\u00c9\u00df\u2026\ufb01\u00b2", True) == "ae\u00df \u2026 \ufb01\u00b2"
@@ -159,7 +160,7 @@ def test_ids_and_offsets_equal_bert_tokenizer(setup, lower_case):
     wrong = [(t, g, e) for t, g, e in zip(texts, graph, expected) if g != e]
     # Ids always equal. Spans may differ only where NFD's canonical reordering moved a spacing
     # mark of non-zero combining class past a deleted one: the reference then reports the
-    # span of the position, the graph that of the character (data_pipelines.wordpiece).
+    # span of the position, the graph that of the character (text.wordpiece).
     assert not [w for w in wrong if w[1][0] != w[2][0] or not REORDERED.intersection(w[0])], wrong[:2]
     assert len(wrong) <= 3
     assert module(tf.constant(texts)).to_list() == [row[0] for row in expected] == tok.tokenize(texts)

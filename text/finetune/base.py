@@ -14,8 +14,8 @@ import argparse
 import dataclasses
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from data_pipelines import features
-from data_pipelines.finetune import FinetuneDataError
+from text import features
+from text.finetune import FinetuneDataError
 
 # An example the kind cannot featurize: on_error(its index in the input, the error); the
 # example gets no records (the job names the first few in its log and counts them).
@@ -53,7 +53,7 @@ class FinetuneKind:
 
 
 def spec_of_parsing(tf_spec) -> features.Spec:
-    """A {name: tf.io.FixedLenFeature} parsing spec as data_pipelines.features' Spec (a scalar is
+    """A {name: tf.io.FixedLenFeature} parsing spec as text.features' Spec (a scalar is
     one value)."""
     spec = {}
     for name, f in tf_spec.items():

@@ -22,7 +22,7 @@ import dataclasses
 import re
 from typing import List, Optional
 
-from data_pipelines import tokenizers
+from text import tokenizers
 
 # A cased vocabulary: at least this share of its pieces with letters hold a capital. One
 # learned from lower-cased text has none (tested for the three kinds); one learned from cased

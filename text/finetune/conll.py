@@ -6,7 +6,7 @@ sentence; `-DOCSTART- -X- -X- O` lines start a document (they are not sentences)
 are IOB1 as distributed (an entity starts with I-; B- only separates two adjacent entities of
 the same type); IOB2 files (every entity starts with B-) are accepted with scheme="iob2",
 where an I-X that does not continue an X entity is an error. `iob1_to_iob2`
-(data_pipelines/tag_schemes.py) converts tags for scoring (garden.metrics.tagging).
+(text/tag_schemes.py) converts tags for scoring (garden.metrics.tagging).
 
 Errors (FinetuneDataError) name file:line: a line without exactly four columns, a tag that is
 not O / B-TYPE / I-TYPE (or not among the label names), an IOB2 violation, invalid UTF-8.
@@ -33,7 +33,7 @@ builds the same ids in the graph from raw sentences (tested equal).
 (`read_examples("tfds:conll2003:dev", data_dir=...)`, make_finetune
 `--input=tfds:conll2003:dev --tfds_data_dir=...`); its ner ClassLabel names are the tags.
 
-make_finetune kind (data_pipelines/finetune/__init__.py): NAME "conll", flags
+make_finetune kind (text/finetune/__init__.py): NAME "conll", flags
 --max_seq_length (128), --conll_scheme (iob1), --conll_labels (CoNLL-2003's nine).
 """
 
@@ -43,9 +43,9 @@ import dataclasses
 import os
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from data_pipelines.finetune import FinetuneDataError
-from data_pipelines.tag_schemes import iob1_to_iob2, tag_type  # noqa: F401  (iob1_to_iob2: conll's API)
-from data_pipelines.finetune.base import FinetuneKind, records_by_example, spec_of_parsing
+from text.finetune import FinetuneDataError
+from text.tag_schemes import iob1_to_iob2, tag_type  # noqa: F401  (iob1_to_iob2: conll's API)
+from text.finetune.base import FinetuneKind, records_by_example, spec_of_parsing
 
 NAME = "conll"
 
@@ -350,7 +350,7 @@ def options_from_flags(args) -> ConllOptions:
 
 
 def record_spec(options: ConllOptions):
-    """feature_spec as data_pipelines.features' Spec (what make_finetune serializes with)."""
+    """feature_spec as text.features' Spec (what make_finetune serializes with)."""
     return spec_of_parsing(feature_spec(options))
 
 

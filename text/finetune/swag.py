@@ -20,8 +20,8 @@ import dataclasses
 import io
 from typing import List, Optional, Tuple
 
-from data_pipelines.finetune import FinetuneDataError
-from data_pipelines.finetune.glue import read_text
+from text.finetune import FinetuneDataError
+from text.finetune.glue import read_text
 
 NUM_CHOICES = 4
 COLUMNS = ("video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source",

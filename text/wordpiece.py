@@ -23,7 +23,7 @@ library's own pipeline built from the vocabulary (no TensorFlow in the workers).
 
 In the graph (training's packer, every export): ``graph_module``. Steps 1-4 are a map of each
 codepoint to a string, read off the same library over every codepoint into
-``wordpiece_tables.json.gz`` (``python -m data_pipelines.wordpiece`` re-derives it; a test
+``wordpiece_tables.json.gz`` (``python -m text.wordpiece`` re-derives it; a test
 requires the shipped file to equal a fresh derivation): a codepoint keeps itself, is deleted,
 becomes a space, is wrapped in spaces (punctuation, CJK) or becomes a fixed string (lower-case,
 NFD without marks). The graph looks each codepoint's run up with ``searchsorted``, builds the

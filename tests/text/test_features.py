@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data_pipelines import features
+from text import features
 
 
 def _proto_bytes(spec, values):

@@ -80,7 +80,7 @@ def serialize_example(spec: Spec, values: Mapping[str, Sequence]) -> bytes:
     (map entries sorted by feature name, so two workers write the same bytes for the same
     instance), encoded here directly with numpy: building the protobuf message field by field
     cost about 0.4 ms per BERT instance, more than making the instance
-    (tests/data_pipelines/test_features.py checks the equality).
+    (tests/text/test_features.py checks the equality).
     """
     unknown = set(values) - set(spec)
     missing = set(spec) - set(values)
@@ -314,7 +314,7 @@ def tf_parsing_spec(spec: Spec) -> dict:
 
 def roberta_pretrain_spec(max_seq_length: int) -> Spec:
     """RoBERTa packed blocks (docs/objectives.md section 3): ``<s>`` + up to max_seq_length - 1
-    pieces, UNMASKED; the input pipeline (data_pipelines.dynamic) adds masked_lm_positions,
+    pieces, UNMASKED; the input pipeline (text.dynamic) adds masked_lm_positions,
     masked_lm_ids and masked_lm_weights afresh every time a block is read."""
     return {
         "input_ids": Feature("int64", max_seq_length),

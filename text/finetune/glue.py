@@ -39,7 +39,7 @@ from typing import Dict, List, Optional, Sequence, Union
 
 import tensorflow as tf
 
-from data_pipelines.finetune import FinetuneDataError
+from text.finetune import FinetuneDataError
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""make_vocab for every tokenizer kind and data_pipelines.tokenizers.load_tokenizer.
+"""make_vocab for every tokenizer kind and text.tokenizers.load_tokenizer.
 
 Vocabularies are learnt here on a few hundred real English sentences (the Python reference
 topics of data_pipelines.sample_corpus) plus a few accented/CJK/emoji lines, with tiny sizes
@@ -13,7 +13,8 @@ import shutil
 
 import pytest
 
-from data_pipelines import make_vocab, sample_corpus, tokenizers
+from text import tokenizers
+from data_pipelines import make_vocab, sample_corpus
 
 VARIED = [
     "Hello, World!",
@@ -308,14 +309,14 @@ def test_loading_local_vocabularies_imports_no_tensorflow(vocabs):
     paths, _ = vocabs
     script = (
         "import sys, json\n"
-        "from data_pipelines import make_pretrain, tokenizers\n"
+        "from data_pipelines import make_pretrain\nfrom text import tokenizers\n"
         "paths = json.loads(sys.argv[1])\n"
         "loaded = {k: tokenizers.load_tokenizer(k, p) for k, p in paths.items()}\n"
         "assert 'tensorflow' not in sys.modules, 'TensorFlow imported by loading'\n"
         "assert all(t.fingerprint.startswith('sha256:') for t in loaded.values())\n"
         "assert tokenizers.detect_kind(paths['bpe'].rsplit('/', 1)[0]) == 'bpe'\n"
         "ids = loaded['wordpiece'].tokenize(['hello world'])\n"
-        "assert 'tensorflow' not in sys.modules and len(ids[0]) >= 2  # data_pipelines.wordpiece\n"
+        "assert 'tensorflow' not in sys.modules and len(ids[0]) >= 2  # text.wordpiece\n"
         "ids = loaded['sentencepiece'].tokenize(['hello world'])\n"
         "assert 'tensorflow' in sys.modules and len(ids[0]) >= 2\n")
     done = subprocess.run([sys.executable, "-c", script, json.dumps(paths)],
@@ -343,7 +344,7 @@ def cased_toks(corpus, vocabs, tmp_path_factory):
 
 @pytest.mark.parametrize("kind", tokenizers.KINDS)
 def test_casing_tells_cased_from_uncased_vocabularies(kind, toks, cased_toks):
-    from data_pipelines import casing
+    from text import casing
 
     uncased, cased = casing.casing(toks[kind]), casing.casing(cased_toks[kind])
     # Learnt from lower-cased text: not one capital, whatever the kind's piece spelling
@@ -367,7 +368,7 @@ def test_casing_tells_cased_from_uncased_vocabularies(kind, toks, cased_toks):
 
 
 def test_casing_reads_pieces_without_their_markers():
-    from data_pipelines import casing
+    from text import casing
 
     assert casing._text("wordpiece", "##The") == "The" and casing._text("wordpiece", "##s") == "s"
     assert casing._text("sentencepiece", "\u2581The") == "The"
