@@ -558,6 +558,20 @@ def _original_spans(text, lowered, starts, ends, lower_case: bool):
     return _lowered_to_original(text, starts, ends) if lower_case else (starts, ends)
 
 
+def _has_lattice(model: bytes) -> bool:
+    """Whether a SentencePiece model decodes by a lattice (unigram) and so has an n-best list:
+    the sentencepiece library refuses NBestEncode for the other model types (BPE)."""
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor()
+    sp.LoadFromSerializedProto(model)
+    try:
+        sp.NBestEncodeAsIds("a", 1)
+    except RuntimeError:
+        return False
+    return True
+
+
 @functools.lru_cache(maxsize=None)
 def _sentencepiece_module():
     """The SentencePiece tokenizer module class (defined on first use)."""
@@ -591,8 +605,10 @@ def _sentencepiece_module():
             # defines and ran when ALBERT, XLNet and T5 were pretrained; the op's default Encode
             # is the "optimized" encoder of its bundled 0.1.96, whose candidate scores are
             # doubles and which breaks exact ties differently (see the module docstring).
-            self.tokenizer = tf_text.SentencepieceTokenizer(
-                model=model, out_type=tf.int32, nbest_size=1, return_nbest=True)
+            # Only a unigram model has a lattice: a BPE-type SentencePiece model (some released
+            # checkpoints) refuses NBestEncode and takes the op's plain Encode, its only one.
+            nbest = {"nbest_size": 1, "return_nbest": True} if _has_lattice(model) else {}
+            self.tokenizer = tf_text.SentencepieceTokenizer(model=model, out_type=tf.int32, **nbest)
             # The op's model resource is made with an empty shared name, and a loaded SavedModel
             # holding two SentencePiece models ran both with the first one (found by
             # tests/text/test_tokenizer_parity.py): each model gets a name of its own,

@@ -133,9 +133,12 @@ def test_a_backbone_binding_of_bi_data_is_not_overridden(xlnet_data, task_option
     """garden.Pretraining passes only the XLNet options set on it: a backbone.bi_data binding
     (modelled by the factory's own keyword, which an explicit argument wins over as in gin) used
     to be replaced by the task's default False, silently."""
+    import gin
+
     from garden.models.factory import backbone
     from garden.tasks.pretraining import Pretraining
 
+    gin.clear_config()  # the gin bindings of an earlier test's run (backbone.mem_len) stay global
     d = xlnet_data
     bound_args = {} if bound is None else {"bi_data": bound}
     task = Pretraining(backbone=lambda **kw: backbone(**{"preset": "xlnet_tiny", **bound_args, **kw}),
