@@ -250,8 +250,10 @@ class QuestionAnsweringServing(ServingModule):
                 "end_logits": tf.cast(out["end_logits"], tf.float32)}
 
     def answer(self, question, context) -> Dict[str, tf.Tensor]:
-        question = checked_text(question, "question")
-        context = checked_text(context, "context")
+        # Answers are cut from the context: ill-formed UTF-8 (gRPC sends bytes) is read as its
+        # replacement decoding first, so that the answer and its span are of that text.
+        question = tokenizers.valid_utf8(checked_text(question, "question"))
+        context = tokenizers.valid_utf8(checked_text(context, "context"))
         same = tf.debugging.assert_equal(
             tf.size(question), tf.size(context),
             message="question and context must hold the same number of texts (one pair per row)")

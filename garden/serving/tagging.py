@@ -145,7 +145,9 @@ class TaggerServing(ServingModule):
         return inputs, rows, offset + 1
 
     def tag_text(self, sentences) -> Dict[str, tf.Tensor]:
-        text = checked_text(sentences, "sentences")
+        # Words and entities are cut from the text: ill-formed UTF-8 (gRPC sends bytes) is read
+        # as its replacement decoding first, so that they are of that text.
+        text = tokenizers.valid_utf8(checked_text(sentences, "sentences"))
         words, starts, ends = tf_text.regex_split_with_offsets(text, WHITESPACE)
         inputs, rows, positions = self.encode_words(words)
         logits = tf.cast(self.model(model_inputs(self.model, inputs), training=False)["logits"],

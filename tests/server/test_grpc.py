@@ -571,3 +571,26 @@ def test_readme_grpc_client_snippet_answers_like_rest(server, client):
     rest = _rest(client, "/v1/models/sentiment:predict", {"instances": ["a fine film"]})
     label = rest["predictions"][0]["label"]
     assert proc.stdout.strip().splitlines()[-1] == f"[b'{label}'] 1", proc.stdout
+
+
+# Ill-formed UTF-8 (a stray byte, a cut sequence, an encoded surrogate) in each text field.
+BAD_BYTES = [b"Anna \xff lives in Paris", b"\xed\xa0\x80the movie was good \xe2\x82", b"\xf0\x9f\x98"]
+
+
+def test_ill_formed_utf8_answers_as_its_replacement_decoding(stub):
+    """A gRPC string tensor is bytes: every text signature answers for ill-formed UTF-8 exactly
+    as for the bytes decoded with replacement characters (bytes.decode("utf-8", "replace")), and
+    the server goes on serving (issue 32)."""
+    decoded = [b.decode("utf-8", "replace") for b in BAD_BYTES]
+    for name, inputs, fixed in (
+            ("sentiment", {"text_a": BAD_BYTES}, {"text_a": decoded}),
+            ("tagger", {"sentences": BAD_BYTES}, {"sentences": decoded}),
+            ("qa", {"question": BAD_BYTES, "context": [b * 3 for b in BAD_BYTES]},
+             {"question": decoded, "context": [d * 3 for d in decoded]})):
+        got = _as_json(_predict(stub, name, inputs))
+        _same(got, _as_json(_predict(stub, name, fixed)))
+    # the answers are spans of the decoded text, and the server still answers
+    got = _as_json(_predict(stub, "qa", {"question": BAD_BYTES, "context": BAD_BYTES}))
+    for answer, start, end, context in zip(got["answer"], got["start"], got["end"], decoded):
+        assert answer == (context[start:end] if start >= 0 else "")
+    assert _as_json(_predict(stub, "sentiment", {"text_a": TEXTS}))["label"]
