@@ -35,7 +35,7 @@ import sys
 import tempfile
 from typing import Iterator, List, Optional, Sequence
 
-from text import tokenizers, wordpiece
+from text import tokenizers
 from data_pipelines import gcs, sources
 
 _LOG = logging.getLogger("data_pipelines.make_vocab")
@@ -115,14 +115,9 @@ def learn_vocab(files: Sequence[str], vocab_size: int, lower_case: bool,
     if next(iter_lines(files, Skips(), max_line_bytes), None) is None:
         raise InputError(f"input files hold no text: {list(files)[:5]}")
 
-    # The learner counts the words of BERT's basic tokenization as the tokenizer cuts them
-    # (text.wordpiece: no compatibility folding); its own would fold "\u2026" to "...", and
-    # learn pieces the tokenizer never looks up. So it gets the words, and folds nothing.
-    words = wordpiece.basic_words(lower_case)
-
     def sentences():
         skips.counts.clear()  # one count per pass over the files
-        yield from map(words, iter_lines(files, skips, max_line_bytes))
+        yield from iter_lines(files, skips, max_line_bytes)
 
     # The lines go through the shared reader (not tf.data.TextLineDataset), so an invalid
     # UTF-8 line is skipped and counted instead of failing the learner.
@@ -131,7 +126,7 @@ def learn_vocab(files: Sequence[str], vocab_size: int, lower_case: bool,
         lines.batch(1024).prefetch(2),
         vocab_size=vocab_size,
         reserved_tokens=list(tokenizers.RESERVED_TOKENS),
-        bert_tokenizer_params={"lower_case": False},
+        bert_tokenizer_params={"lower_case": lower_case},
         learn_params=learn_params or {},
     )
     if vocab[:len(tokenizers.RESERVED_TOKENS)] != tokenizers.RESERVED_TOKENS:

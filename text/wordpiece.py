@@ -81,18 +81,6 @@ def reference_tokenizer(vocab: Sequence[str], lower_case: bool, unk: str = "[UNK
     return tok
 
 
-def basic_words(lower_case: bool):
-    """line -> its words as BERT's basic tokenization cuts them (steps 1-4 of the module
-    docstring, the reference's normaliser and pre-tokenizer), joined by single spaces: what a
-    WordPiece learner must count for its pieces to be the ones this tokenizer looks up."""
-    from tokenizers import normalizers, pre_tokenizers
-
-    normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
-                                            strip_accents=lower_case, lowercase=lower_case)
-    pre = pre_tokenizers.BertPreTokenizer()
-    return lambda line: " ".join(w for w, _ in pre.pre_tokenize_str(normalizer.normalize_str(line)))
-
-
 class WordPieceTokenizer:
     """Text -> BERT WordPiece ids (and character offsets), eagerly, with the reference pipeline.
 

@@ -106,8 +106,9 @@ def test_make_vocab_cli(sample, tmp_path):
     # piece is a word of the lower-cased input (BERT's basic tokenizer, as the learner splits
     # it), a prefix of one, "##" and a part of one after its first character, or a character of
     # the input, alone or after "##" (the learner adds both forms of every character).
-    basic = wordpiece.basic_words(lower_case=True)
-    words = {w for line in lines for w in basic(line).split()}
+    from tensorflow_text.python.ops.bert_tokenizer import BasicTokenizer
+
+    words = {w.decode("utf-8") for w in BasicTokenizer(lower_case=True).tokenize(lines).flat_values.numpy()}
     allowed = ({w[:j] for w in words for j in range(1, len(w) + 1)}
                | {"##" + w[i:j] for w in words for i in range(1, len(w)) for j in range(i + 1, len(w) + 1)}
                | {form + c for w in words for c in w for form in ("", "##")})
