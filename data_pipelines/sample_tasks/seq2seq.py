@@ -11,7 +11,7 @@ is in two splits. Files: train.jsonl, dev.jsonl, test.jsonl with one JSON object
 fields from a TSV with a header).
 
 Trivial baselines on dev, ROUGE-1/2/L F (rouge-score: its default tokenizer, no stemmer; the
-mean over the examples and its standard error, the numbers garden.metrics.rouge's
+mean over the examples and its standard error, the numbers text.rouge's
 trivial_baselines gives, which garden.tasks.lm_finetuning reports beside its scores), in the
 summary:
     lead     the source's first N words, N = the median word count of the train targets
@@ -25,21 +25,16 @@ and, for reference, not a trivial baseline, the extractive rule that solves the 
 
 from __future__ import annotations
 
-import collections
 import hashlib
 import json
 import os
 import re
-import statistics
-from typing import Dict, Sequence
-
-import numpy as np
 
 from data_pipelines.sample_tasks.classification import Documents, clean, rng
+from text import rouge
 
 MIN_WORDS, MAX_WORDS = 3, 12
 MAX_PER_SPLIT = {"train": 2000, "dev": 200, "test": 200}
-ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
 _WORD = re.compile(r"\S+")
 
 
@@ -73,42 +68,6 @@ def write_jsonl(output_dir: str, rows: dict) -> None:
                 f.write(json.dumps(e, ensure_ascii=False) + "\n")
 
 
-def rouge(predictions: Sequence[str], references: Sequence[str]) -> Dict[str, float]:
-    """Mean ROUGE-1/2/L F over the pairs and each mean's standard error (`<type>_se`)."""
-    from rouge_score import rouge_scorer
-
-    scorer = rouge_scorer.RougeScorer(list(ROUGE_TYPES))
-    # rouge-score's argument order is (target, prediction).
-    rows = [scorer.score(r, p) for p, r in zip(predictions, references, strict=True)]
-    out: Dict[str, float] = {}
-    for k in ROUGE_TYPES:
-        values = np.array([row[k].fmeasure for row in rows], np.float64)
-        out[k] = float(values.mean()) if len(values) else 0.0
-        out[f"{k}_se"] = (float(values.std(ddof=1) / np.sqrt(len(values)))
-                          if len(values) > 1 else 0.0)
-    return out
-
-
-def baselines(train_targets: Sequence[str], sources: Sequence[str],
-              references: Sequence[str]) -> Dict[str, object]:
-    """rouge() of the trivial predictions (module docstring) for (sources -> references), N =
-    the median word count of the train targets; also "words" (N) and "constant_prediction"."""
-    n = int(statistics.median(len(_WORD.findall(t)) for t in train_targets)) if len(
-        train_targets) else 0
-    counts = collections.Counter(w for t in train_targets for w in _WORD.findall(t.lower()))
-    constant = " ".join(w for w, _ in counts.most_common(n))
-    predictions = {
-        "lead": [" ".join(_WORD.findall(s)[:n]) for s in sources],
-        "constant": [constant] * len(sources),
-        "empty": [""] * len(sources),
-        "tail": [" ".join(_WORD.findall(s)[-n:]) if n else "" for s in sources],
-    }
-    out: Dict[str, object] = {name: rouge(p, references) for name, p in predictions.items()}
-    out["words"] = n
-    out["constant_prediction"] = constant
-    return out
-
-
 def write(documents: Documents, output_dir: str) -> dict:
     """train/dev/test.jsonl and the summary (see the module docstring)."""
     os.makedirs(output_dir, exist_ok=True)
@@ -116,8 +75,8 @@ def write(documents: Documents, output_dir: str) -> dict:
     write_jsonl(output_dir, {split: [{"source": e["source"], "target": e["target"]} for e in r]
                              for split, r in rows.items()})
     dev = rows["dev"]
-    scores = baselines([e["target"] for e in rows["train"]], [e["source"] for e in dev],
-                       [e["target"] for e in dev])
+    scores = rouge.trivial_baselines([e["target"] for e in rows["train"]],
+                                     [e["source"] for e in dev], [e["target"] for e in dev])
     return {"files": ["train.jsonl", "dev.jsonl", "test.jsonl"],
             "format": 'JSONL {"source", "target"}',
             "counts": {split: {"examples": len(r)} for split, r in rows.items()},

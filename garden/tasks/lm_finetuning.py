@@ -40,7 +40,7 @@ Evaluation (evaluate / finish, on the eval file, the first `max_eval_examples`):
                     GenerationConfig fields, e.g. {"method": "beam", "num_beams": 4,
                     "length_penalty": 0.6}; max_new_tokens defaults to max_target_length), the
                     new tokens up to EOS decoded to text and scored with ROUGE-1/2/L F against
-                    the targets (garden.metrics.rouge: rouge-score's tokenizer, no stemmer),
+                    the targets (text.rouge: rouge-score's tokenizer, no stemmer),
                     next to the trivial baselines (lead-N, constant, empty; and the tail rule).
 finish() adds them to summary.json and writes the predictions to <model_dir>/predictions.jsonl.
 
@@ -80,7 +80,7 @@ import tensorflow as tf
 
 from text import tokenizers
 from garden import losses
-from garden.metrics import rouge
+from text import rouge
 from garden.models import framing
 from garden.tasks.base import Stage, Task
 from garden.tasks.shared import batches, restore_backbone

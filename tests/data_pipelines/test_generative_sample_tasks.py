@@ -1,8 +1,7 @@
 """`python -m data_pipelines.sample_tasks --kinds=seq2seq,freeform`: the documented rules hold
 (each target is the sentence that follows the source's first sentence in its document; each
 free-form answer is the word after the question's four words in a corpus sentence), splits
-share no document, and README.json's baselines (rouge-score called by the sample task) are what
-garden.metrics.rouge computes."""
+share no document, and README.json's baselines are what text.rouge computes from the files."""
 
 from __future__ import annotations
 
@@ -14,7 +13,7 @@ import pytest
 
 from data_pipelines.sample_tasks import __main__ as cli
 from data_pipelines.sample_tasks import classification, freeform, seq2seq
-from garden.metrics import rouge
+from text import rouge
 
 
 @pytest.fixture(scope="module")

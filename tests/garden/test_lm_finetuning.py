@@ -33,7 +33,7 @@ import tensorflow as tf
 from data_pipelines import make_vocab
 from data_pipelines.sample_tasks import __main__ as sample_tasks
 from garden import train as train_lib
-from garden.metrics import rouge
+from text import rouge
 from garden.tasks import lm_finetuning
 from garden.tasks.text_files import TaskDataError
 from generative_testing import ToyCausalLM, ToySeq2SeqLM

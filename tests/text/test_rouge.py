@@ -1,4 +1,4 @@
-"""garden/metrics/rouge.py against ROUGE values computed by hand (rouge-score's tokenizer:
+"""text/rouge.py against ROUGE values computed by hand (rouge-score's tokenizer:
 lower-case, [a-z0-9] runs; F = 2PR / (P + R)), and the trivial baselines of the LM tasks."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from garden.metrics import rouge
+from text import rouge
 
 
 def test_hand_computed_scores():
