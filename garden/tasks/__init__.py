@@ -3,12 +3,15 @@
 Explicit, like data_pipelines/objectives/__init__.py: a dict of gin name -> "module:Class",
 imported on demand, and one function that registers the table with gin as garden.<Name>.
 Nothing is registered by importing a module. Adding a task is one module plus one row here.
+A retired task name is no row: text/kinds.py RENAMED says what replaced it (renamed_hint).
 """
 
 from __future__ import annotations
 
 import importlib
 from typing import Dict
+
+from text import kinds
 
 TASKS: Dict[str, str] = {
     "Pretraining": "garden.tasks.pretraining:Pretraining",
@@ -22,18 +25,6 @@ TASKS: Dict[str, str] = {
     "LastTokenClassification": "garden.tasks.last_token_classification:LastTokenClassification",
     "CovePretraining": "garden.tasks.cove_pretraining:CovePretraining",
     "CvtTagging": "garden.tasks.cvt_tagging:CvtTagging",
-}
-
-# Gin names of the tasks Pretraining replaced -> the binding that selects the same family, for
-# the message a config using an old name gets (not aliases: an old name bound beside a run
-# file that uses garden.Pretraining would be silently ignored).
-RENAMED: Dict[str, str] = {
-    "BertPretraining": "family = 'bert' (ERNIE: also objective = 'ernie')",
-    "AlbertPretraining": "family = 'albert'",
-    "RobertaPretraining": "family = 'roberta'",
-    "SpanBertPretraining": "family = 'spanbert'",
-    "ElectraPretraining": "family = 'electra'",
-    "EncoderPretraining": "family = ...",
 }
 
 
@@ -64,7 +55,6 @@ def register_with_gin() -> None:
 
 
 def renamed_hint(message: str) -> str:
-    """What to bind instead, when a gin error names a task that Pretraining replaced."""
-    hints = [f"garden.{old} is now garden.Pretraining with garden.Pretraining.{new}"
-             for old, new in RENAMED.items() if f"garden.{old}" in message]
-    return "; ".join(hints)
+    """What to bind instead, when a gin error names a retired task name (text/kinds.py
+    RENAMED, the one table of renames); "" when it names none."""
+    return kinds.hint(message)

@@ -1,0 +1,27 @@
+"""text.kinds: the one table of retired names, and the hint that names what replaced one."""
+
+from text import kinds
+
+
+def test_a_retired_gin_name_is_named_with_what_replaced_it():
+    message = "No configurable matching reference '@garden.RobertaPretraining()'."
+    assert kinds.hint(message) == ("garden.RobertaPretraining is now garden.Pretraining with "
+                                   "garden.Pretraining.family = 'roberta'")
+    # A binding without the module (RobertaPretraining.vocab = ...) names the same configurable.
+    assert kinds.hint("No configurable matching 'RobertaPretraining'.") == kinds.hint(message)
+    assert kinds.renamed("garden.RobertaPretraining") == kinds.hint(message)
+
+
+def test_only_whole_names_are_matched():
+    for message in ("No configurable matching 'garden.Pretraining'",
+                    "No configurable matching 'garden.RobertaPretrainingX'",
+                    "No configurable matching 'other.RobertaPretraining'",
+                    "No configurable matching 'MyRobertaPretraining'"):
+        assert kinds.hint(message) == "", message
+    assert kinds.renamed("garden.Pretraining") is None
+
+
+def test_every_retired_name_is_named_in_one_message_of_its_own():
+    for old, new in kinds.RENAMED.items():
+        assert kinds.hint(f"'{old}'") == f"{old} is now {new}"
+        assert old not in new, old  # never renamed to itself
