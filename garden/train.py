@@ -46,19 +46,23 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The loop: composed of garden/training's pieces; it calls the Task contract and nothing else.
 # --------------------------------------------------------------------------------------
 @gin.configurable(denylist=["model_dir", "strategy"])
-def train(model_dir: str, strategy, task=gin.REQUIRED, train_steps: int = gin.REQUIRED,
-          global_batch_size: int = gin.REQUIRED, optimizer: str = "adamw",
-          learning_rate: float = 1e-4, warmup_steps: int = 10_000, weight_decay: float = 0.01,
-          adam_beta_1: float = 0.9, adam_beta_2: float = 0.999, adam_epsilon: float = 1e-6,
-          clip_norm: Optional[float] = 1.0, checkpoint_every: int = 1000,
-          keep_checkpoints: int = 3, log_every: int = 100, seed: int = 42,
-          mixed_precision: Optional[str] = None, jit_compile: Optional[bool] = None,
-          gradient_accumulation_steps: int = 1, eval_every: int = 0,
-          lr_schedule: str = "linear", lr_power: float = 1.0, end_learning_rate: float = 0.0,
+def train(model_dir: str, strategy, *, task=gin.REQUIRED, train_steps: int = gin.REQUIRED,
+          global_batch_size: int = gin.REQUIRED, gradient_accumulation_steps: int = 1,
+          seed: int = 42, log_every: int = 100, eval_every: int = 0,
+          checkpoint_every: int = 1000, keep_checkpoints: int = 3,
+          optimizer: str = "adamw", learning_rate: float = 1e-4, lr_schedule: str = "linear",
+          warmup_steps: int = 10_000, lr_power: float = 1.0, end_learning_rate: float = 0.0,
+          weight_decay: float = 0.01, adam_beta_1: float = 0.9, adam_beta_2: float = 0.999,
+          adam_epsilon: float = 1e-6, clip_norm: Optional[float] = 1.0,
           layer_decay: Optional[float] = None, unfreeze_every: Optional[int] = None,
+          mixed_precision: Optional[str] = None, jit_compile: Optional[bool] = None,
           peak_flops: Optional[float] = None,
           magnitude_pruning: Optional[dict] = None) -> dict:
     """Trains `task` for `train_steps` steps of `global_batch_size` examples.
+
+    Every argument after `strategy` is bound by name in gin as `train.<name>`; inside, they
+    travel grouped in garden/training/settings.py's records (Loop, Optimization, FineTuning,
+    Hardware), whose fields carry the same names.
 
     global_batch_size = per-replica batch x replicas x gradient_accumulation_steps; the loss
     is normalised over the global batch, so the updates do not depend on how it is split.
@@ -90,28 +94,37 @@ def train(model_dir: str, strategy, task=gin.REQUIRED, train_steps: int = gin.RE
     serving module when the task names an export_base.
     """
     from garden import distribute
-    from garden.training import setup
+    from garden.training import settings, setup
+
+    loop = settings.Loop(
+        train_steps=train_steps, global_batch_size=global_batch_size,
+        gradient_accumulation_steps=gradient_accumulation_steps, seed=seed,
+        log_every=log_every, eval_every=eval_every, checkpoint_every=checkpoint_every,
+        keep_checkpoints=keep_checkpoints)
+    optimization = settings.Optimization(
+        optimizer=optimizer, learning_rate=learning_rate, lr_schedule=lr_schedule,
+        warmup_steps=warmup_steps, lr_power=lr_power, end_learning_rate=end_learning_rate,
+        weight_decay=weight_decay, adam_beta_1=adam_beta_1, adam_beta_2=adam_beta_2,
+        adam_epsilon=adam_epsilon, clip_norm=clip_norm)
+    fine_tuning = settings.FineTuning(layer_decay=layer_decay, unfreeze_every=unfreeze_every)
+    if jit_compile is None:
+        # XLA cannot reach other logical CPU devices' variables; on one CPU it only adds
+        # compile time. Keep it for GPUs and TPUs.
+        jit_compile = not distribute.uses_only_cpus(strategy)
+    hardware = settings.Hardware(mixed_precision=mixed_precision, jit_compile=jit_compile,
+                                 peak_flops=peak_flops)
 
     setup.check_writable(model_dir)
-    with setup.dtype_policy(mixed_precision):
+    with setup.dtype_policy(hardware.mixed_precision):
         task.prepare()
-        setup.check_arguments(train_steps, global_batch_size, strategy.num_replicas_in_sync,
-                              gradient_accumulation_steps)
-        for warning in setup.schedule_warnings(train_steps, warmup_steps, lr_schedule):
+        setup.check_arguments(loop, replicas=strategy.num_replicas_in_sync)
+        for warning in setup.schedule_warnings(loop, optimization):
             print(f"[train] warning: {warning}", flush=True)
-        if jit_compile is None:
-            # XLA cannot reach other logical CPU devices' variables; on one CPU it only adds
-            # compile time. Keep it for GPUs and TPUs.
-            jit_compile = not distribute.uses_only_cpus(strategy)
-        run = _Run(model_dir, strategy, task, train_steps, global_batch_size,
-                   gradient_accumulation_steps, seed, log_every, eval_every, checkpoint_every)
-        run.build(keep_checkpoints, mixed_precision, layer_decay, unfreeze_every, dict(
-            name=optimizer, learning_rate=learning_rate, warmup_steps=warmup_steps,
-            weight_decay=weight_decay, beta_1=adam_beta_1, beta_2=adam_beta_2,
-            epsilon=adam_epsilon, schedule=lr_schedule, power=lr_power,
-            end_learning_rate=end_learning_rate))
-        run.start(clip_norm, jit_compile, peak_flops, mixed_precision, magnitude_pruning)
-        for stage in task.schedule(train_steps):
+        run = _Run(model_dir=model_dir, strategy=strategy, task=task, loop=loop)
+        run.build(optimization=optimization, fine_tuning=fine_tuning, hardware=hardware)
+        run.start(optimization=optimization, hardware=hardware,
+                  magnitude_pruning=magnitude_pruning)
+        for stage in task.schedule(loop.train_steps):
             run.train_stage(stage)
         return run.finish()
 
@@ -119,20 +132,17 @@ def train(model_dir: str, strategy, task=gin.REQUIRED, train_steps: int = gin.RE
 class _Run:
     """The state of one garden.train run, advanced by train(): build, start, stages, finish."""
 
-    def __init__(self, model_dir, strategy, task, train_steps, global_batch_size,
-                 accumulation, seed, log_every, eval_every, checkpoint_every):
+    def __init__(self, *, model_dir: str, strategy, task, loop):
         from garden import distribute
 
-        self.model_dir, self.strategy, self.task = model_dir, strategy, task
-        self.train_steps, self.global_batch_size = train_steps, global_batch_size
-        self.accumulation, self.seed = accumulation, seed
-        self.log_every, self.eval_every, self.checkpoint_every = log_every, eval_every, checkpoint_every
+        self.model_dir, self.strategy, self.task, self.loop = model_dir, strategy, task, loop
+        self.train_steps, self.global_batch_size = loop.train_steps, loop.global_batch_size
+        self.accumulation, self.seed = loop.gradient_accumulation_steps, loop.seed
         self.replicas = strategy.num_replicas_in_sync
         self.chief = distribute.is_chief(strategy)
         self.last_eval = {}
 
-    def build(self, keep_checkpoints, mixed_precision, layer_decay, unfreeze_every,
-              optimizer_args) -> None:
+    def build(self, *, optimization, fine_tuning, hardware) -> None:
         """The model, optimizer and checkpoint (restored when model_dir holds one)."""
         import keras
 
@@ -142,13 +152,14 @@ class _Run:
         keras.utils.set_random_seed(self.seed)
         with self.strategy.scope():
             self.model, objects = self.task.build_model()
-            self.opt = setup.build_optimizer(self.model, objects, self.train_steps,
-                                             mixed_precision, layer_decay, unfreeze_every,
-                                             **optimizer_args)
-        self.loss_scaled = mixed_precision == "mixed_float16"
+            self.opt = setup.build_optimizer(
+                self.model, objects, train_steps=self.train_steps, optimization=optimization,
+                fine_tuning=fine_tuning, mixed_precision=hardware.mixed_precision)
+        self.loss_scaled = hardware.mixed_precision == "mixed_float16"
         self.checkpoints = checkpoints.Checkpoints(
-            self.model_dir, self.model, self.opt, objects, keep=keep_checkpoints,
-            chief=self.chief, worker_dir=None if self.chief else distribute.worker_temp_dir(
+            self.model_dir, model=self.model, opt=self.opt, objects=objects,
+            keep=self.loop.keep_checkpoints, chief=self.chief,
+            worker_dir=None if self.chief else distribute.worker_temp_dir(
                 self.model_dir, self.strategy))
         latest = self.checkpoints.restore()
         self.step = self.start_step = int(self.opt.iterations.numpy())
@@ -160,8 +171,7 @@ class _Run:
             with tf.io.gfile.GFile(posixpath.join(self.model_dir, "operative_config.gin"), "w") as f:
                 f.write(gin.config_str())
 
-    def start(self, clip_norm, jit_compile, peak_flops, mixed_precision,
-              magnitude_pruning=None) -> None:
+    def start(self, *, optimization, hardware, magnitude_pruning: Optional[dict]) -> None:
         """The compiled step, the TensorBoard writer, the progress log, SIGTERM handling and
         the magnitude pruning."""
         import tensorflow as tf
@@ -169,27 +179,31 @@ class _Run:
         from garden.training import checkpoints, progress
         from garden.training.step import make_train_step
 
-        self.train_step, _ = make_train_step(self.strategy, self.task, self.model, self.opt,
-                                             self.accumulation, clip_norm, jit_compile)
+        self.train_step, _ = make_train_step(
+            self.strategy, self.task, self.model, self.opt,
+            gradient_accumulation_steps=self.accumulation, clip_norm=optimization.clip_norm,
+            jit_compile=hardware.jit_compile)
         self.flops_per_token = progress.flops_per_token(self.model)
-        self.peak = peak_flops or progress.measure_peak_flops(mixed_precision)
+        self.peak = hardware.peak_flops or progress.measure_peak_flops(hardware.mixed_precision)
         self.writer = (tf.summary.create_file_writer(posixpath.join(self.model_dir, "train"))
                        if self.chief else tf.summary.create_noop_writer())
         self.progress = progress.Progress(
-            self.writer, self.train_steps, self.log_every, self.global_batch_size,
-            self.replicas * self.accumulation, self.flops_per_token, self.peak)
+            self.writer, train_steps=self.train_steps, log_every=self.loop.log_every,
+            global_batch_size=self.global_batch_size, shares=self.replicas * self.accumulation,
+            flops_per_token=self.flops_per_token, peak_flops=self.peak)
         self.preemption = checkpoints.Preemption()
         self.start_time = time.time()
         print(f"[train] {self.task.name}: {self.train_steps} steps of {self.global_batch_size} "
               f"examples on {self.replicas} replica(s) ({type(self.strategy).__name__}), XLA "
-              f"{'on' if jit_compile else 'off'}, {self.model.count_params():,} parameters, "
-              f"model_dir {self.model_dir}", flush=True)
+              f"{'on' if hardware.jit_compile else 'off'}, {self.model.count_params():,} "
+              f"parameters, model_dir {self.model_dir}", flush=True)
         print(f"[train] {onednn.state()}", flush=True)
         self.pruning = None
         if magnitude_pruning:
             from garden.training.pruning import RunPruning
 
-            self.pruning = RunPruning(self.model, magnitude_pruning, self.train_steps, self.step)
+            self.pruning = RunPruning(self.model, magnitude_pruning,
+                                      train_steps=self.train_steps, step=self.step)
 
     def train_stage(self, stage) -> None:
         """Steps [max(step, first), end) on the stage's data, resumed where the stream stopped."""
@@ -259,11 +273,13 @@ class _Run:
         from garden.training import report
 
         step = self.step
-        if self.eval_every and (step % self.eval_every == 0 or step == self.train_steps) and self.chief:
-            self.last_eval = report.evaluate(self.task, self.model, self.writer, step) or self.last_eval
+        eval_every = self.loop.eval_every
+        if eval_every and (step % eval_every == 0 or step == self.train_steps) and self.chief:
+            self.last_eval = (report.evaluate(self.task, self.model, writer=self.writer, step=step)
+                              or self.last_eval)
             if self.pruning:
                 self.pruning.record(step, self.last_eval)
-        if step % self.checkpoint_every == 0:
+        if step % self.loop.checkpoint_every == 0:
             self.checkpoints.save(step)
         if self.preemption.requested:
             path = self.checkpoints.save(step)
@@ -366,10 +382,10 @@ def build_summary(config_files, bindings) -> int:
         vocab = gin.query_parameter(f"{reference.selector}.vocab")
         if isinstance(vocab, gin.config.ConfigurableReference):  # a %MACRO
             vocab = vocab.scoped_configurable_fn()
-        from text import tokenizers
+        from text import tokenizers, vocab_files
 
         if vocab is not None:  # VOCAB = None: the fine-tuning run files' default (converted dirs)
-            kind = tokenizers.detect_kind(vocab)  # vocab.txt, *.model or vocab.json
+            kind = vocab_files.detect_kind(vocab)  # vocab.txt, *.model or vocab.json
             vocab_size = tokenizers.load_tokenizer(kind, vocab).vocab.size
     except (ValueError, TypeError):
         pass  # no vocabulary bound or readable: the factory's preset (or binding) sizes it

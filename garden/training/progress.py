@@ -53,7 +53,7 @@ def flops_per_token(model) -> float:
                      if "embedding" not in v.path)
 
 
-def log_line(step: int, total: int, means: Dict[str, float], lr: float, rate: float,
+def log_line(step: int, total: int, *, means: Dict[str, float], lr: float, rate: float,
              global_batch_size: int, mfu: Optional[float]) -> str:
     """The README's log line (see the module docstring)."""
     shown = " ".join(f"{k} {v:.4f}" for k, v in means.items() if k != "tokens")
@@ -73,7 +73,7 @@ class Progress:
     replica, so tokens/s scales by it. first/last: the first and newest windows' means.
     """
 
-    def __init__(self, writer, train_steps: int, log_every: int, global_batch_size: int,
+    def __init__(self, writer, *, train_steps: int, log_every: int, global_batch_size: int,
                  shares: int, flops_per_token: float, peak_flops: float, clock=time.time):
         self.writer, self.train_steps, self.log_every = writer, train_steps, log_every
         self.global_batch_size, self.shares = global_batch_size, shares
@@ -96,13 +96,14 @@ class Progress:
         self.first = self.first or means
         self.last = means
         lr = float(lr_fn())  # the schedule at the current iteration
-        self._scalars(step, means, lr, rate)
-        line = log_line(step, self.train_steps, means, lr, rate, self.global_batch_size, self.mfu)
+        self._scalars(step, means=means, lr=lr, rate=rate)
+        line = log_line(step, self.train_steps, means=means, lr=lr, rate=rate,
+                        global_batch_size=self.global_batch_size, mfu=self.mfu)
         print(line, flush=True)
         self._start, self._steps, self._sums = now, 0, {}
         return line
 
-    def _scalars(self, step: int, means: Dict[str, float], lr: float, rate: float) -> None:
+    def _scalars(self, step: int, *, means: Dict[str, float], lr: float, rate: float) -> None:
         import tensorflow as tf
 
         with self.writer.as_default(step=step):

@@ -11,27 +11,28 @@ import uuid
 from typing import Optional
 
 from garden.tasks.base import ConfigError
+from garden.training.settings import FineTuning, Loop, Optimization
 
 
-def check_arguments(train_steps, global_batch_size, replicas: int,
-                    gradient_accumulation_steps: int) -> None:
+def check_arguments(loop: Loop, replicas: int) -> None:
     """Whole numbers where whole numbers are meant (gin passes `train.train_steps=20.5` as is),
-    and a global batch that splits evenly."""
-    for name, value in (("train.train_steps", train_steps),
-                        ("train.global_batch_size", global_batch_size),
-                        ("train.gradient_accumulation_steps", gradient_accumulation_steps)):
+    and a global batch that splits evenly over the replicas and accumulation steps."""
+    for name in ("train_steps", "global_batch_size", "gradient_accumulation_steps"):
+        value = getattr(loop, name)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(f"{name} must be a positive whole number; got {value!r}")
-    if global_batch_size % (replicas * gradient_accumulation_steps):
-        raise ConfigError(f"global_batch_size {global_batch_size} is not divisible by "
-                          f"{replicas} replicas x {gradient_accumulation_steps} accumulation steps")
+            raise ConfigError(f"train.{name} must be a positive whole number; got {value!r}")
+    accumulation = loop.gradient_accumulation_steps
+    if loop.global_batch_size % (replicas * accumulation):
+        raise ConfigError(f"global_batch_size {loop.global_batch_size} is not divisible by "
+                          f"{replicas} replicas x {accumulation} accumulation steps")
 
 
-def schedule_warnings(train_steps: int, warmup_steps: int, lr_schedule: str) -> list:
+def schedule_warnings(loop: Loop, optimization: Optimization) -> list:
     """Settings that run but surely do not do what was meant (issue 13 item 9), as lines
     the trainer prints before the first step."""
     warnings = []
-    if lr_schedule != "slanted_triangular" and warmup_steps >= train_steps:
+    train_steps, warmup_steps = loop.train_steps, optimization.warmup_steps
+    if optimization.lr_schedule != "slanted_triangular" and warmup_steps >= train_steps:
         warnings.append(
             f"train.warmup_steps ({warmup_steps}) >= train.train_steps ({train_steps}): the "
             f"learning rate never leaves warmup and never reaches train.learning_rate; bind "
@@ -69,9 +70,8 @@ def dtype_policy(name: Optional[str]):
         keras.mixed_precision.set_global_policy(previous)
 
 
-def build_optimizer(model, objects, train_steps: int, mixed_precision: Optional[str],
-                    layer_decay: Optional[float], unfreeze_every: Optional[int] = None,
-                    **optimizer_args):
+def build_optimizer(model, objects, *, train_steps: int, optimization: Optimization,
+                    fine_tuning: FineTuning, mixed_precision: Optional[str]):
     """The configured optimizer (LossScaleOptimizer-wrapped for mixed_float16), built on the
     model's trainable variables; layer-wise decay and gradual unfreezing take their depths
     from objects["backbone"]'s layer groups (switch_groups)."""
@@ -79,24 +79,24 @@ def build_optimizer(model, objects, train_steps: int, mixed_precision: Optional[
 
     from garden.optimization import create_optimizer
 
-    groups = switch_groups(objects, layer_decay, unfreeze_every)
-    opt = create_optimizer(train_steps=train_steps, layer_decay=layer_decay, layer_groups=groups,
-                           unfreeze_every=unfreeze_every, **optimizer_args)
+    groups = switch_groups(objects, fine_tuning)
+    opt = create_optimizer(train_steps=train_steps, layer_decay=fine_tuning.layer_decay,
+                           layer_groups=groups, unfreeze_every=fine_tuning.unfreeze_every,
+                           **optimization.optimizer_arguments())
     if mixed_precision == "mixed_float16":
         opt = keras.optimizers.LossScaleOptimizer(opt)
     opt.build(model.trainable_variables)
     return opt
 
 
-def switch_groups(objects, layer_decay: Optional[float], unfreeze_every: Optional[int]):
+def switch_groups(objects, fine_tuning: FineTuning):
     """The backbone's variables by layer group (Backbone.variable_groups: embeddings first,
     each layer, the top) for train.layer_decay / train.unfreeze_every, None when neither is
     bound. ConfigError, before anything trains, when the switch would do nothing: the task's
     model has no backbone, or its backbone trains no variable (feature-based tagging freezes
     it), or the backbone names no layer groups."""
-    bound = [name for name, value in (("train.layer_decay", layer_decay),
-                                      ("train.unfreeze_every", unfreeze_every))
-             if value is not None]
+    bound = [f"train.{name}" for name in ("layer_decay", "unfreeze_every")
+             if getattr(fine_tuning, name) is not None]
     if not bound:
         return None
     switches = " and ".join(bound)

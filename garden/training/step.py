@@ -97,7 +97,7 @@ def make_train_step(strategy, task, model, opt, gradient_accumulation_steps: int
     loss_scaled = isinstance(opt, keras.optimizers.LossScaleOptimizer)
     # Each step averages over `shares` micro-batches: one per replica and accumulation step.
     shares = replicas * gradient_accumulation_steps
-    compute_gradients = _gradients_fn(task, model, opt, shares, loss_scaled)
+    compute_gradients = _gradients_fn(task, model, opt, shares=shares, loss_scaled=loss_scaled)
     compiled_gradients = (tf.function(compute_gradients, jit_compile=True) if jit_compile
                           else compute_gradients)
 
@@ -110,7 +110,7 @@ def make_train_step(strategy, task, model, opt, gradient_accumulation_steps: int
         grads = _zero_frozen(opt, grads, variables)
         scale = opt.dynamic_scale if loss_scaled else 1.0
         grad_norm = tf.linalg.global_norm(grads)
-        factor = _clip_factor(grad_norm, clip_norm, scale, replicas)
+        factor = _clip_factor(grad_norm, clip_norm, scale=scale, replicas=replicas)
         if factor is not None:
             grads = [g * tf.cast(factor, g.dtype) for g in grads]
         opt.apply_gradients(zip(grads, variables))

@@ -34,6 +34,7 @@ from garden import models
 from garden.models import factory
 from garden.models.backbone import UnsupportedArgument
 from garden.optimization import create_optimizer
+from garden.training.settings import Optimization
 
 SMALL = dict(num_layers=2, hidden_size=32, num_heads=2, intermediate_size=64,
              max_sequence_length=32)
@@ -77,6 +78,10 @@ HIDDEN_STATES = {"bert", "spanbert", "roberta", "albert", "electra", "distilbert
                  "elmo", "cove"}
 HEAD_MASK = {"bert", "spanbert", "roberta", "albert", "electra", "distilbert"}
 HEAD_PRUNING = HEAD_MASK - {"albert"}  # ALBERT shares its block: a head cannot leave one layer
+# AdamW at 0.01 with no warmup, as the trainer's build_optimizer takes it.
+_ADAMW = Optimization(optimizer="adamw", learning_rate=0.01, lr_schedule="linear", warmup_steps=0,
+                      lr_power=1.0, end_learning_rate=0.0, weight_decay=0.01, adam_beta_1=0.9,
+                      adam_beta_2=0.999, adam_epsilon=1e-6, clip_norm=1.0)
 
 
 def _build(family: str, vocab=None, **switches):
@@ -260,12 +265,13 @@ def test_language_models_unfreeze_from_their_top_group(preset):
     backbone) through the trainer's build_optimizer: a head tied to the word table has no
     variable of its own, so the top group trains from step 0 instead of no variable at all;
     T5 v1.1's untied lm_head is the head."""
+    from garden.training.settings import FineTuning
     from garden.training.setup import build_optimizer
 
     lm = factory.generative_lm(default_vocab_size=64, preset=preset)
     opt = build_optimizer(lm, {"model": lm, "backbone": lm.backbone}, train_steps=10,
-                          mixed_precision=None, layer_decay=0.5, unfreeze_every=3,
-                          name="adamw", learning_rate=0.01, warmup_steps=0)
+                          optimization=_ADAMW, mixed_precision=None,
+                          fine_tuning=FineTuning(layer_decay=0.5, unfreeze_every=3))
     first = {_label(v.path): opt.first_step(v) for v in lm.trainable_variables}
     starting = sorted(label for label, step in first.items() if step == 0)
     top = {"gpt2_tiny": ["layer_norm"], "t5_tiny": ["decoder/final_norm"],
@@ -279,20 +285,21 @@ def test_language_models_unfreeze_from_their_top_group(preset):
 
 def test_the_trainer_refuses_the_optimizer_switches_where_they_do_nothing(tmp_path):
     from garden.models.tagger import TokenTagger
+    from garden.training.settings import FineTuning
     from garden.training.setup import ConfigError, build_optimizer
 
-    args = dict(train_steps=10, mixed_precision=None, name="adamw", learning_rate=0.01,
-                warmup_steps=0)
+    args = dict(train_steps=10, optimization=_ADAMW, mixed_precision=None)
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
     with pytest.raises(ConfigError, match=r"train.layer_decay needs a task whose model has a "
                                           r"backbone"):
-        build_optimizer(model, {"model": model}, layer_decay=0.8, **args)
+        build_optimizer(model, {"model": model},
+                        fine_tuning=FineTuning(layer_decay=0.8, unfreeze_every=None), **args)
     backbone = _build("bert", output_hidden_states=True)
     tagger = TokenTagger(backbone, 3, feature_layers=2)
     with pytest.raises(ConfigError, match=r"train.unfreeze_every: the bert backbone trains no "
                                           r"variable .*feature_layers"):
-        build_optimizer(tagger, {"model": tagger, "backbone": backbone}, layer_decay=None,
-                        unfreeze_every=2, **args)
+        build_optimizer(tagger, {"model": tagger, "backbone": backbone},
+                        fine_tuning=FineTuning(layer_decay=None, unfreeze_every=2), **args)
 
 
 @pytest.mark.parametrize("family", ["xlnet", "ulmfit"])

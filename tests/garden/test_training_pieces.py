@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import signal
@@ -9,7 +10,7 @@ import signal
 import numpy as np
 import pytest
 
-from garden.training import checkpoints, progress, report, setup
+from garden.training import checkpoints, progress, report, settings, setup
 
 
 # -- progress: ETA, bar, log line, windows, MFU --------------------------------------------
@@ -22,11 +23,13 @@ def test_eta_is_hours_minutes_seconds():
 
 
 def test_log_line_keeps_the_readme_format():
-    line = progress.log_line(7, 20, {"loss": 6.1234567, "tokens": 99.0}, 1e-3, 3.25, 16, 0.0123)
+    line = progress.log_line(7, 20, means={"loss": 6.1234567, "tokens": 99.0}, lr=1e-3, rate=3.25,
+                             global_batch_size=16, mfu=0.0123)
     assert line == ("[train] step 7/20 [=======>............] 35% | loss 6.1235 | lr 1.00e-03 | "
                     "3.2 steps/s 52 ex/s MFU 1.2% | ETA 0:00:04")
     # Without a token count there is no MFU.
-    assert " MFU " not in progress.log_line(1, 2, {"loss": 1.0}, 1e-3, 1.0, 8, None)
+    assert " MFU " not in progress.log_line(1, 2, means={"loss": 1.0}, lr=1e-3, rate=1.0,
+                                            global_batch_size=8, mfu=None)
 
 
 class _Clock:
@@ -139,16 +142,35 @@ def test_no_export_without_an_export_base_or_a_serving_module():
 
 
 # -- argument checks ------------------------------------------------------------------------
+def _loop(**fields) -> settings.Loop:
+    """A Loop of 10 steps of 16 examples, with `fields` replaced."""
+    loop = settings.Loop(train_steps=10, global_batch_size=16, gradient_accumulation_steps=1,
+                         seed=42, log_every=100, eval_every=0, checkpoint_every=1000,
+                         keep_checkpoints=3)
+    return dataclasses.replace(loop, **fields)
+
+
+def _optimization(**fields) -> settings.Optimization:
+    """AdamW at 1e-4 on BERT's linear schedule, with `fields` replaced."""
+    optimization = settings.Optimization(
+        optimizer="adamw", learning_rate=1e-4, lr_schedule="linear", warmup_steps=10,
+        lr_power=1.0, end_learning_rate=0.0, weight_decay=0.01, adam_beta_1=0.9,
+        adam_beta_2=0.999, adam_epsilon=1e-6, clip_norm=1.0)
+    return dataclasses.replace(optimization, **fields)
+
+
 @pytest.mark.parametrize("steps", [20.5, "20", 0, True])
 def test_train_steps_must_be_a_positive_whole_number(steps):
     with pytest.raises(setup.ConfigError, match=r"train\.train_steps must be a positive whole number"):
-        setup.check_arguments(steps, 16, 1, 1)
+        setup.check_arguments(_loop(train_steps=steps), replicas=1)
 
 
 def test_global_batch_must_split_over_replicas_and_accumulation():
-    setup.check_arguments(10, 16, 2, 2)
+    setup.check_arguments(_loop(gradient_accumulation_steps=2), replicas=2)
     with pytest.raises(setup.ConfigError, match="not divisible by 3 replicas"):
-        setup.check_arguments(10, 16, 3, 1)
+        setup.check_arguments(_loop(), replicas=3)
+    with pytest.raises(setup.ConfigError, match=r"train\.gradient_accumulation_steps must be"):
+        setup.check_arguments(_loop(gradient_accumulation_steps=0), replicas=1)
 
 
 # -- the task table -------------------------------------------------------------------------
@@ -223,8 +245,10 @@ def test_the_serving_module_goes_to_the_one_exporter(tmp_path, monkeypatch):
 
 
 def test_warmup_longer_than_the_run_is_announced():
-    (warning,) = setup.schedule_warnings(train_steps=100, warmup_steps=100, lr_schedule="linear")
+    loop = _loop(train_steps=100)
+    (warning,) = setup.schedule_warnings(loop, _optimization(warmup_steps=100))
     assert "never leaves warmup" in warning and "(100)" in warning
-    assert setup.schedule_warnings(train_steps=100, warmup_steps=10, lr_schedule="linear") == []
+    assert setup.schedule_warnings(loop, _optimization(warmup_steps=10)) == []
     # ULMFiT's slanted triangular schedule rises for warmup_steps by design of its own.
-    assert setup.schedule_warnings(100, 100, "slanted_triangular") == []
+    slanted = _optimization(warmup_steps=100, lr_schedule="slanted_triangular")
+    assert setup.schedule_warnings(loop, slanted) == []
