@@ -10,6 +10,25 @@ from garden.layers import activations
 from garden.layers.embeddings import truncated_normal
 
 
+def transform_layers(head: keras.layers.Layer, width: int, inputs_shape, dense_name: str,
+                     norm_name: str):
+    """BERT's head transform, dense(width, activation) -> LayerNorm, built on `inputs_shape`:
+    the MLM head's (width E) and each of the span boundary head's two (SpanBERT).
+
+    The activation, initializer range, LayerNorm epsilon and dtype policy are `head`'s own
+    (its `activation`, `initializer_range`, `layer_norm_epsilon` attributes); the two layers are
+    returned for the head to hold under their checkpoint names.
+    """
+    dense = keras.layers.Dense(width, activation=head.activation,
+                               kernel_initializer=truncated_normal(head.initializer_range),
+                               dtype=head.dtype_policy, name=dense_name)
+    dense.build(inputs_shape)
+    norm = keras.layers.LayerNormalization(epsilon=head.layer_norm_epsilon,
+                                           dtype=head.dtype_policy, name=norm_name)
+    norm.build(tuple(inputs_shape[:-1]) + (width,))
+    return dense, norm
+
+
 @keras.saving.register_keras_serializable(package="garden")
 class MaskedLMHead(keras.layers.Layer):
     """Masked language model head with the output projection tied to the word table.
@@ -54,15 +73,8 @@ class MaskedLMHead(keras.layers.Layer):
 
     def build(self, inputs_shape, masked_positions_shape=None):
         vocab_size = self.token_embedding.input_dim
-        width = self.token_embedding.output_dim
-        self.transform_dense = keras.layers.Dense(
-            width, activation=self.activation,
-            kernel_initializer=truncated_normal(self.initializer_range),
-            dtype=self.dtype_policy, name="transform_dense")
-        self.transform_dense.build(inputs_shape)
-        self.layer_norm = keras.layers.LayerNormalization(
-            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name="layer_norm")
-        self.layer_norm.build(tuple(inputs_shape[:-1]) + (width,))
+        self.transform_dense, self.layer_norm = transform_layers(
+            self, self.token_embedding.output_dim, inputs_shape, "transform_dense", "layer_norm")
         # float32 and never autocast: a vocabulary-sized bias added to float32 logits.
         self.output_bias = self.add_weight(
             name="output_bias", shape=(vocab_size,), initializer="zeros", dtype="float32",

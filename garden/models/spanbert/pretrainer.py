@@ -26,6 +26,7 @@ from keras import ops
 
 from garden.losses import masked_lm_metrics, with_total_loss
 from garden.layers.embeddings import truncated_normal
+from garden.layers.heads import transform_layers
 from garden.models.backbone import backbone_inputs
 from garden.models.pretrainer import Pretrainer, tied_masked_lm_head
 
@@ -82,22 +83,10 @@ class SpanBoundaryHead(keras.layers.Layer):
             name="position_embeddings", shape=(self.max_targets, self.position_embedding_size),
             initializer=truncated_normal(self.initializer_range))
         concat_width = 2 * hidden + self.position_embedding_size
-        self.dense_1 = keras.layers.Dense(
-            hidden, activation=self.activation,
-            kernel_initializer=truncated_normal(self.initializer_range),
-            dtype=self.dtype_policy, name="dense_1")
-        self.dense_1.build((None, None, concat_width))
-        self.layer_norm_1 = keras.layers.LayerNormalization(
-            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name="layer_norm_1")
-        self.layer_norm_1.build((None, None, hidden))
-        self.dense_2 = keras.layers.Dense(
-            width, activation=self.activation,
-            kernel_initializer=truncated_normal(self.initializer_range),
-            dtype=self.dtype_policy, name="dense_2")
-        self.dense_2.build((None, None, hidden))
-        self.layer_norm_2 = keras.layers.LayerNormalization(
-            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name="layer_norm_2")
-        self.layer_norm_2.build((None, None, width))
+        self.dense_1, self.layer_norm_1 = transform_layers(
+            self, hidden, (None, None, concat_width), "dense_1", "layer_norm_1")
+        self.dense_2, self.layer_norm_2 = transform_layers(
+            self, width, (None, None, hidden), "dense_2", "layer_norm_2")
         # float32 and never autocast: a vocabulary-sized bias added to float32 logits.
         self.output_bias = self.add_weight(
             name="output_bias", shape=(vocab_size,), initializer="zeros", dtype="float32",
