@@ -183,21 +183,17 @@ def _create(docs: Sequence[base.Doc], ctx: base.PoolContext):
 
 
 def summarize(counters) -> Dict[str, float]:
-    out = {
+    return {
         # masked / real tokens: at 512 pieces with the cap of 20, about 0.04.
         "masked_token_rate": base.rate(counters, "masked_tokens", "real_tokens"),
         # Swapped (or random-B for single-segment chunks) / instances: slightly over 0.5.
         "sop_label_1_fraction": base.rate(counters, "sop_label_1", "instances"),
         "sop_random_b_fraction": base.rate(counters, "sop_random_b", "instances"),
         "random_next_same_document": counters.get("random_next_same_document", 0),
+        # Accepted n-grams by n; below 6/11, 3/11, 2/11 for long n, which overlap and
+        # overshoot the budget more often.
+        **base.shares(counters, "ngram", "ngram_fraction"),
     }
-    total = sum(v for k, v in counters.items() if k.startswith("ngram/"))
-    for k, v in sorted(counters.items()):
-        if k.startswith("ngram/"):
-            # Accepted n-grams by n; below 6/11, 3/11, 2/11 for long n, which overlap and
-            # overshoot the budget more often.
-            out[f"ngram_fraction/{k.split('/', 1)[1]}"] = v / total if total else 0.0
-    return out
 
 
 OBJECTIVE = base.Objective(

@@ -186,5 +186,25 @@ def check_choice(options, name: str, choices: Sequence[str]) -> None:
 
 
 def rate(counters: Mapping[str, int], numerator: str, denominator: str) -> float:
+    """For an objective's ``summarize``: counter ``numerator`` over counter ``denominator``
+    (0.0 where the denominator never counted)."""
     d = counters.get(denominator, 0)
     return counters.get(numerator, 0) / d if d else 0.0
+
+
+def shares(counters: Mapping[str, int], prefix: str, name: str,
+           denominator: Optional[str] = None) -> Dict[str, float]:
+    """``{name/k: counters[prefix/k] / total}`` for every counter ``prefix/k`` (in sorted order):
+    total is the counter ``denominator``, or the family's own sum when None (then the shares
+    add up to 1), e.g. ``shares(c, "ngram", "ngram_fraction")`` gives ngram_fraction/1, ..."""
+    family = {key.split("/", 1)[1]: n for key, n in sorted(counters.items())
+              if key.startswith(prefix + "/")}
+    total = sum(family.values()) if denominator is None else counters.get(denominator, 0)
+    return {f"{name}/{k}": n / total if total else 0.0 for k, n in family.items()}
+
+
+def tail_drop_rate(counters: Mapping[str, int]) -> float:
+    """The share of the pieces a block-packing objective lost in the pools' last, partial
+    blocks: dropped/tail_tokens over those and the written real_tokens."""
+    written, dropped = counters.get("real_tokens", 0), counters.get("dropped/tail_tokens", 0)
+    return dropped / (written + dropped) if written + dropped else 0.0

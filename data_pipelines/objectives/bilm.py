@@ -80,9 +80,7 @@ def _create(docs: Sequence[base.Doc], ctx: base.PoolContext) -> Iterator[Tuple[s
 
 
 def _summarize(counters) -> dict:
-    written = counters.get("real_tokens", 0)
-    dropped = counters.get("dropped/tail_tokens", 0)
-    return {"tail_drop_rate": dropped / (written + dropped) if written + dropped else 0.0,
+    return {"tail_drop_rate": base.tail_drop_rate(counters),
             "sentences_per_block_token": base.rate(counters, "sentences", "real_tokens")}
 
 

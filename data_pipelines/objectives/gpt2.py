@@ -107,11 +107,9 @@ def _create(docs: Sequence[base.Doc], ctx: base.PoolContext) -> Iterator[Tuple[s
 
 
 def _summarize(counters) -> dict:
-    written = counters.get("real_tokens", 0)
-    dropped = counters.get("dropped/tail_tokens", 0)
     return {
         # Share of the pieces (<|endoftext|> included) lost in the pools' tails.
-        "tail_drop_rate": dropped / (written + dropped) if written + dropped else 0.0,
+        "tail_drop_rate": base.tail_drop_rate(counters),
         "eod_rate": base.rate(counters, "eod_tokens", "real_tokens"),
     }
 

@@ -306,20 +306,18 @@ def _create(docs: Sequence[base.Doc], ctx: base.PoolContext):
 
 
 def summarize(counters) -> Dict[str, float]:
-    spans = counters.get("spans", 0)
-    out = {
+    return {
         # masked / block pieces: ~0.15 (ceil, and the last span cut at the budget).
         "masked_block_rate": base.rate(counters, "masked_tokens", "block_tokens"),
         "masked_token_rate": base.rate(counters, "masked_tokens", "real_tokens"),
         # Drawn span lengths in words: the truncated geometric's mean (3.8 at p=0.2, max 10).
         "sampled_span_words_mean": base.rate(counters, "sampled_span_words", "sampled_spans"),
-        "merged_span_pieces_mean": counters.get("masked_tokens", 0) / spans if spans else 0.0,
+        "merged_span_pieces_mean": base.rate(counters, "masked_tokens", "spans"),
         "sbo_target_fraction": base.rate(counters, "sbo_targets", "masked_tokens"),
         "unigram_fallback": counters.get("unigram_fallback", 0),
+        # The share of the spans of each fate (mask, random, keep, mixed).
+        **base.shares(counters, "span_fate", "span_fate_fraction", "spans"),
     }
-    for fate in ("mask", "random", "keep", "mixed"):
-        out[f"span_fate_fraction/{fate}"] = counters.get(f"span_fate/{fate}", 0) / spans if spans else 0.0
-    return out
 
 
 OBJECTIVE = base.Objective(

@@ -531,9 +531,6 @@ _BATCH = 256
 
 
 def _summarize(counters) -> dict:
-    spans = counters.get("spans", 0)
-    span_len = {f"span_len_fraction/{n}": base.rate(counters, f"span_len/{n}", "spans") for n in range(1, 11)
-                if counters.get(f"span_len/{n}")}
     return {
         # 85 of 512 -> 0.166.
         "target_rate": base.rate(counters, "targets", "real_tokens"),
@@ -541,10 +538,10 @@ def _summarize(counters) -> dict:
         # Slightly above 0.5: a block without a cut point always takes a random B.
         "b_random_fraction": base.rate(counters, "b_random", "instances"),
         # Pieces per span: sum 1/n * n / sum 1/n = 5 / 2.283 = 2.19 for piece spans of 1..5.
-        "mean_span_length": counters.get("span_tokens", 0) / spans if spans else 0.0,
+        "mean_span_length": base.rate(counters, "span_tokens", "spans"),
         "span_target_fraction": base.rate(counters, "span_tokens", "targets"),
         "tail_token_fraction": base.rate(counters, "dropped/tail_tokens", "stream_tokens"),
-        **span_len,
+        **base.shares(counters, "span_len", "span_len_fraction", "spans"),
     }
 
 
