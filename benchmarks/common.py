@@ -107,9 +107,18 @@ def spawn_logged(module: str, name: str, config: str, argv: List[str], work: str
     return result
 
 
-def add_latency_flags(p: argparse.ArgumentParser) -> None:
-    """--batches, --warmup, --reps and --reps_batch32: what a latency benchmark times."""
-    p.add_argument("--batches", default="1,32")
+def batch_sizes(text: str) -> List[int]:
+    """--batches' value, "1,32" -> [1, 32]."""
+    return [int(b) for b in text.split(",")]
+
+
+def add_latency_flags(p: argparse.ArgumentParser, tiny: str = "") -> None:
+    """--batches (parsed to a list of ints), --warmup, --reps and --reps_batch32: what a latency
+    benchmark times; and --tiny, with the help `tiny`, for a benchmark with a tiny twin."""
+    if tiny:
+        p.add_argument("--tiny", action="store_true", help=tiny)
+    p.add_argument("--batches", default="1,32", type=batch_sizes,
+                   help="batch sizes to time, comma-separated")
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--reps", type=int, default=10, help="timed calls at batch < 8")
     p.add_argument("--reps_batch32", type=int, default=3, help="timed calls at batch >= 8")
@@ -243,6 +252,19 @@ def pkg_resources_shim() -> None:
         from packaging.version import parse
 
         sys.modules["pkg_resources"] = types.SimpleNamespace(parse_version=parse)
+
+
+# BERT-base's sizes and tables, as the BERT benchmarks build it on every side.
+BERT_BASE = dict(num_layers=12, hidden_size=768, num_heads=12, intermediate_size=3072)
+BERT_TABLES = dict(vocab_size=30522, max_sequence_length=512, type_vocab_size=2, dropout=0.1)
+
+
+def adamw_settings(learning_rate: float) -> dict:
+    """The training benchmarks' optimizer (their OPTIMIZER; the `settings` of garden_adamw,
+    model_garden_adamw and keras_adamw): BERT's AdamW at `learning_rate`, weight decay 0.01,
+    epsilon 1e-6, global-norm clip 1.0, a schedule of 10,000 steps with 100 of warmup."""
+    return dict(learning_rate=learning_rate, weight_decay=0.01, epsilon=1e-6, clip_norm=1.0,
+                train_steps=10_000, warmup_steps=100)
 
 
 def model_garden_adamw(settings: dict):

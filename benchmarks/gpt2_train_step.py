@@ -45,8 +45,7 @@ from benchmarks.train_step import worker_peak
 SIZES = {"small": dict(num_layers=12, hidden_size=768, num_heads=12),
          "tiny": dict(num_layers=2, hidden_size=128, num_heads=2)}
 VOCAB = 50257
-OPTIMIZER = dict(learning_rate=1e-4, weight_decay=0.01, epsilon=1e-6, clip_norm=1.0,
-                 train_steps=10_000, warmup_steps=100)
+OPTIMIZER = common.adamw_settings(learning_rate=1e-4)
 SEED = 1234
 
 

@@ -284,8 +284,7 @@ spawn = functools.partial(common.spawn_worker, "benchmarks.int8_latency")
 
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--tiny", action="store_true", help="2 x 32 models: a run in seconds")
-    common.add_latency_flags(p)
+    common.add_latency_flags(p, tiny="2 x 32 models: a run in seconds")
     p.add_argument("--train_steps", type=int, default=300,
                    help="fine-tuning steps of the accuracy model (batch 32)")
     p.add_argument("--eval_size", type=int, default=1000)
@@ -294,7 +293,6 @@ def main(argv=None) -> dict:
     args = p.parse_args(argv)
     if args.tiny and "--train_steps" not in " ".join(argv):
         args.train_steps = 100
-    args.batches = [int(b) for b in args.batches.split(",")]
     if args._worker:
         return common.worker_done(args, WORKERS[args._worker](args._work, args))
     with common.work_dir(args.work_dir, "int8_latency-") as work:

@@ -114,8 +114,7 @@ def sample_ids(vocab: int, batch: int, seed: int) -> Dict[str, np.ndarray]:
 
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--tiny", action="store_true", help="2 x 32 model: a run in seconds")
-    common.add_latency_flags(p)
+    common.add_latency_flags(p, tiny="2 x 32 model: a run in seconds")
     p.add_argument("--prune_share", type=float, default=0.4,
                    help="share of all heads removed (rounded to whole heads)")
     p.add_argument("--seed", type=int, default=0, help="weights, heads removed and input")
@@ -123,7 +122,6 @@ def main(argv=None) -> dict:
                    help="largest |pruned - masked| logit difference accepted")
     p.add_argument("--output_json", default="")
     args = p.parse_args(list(sys.argv[1:] if argv is None else argv))
-    args.batches = [int(b) for b in args.batches.split(",")]
     return run(args)
 
 

@@ -40,13 +40,10 @@ from benchmarks.common import StepTimer, log, machine_info, usable_cores, write_
 CONFIGS = {
     "tiny": dict(num_layers=2, hidden_size=128, num_heads=2, intermediate_size=512,
                  batch_size=32, steps=10, warmup=2),
-    "base": dict(num_layers=12, hidden_size=768, num_heads=12, intermediate_size=3072,
-                 batch_size=4, steps=3, warmup=1),
+    "base": dict(**common.BERT_BASE, batch_size=4, steps=3, warmup=1),
 }
-COMMON = dict(vocab_size=30522, seq_length=384, query_length=64, max_sequence_length=512,
-              type_vocab_size=2, dropout=0.1)
-OPTIMIZER = dict(learning_rate=5e-5, weight_decay=0.01, epsilon=1e-6, clip_norm=1.0,
-                 train_steps=10_000, warmup_steps=100)
+COMMON = dict(**common.BERT_TABLES, seq_length=384, query_length=64)
+OPTIMIZER = common.adamw_settings(learning_rate=5e-5)
 CONTENDERS = ("ours", "model_garden")
 SEED = 1234
 

@@ -447,15 +447,14 @@ def main(argv=None) -> dict:
     common.add_worker_flags(p)
     argv = list(sys.argv[1:] if argv is None else argv)
     args = p.parse_args(argv)
-    batches = [int(b) for b in args.batches.split(",")]
     if args._worker:
-        return common.worker_done(args, WORKERS[args._worker](args._work, batches, args))
+        return common.worker_done(args, WORKERS[args._worker](args._work, args.batches, args))
     known = sorted(set(WORKERS) - {"export", "peak"})
     unknown = sorted(set(args.contenders.split(",")) - set(known))
     if unknown:  # before the export: a wrong name would fail only after minutes of work
         p.error(f"--contenders: unknown {unknown}; known: {known}")
     with common.work_dir(args.work_dir, "serving_latency-") as work:
-        return _compare(work, common.passed_on(argv), batches, args)
+        return _compare(work, common.passed_on(argv), args.batches, args)
 
 
 def _compare(work: str, passed: List[str], batches: List[int], args) -> dict:

@@ -54,13 +54,10 @@ from benchmarks.common import StepTimer, fit_timed, log, usable_cores, write_rep
 CONFIGS = {
     "small": dict(num_layers=4, hidden_size=512, num_heads=8, intermediate_size=2048,
                   batch_size=32, steps=20, warmup=3),
-    "base": dict(num_layers=12, hidden_size=768, num_heads=12, intermediate_size=3072,
-                 batch_size=32, steps=6, warmup=2),
+    "base": dict(**common.BERT_BASE, batch_size=32, steps=6, warmup=2),
 }
-COMMON = dict(vocab_size=30522, seq_length=128, predictions=20, max_sequence_length=512,
-              type_vocab_size=2, dropout=0.1)
-OPTIMIZER = dict(learning_rate=1e-4, weight_decay=0.01, epsilon=1e-6, clip_norm=1.0,
-                 train_steps=10_000, warmup_steps=100)
+COMMON = dict(**common.BERT_TABLES, seq_length=128, predictions=20)
+OPTIMIZER = common.adamw_settings(learning_rate=1e-4)
 CONTENDERS = ("ours", "ours_xla", "model_garden", "keras_hub")
 OPTIONAL_CONTENDERS = ("model_garden_xla", "keras_hub_xla")
 SEED = 1234
