@@ -250,10 +250,10 @@ def _eval_batches(task, batch_size: int, num_batches: int, eval_dir: Optional[st
     if type(task).__name__ == "Distillation":
         # The task reads no held-out data: unmask the held-out BERT data and mask it afresh
         # as training does (rare pieces favoured), with seed 0; or keep BERT's static masks.
-        from text import tokenizers
+        from text import vocab_files
 
         ddir = data.open_data_dir(eval_dir, objective=task.objective,
-                                  vocab_fingerprint=tokenizers.vocab_fingerprint(task.vocab),
+                                  vocab_fingerprint=vocab_files.vocab_fingerprint(task.vocab),
                                   vocab_size=task.vocab_size, max_seq_length=task.max_seq_length)
         ds = data.record_dataset(ddir, batch_size=batch_size, seed=0, shuffle_buffer=0,
                                  repeat=False)

@@ -54,14 +54,14 @@ def run(lines, vocab_path: str, batch_size: int, rounds: int) -> None:
     import tensorflow as tf
     import tensorflow_text as tf_text
 
-    from text import tokenizers
+    from text import tokenizers, vocab_files
     from garden.serving.text import TextPacker
 
     tok = tokenizers.load_tokenizer("wordpiece", vocab_path, lower_case=True)
     after = TextPacker(tok, 128)
     before = TextPacker(tok, 128)
     fast = tf_text.FastBertTokenizer(vocab=tok.vocab.tokens, suffix_indicator="##", max_bytes_per_word=100,
-                                     token_out_type=tf.int64, unknown_token=tokenizers.UNK,
+                                     token_out_type=tf.int64, unknown_token=vocab_files.UNK,
                                      lower_case_nfd_strip_accents=True)
     before.tokenizer = lambda text: fast.tokenize(text)
     spec = [tf.TensorSpec([None], tf.string)] * 2

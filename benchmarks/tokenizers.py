@@ -38,7 +38,7 @@ import tempfile
 import time
 from typing import Callable, Dict, List, Sequence
 
-from text import tokenizers
+from text import tokenizers, utf8, vocab_files
 
 
 def _corpus_lines(corpus_dir: str, mb: float) -> List[str]:
@@ -64,7 +64,7 @@ def _make_vocab(kind: str, corpus_dir: str, output: str, vocab_size: int, lower_
 
 
 def _lists(ids) -> List[List[int]]:
-    return tokenizers._ragged_to_lists(ids.flat_values.numpy(), ids.row_splits.numpy())
+    return utf8.ragged_to_lists(ids.flat_values.numpy(), ids.row_splits.numpy())
 
 
 def measure(fn: Callable[[Sequence[str]], List[List[int]]], batches: List[List[str]]) -> Dict:
@@ -134,7 +134,7 @@ def run(args, work: str) -> None:
         import tensorflow_text as tf_text
 
         fast = tf_text.FastBertTokenizer(vocab=ours.vocab.tokens, suffix_indicator="##", max_bytes_per_word=100,
-                                         token_out_type=tf.int64, unknown_token=tokenizers.UNK,
+                                         token_out_type=tf.int64, unknown_token=vocab_files.UNK,
                                          lower_case_nfd_strip_accents=True)
         rows.append(("wordpiece in-graph", ours.vocab.size, graph,
                      measure(lambda b: _lists(fast.tokenize(tf.constant(b))), batches),
@@ -156,7 +156,7 @@ def run(args, work: str) -> None:
         path = args.bpe_vocab or _make_vocab("bpe", corpus_dir, os.path.join(work, "bpe", "vocab.json"),
                                              args.vocab_size, False)
         ours = tokenizers.load_tokenizer("bpe", path, lower_case=False)
-        vocab_json, merges = tokenizers.bpe_files(path)
+        vocab_json, merges = vocab_files.bpe_files(path)
         hf = ByteLevelBPETokenizer(vocab_json, merges)
         rows.append(("bpe", ours.vocab.size,
                      measure(ours.tokenize, batches),

@@ -26,7 +26,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from text import casing, features, flags, tokenizers
+from text import casing, features, flags, tokenizers, vocab_files
 from data_pipelines import beam_options, gcs, output, progress, sources
 from data_pipelines.objectives import base
 from text.finetune import parse_tfds
@@ -194,7 +194,7 @@ def add_vocab_flags(p: argparse.ArgumentParser, vocab_help: str, tokenizer_help:
     p.add_argument("--vocab", required=True,
                    help=vocab_help + ": vocab.txt (wordpiece), *.model (sentencepiece) or vocab.json "
                    "with merges.txt beside it (bpe)")
-    p.add_argument("--tokenizer", choices=tokenizers.KINDS, default=None, help=tokenizer_help)
+    p.add_argument("--tokenizer", choices=vocab_files.KINDS, default=None, help=tokenizer_help)
     flags.add_bool(p, "do_lower_case", True, "lower-case before tokenizing; must match the vocabulary "
                    + lower_case_help)
 
@@ -316,5 +316,5 @@ def main(run: Callable, argv=None) -> None:
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         run(argv)
-    except (tokenizers.VocabularyError, text_vocab.VocabularyRoleError) as e:
+    except (vocab_files.VocabularyError, text_vocab.VocabularyRoleError) as e:
         raise SystemExit(f"error: {e}") from e

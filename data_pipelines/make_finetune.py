@@ -55,7 +55,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from text import finetune, tokenizers
+from text import finetune, tokenizers, vocab_files
 from data_pipelines import jobs, output, sources
 from text.finetune import base as finetune_base
 from data_pipelines.counters import SumDictsFn, count as _count
@@ -299,7 +299,7 @@ def make_parser(kind: Optional[finetune_base.FinetuneKind] = None) -> argparse.A
 
 
 def _resolve(args, kind) -> None:
-    args.tokenizer = args.tokenizer or tokenizers.detect_kind(args.vocab)
+    args.tokenizer = args.tokenizer or vocab_files.detect_kind(args.vocab)
     args.input_format = "tfds" if args.input.startswith("tfds:") else "files"
 
 

@@ -35,16 +35,16 @@ import sys
 import tempfile
 from typing import Iterator, List, Optional, Sequence
 
-from text import tokenizers
+from text import vocab_files
 from data_pipelines import gcs, sources
 
 _LOG = logging.getLogger("data_pipelines.make_vocab")
 
 # Ids the learner must leave room for, per kind (bpe: its specials plus the 256 bytes).
 MIN_VOCAB_SIZE = {
-    "wordpiece": len(tokenizers.RESERVED_TOKENS) + 1,
-    "sentencepiece": 3 + len(tokenizers.SP_CONTROL) + 1,
-    "bpe": len(tokenizers.BPE_SPECIALS) + 256,
+    "wordpiece": len(vocab_files.RESERVED_TOKENS) + 1,
+    "sentencepiece": 3 + len(vocab_files.SP_CONTROL) + 1,
+    "bpe": len(vocab_files.BPE_SPECIALS) + 256,
 }
 
 
@@ -125,11 +125,11 @@ def learn_vocab(files: Sequence[str], vocab_size: int, lower_case: bool,
     vocab = bvd.bert_vocab_from_dataset(
         lines.batch(1024).prefetch(2),
         vocab_size=vocab_size,
-        reserved_tokens=list(tokenizers.RESERVED_TOKENS),
+        reserved_tokens=list(vocab_files.RESERVED_TOKENS),
         bert_tokenizer_params={"lower_case": lower_case},
         learn_params=learn_params or {},
     )
-    if vocab[:len(tokenizers.RESERVED_TOKENS)] != tokenizers.RESERVED_TOKENS:
+    if vocab[:len(vocab_files.RESERVED_TOKENS)] != vocab_files.RESERVED_TOKENS:
         raise AssertionError(f"learner did not put the reserved tokens first: {vocab[:8]}")
     return vocab
 
@@ -166,8 +166,8 @@ def learn_sentencepiece(files: Sequence[str], vocab_size: int, lower_case: bool,
             sentence_iterator=lines, model_writer=model, model_type="unigram",
             vocab_size=vocab_size, hard_vocab_limit=False, character_coverage=character_coverage,
             pad_id=0, eos_id=1, unk_id=2, bos_id=-1,
-            pad_piece=tokenizers.SP_PAD, eos_piece=tokenizers.SP_EOS, unk_piece=tokenizers.SP_UNK,
-            control_symbols=list(tokenizers.SP_CONTROL),
+            pad_piece=vocab_files.SP_PAD, eos_piece=vocab_files.SP_EOS, unk_piece=vocab_files.SP_UNK,
+            control_symbols=list(vocab_files.SP_CONTROL),
             # SentencePiece holds its training sentences in memory: sample at most this many.
             input_sentence_size=input_sentence_size, shuffle_input_sentence=True,
             num_threads=os.cpu_count() or 1, minloglevel=2)
@@ -202,15 +202,15 @@ def learn_bpe(files: Sequence[str], vocab_size: int, lower_case: bool, *, min_fr
     # add_prefix_space=False as GPT-2/RoBERTa; the trainer's initial alphabet is all 256 bytes.
     bpe = ByteLevelBPETokenizer(add_prefix_space=False)
     bpe.train_from_iterator(lines, vocab_size=vocab_size, min_frequency=min_frequency,
-                            special_tokens=list(tokenizers.BPE_SPECIALS), show_progress=False)
+                            special_tokens=list(vocab_files.BPE_SPECIALS), show_progress=False)
     return bpe
 
 
 def write_bpe(bpe, output: str) -> tuple:
     """Writes vocab.json and merges.txt for ``output`` (see the module docstring); returns
     their paths."""
-    vocab_path, merges_path = tokenizers.bpe_files(output if output.endswith(".json")
-                                                   else tokenizers._join(output, "vocab.json"))
+    vocab_path, merges_path = vocab_files.bpe_files(output if output.endswith(".json")
+                                                   else vocab_files.join_path(output, "vocab.json"))
     with tempfile.TemporaryDirectory() as tmp:  # the library writes local files only
         saved_vocab, saved_merges = bpe.save_model(tmp)
         for src, dst in ((saved_vocab, vocab_path), (saved_merges, merges_path)):
@@ -224,7 +224,7 @@ def write_bpe(bpe, output: str) -> tuple:
 
 def make_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m data_pipelines.make_vocab", description=__doc__.split("\n\n")[0])
-    p.add_argument("--tokenizer", choices=tokenizers.KINDS, default="wordpiece",
+    p.add_argument("--tokenizer", choices=vocab_files.KINDS, default="wordpiece",
                    help="wordpiece (BERT; tensorflow-text learner), sentencepiece (ALBERT/XLNet/T5; "
                    "unigram), bpe (RoBERTa/GPT-2; byte-level BPE). Default wordpiece")
     p.add_argument("--input", required=True, help="glob of text files (local or gs://; .gz ok), one sentence per line")

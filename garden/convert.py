@@ -292,12 +292,12 @@ def _write_generate_dir(args, converted: Dict, config: Dict) -> Optional[str]:
     spec = models.spec(args.model)
     if args.source != "huggingface" or not spec.generates_from_huggingface:
         return None
-    from text import tokenizers
+    from text import vocab_files
     from garden.generate_dir import save_model_dir
     from garden.models import framing
 
     vocab = os.path.join(_hf_directory(args.input), spec.hf_tokenizer_files[0])
-    needed = tokenizers.bpe_files(vocab) if spec.tokenizer == "bpe" else (vocab,)
+    needed = vocab_files.bpe_files(vocab) if spec.tokenizer == "bpe" else (vocab,)
     missing = [f for f in needed if not os.path.exists(f)]
     if missing:
         print(f"  note: no {', '.join(os.path.basename(f) for f in missing)} in {args.input}: "

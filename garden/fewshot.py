@@ -301,7 +301,7 @@ def find_vocab(model_dir: str) -> str:
 def load_scorer(args) -> Scorer:
     import keras
 
-    from text import tokenizers
+    from text import tokenizers, vocab_files
     from garden import models
     from garden.models import framing
 
@@ -327,7 +327,7 @@ def load_scorer(args) -> Scorer:
                                f"Keras-saved GenerativeLM)")
     model = keras.saving.load_model(path)
     vocab = args.vocab or find_vocab(args.model_dir)
-    kind = args.tokenizer or tokenizers.detect_kind(vocab)
+    kind = args.tokenizer or vocab_files.detect_kind(vocab)
     tokenizer = tokenizers.load_tokenizer(kind, vocab, lower_case=args.lower_case)
     # The vocabulary's prompt framing (garden/models/framing.py); flags given explicitly win.
     framed = framing.vocabulary_framing(model.is_encoder_decoder, kind,

@@ -43,7 +43,8 @@ from garden.generate_dir import GenerationModel
 
 def token_bytes(tokenizer) -> List[bytes]:
     """The bytes each id prints as (module docstring); special ids print nothing."""
-    from text.tokenizers import BPE_WORD_START, SP_WORD_START, bytes_to_unicode
+    from text.vocab_files import BPE_WORD_START, SP_WORD_START
+    from text.bpe import bytes_to_unicode
 
     vocab = tokenizer.vocab
     byte_of = {c: b for b, c in bytes_to_unicode().items()}

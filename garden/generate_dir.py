@@ -90,7 +90,8 @@ def save_model_dir(model_dir: str, model, *, tokenizer_kind: str, vocab: str, eo
     """Write `model` and its vocabulary as a model directory (module docstring). The directory
     appears whole or not at all (written beside it, then renamed into place); an existing one
     is refused."""
-    from text.tokenizers import bpe_files, load_tokenizer
+    from text.vocab_files import bpe_files
+    from text.tokenizers import load_tokenizer
 
     if os.path.exists(model_dir):
         raise FileExistsError(f"{model_dir} exists: give a new directory for the model")

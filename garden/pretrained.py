@@ -240,14 +240,14 @@ def text_settings(who: str, init_checkpoint: Optional[str], vocab: Optional[str]
 def _check_vocab_size(who, vocab, tokenizer, lower_case, converted: Converted) -> None:
     """An explicitly bound VOCAB must have the size of the checkpoint's own vocabulary (or, when
     it has none, fit its embedding table)."""
-    from text import tokenizers
+    from text import tokenizers, vocab_files
 
-    size = tokenizers.load_tokenizer(tokenizer or tokenizers.detect_kind(vocab), vocab,
+    size = tokenizers.load_tokenizer(tokenizer or vocab_files.detect_kind(vocab), vocab,
                                      lower_case=True if lower_case is None else lower_case
                                      ).vocab.size
     if converted.vocab is not None:
         own = tokenizers.load_tokenizer(converted.tokenizer.get("tokenizer") or
-                                        tokenizers.detect_kind(converted.vocab),
+                                        vocab_files.detect_kind(converted.vocab),
                                         converted.vocab).vocab.size
         if size != own:
             raise ConvertedCheckpointError(
@@ -415,11 +415,11 @@ def write_checkpoint(output: str, family: str, backbone, lm=None) -> str:
 def vocab_files(vocab: str) -> Tuple[str, Dict[str, str]]:
     """(kind, {file name in OUT: path}) of a vocabulary file: vocab.txt or a SentencePiece
     *.model as itself, a byte-level BPE vocab.json with the merges.txt beside it."""
-    from text import tokenizers
+    from text.vocab_files import bpe_files, detect_kind
 
-    kind = tokenizers.detect_kind(vocab)
+    kind = detect_kind(vocab)
     if kind == "bpe":
-        vocab_json, merges = tokenizers.bpe_files(vocab)
+        vocab_json, merges = bpe_files(vocab)
         return kind, {"vocab.json": vocab_json, "merges.txt": merges}
     return kind, {os.path.basename(vocab): vocab}
 

@@ -74,9 +74,9 @@ class TextSettings:
 
     def tokenizer(self):
         """The data_pipelines TextTokenizer of the vocabulary."""
-        from text import tokenizers
+        from text import tokenizers, vocab_files
 
-        return tokenizers.load_tokenizer(self.tokenizer_kind or tokenizers.detect_kind(self.vocab),
+        return tokenizers.load_tokenizer(self.tokenizer_kind or vocab_files.detect_kind(self.vocab),
                                          self.vocab, lower_case=self.lower_case)
 
     def tokens(self) -> List[str]:

@@ -302,7 +302,7 @@ def write_bpe_tokenizer(directory: str, gpt2: bool = False) -> int:
     byte symbols, a few merges' pieces, <mask> last) and merges.txt; returns the vocab size."""
     import json
 
-    from text.tokenizers import bytes_to_unicode
+    from text.bpe import bytes_to_unicode
 
     pieces = ([] if gpt2 else ["<s>", "<pad>", "</s>", "<unk>"]) + \
         list(bytes_to_unicode().values())

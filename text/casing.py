@@ -22,7 +22,7 @@ import dataclasses
 import re
 from typing import List, Optional
 
-from text import tokenizers
+from text import bpe, vocab_files
 
 # A cased vocabulary: at least this share of its pieces with letters hold a capital. One
 # learned from lower-cased text has none (tested for the three kinds); one learned from cased
@@ -55,7 +55,7 @@ class Casing:
         return not self.upper and self.lower >= UNCASED_MIN_LOWER
 
 
-_FROM_CHAR = {c: b for b, c in tokenizers.bytes_to_unicode().items()}
+_FROM_CHAR = {c: b for b, c in bpe.bytes_to_unicode().items()}
 
 
 def _text(kind: str, piece: str) -> str:
@@ -67,7 +67,7 @@ def _text(kind: str, piece: str) -> str:
         if len(piece) < 2 or not all(c in _FROM_CHAR for c in piece):
             return ""
         return bytes(_FROM_CHAR[c] for c in piece).decode("utf-8", errors="ignore")
-    marker = "##" if kind == "wordpiece" else tokenizers.SP_WORD_START
+    marker = "##" if kind == "wordpiece" else vocab_files.SP_WORD_START
     return piece[len(marker):] if piece.startswith(marker) else piece
 
 

@@ -36,7 +36,7 @@ def piece_bytes(piece: str, byte_level: bool = False) -> bytes:
     """The text a piece stands for, as UTF-8 bytes, without its subword marker; byte_level:
     the piece is byte-level BPE symbols (U+0120 for a space), mapped back to their bytes."""
     if byte_level:
-        from text.tokenizers import bytes_to_unicode
+        from text.bpe import bytes_to_unicode
 
         byte_of = {c: b for b, c in bytes_to_unicode().items()}
         if all(c in byte_of for c in piece):

@@ -35,7 +35,7 @@ from typing import Callable, Collection, Dict, Iterator, List, Optional, Sequenc
 
 import numpy as np
 
-from text import features, flags, tokenizers
+from text import features, flags, vocab_files
 from data_pipelines.objectives import base
 from text import vocab as text_vocab
 
@@ -83,13 +83,13 @@ class BertVocab:
     @classmethod
     def from_tokens(cls, tokens: Sequence[str]) -> "BertVocab":
         index = {t: i for i, t in enumerate(tokens)}
-        missing = [t for t in (tokenizers.CLS, tokenizers.SEP, tokenizers.MASK) if t not in index]
+        missing = [t for t in (vocab_files.CLS, vocab_files.SEP, vocab_files.MASK) if t not in index]
         if missing:
             raise ValueError(f"vocabulary lacks reserved tokens {missing}")
         return cls(
-            cls_id=index[tokenizers.CLS],
-            sep_id=index[tokenizers.SEP],
-            mask_id=index[tokenizers.MASK],
+            cls_id=index[vocab_files.CLS],
+            sep_id=index[vocab_files.SEP],
+            mask_id=index[vocab_files.MASK],
             vocab_size=len(tokens),
             is_continuation=np.array([t.startswith("##") for t in tokens], dtype=bool),
         )

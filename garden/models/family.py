@@ -134,7 +134,7 @@ class FamilySpec:
 
     def check(self) -> None:
         """ValueError naming every required field that is missing or out of its choices."""
-        from text.tokenizers import KINDS
+        from text.vocab_files import KINDS
 
         problems = [f"{f.name} is empty" for f in dataclasses.fields(self)
                     if f.default is dataclasses.MISSING and f.default_factory is

@@ -19,7 +19,7 @@ from typing import Dict, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from text import tokenizers
+from text import vocab_files
 from garden.serving.modules import PREDICT, ServingModule, _strings
 from garden.serving.text import TextPacker, checked_text, model_inputs
 
@@ -70,7 +70,7 @@ class MultipleChoiceServing(ServingModule):
         super().__init__(name="multiple_choice_serving")
         self.model, self.packer = model, packer
         self.num_choices = int(model.output["logits"].shape[-1])
-        files = (tokenizers.bpe_files(vocab_path) if packer.kind == "bpe" else (vocab_path,))
+        files = (vocab_files.bpe_files(vocab_path) if packer.kind == "bpe" else (vocab_path,))
         self._vocab_path = files[0]
         self.vocab_file = tf.saved_model.Asset(files[0])
         if len(files) > 1:

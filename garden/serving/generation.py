@@ -67,7 +67,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from text import tokenizers
+from text import bpe, tokenizers, vocab_files
 from garden.generation import METHODS, GenerationConfig, Generator
 from garden.serving.modules import PREDICT, ServingModule, _strings
 from garden.serving.text import checked_text
@@ -86,12 +86,12 @@ def _pieces_table(tokenizer) -> Tuple[np.ndarray, np.ndarray]:
     skip[sorted(vocab.special_ids)] = True
     if tokenizer.kind == "sentencepiece":
         unk = vocab.specials.get("unk")
-        surfaces = [t.replace(tokenizers.SP_WORD_START, " ").encode("utf-8")
+        surfaces = [t.replace(vocab_files.SP_WORD_START, " ").encode("utf-8")
                     for t in vocab.tokens]
         if unk is not None:
             surfaces[unk], skip[unk] = SP_UNK_SURFACE.encode("utf-8"), False
     elif tokenizer.kind == "bpe":
-        to_byte = {c: b for b, c in tokenizers.bytes_to_unicode().items()}
+        to_byte = {c: b for b, c in bpe.bytes_to_unicode().items()}
         surfaces = [bytes(to_byte[c] for c in t) if all(c in to_byte for c in t) else b""
                     for t in vocab.tokens]
     else:
@@ -154,7 +154,7 @@ class GenerationServing(ServingModule):
         self._check(model, tokenizer)
         self.kind, self.lower_case = tokenizer.kind, bool(tokenizer.lower_case)
         self.vocab_size, self.fingerprint = tokenizer.vocab.size, tokenizer.fingerprint
-        files = tokenizers.bpe_files(vocab_path) if tokenizer.kind == "bpe" else (vocab_path,)
+        files = vocab_files.bpe_files(vocab_path) if tokenizer.kind == "bpe" else (vocab_path,)
         self._vocab_path = files[0]
         self.vocab_file = tf.saved_model.Asset(files[0])
         if len(files) > 1:

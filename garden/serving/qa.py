@@ -47,7 +47,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from text import tokenizers
+from text import utf8, vocab_files
 from garden.models.question_answering import MAX_ANSWER_LENGTH, N_BEST
 from garden.serving.modules import PREDICT, ServingModule
 from garden.serving.text import TextPacker, checked_text, combine, model_inputs
@@ -153,7 +153,7 @@ class QuestionAnsweringServing(ServingModule):
                              f"and {specials} special tokens")
         if self.doc_stride < 1:
             raise ValueError(f"doc_stride must be >= 1, got {doc_stride}")
-        files = (tokenizers.bpe_files(vocab_path) if packer.kind == "bpe" else (vocab_path,))
+        files = (vocab_files.bpe_files(vocab_path) if packer.kind == "bpe" else (vocab_path,))
         self._vocab_path = files[0]
         self.vocab_file = tf.saved_model.Asset(files[0])
         if len(files) > 1:
@@ -252,8 +252,8 @@ class QuestionAnsweringServing(ServingModule):
     def answer(self, question, context) -> Dict[str, tf.Tensor]:
         # Answers are cut from the context: ill-formed UTF-8 (gRPC sends bytes) is read as its
         # replacement decoding first, so that the answer and its span are of that text.
-        question = tokenizers.valid_utf8(checked_text(question, "question"))
-        context = tokenizers.valid_utf8(checked_text(context, "context"))
+        question = utf8.valid_utf8(checked_text(question, "question"))
+        context = utf8.valid_utf8(checked_text(context, "context"))
         same = tf.debugging.assert_equal(
             tf.size(question), tf.size(context),
             message="question and context must hold the same number of texts (one pair per row)")

@@ -37,7 +37,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from text import tokenizers
+from text import utf8, vocab_files
 from text.finetune.conll import tag_type
 from garden.serving.modules import PREDICT, ServingModule
 from garden.serving.text import TextPacker, checked_text, model_inputs
@@ -86,7 +86,7 @@ class TaggerServing(ServingModule):
         self._label_type = [0 if tag_type(n) is None else types.index(tag_type(n)) + 1
                             for n in self._label_names]
         self._label_begins = [n.startswith("B-") for n in self._label_names]
-        files = (tokenizers.bpe_files(vocab_path) if packer.kind == "bpe" else (vocab_path,))
+        files = (vocab_files.bpe_files(vocab_path) if packer.kind == "bpe" else (vocab_path,))
         self._vocab_path = files[0]
         self.vocab_file = tf.saved_model.Asset(files[0])
         if len(files) > 1:
@@ -147,7 +147,7 @@ class TaggerServing(ServingModule):
     def tag_text(self, sentences) -> Dict[str, tf.Tensor]:
         # Words and entities are cut from the text: ill-formed UTF-8 (gRPC sends bytes) is read
         # as its replacement decoding first, so that they are of that text.
-        text = tokenizers.valid_utf8(checked_text(sentences, "sentences"))
+        text = utf8.valid_utf8(checked_text(sentences, "sentences"))
         words, starts, ends = tf_text.regex_split_with_offsets(text, WHITESPACE)
         inputs, rows, positions = self.encode_words(words)
         logits = tf.cast(self.model(model_inputs(self.model, inputs), training=False)["logits"],

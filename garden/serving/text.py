@@ -53,7 +53,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from text import tokenizers
+from text import tokenizers, vocab_files
 
 LAYOUTS = ("bert", "roberta", "xlnet", "gpt2")
 # (specials of one text, specials of a pair) per layout.
@@ -232,6 +232,6 @@ class TextPacker(tf.Module):
 def load_packer(vocab: str, max_seq_length: int, *, kind: Optional[str] = None,
                 lower_case: bool = True, layout: Optional[str] = None) -> TextPacker:
     """A TextPacker of the vocabulary at `vocab` (kind from its name when not given)."""
-    kind = kind or tokenizers.detect_kind(vocab)
+    kind = kind or vocab_files.detect_kind(vocab)
     return TextPacker(tokenizers.load_tokenizer(kind, vocab, lower_case=lower_case),
                       max_seq_length, layout)

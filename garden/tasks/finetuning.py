@@ -121,9 +121,9 @@ class EncoderFinetuning(Task):
     def load_text_tokenizer(self):
         """The data_pipelines TextTokenizer of the vocabulary (word pieces with offsets, for
         the tasks that make their records in Python: tagging, SQuAD windows)."""
-        from text import tokenizers
+        from text import tokenizers, vocab_files
 
-        kind = self.tokenizer_kind or tokenizers.detect_kind(self.vocab)
+        kind = self.tokenizer_kind or vocab_files.detect_kind(self.vocab)
         return tokenizers.load_tokenizer(kind, self.vocab, lower_case=self.lower_case)
 
     # -- the model -------------------------------------------------------------------------

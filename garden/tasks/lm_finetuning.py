@@ -78,7 +78,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from text import tokenizers
+from text import bpe, tokenizers, vocab_files
 from garden import losses
 from text import rouge
 from garden.models import framing
@@ -107,8 +107,8 @@ def detokenize(vocab, ids: Sequence[int], kind: str) -> str:
     and decodes UTF-8 (an incomplete character becomes U+FFFD)."""
     pieces = [vocab.tokens[i] for i in ids if 0 <= i < vocab.size and i not in vocab.special_ids]
     if kind == "sentencepiece":
-        return "".join(pieces).replace(tokenizers.SP_WORD_START, " ").strip()
-    byte_of = {c: b for b, c in tokenizers.bytes_to_unicode().items()}
+        return "".join(pieces).replace(vocab_files.SP_WORD_START, " ").strip()
+    byte_of = {c: b for b, c in bpe.bytes_to_unicode().items()}
     data = bytes(byte_of[c] for piece in pieces for c in piece if c in byte_of)
     return data.decode("utf-8", errors="replace").strip()
 
@@ -160,7 +160,7 @@ class GenerativeFinetuning(Task):
             f"garden.{type(self).__name__}", init_checkpoint, vocab, lower_case, tokenizer,
             default_lower_case=False)
         self.vocab, self.lower_case = vocab, lower_case
-        self.tokenizer_kind = tokenizer or tokenizers.detect_kind(vocab)
+        self.tokenizer_kind = tokenizer or vocab_files.detect_kind(vocab)
         if self.tokenizer_kind not in ("sentencepiece", "bpe"):
             raise ValueError(f"{self.name}: vocabulary {vocab} is {self.tokenizer_kind}; "
                              f"generation needs a SentencePiece .model or a byte-level BPE "

@@ -18,7 +18,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from text import features, tfrecord, tokenizers, wordpiece
+from text import features, tfrecord, vocab_files, wordpiece
 from data_pipelines import beam_options, make_pretrain, sources
 from data_pipelines.objectives import base, bert
 from text import vocab as text_vocab
@@ -182,7 +182,7 @@ def test_output_directory_contents(e2e, tiny_vocab_path):
     info = json.load(open(os.path.join(out, "info.json")))
     assert info["objective"] == "bert" and info["tokenizer"] == "wordpiece" and info["lower_case"] is True
     assert info["vocab"] == tiny_vocab_path and info["vocab_size"] == len(TINY_VOCAB)
-    assert info["vocab_fingerprint"] == tokenizers.vocab_fingerprint(tiny_vocab_path)
+    assert info["vocab_fingerprint"] == vocab_files.vocab_fingerprint(tiny_vocab_path)
     assert info["feature_spec"] == features.spec_to_json(SPEC_32_5)
     assert info["max_seq_length"] == 32 and info["max_predictions_per_seq"] == 5
     assert info["arguments"]["dupe_factor"] == 3 and info["format_version"] == features.FORMAT_VERSION
@@ -219,7 +219,7 @@ def test_stats_count_bad_input(e2e):
 def test_trainer_reader_accepts_output(e2e, tiny_vocab_path):
     from garden import data
 
-    d = data.open_data_dir(e2e["out"], objective="bert", vocab_fingerprint=tokenizers.vocab_fingerprint(
+    d = data.open_data_dir(e2e["out"], objective="bert", vocab_fingerprint=vocab_files.vocab_fingerprint(
         tiny_vocab_path), vocab_size=len(TINY_VOCAB), max_seq_length=32)
     assert len(d.files) == 3
 
@@ -280,7 +280,7 @@ def test_clear_errors(tmp_path, tiny_corpus, tiny_vocab_path, capsys):
         make_pretrain.run(_argv({"pattern": str(folder)}, tiny_vocab_path, str(tmp_path / "o")))
     assert not os.path.exists(tmp_path / "o" / "COMPLETED")
     missing = str(tmp_path / "missing_vocab.txt")
-    with pytest.raises(tokenizers.VocabularyError, match="missing_vocab.txt"):
+    with pytest.raises(vocab_files.VocabularyError, match="missing_vocab.txt"):
         make_pretrain.run(_argv(tiny_corpus, missing, str(tmp_path / "o")))
     with pytest.raises(SystemExit, match="^2$"):
         make_pretrain.run(["--objective=albart"] + _argv(tiny_corpus, tiny_vocab_path, str(tmp_path / "o"))[1:])

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from text import tokenizers, wordpiece
+from text import vocab_files, wordpiece
 from data_pipelines import make_vocab, sample_corpus
 
 
@@ -98,7 +98,7 @@ def test_make_vocab_cli(sample, tmp_path):
                            f"--output={out}", "--vocab_size=600", "--lower_case", "--lower_thresh=2"],
                           capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
-    vocab = tokenizers.load_vocab(str(out))
+    vocab = vocab_files.load_vocab(str(out))
     assert vocab[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     assert f"vocab_size={len(vocab)} (pipelines: --vocab={out} --do_lower_case=true)" in done.stdout
     # --vocab_size is the learner's target, not a bound it keeps (its threshold search can stop

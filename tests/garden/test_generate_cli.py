@@ -11,7 +11,8 @@ import os
 import numpy as np
 import pytest
 
-from text.tokenizers import BPE_SPECIALS, bytes_to_unicode
+from text.vocab_files import BPE_SPECIALS
+from text.bpe import bytes_to_unicode
 from garden import generate as cli
 from garden.generate_dir import save_model_dir
 from garden.generation import GenerationConfig, generate

@@ -187,6 +187,7 @@ def test_bpe_layouts_and_detokenize(seq2seq, tmp_path):
     multi-byte characters included, and SentencePiece); causal prompts are left-padded for
     generation. (No BPE text is tokenized here: keras-hub's BPE graph takes ~10 s to trace.)"""
     from text import tokenizers
+    from text.bpe import bytes_to_unicode
 
     root, _, _ = seq2seq
     bpe = tmp_path / "bpe"
@@ -204,7 +205,7 @@ def test_bpe_layouts_and_detokenize(seq2seq, tmp_path):
     assert tokens[causal.eos_id] == "<|endoftext|>" and causal.prefix == [causal.eos_id]
     # "Hé x" as byte symbols (every byte has one): H, the two bytes of é, space, x; specials
     # are dropped.
-    char = tokenizers.bytes_to_unicode()
+    char = bytes_to_unicode()
     pieces = ["<s>", "H", char[0xC3], char[0xA9], char[0x20], "x", "</s>", "<pad>"]
     ids = [tokens.index(p) for p in pieces]
     assert lm_finetuning.detokenize(vocab, ids, "bpe") == "H\u00e9 x"

@@ -12,7 +12,7 @@ import os
 import keras
 import pytest
 
-from text.tokenizers import KINDS
+from text.vocab_files import KINDS
 from garden import models
 from garden.models import framing
 from garden.models.factory import family_of

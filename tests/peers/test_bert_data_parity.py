@@ -52,7 +52,7 @@ tokenization = pytest.importorskip(
 
 import tensorflow as tf  # noqa: E402
 
-from text import features, tokenizers, wordpiece  # noqa: E402
+from text import features, vocab_files, wordpiece  # noqa: E402
 from testing import REPO_ROOT, python_env, run_fixture_tool, run_module  # noqa: E402
 
 MODEL_GARDEN_MODULE = "official.nlp.data.create_pretraining_data"
@@ -129,7 +129,7 @@ def test_tokenizer_matches_model_garden(corpus):
     assert len(sentences) > 10000
     reference = tokenization.FullTokenizer(vocab_file=corpus.vocab, do_lower_case=True)
     expected = [reference.convert_tokens_to_ids(reference.tokenize(s)) for s in sentences]
-    vocab = tokenizers.load_vocab(corpus.vocab)
+    vocab = vocab_files.load_vocab(corpus.vocab)
     ours = wordpiece.graph_module(vocab, lower_case=True).tokenize(sentences).to_list()
 
     # The vocabulary is learnt on 2 of the 4 files: the other two exercise ## pieces and
@@ -312,8 +312,8 @@ def test_instance_statistics_match_model_garden(corpus, tmp_path):
     mg_files, ours_files = _run_both(corpus, tmp_path)
     spec = features.bert_pretrain_spec(MAX_SEQ_LENGTH, MAX_PREDICTIONS)
     _check_record_layout(mg_files[0], spec)
-    vocab = tokenizers.load_vocab(corpus.vocab)
-    mask_id = vocab.index(tokenizers.MASK)
+    vocab = vocab_files.load_vocab(corpus.vocab)
+    mask_id = vocab.index(vocab_files.MASK)
 
     # Each tool's instances are traced back to the documents as that tool tokenizes them.
     reference = tokenization.FullTokenizer(vocab_file=corpus.vocab, do_lower_case=True)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from text import tokenizers
+from text import tokenizers, vocab_files
 from garden.generation import GenerationConfig, generate
 from garden.serving.export import export
 from garden.serving.generation import GenerationServing, detokenize_numpy
@@ -177,7 +177,7 @@ def test_detokenizer_matches_the_libraries(serving_corpus):
 
     bpe_path = serving_corpus.vocab["bpe"]
     bpe_tok = tokenizers.load_tokenizer("bpe", bpe_path, lower_case=True)
-    vocab_json, merges = tokenizers.bpe_files(bpe_path)
+    vocab_json, merges = vocab_files.bpe_files(bpe_path)
     reference = keras_hub.tokenizers.BytePairTokenizer(vocabulary=vocab_json, merges=merges)
     specials = bpe_tok.vocab.special_ids
     ids = rng.integers(0, bpe_tok.vocab.size, (20, 12))

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from text import tokenizers
+from text import tokenizers, vocab_files
 from garden.serving.text import TextPacker
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
@@ -116,7 +116,7 @@ def test_special_ids_come_from_the_vocabulary(make_packer, tmp_path):
 
 
 def test_missing_vocab_file_names_the_path(make_packer, tmp_path):
-    with pytest.raises(tokenizers.VocabularyError, match="nope.txt"):
+    with pytest.raises(vocab_files.VocabularyError, match="nope.txt"):
         make_packer(str(tmp_path / "nope.txt"), lower_case=True, max_seq_length=8)
 
 

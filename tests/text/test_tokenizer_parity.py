@@ -41,7 +41,7 @@ import numpy as np
 import pytest
 import regex
 
-from text import tokenizers
+from text import bpe, tokenizers, utf8, vocab_files
 from data_pipelines import make_vocab, sample_corpus
 
 SEED, SENTENCES = 32, 3000
@@ -306,7 +306,7 @@ def lower(texts, lower_case):
 def bpe_oracle(path):
     from tokenizers import ByteLevelBPETokenizer
 
-    vocab, merges = tokenizers.bpe_files(path)
+    vocab, merges = vocab_files.bpe_files(path)
     return ByteLevelBPETokenizer(vocab, merges)
 
 
@@ -347,7 +347,7 @@ def served(vocabularies, tmp_path_factory):
         result = {}
         for k, key in enumerate(KINDS):
             splits = out[f"splits{k}"].numpy()
-            rows = lambda name: tokenizers._ragged_to_lists(out[name].numpy(), splits)  # noqa: E731
+            rows = lambda name: utf8.ragged_to_lists(out[name].numpy(), splits)  # noqa: E731
             result[key] = (rows(f"ids{k}"), rows(f"starts{k}"), rows(f"ends{k}"))
         return result
 
@@ -404,7 +404,7 @@ def test_gpt2_pre_tokenizer_rules_equal_the_regex(vocabularies, served, texts):
     module = toks["bpe", False, None].in_graph()
     batch = texts + ["x'''s", "a \t'll", "\x00'd", "9's", "é's", "\u2028's"]
     words, rows = module.words(module.prepare(tf.constant(batch)))
-    ours = tokenizers._ragged_to_lists(
+    ours = utf8.ragged_to_lists(
         words.numpy(), tf.RaggedTensor.from_value_rowids(words, rows, nrows=len(batch)).row_splits.numpy())
     assert [[w.decode("utf-8") for w in row] for row in ours] == [GPT2_PATTERN.findall(t) for t in batch]
 
@@ -415,7 +415,7 @@ def test_gpt2_character_classes_equal_hugging_face_on_assigned_characters():
     from tokenizers import pre_tokenizers
 
     hf = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    starts, classes = tokenizers.gpt2_char_classes()
+    starts, classes = bpe.gpt2_char_classes()
     table = np.repeat(classes, np.diff(np.append(starts, 0x110000)))
     names = {"L": 0, "N": 1, "O": 2, "S": 3}
 
@@ -455,7 +455,7 @@ def test_ill_formed_utf8_answers_as_its_replacement_decoding(served, fuzz):
     raw = BAD_BYTES + fuzzed
     decoded = [b.decode("utf-8", "replace") for b in raw]
     assert [t.encode("utf-8") for t in decoded] == \
-        tokenizers.valid_utf8(tf.constant(raw)).numpy().tolist()
+        utf8.valid_utf8(tf.constant(raw)).numpy().tolist()
     from_bytes, from_text = run(raw), run(decoded)
     for key, tok in toks.items():
         assert from_bytes[key] == from_text[key], key
@@ -501,11 +501,11 @@ def test_a_merge_whose_result_is_not_in_the_vocabulary_is_refused(vocabularies, 
     import json
     import pathlib
 
-    vocab, merges = (pathlib.Path(p) for p in tokenizers.bpe_files(vocabularies["bpe", False, None]))
+    vocab, merges = (pathlib.Path(p) for p in vocab_files.bpe_files(vocabularies["bpe", False, None]))
     pieces = json.loads(vocab.read_bytes())
     left, right = next((a, b) for a in "Qxzj" for b in "Qxzj" if a + b not in pieces)
     (tmp_path / "vocab.json").write_bytes(vocab.read_bytes())
     (tmp_path / "merges.txt").write_text(merges.read_text(encoding="utf-8") + f"{left} {right}\n",
                                          encoding="utf-8")
-    with pytest.raises(tokenizers.VocabularyError, match=f"makes '{left}{right}', which .* lacks"):
+    with pytest.raises(vocab_files.VocabularyError, match=f"makes '{left}{right}', which .* lacks"):
         tokenizers.load_tokenizer("bpe", str(tmp_path / "vocab.json"), lower_case=False)

@@ -13,7 +13,7 @@ import shutil
 
 import pytest
 
-from text import tokenizers
+from text import bpe, tokenizers, vocab_files
 from data_pipelines import make_vocab, sample_corpus
 
 VARIED = [
@@ -76,8 +76,8 @@ def test_make_vocab_files(vocabs):
     import sentencepiece as spm
 
     paths, sizes = vocabs
-    wp = tokenizers.load_vocab(paths["wordpiece"])
-    assert wp[:5] == tokenizers.RESERVED_TOKENS and len(wp) <= sizes["wordpiece"]
+    wp = vocab_files.load_vocab(paths["wordpiece"])
+    assert wp[:5] == vocab_files.RESERVED_TOKENS and len(wp) <= sizes["wordpiece"]
 
     sp = spm.SentencePieceProcessor(model_file=paths["sentencepiece"])
     pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
@@ -92,8 +92,8 @@ def test_make_vocab_files(vocabs):
 
     vocab = json.load(open(paths["bpe"], encoding="utf-8"))
     merges = open(paths["bpe"].replace("vocab.json", "merges.txt"), encoding="utf-8").read().splitlines()
-    assert [p for p, _ in sorted(vocab.items(), key=lambda kv: kv[1])][:6] == tokenizers.BPE_SPECIALS
-    byte_symbols = set(tokenizers.bytes_to_unicode().values())
+    assert [p for p, _ in sorted(vocab.items(), key=lambda kv: kv[1])][:6] == vocab_files.BPE_SPECIALS
+    byte_symbols = set(bpe.bytes_to_unicode().values())
     assert len(byte_symbols) == 256 and byte_symbols <= set(vocab)
     # 6 specials + 256 bytes + one new piece per merge = 400 (enough text to reach the size)
     assert len(vocab) == sizes["bpe"] and len([m for m in merges if not m.startswith("#")]) == 400 - 262
@@ -210,8 +210,8 @@ def test_fingerprints(toks, vocabs, corpus, tmp_path):
     paths, _ = vocabs
     prints = {kind: tok.fingerprint for kind, tok in toks.items()}
     assert len(set(prints.values())) == 3 and all(p.startswith("sha256:") for p in prints.values())
-    assert prints["wordpiece"] == tokenizers.vocab_fingerprint(paths["wordpiece"])
-    assert prints["sentencepiece"] == tokenizers.vocab_fingerprint(paths["sentencepiece"])
+    assert prints["wordpiece"] == vocab_files.vocab_fingerprint(paths["wordpiece"])
+    assert prints["sentencepiece"] == vocab_files.vocab_fingerprint(paths["sentencepiece"])
     # same files elsewhere -> same fingerprint; a changed merges.txt -> a different one
     copy = tmp_path / "bpe"
     shutil.copytree(paths["bpe"].rsplit("/", 1)[0], copy)
@@ -230,29 +230,29 @@ def test_fingerprints(toks, vocabs, corpus, tmp_path):
 
 def test_detect_kind(vocabs, tmp_path):
     paths, _ = vocabs
-    assert {k: tokenizers.detect_kind(p) for k, p in paths.items()} == {k: k for k in paths}
-    assert tokenizers.detect_kind(paths["bpe"].rsplit("/", 1)[0]) == "bpe"
-    assert tokenizers.detect_kind(str(tmp_path)) == "wordpiece"
-    assert tokenizers.bpe_files("/x/y/roberta-vocab.json") == ("/x/y/roberta-vocab.json", "/x/y/roberta-merges.txt")
+    assert {k: vocab_files.detect_kind(p) for k, p in paths.items()} == {k: k for k in paths}
+    assert vocab_files.detect_kind(paths["bpe"].rsplit("/", 1)[0]) == "bpe"
+    assert vocab_files.detect_kind(str(tmp_path)) == "wordpiece"
+    assert vocab_files.bpe_files("/x/y/roberta-vocab.json") == ("/x/y/roberta-vocab.json", "/x/y/roberta-merges.txt")
 
 
 def test_vocabulary_errors(vocabs, tmp_path):
     paths, _ = vocabs
-    with pytest.raises(tokenizers.VocabularyError, match=r"not found: .*nope\.model.*make_vocab"):
+    with pytest.raises(vocab_files.VocabularyError, match=r"not found: .*nope\.model.*make_vocab"):
         tokenizers.load_tokenizer("sentencepiece", str(tmp_path / "nope.model"))
-    with pytest.raises(tokenizers.VocabularyError, match=r"vocab\.txt is not a SentencePiece model.*--tokenizer=wordpiece"):
+    with pytest.raises(vocab_files.VocabularyError, match=r"vocab\.txt is not a SentencePiece model.*--tokenizer=wordpiece"):
         tokenizers.load_tokenizer("sentencepiece", paths["wordpiece"])
-    with pytest.raises(tokenizers.VocabularyError, match=r"spm\.model.*--tokenizer=sentencepiece"):
+    with pytest.raises(vocab_files.VocabularyError, match=r"spm\.model.*--tokenizer=sentencepiece"):
         tokenizers.load_tokenizer("wordpiece", paths["sentencepiece"])
-    with pytest.raises(tokenizers.VocabularyError, match=r"vocab\.json.*--tokenizer=bpe"):
+    with pytest.raises(vocab_files.VocabularyError, match=r"vocab\.json.*--tokenizer=bpe"):
         tokenizers.load_tokenizer("wordpiece", paths["bpe"])
-    with pytest.raises(tokenizers.VocabularyError, match=r"vocab\.txt is not a byte-level BPE vocab\.json"):
+    with pytest.raises(vocab_files.VocabularyError, match=r"vocab\.txt is not a byte-level BPE vocab\.json"):
         tokenizers.load_tokenizer("bpe", paths["wordpiece"])
     # a vocab.json without its merges.txt
     lone = tmp_path / "lone"
     lone.mkdir()
     shutil.copy(paths["bpe"], lone / "vocab.json")
-    with pytest.raises(tokenizers.VocabularyError, match=r"not found: .*lone/merges\.txt"):
+    with pytest.raises(vocab_files.VocabularyError, match=r"not found: .*lone/merges\.txt"):
         tokenizers.load_tokenizer("bpe", str(lone / "vocab.json"))
     # missing role tokens / byte symbols
     vocab = json.load(open(paths["bpe"], encoding="utf-8"))
@@ -260,11 +260,11 @@ def test_vocabulary_errors(vocabs, tmp_path):
     vocab = {p: i for i, p in enumerate(sorted(vocab, key=vocab.get))}
     (lone / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
     (lone / "merges.txt").write_text("#version: 0.2\n", encoding="utf-8")
-    with pytest.raises(tokenizers.VocabularyError, match=r"lacks 1 of the 256 byte symbols"):
+    with pytest.raises(vocab_files.VocabularyError, match=r"lacks 1 of the 256 byte symbols"):
         tokenizers.load_tokenizer("bpe", str(lone))
     bad_wp = tmp_path / "vocab.txt"
     bad_wp.write_text("[PAD]\n[UNK]\nthe\n", encoding="utf-8")
-    with pytest.raises(tokenizers.VocabularyError, match=r"vocab\.txt lacks reserved tokens \['\[CLS\]'"):
+    with pytest.raises(vocab_files.VocabularyError, match=r"vocab\.txt lacks reserved tokens \['\[CLS\]'"):
         tokenizers.load_tokenizer("wordpiece", str(bad_wp))
     with pytest.raises(ValueError, match="unknown tokenizer kind"):
         tokenizers.load_tokenizer("unigram", paths["sentencepiece"])
@@ -309,12 +309,12 @@ def test_loading_local_vocabularies_imports_no_tensorflow(vocabs):
     paths, _ = vocabs
     script = (
         "import sys, json\n"
-        "from data_pipelines import make_pretrain\nfrom text import tokenizers\n"
+        "from data_pipelines import make_pretrain\nfrom text import tokenizers, vocab_files\n"
         "paths = json.loads(sys.argv[1])\n"
         "loaded = {k: tokenizers.load_tokenizer(k, p) for k, p in paths.items()}\n"
         "assert 'tensorflow' not in sys.modules, 'TensorFlow imported by loading'\n"
         "assert all(t.fingerprint.startswith('sha256:') for t in loaded.values())\n"
-        "assert tokenizers.detect_kind(paths['bpe'].rsplit('/', 1)[0]) == 'bpe'\n"
+        "assert vocab_files.detect_kind(paths['bpe'].rsplit('/', 1)[0]) == 'bpe'\n"
         "ids = loaded['wordpiece'].tokenize(['hello world'])\n"
         "assert 'tensorflow' not in sys.modules and len(ids[0]) >= 2  # text.wordpiece\n"
         "ids = loaded['sentencepiece'].tokenize(['hello world'])\n"
@@ -342,7 +342,7 @@ def cased_toks(corpus, vocabs, tmp_path_factory):
     return {kind: tokenizers.load_tokenizer(kind, path, lower_case=True) for kind, path in paths.items()}
 
 
-@pytest.mark.parametrize("kind", tokenizers.KINDS)
+@pytest.mark.parametrize("kind", vocab_files.KINDS)
 def test_casing_tells_cased_from_uncased_vocabularies(kind, toks, cased_toks):
     from text import casing
 

@@ -10,7 +10,7 @@ import unicodedata
 import numpy as np
 import pytest
 
-from text import tokenizers, wordpiece
+from text import tokenizers, vocab_files, wordpiece
 from data_pipelines import sample_corpus
 
 # Blocks a real corpus can hold: [first, last) codepoints.
@@ -67,7 +67,7 @@ def _vocab(english):
 
     learnt = learn.bert_vocab_from_dataset(
         tf.data.Dataset.from_tensor_slices(english[:2000]).batch(1000), vocab_size=600,
-        reserved_tokens=tokenizers.RESERVED_TOKENS, bert_tokenizer_params={"lower_case": True})
+        reserved_tokens=vocab_files.RESERVED_TOKENS, bert_tokenizer_params={"lower_case": True})
     rng = np.random.default_rng(3)
     extra = []
     for a, b in BLOCKS.values():

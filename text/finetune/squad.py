@@ -68,7 +68,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from text import features, tokenizers
+from text import features, utf8
 from text.finetune import FinetuneDataError
 from text.finetune.base import FinetuneKind
 
@@ -297,9 +297,9 @@ def parse_record(serialized, options: SquadOptions):
 
 
 def char_offsets(text: str, starts: Sequence[int], ends: Sequence[int]) -> Tuple[np.ndarray, np.ndarray]:
-    """UTF-8 byte spans [start, end) in ``text`` -> character spans (tokenizers.byte_to_char_spans
+    """UTF-8 byte spans [start, end) in ``text`` -> character spans (utf8.byte_to_char_spans
     as int64 arrays); a span that ends inside a character covers that whole character."""
-    s, e = tokenizers.byte_to_char_spans(text, starts, ends)
+    s, e = utf8.byte_to_char_spans(text, starts, ends)
     return np.asarray(s, np.int64), np.asarray(e, np.int64)
 
 

@@ -128,9 +128,9 @@ class CoveBackbone(Backbone):
         if not self.vocab:
             raise ValueError("CoveBackbone(glove=...) needs vocab=, the vocabulary file whose "
                              "pieces are the embedding rows")
-        from text import tokenizers
+        from text import tokenizers, vocab_files
 
-        kind = tokenizers.detect_kind(self.vocab)
+        kind = vocab_files.detect_kind(self.vocab)
         pieces = tokenizers.load_tokenizer(kind, self.vocab).vocab.tokens
         if len(pieces) != self.vocab_size:
             raise ValueError(f"{self.vocab} has {len(pieces)} pieces, the backbone "

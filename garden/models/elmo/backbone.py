@@ -206,8 +206,8 @@ class ElmoBackbone(Backbone):
 def vocab_char_table(vocab: str, max_characters: int) -> np.ndarray:
     """[vocab size, max_characters] ELMo character ids of every piece of the vocabulary file
     (its kind from its name, as the tokenizers detect it)."""
-    from text import tokenizers
+    from text import tokenizers, vocab_files
     from text.char_ids import char_table
 
-    loaded = tokenizers.load_tokenizer(tokenizers.detect_kind(vocab), vocab)
+    loaded = tokenizers.load_tokenizer(vocab_files.detect_kind(vocab), vocab)
     return char_table(loaded.vocab, max_characters)
