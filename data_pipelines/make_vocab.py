@@ -31,7 +31,6 @@ import argparse
 import io
 import logging
 import os
-import sys
 import tempfile
 from typing import Iterator, List, Optional, Sequence
 
@@ -249,35 +248,6 @@ def make_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv=None) -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    p = make_parser()
-    args = p.parse_args(argv)
-    least = MIN_VOCAB_SIZE[args.tokenizer]
-    if args.vocab_size < least:
-        p.error(f"--vocab_size={args.vocab_size} is too small for --tokenizer={args.tokenizer}: "
-                f"it needs at least {least} (special tokens" + (" and the 256 bytes)" if args.tokenizer == "bpe" else ")"))
-    if args.tokenizer == "sentencepiece" and not args.output.endswith(".model"):
-        p.error(f"--output={args.output}: a SentencePiece model path must end in .model")
-    if args.max_line_bytes < 1:
-        p.error(f"--max_line_bytes must be >= 1, got {args.max_line_bytes}")
-    skips = Skips()
-    try:
-        gcs.check_credentials({"--input": args.input, "--output": args.output})
-        check_output(args.output, args.tokenizer)
-        files = match_files(args.input)
-        print(f"learning a {args.tokenizer} vocabulary (max {args.vocab_size}, lower_case={args.lower_case}) "
-              f"from {len(files)} files", flush=True)
-        size, vocab_arg = _learn_and_write(args, files, skips)
-    except (InputError, gcs.CredentialsError) as e:
-        raise SystemExit(f"error: {e}") from e
-    print(f"read {len(files)} files, {skips.summary()}")
-    # The pipelines must tokenize as the learner saw the text: say which --do_lower_case goes
-    # with this vocabulary (make_pretrain warns when they disagree).
-    print(f"wrote {vocab_arg}: vocab_size={size} (pipelines: --vocab={vocab_arg} "
-          f"--do_lower_case={'true' if args.lower_case else 'false'})")
-
-
 def check_output(output: str, tokenizer: str) -> None:
     """Before any learning: a local --output must be a writable place for the vocabulary
     (its folder is made); InputError naming it otherwise. (gs:// is checked when written.)"""
@@ -295,28 +265,61 @@ def check_output(output: str, tokenizer: str) -> None:
                          f"choose a writable path") from None
 
 
-def _learn_and_write(args, files: Sequence[str], skips: Skips) -> tuple:
-    """Learns the --tokenizer's vocabulary and writes it; returns (size, the --vocab path)."""
-    if args.tokenizer == "wordpiece":
-        learn_params = {} if args.lower_thresh is None else {"lower_thresh": args.lower_thresh}
-        vocab = learn_vocab(files, args.vocab_size, args.lower_case, learn_params, skips, args.max_line_bytes)
-        write_vocab(vocab, args.output)
-        return len(vocab), args.output
-    if args.tokenizer == "sentencepiece":
-        import sentencepiece as spm
+def run(argv: Optional[Sequence[str]] = None) -> None:
+    """Learns the --tokenizer's vocabulary from --input and writes it to --output. Usage errors
+    exit with status 2; input without text, an unwritable --output or missing gs://
+    credentials end it with SystemExit("error: ...")."""
+    p = make_parser()
+    args = p.parse_args(argv)
+    least = MIN_VOCAB_SIZE[args.tokenizer]
+    if args.vocab_size < least:
+        p.error(f"--vocab_size={args.vocab_size} is too small for --tokenizer={args.tokenizer}: "
+                f"it needs at least {least} (special tokens" + (" and the 256 bytes)" if args.tokenizer == "bpe" else ")"))
+    if args.tokenizer == "sentencepiece" and not args.output.endswith(".model"):
+        p.error(f"--output={args.output}: a SentencePiece model path must end in .model")
+    if args.max_line_bytes < 1:
+        p.error(f"--max_line_bytes must be >= 1, got {args.max_line_bytes}")
+    skips = Skips()
+    try:
+        gcs.check_credentials({"--input": args.input, "--output": args.output})
+        check_output(args.output, args.tokenizer)
+        files = match_files(args.input)
+        print(f"learning a {args.tokenizer} vocabulary (max {args.vocab_size}, lower_case={args.lower_case}) "
+              f"from {len(files)} files", flush=True)
+        if args.tokenizer == "wordpiece":
+            learn_params = {} if args.lower_thresh is None else {"lower_thresh": args.lower_thresh}
+            vocab = learn_vocab(files, args.vocab_size, args.lower_case, learn_params, skips, args.max_line_bytes)
+            write_vocab(vocab, args.output)
+            size, vocab_arg = len(vocab), args.output
+        elif args.tokenizer == "sentencepiece":
+            import sentencepiece as spm
 
-        model = learn_sentencepiece(files, args.vocab_size, args.lower_case,
-                                    character_coverage=args.character_coverage,
-                                    input_sentence_size=args.sp_input_sentence_size, skips=skips,
-                                    max_line_bytes=args.max_line_bytes)
-        print(f"wrote {write_sentencepiece(model, args.output)}")
-        return spm.SentencePieceProcessor(model_proto=model).GetPieceSize(), args.output
-    bpe = learn_bpe(files, args.vocab_size, args.lower_case, min_frequency=args.min_frequency, skips=skips,
-                    max_line_bytes=args.max_line_bytes)
-    vocab_arg, merges_path = write_bpe(bpe, args.output)
-    print(f"wrote {merges_path}")
-    return bpe.get_vocab_size(), vocab_arg
+            model = learn_sentencepiece(files, args.vocab_size, args.lower_case,
+                                        character_coverage=args.character_coverage,
+                                        input_sentence_size=args.sp_input_sentence_size, skips=skips,
+                                        max_line_bytes=args.max_line_bytes)
+            print(f"wrote {write_sentencepiece(model, args.output)}")
+            size, vocab_arg = spm.SentencePieceProcessor(model_proto=model).GetPieceSize(), args.output
+        else:
+            bpe = learn_bpe(files, args.vocab_size, args.lower_case, min_frequency=args.min_frequency,
+                            skips=skips, max_line_bytes=args.max_line_bytes)
+            vocab_arg, merges_path = write_bpe(bpe, args.output)
+            print(f"wrote {merges_path}")
+            size = bpe.get_vocab_size()
+    except (InputError, gcs.CredentialsError) as e:
+        raise SystemExit(f"error: {e}") from e
+    print(f"read {len(files)} files, {skips.summary()}")
+    # The pipelines must tokenize as the learner saw the text: say which --do_lower_case goes
+    # with this vocabulary (make_pretrain warns when they disagree).
+    print(f"wrote {vocab_arg}: vocab_size={size} (pipelines: --vocab={vocab_arg} "
+          f"--do_lower_case={'true' if args.lower_case else 'false'})")
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    """The command line: run(argv) with log lines (skipped input lines) on stderr."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    run(argv)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()

@@ -11,8 +11,9 @@ trust nothing without it. Around a run:
 * ``prepare``: refuses a completed directory unless overwrite; then deletes COMPLETED first
   (a crash from there on leaves no COMPLETED), the old shards, info.json, stats.json and the
   work directories of interrupted runs.
-* work files under ``<output_dir>/_work-<run id>/``, written under a temporary name and renamed
-  (``write_atomic``), so a retried bundle never leaves a half-written file behind a name;
+* work files under ``<output_dir>/_work-<run id>/`` (``fresh_work_dir``, removed when the run
+  ends), written under a temporary name and renamed (``write_atomic``), so a retried bundle
+  never leaves a half-written file behind a name;
 * each shard written by a job's ``WriteShardFn`` under a temporary name, its record count
   checked against what the job's earlier stage announced, then renamed;
 * ``complete``: every listed shard present, at least one instance, then info.json (with each
@@ -23,6 +24,7 @@ Paths go through Beam's FileSystems, so gs:// works the same as local paths.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -157,6 +159,17 @@ def prepare(output_dir: str, overwrite: bool, split: str) -> None:
     remove_work_dirs(output_dir)  # an interrupted run's work files
     if is_local(output_dir):
         os.makedirs(output_dir, exist_ok=True)
+
+
+@contextlib.contextmanager
+def fresh_work_dir(output_dir: str):
+    """``with fresh_work_dir(output_dir) as work_dir:`` a new work directory for one run's work
+    files; every work directory of ``output_dir`` is removed when the block ends, whatever
+    happens."""
+    try:
+        yield work_dir_of(output_dir, uuid.uuid4().hex[:12])
+    finally:
+        remove_work_dirs(output_dir)
 
 
 def remove_work_dirs(output_dir: str) -> None:

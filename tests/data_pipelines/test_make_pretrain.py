@@ -19,7 +19,7 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from text import features, tfrecord, vocab_files, wordpiece
-from data_pipelines import beam_options, make_pretrain, sources
+from data_pipelines import beam_options, make_pretrain, pretrain_transforms, sources, workfiles
 from data_pipelines.objectives import base, bert
 from text import vocab as text_vocab
 
@@ -91,10 +91,10 @@ def test_pipeline_stages_exact_ids(tmp_path, tiny_vocab_path):
     docs = [base.Doc(doc_id, segments) for doc_id, segments in reversed(tokenized)]
     expected = []
     for d in range(dupes):
-        records, _ = make_pretrain.pool_instances((d, 0), docs, objective=bert.OBJECTIVE, seed=seed,
+        records, _ = pretrain_transforms.pool_instances((d, 0), docs, objective=bert.OBJECTIVE, seed=seed,
                                                   vocab=vocab, options=opts, lengths_of=32, spec=SPEC_32_5)
         for key, record in records:
-            expected.append((make_pretrain.shard_of(key, shards), (key, record)))
+            expected.append((pretrain_transforms.shard_of(key, shards), (key, record)))
     assert len(expected) >= dupes * 3
 
     # Hand-checked layout: doc a.txt:0 is one chunk of two sentences; when B is the actual next
@@ -109,45 +109,45 @@ def test_pipeline_stages_exact_ids(tmp_path, tiny_vocab_path):
     os.makedirs(out_dir)
     options = PipelineOptions([])
     with BeamTestPipeline(runner=beam_options.make_runner(options), options=options) as p:
-        read = p | make_pretrain.ReadDocuments(
+        read = p | pretrain_transforms.ReadDocuments(
             str(tmp_path / "in" / "*.txt"), objective="bert", tokenizer_kind="wordpiece",
             vocab_path=tiny_vocab_path, vocab_size=vocab.size, lower_case=True, work_dir=work_dir,
-            docs_per_chunk=make_pretrain.documents_per_chunk(1000))
+            docs_per_chunk=pretrain_transforms.documents_per_chunk(1000))
         assert_that(read.chunks | beam.Map(lambda c: (c[0], c[2])), equal_to([("a.txt#000000", 2), ("b.txt#000000", 1)]),
                     label="Chunks")
-        made = read.chunks | make_pretrain.CreateInstances(
+        made = read.chunks | pretrain_transforms.CreateInstances(
             objective="bert", vocab=vocab, options=opts, dupe_factor=dupes, seed=seed, num_shards=shards,
             random_document_pool_size=1000, lengths_of=32, work_dir=work_dir)
         flat = made["ranges"] | beam.FlatMap(
-            lambda e: [(e[0], entry) for entry in make_pretrain.read_entries(*e[1][:3])])
+            lambda e: [(e[0], entry) for entry in workfiles.read_entries(*e[1][:3])])
         assert_that(flat, equal_to(expected), label="ExactInstances")
-        written = made["ranges"] | make_pretrain.WriteShards(out_dir, shards, compress=True)
+        written = made["ranges"] | pretrain_transforms.WriteShards(out_dir, shards, compress=True)
         assert_that(written | beam.Map(lambda s: s.get("shards_written", 0)), equal_to([1] * shards),
                     label="EveryShardWritten")
 
     # Shards: gzip TFRecords, each sorted by instance key, holding exactly the expected records.
     for s in range(shards):
-        path = make_pretrain.shard_name(out_dir, s, shards, compress=True)
+        path = pretrain_transforms.shard_name(out_dir, s, shards, compress=True)
         with open(path, "rb") as f:
             assert f.read(2) == b"\x1f\x8b"
         want = [rec for _, (key, rec) in sorted((k, v) for k, v in expected if k == s)]
         assert _read_records(path) == want
     assert sorted(f for f in os.listdir(out_dir) if not f.startswith("_work-")) == sorted(
-        os.path.basename(make_pretrain.shard_name(out_dir, s, shards, True)) for s in range(shards))
+        os.path.basename(pretrain_transforms.shard_name(out_dir, s, shards, True)) for s in range(shards))
 
 
 def test_pool_file_ranges_round_trip_and_refuse_truncation(tmp_path):
     entries = [(f"{i:016x}|0|d:{i}", bytes([i % 256]) * (i * 37 % 300)) for i in range(500)]
-    data = make_pretrain.encode_entries(entries)
+    data = workfiles.encode_entries(entries)
     path = str(tmp_path / "pool.bin")
     with open(path, "wb") as f:
         f.write(b"xx" + data)
     # Small blocks: entries straddle block boundaries.
-    assert list(make_pretrain.read_entries(path, 2, len(data), block=64)) == entries
+    assert list(workfiles.read_entries(path, 2, len(data), block=64)) == entries
     with open(path, "wb") as f:
         f.write(b"xx" + data[:-5])
     with pytest.raises(ValueError, match="pool.bin"):
-        list(make_pretrain.read_entries(path, 2, len(data), block=64))
+        list(workfiles.read_entries(path, 2, len(data), block=64))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -262,7 +262,7 @@ def test_failed_run_leaves_no_completed(e2e, tiny_corpus, tiny_vocab_path, tmp_p
     def broken(*args, **kwargs):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(make_pretrain.WriteShardFn, "process", broken)
+    monkeypatch.setattr(pretrain_transforms.WriteShardFn, "process", broken)
     with pytest.raises(Exception, match="disk full"):
         make_pretrain.run(_argv(tiny_corpus, tiny_vocab_path, out, "--overwrite"))
     assert not os.path.exists(os.path.join(out, "COMPLETED"))
@@ -329,7 +329,7 @@ def test_dataflow_dry_run_builds_job_offline(tmp_path, tiny_vocab_path, monkeypa
 
 def test_pool_serializes_instance_dicts_a_bounded_number_at_a_time(monkeypatch):
     """Objectives that yield one feature dict per instance (here BERT with whole-word masking)
-    have them serialized at most make_pretrain._SERIALIZE_EVERY at a time, not a whole pool's
+    have them serialized at most pretrain_transforms._SERIALIZE_EVERY at a time, not a whole pool's
     at once (as Python lists they take ~8x their bytes), with the same
     records as one call over all of them."""
     import numpy as np
@@ -347,16 +347,16 @@ def test_pool_serializes_instance_dicts_a_bounded_number_at_a_time(monkeypatch):
         return real(spec, instances)
 
     def run():
-        records, _ = make_pretrain.pool_instances((0, 0), docs, objective=bert.OBJECTIVE, seed=3,
+        records, _ = pretrain_transforms.pool_instances((0, 0), docs, objective=bert.OBJECTIVE, seed=3,
                                                   vocab=vocab, options=opts, lengths_of=32, spec=SPEC_32_5)
         return records
 
     monkeypatch.setattr(features, "serialize_examples", counting)
     bounded = run()
-    assert len(bounded) > 2 * make_pretrain._SERIALIZE_EVERY  # the pool is big enough to split
-    assert max(sizes) <= make_pretrain._SERIALIZE_EVERY and sum(sizes) == len(bounded)
+    assert len(bounded) > 2 * pretrain_transforms._SERIALIZE_EVERY  # the pool is big enough to split
+    assert max(sizes) <= pretrain_transforms._SERIALIZE_EVERY and sum(sizes) == len(bounded)
     sizes.clear()
-    monkeypatch.setattr(make_pretrain, "_SERIALIZE_EVERY", 10 ** 9)
+    monkeypatch.setattr(pretrain_transforms, "_SERIALIZE_EVERY", 10 ** 9)
     whole = run()
     assert sizes[0] == len(whole)  # one call over the whole pool
     assert bounded == whole
@@ -395,7 +395,7 @@ def test_a_run_never_loads_tensorflow(tiny_corpus, tiny_vocab_path, tmp_path):
     done = subprocess.run([sys.executable, "-c", script, json.dumps(argv)], capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert len(_read_records(make_pretrain.shard_name(out, 0, 3, False))) > 0
+    assert len(_read_records(pretrain_transforms.shard_name(out, 0, 3, False))) > 0
 
 
 # ---------------------------------------------------------------------------------------------
