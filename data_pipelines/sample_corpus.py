@@ -191,15 +191,16 @@ def write_corpus(docs: List[Tuple[str, List[str]]], output: str, num_files: int)
     return paths
 
 
-def _clean(text: str) -> str:
+def one_line(text: str) -> str:
+    """The text on one line, TSV-safe: tabs, newlines and runs of spaces become one space."""
     return re.sub(r"\s+", " ", text.replace("\t", " ")).strip()
 
 
 def task_rows(topic_docs, module_docs, max_train_per_label: int = 2000,
               max_dev_per_label: int = 300) -> Dict[str, List[Tuple[str, str]]]:
     """Balanced, deterministic train/dev rows (text, label); sentences seen in both sources dropped."""
-    by_label = {"reference": {_clean(s) for _, ss in topic_docs for s in ss},
-                "library": {_clean(s) for _, ss in module_docs for s in ss}}
+    by_label = {"reference": {one_line(s) for _, ss in topic_docs for s in ss},
+                "library": {one_line(s) for _, ss in module_docs for s in ss}}
     both = by_label["reference"] & by_label["library"]
     rows = {"train": [], "dev": []}
     for label in ("reference", "library"):

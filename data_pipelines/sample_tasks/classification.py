@@ -4,7 +4,7 @@ a [0, 5] similarity regression (`python -m data_pipelines.sample_tasks`, docs/ta
 Each writer takes documents [(name, [sentence, ...])] as data_pipelines.sample_corpus returns
 them (names "topic:..." for the pydoc language-reference topics, "module:..." for module
 docstrings) and writes train.tsv / dev.tsv into its folder, in a GLUE layout that
-text.finetune.glue reads:
+text.finetune.classification reads:
 
     single      SST-2 layout (sentence, label): label 1 for a sentence of a language-reference
                 topic, 0 for a sentence of a module docstring (sample_corpus.task_rows: balanced,
@@ -51,7 +51,7 @@ def rng(*key) -> random.Random:
 
 def clean(text: str) -> str:
     """One line of TSV-safe text (no tabs or newlines)."""
-    return sample_corpus._clean(text)
+    return sample_corpus.one_line(text)
 
 
 def split_of(name: str) -> str:
@@ -95,7 +95,10 @@ def write_single(documents: Documents, output_dir: str) -> dict:
             "baseline": _majority([r[1] for r in rows["train"]], [r[1] for r in rows["dev"]])}
 
 
-def _by_split(documents: Documents):
+def by_split(documents: Documents):
+    """{"train": [(name, sentences)], "dev": [...]} by split_of, sentences cleaned; a document
+    left with no sentence is dropped. The pair, similarity, swag and freeform tasks share it,
+    so a document is in the same split in every sample task."""
     splits = {"train": [], "dev": []}
     for name, sentences in documents:
         sentences = [clean(s) for s in sentences if clean(s)]
@@ -107,7 +110,7 @@ def _by_split(documents: Documents):
 def write_pair(documents: Documents, output_dir: str) -> dict:
     """MRPC-layout next-sentence pairs (see the module docstring)."""
     rows = {}
-    for split, docs in _by_split(documents).items():
+    for split, docs in by_split(documents).items():
         candidates = [(name, i) for name, sentences in docs for i in range(len(sentences) - 1)]
         r = rng("pair-order", split)
         r.shuffle(candidates)
@@ -144,7 +147,7 @@ def similarity_score(a: str, b: str) -> float:
 def write_similarity(documents: Documents, output_dir: str) -> dict:
     """STS-B-layout pairs scored by word overlap (see the module docstring)."""
     rows = {}
-    for split, docs in _by_split(documents).items():
+    for split, docs in by_split(documents).items():
         sentences = [(name, i, s) for name, ss in docs for i, s in enumerate(ss)
                      if len(_WORD.findall(s)) >= 4]
         order = rng("similarity-order", split)

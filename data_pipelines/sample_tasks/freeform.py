@@ -18,7 +18,7 @@ import collections
 import os
 import re
 
-from data_pipelines.sample_tasks.classification import Documents, _by_split, rng
+from data_pipelines.sample_tasks.classification import Documents, by_split, rng
 from data_pipelines.sample_tasks.seq2seq import write_jsonl
 
 PROMPT_WORDS = 4
@@ -31,7 +31,7 @@ _ALPHA = re.compile(r"^[A-Za-z]+$")
 def questions(documents: Documents) -> dict:
     """split -> [{"question", "answer"}] (see the module docstring)."""
     out = {}
-    for split, docs in _by_split(documents).items():
+    for split, docs in by_split(documents).items():
         rows = []
         for name, sentences in docs:
             usable = [s for s in sentences if len(_WORD.findall(s)) > PROMPT_WORDS

@@ -21,8 +21,7 @@ import csv
 import os
 import re
 
-from text.finetune.swag import COLUMNS
-from data_pipelines.sample_tasks.classification import Documents, _by_split, rng
+from data_pipelines.sample_tasks.classification import Documents, by_split, rng
 
 START_WORDS = 2
 MIN_ENDING_WORDS = 3
@@ -37,9 +36,13 @@ def _cut(sentence: str):
 
 
 def write(documents: Documents, output_dir: str) -> dict:
+    # Imported here: the SWAG reader's package imports TensorFlow (~7 s), which the other
+    # sample tasks do not need.
+    from text.finetune.swag import COLUMNS
+
     os.makedirs(output_dir, exist_ok=True)
     counts, labels = {}, {}
-    for split, docs in _by_split(documents).items():
+    for split, docs in by_split(documents).items():
         split = "val" if split == "dev" else split
         endings = [(name, _cut(s)) for name, ss in docs for s in ss]
         endings = [(name, cut[1]) for name, cut in endings if cut]

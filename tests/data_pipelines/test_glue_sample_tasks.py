@@ -1,6 +1,6 @@
 """`python -m data_pipelines.sample_tasks` for the GLUE / SWAG kinds: the files are read back by
 the official-format readers, the documented rules hold (next-sentence pairs, overlap scores,
-the gold SWAG ending), README.json and the table, determinism, and a missing generator."""
+the gold SWAG ending), README.json and the table, determinism, and unknown kinds refused."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import os
 
 import pytest
 
-from text.finetune import glue, swag
+from text.finetune import swag
+from text.finetune.classification import read_examples
 from data_pipelines.sample_tasks import __main__ as cli
 from data_pipelines.sample_tasks import classification
 from testing import run_module, run_python
@@ -37,7 +38,7 @@ def test_files_read_back_and_readme(written, capsys):
     assert sorted(readme) == sorted(KINDS.split(","))
     for kind, task in (("single", "sst2"), ("pair", "mrpc"), ("similarity", "stsb")):
         for split in ("train", "dev"):
-            examples = glue.read_examples(os.path.join(out, kind, f"{split}.tsv"), task)
+            examples = read_examples(os.path.join(out, kind, f"{split}.tsv"), task)
             assert len(examples) == readme[kind]["counts"][split]["examples"] > 300
     for split in ("train", "val"):
         examples = swag.read_examples(os.path.join(out, "swag", f"{split}.csv"))
@@ -51,7 +52,7 @@ def test_files_read_back_and_readme(written, capsys):
 def test_documented_rules_hold(written):
     out, docs = written
     docs = {name: [classification.clean(s) for s in ss] for name, ss in docs.items()}
-    pairs = glue.read_examples(os.path.join(out, "pair", "dev.tsv"), "mrpc")
+    pairs = read_examples(os.path.join(out, "pair", "dev.tsv"), "mrpc")
     rows = [line.split("\t") for line in open(os.path.join(out, "pair", "dev.tsv"),
                                               encoding="utf-8").read().splitlines()[1:]]
     for example, row in zip(pairs, rows):
@@ -59,10 +60,10 @@ def test_documented_rules_hold(written):
         assert docs[doc1][i] == example.text_a and docs[doc2][j] == example.text_b
         assert (doc1 == doc2 and j == i + 1) == (example.label == "1")
         assert classification.split_of(doc1) == "dev"
-    for example in glue.read_examples(os.path.join(out, "similarity", "dev.tsv"), "stsb"):
+    for example in read_examples(os.path.join(out, "similarity", "dev.tsv"), "stsb"):
         assert example.label == classification.similarity_score(example.text_a, example.text_b)
-    scores = [e.label for e in glue.read_examples(os.path.join(out, "similarity", "train.tsv"),
-                                                  "stsb")]
+    scores = [e.label for e in read_examples(os.path.join(out, "similarity", "train.tsv"),
+                                             "stsb")]
     assert min(scores) < 1 and max(scores) > 4  # the scores spread over [0, 5]
     for example in swag.read_examples(os.path.join(out, "swag", "val.csv"))[:50]:
         sentences = docs[example.guid and _video(out, example.guid)]
@@ -86,13 +87,11 @@ def test_deterministic_across_processes(written, tmp_path):
             assert a.read() == b.read(), name
 
 
-def test_a_missing_generator_is_reported(tmp_path, monkeypatch, capsys):
-    monkeypatch.setitem(cli.KINDS, "later", "data_pipelines.sample_tasks.not_merged_yet:write")
-    assert cli.main([f"--output={tmp_path}", "--kinds=later,similarity"]) == 1
-    captured = capsys.readouterr()
-    assert ("kind 'later': generator module data_pipelines.sample_tasks.not_merged_yet is "
-            "missing") in captured.err
-    assert "similarity" in captured.out and "MISSING" in captured.out
+def test_unknown_kinds_are_refused_before_anything_is_written(tmp_path, capsys):
+    with pytest.raises(SystemExit, match="^2$"):
+        cli.main([f"--output={tmp_path}", "--kinds=later,similarity"])
+    assert "--kinds: unknown ['later']" in capsys.readouterr().err
+    assert not os.listdir(tmp_path)
+    assert cli.main([f"--output={tmp_path}", "--kinds=similarity"]) == 0
+    assert "similarity" in capsys.readouterr().out
     assert os.path.exists(tmp_path / "similarity" / "train.tsv")
-    with pytest.raises(SystemExit):
-        cli.main([f"--output={tmp_path}", "--kinds=nope"])
