@@ -11,7 +11,7 @@ benchmarks.pretrain_data.measure (CPU = user + sys of the tree, wall, peak RSS),
    1 worker). Its records hold everything a training step needs: tokens, segment ids, targets
    and the factorization order (``perm_rank``, one [seq_len] vector per instance, drawn
    offline) from which the trainer expands the [seq_len, seq_len] permutation mask and the
-   target_mapping in its step (garden/tasks/pretraining_xlnet.py).
+   target_mapping in its step (garden/tasks/pretraining/xlnet.py).
 2. Model Garden, creation: ``python -m official.nlp.data.create_xlnet_pretraining_data``
    (--bi_data=False, --per_host_batch_size=1: one stream, as ours; cased, <eod> on). Its
    records hold tokens, segment ids and word boundaries only: no targets, no masks.
@@ -234,10 +234,10 @@ class Summary:
 
 def ours_batches(files: List[str], seq_len: int, num_predict: int, batch: int = LOADER_BATCH) -> Iterator[dict]:
     """Our records with the permutation mask and target_mapping the trainer's step expands
-    (garden.tasks.pretraining_xlnet: perm_rank and input_q -> [B, L, L], [B, P, L])."""
+    (garden.tasks.pretraining.xlnet: perm_rank and input_q -> [B, L, L], [B, P, L])."""
     import tensorflow as tf
     from text import features
-    from garden.tasks.pretraining_xlnet import perm_mask_from_rank, target_mapping_from
+    from garden.tasks.pretraining.xlnet import perm_mask_from_rank, target_mapping_from
 
     spec = features.tf_parsing_spec(features.xlnet_pretrain_spec(seq_len, num_predict))
 

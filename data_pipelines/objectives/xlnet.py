@@ -71,7 +71,7 @@ Permutation mask (``local_perm_mask``, the original's ``_local_perm`` with
 
   The records do not hold that [seq_len, seq_len] mask but ``perm_rank`` [seq_len], the
   factorization order it is a function of, and the trainer's reader expands it
-  (garden/tasks/pretraining_xlnet.py; here ``perm_mask_from_rank``). The two halves' orders and
+  (garden/tasks/pretraining/xlnet.py; here ``perm_mask_from_rank``). The two halves' orders and
   the cross-half blocks are one order of the whole sequence with ties:
       reuse-half context                         rank 0
       reuse-half targets and <sep>/<cls>         ranks 1..n0, in the half's drawn order

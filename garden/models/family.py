@@ -7,7 +7,7 @@ tools read the records through `garden.models.families()` and `garden.models.spe
     factory        backbone class, presets module and default preset (garden.models.factory)
     garden.convert converters per source, Hugging Face model types and tokenizer files, the
                    TF1 release's tokenizer files, the text layout and default casing
-    pretraining    the garden.Pretraining record (garden/tasks/pretraining.py) of the family
+    pretraining    the garden.Pretraining record of the family (garden/tasks/pretraining/)
     generation     the GenerativeLM class and the prompt framing (garden/models/framing.py)
                    of garden.convert's generate/ directory, the LM tasks and garden.fewshot
 
@@ -76,8 +76,9 @@ class FamilySpec:
     # The TF1 release's tokenizer files, {name written: name in the release} (GPT-2's
     # encoder.json + vocab.bpe); none: vocab.txt or a SentencePiece *.model next to it.
     tf1_tokenizer_files: Mapping[str, str] = dataclasses.field(default_factory=dict)
-    # "module:attr" of the garden.tasks.pretraining.PretrainingRecord (garden.Pretraining's
-    # family = <name>); the objective its data records is the family's name.
+    # "module:attr" of the family's garden.tasks.pretraining.PretrainingRecord (garden.Pretraining's
+    # family = <name>: "garden.tasks.pretraining.<name>:RECORD"); the objective its data records
+    # is the family's name.
     pretraining: str = ""
 
     def __post_init__(self):

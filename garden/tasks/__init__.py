@@ -23,7 +23,7 @@ TASKS: Dict[str, str] = {
     "TextToText": "garden.tasks.lm_finetuning:TextToText",
     "CausalLMFinetuning": "garden.tasks.lm_finetuning:CausalLMFinetuning",
     "LastTokenClassification": "garden.tasks.last_token_classification:LastTokenClassification",
-    "CovePretraining": "garden.tasks.cove_pretraining:CovePretraining",
+    "CovePretraining": "garden.tasks.pretraining.cove:CovePretraining",
     "CvtTagging": "garden.tasks.cvt_tagging:CvtTagging",
 }
 

@@ -4,8 +4,8 @@ the backbone of a fine-tuning task sized by its vocabulary and restored from a c
 (make_backbone / restore_backbone: every fine-tuning task and garden.extract_features), and the
 batches of a fine-tuning dataset held in memory (batches: the encoder and generative tasks).
 
-A public home of its own (it used to be private names of bert_pretraining.py that other tasks
-imported): garden/tasks/pretraining.py and garden/tasks/distillation.py both read it.
+Its own module because no task owns these: the pretraining records (garden/tasks/pretraining/),
+the distillation task and the fine-tuning tasks all read it.
 """
 
 from __future__ import annotations

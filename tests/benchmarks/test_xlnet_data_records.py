@@ -1,5 +1,5 @@
 """benchmarks.xlnet_data reads our records as the trainer does: ``ours_batches`` expands the
-written perm_rank / input_q with garden.tasks.pretraining_xlnet's functions, and the benchmark's
+written perm_rank / input_q with garden.tasks.pretraining.xlnet's functions, and the benchmark's
 invariant checks and target accounting pass on what it gets (and the masks are those of the
 objective's own expansion)."""
 

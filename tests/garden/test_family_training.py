@@ -156,7 +156,7 @@ def _roberta_task(fd) -> Pretraining:
 
 def test_dynamic_masks_are_fresh_per_batch_and_resume_exactly(family_data):
     task = _roberta_task(family_data)
-    ddir = task._dirs[0]
+    ddir = task.data_dirs[0]
     stream = list(task._dataset(ddir, 8, seed=3, skip_batches=0).take(5))
     # Batch 3 of a run resumed at batch 3 is batch 3 of the uninterrupted run, masks included.
     resumed = next(iter(task._dataset(ddir, 8, seed=3, skip_batches=3)))
@@ -193,7 +193,7 @@ def test_electra_batches_carry_a_seed_per_stream_position_and_weights_match(fami
                               phases=[{"start_step": 0, "data_dir": family_data.data["electra"],
                                        "max_seq_length": SEQ}])
     task.prepare()
-    batches = list(task._dataset(task._dirs[0], 4, seed=11, skip_batches=5).take(2))
+    batches = list(task._dataset(task.data_dirs[0], 4, seed=11, skip_batches=5).take(2))
     np.testing.assert_array_equal(batches[0]["seed"].numpy(), [11, 5])
     np.testing.assert_array_equal(batches[1]["seed"].numpy(), [11, 6])
 

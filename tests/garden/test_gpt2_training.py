@@ -13,7 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from benchmarks import objectives_learn as learn
-from garden.tasks.pretraining_gpt2 import next_token_weights
+from garden.tasks.pretraining import next_token_weights
 
 SEQ = 64
 VOCAB_SIZE = 1000

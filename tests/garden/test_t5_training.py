@@ -1,4 +1,4 @@
-"""T5 span-corruption pretraining through `garden.train` (garden/tasks/pretraining_t5.py):
+"""T5 span-corruption pretraining through `garden.train` (garden/tasks/pretraining/t5.py):
 the batch -> encoder-decoder inputs mapping, every T5 config's summary, and "the objective
 learns" on sample-corpus data made by the real tools (SentencePiece vocabulary, make_pretrain
 --objective=t5), scored held out."""
@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from benchmarks import objectives_learn as learn
 from garden import train as train_lib
-from garden.tasks import pretraining_t5
+from garden.tasks.pretraining import t5 as t5_record
 from garden.tasks.pretraining import Pretraining
 
 SEQ = 64  # encoder inputs of 64 pieces: raw chunks of ~73, targets of 14
@@ -52,7 +52,7 @@ def _task(data: T5Data) -> Pretraining:
 
 def test_batches_become_shifted_decoder_inputs(t5_data):
     task = _task(t5_data)
-    batch = next(iter(task._dataset(task._dirs[0], 8, seed=0, shuffle_buffer=0, repeat=False)))
+    batch = next(iter(task._dataset(task.data_dirs[0], 8, seed=0, shuffle_buffer=0, repeat=False)))
     inputs = {k: v.numpy() for k, v in task.model_inputs(batch).items()}
     targets = batch["targets"].numpy()
     np.testing.assert_array_equal(inputs["decoder_token_ids"][:, 0], 0)  # start token = pad
@@ -60,13 +60,13 @@ def test_batches_become_shifted_decoder_inputs(t5_data):
     np.testing.assert_array_equal(inputs["decoder_padding_mask"], targets != 0)
     np.testing.assert_array_equal(inputs["encoder_padding_mask"], batch["inputs"].numpy() != 0)
     # Targets start with <extra_id_0> (the highest id: pieces + 100 - 1) and end with EOS.
-    sentinels = pretraining_t5.num_sentinels(task)
+    sentinels = t5_record.num_sentinels(task)
     assert sentinels == 100
     np.testing.assert_array_equal(targets[:, 0], task.vocab_size + sentinels - 1)
     last = inputs["decoder_padding_mask"].sum(axis=1) - 1
-    np.testing.assert_array_equal(targets[np.arange(8), last], pretraining_t5.EOS_ID)
+    np.testing.assert_array_equal(targets[np.arange(8), last], t5_record.EOS_ID)
     # noise_targets keeps exactly the corrupted pieces.
-    noise = pretraining_t5.noise_targets(task, targets).numpy().astype(bool)
+    noise = t5_record.noise_targets(task, targets).numpy().astype(bool)
     assert noise.sum() > 0
     assert ((targets[noise] > 1) & (targets[noise] < task.vocab_size)).all()
     assert not ((targets[~noise] > 1) & (targets[~noise] < task.vocab_size)).any()
@@ -101,7 +101,7 @@ def _noise_scores(task, model, num_batches: int) -> dict:
     for batch in ds.take(num_batches):
         logits = model(task.model_inputs(batch), training=False)["logits"]
         targets = tf.cast(batch["targets"], tf.int32)
-        keep = pretraining_t5.noise_targets(task, targets).numpy().astype(bool)
+        keep = t5_record.noise_targets(task, targets).numpy().astype(bool)
         losses = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=targets, logits=logits)
         labels.append(targets.numpy()[keep])
         correct.append((np.argmax(logits.numpy(), -1) == targets.numpy())[keep])

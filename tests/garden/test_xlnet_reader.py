@@ -1,4 +1,4 @@
-"""The XLNet trainer's expansion of the records (garden/tasks/pretraining_xlnet.py): on real
+"""The XLNet trainer's expansion of the records (garden/tasks/pretraining/xlnet.py): on real
 make_pretrain --objective=xlnet records of the sample corpus, the perm_mask and target_mapping
 the model gets from `Pretraining.model_inputs` equal the original construction
 (objectives.xlnet.reference_perm_mask, local_perm_mask per half plus the cross-half blocks,
@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 from data_pipelines.objectives import xlnet
-from garden.tasks import pretraining_xlnet
+from garden.tasks.pretraining import xlnet as xlnet_record
 
 SEQ = 64  # tests/conftest.py GENERATIVE_RUNS' xlnet data (reuse_len 32, num_predict 12)
 REUSE, NUM_PREDICT = 32, 12
@@ -39,7 +39,7 @@ def task(generative_data):
 
 def test_reader_masks_equal_the_original_construction_on_pipeline_records(task):
     sep, cls = task.vocabulary.special("sep", "xlnet"), task.vocabulary.special("cls", "xlnet")
-    ds = task._dataset(task._dirs[0], 32, seed=0, shuffle_buffer=0, repeat=False).take(4)
+    ds = task._dataset(task.data_dirs[0], 32, seed=0, shuffle_buffer=0, repeat=False).take(4)
     seen = 0
     for batch in ds:
         inputs = task.model_inputs(batch)
@@ -79,9 +79,9 @@ def test_tf_expansion_equals_the_objectives_on_its_instances():
         ranks.append(feats["perm_rank"])
         qs.append(feats["input_q"])
         targets.append(np.flatnonzero(feats["input_q"]))
-    perm = pretraining_xlnet.perm_mask_from_rank(tf.constant(np.stack(ranks)), tf.constant(np.stack(qs))).numpy()
+    perm = xlnet_record.perm_mask_from_rank(tf.constant(np.stack(ranks)), tf.constant(np.stack(qs))).numpy()
     np.testing.assert_array_equal(perm, xlnet.perm_mask_from_rank(np.stack(ranks), np.stack(qs)).astype(np.float32))
-    mapping = pretraining_xlnet.target_mapping_from(tf.constant(np.stack(qs)), 9).numpy()
+    mapping = xlnet_record.target_mapping_from(tf.constant(np.stack(qs)), 9).numpy()
     for b, positions in enumerate(targets):
         expect = np.zeros((9, 40), np.float32)
         expect[np.arange(len(positions)), positions] = 1

@@ -231,7 +231,7 @@ def test_steps_on_the_sampled_softmax_lower_the_full_softmax_loss():
     import tensorflow as tf
 
     from garden.models.elmo.bilm import ElmoBiLM
-    from garden.tasks.pretraining_elmo import bilm_metrics, sampled_losses
+    from garden.tasks.pretraining.elmo import bilm_metrics, sampled_losses
 
     keras.utils.set_random_seed(0)
     lm = ElmoBiLM(ElmoBackbone.from_preset("elmo_tiny", dropout=0.0), vocab_size=200,

@@ -74,7 +74,7 @@ def test_every_spec_is_complete(name):
     ({"framing": "prefix_lm"}, "framing 'prefix_lm'"),
     ({"converters": {"onnx": "garden.models.gpt2.conversion:from_huggingface"}}, "onnx"),
     ({"lm": "garden.models.gpt2.causal_lm:GPT2Nothing"}, "GPT2Nothing"),
-    ({"pretraining": "garden.tasks.pretraining_gpt2:NO_RECORD"}, "NO_RECORD"),
+    ({"pretraining": "garden.tasks.pretraining.gpt2:NO_RECORD"}, "NO_RECORD"),
     ({"presets": "garden.models.gpt2.nosuch"}, "nosuch"),
 ])
 def test_an_incomplete_spec_fails_the_check(change, error):

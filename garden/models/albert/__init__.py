@@ -11,5 +11,6 @@ __all__ = ["SPEC", "AlbertBackbone", "AlbertPretrainer", "albert_pretrain_loss",
 SPEC = FamilySpec(
     name="albert", backbone=".backbone:AlbertBackbone", default_preset="albert_base",
     tokenizer="sentencepiece", layout="bert", lower_case=True,
-    pretrainer=".pretrainer:AlbertPretrainer", pretraining="garden.tasks.pretraining:ALBERT",
+    pretrainer=".pretrainer:AlbertPretrainer",
+    pretraining="garden.tasks.pretraining.albert:RECORD",
     converters={"huggingface": ".conversion:from_huggingface", "tf1": ".conversion:from_tf1"})

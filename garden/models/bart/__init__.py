@@ -12,4 +12,4 @@ SPEC = FamilySpec(
     tokenizer="bpe", layout="roberta", lower_case=False,
     lm=".backbone:BartSeq2SeqLM", framing="bart",
     converters={"huggingface": ".conversion:from_huggingface"},
-    pretraining="garden.tasks.pretraining_bart:RECORD")
+    pretraining="garden.tasks.pretraining.bart:RECORD")

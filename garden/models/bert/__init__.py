@@ -11,6 +11,7 @@ __all__ = ["SPEC", "BertBackbone", "BertPretrainer", "bert_pretrain_loss", "PRES
 SPEC = FamilySpec(
     name="bert", backbone=".backbone:BertBackbone", default_preset="bert_base",
     tokenizer="wordpiece", layout="bert", lower_case=True,
-    pretrainer=".pretrainer:BertPretrainer", pretraining="garden.tasks.pretraining:BERT",
+    pretrainer=".pretrainer:BertPretrainer",
+    pretraining="garden.tasks.pretraining.bert:RECORD",
     converters={"huggingface": ".conversion:from_huggingface", "tf1": ".conversion:from_tf1",
                 "model_garden": ".model_garden:load"})

@@ -2,7 +2,7 @@
 features), the attentional translation model that pretrains it, presets.
 
 Text goes through the garden's tokenizers: WordPiece by default, [CLS] text [SEP].
-garden.CovePretraining (garden/tasks/cove_pretraining.py) trains the translation model on
+garden.CovePretraining (garden/tasks/pretraining/cove.py) trains the translation model on
 sentence pairs; garden.models.cove.sample_pairs writes a synthetic pair task for tests.
 """
 

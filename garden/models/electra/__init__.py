@@ -22,5 +22,6 @@ __all__ = ["SPEC", "ElectraBackbone", "ElectraDiscriminator", "ElectraDiscrimina
 SPEC = FamilySpec(
     name="electra", backbone=".backbone:ElectraBackbone", default_preset="electra_small",
     tokenizer="wordpiece", layout="bert", lower_case=True,
-    pretrainer=".pretrainer:ElectraPretrainer", pretraining="garden.tasks.pretraining:ELECTRA",
+    pretrainer=".pretrainer:ElectraPretrainer",
+    pretraining="garden.tasks.pretraining.electra:RECORD",
     converters={"huggingface": ".conversion:from_huggingface", "tf1": ".conversion:from_tf1"})

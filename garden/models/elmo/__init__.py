@@ -14,5 +14,6 @@ __all__ = ["SPEC", "ElmoBackbone", "CharacterEncoder", "Highway", "ELMO_FILTERS"
 SPEC = FamilySpec(
     name="elmo", backbone=".backbone:ElmoBackbone", default_preset="elmo",
     tokenizer="wordpiece", layout="bert", lower_case=False,
-    pretrainer=".bilm:ElmoBiLM", pretraining="garden.tasks.pretraining_elmo:RECORD",
+    pretrainer=".bilm:ElmoBiLM",
+    pretraining="garden.tasks.pretraining.elmo:RECORD",
     converters={"allennlp": ".conversion:from_allennlp"})

@@ -13,4 +13,4 @@ SPEC = FamilySpec(
     lm=".causal_lm:GPT2CausalLM", framing="causal",
     converters={"huggingface": ".conversion:from_huggingface", "tf1": ".conversion:from_tf1"},
     tf1_tokenizer_files={"vocab.json": "encoder.json", "merges.txt": "vocab.bpe"},
-    pretraining="garden.tasks.pretraining_gpt2:RECORD")
+    pretraining="garden.tasks.pretraining.gpt2:RECORD")

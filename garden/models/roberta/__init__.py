@@ -11,5 +11,6 @@ __all__ = ["SPEC", "RobertaBackbone", "RobertaPretrainer", "roberta_pretrain_los
 SPEC = FamilySpec(
     name="roberta", backbone=".backbone:RobertaBackbone", default_preset="roberta_base",
     tokenizer="bpe", layout="roberta", lower_case=False,
-    pretrainer=".pretrainer:RobertaPretrainer", pretraining="garden.tasks.pretraining:ROBERTA",
+    pretrainer=".pretrainer:RobertaPretrainer",
+    pretraining="garden.tasks.pretraining.roberta:RECORD",
     converters={"huggingface": ".conversion:from_huggingface"})

@@ -13,4 +13,4 @@ SPEC = FamilySpec(
     tokenizer="sentencepiece", layout="bert", lower_case=False,
     lm=".seq2seq_lm:T5Seq2SeqLM", framing="t5",
     converters={"huggingface": ".conversion:from_huggingface"},
-    pretraining="garden.tasks.pretraining_t5:RECORD")
+    pretraining="garden.tasks.pretraining.t5:RECORD")

@@ -14,4 +14,5 @@ __all__ = ["SPEC", "AwdLstmBackbone", "PRESETS", "ulmfit_backbone_from_preset"]
 SPEC = FamilySpec(
     name="ulmfit", backbone=".backbone:AwdLstmBackbone", default_preset="ulmfit",
     tokenizer="wordpiece", layout="bert", lower_case=True,
-    pretrainer=".lm:AwdLstmLM", pretraining="garden.tasks.pretraining_ulmfit:RECORD")
+    pretrainer=".lm:AwdLstmLM",
+    pretraining="garden.tasks.pretraining.ulmfit:RECORD")

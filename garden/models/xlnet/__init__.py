@@ -12,5 +12,6 @@ __all__ = ["SPEC", "XLNetBackbone", "XLNetPretrainer", "xlnet_pretrain_loss", "P
 SPEC = FamilySpec(
     name="xlnet", backbone=".backbone:XLNetBackbone", default_preset="xlnet_base",
     tokenizer="sentencepiece", layout="xlnet", lower_case=False,
-    pretrainer=".pretrainer:XLNetPretrainer", pretraining="garden.tasks.pretraining_xlnet:RECORD",
+    pretrainer=".pretrainer:XLNetPretrainer",
+    pretraining="garden.tasks.pretraining.xlnet:RECORD",
     converters={"huggingface": ".conversion:from_huggingface"})

@@ -36,7 +36,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from garden.tasks.base import ConfigError
-from garden.tasks.pretraining import PretrainingRecord, _share, pretrainer_on_backbone
+from garden.tasks.pretraining import PretrainingRecord, pretrainer_on_backbone, weight_share
 
 FEATURES = ("input_k", "input_q", "seg_id", "perm_rank", "target", "target_mask")
 
@@ -75,7 +75,7 @@ def _metrics(task, model, batch, training, weight_shares):
 
     outputs = model(task.model_inputs(batch), training=training)
     metrics = xlnet_pretrain_loss(outputs, batch["target"], tf.cast(batch["target_mask"], tf.float32),
-                                  lm_denominator=_share(weight_shares, "target_mask"))
+                                  lm_denominator=weight_share(weight_shares, "target_mask"))
     metrics["tokens"] = tf.cast(tf.size(batch["input_k"]), tf.float32)
     return metrics
 

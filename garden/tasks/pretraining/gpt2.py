@@ -20,13 +20,8 @@ import tensorflow as tf
 
 from garden import losses
 from garden.tasks import shared
-from garden.tasks.pretraining import PretrainingRecord, lm_on_backbone, lm_summary
-
-
-def next_token_weights(padding_mask) -> tf.Tensor:
-    """float [B, T-1]: 1 where position t and its label t + 1 are both real tokens."""
-    mask = tf.cast(padding_mask, tf.float32)
-    return mask[:, 1:] * mask[:, :-1]
+from garden.tasks.pretraining import (PretrainingRecord, lm_on_backbone, lm_summary,
+                                      next_token_weights, weight_share)
 
 
 def causal_lm_metrics(logits, token_ids, padding_mask,
@@ -53,8 +48,8 @@ def _loss_weights(task, batch):
 def _metrics(task, model, batch, training, weight_shares):
     inputs = task.model_inputs(batch)
     logits = model(inputs, training=training)["logits"]
-    denominator = None if weight_shares is None else weight_shares["lm_weights"] + 1e-5
-    metrics = causal_lm_metrics(logits, inputs["token_ids"], inputs["padding_mask"], denominator)
+    metrics = causal_lm_metrics(logits, inputs["token_ids"], inputs["padding_mask"],
+                                weight_share(weight_shares, "lm_weights"))
     metrics["tokens"] = shared.real_tokens(batch)
     return metrics
 

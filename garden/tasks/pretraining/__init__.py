@@ -1,17 +1,17 @@
-"""Pretraining, one task for every family (docs/objectives.md sections 1-4, 6-9, 11):
+"""Pretraining, one task for every family (docs/objectives.md sections 1-4, 6-9, 11, 13):
 `garden.Pretraining`.
 
 What differs between the families' pretraining is a record of plain data and functions
-(`PretrainingRecord`), which each family's FamilySpec names (`pretraining`: the encoders'
-records are below, the generative families' and XLNet's in pretraining_<family>.py); the
-family's FamilySpec also gives the default vocabulary kind (`tokenizer`, make_pretrain's
-default for the objective) and its pretrainer or GenerativeLM class. The task reads the phases of
-make_pretrain output, checks each directory against the configured vocabulary (WordPiece,
-SentencePiece or byte-level BPE, loaded by text.tokenizers: its fingerprint must be
-the data's info.json vocab_fingerprint), deals batches to the trainer and evaluates, the same
-way for every family. The data's info.json must record the family's name as its objective
-(ERNIE: family 'bert' with `objective = 'ernie'`: knowledge-unit masks, BERT's features).
-A family's record says:
+(`PretrainingRecord`), one module of this package per family (bert.py, albert.py, ...: its
+`RECORD`), which the family's FamilySpec names (`pretraining = "garden.tasks.pretraining.
+<family>:RECORD"`); the family's FamilySpec also gives the default vocabulary kind
+(`tokenizer`, make_pretrain's default for the objective) and its pretrainer or GenerativeLM
+class. The task reads the phases of make_pretrain output, checks each directory against the
+configured vocabulary (WordPiece, SentencePiece or byte-level BPE, loaded by text.tokenizers:
+its fingerprint must be the data's info.json vocab_fingerprint), deals batches to the trainer
+and evaluates, the same way for every family. The data's info.json must record the family's
+name as its objective (ERNIE: family 'bert' with `objective = 'ernie'`: knowledge-unit masks,
+BERT's features; ELMo and ULMFiT: `objective = 'bilm'`). A family's record says:
 
   required_features  what the data must hold (a function of the options where they decide)
   inputs             the model's named inputs of a batch (TFRecord feature names mapped)
@@ -20,12 +20,19 @@ A family's record says:
                      the checkpoint objects ("model", "backbone"; ELECTRA "generator" and
                      "discriminator"), which resume and fine-tuning look up by name
   loss_weights       the weighted means' denominators (all-reduced by the trainer)
-  metrics            the loss and metrics of one batch (losses: garden/models/<family>/pretrainer.py)
+  metrics            the loss and metrics of one batch (the losses are the families':
+                     garden/models/<family>/pretrainer.py)
   per_batch          training-time randomness added in the input pipeline, keyed by (seed,
                      batch index in the stream) so a resumed run draws what an uninterrupted
                      one would: RoBERTa's dynamic masks, ELECTRA's per-batch seed
   options            the family's own arguments and their defaults (gin binds them as
                      garden.Pretraining.<option>)
+  backbone_args      extra arguments for the backbone factory (RoBERTa's <pad> id, T5's
+                     vocabulary with its sentinels, XLNet's options)
+
+This module holds the task, the record and what two or more records share (the build and
+summary functions, weight_share, mlm_weights, next_token_weights, sentence_pair_record). CoVe's
+translation pretraining is a task of its own (cove.py: garden.CovePretraining), not a record.
 
 Gin: `train.task = @garden.Pretraining()`, `garden.Pretraining.family = 'bert'`.
 """
@@ -39,7 +46,6 @@ import tensorflow as tf
 
 from text import tokenizers
 from garden import data, models
-from garden.models.family import resolve
 from garden.tasks import shared
 from garden.tasks.base import Task
 
@@ -85,210 +91,40 @@ class PretrainingRecord:
     backbone_args: Callable = lambda task: {}  # extra defaults for the backbone factory
 
 
-def _mlm_weights(task, batch) -> Dict[str, tf.Tensor]:
+def mlm_weights(task, batch) -> Dict[str, tf.Tensor]:
+    """loss_weights of a masked-LM family: the batch's count of real masked slots."""
     return {"masked_lm_weights": tf.reduce_sum(tf.cast(batch["masked_lm_weights"], tf.float32))}
 
 
-def _share(weight_shares, key: str, epsilon: float = 1e-5):
+def weight_share(weight_shares, key: str, epsilon: float = 1e-5):
+    """This batch's share of the global denominator `key` (None outside the trainer's step, for
+    a per-batch mean); epsilon keeps a batch with no real targets from dividing by zero."""
     return None if weight_shares is None else weight_shares[key] + epsilon
 
 
-# -- BERT (and ERNIE: the same features and model) and ALBERT: MLM + a sentence-pair head --
-@tf.autograph.experimental.do_not_convert
-def _resolved(reference: str):
-    """resolve() inside a traced train step, not converted by AutoGraph (it would try, and warn
-    on, importlib's own functions)."""
-    return resolve(reference)
+def next_token_weights(padding_mask) -> tf.Tensor:
+    """float [B, T-1]: 1 where position t and its label t + 1 are both real tokens (the causal
+    LMs' labels and the biLM's two directions)."""
+    mask = tf.cast(padding_mask, tf.float32)
+    return mask[:, 1:] * mask[:, :-1]
 
 
-def _pair_record(loss: str) -> PretrainingRecord:
-    """A family with MLM and a sentence-pair head (BERT's NSP, ALBERT's SOP); `loss` is the
-    "module:function" of its pretrain loss (outputs, ids, weights, sentence labels)."""
+def sentence_pair_record(loss: Callable) -> PretrainingRecord:
+    """The record of a family with MLM and a sentence-pair head (BERT's NSP, ALBERT's SOP);
+    `loss` is its pretrain loss (outputs, ids, weights, sentence labels, mlm_denominator)."""
     def metrics(task, model, batch, training, weight_shares):
         outputs = model(task.model_inputs(batch), training=training)
-        out = _resolved(loss)(outputs, batch["masked_lm_ids"], batch["masked_lm_weights"],
-                            batch["next_sentence_labels"],
-                            mlm_denominator=_share(weight_shares, "masked_lm_weights"))
+        out = loss(outputs, batch["masked_lm_ids"], batch["masked_lm_weights"],
+                   batch["next_sentence_labels"],
+                   mlm_denominator=weight_share(weight_shares, "masked_lm_weights"))
         out["tokens"] = shared.real_tokens(batch)
         return out
 
     return PretrainingRecord(
         required_features=("input_ids", "input_mask", "segment_ids",
                            "next_sentence_labels") + MLM_FEATURES,
-        inputs=lambda task, batch: shared.to_model_inputs(batch), loss_weights=_mlm_weights,
+        inputs=lambda task, batch: shared.to_model_inputs(batch), loss_weights=mlm_weights,
         metrics=metrics)
-
-
-BERT = _pair_record("garden.models.bert.pretrainer:bert_pretrain_loss")
-ALBERT = _pair_record("garden.models.albert.pretrainer:albert_pretrain_loss")
-
-
-# -- SpanBERT ------------------------------------------------------------------------------
-def _spanbert_build(task, backbone):
-    model = task.spec.pretrainer_class()(
-        backbone, max_targets=int(task.options["max_targets"]),
-        position_embedding_size=int(task.options["position_embedding_size"]))
-    return model, {"model": model, "backbone": backbone}
-
-
-def _spanbert_weights(task, batch):
-    return {**_mlm_weights(task, batch),
-            "sbo_weights": tf.reduce_sum(tf.cast(batch["sbo_weights"], tf.float32))}
-
-
-def _spanbert_features(options):
-    from garden.models.spanbert.pretrainer import SBO_INPUTS
-
-    return ("input_ids", "input_mask", "segment_ids", "sbo_weights", *SBO_INPUTS) + MLM_FEATURES
-
-
-def _spanbert_inputs(task, batch):
-    from garden.models.spanbert.pretrainer import SBO_INPUTS
-
-    inputs = shared.to_model_inputs(batch)
-    inputs.update({k: tf.cast(batch[k], tf.int32) for k in SBO_INPUTS})
-    return inputs
-
-
-def _spanbert_metrics(task, model, batch, training, weight_shares):
-    from garden.models.spanbert.pretrainer import spanbert_pretrain_loss
-
-    outputs = model(task.model_inputs(batch), training=training)
-    metrics = spanbert_pretrain_loss(
-        outputs, batch["masked_lm_ids"], batch["masked_lm_weights"], batch["sbo_weights"],
-        sbo_loss_weight=float(task.options["sbo_loss_weight"]),
-        mlm_denominator=_share(weight_shares, "masked_lm_weights"),
-        sbo_denominator=_share(weight_shares, "sbo_weights"))
-    metrics["tokens"] = shared.real_tokens(batch)
-    return metrics
-
-
-SPANBERT = PretrainingRecord(
-    required_features=_spanbert_features, inputs=_spanbert_inputs, build=_spanbert_build,
-    loss_weights=_spanbert_weights, metrics=_spanbert_metrics,
-    options={"sbo_loss_weight": 1.0, "max_targets": 15, "position_embedding_size": 200})
-
-
-# -- RoBERTa -------------------------------------------------------------------------------
-def _roberta_build(task, backbone):
-    pad_id = task.vocabulary.special("pad", task.name)
-    if backbone.get_config()["padding_idx"] != pad_id:
-        raise ValueError(f"the backbone's padding_idx {backbone.get_config()['padding_idx']} is "
-                         f"not the vocabulary's <pad> id {pad_id} ({task.vocab}): RoBERTa's "
-                         f"positions count from it; unbind roberta_backbone.padding_idx")
-    return pretrainer_on_backbone(task, backbone)
-
-
-def _roberta_masks(task, ds, seed, input_context, skip_batches):
-    if not task.options["dynamic_masking"]:
-        return ds
-    from text import dynamic
-
-    v = task.vocabulary
-    mask = dynamic.make_batch_masker(
-        vocab_size=v.size, mask_id=v.special("mask", task.name), special_ids=v.special_ids,
-        mask_prob=task.options["mask_prob"],
-        max_predictions_per_seq=task.options["max_predictions_per_seq"])
-    return shared.batch_index(ds, input_context, skip_batches).map(
-        lambda index, batch: mask(batch, seed, index), num_parallel_calls=tf.data.AUTOTUNE,
-        deterministic=True)
-
-
-def _roberta_inputs(task, batch):
-    real = tf.cast(batch["input_mask"], tf.int32)
-    # The pipeline pads with id 0 (<s> in a BPE vocabulary); RoBERTa finds padding (and
-    # offsets its positions) by the <pad> id, so padding gets that id.
-    pad_id = task.vocabulary.specials["pad"]
-    token_ids = tf.where(real > 0, tf.cast(batch["input_ids"], tf.int32), pad_id)
-    return {"token_ids": token_ids, "padding_mask": real,
-            "masked_lm_positions": tf.cast(batch["masked_lm_positions"], tf.int32)}
-
-
-def _roberta_metrics(task, model, batch, training, weight_shares):
-    from garden.models.roberta.pretrainer import roberta_pretrain_loss
-
-    outputs = model(task.model_inputs(batch), training=training)
-    metrics = roberta_pretrain_loss(outputs, batch["masked_lm_ids"], batch["masked_lm_weights"],
-                                    mlm_denominator=_share(weight_shares, "masked_lm_weights"))
-    metrics["tokens"] = shared.real_tokens(batch)
-    return metrics
-
-
-ROBERTA = PretrainingRecord(
-    # Dynamic masks are drawn per batch; static ones must be in the data.
-    required_features=lambda o: ("input_ids", "input_mask") + (
-        () if o["dynamic_masking"] else MLM_FEATURES),
-    inputs=_roberta_inputs, build=_roberta_build, loss_weights=_mlm_weights,
-    metrics=_roberta_metrics, per_batch=_roberta_masks,
-    backbone_args=lambda task: {"default_padding_idx": task.vocabulary.special("pad", task.name)},
-    options={"dynamic_masking": True, "max_predictions_per_seq": None, "mask_prob": 0.15})
-
-
-# -- ELECTRA -------------------------------------------------------------------------------
-def _electra_build(task, towers):
-    o = task.options
-    model = task.spec.pretrainer_class()(
-        towers["generator"], towers["discriminator"],
-        mask_token_id=task.vocabulary.special("mask", task.name),
-        # Every control token ([CLS], [SEP], [PAD], ...): padding is excluded by the mask too.
-        unmaskable_token_ids=sorted(task.vocabulary.special_ids), mask_prob=o["mask_prob"],
-        temperature=o["temperature"], disc_weight=o["disc_weight"])
-    return model, {"model": model, "generator": towers["generator"],
-                   "discriminator": towers["discriminator"]}
-
-
-def _electra_summary(spec, towers):
-    # The [MASK] id changes no weight: any id prints the same model.
-    return spec.pretrainer_class()(towers["generator"], towers["discriminator"], mask_token_id=0)
-
-
-def _electra_seeds(task, ds, seed, input_context, skip_batches):
-    # ElectraPretrainer draws masks and samples in the graph from one [2] seed per batch.
-    def add_seed(index, batch):
-        batch = dict(batch)
-        batch["seed"] = tf.stack([tf.constant(seed % (2 ** 31), tf.int32),
-                                  tf.cast(index, tf.int32)])
-        return batch
-
-    return shared.batch_index(ds, input_context, skip_batches).map(add_seed)
-
-
-def _electra_weights(task, batch):
-    """The masked slots (their count is the masking formula's, which does not depend on the
-    seed) and the real tokens the discriminator scores."""
-    from garden.models.electra.pretrainer import electra_mask
-
-    masked = electra_mask(batch["input_ids"], batch["input_mask"], tf.constant([0, 0]),
-                          task.vocabulary.specials.get("mask", 0),
-                          sorted(task.vocabulary.special_ids), task.options["mask_prob"])
-    return {"masked_lm_weights": tf.reduce_sum(masked["masked_lm_weights"]),
-            "disc_weights": shared.real_tokens(batch)}
-
-
-def _electra_inputs(task, batch):
-    return {"token_ids": tf.cast(batch["input_ids"], tf.int32),
-            "segment_ids": tf.cast(batch["segment_ids"], tf.int32),
-            "padding_mask": tf.cast(batch["input_mask"], tf.int32),
-            "seed": tf.cast(batch["seed"], tf.int32)}
-
-
-def _electra_metrics(task, model, batch, training, weight_shares):
-    from garden.models.electra.pretrainer import electra_pretrain_loss
-
-    outputs = model(task.model_inputs(batch), training=training)
-    metrics = electra_pretrain_loss(
-        outputs, task.options["disc_weight"],
-        mlm_denominator=_share(weight_shares, "masked_lm_weights", 1e-6),
-        disc_denominator=_share(weight_shares, "disc_weights", 1e-6))
-    metrics["tokens"] = shared.real_tokens(batch)
-    return metrics
-
-
-ELECTRA = PretrainingRecord(
-    required_features=("input_ids", "input_mask", "segment_ids"), inputs=_electra_inputs,
-    build=_electra_build, summary=_electra_summary, loss_weights=_electra_weights,
-    metrics=_electra_metrics, per_batch=_electra_seeds,
-    options={"mask_prob": 0.15, "temperature": 1.0, "disc_weight": 50.0})
 
 
 def pretraining_families():
@@ -306,7 +142,7 @@ def family_record(name: str):
 
 
 class Pretraining(Task):
-    """Pretraining of one encoder family on make_pretrain output (see the module docstring).
+    """Pretraining of one family on make_pretrain output (see the module docstring).
 
     Args:
         backbone: the gin backbone factory, called with default_vocab_size = the vocabulary's
@@ -359,7 +195,7 @@ class Pretraining(Task):
         self.eval_batches = eval_batches
         self.eval_batch_size = eval_batch_size
         self.phases = shared.phases(phases, "garden.Pretraining")
-        self._dirs = None
+        self.data_dirs = None  # a DataDir per phase, opened by prepare() (T5 reads their info)
         self._eval_dir = None
 
     # -- checks before anything is built -------------------------------------------------
@@ -369,7 +205,7 @@ class Pretraining(Task):
         self.vocabulary = loaded.vocab  # text.vocab.Vocab
         self.vocab_size = self.vocabulary.size
         self.fingerprint = loaded.fingerprint
-        self._dirs = [self._open(p.data_dir, p.max_seq_length) for p in self.phases]
+        self.data_dirs = [self._open(p.data_dir, p.max_seq_length) for p in self.phases]
         if self.eval_data_dir:
             self._eval_dir = self._open(self.eval_data_dir,
                                         self.eval_max_seq_length or self.phases[0].max_seq_length)
@@ -435,12 +271,12 @@ class Pretraining(Task):
         return self.record.per_batch(self, ds, seed, input_context, skip_batches)
 
     def schedule(self, train_steps: int):
-        assert self._dirs is not None, "prepare() first"
+        assert self.data_dirs is not None, "prepare() first"
 
         def dataset_fn(ddir, input_context, batch_size, seed, skip_batches):
             return self._dataset(ddir, batch_size, seed, input_context, skip_batches)
 
-        return shared.phase_schedule(self.phases, self._dirs, train_steps, dataset_fn)
+        return shared.phase_schedule(self.phases, self.data_dirs, train_steps, dataset_fn)
 
     # -- objective -----------------------------------------------------------------------
     def model_inputs(self, batch) -> Dict[str, tf.Tensor]:

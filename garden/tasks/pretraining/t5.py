@@ -1,5 +1,6 @@
-"""T5 span-corruption pretraining (docs/objectives.md section 8): the `RECORD` T5's FamilySpec
-names for garden.Pretraining, on `data_pipelines.make_pretrain --objective=t5` output.
+"""T5 span-corruption pretraining (docs/objectives.md section 8): the `RECORD` garden.Pretraining
+reads for `garden.Pretraining.family = 't5'`, on `data_pipelines.make_pretrain --objective=t5`
+output.
 
 Data: `inputs` (kept pieces, one sentinel per noise span, EOS) and `targets` (sentinel + noise
 run per span, EOS), zero-padded (0 = SentencePiece <pad>, which T5 also uses as the decoder
@@ -31,14 +32,14 @@ from typing import Dict
 import tensorflow as tf
 
 from garden import losses
-from garden.tasks.pretraining import PretrainingRecord
+from garden.tasks.pretraining import PretrainingRecord, weight_share
 
 EOS_ID = 1  # T5's SentencePiece layout (make_vocab: pad 0, eos 1, unk 2)
 
 
 def num_sentinels(task) -> int:
     """The sentinel count the data was made with (every phase must agree)."""
-    counts = {int(d.info["options"]["num_sentinels"]) for d in task._dirs}
+    counts = {int(d.info["options"]["num_sentinels"]) for d in task.data_dirs}
     if len(counts) != 1:
         raise ValueError(f"{task.name}: the phases' data were made with different "
                          f"--num_sentinels {sorted(counts)}; remake them with one value")
@@ -79,8 +80,8 @@ def _metrics(task, model, batch, training, weight_shares) -> Dict[str, tf.Tensor
     logits = model(inputs, training=training)["logits"]
     targets = tf.cast(batch["targets"], tf.int32)
     real = tf.cast(inputs["decoder_padding_mask"], tf.float32)
-    denominator = None if weight_shares is None else weight_shares["target_tokens"] + 1e-5
-    out = losses.masked_lm_metrics(logits, targets, real, denominator, prefix="target")
+    out = losses.masked_lm_metrics(logits, targets, real,
+                                   weight_share(weight_shares, "target_tokens"), prefix="target")
     noise = noise_targets(task, targets)
     correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), targets), tf.float32)
     out["noise_accuracy"] = tf.math.divide_no_nan(tf.reduce_sum(noise * correct),

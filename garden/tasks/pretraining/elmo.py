@@ -21,13 +21,7 @@ import tensorflow as tf
 from garden import losses
 from garden.models.elmo.bilm import ElmoBiLM
 from garden.tasks import shared
-from garden.tasks.pretraining import PretrainingRecord
-
-
-def neighbour_weights(padding_mask) -> tf.Tensor:
-    """float [B, T-1]: 1 where positions t and t + 1 are both real tokens."""
-    mask = tf.cast(padding_mask, tf.float32)
-    return mask[:, 1:] * mask[:, :-1]
+from garden.tasks.pretraining import PretrainingRecord, next_token_weights, weight_share
 
 
 def _inputs(task, batch):
@@ -38,13 +32,13 @@ def _inputs(task, batch):
 
 
 def _loss_weights(task, batch):
-    return {"lm_weights": tf.reduce_sum(neighbour_weights(batch["input_mask"]))}
+    return {"lm_weights": tf.reduce_sum(next_token_weights(batch["input_mask"]))}
 
 
 def bilm_metrics(outputs, token_ids, padding_mask, denominator=None):
     """{"loss", "forward_loss", "backward_loss", accuracies} of ElmoBiLM's outputs."""
     ids = tf.cast(token_ids, tf.int32)
-    weights = neighbour_weights(padding_mask)
+    weights = next_token_weights(padding_mask)
     metrics = {**losses.masked_lm_metrics(outputs["forward_logits"][:, :-1], ids[:, 1:],
                                           weights, denominator, prefix="forward"),
                **losses.masked_lm_metrics(outputs["backward_logits"][:, 1:], ids[:, :-1],
@@ -56,7 +50,7 @@ def sampled_losses(model, outputs, token_ids, padding_mask, num_sampled: int, de
     """{"forward_loss", "backward_loss"}: sampled-softmax cross-entropy of each direction over
     the positions with a real neighbour, divided by `denominator` (their global count)."""
     ids = tf.cast(token_ids, tf.int64)
-    weights = neighbour_weights(padding_mask)
+    weights = next_token_weights(padding_mask)
     kernel = tf.transpose(tf.cast(model.softmax.kernel, tf.float32))  # [V, D]
     bias = tf.cast(model.softmax.bias, tf.float32)
     out = {}
@@ -73,12 +67,12 @@ def sampled_losses(model, outputs, token_ids, padding_mask, num_sampled: int, de
 
 def _metrics(task, model, batch, training, weight_shares):
     inputs = task.model_inputs(batch)
-    denominator = None if weight_shares is None else weight_shares["lm_weights"] + 1e-5
+    denominator = weight_share(weight_shares, "lm_weights")
     outputs = model(inputs, training=training)
     metrics = bilm_metrics(outputs, batch["input_ids"], inputs["padding_mask"], denominator)
     num_sampled = int(task.options["sampled_softmax"])
     if training and num_sampled:
-        total = (tf.reduce_sum(neighbour_weights(inputs["padding_mask"])) + 1e-5
+        total = (tf.reduce_sum(next_token_weights(inputs["padding_mask"])) + 1e-5
                  if denominator is None else denominator)
         sampled = sampled_losses(model, outputs, batch["input_ids"], inputs["padding_mask"],
                                  num_sampled, total)

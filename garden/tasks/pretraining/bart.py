@@ -1,5 +1,5 @@
-"""BART denoising pretraining (docs/objectives.md section 9): the `bart` record of
-garden.tasks.pretraining (`garden.Pretraining.family = 'bart'`), named by BART's FamilySpec.
+"""BART denoising pretraining (docs/objectives.md section 9): the `RECORD` garden.Pretraining
+reads for `garden.Pretraining.family = 'bart'`.
 
 Data: make_pretrain --objective=bart (text/features.py bart_pretrain_spec):
 input_ids / input_mask (the noised block, the encoder's input), labels (the clean block
@@ -23,7 +23,7 @@ import tensorflow as tf
 
 from garden.losses import masked_lm_metrics, with_total_loss
 from garden.tasks import shared
-from garden.tasks.pretraining import PretrainingRecord, _share, lm_on_backbone, lm_summary
+from garden.tasks.pretraining import PretrainingRecord, lm_on_backbone, lm_summary, weight_share
 
 FEATURES = ("input_ids", "input_mask", "labels", "decoder_input_ids", "decoder_input_mask")
 
@@ -43,7 +43,7 @@ def _metrics(task, model, batch, training, weight_shares):
     logits = model(task.model_inputs(batch), training=training)["logits"]
     metrics = with_total_loss(masked_lm_metrics(
         logits, batch["labels"], tf.cast(batch["decoder_input_mask"], tf.float32),
-        denominator=_share(weight_shares, "target_tokens"), prefix="lm"), lm=1.0)
+        denominator=weight_share(weight_shares, "target_tokens"), prefix="lm"), lm=1.0)
     metrics["tokens"] = shared.real_tokens(batch)
     return metrics
 
