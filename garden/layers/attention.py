@@ -41,8 +41,9 @@ def empty_caches(num_layers: int, batch, num_heads: int, length, head_width: int
 HEAD_MASK_MODES = ("scale", "uniform")
 
 
-def _swap_heads(x):
-    """[B, T, A, d] <-> [B, A, T, d]."""
+def swap_heads(x):
+    """[B, T, A, d] <-> [B, A, T, d]: heads before time for the per-head score products, and
+    back."""
     return ops.transpose(x, (0, 2, 1, 3))
 
 
@@ -193,8 +194,8 @@ class MultiHeadAttention(keras.layers.Layer):
                 raise ValueError("MultiHeadAttention: `cache_update_index` was given without a "
                                  "`cache`; pass the (keys, values) pair of [B, A, T_max, d] "
                                  "tensors it indexes")
-            return (_swap_heads(self._project(self.key_dense, key)),
-                    _swap_heads(self._project(self.value_dense, value)), None)
+            return (swap_heads(self._project(self.key_dense, key)),
+                    swap_heads(self._project(self.value_dense, value)), None)
         if not isinstance(cache, (tuple, list)) or len(cache) != 2:
             shape = getattr(cache, "shape", None)
             raise ValueError(
@@ -205,8 +206,8 @@ class MultiHeadAttention(keras.layers.Layer):
         keys, values = cache
         if cache_update_index is None:  # read only: e.g. cross-attention over a fixed encoder
             return keys, values, (keys, values)
-        new_keys = _swap_heads(ops.cast(self._project(self.key_dense, key), keys.dtype))
-        new_values = _swap_heads(ops.cast(self._project(self.value_dense, value), values.dtype))
+        new_keys = swap_heads(ops.cast(self._project(self.key_dense, key), keys.dtype))
+        new_values = swap_heads(ops.cast(self._project(self.value_dense, value), values.dtype))
         keys = write_slots(keys, new_keys, cache_update_index, axis=2)
         values = write_slots(values, new_values, cache_update_index, axis=2)
         return keys, values, (keys, values)

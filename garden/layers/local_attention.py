@@ -30,7 +30,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from garden.layers.attention import MultiHeadAttention, _swap_heads
+from garden.layers.attention import MultiHeadAttention, swap_heads
 
 
 def band_mask(query_length, key_length, width, offset=0):
@@ -135,7 +135,7 @@ class LocalMultiHeadAttention(MultiHeadAttention):
         return ops.cast(attention_mask[:, 0, :], "bool")
 
     def _output(self, context, batch, length):
-        context = ops.reshape(_swap_heads(context), (-1, self.num_heads * self.key_dim))
+        context = ops.reshape(swap_heads(context), (-1, self.num_heads * self.key_dim))
         kernel = ops.reshape(self.output_dense.kernel, (self.num_heads * self.key_dim, -1))
         out = ops.matmul(context, kernel)
         if self.use_bias:
@@ -177,7 +177,7 @@ class LocalMultiHeadAttention(MultiHeadAttention):
                              f"{key.shape[1]}, {value.shape[1]}")
         batch, length = ops.shape(query)[0], ops.shape(query)[1]
         scale = 1.0 / math.sqrt(self.key_dim) if self.scale_queries else None
-        q = _swap_heads(self._project(self.query_dense, query, scale=scale))
+        q = swap_heads(self._project(self.query_dense, query, scale=scale))
         key_mask = self._key_mask(attention_mask)
         if cache is not None and cache_update_index is None:
             raise ValueError(f"{self.name}: a cache needs cache_update_index (self-attention "
