@@ -2,9 +2,9 @@
 and 8, tokens per second, against keras-hub and Hugging Face torch in one run (issue 15).
 
 Contenders, all float32 on this machine's CPU cores, random weights (nothing downloaded):
-- ours: `garden.generation.Generator` over `garden.models.factory.generative_lm("gpt2_small")`
+- ours: `garden.models.decoding.Generator` over `garden.models.factory.generative_lm("gpt2_small")`
   (the cached decode loop compiled once: one tf.while_loop over decode_step) with
-  garden.generation's default compilation (on a CPU, for a model of this size, the plain graph
+  garden.models.decoding's default compilation (on a CPU, for a model of this size, the plain graph
   an export also runs), and with `--ours_xla` also compiled with XLA. ours_intra1: the same
   with TensorFlow's intra-op pool at one thread, as `python -m garden.generate` runs by default
   (a decode step's large products then split over the inter-op threads,
@@ -78,7 +78,7 @@ def worker_ours(batches: List[int], args, jit_compile) -> dict:
     _tf_threads(args)
     import keras
 
-    from garden.generation import GenerationConfig, Generator
+    from garden.models.decoding import GenerationConfig, Generator
     from garden.models import factory
 
     keras.utils.set_random_seed(0)

@@ -1,10 +1,10 @@
 """Seq2seq decoding speed, this tree against an older commit: T5-small's and BART-base's shapes,
-random weights, greedy through garden.generation (the code path garden.generate uses), old and
+random weights, greedy through garden.models.decoding (the code path garden.generate uses), old and
 new code timed interleaved on the same machine at the same time.
 
 What it measures: one `Generator.generate` call (encoder, decoder prompt, `--new_tokens` decode
-steps in the compiled tf.while_loop, with garden.generation's default compilation: on a CPU, for
-models of this size, the plain graph) per (model, batch), in seconds. Every call generates
+steps in the compiled tf.while_loop, with garden.models.decoding's default compilation: on a
+CPU, for models of this size, the plain graph) per (model, batch), in seconds. Every call generates
 exactly `--new_tokens` tokens per row (min_new_tokens = new_tokens: EOS cannot stop a row), from
 the same random `--source_length`-token sources; the decoder prompt is the model's start tokens
 (T5: [0]; BART: [2, 0]).
@@ -114,14 +114,14 @@ def worker(args):
 
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     tf.config.threading.set_inter_op_parallelism_threads(args.threads)
-    from garden import generation
+    from garden.models import decoding
 
-    config = generation.GenerationConfig(max_new_tokens=args.new_tokens,
+    config = decoding.GenerationConfig(max_new_tokens=args.new_tokens,
                                          min_new_tokens=args.new_tokens)
     runs, first_call = {}, {}
     for name in args.models:
         model, eos_id, pad_id, start, vocab = _build(name)
-        generator = generation.Generator(model, eos_id=eos_id, pad_id=pad_id)
+        generator = decoding.Generator(model, eos_id=eos_id, pad_id=pad_id)
         for batch in args.batches:
             rng = np.random.default_rng(batch)
             prompt = {

@@ -10,7 +10,7 @@ For each prompt it prints the prompt, then each new token's text the moment it i
 (flushed), then a newline; beam search prints its best hypothesis when the search ends (a
 beam's best is known only then). Several prompts are decoded one after another, all
 left-padded to the longest one, so the decode loop is compiled once for all of them. The
-decoding flags are garden.generation.GenerationConfig's fields.
+decoding flags are garden.models.decoding.GenerationConfig's fields.
 
 Threads: by default TensorFlow's intra-op pool has one thread, and a decode step's large
 products are split into parts that run side by side on the inter-op threads
@@ -91,7 +91,7 @@ def load_model_dir(model_dir: str) -> GenerationModel:
 # --- the command line --------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
-    from garden.generation import LENGTH_PENALTY_KINDS, METHODS, GenerationConfig
+    from garden.models.decoding import LENGTH_PENALTY_KINDS, METHODS, GenerationConfig
 
     defaults = GenerationConfig()
     p = argparse.ArgumentParser(prog="python -m garden.generate",
@@ -142,7 +142,7 @@ def set_threads(intra_op: int, inter_op: int) -> None:
 
 
 def main(argv: Optional[Sequence[str]] = None, out=None) -> int:
-    from garden.generation import GenerationConfig, Generator
+    from garden.models.decoding import GenerationConfig, Generator
 
     args = build_parser().parse_args(argv)
     out = out or sys.stdout

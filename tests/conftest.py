@@ -70,7 +70,7 @@ LONG_FILES = {
     "tests/test_docs_and_installs.py": 40,
     "tests/garden/test_electra_finetune.py": 34,
     "tests/garden/test_question_answering.py": 33,
-    "tests/garden/test_generation.py": 32,
+    "tests/models/test_decoding.py": 32,
 }
 
 

@@ -1,5 +1,5 @@
 """Small GenerativeLMs (garden/models/generative.py) for testing what drives a generative model
-(garden.generation, the generation export, garden.fewshot, the LM tasks) without depending on
+(garden.models.decoding, the generation export, garden.fewshot, the LM tasks) without depending on
 any one family: a pre-LN decoder-only model and an encoder-decoder, both on garden.layers with
 real KV caches, built in milliseconds.
 

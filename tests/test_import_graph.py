@@ -17,9 +17,8 @@ The rules, bottom first (each layer may import itself and the layers it is `over
     base            over text: the garden package itself (its __init__ sets the oneDNN switch),
                     losses, metrics, optimization, distribute, data (the TFRecord input), plots
     layers          garden.layers, over base
-    models          garden.models (backbones, heads, the GenerativeLM contract, the backbones'
-                    switches in models.instrument) and garden.generation (the samplers over that
-                    contract), over layers
+    models          garden.models (backbones, heads, the GenerativeLM contract and its samplers
+                    in models.decoding, the backbones' switches in models.instrument), over layers
     serving         garden.serving: the exporter and a ServingModule per task kind, over models
     tasks           garden.tasks and garden.pretrained (the converted directories tasks start
                     from), over serving
@@ -59,7 +58,7 @@ LAYERS: Tuple[Tuple[str, Optional[str], Tuple[str, ...]], ...] = (
                       "garden.metrics", "garden.metrics.*", "garden.optimization",
                       "garden.plots")),
     ("layers", "base", ("garden.layers", "garden.layers.*")),
-    ("models", "layers", ("garden.models", "garden.models.*", "garden.generation")),
+    ("models", "layers", ("garden.models", "garden.models.*")),
     ("serving", "models", ("garden.serving", "garden.serving.*")),
     ("tasks", "serving", ("garden.tasks", "garden.tasks.*", "garden.pretrained")),
     ("training", "tasks", ("garden.training", "garden.training.*")),

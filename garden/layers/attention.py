@@ -17,7 +17,7 @@ def write_slots(cache, new, index, axis=1):
     [B, A, T_max, d] at axis 2.
 
     A scatter (TensorScatterUpdate), not keras.ops.slice_update: the latter is
-    XlaDynamicUpdateSlice, which the plain graph (what garden.generation runs on a CPU for
+    XlaDynamicUpdateSlice, which the plain graph (what garden.models.decoding runs on a CPU for
     large models) executes by compiling and launching a one-op XLA cluster per call, slower
     than the scatter's kernel; under XLA the scatter compiles too (TensorStridedSliceUpdate
     would not: XLA wants its bounds constant). Both copy the values exactly.

@@ -1,7 +1,7 @@
 """The contract between the models that generate and everything that drives them.
 
 GPT, GPT-2, the GPT-3-style sparse model (decoder-only) and T5, BART (encoder-decoder) each
-provide one `GenerativeLM`; garden.generation (greedy, sampling, beam search), the generation
+provide one `GenerativeLM`; garden.models.decoding (greedy, sampling, beam search), the generation
 export (garden/serving), garden.fewshot and the LM tasks use only what is written here, so a new
 family that honours it decodes, serves and is scored without an edit elsewhere.
 
@@ -16,7 +16,7 @@ Training / scoring call, `model(inputs, training=...)` -> {"logits": float32 [B,
     logits[:, t] scores the token at t + 1 (decoder-only) / target t (encoder-decoder); float32
     whatever the dtype policy, since they feed a softmax.
 
-Incremental decoding (what garden.generation calls, inside one tf.function):
+Incremental decoding (what garden.models.decoding calls, inside one tf.function):
     start_decoding(prompt, max_length) -> (logits float32 [B, V], state)
         prompt: the decoder-only inputs above (left-padded), or for encoder-decoder models
             the encoder inputs plus "decoder_token_ids" / "decoder_padding_mask" [B, P] (the

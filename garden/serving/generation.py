@@ -1,5 +1,5 @@
 """ServingModule of the generative kind: prompt strings in, generated strings out, with the
-tokenizer, left padding, garden.generation's decode loop and the detokenizer inside the graph.
+tokenizer, left padding, garden.models.decoding's decode loop and the detokenizer inside the graph.
 
     module = make_generation_serving(lm, "bpe/vocab.json", "bpe", eos_id=2, pad_id=1,
                                      max_prompt_length=64, max_new_tokens=64)
@@ -11,7 +11,7 @@ Signatures (every text input string [batch]; a tensor of another rank answers
 InvalidArgumentError naming it):
     serving_default  prompt -> text string [B], num_tokens int32 [B], score float32 [B]
                      decoded with the export's default settings (`defaults`, a
-                     garden.generation.GenerationConfig).
+                     garden.models.decoding.GenerationConfig).
     generate         prompt plus one value per row of each decoding setting:
                          max_new_tokens int32 (1 .. the export's cap), method string
                          ("greedy" | "sample" | "beam"), num_beams int32 (1 .. max_beams),
@@ -36,11 +36,11 @@ different settings in separate requests). method and num_beams choose among deco
 compiled into the export (tf.switch_case over greedy, sample and beam widths 2..max_beams;
 method "beam" with num_beams 1 runs the greedy loop, which with length_penalty 0 picks the
 same tokens, and saves a loop per export);
-the other settings are tensors of the loop (garden.generation.Generator.decode_fn), so no
+the other settings are tensors of the loop (garden.models.decoding.Generator.decode_fn), so no
 setting recompiles anything. length_penalty, its kind, min_new_tokens and
 no_repeat_ngram_size are fixed at export (from `defaults`).
 
-Prompt encoding (what garden.generation's tests and a Python caller do, see `encode_prompts`):
+Prompt encoding (what garden.models.decoding's tests and a Python caller do, see `encode_prompts`):
     decoder-only     prompt_prefix_ids + the text's pieces + prompt_suffix_ids (e.g. the
                      causal LM task's separator), cut to the LAST max_prompt_length ids (the
                      context nearest the continuation), left-padded with pad_id to
@@ -68,7 +68,7 @@ import numpy as np
 import tensorflow as tf
 
 from text import bpe, tokenizers, vocab_files
-from garden.generation import METHODS, GenerationConfig, Generator
+from garden.models.decoding import METHODS, GenerationConfig, Generator
 from garden.serving.modules import PREDICT, ServingModule, _strings
 from garden.serving.text import checked_text
 
@@ -121,7 +121,7 @@ class GenerationServing(ServingModule):
         tokenizer: the text.tokenizers.TextTokenizer it was trained with
             (sentencepiece or bpe).
         vocab_path: its vocabulary file (copied into assets/; a BPE merges.txt too).
-        eos_id, pad_id: as garden.generation.generate takes them.
+        eos_id, pad_id: as garden.models.decoding.generate takes them.
         max_prompt_length: prompt slots (decoder-only) or encoder length (encoder-decoder).
         max_new_tokens: the cap of every request's max_new_tokens (the decode buffers' size).
         max_beams: the widest beam a request may ask for.

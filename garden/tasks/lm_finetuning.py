@@ -36,7 +36,7 @@ Evaluation (evaluate / finish, on the eval file, the first `max_eval_examples`):
                     accuracy), its standard error, the trivial baseline_token_accuracy (the most
                     frequent train label token predicted everywhere) and the standard error of
                     the per-example difference (token_accuracy_gain_se), for margins;
-    generated       garden.generation.generate (greedy by default; `generation` overrides the
+    generated       garden.models.decoding.generate (greedy by default; `generation` overrides the
                     GenerationConfig fields, e.g. {"method": "beam", "num_beams": 4,
                     "length_penalty": 0.6}; max_new_tokens defaults to max_target_length), the
                     new tokens up to EOS decoded to text and scored with ROUGE-1/2/L F against
@@ -178,14 +178,14 @@ class GenerativeFinetuning(Task):
 
     # -- before anything is built ---------------------------------------------------------
     def prepare(self) -> None:
-        from garden import generation
+        from garden.models import decoding
 
-        fields = {f.name for f in dataclasses.fields(generation.GenerationConfig)}
+        fields = {f.name for f in dataclasses.fields(decoding.GenerationConfig)}
         unknown = sorted(set(self.generation) - fields)
         if unknown:
             raise ValueError(f"{self.name}.generation: unknown settings {unknown}; "
                              f"GenerationConfig has {sorted(fields)}")
-        self.generation_config = generation.GenerationConfig(
+        self.generation_config = decoding.GenerationConfig(
             **{"max_new_tokens": self.max_target_length, **self.generation})
         # Read and checked now; the TF tokenizer of the datasets is built on first use (see
         # `text_tokenizer`), after the trainer seeds.
@@ -370,9 +370,9 @@ class GenerativeFinetuning(Task):
 
     def predict(self, model, rows) -> List[str]:
         """Generated text for each row's source (the task's GenerationConfig)."""
-        from garden import generation
+        from garden.models import decoding
 
-        generator = generation.Generator(model, eos_id=self.eos_id, pad_id=self.pad_id)
+        generator = decoding.Generator(model, eos_id=self.eos_id, pad_id=self.pad_id)
         out = []
         for batch in self._dataset(rows, self.eval_batch_size, for_generation=True):
             prompt = {k: v for k, v in batch.items() if k in self.prompt_names}

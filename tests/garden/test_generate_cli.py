@@ -15,7 +15,7 @@ from text.vocab_files import BPE_SPECIALS
 from text.bpe import bytes_to_unicode
 from garden import generate as cli
 from garden.generate_dir import save_model_dir
-from garden.generation import GenerationConfig, generate
+from garden.models.decoding import GenerationConfig, generate
 from generative_testing import ToyCausalLM
 from testing import REPO_ROOT, run_module
 

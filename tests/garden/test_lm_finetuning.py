@@ -9,7 +9,7 @@
   families plug in through generative_lm the same way) learn through garden.train: the
   teacher-forced token accuracy beats the trivial most-frequent-token baseline by > 8 standard
   errors of the per-example difference over the eval examples, and the ROUGE written to
-  summary.json is the ROUGE of the predictions it wrote (garden.generation greedy);
+  summary.json is the ROUGE of the predictions it wrote (garden.models.decoding greedy);
 - bad input: an empty target names its file and record; a WordPiece vocabulary is refused; a
   decoder-only model for TextToText is refused.
 

@@ -9,7 +9,7 @@ byte-level BPE) and causal_lm_tiny.gin (GPT-2), on the seq2seq sample task
   measured by the toys' learn test in test_lm_finetuning.py and the families' pretraining
   learn tests; these runs are the wiring);
 - GPT-2 fine-tuned a few steps is exported by the trainer (`export_base`), loaded in a fresh
-  process and called through serving_default: its texts equal garden.generation.generate
+  process and called through serving_default: its texts equal garden.models.decoding.generate
   (greedy) on the prompts the task's own data path encodes, detokenized by the export's eager
   twin (detokenize_numpy), and the run's predictions.jsonl; T5's export encodes a prompt as
   the task's data path does (encoder prefix/suffix, decoder start).
@@ -32,7 +32,7 @@ import tensorflow as tf
 from text import tokenizers
 from data_pipelines import make_vocab
 from data_pipelines.sample_tasks import __main__ as sample_tasks
-from garden import generation
+from garden.models import decoding
 from garden import train as train_lib
 from garden.models import factory
 from garden.serving.generation import detokenize_numpy
@@ -196,7 +196,7 @@ def test_causal_lm_export_serves_what_generate_gives(data, tmp_path, capsys):
 
     # Reference: the trained weights (the run's last checkpoint) in a fresh GenerativeLM, the
     # prompts as the task's data path lays them out (<prompt> + " =>" left-padded), greedy
-    # garden.generation, the export's eager detokenizer.
+    # garden.models.decoding, the export's eager detokenizer.
     task = lm_finetuning.CausalLMFinetuning(None, data["sp"], data["train"], data["eval"],
                                             max_prompt_length=64, max_target_length=TARGET,
                                             generation=GENERATION)
@@ -205,7 +205,7 @@ def test_causal_lm_export_serves_what_generate_gives(data, tmp_path, capsys):
     status = tf.train.Checkpoint(model=model).read(summary["checkpoint"])
     status.expect_partial().assert_existing_objects_matched()
     prompt = next(iter(task._dataset(task.eval_rows, len(prompts), for_generation=True)))
-    out = generation.generate(model, {k: v.numpy() for k, v in prompt.items()},
+    out = decoding.generate(model, {k: v.numpy() for k, v in prompt.items()},
                               task.generation_config,
                               eos_id=task.eos_id, pad_id=task.pad_id)
     texts = detokenize_numpy(task.eager_tokenizer, out["token_ids"], out["lengths"])

@@ -21,7 +21,7 @@ def test_write_slots_writes_only_the_given_slots():
     np.testing.assert_array_equal(out, expected)
     shifted = write_slots(cache[None], new[None], tf.constant(3), axis=2)  # T on axis 2
     np.testing.assert_array_equal(shifted[0].numpy(), expected)
-    # And as XLA compiles it (garden.generation's loop on a GPU or for small models).
+    # And as XLA compiles it (garden.models.decoding's loop on a GPU or for small models).
     xla = tf.function(write_slots, jit_compile=True)(cache, new, tf.constant(3)).numpy()
     np.testing.assert_array_equal(xla, expected)
 

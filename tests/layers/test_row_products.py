@@ -101,7 +101,7 @@ CHILD = textwrap.dedent("""
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(2)
     import keras
-    from garden.generation import GenerationConfig, Generator
+    from garden.models.decoding import GenerationConfig, Generator
     from garden.layers import row_products
     from garden.models.gpt2 import GPT2Backbone, GPT2CausalLM
 

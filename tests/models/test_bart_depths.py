@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from garden import convert
-from garden.generation import GenerationConfig, generate
+from garden.models.decoding import GenerationConfig, generate
 from garden.models.bart import BartBackbone, BartSeq2SeqLM, PRESETS, bart_parameter_count
 from garden.models.bart.conversion import backbone_config_from_huggingface
 

@@ -178,7 +178,7 @@ def test_cached_decoding_equals_the_full_recompute(tiny_lm):
     ids, mask = _left_padded(batch_size=2, length=14)
     full = np.asarray(tiny_lm({"token_ids": ids, "padding_mask": mask})["logits"])
     prompt = 6
-    step = tf.function(tiny_lm.decode_step)  # as garden.generation runs it: one traced graph
+    step = tf.function(tiny_lm.decode_step)  # as garden.models.decoding runs it: one traced graph
     logits, state = tiny_lm.start_decoding({"token_ids": ids[:, :prompt],
                                             "padding_mask": mask[:, :prompt]}, max_length=16)
     assert max_abs_diff(logits, full[:, prompt - 1]) < 1e-5

@@ -1,7 +1,7 @@
 """The generation export (garden/serving/generation.py): a toy causal LM over a real byte-level
 BPE vocabulary exported, served by `python -m garden.serve` in a fresh process and called over
-HTTP; every answer equals garden.generation.generate on prompts the test encodes itself with the
-tokenizer's eager path. The encoder-decoder path (SentencePiece, T5-style suffix and decoder
+HTTP; every answer equals garden.models.decoding.generate on prompts the test encodes itself with
+the tokenizer's eager path. The encoder-decoder path (SentencePiece, T5-style suffix and decoder
 start) is checked in process, and the detokenizer against sentencepiece and keras-hub."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 from text import tokenizers, vocab_files
-from garden.generation import GenerationConfig, generate
+from garden.models.decoding import GenerationConfig, generate
 from garden.serving.export import export
 from garden.serving.generation import GenerationServing, detokenize_numpy
 from generative_testing import ToyCausalLM, ToySeq2SeqLM
@@ -24,7 +24,7 @@ PROMPTS = ["the module returns a value", "hello world",
 
 
 def _left_padded(tok, prompts, length, pad_id):
-    """The prompt dict garden.generation takes, built from the tokenizer's eager ids."""
+    """The prompt dict garden.models.decoding takes, built from the tokenizer's eager ids."""
     ids = np.full((len(prompts), length), pad_id, np.int32)
     mask = np.zeros_like(ids)
     for row, pieces in enumerate(tok.tokenize(prompts)):

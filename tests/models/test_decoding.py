@@ -1,4 +1,4 @@
-"""garden.generation against references that recompute the whole sequence at every step.
+"""garden.models.decoding against references that recompute the whole sequence at every step.
 
 The models are tests/generative_testing's toys over a 6-token vocabulary, made less peaked (the
 causal toy's final LayerNorm scale shrunk, the seq2seq toy's tied table shrunk) so that several
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from garden.generation import GenerationConfig, default_settings, generate, generator_for
+from garden.models.decoding import GenerationConfig, default_settings, generate, generator_for
 from garden.models.generative import GenerativeLM
 from generative_testing import ToyCausalLM, ToySeq2SeqLM
 
@@ -197,7 +197,7 @@ def hypotheses(model, prompt, row, n_new):
 
 
 def exhaustive_best(model, prompt, row, n_new, alpha, kind):
-    """(penalised score, tokens) of the best hypothesis (module docstring of garden.generation)."""
+    """(penalised score, tokens) of the best hypothesis (garden.models.decoding's docstring)."""
     return max((logp / penalty(len(tokens), alpha, kind), tokens)
                for tokens, logp in hypotheses(model, prompt, row, n_new))
 

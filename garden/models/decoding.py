@@ -1,7 +1,7 @@
 """Decoding for every GenerativeLM: greedy, sampling (temperature, top-k, top-p) and beam search.
 
 Drives only the contract of garden/models/generative.py (`start_decoding`, `decode_step`), so a
-family that honours it generates without an edit here; tests/garden/test_generation.py checks
+family that honours it generates without an edit here; tests/models/test_decoding.py checks
 every method on the toys of tests/generative_testing.py.
 
     config = GenerationConfig(max_new_tokens=16, method="beam", num_beams=4, length_penalty=0.6)

@@ -1,14 +1,14 @@
-"""garden.generation on converted weights gives Hugging Face's `generate` token for token:
+"""garden.models.decoding on converted weights gives Hugging Face's `generate` token for token:
 greedy and beam search, GPT-2 (left-padded batch), T5 and BART (encoder-decoder, padded
 encoder batch), on tiny randomly initialised reference models (nothing downloaded).
 
 The two sides share no code: Hugging Face runs its torch models and its own decoding
 (generation config set explicitly: no forced BOS/EOS, no n-gram blocking, EOS as given), ours
-runs the converted Keras model through garden.generation. Beam parity is checked over lengths
+runs the converted Keras model in garden.models.decoding. Beam parity is checked over lengths
 where no hypothesis ends early, where both implementations' rules coincide (top 2k candidates
 per step, the best finished hypothesis by log-probability); the EOS rules (early finish,
 length penalty, the finished set) are checked against a brute-force search in
-tests/garden/test_generation.py.
+tests/models/test_decoding.py.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 
 from convert_testing import randomize_torch_, save_hf_dir
 from garden import convert
-from garden.generation import GenerationConfig, generate
+from garden.models.decoding import GenerationConfig, generate
 
 NEW = 8
 
