@@ -140,7 +140,8 @@ def _model_configs(args):
     for c in configs:
         if "://" not in c.base_path and not _has_version(c.base_path):
             what = ("does not exist" if not os.path.exists(c.base_path) else
-                    "holds no version directory <N>/ (garden.export writes <base_path>/<N>/saved_model.pb)")
+                    "holds no version directory <N>/ (an export is <base_path>/<N>/saved_model.pb, "
+                    "written by garden.train through garden.serving.export)")
             return None, f"model {c.name}: base path {c.base_path} {what}"
     return configs, None
 

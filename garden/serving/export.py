@@ -31,14 +31,12 @@ Servers built without tensorflow-text can still use `serving_ids`.
 
 from __future__ import annotations
 
-import argparse
 import glob
 import json
 import os
 import posixpath
-import sys
 import uuid
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -91,7 +89,8 @@ class ExportError(RuntimeError):
 # ----------------------------------------------------------------------------------------
 
 
-def _existing_versions(model_dir: str) -> List[int]:
+def existing_versions(model_dir: str) -> List[int]:
+    """The version numbers under a model directory, ascending ([] when it does not exist)."""
     if not tf.io.gfile.isdir(model_dir):
         return []
     return sorted(int(n.rstrip("/")) for n in tf.io.gfile.listdir(model_dir)
@@ -136,7 +135,7 @@ def _version_dir(export_base: str, model_name: str, version: Optional[int]) -> T
         raise ValueError(f"model_name {model_name!r} must be a single path component")
     model_dir = posixpath.join(export_base, model_name)
     if version is None:
-        existing = _existing_versions(model_dir)
+        existing = existing_versions(model_dir)
         version = (existing[-1] + 1) if existing else 1
     version = int(version)
     if version < 0:
@@ -387,40 +386,3 @@ def check_serving_ops(export_dir: str,
                             f"{max_tf_text_version}")
     return {"ok": not problems, "tf_text_ops": tf_text_used, "unknown_ops": unknown,
             "problems": problems}
-
-
-# ----------------------------------------------------------------------------------------
-# CLI: inspect an export
-# ----------------------------------------------------------------------------------------
-
-
-def main(argv: Optional[Iterable[str]] = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m garden.export",
-        description="Inspect an export: the tensorflow-text ops it uses, whether TF "
-                    f"Serving >= {MIN_TF_SERVING_FOR_TF_TEXT_OPS} has them, and its warmup "
-                    "requests. "
-                    "Exports are written by the trainer (garden.train) through "
-                    "garden.serving.export.")
-    parser.add_argument("export_dir", help="a version directory <export_base>/<name>/<version>")
-    args = parser.parse_args(list(argv) if argv is not None else None)
-    if not tf.io.gfile.exists(posixpath.join(args.export_dir, "saved_model.pb")):
-        versions = _existing_versions(args.export_dir)
-        newest = versions and posixpath.join(args.export_dir, str(versions[-1]))
-        hint = f"; it holds versions {versions}: pass {newest}" if versions else ""
-        print(f"error: {args.export_dir} is not a SavedModel version directory (no "
-              f"saved_model.pb){hint}", file=sys.stderr)
-        return 2
-    report = check_serving_ops(args.export_dir)
-    warmup = posixpath.join(args.export_dir, "assets.extra", WARMUP_FILENAME)
-    if tf.io.gfile.exists(warmup):
-        report["warmup_requests"] = [
-            {"signature_name": r["signature_name"], "inputs": sorted(r["inputs"])}
-            for r in read_warmup_requests(warmup)]
-    report["min_tf_serving_version"] = min_tf_serving_version()
-    print(json.dumps(report, indent=2))
-    return 0 if report["ok"] else 1
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

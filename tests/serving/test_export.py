@@ -354,7 +354,8 @@ def _inspect(path):
 
 
 def test_inspect_command_reports_the_export(exported):
-    """`python -m garden.export EXPORT_DIR` (README, BUILD.md) still answers through the shim."""
+    """`python -m garden.export EXPORT_DIR` (README, BUILD.md): the op report and warmup requests
+    of a version directory, and one line naming the version to pass for a model directory."""
     proc = _inspect(exported["pair_dir"])
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout)
