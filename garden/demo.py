@@ -11,7 +11,7 @@ seconds and each fine-tuned model's metric against its trivial baseline.
   2. data_pipelines.make_vocab      WordPiece vocabulary (tensorflow-text learner)
   3. data_pipelines.make_pretrain   masked MLM+NSP TFRecords (Apache Beam, DirectRunner)
   4. garden.train bert_tiny.gin     300 steps of BERT-tiny pretraining (--full: 1000)
-                                    (garden.report draws its curves to bert_tiny/curves.png)
+                                    (garden.curves draws its curves to bert_tiny/curves.png)
   5. garden.train classification    fine-tuning from that checkpoint + SavedModel export
   6. a fresh process loads the export and classifies raw sentences via serving_default
   7. data_pipelines.sample_tasks     sample tasks from the same corpus: SQuAD v2.0 ("which
@@ -214,7 +214,7 @@ def _finetune_steps(args, p: Dict[str, str], py: str) -> List[Step]:
 
     return [
         Step("4/11 (curves) render the pretraining curves",
-             [py, "-m", "garden.report", f"--model_dir={p['pretrain']}"]),
+             [py, "-m", "garden.curves", f"--model_dir={p['pretrain']}"]),
         finetune("5/11 fine-tune a classifier + export", "classification_tiny.gin",
                  p["classifier"], args.finetune_steps,
                  f"--gin_param=TRAIN_FILE='{p['task']}/train.tsv'",

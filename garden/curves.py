@@ -1,4 +1,4 @@
-"""`python -m garden.report --model_dir=DIR`: training curves of a run, rendered to PNG.
+"""`python -m garden.curves --model_dir=DIR`: training curves of a run, rendered to PNG.
 
 Reads the TensorBoard scalars garden.train wrote to DIR/train (losses, accuracies, learning
 rate, gradient norm, throughput, eval/*) and draws one panel per scalar, training and held-out
@@ -70,7 +70,7 @@ def render(series: Series, output: str, title: str = "") -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m garden.report", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m garden.curves", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model_dir", required=True, help="a garden.train model_dir")
     parser.add_argument("--output", default=None, help="PNG path (default: MODEL_DIR/curves.png)")
