@@ -132,11 +132,11 @@ def _run_analyses(args, minilm, tiny, corpus, task, run, reports):
         f"--gin_param=TRAIN_FILE='{task}/train.tsv'", f"--gin_param=EVAL_FILE='{task}/dev.tsv'",
         f"--gin_param=TRAIN_STEPS={args.finetune_steps}", f"--gin_param=EXPORT_BASE='{exports}'",
         "--gin_param=train.global_batch_size=16", "--gin_param=train.learning_rate=1e-4",
-        "--gin_param=garden.SentenceClassification.max_seq_length=64"]
+        "--gin_param=garden.Classification.max_seq_length=64"]
     if "finetune" in steps:
         shutil.rmtree(run, ignore_errors=True)
         _step("fine-tune MiniLM", [*finetune, f"--model_dir={run}",
-                                   "--gin_param=garden.SentenceClassification.model_name="
+                                   "--gin_param=garden.Classification.model_name="
                                    "'minilm_classifier'"])
     dev = os.path.join(work, "heads_dev.tsv")
     with open(os.path.join(task, "dev.tsv")) as f, open(dev, "w") as out:
@@ -167,7 +167,7 @@ def _run_analyses(args, minilm, tiny, corpus, task, run, reports):
             *[a for a in finetune if not a.startswith("--gin_param=TRAIN_STEPS")],
             f"--gin_param=TRAIN_STEPS={n}", f"--model_dir={sparse}",
             f"--gin_param=train.eval_every={max(1, n // 20)}",
-            "--gin_param=garden.SentenceClassification.model_name='minilm_sparse'",
+            "--gin_param=garden.Classification.model_name='minilm_sparse'",
             f"--gin_param=train.magnitude_pruning={schedule}"])
     if "int8" in steps:
         _step("int8 MiniLM", ["-m", "garden.bertology.int8", f"--model_dir={run}",

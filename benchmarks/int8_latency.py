@@ -3,7 +3,7 @@ accuracy of each on a sample task.
 
 Contenders (each family in its own process, one after the other, as benchmarks/serving_latency
 runs them; timings are medians of `--reps` calls after `--warmup`):
-- tf_float / tf_int8: the garden exports (garden.serving.export of a TextClassifierServing, and
+- tf_float / tf_int8: the garden exports (garden.serving.export of a ClassificationServing, and
   garden.bertology.int8.export_int8 of the same model: weight-only int8), loaded with
   tf.saved_model.load and called through `serving_ids` (the three int32 [B, 128] tensors).
 - tflite_float / tflite_int8: garden.bertology.int8.tflite_model of the same Keras model,
@@ -89,7 +89,7 @@ def hf_model(shape, vocab_size: int, seed: int = 0):
 def garden_classifier(model):
     """garden's SequenceClassifier with the Hugging Face model's weights (see the docstring)."""
     from garden.models.bert.conversion import from_huggingface
-    from garden.models.classifier import SequenceClassifier
+    from garden.models.classification import SequenceClassifier
 
     state = {k: v.detach().float().numpy() for k, v in model.state_dict().items()}
     head = {k: state.pop(k) for k in [k for k in state if k.startswith("classifier.")]}
@@ -134,13 +134,13 @@ def _write_models(work: str, name: str, torch_model, vocab_path: str, packer) ->
 
     from garden.bertology import int8
     from garden.serving import export
-    from garden.serving.modules import TextClassifierServing
+    from garden.serving.classification import ClassificationServing
 
     model = garden_classifier(torch_model)
     state_dict = os.path.join(work, f"{name}.pt")
     torch.save(torch_model.state_dict(), state_dict)
     base = os.path.join(work, "exports")
-    make = lambda: TextClassifierServing(model, packer, vocab_path, ["neg", "pos"],  # noqa: E731
+    make = lambda: ClassificationServing(model, packer, vocab_path, ["neg", "pos"],  # noqa: E731
                                          text_b=False)
     out = {"float": export.export(make(), base, f"{name}_float"),
            "int8": int8.export_int8(make(), base, f"{name}_int8")}

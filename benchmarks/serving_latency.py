@@ -1,7 +1,7 @@
 """Serving latency of a BERT-base sentence classifier, 128 tokens, batch 1 and 32, in one run.
 
 Contenders, all float32 on this machine's CPU cores, random weights (nothing downloaded):
-- ours, in-process: the garden export (garden.serving.export of a TextClassifierServing over
+- ours, in-process: the garden export (garden.serving.export of a ClassificationServing over
   SequenceClassifier(bert_base), 2 labels, max_seq_length 128) loaded with
   tf.saved_model.load, called through its signatures: `serving_default` (raw text: tokenizer
   and packing in the graph) and `serving_ids` (int32 token_ids / segment_ids / padding_mask).
@@ -219,9 +219,9 @@ def make_export(work: str) -> tuple:
 
     from text import tokenizers
     from garden.models.bert.presets import bert_backbone_from_preset
-    from garden.models.classifier import SequenceClassifier
+    from garden.models.classification import SequenceClassifier
     from garden.serving import export
-    from garden.serving.modules import TextClassifierServing
+    from garden.serving.classification import ClassificationServing
     from garden.serving.text import TextPacker
 
     words = [f"w{i}" for i in range(VOCAB - len(SPECIALS))]
@@ -235,7 +235,7 @@ def make_export(work: str) -> tuple:
     rng = np.random.default_rng(0)
     text = " ".join(words[i] for i in rng.integers(0, len(words), 200))
     started = time.perf_counter()
-    module = TextClassifierServing(model, packer, vocab, ["a", "b"], text_b=False)
+    module = ClassificationServing(model, packer, vocab, ["a", "b"], text_b=False)
     path = export.export(module, os.path.join(work, "exports"), "bert_base_classifier")
     log(f"exported {path} in {time.perf_counter() - started:.0f} s")
     return path, packer, text

@@ -174,7 +174,7 @@ def resolve_checkpoint(path: str, wanted_object: str) -> str:
                                 f"prefix")
     objects = checkpoint_objects(ckpt)
     if wanted_object not in objects:
-        hint = (" (an ELECTRA pretraining checkpoint: bind garden.SentenceClassification"
+        hint = (" (an ELECTRA pretraining checkpoint: bind garden.Classification"
                 ".init_checkpoint_object = 'discriminator', as configs/finetune/"
                 "classification_electra_tiny.gin does)" if "discriminator" in objects else "")
         raise ValueError(f"checkpoint {ckpt} has no {wanted_object!r} object to initialise the "

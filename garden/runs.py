@@ -173,8 +173,14 @@ class ModelDirRun(Run):
         super().__init__(path, who)
         tasks.register_with_gin()
         gin.clear_config()
-        gin.parse_config_files_and_bindings([posixpath.join(path, OPERATIVE_CONFIG)],
-                                            list(gin_params), skip_unknown=True)
+        try:
+            gin.parse_config_files_and_bindings([posixpath.join(path, OPERATIVE_CONFIG)],
+                                                list(gin_params), skip_unknown=True)
+        except ValueError as e:  # e.g. train.task = @garden.<a retired name>(): say its new one
+            hint = tasks.renamed_hint(str(e))
+            raise RunError(f"{posixpath.join(path, OPERATIVE_CONFIG)}: {str(e).splitlines()[0]}"
+                           + (f" ({hint}: replace the name in that file)" if hint else "")
+                           ) from None
         self.task = gin.query_parameter("train.task").scoped_configurable_fn()
         self.checkpoint = tf.train.latest_checkpoint(posixpath.join(path, CHECKPOINT_DIR))
         if self.checkpoint is None:

@@ -466,7 +466,7 @@ def finetune_classification_from(out, root, *extra) -> list:
     summary = train_in_process(
         train_args("configs/finetune/classification_tiny.gin", out, model_dir, root / "export",
                    *task_files(data, "classification"), *extra),
-        str(model_dir), "sentence_classification", 3)
+        str(model_dir), "classification", 3)
     return export_answers(summary["export_dir"])
 
 
@@ -533,7 +533,7 @@ def train_scratch_classifier(root, config: str, steps: int, *extra) -> Dict:
     model_dir = root / "run"
     args = scratch_classification_args(root, model_dir, steps, *extra)
     args[0] = f"--config={config}"
-    return train_in_process(args, str(model_dir), "sentence_classification", steps)
+    return train_in_process(args, str(model_dir), "classification", steps)
 
 
 def export_answers(export_dir) -> list:

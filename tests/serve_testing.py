@@ -72,7 +72,7 @@ def tiny_classifier(root, tokens, seed: int, max_seq_length: int, num_classes: i
 
     from text import tokenizers
     from garden.models.bert.presets import bert_backbone_from_preset
-    from garden.models.classifier import SequenceClassifier
+    from garden.models.classification import SequenceClassifier
     from garden.serving.text import TextPacker
 
     vocab = write_vocab(root, tokens)

@@ -648,7 +648,7 @@ CASES = [
         f"EVAL_FILE='{c.write('dev.csv', _SWAG_BAD)}'"),
         "error", r"train\.csv:3: row has \d+ fields"),
     Case("train-glue-sst2-extra-field", GT, lambda c: finetune_args(
-        c, "--gin_param=garden.SentenceClassification.glue_task='sst2'", train_file=c.write(
+        c, "--gin_param=garden.Classification.glue_task='sst2'", train_file=c.write(
             "train.tsv", "sentence\tlabel\nthe cat sat\t1\nthe dog\tran\t0\n")),
         "error", r"train\.tsv:3"),
     # --- sample_corpus

@@ -154,9 +154,9 @@ def tiny_export(tmp_path_factory):
 
     from text import tokenizers
     from garden.models.bert.presets import bert_backbone_from_preset
-    from garden.models.classifier import SequenceClassifier
+    from garden.models.classification import SequenceClassifier
     from garden.serving import export
-    from garden.serving.modules import TextClassifierServing
+    from garden.serving.classification import ClassificationServing
     from garden.serving.text import TextPacker
 
     root = tmp_path_factory.mktemp("readme_export")
@@ -167,7 +167,7 @@ def tiny_export(tmp_path_factory):
     model = SequenceClassifier(bert_backbone_from_preset("bert_tiny", vocab_size=len(vocab)),
                                num_classes=len(LABELS))
     packer = TextPacker(tokenizers.load_tokenizer("wordpiece", str(vocab_path), lower_case=True), 16)
-    return export.export(TextClassifierServing(model, packer, str(vocab_path), LABELS, text_b=False),
+    return export.export(ClassificationServing(model, packer, str(vocab_path), LABELS, text_b=False),
                          str(root / "export"), "bert_tiny_classifier")
 
 

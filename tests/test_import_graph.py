@@ -30,8 +30,8 @@ The rules, bottom first (each layer may import itself and the layers it is `over
                     and write, over trainer
     analysis        garden.bertology, over runs
     server          garden.server (garden.serve's TF Serving re-implementation), over analysis
-    tools           the command-line modules: garden.{analyze, convert, curves, demo, export,
-                    extract_features, fewshot, generate, serve} and
+    tools           the command-line modules: garden.{analyze, convert, demo, export,
+                    extract_features, fewshot, generate, report, serve} and
                     garden.serving.features; over server, and no tool imports another
 
 garden reaches data_pipelines by no import at all: it launches a Beam job as a command
@@ -66,9 +66,9 @@ LAYERS: Tuple[Tuple[str, Optional[str], Tuple[str, ...]], ...] = (
     ("runs", "trainer", ("garden.runs", "garden.generate_dir")),
     ("analysis", "runs", ("garden.bertology", "garden.bertology.*")),
     ("server", "analysis", ("garden.server", "garden.server.*")),
-    ("tools", "server", ("garden.analyze", "garden.convert", "garden.curves", "garden.demo",
-                         "garden.export", "garden.extract_features", "garden.fewshot",
-                         "garden.generate", "garden.serve", "garden.serving.features")),
+    ("tools", "server", ("garden.analyze", "garden.convert", "garden.demo", "garden.export",
+                         "garden.extract_features", "garden.fewshot", "garden.generate",
+                         "garden.report", "garden.serve", "garden.serving.features")),
 )
 # Layers whose modules import none of each other: each tool stands alone.
 ISOLATED = {"tools"}
@@ -239,10 +239,10 @@ def test_a_wrong_way_import_is_named_with_its_file_and_line(tmp_path):
         "garden/models/bert.py": "import numpy\n\n\ndef f():\n    from garden import train\n",
         "garden/metrics/__init__.py": "from garden.tasks import base\n",
         "garden/tasks/__init__.py": "",
-        "garden/tasks/base.py": "from ..metrics import glue\n",
-        "garden/metrics/glue.py": "",
+        "garden/tasks/base.py": "from ..metrics import classification\n",
+        "garden/metrics/classification.py": "",
         "data_pipelines/__init__.py": "",
-        "data_pipelines/jobs.py": "from garden.metrics.glue import x\n",
+        "data_pipelines/jobs.py": "from garden.metrics.classification import x\n",
     }
     for path, text in files.items():
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
@@ -250,7 +250,8 @@ def test_a_wrong_way_import_is_named_with_its_file_and_line(tmp_path):
     found = arrows(str(tmp_path))
     assert wrong_way(found) == [
         "data_pipelines/jobs.py:1: data_pipelines.jobs (data_pipelines) imports "
-        "garden.metrics.glue (base): data_pipelines may import only data_pipelines / text",
+        "garden.metrics.classification (base): data_pipelines may import only data_pipelines / "
+        "text",
         "garden/metrics/__init__.py:1: garden.metrics (base) imports garden.tasks.base (tasks): "
         "base may import only base / text",
         "garden/models/bert.py:5: garden.models.bert (models) imports garden.train (trainer): "

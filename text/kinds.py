@@ -45,6 +45,8 @@ RENAMED: Dict[str, str] = {
     "garden.ElectraPretraining":
         "garden.Pretraining with garden.Pretraining.family = 'electra'",
     "garden.EncoderPretraining": "garden.Pretraining with garden.Pretraining.family = ...",
+    # Fine-tuning tasks: the gin name follows the kind.
+    "garden.SentenceClassification": "garden.Classification",
 }
 
 _GIN_MODULE = "garden."

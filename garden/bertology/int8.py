@@ -63,7 +63,7 @@ variables, their scales and the small float variables (biases, LayerNorm).
         [--model_name=sst2_int8] [--tflite=sst2_int8.tflite]
 
 Python:
-    module = task.serving_module(model)            # e.g. TextClassifierServing
+    module = task.serving_module(model)            # e.g. ClassificationServing
     path = export_int8(module, "exports", "sst2_int8")
     open("m.tflite", "wb").write(tflite_model(model, packer.input_names, 128))
 """
@@ -82,7 +82,7 @@ import numpy as np
 import tensorflow as tf
 
 from garden.serving import export as serving_export
-from garden.serving.modules import ServingModule
+from garden.serving.base import ServingModule
 
 # Weights with fewer values stay float32: biases, LayerNorm, the 2 x H segment table (a few KB;
 # their int8 savings would not pay for the extra scale variable and ops). BERT-base: every
@@ -183,7 +183,7 @@ class Int8Serving(ServingModule):
     before, or make another).
 
     Args:
-        module: the float ServingModule (TextClassifierServing, TaggerServing, ...), holding
+        module: the float ServingModule (ClassificationServing, TaggerServing, ...), holding
             the Keras model as `model`.
         min_values: see Int8Weights.
     """

@@ -32,7 +32,7 @@ import keras
 import numpy as np
 
 from garden.layers.embeddings import truncated_normal
-from garden.models.classifier import input_names
+from garden.models.classification import input_names
 
 N_BEST = 20
 MAX_ANSWER_LENGTH = 30

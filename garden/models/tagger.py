@@ -18,7 +18,7 @@ from keras import ops
 
 from garden.layers.embeddings import truncated_normal
 from garden.layers.recurrent import ScalarMix
-from garden.models.classifier import input_names
+from garden.models.classification import input_names
 
 
 @keras.saving.register_keras_serializable(package="garden")

@@ -368,7 +368,7 @@ class PredictionService:
     @_answered
     def MultiInference(self, request, context):
         from garden.server.server import example_input, run_examples
-        from garden.serving.modules import CLASSIFY, REGRESS
+        from garden.serving.base import CLASSIFY, REGRESS
         from tensorflow_serving.apis import inference_pb2
 
         first = request.tasks[0].model_spec if request.tasks else None

@@ -41,7 +41,7 @@ from typing import Dict, List, Optional
 import numpy as np
 import tensorflow as tf
 
-from garden.serving.modules import CLASSIFY, PREDICT, REGRESS
+from garden.serving.base import CLASSIFY, PREDICT, REGRESS
 from garden.server.server_config import ModelConfig
 from garden.server.server_json import (ServingError, classify_response, dumps, examples,
                                        invalid, parse_body, predict_inputs, predict_response,

@@ -20,7 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 from text import vocab_files
-from garden.serving.modules import PREDICT, ServingModule, _strings
+from garden.serving.base import PREDICT, ServingModule, strings
 from garden.serving.text import TextPacker, checked_text, model_inputs
 
 
@@ -113,7 +113,7 @@ class MultipleChoiceServing(ServingModule):
                            dtype=object)
         ids = {k: v.numpy() for k, v in self.pack(tf.constant(contexts), tf.constant(
             endings.tolist())).items()}
-        return [("serving_default", {"context": _strings(contexts), "endings": endings}),
+        return [("serving_default", {"context": strings(contexts), "endings": endings}),
                 ("serving_ids", ids)]
 
     def metadata(self) -> dict:

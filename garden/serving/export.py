@@ -1,7 +1,7 @@
 """The one exporter: every task's SavedModel, in the layout TensorFlow Serving loads as is.
 
 `export(module, export_base, model_name)` writes `<export_base>/<model_name>/<version>/`
-(docs/design.md "Serving") from a task's ServingModule (garden/serving/modules.py):
+(docs/design.md "Serving") from a task's ServingModule (garden/serving/base.py):
 
     saved_model.pb, variables/        the module: model + in-graph text packing
     assets/                           the vocabulary file(s) (the export is self-contained)
@@ -42,7 +42,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from garden.serving.modules import CLASSIFY, PREDICT, REGRESS, ServingModule
+from garden.serving.base import CLASSIFY, PREDICT, REGRESS, ServingModule
 
 PREDICT_METHOD_NAME, CLASSIFY_METHOD_NAME, REGRESS_METHOD_NAME = PREDICT, CLASSIFY, REGRESS
 WARMUP_FILENAME = "tf_serving_warmup_requests"

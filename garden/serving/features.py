@@ -24,7 +24,7 @@ from typing import Dict, Iterable, Optional
 
 import tensorflow as tf
 
-from garden.serving.modules import PREDICT, ServingModule, _strings
+from garden.serving.base import PREDICT, ServingModule, strings
 from garden.serving.text import TextPacker, checked_text, model_inputs
 
 
@@ -65,7 +65,7 @@ class FeatureServing(ServingModule):
                 "serving_ids": (ids.get_concrete_function(), PREDICT)}
 
     def warmup_requests(self):
-        return [("serving_default", {"text": _strings(self._warmup)})]
+        return [("serving_default", {"text": strings(self._warmup)})]
 
     def metadata(self) -> dict:
         return {"task": self.task, "input_names": list(self.packer.input_names),

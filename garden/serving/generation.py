@@ -69,7 +69,7 @@ import tensorflow as tf
 
 from text import bpe, tokenizers, vocab_files
 from garden.models.decoding import METHODS, GenerationConfig, Generator
-from garden.serving.modules import PREDICT, ServingModule, _strings
+from garden.serving.base import PREDICT, ServingModule, strings
 from garden.serving.text import checked_text
 
 # The settings `generate` takes, with their dtypes (method is a string).
@@ -377,8 +377,8 @@ class GenerationServing(ServingModule):
         encoded = self.encode_prompts(prompts)
         ids_names = (("encoder_token_ids", "encoder_padding_mask") if self.encoder_decoder
                      else ("token_ids", "padding_mask"))
-        return ([("serving_default", {"prompt": _strings([p])}) for p in prompts]
-                + [("generate", dict(settings, prompt=_strings(prompts))),
+        return ([("serving_default", {"prompt": strings([p])}) for p in prompts]
+                + [("generate", dict(settings, prompt=strings(prompts))),
                    ("serving_ids", {"token_ids": encoded[ids_names[0]],
                                     "padding_mask": encoded[ids_names[1]]})])
 

@@ -49,16 +49,12 @@ import tensorflow_text as tf_text
 
 from text import utf8, vocab_files
 from garden.models.question_answering import MAX_ANSWER_LENGTH, N_BEST
-from garden.serving.modules import PREDICT, ServingModule
+from garden.serving.base import PREDICT, ServingModule, strings
 from garden.serving.text import TextPacker, checked_text, combine, model_inputs
 
 # Kinds whose in-graph tokenizer gives offsets in the original text (all of them:
 # text.tokenizers' modules, tokenize_with_char_offsets).
 TEXT_KINDS = ("wordpiece", "sentencepiece", "bpe")
-
-
-def _strings(texts: Sequence[str]) -> np.ndarray:
-    return np.array([t.encode("utf-8") for t in texts], dtype=object)
 
 
 def layout_specials(layout: str) -> Tuple[int, int]:
@@ -287,11 +283,11 @@ class QuestionAnsweringServing(ServingModule):
         requests = []
         if self.text_signature:
             for q, c in self._warmup:
-                requests.append(("serving_default", {"question": _strings([q]),
-                                                     "context": _strings([c])}))
+                requests.append(("serving_default", {"question": strings([q]),
+                                                     "context": strings([c])}))
             requests.append(("serving_default",
-                             {"question": _strings([q for q, _ in self._warmup]),
-                              "context": _strings([c for _, c in self._warmup])}))
+                             {"question": strings([q for q, _ in self._warmup]),
+                              "context": strings([c for _, c in self._warmup])}))
         ids = self.packer.encode_numpy([q for q, _ in self._warmup], [c for _, c in self._warmup])
         requests.append(("serving_ids", ids))
         return requests

@@ -39,7 +39,7 @@ import tensorflow_text as tf_text
 
 from text import utf8, vocab_files
 from text.finetune.conll import tag_type
-from garden.serving.modules import PREDICT, ServingModule
+from garden.serving.base import PREDICT, ServingModule, strings
 from garden.serving.text import TextPacker, checked_text, model_inputs
 
 
@@ -213,8 +213,8 @@ class TaggerServing(ServingModule):
 
     def warmup_requests(self):
         """Each sentence alone, all as one batch, and that batch's first rows as ids."""
-        requests = [("serving_default", {"sentences": _strings([s])}) for s in self._warmup]
-        requests.append(("serving_default", {"sentences": _strings(self._warmup)}))
+        requests = [("serving_default", {"sentences": strings([s])}) for s in self._warmup]
+        requests.append(("serving_default", {"sentences": strings(self._warmup)}))
         words = tf.ragged.constant([s.split() for s in self._warmup], dtype=tf.string)
         inputs, _, _ = self.encode_words(words)
         requests.append(("serving_ids", {k: v.numpy() for k, v in inputs.items()}))
@@ -231,10 +231,6 @@ class TaggerServing(ServingModule):
                 "lower_case": p.lower_case,
                 "vocab_file": "assets/" + self._vocab_path.rstrip("/").split("/")[-1],
                 "vocab_size": p.vocab_size, "vocab_fingerprint": p.fingerprint}
-
-
-def _strings(texts: Sequence[str]) -> np.ndarray:
-    return np.array([t.encode("utf-8") for t in texts], dtype=object)
 
 
 def entities_of(outputs: Dict[str, np.ndarray]) -> List[List[tuple]]:

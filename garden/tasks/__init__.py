@@ -16,7 +16,7 @@ from text import kinds
 TASKS: Dict[str, str] = {
     "Pretraining": "garden.tasks.pretraining:Pretraining",
     "Distillation": "garden.tasks.distillation:Distillation",
-    "SentenceClassification": "garden.tasks.sentence_classification:SentenceClassification",
+    "Classification": "garden.tasks.classification:Classification",
     "TokenTagging": "garden.tasks.tagging:TokenTagging",
     "MultipleChoice": "garden.tasks.multiple_choice:MultipleChoice",
     "QuestionAnswering": "garden.tasks.question_answering:QuestionAnswering",

@@ -7,10 +7,10 @@ trained with the auxiliary language-modelling loss
 where the LM loss is the mean next-token cross-entropy over the real tokens of the same inputs
 (logits through the backbone's tied token table).
 
-Everything else is garden.tasks.sentence_classification's (subclassed, not copied): the same
+Everything else is garden.tasks.classification's (subclassed, not copied): the same
 files (.tsv/.csv/.jsonl with text_a, (text_b), label, or a GLUE task's official TSVs via
 glue_task), the same in-graph TextPacker, labels, evaluation (accuracy next to the majority
-baseline; GLUE's official metrics) and export (TextClassifierServing: raw text in, labels out).
+baseline; GLUE's official metrics) and export (ClassificationServing: raw text in, labels out).
 Text is packed in the "roberta" layout by default, <s> A </s></s> B </s>: the paper's start,
 delimiter and extract tokens, the extract token being the last real one whose state is
 classified. OpenAI's GPT-2 vocabulary has none of <s>, </s>, <pad> (only <|endoftext|>): its
@@ -32,7 +32,7 @@ from typing import Callable, Optional
 import tensorflow as tf
 
 from garden.models.gpt.classifier import LastTokenClassifier
-from garden.tasks.sentence_classification import SentenceClassification
+from garden.tasks.classification import Classification
 
 
 def next_token_loss(logits: tf.Tensor, token_ids: tf.Tensor, padding_mask: tf.Tensor):
@@ -46,10 +46,10 @@ def next_token_loss(logits: tf.Tensor, token_ids: tf.Tensor, padding_mask: tf.Te
     return tf.math.divide_no_nan(tf.reduce_sum(losses * weights), tf.reduce_sum(weights))
 
 
-class LastTokenClassification(SentenceClassification):
-    """SentenceClassification with GPT's head and auxiliary LM loss.
+class LastTokenClassification(Classification):
+    """Classification with GPT's head and auxiliary LM loss.
 
-    Args (beyond SentenceClassification's, whose defaults change as noted):
+    Args (beyond Classification's, whose defaults change as noted):
         backbone: a gin factory of a decoder backbone with `output_table()` (GPT, GPT-3):
             e.g. @backbone with backbone.preset = 'gpt_tiny'.
         lm_loss_weight: float, lambda of the auxiliary LM loss (0.5; 0 turns it off).

@@ -3,8 +3,8 @@ encoder-decoder) and CausalLMFinetuning (GPT-2 style, decoder-only), tasks of th
 
 Data: .jsonl (one object per line with string fields "source" and "target") or .tsv / .csv
 with a header naming the columns source and target (the readers of
-garden.tasks.sentence_classification: errors name the file and line; an empty source or target
-names its record). `python -m data_pipelines.sample_tasks --kinds=seq2seq` writes such files.
+garden.tasks.text_files: errors name the file and line; an empty source or target names its
+record). `python -m data_pipelines.sample_tasks --kinds=seq2seq` writes such files.
 
 Tokenization runs in tf.data with the vocabulary's in-graph tokenizer (text.tokenizers:
 a SentencePiece .model or a byte-level BPE vocab.json; WordPiece has no way back to text and is
@@ -233,7 +233,7 @@ class GenerativeFinetuning(Task):
     def text_tokenizer(self):
         """The in-graph tokenizer module; SentencePiece's is built again on first use (the
         trainer seeds after prepare(), which drops the SentencePiece op's resource; see
-        SentenceClassification.packer)."""
+        Classification.packer)."""
         if getattr(self, "_tokenizer", None) is None:
             self._tokenizer = tokenizers.load_tokenizer(
                 self.tokenizer_kind, self.vocab, lower_case=self.lower_case).in_graph()

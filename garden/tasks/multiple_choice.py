@@ -4,7 +4,7 @@ Reads SWAG CSV files (text.finetune.swag), packs each example's N = 4 choices as
 pairs (sent1, sent2 + " " + ending_i) with the in-graph TextPacker the export runs
 (garden.serving.choice.pack_choices), fine-tunes MultipleChoiceModel ([B, N, T] -> pooled ->
 dense(1) -> softmax over N, softmax cross-entropy on the gold index) from a pretraining
-checkpoint, reports SWAG's accuracy (garden.metrics.glue.swag_accuracy) next to the trivial
+checkpoint, reports SWAG's accuracy (garden.metrics.classification.swag_accuracy) next to the trivial
 baseline (the train set's most frequent gold position) and exports MultipleChoiceServing.
 
 Gin (configs/runs/finetune_multiple_choice.gin): backbone, vocab, train_file, eval_file,
@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from text.finetune import swag, tfds_sources
-from garden.metrics.glue import swag_accuracy
+from garden.metrics.classification import swag_accuracy
 from garden.models.multiple_choice import MultipleChoiceModel
 from garden.serving.choice import MultipleChoiceServing, pack_choices
 from garden.tasks.base import Stage

@@ -20,7 +20,7 @@ and metadata. A file without unanswerable questions is v1.1: no threshold (+inf)
 
 Model: garden.models.question_answering.SpanExtractor (sequence output -> dense(2)), loss the
 mean of the start and end cross-entropies; fine-tuned from a pretraining checkpoint like
-SentenceClassification (`init_checkpoint`, `init_checkpoint_object`). Served by
+Classification (`init_checkpoint`, `init_checkpoint_object`). Served by
 garden.serving.qa.QuestionAnsweringServing (raw question + context in, answer text and its
 character offsets out).
 """

@@ -1,7 +1,7 @@
 """Labelled text files of the fine-tuning tasks: .tsv (GLUE's: tab-separated, no quoting),
 .csv (RFC 4180) with a header line naming the columns, or .jsonl (one JSON object a line).
 
-read_examples gives SentenceClassification's rows (text_a, (text_b), label); read_records any
+read_examples gives Classification's rows (text_a, (text_b), label); read_records any
 columns (the generative tasks' source / target). Every problem is a TaskDataError that names
 the file and the line.
 """
@@ -14,7 +14,8 @@ import json
 import posixpath
 from typing import List
 
-from text.finetune import FinetuneDataError, glue
+from text.finetune import FinetuneDataError
+from text.finetune.base import read_text
 
 
 class TaskDataError(ValueError):
@@ -29,7 +30,7 @@ _DIALECTS = {".tsv": dict(delimiter="\t", quoting=csv.QUOTE_NONE, strict=True),
 
 def _read_text(path: str) -> str:
     try:
-        return glue.read_text(path)
+        return read_text(path)
     except FinetuneDataError as e:
         raise TaskDataError(str(e)) from None
 

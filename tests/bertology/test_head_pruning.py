@@ -194,7 +194,7 @@ def test_pruned_directory_fine_tunes_and_exports(backbone, tmp_path):
     assert config["num_heads_per_layer"] == [2, 1] and not config["use_head_mask"]
     assert info["tokenizer"]["vocab"] == "vocab.txt" and info["tokenizer"]["lower_case"]
     labels = finetune_classification_from(out, tmp_path, "--gin_param=garden."
-                                          "SentenceClassification.max_seq_length=32")
+                                          "Classification.max_seq_length=32")
     assert len(labels) == 2 and all(labels), labels
     # The fine-tuned model's kernels are the smaller ones: 2 and 1 heads of width d in q/k/v
     # [H, A, d] and in the attention output [A, d, H].

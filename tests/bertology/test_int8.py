@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from garden.bertology import int8
 from garden.serving import export
-from garden.serving.modules import TextClassifierServing
+from garden.serving.classification import ClassificationServing
 from testing import run_python
 
 # The garden.serve helpers live beside the serving tests.
@@ -59,7 +59,7 @@ def exports(tmp_path_factory):
         optimizer.apply(grads, model.trainable_variables)
 
     def module():
-        return TextClassifierServing(model, packer, vocab, ["neg", "pos"], text_b=False)
+        return ClassificationServing(model, packer, vocab, ["neg", "pos"], text_b=False)
 
     float_dir = export.export(module(), str(root / "exports"), "clf")
     int8_dir = int8.export_int8(module(), str(root / "exports"), "clf_int8")
@@ -207,7 +207,7 @@ def test_quantize_run_scores_float_and_int8_on_the_runs_eval_file(tmp_path):
 
     model_dir = tmp_path / "run"
     summary = train_in_process(scratch_classification_args(tmp_path, model_dir, 8),
-                               str(model_dir), "sentence_classification", 8)
+                               str(model_dir), "classification", 8)
     out = int8.quantize_run(str(model_dir), str(tmp_path / "int8"))
     assert out["float"]["eval_accuracy"] == pytest.approx(summary["eval_accuracy"], abs=1e-9)
     rows = [line.split("\t") for line in

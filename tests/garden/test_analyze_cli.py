@@ -27,7 +27,7 @@ def setup(tmp_path_factory):
     src = convert_hf_bert(root, seed=3)
     out = src["out"]
     (root / "text.txt").write_text("\n".join(SENTENCES) + "\n\n")
-    finetune_classification_from(out, root, "--gin_param=garden.SentenceClassification."
+    finetune_classification_from(out, root, "--gin_param=garden.Classification."
                                             "max_seq_length=32")
     return {"root": root, "converted": out, "run": root / "finetune",
             "layers": src["model"].config.num_hidden_layers,

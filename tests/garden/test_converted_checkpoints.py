@@ -165,20 +165,20 @@ def _assert_parity(backbone, torch_model, token_type=True):
 
 
 def test_step0_backbone_equals_the_source_model(hf_bert, data):
-    from garden.tasks.sentence_classification import SentenceClassification
+    from garden.tasks.classification import Classification
 
-    _, backbone = step0_backbone(hf_bert["out"], SentenceClassification,
+    _, backbone = step0_backbone(hf_bert["out"], Classification,
                                   train_file=str(data / "train.tsv"),
                                   eval_file=str(data / "dev.tsv"))
     _assert_parity(backbone, hf_bert["model"])
 
 
 def test_tf1_release_converts_with_casing_from_its_name(tf1_bert, data, root):
-    from garden.tasks.sentence_classification import SentenceClassification
+    from garden.tasks.classification import Classification
 
     info = _info(tf1_bert["out"])
     assert info["tokenizer"]["lower_case"] is True and info["tokenizer"]["vocab"] == "vocab.txt"
-    _, backbone = step0_backbone(tf1_bert["out"], SentenceClassification,
+    _, backbone = step0_backbone(tf1_bert["out"], Classification,
                                   train_file=str(data / "train.tsv"),
                                   eval_file=str(data / "dev.tsv"))
     _assert_parity(backbone, tf1_bert["model"])
@@ -199,7 +199,7 @@ def test_model_garden_checkpoint(hf_bert, data, root):
     import tensorflow as tf
 
     from garden import convert
-    from garden.tasks.sentence_classification import SentenceClassification
+    from garden.tasks.classification import Classification
 
     # The Model Garden encoder of the same weights: the garden backbone of the HF model,
     # copied into a BertEncoder through the converter's own tables would be circular, so the
@@ -220,7 +220,7 @@ def test_model_garden_checkpoint(hf_bert, data, root):
     convert_cli("--source=model_garden", "--model=bert", f"--input={prefix}",
                 f"--config={folder / 'encoder.json'}", f"--output={out}")
     assert _info(out)["tokenizer"]["lower_case"] is True
-    _, backbone = step0_backbone(out, SentenceClassification,
+    _, backbone = step0_backbone(out, Classification,
                                   train_file=str(data / "train.tsv"),
                                   eval_file=str(data / "dev.tsv"))
     inputs, _ = random_bert_inputs(3, 16, 154, seed=5)
@@ -259,13 +259,13 @@ def finetuned(hf_bert, tf1_bert, data, root):
         exports[f"hf_{task}"] = str(export_base / f"hf_{task}" / "1")
     args = train_args(CONFIGS["classification"], tf1_bert["out"], root / "run_tf1",
                        export_base, *task_files(data, "classification"),
-                       "--gin_param=garden.SentenceClassification.model_name='tf1_classification'")
+                       "--gin_param=garden.Classification.model_name='tf1_classification'")
     train_in_process(args, str(root / "run_tf1"), steps=3)
     exports["tf1_classification"] = str(export_base / "tf1_classification" / "1")
     return exports, logs
 
 
-_TASK_CLASS = {"classification": "SentenceClassification", "qa": "QuestionAnswering",
+_TASK_CLASS = {"classification": "Classification", "qa": "QuestionAnswering",
                "tagging": "TokenTagging", "multiple_choice": "MultipleChoice"}
 
 _ANSWER = r"""
@@ -318,7 +318,7 @@ def test_contradicting_bindings_are_one_clear_line(hf_bert, data, root, capsys):
     assert line.startswith("error:") and "num_layers = 4" in line and "num_layers = 2" in line
     line = _refused(base + ["--gin_param=bert_backbone.vocab_size=30522"], capsys)
     assert "vocab_size = 30522" in line and "vocab_size = 154" in line
-    line = _refused(base + ["--gin_param=garden.SentenceClassification.lower_case=False"], capsys)
+    line = _refused(base + ["--gin_param=garden.Classification.lower_case=False"], capsys)
     assert "lower_case = False" in line and "lower_case = True" in line
     other = root / "other_vocab.txt"
     other.write_text(open(hf_bert["vocab"]).read() + "extra\n")
@@ -412,7 +412,7 @@ def _source_ids(family, src, a, b):
 def test_family_tokenizer_and_step0_parity(family, hf_families, data):
     from garden import pretrained
     from garden.serving.text import load_packer
-    from garden.tasks.sentence_classification import SentenceClassification
+    from garden.tasks.classification import Classification
 
     src = hf_families[family]
     info = _info(src["out"])
@@ -425,7 +425,7 @@ def test_family_tokenizer_and_step0_parity(family, hf_families, data):
         ids = packer.encode_numpy([a], [b])
         n = int(ids["padding_mask"].sum())
         assert ids["token_ids"][0, :n].tolist() == _source_ids(family, src, a, b), (a, b)
-    task, backbone = step0_backbone(src["out"], SentenceClassification,
+    task, backbone = step0_backbone(src["out"], Classification,
                                      train_file=str(data / "train.tsv"),
                                      eval_file=str(data / "dev.tsv"))
     if family == "roberta":  # no segments; <pad> = 1, which RoBERTa's positions skip
@@ -452,7 +452,7 @@ def family_exports(hf_families, data, root):
         model_dir = root / f"run_{family}"
         args = train_args(CONFIGS["classification"], src["out"], model_dir, root / "exports",
                            *task_files(data, "classification"),
-                           f"--gin_param=garden.SentenceClassification.model_name='{family}_classification'")
+                           f"--gin_param=garden.Classification.model_name='{family}_classification'")
         train_in_process(args, str(model_dir), steps=3)
         exports[f"{family}_classification"] = str(root / "exports" /
                                                  f"{family}_classification" / "1")
@@ -478,7 +478,7 @@ def test_electra_config_restoring_the_discriminator_takes_the_converted_dir(hf_f
         str(out / "checkpoints" / "ckpt-0")))
     args = train_args(CONFIGS["classification"], out, root / "run_electra_disc", None,
                        *task_files(data, "classification"),
-                       "--gin_param=garden.SentenceClassification.init_checkpoint_object="
+                       "--gin_param=garden.Classification.init_checkpoint_object="
                        "'discriminator'", steps=1)
     train_in_process(args, str(root / "run_electra_disc"), steps=1)
 

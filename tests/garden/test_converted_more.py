@@ -75,7 +75,7 @@ def test_distilbert_tokenizer_and_step0_parity(hf_distilbert, data):
     from garden import pretrained
     from garden.models import factory
     from garden.serving.text import load_packer
-    from garden.tasks.sentence_classification import SentenceClassification
+    from garden.tasks.classification import Classification
 
     info = json.loads((hf_distilbert["out"] / "convert_info.json").read_text())
     assert info["tokenizer"]["tokenizer"] == "wordpiece" and info["tokenizer"]["lower_case"]
@@ -91,10 +91,10 @@ def test_distilbert_tokenizer_and_step0_parity(hf_distilbert, data):
     assert (ours["token_ids"] == 100).any()  # the unknown word maps to [UNK] = 100
 
     gin.clear_config()
-    task = SentenceClassification(backbone=factory.bert_backbone, vocab=None,
-                                  init_checkpoint=str(hf_distilbert["out"]),
-                                  train_file=str(data / "train.tsv"),
-                                  eval_file=str(data / "dev.tsv"))
+    task = Classification(backbone=factory.bert_backbone, vocab=None,
+                          init_checkpoint=str(hf_distilbert["out"]),
+                          train_file=str(data / "train.tsv"),
+                          eval_file=str(data / "dev.tsv"))
     task.prepare()
     model, objects = task.build_model()
     backbone = objects["backbone"]
@@ -146,7 +146,7 @@ def exports(hf_distilbert, data, root):
     log = run_module("garden.train", *train_args(
         "configs/finetune/classification_tiny.gin", hf_distilbert["out"], root / "run_distilbert",
         root / "exports", *task_files(data, "classification"),
-        "--gin_param=garden.SentenceClassification.model_name='distilbert_classification'"),
+        "--gin_param=garden.Classification.model_name='distilbert_classification'"),
         timeout=600).stdout
     assert "DistilBertBackbone from converted huggingface distilbert checkpoint" in log
     out["distilbert_classification"] = str(root / "exports" / "distilbert_classification" / "1")

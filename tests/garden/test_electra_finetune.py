@@ -91,7 +91,7 @@ def _finetune_bindings(p: Pretrained, model_dir: str, steps: int, export_base=No
             f"EVAL_FILE = '{p.eval_file}'", f"INIT_CHECKPOINT = '{p.model_dir}'",
             f"EXPORT_BASE = {export_base!r}", f"TRAIN_STEPS = {steps}",
             "train.global_batch_size = 16", "train.warmup_steps = 1", "train.log_every = 1",
-            "train.peak_flops = 1e12", f"garden.SentenceClassification.max_seq_length = {SEQ}"]
+            "train.peak_flops = 1e12", f"garden.Classification.max_seq_length = {SEQ}"]
 
 
 def _tower_tensors(checkpoint: str, tower: str) -> dict:
@@ -154,7 +154,7 @@ def test_finetuning_starts_from_the_discriminator_then_trains_and_exports(pretra
                            "--strategy=one_device",
                            *(f"--gin_param={b}" for b in bindings)]) == 0
     summary = json.loads((ft_dir / "summary.json").read_text())
-    assert summary["task"] == "sentence_classification" and summary["steps"] == 4
+    assert summary["task"] == "classification" and summary["steps"] == 4
     # A fresh two-class head: cross-entropy near ln 2 at the first step.
     assert abs(summary["first_logged_metrics"]["loss"] - math.log(2)) < 0.3, summary
     # The accuracy is a count of right answers out of the 128 examples.
@@ -184,7 +184,7 @@ def test_the_default_backbone_object_is_refused_with_a_hint(pretrained):
     # A BERT fine-tuning setting (restore `backbone`) on an ELECTRA model_dir: the checkpoint
     # holds generator/discriminator, so the task says which object to bind.
     train_lib.parse_config([FINETUNE_CONFIG], _finetune_bindings(pretrained, "unused", 1) + [
-        "garden.SentenceClassification.init_checkpoint_object = 'backbone'"])
+        "garden.Classification.init_checkpoint_object = 'backbone'"])
     task = gin.query_parameter("train.task").scoped_configurable_fn()
     with pytest.raises(ValueError, match="no 'backbone' object") as e:
         task.prepare()

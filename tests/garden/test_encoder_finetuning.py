@@ -9,18 +9,18 @@ from garden.tasks.finetuning import EncoderFinetuning
 from garden.tasks.last_token_classification import LastTokenClassification
 from garden.tasks.multiple_choice import MultipleChoice
 from garden.tasks.question_answering import QuestionAnswering
-from garden.tasks.sentence_classification import SentenceClassification
+from garden.tasks.classification import Classification
 from garden.tasks.tagging import TokenTagging
 
 TASKS_DIR = pathlib.Path(__file__).resolve().parents[2] / "garden" / "tasks"
 # Modules of the task table's tasks; the others (base, shared, finetuning, text_files) are the
 # shared homes they may import from.
-TASK_MODULES = ("sentence_classification", "tagging", "question_answering", "multiple_choice",
+TASK_MODULES = ("classification", "tagging", "question_answering", "multiple_choice",
                 "last_token_classification", "distillation", "pretraining", "lm_finetuning",
                 "cvt_tagging")
 # A task that IS its sibling with another head or objective subclasses it (and takes nothing
 # else from it).
-SUBCLASSES = {("last_token_classification", "sentence_classification"): ["SentenceClassification"],
+SUBCLASSES = {("last_token_classification", "classification"): ["Classification"],
               ("cvt_tagging", "tagging"): ["TokenTagging"]}
 
 
@@ -33,7 +33,7 @@ def vocab(tmp_path):
 
 def _tasks(vocab, tokenizer):
     common = dict(backbone=None, vocab=vocab, tokenizer=tokenizer)
-    return [SentenceClassification(train_file="t", eval_file="e", **common),
+    return [Classification(train_file="t", eval_file="e", **common),
             TokenTagging(train_data="t", eval_data="e", **common),
             QuestionAnswering(train_file="t", eval_file="e", **common),
             MultipleChoice(train_file="t", eval_file="e", **common),
@@ -47,7 +47,7 @@ def test_the_tokenizer_parameter_is_kept_as_tokenizer_kind(vocab):
         assert not hasattr(task, "tokenizer"), type(task).__name__
     # Unbound: from the vocabulary's name when packing (None here); GPT's task defaults to BPE.
     kinds = {type(t).__name__: t.tokenizer_kind for t in _tasks(vocab, None)}
-    assert kinds == {"SentenceClassification": None, "TokenTagging": None,
+    assert kinds == {"Classification": None, "TokenTagging": None,
                      "QuestionAnswering": None, "MultipleChoice": None,
                      "LastTokenClassification": None}
     assert LastTokenClassification(backbone=None, vocab=vocab, train_file="t",
@@ -55,8 +55,8 @@ def test_the_tokenizer_parameter_is_kept_as_tokenizer_kind(vocab):
 
 
 def test_the_packer_is_built_once_on_first_use_and_check_text_drops_it(vocab):
-    task = SentenceClassification(backbone=None, vocab=vocab, train_file="t", eval_file="e",
-                                  max_seq_length=8)
+    task = Classification(backbone=None, vocab=vocab, train_file="t", eval_file="e",
+                          max_seq_length=8)
     assert task._packer is None
     checked = task.check_text()  # builds one to check the vocabulary, then lets it go
     assert task._packer is None and checked.vocab_size == 7
@@ -76,7 +76,9 @@ def test_recipe_defaults(vocab):
 
 def test_no_task_module_imports_from_a_sibling_task():
     for name in TASK_MODULES:
-        tree = ast.parse((TASKS_DIR / f"{name}.py").read_text())
+        path = TASKS_DIR / name / "__init__.py" if (TASKS_DIR / name).is_dir() else \
+            TASKS_DIR / f"{name}.py"
+        tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module:
                 imported = node.module.rsplit(".", 1)[-1]

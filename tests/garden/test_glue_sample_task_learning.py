@@ -83,7 +83,7 @@ def test_single_sentence_task_learns_and_pretraining_helps(bert_data, tasks, pre
     root, summaries = tasks
     run = lambda name, init: _finetune(  # noqa: E731
         bert_data, str(tmp_path / name), CLASSIFICATION,
-        "SentenceClassification", _glue(root, "single"), 60, 32, init=init, glue_task="sst2")
+        "Classification", _glue(root, "single"), 60, 32, init=init, glue_task="sst2")
     scratch, warm = run("scratch", None), run("pretrained", pretrained)
     n, baseline = scratch["eval_examples"], summaries["single"]["baseline"]["value"]
     assert scratch["majority_baseline_accuracy"] == pytest.approx(baseline)
@@ -103,7 +103,7 @@ def test_single_sentence_task_learns_and_pretraining_helps(bert_data, tasks, pre
 
 def test_pair_task_learns(bert_data, tasks, tmp_path):
     root, summaries = tasks
-    result = _finetune(bert_data, str(tmp_path / "pair"), CLASSIFICATION, "SentenceClassification",
+    result = _finetune(bert_data, str(tmp_path / "pair"), CLASSIFICATION, "Classification",
                        _glue(root, "pair"), 100, 64, glue_task="mrpc")
     baseline = summaries["pair"]["baseline"]["value"]
     assert margin_in_standard_errors(result["eval_accuracy"], baseline,
@@ -113,7 +113,7 @@ def test_pair_task_learns(bert_data, tasks, tmp_path):
 
 def test_similarity_regression_learns(bert_data, tasks, tmp_path):
     root, _ = tasks
-    result = _finetune(bert_data, str(tmp_path / "stsb"), CLASSIFICATION, "SentenceClassification",
+    result = _finetune(bert_data, str(tmp_path / "stsb"), CLASSIFICATION, "Classification",
                        _glue(root, "similarity"), 80, 64, glue_task="stsb")
     # A constant prediction has no correlation; under no correlation Pearson's r has a standard
     # error of about 1 / sqrt(n - 3) (Fisher's z).

@@ -113,7 +113,7 @@ def test_fused_adamw_follows_keras_adamw():
 
 def _tiny_classifier(num_layers: int):
     from garden.models.bert.backbone import BertBackbone
-    from garden.models.classifier import SequenceClassifier
+    from garden.models.classification import SequenceClassifier
 
     backbone = BertBackbone(vocab_size=50, num_layers=num_layers, hidden_size=16, num_heads=2,
                             intermediate_size=32, max_sequence_length=8)
@@ -237,7 +237,7 @@ def test_gradual_unfreezing_through_garden_train(bert_data, tmp_path, monkeypatc
                 "EXPORT_BASE = None", "TRAIN_STEPS = 3", "train.unfreeze_every = 2",
                 "train.warmup_steps = 0", "train.checkpoint_every = 1", "train.log_every = 1",
                 "train.global_batch_size = 8", "train.peak_flops = 1e12",
-                "garden.SentenceClassification.max_seq_length = 32"]
+                "garden.Classification.max_seq_length = 32"]
     config = "configs/finetune/classification_tiny.gin"
     train_in_process([f"--config={config}", f"--model_dir={model_dir}", "--strategy=one_device",
                       *(f"--gin_param={b}" for b in bindings)], model_dir, steps=3)

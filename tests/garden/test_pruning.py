@@ -101,7 +101,7 @@ def test_garden_train_prunes_resumes_and_exports_the_sparse_classifier(tmp_path)
             tmp_path, model_dir, steps, "--gin_param=train.eval_every=4",
             "--gin_param=train.checkpoint_every=6",
             f"--gin_param=train.magnitude_pruning={settings}"),
-            str(model_dir), "sentence_classification", steps)
+            str(model_dir), "classification", steps)
 
     def kernels():  # the dense kernels of the newest checkpoint, restored by garden.runs
         from garden import runs

@@ -43,7 +43,7 @@ def made(tmp_path_factory):
     summary = train_in_process(
         train_args("configs/finetune/classification_tiny.gin", out, model_dir, root / "exports",
                    *task_files(data, "classification"), steps=2),
-        str(model_dir), "sentence_classification", 2)
+        str(model_dir), "classification", 2)
     return dict(hf=hf["model"], hf_dir=hf["dir"], converted=str(out), model_dir=str(model_dir),
                 export=summary["export_dir"], export_base=os.path.dirname(summary["export_dir"]))
 

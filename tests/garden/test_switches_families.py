@@ -320,7 +320,7 @@ def test_cvt_tagging_refuses_the_feature_based_switches():
 
 def test_a_fine_tuning_backbone_with_a_head_mask_is_refused(tmp_path):
     from garden.models.bert.backbone import BertBackbone
-    from garden.tasks.sentence_classification import SentenceClassification
+    from garden.tasks.classification import Classification
 
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"]) + "\n")
@@ -329,7 +329,7 @@ def test_a_fine_tuning_backbone_with_a_head_mask_is_refused(tmp_path):
         return BertBackbone(vocab_size=default_vocab_size, num_layers=1, hidden_size=8,
                             num_heads=2, intermediate_size=16, use_head_mask=True)
 
-    task = SentenceClassification(masked_bert, str(vocab), "train.tsv", "dev.tsv")
+    task = Classification(masked_bert, str(vocab), "train.tsv", "dev.tsv")
     with pytest.raises(ValueError, match="unbind backbone.use_head_mask"):
         task.build_backbone()
 

@@ -181,19 +181,19 @@ def test_finetune_from_pretraining_checkpoint_then_export(bert_data, pretrained,
 
     import numpy as np
 
-    from garden.tasks.sentence_classification import SentenceClassification
+    from garden.tasks.classification import Classification
     from testing import checkpoint_floats
 
     pretrain_dir = pretrained  # read only: its newest checkpoint (step 120)
     # The backbone's weights as the task built it, before the first step.
-    initial, build_model = {}, SentenceClassification.build_model
+    initial, build_model = {}, Classification.build_model
 
     def build_and_keep(task):
         model, objects = build_model(task)
         initial.update({w.path: w.numpy() for w in objects["backbone"].weights})
         return model, objects
 
-    monkeypatch.setattr(SentenceClassification, "build_model", build_and_keep)
+    monkeypatch.setattr(Classification, "build_model", build_and_keep)
     export_base = tmp_path / "export"
     rc = train_lib.main([
         "--config=configs/finetune/classification_tiny.gin", f"--model_dir={tmp_path / 'ft'}",
@@ -203,7 +203,7 @@ def test_finetune_from_pretraining_checkpoint_then_export(bert_data, pretrained,
         f"--gin_param=INIT_CHECKPOINT='{pretrain_dir}'",
         f"--gin_param=EXPORT_BASE='{export_base}'",
         "--gin_param=TRAIN_STEPS=30", "--gin_param=train.log_every=10",
-        "--gin_param=garden.SentenceClassification.max_seq_length=64"])
+        "--gin_param=garden.Classification.max_seq_length=64"])
     assert rc == 0
     # INIT_CHECKPOINT was loaded: every backbone weight at step 0 is a tensor of the
     # pretraining checkpoint, bit for bit; and not a fresh initialisation, whose LayerNorm
@@ -321,18 +321,18 @@ def test_eval_data_of_another_length_is_refused(bert_data, tmp_path, capsys):
     assert "max_seq_length 128" in capsys.readouterr().err
 
 
-def test_curves_renders_the_curves_of_a_run(evaluated_run, tmp_path, capsys):
-    from garden import curves
+def test_report_renders_the_curves_of_a_run(evaluated_run, tmp_path, capsys):
+    from garden import report
 
-    run_dir = tmp_path / "run"  # a copy: garden.curves writes curves.png beside the events
+    run_dir = tmp_path / "run"  # a copy: the report writes curves.png beside the events
     shutil.copytree(evaluated_run[0], run_dir)
-    series = curves.read_scalars(str(run_dir))
+    series = report.read_scalars(str(run_dir))
     assert [s for s, _ in series["loss"]] == [2, 4, 6, 8, 10]
     assert [s for s, _ in series["eval/mlm_loss"]] == [5, 10]
-    assert curves.main([f"--model_dir={run_dir}"]) == 0
+    assert report.main([f"--model_dir={run_dir}"]) == 0
     png = (run_dir / "curves.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000
-    assert curves.main([f"--model_dir={tmp_path / 'nothing'}"]) == 2
+    assert report.main([f"--model_dir={tmp_path / 'nothing'}"]) == 2
     assert "no TensorBoard event files" in capsys.readouterr().err
 
 

@@ -141,7 +141,7 @@ def test_pooled_output_is_hugging_face_sequence_summary_input(converted, hf_toke
     import transformers
 
     from garden.models import factory
-    from garden.tasks.sentence_classification import SentenceClassification
+    from garden.tasks.classification import Classification
 
     lm, cfg, out = converted
     clf = transformers.XLNetForSequenceClassification(cfg).eval()
@@ -159,9 +159,9 @@ def test_pooled_output_is_hugging_face_sequence_summary_input(converted, hf_toke
     rng = random.Random(1)
     (root / "byoc_train.tsv").write_text(_classification_rows(rng, 16))
     gin.clear_config()
-    task = SentenceClassification(backbone=factory.bert_backbone, vocab=None,
-                                  init_checkpoint=str(out), train_file=str(root / "byoc_train.tsv"),
-                                  eval_file=str(root / "byoc_train.tsv"), max_seq_length=24)
+    task = Classification(backbone=factory.bert_backbone, vocab=None,
+                          init_checkpoint=str(out), train_file=str(root / "byoc_train.tsv"),
+                          eval_file=str(root / "byoc_train.tsv"), max_seq_length=24)
     task.prepare()
     assert task.layout == "xlnet" and task.tokenizer_kind == "sentencepiece"
     _, objects = task.build_model()
@@ -270,8 +270,8 @@ def trained(spiece, converted, root):
 
     out = {}
     out["classification"] = finetune(
-        "classification", "classification_xlnet_tiny.gin", "tsv", "sentence_classification", 60, 16,
-        "--gin_param=garden.SentenceClassification.max_seq_length=32",
+        "classification", "classification_xlnet_tiny.gin", "tsv", "classification", 60, 16,
+        "--gin_param=garden.Classification.max_seq_length=32",
         "--gin_param=train.learning_rate=2e-3", *common)
     out["qa"] = finetune(
         "qa", "qa_xlnet_tiny.gin", "json", "question_answering", 4, 8, "--gin_param=TRAIN_RECORDS=None",
@@ -279,9 +279,9 @@ def trained(spiece, converted, root):
         "--gin_param=garden.QuestionAnswering.doc_stride=16",
         "--gin_param=garden.QuestionAnswering.max_query_length=16", *common)
     out["byoc"] = finetune(
-        "byoc", "classification_xlnet_tiny.gin", "tsv", "sentence_classification", 3, 8,
+        "byoc", "classification_xlnet_tiny.gin", "tsv", "classification", 3, 8,
         f"--gin_param=INIT_CHECKPOINT='{converted[2]}'",
-        "--gin_param=garden.SentenceClassification.max_seq_length=32",
+        "--gin_param=garden.Classification.max_seq_length=32",
         "--gin_param=train.warmup_steps=1", "--strategy=one_device")
     return out
 

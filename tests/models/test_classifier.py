@@ -4,7 +4,7 @@ import pytest
 import tensorflow as tf
 
 from garden.models.bert.presets import bert_backbone_from_preset
-from garden.models.classifier import SequenceClassifier
+from garden.models.classification import SequenceClassifier
 from garden.models.roberta.backbone import RobertaBackbone
 from model_testing import padded_ids
 

@@ -108,11 +108,11 @@ def test_translation_pretraining_lowers_its_loss_and_a_classifier_starts_from_it
 
     from convert_testing import scratch_classification_args
     from garden.models import factory
-    from garden.tasks.sentence_classification import SentenceClassification
+    from garden.tasks.classification import Classification
 
     gin.clear_config()
     scratch_classification_args(tmp_path, tmp_path / "clf", 1)  # writes the sample task files
-    task = SentenceClassification(
+    task = Classification(
         backbone=lambda **kw: factory.backbone(preset="cove_tiny", **kw), vocab=str(vocab),
         train_file=str(tmp_path / "data" / "train.tsv"),
         eval_file=str(tmp_path / "data" / "dev.tsv"), init_checkpoint=str(run / "checkpoints"))

@@ -188,7 +188,7 @@ def test_a_pretrained_bilm_fine_tunes_as_a_classifier_and_serves_raw_text(tmp_pa
     from testing import run_python, train_in_process
 
     from garden.models import factory
-    from garden.tasks.sentence_classification import SentenceClassification
+    from garden.tasks.classification import Classification
 
     vocab, data = write_bilm_data(tmp_path, "--characters", "--max_characters=20")
     lm_dir = tmp_path / "elmo"
@@ -204,13 +204,13 @@ def test_a_pretrained_bilm_fine_tunes_as_a_classifier_and_serves_raw_text(tmp_pa
     args[0] = "--config=configs/finetune/classification_elmo_tiny.gin"
     args = [a.replace(str(tmp_path / "vocab.txt"), str(vocab)) for a in args
             if a != "--gin_param=INIT_CHECKPOINT=None"]
-    summary = train_in_process(args, str(tmp_path / "clf"), "sentence_classification", 150)
+    summary = train_in_process(args, str(tmp_path / "clf"), "classification", 150)
     assert summary["eval_accuracy"] > summary["majority_baseline_accuracy"], summary
     proc = run_python(["-c", ANSWER_SNIPPET, summary["export_dir"]])
     assert set(json.loads(proc.stdout.strip().splitlines()[-1])) <= {"pos", "neg"}
 
     gin.clear_config()
-    task = SentenceClassification(
+    task = Classification(
         backbone=lambda **kw: factory.backbone(preset="elmo_tiny", vocab=str(vocab), **kw),
         vocab=str(vocab), train_file=str(tmp_path / "data" / "train.tsv"),
         eval_file=str(tmp_path / "data" / "dev.tsv"), init_checkpoint=str(lm_dir))

@@ -76,7 +76,7 @@ def test_the_three_stages_lm_then_classifier_from_its_backbone(tmp_path):
     from testing import train_in_process
 
     from garden.models import factory
-    from garden.tasks.sentence_classification import SentenceClassification
+    from garden.tasks.classification import Classification
 
     vocab, data = write_bilm_data(tmp_path)
     lm_dir = tmp_path / "lm"
@@ -102,7 +102,7 @@ def test_the_three_stages_lm_then_classifier_from_its_backbone(tmp_path):
 
     gin.clear_config()
     scratch_classification_args(tmp_path, tmp_path / "clf", 1)  # writes the sample task files
-    task = SentenceClassification(
+    task = Classification(
         backbone=lambda **kw: factory.backbone(preset="ulmfit_tiny", **kw), vocab=str(vocab),
         train_file=str(tmp_path / "data" / "train.tsv"),
         eval_file=str(tmp_path / "data" / "dev.tsv"),

@@ -34,12 +34,13 @@ from tensorflow_serving.apis import (classification_pb2, get_model_metadata_pb2,
 
 from text import tokenizers
 from garden.models.bert.presets import bert_backbone_from_preset
-from garden.models.classifier import SequenceClassifier
+from garden.models.classification import SequenceClassifier
 from garden.models.question_answering import SpanExtractor
 from garden.models.tagger import TokenTagger
 from garden.serving import export
 from garden.server.grpc_server import CLIENT_OPTIONS
-from garden.serving.modules import PREDICT, REGRESS, ServingModule, TextClassifierServing
+from garden.serving.base import PREDICT, REGRESS, ServingModule
+from garden.serving.classification import ClassificationServing
 from garden.serving.qa import QuestionAnsweringServing
 from garden.server.server_json import to_json_value
 from garden.serving.tagging import TaggerServing, entities_of
@@ -95,7 +96,7 @@ def exports(tmp_path_factory):
     keras.utils.set_random_seed(11)
     classifier = SequenceClassifier(_backbone(), num_classes=len(LABELS))
     packer = _packer(vocab, 12)
-    export.export(TextClassifierServing(classifier, packer, vocab, LABELS, text_b=False,
+    export.export(ClassificationServing(classifier, packer, vocab, LABELS, text_b=False,
                                         warmup_texts=["good"]), base, "sentiment")
     inputs = packer.encode_numpy(TEXTS)
     logits = classifier({k: tf.constant(v) for k, v in inputs.items()}, training=False)["logits"]

@@ -28,9 +28,10 @@ import tensorflow as tf
 
 from text import tokenizers
 from garden.models.bert.presets import bert_backbone_from_preset
-from garden.models.classifier import SequenceClassifier
+from garden.models.classification import SequenceClassifier
 from garden.serving import export
-from garden.serving.modules import PREDICT, REGRESS, ServingModule, TextClassifierServing
+from garden.serving.base import PREDICT, REGRESS, ServingModule
+from garden.serving.classification import ClassificationServing
 from garden.server.server_config import ConfigError, parse_model_config
 from garden.serving.text import TextPacker
 from serve_testing import Client, example_regression, served, write_vocab
@@ -105,7 +106,7 @@ def exports(tmp_path_factory):
         keras.utils.set_random_seed(seed)
         model = SequenceClassifier(bert_backbone_from_preset("bert_tiny", vocab_size=len(VOCAB)),
                                    num_classes=len(LABELS))
-        export.export(TextClassifierServing(model, _packer(vocab), vocab, LABELS, text_b=False),
+        export.export(ClassificationServing(model, _packer(vocab), vocab, LABELS, text_b=False),
                       base, "sentiment")
         ids, logits = _keras(model, vocab, TEXTS)
         expected[version] = {"probabilities": tf.nn.softmax(logits).numpy(), "ids": ids}

@@ -1,4 +1,4 @@
-"""The one exporter on a tiny BERT classifier's TextClassifierServing, served from a fresh
+"""The one exporter on a tiny BERT classifier's ClassificationServing, served from a fresh
 process; a one-output regression export; bad request shapes answered with errors.
 
 The fresh process imports only tensorflow and tensorflow_text (as a model server would link
@@ -19,9 +19,9 @@ import tensorflow as tf
 
 from text import tokenizers
 from garden.models.bert.presets import bert_backbone_from_preset
-from garden.models.classifier import SequenceClassifier
+from garden.models.classification import SequenceClassifier
 from garden.serving import export
-from garden.serving.modules import TextClassifierServing
+from garden.serving.classification import ClassificationServing
 from garden.serving.text import TextPacker
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
@@ -88,10 +88,10 @@ def exported(tmp_path_factory):
     packer = make_packer(str(vocab_path))
     base = str(root / "exports")
     pair_dir = export.export(
-        TextClassifierServing(model, packer, str(vocab_path), LABELS, text_b=True,
+        ClassificationServing(model, packer, str(vocab_path), LABELS, text_b=True,
                               warmup_texts=WARMUP), base, "sentiment")
     single_dir = export.export(
-        TextClassifierServing(model, packer, str(vocab_path), LABELS, text_b=False),
+        ClassificationServing(model, packer, str(vocab_path), LABELS, text_b=False),
         base, "sentiment")
     # The export must not need the original vocabulary file any more.
     moved = root / "vocab.moved"
@@ -142,7 +142,7 @@ def test_version_layout_and_increment(exported):
     for name in ("saved_model.pb", "variables", "assets/vocab.txt",
                  "assets.extra/tf_serving_warmup_requests", "assets.extra/garden_export.json"):
         assert os.path.exists(os.path.join(exported["pair_dir"], name)), name
-    module = TextClassifierServing(exported["model"], make_packer(exported["vocab_moved"]),
+    module = ClassificationServing(exported["model"], make_packer(exported["vocab_moved"]),
                                    exported["vocab_moved"], LABELS, text_b=False)
     with pytest.raises(export.ExportError, match="already exists"):
         export.export(module, os.path.dirname(base), "sentiment", version=2)
@@ -240,10 +240,10 @@ def test_label_count_must_match_logits(exported, tmp_path):
     vocab = tmp_path / "v.txt"
     vocab.write_text(exported["vocab_text"], encoding="utf-8")
     with pytest.raises(ValueError, match="3 logits but 2 label_names"):
-        TextClassifierServing(exported["model"], make_packer(str(vocab)), str(vocab),
+        ClassificationServing(exported["model"], make_packer(str(vocab)), str(vocab),
                               ["a", "b"], text_b=False)
     with pytest.raises(ValueError, match="3 logits but a regression needs 1"):
-        TextClassifierServing(exported["model"], make_packer(str(vocab)), str(vocab),
+        ClassificationServing(exported["model"], make_packer(str(vocab)), str(vocab),
                               None, text_b=False)
 
 
@@ -310,7 +310,7 @@ def test_regression_export_serves_one_score(exported, tmp_path):
     model = SequenceClassifier(bert_backbone_from_preset("bert_tiny", vocab_size=len(VOCAB)),
                                num_classes=1)
     packer = make_packer(str(vocab))
-    path = export.export(TextClassifierServing(model, packer, str(vocab), None, text_b=True),
+    path = export.export(ClassificationServing(model, packer, str(vocab), None, text_b=True),
                          str(tmp_path / "exports"), "similarity")
     texts_a, texts_b = [a for a, _ in PAIRS], [b for _, b in PAIRS]
     inputs = packer.encode_numpy(texts_a, texts_b)

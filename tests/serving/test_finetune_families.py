@@ -88,8 +88,8 @@ def _bindings(vocab, files, init, export_base, steps):
     return [f"VOCAB = '{vocab}'", f"TRAIN_FILE = '{files['train']}'",
             f"EVAL_FILE = '{files['dev']}'", f"INIT_CHECKPOINT = '{init}'",
             f"EXPORT_BASE = {export_base!r}", f"TRAIN_STEPS = {steps}",
-            "garden.SentenceClassification.text_b = True",
-            f"garden.SentenceClassification.max_seq_length = {SEQ}",
+            "garden.Classification.text_b = True",
+            f"garden.Classification.max_seq_length = {SEQ}",
             "train.global_batch_size = 16", "train.warmup_steps = 1", "train.log_every = 1",
             "train.peak_flops = 1e12"]
 

@@ -1,4 +1,4 @@
-"""The serving-only fast path, on a tiny BERT classifier: TextClassifierServing over a
+"""The serving-only fast path, on a tiny BERT classifier: ClassificationServing over a
 BertBackbone classifier computes the last block for the [CLS] row only (fewer FLOPs than the
 model's own call, the same logits, padded rows included, in process and from the export), and
 a failed export leaves nothing behind. (The export's graph and other outputs:
@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 from garden.serving import export
-from garden.serving.modules import TextClassifierServing
+from garden.serving.classification import ClassificationServing
 from serve_testing import tiny_classifier
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
@@ -25,7 +25,7 @@ LAYERS = 2  # bert_tiny
 def exports(tmp_path_factory):
     root = tmp_path_factory.mktemp("classifier_export")
     model, packer, vocab = tiny_classifier(root, VOCAB, 3, 12)
-    module = TextClassifierServing(model, packer, vocab, ["no", "yes"], text_b=False)
+    module = ClassificationServing(model, packer, vocab, ["no", "yes"], text_b=False)
     exported = export.export(module, str(root), "classifier")
     return {"model": model, "module": module, "packer": packer, "export": exported}
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from text.finetune import FinetuneDataError, glue, swag
+from text.finetune import FinetuneDataError, swag
+from text.finetune.classification import (check_label_order, label_names, order_of, read_examples,
+                                          read_split, split_path)
 
 T = "\t"
 
@@ -70,37 +72,37 @@ FILES = {
 @pytest.mark.parametrize("task", sorted(FILES))
 def test_each_task_reads_its_official_layout(tmp_path, task):
     name, lines, expected = FILES[task]
-    examples = glue.read_examples(_write(tmp_path, name, lines), task)
+    examples = read_examples(_write(tmp_path, name, lines), task)
     assert [(e.text_a, e.text_b, e.label) for e in examples] == expected
     assert len({e.guid for e in examples}) == len(examples)
 
 
 def test_test_files_have_no_labels(tmp_path):
-    cola = glue.read_examples(_write(tmp_path, "test.tsv", ["index\tsentence",
-                                                            "0\tBill whistled past the house."]),
-                              "cola")
+    cola = read_examples(_write(tmp_path, "test.tsv", ["index\tsentence",
+                                                       "0\tBill whistled past the house."]),
+                         "cola")
     assert [(e.text_a, e.label) for e in cola] == [("Bill whistled past the house.", None)]
-    mrpc = glue.read_examples(_write(tmp_path, "m.tsv", [
+    mrpc = read_examples(_write(tmp_path, "m.tsv", [
         "index\t#1 ID\t#2 ID\t#1 String\t#2 String", "0\t1089874\t1089925\tPCCW 's chief.\tThe"
         " chief."]), "mrpc")
     assert [(e.text_a, e.text_b, e.label) for e in mrpc] == [("PCCW 's chief.", "The chief.", None)]
-    qqp = glue.read_examples(_write(tmp_path, "q.tsv", ["id\tquestion1\tquestion2",
-                                                        "0\tHow?\tWhy?"]), "qqp")
+    qqp = read_examples(_write(tmp_path, "q.tsv", ["id\tquestion1\tquestion2",
+                                                   "0\tHow?\tWhy?"]), "qqp")
     assert [(e.text_a, e.text_b, e.label) for e in qqp] == [("How?", "Why?", None)]
 
 
 def test_qnli_ids_are_unique_per_row(tmp_path):
     name, lines, _ = FILES["qnli"]
-    examples = glue.read_examples(_write(tmp_path, name, lines), "qnli")
+    examples = read_examples(_write(tmp_path, name, lines), "qnli")
     assert [e.guid for e in examples] == ["qnli-dev.tsv-2", "qnli-dev.tsv-3"]
 
 
 def test_mnli_splits_by_name(tmp_path):
     for split in ("dev_matched", "dev_mismatched"):
         _write(tmp_path, f"{split}.tsv", FILES["mnli"][1])
-        assert len(glue.read_split(str(tmp_path), "mnli", split)) == 1
+        assert len(read_split(str(tmp_path), "mnli", split)) == 1
     with pytest.raises(ValueError, match="splits"):
-        glue.split_path(str(tmp_path), "mnli", "dev")
+        split_path(str(tmp_path), "mnli", "dev")
 
 
 @pytest.mark.parametrize("task, lines, message", [
@@ -119,28 +121,28 @@ def test_mnli_splits_by_name(tmp_path):
 ])
 def test_malformed_rows_name_file_and_line(tmp_path, task, lines, message):
     with pytest.raises(FinetuneDataError, match=message):
-        glue.read_examples(_write(tmp_path, "x.tsv", lines), task)
+        read_examples(_write(tmp_path, "x.tsv", lines), task)
 
 
 def test_invalid_utf8_and_missing_file(tmp_path):
     path = tmp_path / "bad.tsv"
     path.write_bytes(b"sentence\tlabel\nok\t1\n\xff\t0\n")
     with pytest.raises(FinetuneDataError, match=r"bad\.tsv:3: invalid UTF-8"):
-        glue.read_examples(str(path), "sst2")
+        read_examples(str(path), "sst2")
     with pytest.raises(FinetuneDataError, match="not found"):
-        glue.read_examples(str(tmp_path / "none.tsv"), "sst2")
+        read_examples(str(tmp_path / "none.tsv"), "sst2")
 
 
 def test_mnli_label_orders_and_the_guard():
-    assert glue.label_names("mnli") == ["contradiction", "entailment", "neutral"]
-    assert glue.label_names("mnli", "tfds") == ["entailment", "neutral", "contradiction"]
-    assert glue.order_of("mnli", glue.label_names("mnli", "tfds")) == "tfds"
-    assert glue.label_names("stsb") is None
-    glue.check_label_order("mnli", glue.label_names("mnli"), glue.label_names("mnli"), "x")
+    assert label_names("mnli") == ["contradiction", "entailment", "neutral"]
+    assert label_names("mnli", "tfds") == ["entailment", "neutral", "contradiction"]
+    assert order_of("mnli", label_names("mnli", "tfds")) == "tfds"
+    assert label_names("stsb") is None
+    check_label_order("mnli", label_names("mnli"), label_names("mnli"), "x")
     with pytest.raises(FinetuneDataError, match=r"eval: the model's mnli classes are .*BERT / "
                        r"Model Garden order.* follow .*TFDS / Hugging Face order"):
-        glue.check_label_order("mnli", glue.label_names("mnli"), glue.label_names("mnli", "tfds"),
-                               "eval")
+        check_label_order("mnli", label_names("mnli"), label_names("mnli", "tfds"),
+                          "eval")
 
 
 SWAG_HEADER = ",video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,ending1,ending2," \

@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from text.finetune import FinetuneDataError, glue, tfds_sources
+from text.finetune import FinetuneDataError, classification, tfds_sources
 
 
 def _mocked(records):
@@ -35,7 +35,7 @@ def test_glue_labels_become_the_tsv_strings(tmp_path):
         ("A man sleeps.", "A man is awake.", "contradiction"),
         ("A dog runs.", "An animal moves.", "entailment"), ("Test.", "Unknown.", None)]
     assert tfds.builder("glue/mnli").info.features["label"].names == list(
-        glue.LABEL_ORDERS["mnli"]["tfds"])
+        classification.LABEL_ORDERS["mnli"]["tfds"])
 
 
 @pytest.mark.parametrize("task, record, expected", [

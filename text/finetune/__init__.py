@@ -1,8 +1,8 @@
 """Fine-tuning data in the official formats of the tasks the BERT family was judged on.
 
-One module per task kind (docs/tasks.md):
-    glue.py    GLUE TSVs: the nine tasks' column layouts and label sets (classification and
-               STS-B regression); MNLI matched and mismatched
+One module per task kind, named after the kind (text/kinds.py; docs/tasks.md):
+    classification.py  GLUE TSVs: the nine tasks' column layouts and label sets
+                       (classification and STS-B regression); MNLI matched and mismatched
     swag.py    SWAG CSV (four-way multiple choice)
     squad.py   SQuAD v1.1 / v2.0 JSON; windowed features for extractive QA
     conll.py   CoNLL-2003 (IOB1 as distributed, IOB2 accepted); first-sub-token labels

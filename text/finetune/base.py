@@ -6,6 +6,8 @@ The job reads each input file (or tfds shard) with ``read_examples`` (``read_tfd
 examples into chunks, and asks ``records(examples, tokenizer, options, first_index, on_error)``
 for the serialized tf.train.Examples of each chunk; ``record_spec(options)`` is what they are
 serialized with and what info.json records.
+
+The readers share ``read_text`` (a data file's UTF-8 text, errors naming the file and line).
 """
 
 from __future__ import annotations
@@ -115,3 +117,19 @@ def records_of_columns(spec: features.Spec, columns: Dict) -> List[Tuple[int, in
     for r in range(1, n):  # the position of a row among its example's rows
         within[r] = within[r - 1] + 1 if index[r] == index[r - 1] else 0
     return list(zip(index, within, serialized))
+
+
+def read_text(path: str) -> str:
+    """The UTF-8 text of a data file (local or gs://); FinetuneDataError names the file (and
+    line) otherwise. The readers of classification and multiple-choice files share it."""
+    import tensorflow as tf  # only when a file is read: the Beam job imports this module
+
+    if not tf.io.gfile.exists(path):
+        raise FinetuneDataError(f"data file not found: {path}")
+    with tf.io.gfile.GFile(path, "rb") as f:
+        raw = f.read()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[:e.start].count(b"\n") + 1
+        raise FinetuneDataError(f"{path}:{line}: invalid UTF-8") from e

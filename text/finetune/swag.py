@@ -21,7 +21,7 @@ import io
 from typing import List, Optional, Tuple
 
 from text.finetune import FinetuneDataError
-from text.finetune.glue import read_text
+from text.finetune.base import read_text
 
 NUM_CHOICES = 4
 COLUMNS = ("video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source",

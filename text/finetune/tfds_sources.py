@@ -1,6 +1,6 @@
 """GLUE and multiple-choice examples from locally prepared tensorflow-datasets (no downloads).
 
-    tfds:glue/<task>[:split]    -> [glue.GlueExample]   (split default "train"; MNLI's dev sets
+    tfds:glue/<task>[:split]    -> [classification.GlueExample]   (split default "train"; MNLI's dev sets
                                   are validation_matched / validation_mismatched)
     tfds:hellaswag[:split]      -> [swag.SwagExample]   (context, 4 endings, label)
 `tfds:swag` is refused with a message: tensorflow-datasets (4.9) has no SWAG builder; use the
@@ -10,7 +10,7 @@ The dataset must already be prepared under `data_dir` (tfds build / download_and
 missing one raises FinetuneDataError naming the spec and the data_dir. Labels become the
 strings of the GLUE files, so a model's class order never depends on the source: TFDS's
 ClassLabel id i is the name label_classes[i], which for the 0/1 tasks is GLUE's "i" (MRPC 1 =
-equivalent, WNLI 1 = entailment; text.finetune.glue.LABEL_ORDERS) and for MNLI / QNLI /
+equivalent, WNLI 1 = entailment; text.finetune.classification.LABEL_ORDERS) and for MNLI / QNLI /
 RTE the same words; TFDS's test label -1 becomes None. A record that breaks the format (not
 four endings, a label out of range) names the spec and the record index.
 """
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import List, Optional, Union
 
-from text.finetune import FinetuneDataError, glue, parse_tfds, swag
+from text.finetune import FinetuneDataError, classification, parse_tfds, swag
 
 # GLUE task -> (TFDS text feature of text_a, of text_b)
 TFDS_TEXT = {"cola": ("sentence", None), "sst2": ("sentence", None),
@@ -51,14 +51,14 @@ def _text(value) -> str:
     return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
 
-def read_glue(spec: str, data_dir: Optional[str] = None) -> List[glue.GlueExample]:
+def read_glue(spec: str, data_dir: Optional[str] = None) -> List[classification.GlueExample]:
     """GlueExamples of `tfds:glue/<task>[:split]` (see the module docstring)."""
     name, _ = parse_tfds(spec)
-    if not name.startswith("glue/") or name.split("/", 1)[1] not in glue.TASKS:
+    if not name.startswith("glue/") or name.split("/", 1)[1] not in classification.TASKS:
         raise FinetuneDataError(f"{spec}: expected tfds:glue/<task>[:split] with a task of "
-                                f"{', '.join(glue.TASKS)}")
+                                f"{', '.join(classification.TASKS)}")
     name, builder, records = _examples(spec, data_dir)
-    task = glue.task_spec(name.split("/", 1)[1])
+    task = classification.task_spec(name.split("/", 1)[1])
     field_a, field_b = TFDS_TEXT[task.name]
     names = (builder.info.features["label"].names if task.labels else None)
     out = []
@@ -74,7 +74,7 @@ def read_glue(spec: str, data_dir: Optional[str] = None) -> List[glue.GlueExampl
         else:
             tfds_name = names[int(label)]
             label = tfds_name if tfds_name in task.labels else str(int(label))
-        out.append(glue.GlueExample(
+        out.append(classification.GlueExample(
             guid=f"{task.name}-{name}-{index}", text_a=_text(record[field_a]),
             text_b=_text(record[field_b]) if field_b else None, label=label))
     if not out:
@@ -108,6 +108,6 @@ def read_choices(spec: str, data_dir: Optional[str] = None) -> List[swag.SwagExa
 
 
 def read(spec: str, kind: str, data_dir: Optional[str] = None
-         ) -> List[Union[glue.GlueExample, swag.SwagExample]]:
+         ) -> List[Union[classification.GlueExample, swag.SwagExample]]:
     """kind "glue" -> read_glue, "choice" -> read_choices."""
     return read_glue(spec, data_dir) if kind == "glue" else read_choices(spec, data_dir)

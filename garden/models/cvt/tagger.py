@@ -15,7 +15,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from garden.models.classifier import input_names
+from garden.models.classification import input_names
 
 VIEWS = ("forward", "backward", "future", "past")
 

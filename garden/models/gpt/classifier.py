@@ -7,7 +7,7 @@ LAST real token -> dropout -> linear layer; the auxiliary LM loss reads the same
 The last position is found from the mask (right or left padding alike). The model also outputs
 sequence_output so that the task computes the LM logits through the backbone's tied table
 (`backbone.output_table()`), keeping this a plain functional model that
-garden.serving.modules.TextClassifierServing exports like SequenceClassifier.
+garden.serving.classification.ClassificationServing exports like SequenceClassifier.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import keras
 from keras import ops
 
 from garden.layers.embeddings import truncated_normal
-from garden.models.classifier import input_names
+from garden.models.classification import input_names
 from garden.models.pretrainer import PretrainerConfig
 
 

@@ -184,7 +184,7 @@ def test_release_with_spiece_fine_tunes_into_classification(checkpoint, tmp_path
     google-research/albert publishes it) converted by the CLI is a starting point: the
     classifier's backbone at step 0 is the original's, it fine-tunes through garden.train and
     its export answers."""
-    from garden.tasks.sentence_classification import SentenceClassification
+    from garden.tasks.classification import Classification
 
     model, prefix, config = checkpoint
     release = tmp_path / "albert_tiny"
@@ -198,12 +198,12 @@ def test_release_with_spiece_fine_tunes_into_classification(checkpoint, tmp_path
     assert info["tokenizer"]["tokenizer"] == "sentencepiece", info["tokenizer"]
     assert info["tokenizer"]["lower_case"] is True  # ALBERT's tokenizer lower-cases
     (tmp_path / "t.tsv").write_text("text_a\tlabel\nthe movie was good\tpos\nbad\tneg\n")
-    task, backbone = step0_backbone(out, SentenceClassification, train_file=str(tmp_path / "t.tsv"),
+    task, backbone = step0_backbone(out, Classification, train_file=str(tmp_path / "t.tsv"),
                                     eval_file=str(tmp_path / "t.tsv"), max_seq_length=12)
     assert (task.packer.cls_id, task.packer.sep_id, task.packer.pad_id) == (2, 3, 0)
     inputs = {k: v for k, v in _inputs().items() if k != "masked_lm_positions"}
     assert _max_diff({"h": model.backbone(inputs)["sequence_output"]},
                      {"h": backbone(inputs, training=False)["sequence_output"]}) <= TOLERANCE
     labels = finetune_classification_from(
-        out, tmp_path, "--gin_param=garden.SentenceClassification.max_seq_length=32")
+        out, tmp_path, "--gin_param=garden.Classification.max_seq_length=32")
     assert labels and set(labels) <= {"pos", "neg"}, labels

@@ -174,7 +174,7 @@ def test_release_with_vocab_fine_tunes_into_classification(checkpoint, tmp_path)
     """The release's folder (model.ckpt + vocab.txt, as google-research/electra publishes it)
     converted by the CLI is a starting point: the classifier's backbone at step 0 is the
     original discriminator, it fine-tunes through garden.train and its export answers."""
-    from garden.tasks.sentence_classification import SentenceClassification
+    from garden.tasks.classification import Classification
 
     model, prefix, config = checkpoint
     tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS
@@ -192,12 +192,12 @@ def test_release_with_vocab_fine_tunes_into_classification(checkpoint, tmp_path)
     info = json.loads((out / "convert_info.json").read_text())
     assert info["tokenizer"]["tokenizer"] == "wordpiece", info["tokenizer"]
     (tmp_path / "t.tsv").write_text("text_a\tlabel\nthe movie was good\tpos\nbad\tneg\n")
-    task, backbone = step0_backbone(out, SentenceClassification, train_file=str(tmp_path / "t.tsv"),
+    task, backbone = step0_backbone(out, Classification, train_file=str(tmp_path / "t.tsv"),
                                     eval_file=str(tmp_path / "t.tsv"), max_seq_length=12)
     assert task.packer.vocab_size == V
     inputs = _inputs()
     assert _max_diff({"h": model.discriminator(inputs)["sequence_output"]},
                      {"h": backbone(inputs, training=False)["sequence_output"]}) <= TOLERANCE
     labels = finetune_classification_from(
-        out, tmp_path, "--gin_param=garden.SentenceClassification.max_seq_length=32")
+        out, tmp_path, "--gin_param=garden.Classification.max_seq_length=32")
     assert labels and set(labels) <= {"pos", "neg"}, labels

@@ -2,7 +2,7 @@
 
 docs/objectives.md section 12: packed text -> backbone pooled output -> dropout 0.1 ->
 dense(num_classes). A regression task (STS-B) uses num_classes=1 and trains the one logit with
-a squared error (garden.tasks.sentence_classification, regression=True).
+a squared error (garden.tasks.classification, regression=True).
 """
 
 from __future__ import annotations

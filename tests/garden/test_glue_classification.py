@@ -1,4 +1,4 @@
-"""SentenceClassification's GLUE options: glue_task reads the official TSVs (text_b, regression
+"""Classification's GLUE options: glue_task reads the official TSVs (text_b, regression
 and BERT's class order from the task), evaluate reports the task's official metric (MRPC F1
 of class "1", CoLA MCC, MNLI matched and mismatched), bad rows and wrong label sets refused."""
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from garden.metrics import glue as glue_metrics
-from garden.tasks.sentence_classification import SentenceClassification
+from garden.metrics import classification as metrics
+from garden.tasks.classification import Classification
 from garden.tasks.text_files import TaskDataError
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c"]
@@ -36,8 +36,8 @@ class Fixed:
 
 def _task(tmp_path, task, train, dev, **kwargs):
     vocab = _write(tmp_path, "vocab.txt", VOCAB)
-    t = SentenceClassification(backbone=None, vocab=vocab, train_file=train, eval_file=dev,
-                               max_seq_length=8, glue_task=task, **kwargs)
+    t = Classification(backbone=None, vocab=vocab, train_file=train, eval_file=dev,
+                       max_seq_length=8, glue_task=task, **kwargs)
     t.prepare()
     return t
 
@@ -79,7 +79,7 @@ def test_cola_mcc_and_mnli_mismatched(tmp_path):
     task = _task(tmp_path, "cola", cola, cola)
     result = task.evaluate(Fixed([[0, 1], [1, 0], [1, 0], [1, 0]]))
     assert result["eval_mcc"] == pytest.approx(
-        glue_metrics.glue_metrics("cola", [1, 0, 0, 0], [1, 0, 1, 0])["mcc"])
+        metrics.glue_metrics("cola", [1, 0, 0, 0], [1, 0, 1, 0])["mcc"])
     assert result["eval_mcc"] == pytest.approx(1 / np.sqrt(3))  # tp1 tn2 fn1: 2/sqrt(1*2*3*2)
 
     rows = lambda labels: [MNLI_HEADER] + [  # noqa: E731
@@ -102,5 +102,5 @@ def test_bad_rows_and_test_files_are_refused(tmp_path):
     with pytest.raises(TaskDataError, match=r"test\.tsv: a GLUE sst2 test file"):
         _task(tmp_path, "sst2", test, test)
     with pytest.raises(ValueError, match="set glue_task='mnli'"):
-        SentenceClassification(backbone=None, vocab="v", train_file="t", eval_file="e",
-                               glue_task="rte", eval_mismatched_file="m")
+        Classification(backbone=None, vocab="v", train_file="t", eval_file="e",
+                       glue_task="rte", eval_mismatched_file="m")

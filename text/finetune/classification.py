@@ -1,4 +1,5 @@
-"""GLUE: the nine tasks' TSV files as distributed by the GLUE benchmark, read strictly.
+"""Classification and regression data: the nine GLUE tasks' TSV files as the GLUE benchmark
+distributes them, read strictly.
 
 `read_examples(path, task)` -> [GlueExample(guid, text_a, text_b, label)] in file order;
 `read_split(data_dir, task, split)` finds the split's file (train.tsv, dev.tsv, test.tsv; MNLI:
@@ -37,9 +38,8 @@ import io
 import posixpath
 from typing import Dict, List, Optional, Sequence, Union
 
-import tensorflow as tf
-
 from text.finetune import FinetuneDataError
+from text.finetune.base import read_text
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,7 +49,7 @@ class GlueTask:
     text_b: Optional[str]
     label: Union[str, int]
     labels: Optional[tuple]  # BERT's order; None: regression (STS-B)
-    metric: str  # docs/tasks.md; garden.metrics.glue
+    metric: str  # docs/tasks.md; garden.metrics.classification
     splits: Dict[str, str]  # split -> file name
 
 
@@ -129,19 +129,6 @@ def check_label_order(task: str, model_labels: Sequence[str], data_labels: Seque
         f"{where}: the model's {task} classes are {describe(model_labels)} but the data's class "
         f"ids follow {describe(data_labels)}; map the labels by name (glue.label_names(task, "
         f"order)) instead of comparing ids")
-
-
-def read_text(path: str) -> str:
-    """The UTF-8 text of a data file; FinetuneDataError names the file (and line) otherwise."""
-    if not tf.io.gfile.exists(path):
-        raise FinetuneDataError(f"data file not found: {path}")
-    with tf.io.gfile.GFile(path, "rb") as f:
-        raw = f.read()
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = raw[:e.start].count(b"\n") + 1
-        raise FinetuneDataError(f"{path}:{line}: invalid UTF-8") from e
 
 
 def _rows(path: str, text: str):

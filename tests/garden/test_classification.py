@@ -1,5 +1,5 @@
 """The fine-tuning readers (issue 13 item 2) and the regression objective of
-garden.tasks.sentence_classification: strict csv dialects, file:line errors, no silent
+garden.tasks.classification: strict csv dialects, file:line errors, no silent
 conversions; MSE loss and Pearson / Spearman in evaluate."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from garden.tasks.sentence_classification import SentenceClassification
+from garden.tasks.classification import Classification
 from garden.tasks.text_files import TaskDataError, read_examples
 
 
@@ -77,8 +77,8 @@ def regression_task(tmp_path):
     vocab = _write(tmp_path, "vocab.txt",
                    "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"]) + "\n")
     data = _write(tmp_path, "sts.tsv", "text_a\tlabel\na\t1.0\nb\t2.0\na b\t4.0\nb a\t3.0\n")
-    task = SentenceClassification(backbone=None, vocab=vocab, train_file=data, eval_file=data,
-                                  max_seq_length=8, regression=True)
+    task = Classification(backbone=None, vocab=vocab, train_file=data, eval_file=data,
+                          max_seq_length=8, regression=True)
     task.prepare()
     return task
 
@@ -109,8 +109,8 @@ def test_regression_loss_is_mse_and_evaluate_reports_correlations(regression_tas
 
 def test_regression_refuses_label_names(tmp_path):
     with pytest.raises(ValueError, match="a regression task has none"):
-        SentenceClassification(backbone=None, vocab="v", train_file="t", eval_file="e",
-                               label_names=["a", "b"], regression=True)
+        Classification(backbone=None, vocab="v", train_file="t", eval_file="e",
+                       label_names=["a", "b"], regression=True)
 
 
 def test_a_train_file_smaller_than_one_batch_is_announced_once(regression_task, capsys):

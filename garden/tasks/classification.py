@@ -5,18 +5,18 @@ Reads TSV, CSV or JSONL files with the columns `text_a`, optional `text_b` and `
 them in tf.data with the same in-graph TextPacker the export runs (garden.serving.text: any of
 the three tokenizer kinds, each family's layout), so serving sees exactly the training ids;
 fine-tunes from a pretraining checkpoint (docs/objectives.md section 12: pooled output -> dropout
-0.1 -> dense) and names its ServingModule (garden.serving.modules.TextClassifierServing).
+0.1 -> dense) and names its ServingModule (garden.serving.classification.ClassificationServing).
 
 Classification: string labels, softmax cross-entropy, accuracy next to the majority class.
 Regression (`regression=True`, e.g. STS-B): numeric labels, one output trained with the mean
 squared error, evaluated with Pearson and Spearman correlations (scipy.stats).
 
 GLUE (`glue_task='mrpc'`, 'sst2', 'stsb', 'mnli', ...): the files are the task's official TSVs,
-read by text.finetune.glue (its column layout, label set and file:line errors); text_b
-and regression follow the task, the class order is BERT's (glue.label_names; recorded in the
+read by text.finetune.classification (its column layout, label set and file:line errors);
+text_b and regression follow the task, the class order is BERT's (label_names; recorded in the
 model_dir's summary.json and the export's metadata) unless `label_names` permutes it, and
-evaluate adds the official metric (garden.metrics.glue: CoLA MCC, MRPC/QQP F1 of class "1",
-STS-B Pearson and Spearman; MNLI's mismatched accuracy from `eval_mismatched_file`).
+evaluate adds the official metric (garden.metrics.classification: CoLA MCC, MRPC/QQP F1 of
+class "1", STS-B Pearson and Spearman; MNLI's mismatched accuracy from `eval_mismatched_file`).
 
 The backbone's weights come from one object of the pretraining checkpoint: `backbone` for the
 families whose pretraining task saves it under that name (BERT, RoBERTa, ALBERT, SpanBERT,
@@ -32,17 +32,17 @@ from typing import Callable, List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from text.finetune import FinetuneDataError, glue, tfds_sources
-from garden.metrics import glue as glue_metrics
-from garden.models.classifier import SequenceClassifier
-from garden.serving.modules import TextClassifierServing
+from text.finetune import FinetuneDataError, classification, tfds_sources
+from garden.metrics.classification import accuracy, glue_metrics
+from garden.models.classification import SequenceClassifier
+from garden.serving.classification import ClassificationServing
 from garden.tasks.base import Stage
 from garden.tasks.finetuning import EncoderFinetuning, softmax_metrics
 from garden.tasks.shared import batches
 from garden.tasks.text_files import TaskDataError, read_examples
 
 
-class SentenceClassification(EncoderFinetuning):
+class Classification(EncoderFinetuning):
     """Fine-tunes a pretrained backbone on a labelled text file; serves it from raw text.
 
     Args (backbone, vocab, max_seq_length, lower_case, init_checkpoint, init_checkpoint_object
@@ -61,7 +61,7 @@ class SentenceClassification(EncoderFinetuning):
             files may be such specs: text.finetune.tfds_sources; no downloads).
     """
 
-    name = "sentence_classification"
+    name = "classification"
 
     def __init__(self, backbone: Callable, vocab: Optional[str], train_file: str, eval_file: str,
                  max_seq_length: int = 128, lower_case: Optional[bool] = None,
@@ -75,13 +75,13 @@ class SentenceClassification(EncoderFinetuning):
                  tfds_data_dir: Optional[str] = None):
         self.glue_task = None
         if glue_task:
-            spec = glue.task_spec(glue_task)
+            spec = classification.task_spec(glue_task)
             self.glue_task = spec.name
             text_b, regression = spec.text_b is not None, spec.labels is None
             if label_names and sorted(label_names) != sorted(spec.labels or ()):
                 raise ValueError(f"label_names {list(label_names)} are not GLUE {spec.name}'s "
                                  f"classes {list(spec.labels or ())} (in some order)")
-            label_names = label_names or glue.label_names(spec.name)
+            label_names = label_names or classification.label_names(spec.name)
         if eval_mismatched_file and self.glue_task != "mnli":
             raise ValueError("eval_mismatched_file is MNLI's second dev set; set glue_task='mnli'")
         self.eval_mismatched_file = eval_mismatched_file
@@ -121,7 +121,7 @@ class SentenceClassification(EncoderFinetuning):
                 if not examples[0].guid.startswith(self.glue_task + "-"):
                     raise FinetuneDataError(f"{path} is not GLUE {self.glue_task}")
             else:
-                examples = glue.read_examples(path, self.glue_task)
+                examples = classification.read_examples(path, self.glue_task)
         except FinetuneDataError as e:
             raise TaskDataError(str(e)) from None
         if examples[0].label is None:
@@ -213,19 +213,19 @@ class SentenceClassification(EncoderFinetuning):
     def evaluate(self, model, batch_size: int = 64) -> dict:
         """Classification: accuracy next to the majority-class baseline (the train set's
         mode). Regression: Pearson and Spearman correlations and the mean squared error.
-        With glue_task: also the task's official metric (garden.metrics.glue: eval_mcc,
-        eval_f1; MNLI's eval_accuracy_mismatched with eval_mismatched_file)."""
+        With glue_task: also the task's official metric (garden.metrics.classification:
+        eval_mcc, eval_f1; MNLI's eval_accuracy_mismatched with eval_mismatched_file)."""
         logits = self.predict(model, self.eval_rows, batch_size)
         result = {"eval_examples": int(len(self.eval_labels))}
         if self.glue_task:
             predictions = logits[:, 0] if self.regression else logits.argmax(-1)
-            official = glue_metrics.glue_metrics(self.glue_task, predictions, self.eval_labels,
-                                                 self.label_names)
+            official = glue_metrics(self.glue_task, predictions, self.eval_labels,
+                                    self.label_names)
             result.update({f"eval_{k}": v for k, v in official.items()})
             if self.eval_mismatched_file:
                 mismatched = self.predict(model, self.mismatched_rows, batch_size).argmax(-1)
-                result["eval_accuracy_mismatched"] = glue_metrics.accuracy(
-                    mismatched, self.mismatched_labels)
+                result["eval_accuracy_mismatched"] = accuracy(mismatched,
+                                                              self.mismatched_labels)
         if self.regression:
             from scipy import stats
 
@@ -243,7 +243,7 @@ class SentenceClassification(EncoderFinetuning):
     def finish(self, model, model_dir: str) -> dict:
         """evaluate(), plus the class order of the trained head (and the GLUE task), which
         the trainer writes to the model_dir's summary.json (the export has it in its
-        metadata): ids of another order would swap classes (glue.check_label_order)."""
+        metadata): ids of another order would swap classes (text.finetune.classification.check_label_order)."""
         result = super().finish(model, model_dir)
         if not self.regression:
             result["label_names"] = list(self.label_names)
@@ -251,9 +251,9 @@ class SentenceClassification(EncoderFinetuning):
             result["glue_task"] = self.glue_task
         return result
 
-    def serving_module(self, model) -> TextClassifierServing:
+    def serving_module(self, model) -> ClassificationServing:
         """Raw text in, labels (or a score) out; a few eval texts are the warmup requests."""
         warmup = [(r["text_a"], r.get("text_b", "")) for r in self.eval_rows[:3]]
-        return TextClassifierServing(
+        return ClassificationServing(
             model, self.packer, self.vocab, None if self.regression else self.label_names,
             self.text_b, warmup_texts=warmup)

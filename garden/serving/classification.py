@@ -1,51 +1,20 @@
-"""ServingModules: what a task kind exports through the one exporter (garden.serving.export).
-
-A ServingModule is a tf.Module holding the trained model and its in-graph preprocessing; it
-answers three questions for the exporter:
-    signatures()       {name: (concrete function, TF Serving method name)}
-    warmup_requests()  [(signature name, {input name: numpy array})], replayed by TF Serving
-    metadata()         the task's part of assets.extra/garden_export.json
-Assets (the vocabulary files) are tf.saved_model.Asset attributes: saving copies them into
-assets/. The exporter owns versions, the atomic rename, method names, the op check and the
-files; a new task kind adds a module here and nothing in export.py.
-"""
+"""ServingModule of the classification kind: sentence (pair) classification or one-output
+regression from raw text, text packing inside the graph (garden.serving.text.TextPacker), with
+TF Serving's classify / regress signatures beside predict."""
 
 from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence, Tuple
 
-import numpy as np
 import tensorflow as tf
 
-from text import tokenizers
-from garden.models.classifier import SequenceClassifier
+from text import vocab_files
+from garden.models.classification import SequenceClassifier
+from garden.serving.base import CLASSIFY, PREDICT, REGRESS, ServingModule, strings
 from garden.serving.text import TextPacker, checked_pair, checked_text, model_inputs
 
-PREDICT = "tensorflow/serving/predict"
-CLASSIFY = "tensorflow/serving/classify"
-REGRESS = "tensorflow/serving/regress"
 
-
-class ServingModule(tf.Module):
-    """Base of the task kinds' serving modules (see the module docstring)."""
-
-    task = "task"
-
-    def signatures(self) -> Dict[str, Tuple[tf.types.experimental.ConcreteFunction, str]]:
-        raise NotImplementedError
-
-    def warmup_requests(self) -> List[Tuple[str, Dict[str, np.ndarray]]]:
-        return []
-
-    def metadata(self) -> dict:
-        return {"task": self.task}
-
-
-def _strings(texts: Sequence[str]) -> np.ndarray:
-    return np.array([t.encode("utf-8") for t in texts], dtype=object)
-
-
-class TextClassifierServing(ServingModule):
+class ClassificationServing(ServingModule):
     """Sentence (pair) classification or one-output regression, from raw text.
 
     Signatures (text inputs: string [batch]; any other rank answers InvalidArgumentError):
@@ -70,13 +39,13 @@ class TextClassifierServing(ServingModule):
     def __init__(self, model, packer: TextPacker, vocab_path: str,
                  label_names: Optional[Sequence[str]], text_b: bool,
                  warmup_texts: Optional[Sequence] = None):
-        super().__init__(name="text_classifier_serving")
+        super().__init__(name="classification_serving")
         self.model, self.packer, self.text_b = model, packer, bool(text_b)
         self.regression = label_names is None
         self.task = "regression" if self.regression else "classification"
         self._label_names = None if self.regression else [str(n) for n in label_names]
         self._check_outputs(model)
-        files = (tokenizers.bpe_files(vocab_path) if packer.kind == "bpe" else (vocab_path,))
+        files = (vocab_files.bpe_files(vocab_path) if packer.kind == "bpe" else (vocab_path,))
         self._vocab_path = files[0]
         # Tracked Assets: saving copies the files into assets/, the loaded object's
         # vocab_file.asset_path points at the copy.
@@ -168,14 +137,14 @@ class TextClassifierServing(ServingModule):
         pairs = self._warmup
         requests = []
         for a, b in pairs:
-            inputs = {"text_a": _strings([a])}
+            inputs = {"text_a": strings([a])}
             if b is not None:
-                inputs["text_b"] = _strings([b])
+                inputs["text_b"] = strings([b])
             requests.append(("serving_default", inputs))
-        batch = {"text_a": _strings([a for a, _ in pairs])}
+        batch = {"text_a": strings([a for a, _ in pairs])}
         texts_b = [b for _, b in pairs] if self.text_b else None
         if texts_b is not None:
-            batch["text_b"] = _strings(texts_b)
+            batch["text_b"] = strings(texts_b)
         requests.append(("serving_default", batch))
         requests.append(("serving_ids", self.packer.encode_numpy([a for a, _ in pairs], texts_b)))
         return requests

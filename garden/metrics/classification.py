@@ -1,4 +1,5 @@
-"""GLUE's official metrics (and SWAG's accuracy) through scikit-learn and scipy.
+"""Classification metrics: GLUE's official ones (and SWAG's accuracy), through scikit-learn and
+scipy.
 
     cola              Matthews correlation (sklearn.metrics.matthews_corrcoef), and accuracy
     mrpc, qqp         F1 of the positive class "1" (sklearn f1_score, pos_label) and accuracy

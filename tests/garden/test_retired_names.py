@@ -1,0 +1,48 @@
+"""Every retired name of text/kinds.py RENAMED is refused where it is read, with a message naming
+what replaced it, and never runs: a gin task name in a config or --gin_param (garden.train) and
+in a run directory's operative_config.gin (garden.runs)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from text import kinds
+
+GIN = sorted(old for old in kinds.RENAMED if old.startswith("garden."))
+
+
+def test_a_retired_gin_name_is_no_task_and_its_replacement_is_one():
+    from garden import tasks
+
+    for old in GIN:
+        assert old.split(".", 1)[1] not in tasks.TASKS, f"{old} is still a task: an alias"
+        new = re.match(r"garden\.(\w+)", kinds.RENAMED[old]).group(1)
+        assert new in tasks.TASKS, f"{old} is replaced by garden.{new}, which is no task"
+
+
+@pytest.mark.parametrize("old", GIN)
+def test_garden_train_refuses_a_retired_gin_name_and_names_its_replacement(old):
+    from garden import train
+    from garden.tasks.base import ConfigError
+
+    for binding in (f"train.task = @{old}()", f"{old}.vocab = 'vocab.txt'"):
+        with pytest.raises(ConfigError) as e:
+            train.parse_config([], [binding])
+        assert kinds.renamed(old) in str(e.value), (binding, str(e.value))
+
+
+def test_a_run_directory_of_a_retired_task_name_is_refused_by_name(tmp_path):
+    """A run written before the rename records the old name in its operative_config.gin;
+    opening it names the file and the new name instead of failing inside gin."""
+    from garden import runs
+
+    (tmp_path / "operative_config.gin").write_text(
+        "train.task = @garden.SentenceClassification()\n"
+        "garden.SentenceClassification.vocab = 'vocab.txt'\n")
+    with pytest.raises(runs.RunError) as e:
+        runs.open(str(tmp_path))
+    message = str(e.value)
+    assert str(tmp_path / "operative_config.gin") in message
+    assert "garden.SentenceClassification is now garden.Classification" in message
