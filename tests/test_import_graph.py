@@ -30,8 +30,8 @@ The rules, bottom first (each layer may import itself and the layers it is `over
                     and write, over trainer
     analysis        garden.bertology, over runs
     server          garden.server (garden.serve's TF Serving re-implementation), over analysis
-    tools           the command-line modules: garden.{analyze, convert, demo, export,
-                    extract_features, fewshot, generate, report, serve} and
+    tools           the command-line modules: garden.{analyze, convert, curves, demo, export,
+                    extract_features, fewshot, generate, serve} and
                     garden.serving.features; over server, and no tool imports another
 
 garden reaches data_pipelines by no import at all: it launches a Beam job as a command
@@ -66,9 +66,9 @@ LAYERS: Tuple[Tuple[str, Optional[str], Tuple[str, ...]], ...] = (
     ("runs", "trainer", ("garden.runs", "garden.generate_dir")),
     ("analysis", "runs", ("garden.bertology", "garden.bertology.*")),
     ("server", "analysis", ("garden.server", "garden.server.*")),
-    ("tools", "server", ("garden.analyze", "garden.convert", "garden.demo", "garden.export",
-                         "garden.extract_features", "garden.fewshot", "garden.generate",
-                         "garden.report", "garden.serve", "garden.serving.features")),
+    ("tools", "server", ("garden.analyze", "garden.convert", "garden.curves", "garden.demo",
+                         "garden.export", "garden.extract_features", "garden.fewshot",
+                         "garden.generate", "garden.serve", "garden.serving.features")),
 )
 # Layers whose modules import none of each other: each tool stands alone.
 ISOLATED = {"tools"}

@@ -321,18 +321,18 @@ def test_eval_data_of_another_length_is_refused(bert_data, tmp_path, capsys):
     assert "max_seq_length 128" in capsys.readouterr().err
 
 
-def test_report_renders_the_curves_of_a_run(evaluated_run, tmp_path, capsys):
-    from garden import report
+def test_curves_renders_the_curves_of_a_run(evaluated_run, tmp_path, capsys):
+    from garden import curves
 
-    run_dir = tmp_path / "run"  # a copy: the report writes curves.png beside the events
+    run_dir = tmp_path / "run"  # a copy: garden.curves writes curves.png beside the events
     shutil.copytree(evaluated_run[0], run_dir)
-    series = report.read_scalars(str(run_dir))
+    series = curves.read_scalars(str(run_dir))
     assert [s for s, _ in series["loss"]] == [2, 4, 6, 8, 10]
     assert [s for s, _ in series["eval/mlm_loss"]] == [5, 10]
-    assert report.main([f"--model_dir={run_dir}"]) == 0
+    assert curves.main([f"--model_dir={run_dir}"]) == 0
     png = (run_dir / "curves.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000
-    assert report.main([f"--model_dir={tmp_path / 'nothing'}"]) == 2
+    assert curves.main([f"--model_dir={tmp_path / 'nothing'}"]) == 2
     assert "no TensorBoard event files" in capsys.readouterr().err
 
 

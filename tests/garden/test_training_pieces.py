@@ -114,7 +114,7 @@ def test_sigterm_sets_the_preemption_flag():
 def test_evaluation_is_printed_and_written_to_tensorboard(tmp_path, capsys):
     import tensorflow as tf
 
-    from garden.report import read_scalars
+    from garden.curves import read_scalars
     from garden.tasks.base import Task
 
     class Scored(Task):
