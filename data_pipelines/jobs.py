@@ -89,7 +89,7 @@ def chosen(argv: Sequence[str], flag: str, choices: Sequence[str], get: Callable
         raise SystemExit(f"error: --{flag}={name}: {e}") from e
 
 
-def check_at_least_one(parser: argparse.ArgumentParser, args, names: Sequence[str]) -> None:
+def check_positive(parser: argparse.ArgumentParser, args, names: Sequence[str]) -> None:
     """A usage error for the first of the int flags ``names`` below 1."""
     for name in names:
         if getattr(args, name) < 1:

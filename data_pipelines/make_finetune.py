@@ -100,7 +100,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> Tuple[argparse.Namespace
     name, kind = jobs.chosen(argv, "task", sorted(finetune.KINDS), finetune.get, PROG)
     parser = make_parser(kind)
     args, beam_args = beam_options.split_args(parser, argv, hint=f"or of --task={name}")
-    jobs.check_at_least_one(parser, args, ("num_shards", "examples_per_chunk"))
+    jobs.check_positive(parser, args, ("num_shards", "examples_per_chunk"))
     jobs.check_progress_seconds(parser, args)
     args.tokenizer = args.tokenizer or vocab_files.detect_kind(args.vocab)
     args.input_format = "tfds" if args.input.startswith("tfds:") else "files"

@@ -164,8 +164,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> Tuple[argparse.Namespace
     name, objective = jobs.chosen(argv, "objective", objectives.NAMES, objectives.get, PROG)
     parser = make_parser(objective)
     args, beam_args = beam_options.split_args(parser, argv, hint=f"or of --objective={name}")
-    jobs.check_at_least_one(parser, args, ("max_seq_length", "dupe_factor", "num_shards",
-                                           "random_document_pool_size", "max_line_bytes"))
+    jobs.check_positive(parser, args, ("max_seq_length", "dupe_factor", "num_shards",
+                                       "random_document_pool_size", "max_line_bytes"))
     jobs.check_progress_seconds(parser, args)
     args.tokenizer = args.tokenizer or objective.tokenizer
     args.input_format = sources.input_format(args.input, args.input_format)
