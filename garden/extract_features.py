@@ -8,7 +8,7 @@ The backbone and its vocabulary come from either
     backbone factory, vocabulary and casing; the newest checkpoint's `backbone` is restored), or
   * --init_checkpoint=PATH (a checkpoint prefix or a run's model_dir) with --config=GIN (a
     model size file such as configs/models/bert_tiny.gin, plus --gin_param bindings),
-    --backbone=FACTORY (bert_backbone), --vocab=FILE and --checkpoint_object (backbone;
+    --backbone=FACTORY (backbone), --vocab=FILE and --checkpoint_object (backbone;
     ELECTRA: discriminator), or
   * --init_checkpoint=OUT, a garden.convert output directory (garden/pretrained.py): the
     backbone of its recorded architecture, its `backbone` weights, its tokenizer, casing and
@@ -94,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--init_checkpoint", help="checkpoint prefix or model_dir (with --config)")
     p.add_argument("--config", action="append", default=[], help="model size gin file(s)")
     p.add_argument("--gin_param", action="append", default=[], help="extra gin binding(s)")
-    p.add_argument("--backbone", default="bert_backbone", help="gin backbone factory name")
+    p.add_argument("--backbone", default="backbone", help="gin backbone factory name")
     p.add_argument("--checkpoint_object", default="backbone",
                    help="object restored from --init_checkpoint (ELECTRA: discriminator)")
     p.add_argument("--vocab", help="vocabulary (default: the run's)")

@@ -12,7 +12,7 @@ INIT_CHECKPOINT:
     * VOCAB and lower_case default to OUT's tokenizer and casing (and the tokenizer kind and
       text layout to OUT's);
     * a binding that contradicts the checkpoint (an explicitly bound architecture argument such
-      as `bert_backbone.num_layers = 2`, a VOCAB of another size, a lower_case, tokenizer or
+      as `backbone.num_layers = 2`, a VOCAB of another size, a lower_case, tokenizer or
       layout other than OUT's) is refused with one line naming both values.
 
 This module is the one place that reads a converted directory; the tasks call text_settings()

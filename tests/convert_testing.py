@@ -433,7 +433,7 @@ def step0_backbone(out, task_cls, **kwargs):
     from garden.models import factory
 
     gin.clear_config()
-    task = task_cls(backbone=factory.bert_backbone, vocab=None, init_checkpoint=str(out),
+    task = task_cls(backbone=factory.backbone, vocab=None, init_checkpoint=str(out),
                     **kwargs)
     task.prepare()
     _, objects = task.build_model()

@@ -305,7 +305,7 @@ def _completed_output(c: Ctx) -> List[str]:
 def _other_model_checkpoint(c: Ctx) -> List[str]:
     model_dir = c.dir / "run"
     shutil.copytree(c.shared.trained_model_dir(), model_dir)
-    return train_args(c.data, model_dir, "--gin_param=bert_backbone.intermediate_size=256")
+    return train_args(c.data, model_dir, "--gin_param=backbone.intermediate_size=256")
 
 
 def _tiny_data_dir(c: Ctx) -> List[str]:

@@ -127,7 +127,7 @@ def pretrain_args(bert_data, model_dir, *extra, steps: int = 6, dropout: float =
             f"--gin_param=garden.Pretraining.phases={phases!r}",
             f"--gin_param=train.train_steps={steps}", "--gin_param=train.global_batch_size=16",
             "--gin_param=train.warmup_steps=2", "--gin_param=train.log_every=1",
-            f"--gin_param=bert_backbone.dropout={dropout}",
+            f"--gin_param=backbone.dropout={dropout}",
             "--gin_param=garden.Pretraining.shuffle_buffer=200", *extra]
 
 

@@ -5,11 +5,11 @@ across the families of garden.models.families(), each family's FamilySpec names 
 module), an experiment file overrides only what differs (a tiny twin: `num_layers = 2`,
 `hidden_size = 128`, ...). The task passes `default_vocab_size` (the
 vocabulary the data was made with), which a bound `vocab_size` overrides; with neither (e.g.
-`garden.train --summary` without a vocabulary) the preset's published size is used. The family
-names (`bert_backbone`, `roberta_backbone`, `albert_backbone`, `distilbert_backbone`) are the
-same factory with the family's default preset, so existing bindings such as
-`bert_backbone.dropout = 0.0` keep working. `electra_towers` builds ELECTRA's two towers on it.
-Models never import gin: only these functions are configurable.
+`garden.train --summary` without a vocabulary) the preset's published size is used. Two
+backbones of one run (DistilBERT's teacher and student) are two gin scopes of it
+(`@teacher/backbone`, `@student/backbone`). `electra_towers` builds ELECTRA's two towers on it
+and `generative_lm` a generative family's LM. Models never import gin: only these functions are
+configurable.
 """
 
 from __future__ import annotations
@@ -69,26 +69,6 @@ def backbone(default_vocab_size: Optional[int] = None, default_padding_idx: Opti
     return family.backbone_class()(**preset_config(
         preset, default_vocab_size, default_padding_idx, **overrides))
 
-
-def _family_factory(family_name: str):
-    """`backbone` under a family's gin name, defaulting to that family's preset."""
-    family = models.spec(family_name)
-
-    def factory(default_vocab_size: Optional[int] = None,
-                default_padding_idx: Optional[int] = None, preset: str = family.default_preset,
-                **overrides):
-        return backbone(default_vocab_size, default_padding_idx, preset, **overrides)
-
-    factory.__name__ = factory.__qualname__ = f"{family_name}_backbone"
-    factory.__doc__ = (f"`backbone` with preset {family.default_preset!r} by default: the gin "
-                       f"name {family_name}_backbone of the family's configs.")
-    return factory
-
-
-roberta_backbone = gin.configurable(_family_factory("roberta"))
-albert_backbone = gin.configurable(_family_factory("albert"))
-distilbert_backbone = gin.configurable(_family_factory("distilbert"))
-bert_backbone = gin.configurable(_family_factory("bert"))
 
 _TOWER_SIZES = ("hidden_size", "num_heads", "intermediate_size")
 

@@ -4,7 +4,7 @@ Every family folder holds its record as `SPEC` in `garden/models/<family>/__init
 tools read the records through `garden.models.families()` and `garden.models.spec(name)`
 (the folders are the table: adding a family is a new folder, no row elsewhere):
 
-    factory        backbone class, presets module and default preset (garden.models.factory)
+    factory        backbone class and presets module (garden.models.factory)
     garden.convert converters per source, Hugging Face model types and tokenizer files, the
                    TF1 release's tokenizer files, the text layout and default casing
     pretraining    the garden.Pretraining record of the family (garden/tasks/pretraining/)
@@ -57,7 +57,6 @@ class FamilySpec:
 
     name: str
     backbone: str  # "module:Class" of the Backbone
-    default_preset: str  # the preset of the gin name <family>_backbone (factory)
     tokenizer: str  # text.tokenizers kind: "wordpiece" | "sentencepiece" | "bpe"
     layout: str  # garden.serving.text layout of the family's packed text
     lower_case: bool  # the casing when the checkpoint's tokenizer config does not say

@@ -47,7 +47,7 @@ def register_with_gin() -> None:
         return
     import gin
 
-    # The backbone factories (@bert_backbone, @roberta_backbone, ...) the task configs name.
+    # The backbone factories (@backbone, @electra_towers, @generative_lm, ...) the task configs name.
     importlib.import_module("garden.models.factory")
     for name in TASKS:
         gin.external_configurable(get(name), name=name, module="garden")

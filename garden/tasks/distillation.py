@@ -203,9 +203,9 @@ class Distillation(Task):
 
     Args:
         backbone: callable(default_vocab_size) -> DistilBertBackbone, the student (gin:
-            @distilbert_backbone).
+            @student/backbone with a DistilBERT preset).
         teacher_backbone: callable(default_vocab_size) -> BertBackbone of the teacher's
-            architecture (gin: e.g. @teacher/bert_backbone).
+            architecture (gin: @teacher/backbone).
         teacher: a garden.train model_dir of a BERT run, a checkpoint prefix, or a saved
             BertPretrainer .keras file (garden.convert's pretrainer.keras).
         vocab: the WordPiece vocabulary of the data (fingerprint-checked).

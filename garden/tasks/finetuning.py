@@ -48,7 +48,7 @@ class EncoderFinetuning(Task):
 
     Args (every subclass keeps them as gin parameters of its own constructor):
         backbone: callable(default_vocab_size[, default_padding_idx]) -> backbone (a gin
-            factory: bert_backbone, roberta_backbone, albert_backbone, electra_discriminator).
+            factory: backbone (its preset picks the family), electra_discriminator).
         vocab: the pretraining vocabulary (vocab.txt, SentencePiece .model or BPE vocab.json;
             copied into the export); None: the tokenizer of a converted init_checkpoint.
         max_seq_length: tokens per packed row (128, BERT's GLUE recipe).

@@ -127,7 +127,7 @@ def make_backbone(factory: Callable, packer, output_hidden_states: bool = False)
     if output_hidden_states:
         if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
             raise ValueError(f"backbone factory {getattr(factory, '__name__', factory)} takes "
-                             f"no output_hidden_states (use e.g. bert_backbone)")
+                             f"no output_hidden_states (use e.g. backbone)")
         defaults["output_hidden_states"] = True
     return factory(**defaults)
 

@@ -26,7 +26,7 @@ def test_albert_sop_beats_the_majority_label_on_ordered_text(tmp_path_factory):
     train_dir = learn.pretrain_data(root, "albert", vocab, files[0], seq, 3, "train")
     eval_dir = learn.pretrain_data(root, "albert", vocab, files[learn.HELD_OUT], seq, 1, "eval")
     bindings = learn.bindings("albert", vocab, train_dir, eval_dir, seq, steps=200, batch_size=32,
-                              extra=["albert_backbone.dropout = 0.0",
+                              extra=["backbone.dropout = 0.0",
                                      "garden.Pretraining.shuffle_buffer = 1000"])
     model_dir = os.path.join(root, "albert")
     learn.train_family("albert", model_dir, bindings)

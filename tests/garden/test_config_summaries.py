@@ -102,7 +102,7 @@ def _meta_count(model_cls, config) -> int:
 
 
 @pytest.mark.parametrize("config,hf_base,hf_config", [
-    # The backbones built through garden.models.factory (roberta_backbone / albert_backbone
+    # The backbones built through garden.models.factory (backbone with a RoBERTa / ALBERT preset
     # with the preset named in the config) have the published sizes.
     ("configs/roberta_base.gin", "RobertaModel", dict(
         vocab_size=50265, num_hidden_layers=12, hidden_size=768, num_attention_heads=12,

@@ -314,9 +314,9 @@ def _refused(args, capsys):
 def test_contradicting_bindings_are_one_clear_line(hf_bert, data, root, capsys):
     base = train_args(CONFIGS["classification"], hf_bert["out"], root / "run_bad", None,
                        *task_files(data, "classification"), steps=1)
-    line = _refused(base + ["--gin_param=bert_backbone.num_layers=4"], capsys)
+    line = _refused(base + ["--gin_param=backbone.num_layers=4"], capsys)
     assert line.startswith("error:") and "num_layers = 4" in line and "num_layers = 2" in line
-    line = _refused(base + ["--gin_param=bert_backbone.vocab_size=30522"], capsys)
+    line = _refused(base + ["--gin_param=backbone.vocab_size=30522"], capsys)
     assert "vocab_size = 30522" in line and "vocab_size = 154" in line
     line = _refused(base + ["--gin_param=garden.Classification.lower_case=False"], capsys)
     assert "lower_case = False" in line and "lower_case = True" in line

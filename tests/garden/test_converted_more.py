@@ -91,7 +91,7 @@ def test_distilbert_tokenizer_and_step0_parity(hf_distilbert, data):
     assert (ours["token_ids"] == 100).any()  # the unknown word maps to [UNK] = 100
 
     gin.clear_config()
-    task = Classification(backbone=factory.bert_backbone, vocab=None,
+    task = Classification(backbone=factory.backbone, vocab=None,
                           init_checkpoint=str(hf_distilbert["out"]),
                           train_file=str(data / "train.tsv"),
                           eval_file=str(data / "dev.tsv"))

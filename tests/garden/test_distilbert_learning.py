@@ -28,7 +28,7 @@ def test_distilbert_student_beats_the_constant_guess_after_a_short_run(family_da
         learning_rate=None, eval_batches=5)
     bindings = learn.bindings("distilbert", vocab, bert_data, bert_data, SEQ, steps=300,
                               batch_size=32, teacher=teacher_dir,
-                              extra=["distilbert_backbone.dropout = 0.0",
+                              extra=["student/backbone.dropout = 0.0",
                                      "garden.Distillation.shuffle_buffer = 1000"])
     model_dir = os.path.join(root, "learn-distilbert")
     learn.train_family("distilbert", model_dir, bindings)

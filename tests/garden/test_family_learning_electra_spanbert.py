@@ -36,7 +36,7 @@ def test_spanbert_span_boundary_head_beats_the_constant_guess(family_data):
     corpus = learn.sample_corpus(root)[0]
     span_data = learn.pretrain_data(root, "spanbert", vocab, corpus, SEQ, 1, "train")
     result = train_and_score("spanbert", vocab, span_data, root, 200,
-                             extra=["bert_backbone.dropout = 0.0"])
+                             extra=["backbone.dropout = 0.0"])
     assert result["sbo_predictions"] > 2000, result
     m = learn.margins(result)
     assert m["sbo_margin_se"] > 4, (m, result)

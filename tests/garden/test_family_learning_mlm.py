@@ -16,7 +16,7 @@ def test_albert_mlm_beats_the_constant_guess_after_a_short_run(family_data):
     errors of that guess over the n predictions scored. (Measured: 0.13 vs 0.055, n = 6255;
     at 100 steps 0.070 vs 0.052, only 6.2 standard errors, so the 200 stay.)"""
     result = train_and_score("albert", family_data.vocab["albert"], family_data.data["albert"],
-                             family_data.root, 200, extra=["albert_backbone.dropout = 0.0"])
+                             family_data.root, 200, extra=["backbone.dropout = 0.0"])
     n, p0 = result["mlm_predictions"], result["mlm_constant_guess_accuracy"]
     assert n > 4000  # 20 batches x 32 sequences x ~10 predictions (15% of 64)
     margin = 5 * math.sqrt(p0 * (1 - p0) / n)  # 0.055 over 6255 -> 0.014
@@ -32,6 +32,6 @@ def test_roberta_mlm_beats_the_constant_guess_after_a_short_run(family_data):
     binomial standard errors. (The benchmark at seq 128: 0.058 vs 0.036 over 13k. Here at 200
     steps: 0.069 vs 0.035 over 4779, 12.9 standard errors; 300 steps before 2026-11-28.)"""
     result = train_and_score("roberta", family_data.vocab["roberta"], family_data.data["roberta"],
-                             family_data.root, 200, extra=["roberta_backbone.dropout = 0.0"])
+                             family_data.root, 200, extra=["backbone.dropout = 0.0"])
     assert result["mlm_predictions"] > 2000, result
     assert learn.margins(result)["mlm_margin_se"] > 5, result

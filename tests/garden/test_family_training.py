@@ -215,3 +215,18 @@ def test_electra_batches_carry_a_seed_per_stream_position_and_weights_match(fami
     # No [CLS]/[SEP]/padding is ever masked.
     positions = outputs["masked_lm_positions"].numpy()[outputs["masked_lm_weights"].numpy() > 0]
     assert len(positions) and positions.min() > 0
+
+
+def test_a_backbone_of_another_family_is_refused_before_the_pretrainer_is_built():
+    """The factory's preset picks the backbone's family and `family` the objective: ALBERT's
+    objective on a BERT-tiny backbone (a run file whose experiment forgot its preset) is a
+    ValueError naming ALBERT's presets, raised before AlbertPretrainer sees the backbone."""
+    from garden.models.factory import backbone
+
+    task = Pretraining(backbone=lambda **kw: backbone(preset="bert_tiny", **kw), vocab="unused",
+                       phases=[{"start_step": 0, "data_dir": "unused", "max_seq_length": 64}],
+                       family="albert")
+    task.vocab_size = 50  # what prepare() reads from the vocabulary
+    with pytest.raises(ValueError, match=r"family = 'albert' needs its AlbertBackbone, but the "
+                                         r"backbone factory built a BertBackbone.*'albert_base'"):
+        task.build_model()

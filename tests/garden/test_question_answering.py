@@ -72,7 +72,7 @@ def _argv(bert_data, qa_files, model_dir, export_base, steps, extra=()):
             "--gin_param=garden.QuestionAnswering.max_query_length=12",
             "--gin_param=train.global_batch_size=32", "--gin_param=train.warmup_steps=30",
             "--gin_param=train.learning_rate=2e-3", "--gin_param=train.log_every=100",
-            "--gin_param=bert_backbone.dropout=0.0", *extra]
+            "--gin_param=backbone.dropout=0.0", *extra]
 
 
 # Runs in a fresh interpreter with only what a model server has (no garden import).

@@ -54,7 +54,7 @@ def data(bert_data, tmp_path_factory) -> Data:
     run_fixture_tool("data_pipelines.make_pretrain", "--objective=ernie", f"--output_dir={ernie}",
                      "--max_predictions_per_seq=10", *common)
     teacher = root / "teacher"
-    args = pretrain_args(bert_data, teacher, f"--gin_param=bert_backbone.num_layers={TEACHER_LAYERS}",
+    args = pretrain_args(bert_data, teacher, f"--gin_param=backbone.num_layers={TEACHER_LAYERS}",
                          steps=2)
     assert train_lib.main(args[2:]) == 0  # drop "-m garden.train"
     return Data(vocab=bert_data.vocab, bert=bert_data.data_dir, spanbert=str(spanbert),
@@ -81,7 +81,7 @@ def _spanbert_args(data, model_dir, steps, *extra, data_dir=None):
     phases = [{"start_step": 0, "data_dir": data_dir or data.spanbert, "max_seq_length": 64}]
     return _tiny_args("configs/spanbert_tiny.gin", "Pretraining", data, data.spanbert, model_dir,
                       steps, f"--gin_param=garden.Pretraining.phases={phases!r}",
-                      "--gin_param=bert_backbone.dropout=0.0", *extra)
+                      "--gin_param=backbone.dropout=0.0", *extra)
 
 
 def test_spanbert_tiny_trains_on_spanbert_data(data, tmp_path):
@@ -142,7 +142,7 @@ def _distill_args(data, model_dir, steps, *extra):
     return _tiny_args("configs/distilbert_tiny.gin", "Distillation", data, data.bert, model_dir,
                       steps, f"--gin_param=TEACHER='{data.teacher}'",
                       "--gin_param=garden.Distillation.max_seq_length=64",
-                      f"--gin_param=teacher/bert_backbone.num_layers={TEACHER_LAYERS}",
+                      f"--gin_param=teacher/backbone.num_layers={TEACHER_LAYERS}",
                       "--gin_param=garden.Distillation.teacher_layers=[1, 3]", *extra)
 
 

@@ -124,7 +124,7 @@ def trained(bert_data, sample_task, tmp_path_factory):
     model_dir, export_base = str(root / "run"), str(root / "export")
     summary = train_in_process(_args(bert_data, task_dir, model_dir,
                                      f"--gin_param=EXPORT_BASE='{export_base}'",
-                                     "--gin_param=bert_backbone.dropout=0.0"),
+                                     "--gin_param=backbone.dropout=0.0"),
                                model_dir, task="token_tagging", steps=200)
     return model_dir, summary
 
@@ -234,7 +234,7 @@ def test_frozen_four_layer_tagger_trains_only_its_head(bert_data, sample_task, t
     task_dir, _ = sample_task
     model_dir = str(tmp_path / "frozen")
     train_in_process(_args(bert_data, task_dir, model_dir, "--gin_param=EXPORT_BASE=None",
-                           "--gin_param=bert_backbone.num_layers=4",
+                           "--gin_param=backbone.num_layers=4",
                            "--gin_param=garden.TokenTagging.feature_layers=4",
                            "--gin_param=garden.TokenTagging.lstm_units=8",
                            "--gin_param=train.checkpoint_every=1", steps=3),

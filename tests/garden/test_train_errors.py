@@ -133,7 +133,7 @@ def test_a_checkpoint_of_another_model_names_checkpoint_and_variable(bert_data, 
     assert train_lib.main(_args(bert_data, model_dir, steps=1)) == 0
     capsys.readouterr()
     message = _refused(_args(bert_data, model_dir, None, 2,
-                             "--gin_param=bert_backbone.intermediate_size=256"), capsys)
+                             "--gin_param=backbone.intermediate_size=256"), capsys)
     assert "ckpt-1" in message and "does not fit the configured model" in message
     assert "(128, 512)" in message or "[128,512]" in message, message  # the variable's shape
 

@@ -159,7 +159,7 @@ def test_pooled_output_is_hugging_face_sequence_summary_input(converted, hf_toke
     rng = random.Random(1)
     (root / "byoc_train.tsv").write_text(_classification_rows(rng, 16))
     gin.clear_config()
-    task = Classification(backbone=factory.bert_backbone, vocab=None,
+    task = Classification(backbone=factory.backbone, vocab=None,
                           init_checkpoint=str(out), train_file=str(root / "byoc_train.tsv"),
                           eval_file=str(root / "byoc_train.tsv"), max_seq_length=24)
     task.prepare()

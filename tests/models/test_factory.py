@@ -1,5 +1,5 @@
-"""garden.models.factory: one gin factory for every family, the family names as that factory with
-the family's preset, and ELECTRA's two towers on it."""
+"""garden.models.factory: one gin factory for every family (the bound preset picks it, gin scopes
+build two backbones of one run), and ELECTRA's two towers on it."""
 
 from __future__ import annotations
 
@@ -64,27 +64,34 @@ def test_unknown_preset_names_the_choices():
         factory.backbone(preset="bert_huge")
 
 
-def test_gin_bindings_of_the_factory_and_the_family_names():
+def test_gin_bindings_pick_the_family_by_preset_and_scopes_build_two_backbones():
+    """One factory for every family: the bound preset picks it, and two backbones of one run
+    (distillation's teacher and student) are two scopes reading the unscoped bindings too."""
     gin.parse_config("""
-        backbone.preset = 'distilbert_base'
+        backbone.preset = 'bert_tiny'
         backbone.num_layers = 1
-        roberta_backbone.num_layers = 2
-        roberta_backbone.hidden_size = 32
-        roberta_backbone.num_heads = 2
-        albert_backbone.preset = 'albert_large'
-        albert_backbone.num_layers = 1
+        student/backbone.preset = 'distilbert_base'
+        student/backbone.hidden_size = 32
+        student/backbone.num_heads = 2
+        roberta/backbone.preset = 'roberta_base'
+        roberta/backbone.hidden_size = 32
+        roberta/backbone.num_heads = 2
     """)
-    assert isinstance(factory.backbone(), DistilBertBackbone)
-    roberta = factory.roberta_backbone(default_vocab_size=60)
+    teacher = factory.backbone(default_vocab_size=60)
+    assert isinstance(teacher, BertBackbone)
+    assert (teacher.num_layers, teacher.hidden_size, teacher.vocab_size) == (1, 128, 60)
+    with gin.config_scope("student"):
+        student = factory.backbone(default_vocab_size=60)
+    assert isinstance(student, DistilBertBackbone)
+    assert (student.num_layers, student.hidden_size) == (1, 32)  # the unscoped depth, its width
+    with gin.config_scope("roberta"):
+        roberta = factory.backbone(default_vocab_size=60)
     assert isinstance(roberta, RobertaBackbone)
-    assert (roberta.num_layers, roberta.hidden_size, roberta.vocab_size) == (2, 32, 60)
-    albert = factory.albert_backbone()
-    assert (albert.hidden_size, albert.num_layers) == (1024, 1)  # albert_large, overridden depth
-    assert isinstance(factory.distilbert_backbone(num_layers=1), DistilBertBackbone)
+    assert (roberta.num_layers, roberta.hidden_size, roberta.vocab_size) == (1, 32, 60)
 
 
-def test_bert_backbone_defaults_to_bert_base():
-    model = factory.bert_backbone(default_vocab_size=90, num_layers=1)
+def test_backbone_defaults_to_bert_base():
+    model = factory.backbone(default_vocab_size=90, num_layers=1)
     assert isinstance(model, BertBackbone)
     assert (model.hidden_size, model.num_heads, model.vocab_size) == (768, 12, 90)
 

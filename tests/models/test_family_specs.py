@@ -35,8 +35,6 @@ def check_complete(spec: FamilySpec) -> None:
     spec.check()
     assert issubclass(spec.backbone_class(), keras.Model), f"{spec.backbone} is not a model"
     presets = spec.preset_table()
-    assert spec.default_preset in presets, (
-        f"{spec.name}: default preset {spec.default_preset!r} not in {spec.presets}")
     for preset in presets:  # preset names are unique across families: the factory finds them
         assert family_of(preset).name == spec.name, f"preset {preset!r} is in another family"
     assert spec.tokenizer in KINDS, f"{spec.name}: tokenizer {spec.tokenizer!r}"
@@ -67,7 +65,6 @@ def test_every_spec_is_complete(name):
 
 @pytest.mark.parametrize("change, error", [
     ({"backbone": ""}, "backbone is empty"),
-    ({"default_preset": "gpt2_nosuch"}, "default preset 'gpt2_nosuch'"),
     ({"tokenizer": "morse"}, "tokenizer 'morse'"),
     ({"layout": "bart"}, "layout 'bart'"),
     ({"framing": ""}, "names both its lm and its framing"),
@@ -87,17 +84,16 @@ def test_an_incomplete_spec_fails_the_check(change, error):
 def test_required_fields_are_the_ones_without_defaults():
     required = [p.name for p in inspect.signature(FamilySpec).parameters.values()
                 if p.default is inspect.Parameter.empty]
-    assert required == ["name", "backbone", "default_preset", "tokenizer", "layout",
-                        "lower_case"]
+    assert required == ["name", "backbone", "tokenizer", "layout", "lower_case"]
     with pytest.raises(TypeError, match="lower_case"):
-        FamilySpec("x", "m:C", "p", "bpe", "roberta")
+        FamilySpec("x", "m:C", "bpe", "roberta")
 
 
 def test_relative_references_and_the_derived_fields():
     """A "." reference is the family folder's; presets, hf_model_types and hf_tokenizer_files
     follow from the name and the tokenizer kind unless a record says otherwise."""
     def bert(tokenizer="wordpiece", converters=None, **fields):
-        return FamilySpec("bert", ".backbone:BertBackbone", "bert_base", tokenizer, "bert", True,
+        return FamilySpec("bert", ".backbone:BertBackbone", tokenizer, "bert", True,
                           converters={"huggingface": ".conversion:from_huggingface"}
                           if converters is None else converters, **fields)
 

@@ -9,7 +9,7 @@ __all__ = ["SPEC", "AlbertBackbone", "AlbertPretrainer", "albert_pretrain_loss",
            "albert_backbone_from_preset", "gelu_approximate"]
 
 SPEC = FamilySpec(
-    name="albert", backbone=".backbone:AlbertBackbone", default_preset="albert_base",
+    name="albert", backbone=".backbone:AlbertBackbone",
     tokenizer="sentencepiece", layout="bert", lower_case=True,
     pretrainer=".pretrainer:AlbertPretrainer",
     pretraining="garden.tasks.pretraining.albert:RECORD",

@@ -8,7 +8,7 @@ __all__ = ["SPEC", "BartBackbone", "BartSeq2SeqLM", "bart_positions", "PRESETS",
            "bart_parameter_count"]
 
 SPEC = FamilySpec(
-    name="bart", backbone=".backbone:BartBackbone", default_preset="bart_base",
+    name="bart", backbone=".backbone:BartBackbone",
     tokenizer="bpe", layout="roberta", lower_case=False,
     lm=".backbone:BartSeq2SeqLM", framing="bart",
     converters={"huggingface": ".conversion:from_huggingface"},

@@ -9,7 +9,7 @@ __all__ = ["SPEC", "BertBackbone", "BertPretrainer", "bert_pretrain_loss", "PRES
            "bert_backbone_from_preset"]
 
 SPEC = FamilySpec(
-    name="bert", backbone=".backbone:BertBackbone", default_preset="bert_base",
+    name="bert", backbone=".backbone:BertBackbone",
     tokenizer="wordpiece", layout="bert", lower_case=True,
     pretrainer=".pretrainer:BertPretrainer",
     pretraining="garden.tasks.pretraining.bert:RECORD",

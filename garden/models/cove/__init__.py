@@ -13,6 +13,6 @@ from garden.models.family import FamilySpec
 __all__ = ["SPEC", "CoveBackbone", "read_glove", "PRESETS", "cove_backbone_from_preset"]
 
 SPEC = FamilySpec(
-    name="cove", backbone=".backbone:CoveBackbone", default_preset="cove",
+    name="cove", backbone=".backbone:CoveBackbone",
     tokenizer="wordpiece", layout="bert", lower_case=True,
     pretrainer=".translation:CoveTranslator")

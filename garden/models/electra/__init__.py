@@ -20,7 +20,7 @@ __all__ = ["SPEC", "ElectraBackbone", "ElectraDiscriminator", "ElectraDiscrimina
            "electra_pretrainer_from_preset"]
 
 SPEC = FamilySpec(
-    name="electra", backbone=".backbone:ElectraBackbone", default_preset="electra_small",
+    name="electra", backbone=".backbone:ElectraBackbone",
     tokenizer="wordpiece", layout="bert", lower_case=True,
     pretrainer=".pretrainer:ElectraPretrainer",
     pretraining="garden.tasks.pretraining.electra:RECORD",

@@ -12,7 +12,7 @@ __all__ = ["SPEC", "ElmoBackbone", "CharacterEncoder", "Highway", "ELMO_FILTERS"
            "elmo_backbone_from_preset"]
 
 SPEC = FamilySpec(
-    name="elmo", backbone=".backbone:ElmoBackbone", default_preset="elmo",
+    name="elmo", backbone=".backbone:ElmoBackbone",
     tokenizer="wordpiece", layout="bert", lower_case=False,
     pretrainer=".bilm:ElmoBiLM",
     pretraining="garden.tasks.pretraining.elmo:RECORD",

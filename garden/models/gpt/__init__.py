@@ -4,7 +4,7 @@ from garden.models.family import FamilySpec
 
 
 SPEC = FamilySpec(
-    name="gpt", backbone=".backbone:GPTBackbone", default_preset="gpt",
+    name="gpt", backbone=".backbone:GPTBackbone",
     tokenizer="bpe", layout="roberta", lower_case=False,
     lm=".backbone:GPTCausalLM", framing="causal",
     converters={"huggingface": ".conversion:from_huggingface"},

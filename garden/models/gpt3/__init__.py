@@ -3,6 +3,6 @@
 from garden.models.family import FamilySpec
 
 SPEC = FamilySpec(
-    name="gpt3", backbone=".backbone:GPT3Backbone", default_preset="gpt3_small",
+    name="gpt3", backbone=".backbone:GPT3Backbone",
     tokenizer="bpe", layout="gpt2", lower_case=False,
     lm=".backbone:GPT3CausalLM", framing="causal")

@@ -9,7 +9,7 @@ __all__ = ["SPEC", "RobertaBackbone", "RobertaPretrainer", "roberta_pretrain_los
            "roberta_backbone_from_preset", "padding_offset_positions"]
 
 SPEC = FamilySpec(
-    name="roberta", backbone=".backbone:RobertaBackbone", default_preset="roberta_base",
+    name="roberta", backbone=".backbone:RobertaBackbone",
     tokenizer="bpe", layout="roberta", lower_case=False,
     pretrainer=".pretrainer:RobertaPretrainer",
     pretraining="garden.tasks.pretraining.roberta:RECORD",

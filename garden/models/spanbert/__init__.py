@@ -10,6 +10,6 @@ __all__ = ["SPEC", "SpanBertPretrainer", "SpanBoundaryHead", "spanbert_pretrain_
 
 SPEC = FamilySpec(
     name="spanbert", backbone="garden.models.bert.backbone:BertBackbone",
-    default_preset="spanbert_base", tokenizer="wordpiece", layout="bert", lower_case=False,
+    tokenizer="wordpiece", layout="bert", lower_case=False,
     pretrainer=".pretrainer:SpanBertPretrainer",
     pretraining="garden.tasks.pretraining.spanbert:RECORD")

@@ -9,7 +9,7 @@ from garden.models.t5.seq2seq_lm import T5Seq2SeqLM
 __all__ = ["SPEC", "PRESETS", "T5Backbone", "T5Block", "T5Seq2SeqLM", "T5Stack", "parameter_count"]
 
 SPEC = FamilySpec(
-    name="t5", backbone=".backbone:T5Backbone", default_preset="t5_small",
+    name="t5", backbone=".backbone:T5Backbone",
     tokenizer="sentencepiece", layout="bert", lower_case=False,
     lm=".seq2seq_lm:T5Seq2SeqLM", framing="t5",
     converters={"huggingface": ".conversion:from_huggingface"},

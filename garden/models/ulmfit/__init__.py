@@ -12,7 +12,7 @@ from garden.models.ulmfit.presets import PRESETS, ulmfit_backbone_from_preset
 __all__ = ["SPEC", "AwdLstmBackbone", "PRESETS", "ulmfit_backbone_from_preset"]
 
 SPEC = FamilySpec(
-    name="ulmfit", backbone=".backbone:AwdLstmBackbone", default_preset="ulmfit",
+    name="ulmfit", backbone=".backbone:AwdLstmBackbone",
     tokenizer="wordpiece", layout="bert", lower_case=True,
     pretrainer=".lm:AwdLstmLM",
     pretraining="garden.tasks.pretraining.ulmfit:RECORD")

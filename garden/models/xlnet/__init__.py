@@ -10,7 +10,7 @@ __all__ = ["SPEC", "XLNetBackbone", "XLNetPretrainer", "xlnet_pretrain_loss", "P
            "xlnet_backbone_from_preset"]
 
 SPEC = FamilySpec(
-    name="xlnet", backbone=".backbone:XLNetBackbone", default_preset="xlnet_base",
+    name="xlnet", backbone=".backbone:XLNetBackbone",
     tokenizer="sentencepiece", layout="xlnet", lower_case=False,
     pretrainer=".pretrainer:XLNetPretrainer",
     pretraining="garden.tasks.pretraining.xlnet:RECORD",

@@ -228,6 +228,7 @@ class Pretraining(Task):
     def build_model(self):
         output = self.backbone_fn(default_vocab_size=self.vocab_size,
                                   **self.record.backbone_args(self))
+        self._check_family(output)
         model, objects = self.record.build(self, output)
         for name, backbone in objects.items():
             if name != "model":
@@ -241,6 +242,24 @@ class Pretraining(Task):
             status.assert_existing_objects_matched()
             print(f"[{self.name}] model initialised from {path}", flush=True)
         return model, objects
+
+    def _check_family(self, output) -> None:
+        """The factory's preset picks the backbone's family (garden.models.factory), `family`
+        the objective: a backbone of another family is refused before a pretrainer is built on a
+        backbone it cannot read."""
+        from garden.models.generative import BackboneLM
+
+        expected = self.spec.backbone_class()
+        built = output.backbone if isinstance(output, BackboneLM) else output
+        wrong = [b for b in (built.values() if isinstance(built, dict) else [built])
+                 if not isinstance(b, expected)]
+        if wrong:
+            presets = sorted(p for f in models.families() if f.backbone == self.spec.backbone
+                             for p in f.preset_table())
+            raise ValueError(f"garden.Pretraining.family = {self.spec.name!r} needs its "
+                             f"{expected.__name__}, but the backbone factory built a "
+                             f"{type(wrong[0]).__name__}: bind its preset to one of {presets} "
+                             f"(e.g. backbone.preset = {presets[0]!r})")
 
     def _check_backbone(self, name: str, config: dict) -> None:
         # ELMo's backbone reads characters (no vocab_size); its softmax is sized by the task.

@@ -25,7 +25,7 @@ def _build(task, backbone):
     if backbone.get_config()["padding_idx"] != pad_id:
         raise ValueError(f"the backbone's padding_idx {backbone.get_config()['padding_idx']} is "
                          f"not the vocabulary's <pad> id {pad_id} ({task.vocab}): RoBERTa's "
-                         f"positions count from it; unbind roberta_backbone.padding_idx")
+                         f"positions count from it; unbind backbone.padding_idx")
     return pretrainer_on_backbone(task, backbone)
 
 
