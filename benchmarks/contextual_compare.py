@@ -32,7 +32,7 @@ import time
 import numpy as np
 
 from benchmarks import common
-from text.finetune import conll
+from text.finetune import tagging
 from data_pipelines.sample_tasks import conll as sample_conll
 
 # Sizes near BERT-tiny's (L2 H128 A2 FFN512) on the demo vocabulary.
@@ -98,7 +98,7 @@ def _unlabeled(args, work: str, held_out: str = "") -> str:
 
 def unlabeled_sentences(corpus_files, out: str, held_out: str = "") -> str:
     """_unlabeled's file from the given corpus files; prints how many lines held_out took."""
-    skip = ({s.words for s in conll.read_examples(held_out)} if held_out else set())
+    skip = ({s.words for s in tagging.read_examples(held_out)} if held_out else set())
     kept = dropped = 0
     with open(out, "w", encoding="utf-8") as f:
         for name in corpus_files:

@@ -20,7 +20,7 @@ from typing import Callable, Dict, List, Mapping, Sequence, Tuple
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
-from text import casing, features, flags, tokenizers, vocab_files
+from text import casing, features, flags, kinds, tokenizers, vocab_files
 from text import vocab as text_vocab
 from text.finetune import parse_tfds
 from data_pipelines import beam_options, gcs, output, progress, sources
@@ -76,13 +76,18 @@ def chosen(argv: Sequence[str], flag: str, choices: Sequence[str], get: Callable
     """(name, record) of the kind that ``--flag`` chooses in ``argv`` (objective, task), read
     before the whole parser exists because the kind adds its own flags to it; (None, None)
     when the flag is absent (the parser then says it is required). An invalid name is a usage
-    error; a kind whose module cannot be imported ends the run with one line."""
+    error (a retired one names its replacement: text/kinds.py); a kind whose module cannot be
+    imported ends the run with one line."""
     pre = argparse.ArgumentParser(prog=prog, add_help=False,
                                   allow_abbrev=False)  # its errors name the command as typed
-    pre.add_argument(f"--{flag}", choices=choices)
+    pre.add_argument(f"--{flag}")
     name = getattr(pre.parse_known_args(list(argv))[0], flag)
     if not name:
         return None, None
+    if name not in choices:
+        retired = kinds.renamed(f"--{flag}={name}")
+        pre.error(f"argument --{flag}: invalid choice: {name!r} (choose from "
+                  f"{', '.join(map(repr, choices))})" + (f"; {retired}" if retired else ""))
     try:
         return name, get(name)
     except ImportError as e:

@@ -2,7 +2,7 @@
 
 Kinds (text/finetune/, docs/tasks.md): squad (SQuAD v1.1 / v2.0 JSON -> one record
 per context window: doc_stride, max_query_length, max-context flags, answers re-aligned to
-pieces), conll (CoNLL-2003 -> first-sub-token labels). `--task=KIND --help` lists a kind's own
+pieces), tagging (CoNLL-2003 -> first-sub-token labels). `--task=KIND --help` lists a kind's own
 flags and their defaults. Input (--input): a glob of the kind's files (local or gs://), or
 tfds:NAME[/CONFIG][:SPLIT] (e.g. tfds:squad/v2.0:validation) read from a tensorflow-datasets
 dataset prepared in --tfds_data_dir (nothing is downloaded). Output in --output_dir:

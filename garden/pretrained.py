@@ -350,7 +350,7 @@ def build_backbone(converted: Converted, factory, who: str,
     if output_hidden_states and "hidden_states" not in backbone.output:
         # ELMo and CoVe give them without the switch; the others have none to give.
         raise ValueError(f"{who}: the converted {converted.family} backbone gives no "
-                         f"hidden_states (feature-based use: garden.TokenTagging.feature_layers, "
+                         f"hidden_states (feature-based use: garden.Tagging.feature_layers, "
                          f"extract_features)")
     print(f"[{who}] {converted.describe()}", flush=True)
     return backbone

@@ -420,7 +420,7 @@ def task_files(data, task):
                    "--gin_param=TRAIN_RECORDS=None"],
             "tagging": [f"--gin_param=TRAIN_DATA='{data / 'train.conll'}'",
                         f"--gin_param=EVAL_DATA='{data / 'dev.conll'}'",
-                        "--gin_param=garden.TokenTagging.label_names=['O', 'I-LOC']"],
+                        "--gin_param=garden.Tagging.label_names=['O', 'I-LOC']"],
             "multiple_choice": [f"--gin_param=TRAIN_FILE='{data / 'train.csv'}'",
                                 f"--gin_param=EVAL_FILE='{data / 'val.csv'}'"]}[task]
 

@@ -364,7 +364,7 @@ _CONLL = ("-DOCSTART- -X- -X- O\n\nthe DT B-NP O\ncat NN I-NP B-MISC\nsat VBD B-
 def finetune_cli(c: Ctx, task: str, text: Optional[str] = None, *extra, input=None, vocab=None,
                  output_dir=None) -> List[str]:
     """make_finetune arguments for --task=task on a file holding `text` (or `input`)."""
-    name = {"squad": "train.json", "conll": "train.txt"}[task]
+    name = {"squad": "train.json", "tagging": "train.txt"}[task]
     return [f"--task={task}", f"--input={input or c.write(name, text)}",
             f"--output_dir={output_dir or c.dir / 'out'}", f"--vocab={vocab or c.data.vocab}",
             "--num_shards=1", "--max_seq_length=64",
@@ -376,7 +376,7 @@ def _finetune_locked(c: Ctx) -> List[str]:
 
     out = c.dir / "out"
     c.hold(output.OutputLock(str(out), "make_finetune"))
-    return finetune_cli(c, "conll", _CONLL, output_dir=out)
+    return finetune_cli(c, "tagging", _CONLL, output_dir=out)
 
 
 def task_train_args(c: Ctx, config: str, *bindings) -> List[str]:
@@ -511,27 +511,27 @@ CASES = [
          "error", r"the input gave 0 instances \(sources read 1, examples read 0.*\S+/out is not marked COMPLETED",
          slow=True),
     Case("finetune-conll-wrong-column-count", MF, lambda c: finetune_cli(
-        c, "conll", _CONLL.replace("sat VBD B-VP O", "sat VBD O")),
+        c, "tagging", _CONLL.replace("sat VBD B-VP O", "sat VBD O")),
         "error", r"train\.txt:5: expected 4 columns \(word POS chunk NER\), got 3"),
-    Case("finetune-conll-bad-tag", MF, lambda c: finetune_cli(c, "conll", _CONLL.replace("B-PER", "X-PER")),
+    Case("finetune-conll-bad-tag", MF, lambda c: finetune_cli(c, "tagging", _CONLL.replace("B-PER", "X-PER")),
          "error", r"train\.txt:8: tag 'X-PER' is not O, B-TYPE or I-TYPE; \S+/out is not COMPLETED"),
-    Case("finetune-conll-tag-not-a-label", MF, lambda c: finetune_cli(c, "conll", _CONLL.replace("B-PER", "B-ANIMAL")),
+    Case("finetune-conll-tag-not-a-label", MF, lambda c: finetune_cli(c, "tagging", _CONLL.replace("B-PER", "B-ANIMAL")),
          "skip", r"skipping example 1 of \S+/train\.txt: sentence at line 7: tags \['B-ANIMAL'\] are not among",
          output=lambda c: str(c.dir / "out" / "COMPLETED"), slow=True),
-    Case("finetune-input-missing", MF, lambda c: finetune_cli(c, "conll", input=str(c.dir / "none.txt")),
+    Case("finetune-input-missing", MF, lambda c: finetune_cli(c, "tagging", input=str(c.dir / "none.txt")),
          "error", r"\S+/none\.txt", output=_out_data),
-    Case("finetune-input-flag-missing", MF, lambda c: [a for a in finetune_cli(c, "conll", _CONLL)
+    Case("finetune-input-flag-missing", MF, lambda c: [a for a in finetune_cli(c, "tagging", _CONLL)
                                                       if not a.startswith("--input")],
          "usage", r"the following arguments are required: --input", output=_out_data),
-    Case("finetune-input-is-a-directory", MF, lambda c: finetune_cli(c, "conll", input=str(c.dir)),
+    Case("finetune-input-is-a-directory", MF, lambda c: finetune_cli(c, "tagging", input=str(c.dir)),
          "error", r"--input=\S+ names a directory", output=_out_data),
-    Case("finetune-unknown-task", MF, lambda c: ["--task=ner", *finetune_cli(c, "conll", _CONLL)[1:]],
+    Case("finetune-unknown-task", MF, lambda c: ["--task=ner", *finetune_cli(c, "tagging", _CONLL)[1:]],
          "usage", r"--task: invalid choice: 'ner'", output=_out_data),
-    Case("finetune-vocab-missing", MF, lambda c: finetune_cli(c, "conll", _CONLL, vocab=str(c.dir / "nope.txt")),
+    Case("finetune-vocab-missing", MF, lambda c: finetune_cli(c, "tagging", _CONLL, vocab=str(c.dir / "nope.txt")),
          "error", r"nope\.txt", output=_out_data),
     Case("finetune-second-run-on-a-locked-dir", MF, _finetune_locked,
          "error", rf"in use by another make_finetune run \(pid {os.getpid()} "),
-    Case("finetune-output-dir-read-only", MF, lambda c: finetune_cli(c, "conll", _CONLL, output_dir=read_only_dir(c)),
+    Case("finetune-output-dir-read-only", MF, lambda c: finetune_cli(c, "tagging", _CONLL, output_dir=read_only_dir(c)),
          "error", r"cannot create \S+/LOCK in --output_dir"),
     # --- sample_tasks
     Case("sample-tasks-output-is-a-file", ST, lambda c: [f"--output={c.write('taken', 'x')}", "--kinds=single"],

@@ -47,6 +47,9 @@ RENAMED: Dict[str, str] = {
     "garden.EncoderPretraining": "garden.Pretraining with garden.Pretraining.family = ...",
     # Fine-tuning tasks: the gin name follows the kind.
     "garden.SentenceClassification": "garden.Classification",
+    "garden.TokenTagging": "garden.Tagging",
+    # python -m data_pipelines.make_finetune --task (and the `task` its output directory records)
+    "--task=conll": "--task=tagging",
 }
 
 _GIN_MODULE = "garden."

@@ -1,5 +1,5 @@
 """IOB tag schemes of token tagging (CoNLL-2003 NER): what a tag says and IOB1 -> IOB2, with no
-reader or scorer behind them, so that the CoNLL reader (text/finetune/conll.py), the
+reader or scorer behind them, so that the CoNLL reader (text/finetune/tagging.py), the
 entity scorer (garden/metrics/tagging.py) and the serving graph share them without depending on
 each other.
 """

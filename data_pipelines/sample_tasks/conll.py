@@ -36,7 +36,7 @@ import re
 import sys
 from typing import Dict, List, Sequence, Tuple
 
-from text.finetune.conll import ConllSentence, format_sentences, iob1_to_iob2
+from text.finetune.tagging import ConllSentence, format_sentences, iob1_to_iob2
 
 MAX_TRAIN, MAX_DEV = 3000, 500
 LABELS = ("O", "B-CODE", "I-CODE", "B-KW", "I-KW", "B-MOD", "I-MOD")

@@ -183,7 +183,7 @@ class Int8Serving(ServingModule):
     before, or make another).
 
     Args:
-        module: the float ServingModule (ClassificationServing, TaggerServing, ...), holding
+        module: the float ServingModule (ClassificationServing, TaggingServing, ...), holding
             the Keras model as `model`.
         min_values: see Int8Weights.
     """

@@ -8,7 +8,7 @@ beside the majority baseline (the most frequent train label for every dev word).
 "knows" the labelling when it beats the baseline by much more than the dev sample's noise
 (the sd of an accuracy p over n words is sqrt(p (1 - p) / n)).
 
-Data: CoNLL-2003 files (text.finetune.conll's reader; `python -m
+Data: CoNLL-2003 files (text.finetune.tagging's reader; `python -m
 data_pipelines.sample_tasks --kinds=conll` makes a small one from the sample corpus): a train
 file and a dev file, or one file split by sentence (seeded) so that no sentence gives words to
 both sides. Labels are the tags as written (types=False) or their entity types, O kept
@@ -22,7 +22,7 @@ from typing import Dict, Mapping, Optional, Sequence
 
 import numpy as np
 
-from text.finetune import conll
+from text.finetune import tagging
 from garden import plots
 from garden.bertology import representations
 
@@ -67,12 +67,12 @@ def probe_layers(train_vectors: np.ndarray, train_labels: Sequence[str],
     return result
 
 
-def word_labels(sentences: Sequence[conll.ConllSentence], found, types: bool) -> np.ndarray:
+def word_labels(sentences: Sequence[tagging.ConllSentence], found, types: bool) -> np.ndarray:
     """The label of each occurrence of `found` (representations.Occurrences of `sentences`):
     its tag, or its entity type ("O" for O) when `types`."""
     tags = [sentences[s].tags[k] for s, k in zip(found.sentence_ids, found.word_index)]
     if types:
-        tags = [conll.tag_type(t) or "O" for t in tags]
+        tags = [tagging.tag_type(t) or "O" for t in tags]
     return np.asarray(tags)
 
 
@@ -84,9 +84,9 @@ def probe_conll(backbone, packer, train_path: str, dev_path: Optional[str] = Non
     and dev files, or `train_path` split by sentence (dev_fraction of them to dev, seeded).
     At most max_*_sentences sentences of each side, drawn with `seed` (memory: see
     garden.bertology.representations). Returns probe_layers's dict plus the data's origin."""
-    train = conll.read_examples(train_path)
+    train = tagging.read_examples(train_path)
     if dev_path:
-        dev = conll.read_examples(dev_path)
+        dev = tagging.read_examples(dev_path)
     else:
         if not 0 < dev_fraction < 1:
             raise ValueError(f"dev_fraction={dev_fraction} must lie in (0, 1)")

@@ -4,7 +4,7 @@ word-sense analyses read.
 A sentence is a list of words (raw text is split by `words_of`: runs of letters, digits and
 underscores, and every other non-space character alone, so punctuation marks are words of
 their own). Words are packed exactly as the tagging task packs them for fine-tuning
-(text.finetune.conll.example_features): each word tokenized on its own (byte-level
+(text.finetune.tagging.example_features): each word tokenized on its own (byte-level
 BPE with a space before every word but the first), a word without pieces gets the unknown
 token, `[CLS] pieces [SEP]` rows ("bert" and "roberta" layouts), and a sentence longer than
 max_seq_length - 2 pieces cut at word boundaries into several rows, so no word is dropped.
@@ -29,7 +29,7 @@ from typing import Collection, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from text.finetune import conll
+from text.finetune import tagging
 from garden.models import instrument
 
 POOLINGS = ("first", "mean")
@@ -117,15 +117,15 @@ def collect(backbone, packer, sentences: Sequence[Sequence[str]], *, tokenizer=N
         raise ValueError(f"the tokenizer's vocabulary ({tokenizer.fingerprint}) is not the "
                          f"packer's ({packer.fingerprint})")
     # Label "O" on every word: the records' label_ids >= 0 mark each word's first piece.
-    options = conll.ConllOptions(packer.max_seq_length, label_names=("O",))
+    options = tagging.ConllOptions(packer.max_seq_length, label_names=("O",))
     model = instrument.instrumented(backbone, output_hidden_states=True)
     vectors, words, sentence_ids, word_index = [], [], [], []
     start = last = time.time()
     for b in range(0, len(sentences), batch_size):
         records, owners = [], []
         for s in range(b, min(b + batch_size, len(sentences))):
-            example = conll.ConllSentence(tuple(sentences[s]), ("O",) * len(sentences[s]))
-            for record in conll.example_features(example, tokenizer, options, s):
+            example = tagging.ConllSentence(tuple(sentences[s]), ("O",) * len(sentences[s]))
+            for record in tagging.example_features(example, tokenizer, options, s):
                 records.append(record)
                 owners.append(s)
         if not records:

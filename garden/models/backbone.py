@@ -206,7 +206,7 @@ def _refuse_unknown(cls, extra: Mapping, outputs: Mapping) -> None:
         taken = [name for name in inspect.signature(cls.__init__).parameters
                  if name not in ("self", "kwargs")]
         what = {"output_hidden_states": "gives no hidden_states output (feature-based use: "
-                                        "garden.TokenTagging.feature_layers, extract_features)",
+                                        "garden.Tagging.feature_layers, extract_features)",
                 "output_attentions": "gives no attention probabilities",
                 "use_head_mask": "takes no head mask (garden.bertology's head masking and "
                                  "pruning)"}.get(key, "takes no such argument")

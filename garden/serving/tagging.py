@@ -1,6 +1,6 @@
 """Token tagging (CoNLL-2003 NER) served from raw sentences: word-level entities out.
 
-Everything runs in the graph, as text/finetune/conll.py does in Python for training
+Everything runs in the graph, as text/finetune/tagging.py does in Python for training
 (the ids are tested equal):
   1. words: split at runs of Unicode whitespace, the characters Python's str.split() splits
      at (tensorflow-text's RegexSplitWithOffsets, an op of every TF Serving release since
@@ -38,7 +38,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from text import utf8, vocab_files
-from text.finetune.conll import tag_type
+from text.tag_schemes import tag_type
 from garden.serving.base import PREDICT, ServingModule, strings
 from garden.serving.text import TextPacker, checked_text, model_inputs
 
@@ -48,7 +48,7 @@ from garden.serving.text import TextPacker, checked_text, model_inputs
 WHITESPACE = r"[\s\x0b\x1c-\x1f\x85\p{Z}]+"
 
 
-class TaggerServing(ServingModule):
+class TaggingServing(ServingModule):
     """Raw sentences in, word-level entities out (see the module docstring).
 
     Args:
@@ -119,7 +119,7 @@ class TaggerServing(ServingModule):
         pieces = tf.concat([pieces, unk], axis=1)[:, :budget]
         lengths = pieces.row_lengths()
 
-        def deal(state, x):  # greedy rows, as conll.split_pieces
+        def deal(state, x):  # greedy rows, as text.finetune.tagging.split_pieces
             row, fill = state
             n, is_first = x
             new = tf.logical_or(is_first, tf.logical_and(fill > 0, fill + n > budget))

@@ -17,7 +17,7 @@ TASKS: Dict[str, str] = {
     "Pretraining": "garden.tasks.pretraining:Pretraining",
     "Distillation": "garden.tasks.distillation:Distillation",
     "Classification": "garden.tasks.classification:Classification",
-    "TokenTagging": "garden.tasks.tagging:TokenTagging",
+    "Tagging": "garden.tasks.tagging:Tagging",
     "MultipleChoice": "garden.tasks.multiple_choice:MultipleChoice",
     "QuestionAnswering": "garden.tasks.question_answering:QuestionAnswering",
     "TextToText": "garden.tasks.lm_finetuning:TextToText",

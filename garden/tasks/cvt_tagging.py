@@ -10,7 +10,7 @@ is computed without dropout and held fixed (no gradient through it):
          + sum over views of CE(softmax(primary without dropout), aux_view) on unlabelled ones,
 
 both means over the global batch's words / real pieces. Evaluation, entities and the export
-are TokenTagging's (the primary module's tags). The logged supervised_loss and word_accuracy
+are Tagging's (the primary module's tags). The logged supervised_loss and word_accuracy
 are means over the window's batches, unlabelled ones counting 0: half their labelled value
 at one labelled batch in two.
 """
@@ -26,13 +26,13 @@ import tensorflow as tf
 from garden import data
 from garden.models.cvt.tagger import VIEWS, CvtTagger
 from garden.serving.text import model_inputs
-from garden.tasks.tagging import TokenTagging
+from garden.tasks.tagging import Tagging
 
 
-class CvtTagging(TokenTagging):
-    """TokenTagging with CVT's unlabelled batches (module docstring).
+class CvtTagging(Tagging):
+    """Tagging with CVT's unlabelled batches (module docstring).
 
-    Args: TokenTagging's (train_data and eval_data CoNLL files), and:
+    Args: Tagging's (train_data and eval_data CoNLL files), and:
         unlabeled_data: a glob of plain text files; each non-empty line is a sentence. None:
             no unlabelled batches (the same tagger trained on the labels alone).
         max_unlabeled: sentences read from them at most (10,000).
@@ -50,11 +50,11 @@ class CvtTagging(TokenTagging):
                  prediction_hidden: int = 1024, supervised_batches: int = 0, **kwargs):
         for switch in ("feature_layers", "lstm_units", "scalar_mix"):
             if kwargs.get(switch):
-                # TokenTagging takes them, but CvtTagger fine-tunes its encoder under its own
+                # Tagging takes them, but CvtTagger fine-tunes its encoder under its own
                 # prediction modules: they would be accepted and ignored.
                 raise ValueError(f"garden.CvtTagging.{switch}={kwargs[switch]!r}: CVT trains its "
                                  f"BiLSTM encoder with its prediction modules on top, not a "
-                                 f"feature-based tagger; unbind it (garden.TokenTagging takes it)")
+                                 f"feature-based tagger; unbind it (garden.Tagging takes it)")
         super().__init__(backbone, vocab, train_data, eval_data, **kwargs)
         self.unlabeled_data, self.max_unlabeled = unlabeled_data, int(max_unlabeled)
         self.prediction_hidden = int(prediction_hidden)
@@ -142,12 +142,12 @@ class CvtTagging(TokenTagging):
                 "tokens": metrics["tokens"]}
 
     def _supervised(self, logits, batch, weight_shares) -> Dict[str, tf.Tensor]:
-        """TokenTagging's loss and word accuracy of the primary module's logits."""
+        """Tagging's loss and word accuracy of the primary module's logits."""
         return super().compute_metrics(_Fixed(logits), batch, False, weight_shares)
 
 
 class _Fixed:
-    """A stand-in model that returns given logits (TokenTagging.compute_metrics calls
+    """A stand-in model that returns given logits (Tagging.compute_metrics calls
     model(inputs)["logits"])."""
 
     def __init__(self, logits):

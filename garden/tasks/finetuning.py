@@ -1,6 +1,6 @@
 """EncoderFinetuning: what the encoder fine-tuning tasks share, once.
 
-Classification, TokenTagging, QuestionAnswering, MultipleChoice and
+Classification, Tagging, QuestionAnswering, MultipleChoice and
 LastTokenClassification each put a head on a pretrained backbone and read raw text. What they
 share lives here instead of in one of them:
 

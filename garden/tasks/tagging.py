@@ -2,10 +2,10 @@
 
 Data, train and eval alike, is either
   * a CoNLL-2003 file (or `tfds:conll2003:<split>` with `tfds_data_dir`), read by
-    text.finetune.conll and turned into first-sub-token records in this process by
+    text.finetune.tagging and turned into first-sub-token records in this process by
     the same `example_features` that make_finetune runs, or
-  * a `python -m data_pipelines.make_finetune --task=conll` output directory (COMPLETED,
-    info.json, <split>-*.tfrecord shards of conll.feature_spec records).
+  * a `python -m data_pipelines.make_finetune --task=tagging` output directory (COMPLETED,
+    info.json, <split>-*.tfrecord shards of text.finetune.tagging.feature_spec records).
 Every word's first sub-token carries its label, the other positions -1; the loss is the
 softmax cross-entropy over labelled positions only (divided by the labelled positions of the
 whole global batch). Long sentences are non-overlapping pieces; evaluation rejoins a
@@ -15,10 +15,10 @@ Evaluation: seqeval entity-level micro F1 per sentence (garden.metrics.tagging),
 (conlleval) by default or strict IOB2 (`metric_mode`), keys eval_f1 / eval_precision /
 eval_recall with the mode and scheme stated beside them, and the all-O baseline (F1 0).
 
-Model (garden.models.tagger.TokenTagger): fine-tuned, or feature-based with
+Model (garden.models.tagging.TokenTagger): fine-tuned, or feature-based with
 `feature_layers = 4` (frozen backbone, its last four hidden states concatenated; BERT table 7)
 and optionally `lstm_units` for a BiLSTM over them. Exported through
-garden.serving.tagging.TaggerServing: raw sentences in, word-level entities out.
+garden.serving.tagging.TaggingServing: raw sentences in, word-level entities out.
 """
 
 from __future__ import annotations
@@ -30,11 +30,14 @@ from typing import Callable, Dict, List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from text.finetune import FinetuneDataError, conll
+from text import kinds
+from text.finetune import FinetuneDataError
+from text.finetune.tagging import (CONLL2003_LABELS, NAME, SCHEMES, ConllOptions, ConllSentence,
+                                   example_features, feature_spec, labels_of, read_examples)
 from garden import data
 from garden.metrics.tagging import MODES, entity_scores
-from garden.models.tagger import TokenTagger
-from garden.serving.tagging import TaggerServing
+from garden.models.tagging import TokenTagger
+from garden.serving.tagging import TaggingServing
 from garden.tasks.base import Stage
 from garden.tasks.finetuning import EncoderFinetuning
 
@@ -43,7 +46,7 @@ RECORD_KEYS = ("token_ids", "segment_ids", "padding_mask", "label_ids", "example
 
 
 def records_to_arrays(records: Sequence[Dict]) -> Dict[str, np.ndarray]:
-    """A list of conll.example_features dicts as int64 arrays ([N, T] or [N])."""
+    """A list of example_features dicts as int64 arrays ([N, T] or [N])."""
     return {k: np.asarray([r[k] for r in records], np.int64) for k in RECORD_KEYS}
 
 
@@ -60,17 +63,21 @@ def rejoin(arrays: Dict[str, np.ndarray], predicted: np.ndarray) -> Dict[int, tu
     return out
 
 
-def read_data_dir(path: str, options: Optional[conll.ConllOptions] = None,
+def read_data_dir(path: str, options: Optional[ConllOptions] = None,
                   vocab_fingerprint: Optional[str] = None) -> tuple:
-    """(info, files) of a make_finetune --task=conll output directory, checked: complete, of
-    the conll kind, and (when given) made with these options and this vocabulary."""
+    """(info, files) of a make_finetune --task=tagging output directory, checked: complete, of
+    the tagging kind, and (when given) made with these options and this vocabulary."""
     if not tf.io.gfile.exists(posixpath.join(path, "COMPLETED")):
         raise data.DataDirError(f"{path} has no COMPLETED marker: make_finetune did not finish "
                                 f"writing it")
     with tf.io.gfile.GFile(posixpath.join(path, "info.json")) as f:
         info = json.load(f)
-    if info.get("task", info.get("objective")) != conll.NAME:
-        raise data.DataDirError(f"{path} holds {info.get('task')!r} records, not conll")
+    made_for = info.get("task", info.get("objective"))
+    if made_for != NAME:
+        retired = kinds.renamed(f"--task={made_for}")
+        raise data.DataDirError(f"{path} holds {made_for!r} records, not {NAME}" + (
+            f" (make_finetune {retired}: make the directory again with --task={NAME})"
+            if retired else ""))
     made = info.get("options") or {}
     if options is not None:
         for key, want in (("max_seq_length", options.max_seq_length),
@@ -85,7 +92,7 @@ def read_data_dir(path: str, options: Optional[conll.ConllOptions] = None,
     return info, files
 
 
-class TokenTagging(EncoderFinetuning):
+class Tagging(EncoderFinetuning):
     """Fine-tunes a backbone to tag words (CoNLL-2003 NER); serves word-level entities.
 
     Args (backbone, vocab, lower_case, init_checkpoint, init_checkpoint_object, dropout (before
@@ -93,7 +100,7 @@ class TokenTagging(EncoderFinetuning):
     garden.tasks.finetuning.EncoderFinetuning; with feature_layers the backbone factory must
     take output_hidden_states, as the family factories do), and:
         train_data, eval_data: a CoNLL-2003 file, tfds:conll2003:<split>, or a make_finetune
-            --task=conll directory.
+            --task=tagging directory.
         max_seq_length: sub-tokens per row ([CLS]/[SEP] included); longer sentences are cut
             into pieces (128).
         label_names: the tags in order, "O" first; default CoNLL-2003's nine when the train
@@ -110,7 +117,7 @@ class TokenTagging(EncoderFinetuning):
         tfds_data_dir: TensorFlow Datasets' data_dir for tfds: data.
     """
 
-    name = "token_tagging"
+    name = "tagging"
 
     def __init__(self, backbone: Callable, vocab: Optional[str], train_data: str,
                  eval_data: str, max_seq_length: int = 128, lower_case: Optional[bool] = None,
@@ -121,8 +128,8 @@ class TokenTagging(EncoderFinetuning):
                  export_base: Optional[str] = None, model_name: str = "tagger",
                  tokenizer: Optional[str] = None, layout: Optional[str] = None,
                  tfds_data_dir: Optional[str] = None):
-        if scheme not in conll.SCHEMES:
-            raise ValueError(f"unknown scheme {scheme!r}; expected one of {conll.SCHEMES}")
+        if scheme not in SCHEMES:
+            raise ValueError(f"unknown scheme {scheme!r}; expected one of {SCHEMES}")
         if metric_mode not in MODES:
             raise ValueError(f"unknown metric_mode {metric_mode!r}; expected one of {MODES}")
         self.train_data, self.eval_data = train_data, eval_data
@@ -145,7 +152,7 @@ class TokenTagging(EncoderFinetuning):
         self.eval_sentences = self._sentences(self.eval_data)
         if self.label_names is None:
             self.label_names = self._default_labels()
-        self.options = conll.ConllOptions(self.max_seq_length, self.scheme, self.label_names)
+        self.options = ConllOptions(self.max_seq_length, self.scheme, self.label_names)
         self.train_arrays = self._arrays(self.train_data, self.train_sentences)
         self.eval_arrays = self._arrays(self.eval_data, self.eval_sentences)
         n_train = "records" if self.train_arrays is None else (
@@ -157,10 +164,10 @@ class TokenTagging(EncoderFinetuning):
     def _is_dir(self, path: str) -> bool:
         return not path.startswith("tfds:") and tf.io.gfile.isdir(path)
 
-    def _sentences(self, path: str) -> Optional[List[conll.ConllSentence]]:
+    def _sentences(self, path: str) -> Optional[List[ConllSentence]]:
         if self._is_dir(path):
             return None
-        return conll.read_examples(path, self.scheme, data_dir=self.tfds_data_dir)
+        return read_examples(path, self.scheme, data_dir=self.tfds_data_dir)
 
     def _default_labels(self) -> tuple:
         if self.train_sentences is None:
@@ -168,11 +175,11 @@ class TokenTagging(EncoderFinetuning):
             labels = (info.get("options") or info.get("arguments") or {}).get("label_names")
             if not labels:
                 raise ValueError(f"{self.train_data}: info.json records no label_names; bind "
-                                 f"garden.TokenTagging.label_names")
+                                 f"garden.Tagging.label_names")
             return tuple(labels)
-        found = conll.labels_of(self.train_sentences)
-        if set(found) <= set(conll.CONLL2003_LABELS):
-            return conll.CONLL2003_LABELS
+        found = labels_of(self.train_sentences)
+        if set(found) <= set(CONLL2003_LABELS):
+            return CONLL2003_LABELS
         return found
 
     def _arrays(self, path, sentences) -> Optional[Dict[str, np.ndarray]]:
@@ -183,7 +190,7 @@ class TokenTagging(EncoderFinetuning):
             if path == self.train_data and path != self.eval_data:
                 self._train_files = files
                 return None
-            spec = conll.feature_spec(self.options)
+            spec = feature_spec(self.options)
             ds = tf.data.TFRecordDataset(files).map(lambda x: tf.io.parse_single_example(x, spec))
             rows = list(ds.as_numpy_iterator())
             if not rows:
@@ -192,7 +199,7 @@ class TokenTagging(EncoderFinetuning):
         records = []
         for k, s in enumerate(sentences):
             try:
-                records.extend(conll.example_features(s, self.text_tokenizer, self.options, k))
+                records.extend(example_features(s, self.text_tokenizer, self.options, k))
             except FinetuneDataError as e:
                 raise FinetuneDataError(f"{path}: {e}") from None
         return records_to_arrays(records)
@@ -206,7 +213,7 @@ class TokenTagging(EncoderFinetuning):
     @staticmethod
     def summary_model(backbone):
         """The model `garden.train --summary` prints (CoNLL-2003's nine labels)."""
-        return TokenTagger(backbone, len(conll.CONLL2003_LABELS))
+        return TokenTagger(backbone, len(CONLL2003_LABELS))
 
     # -- the data ---------------------------------------------------------------------------
     def _dataset(self, batch_size, seed, input_context, skip):
@@ -216,7 +223,7 @@ class TokenTagging(EncoderFinetuning):
                             reshuffle_each_iteration=True)
             ds = ds.batch(batch_size, drop_remainder=True)
         else:
-            spec = conll.feature_spec(self.options)
+            spec = feature_spec(self.options)
             ds = tf.data.TFRecordDataset(self._train_files).repeat()
             ds = ds.shuffle(10_000, seed=seed, reshuffle_each_iteration=True)
             ds = ds.batch(batch_size, drop_remainder=True).map(
@@ -279,12 +286,12 @@ class TokenTagging(EncoderFinetuning):
                 "metric_scheme": scores["scheme"], "all_o_baseline_f1": 0.0,
                 "eval_per_type_f1": scores["per_type_f1"]}
 
-    def serving_module(self, model) -> TaggerServing:
+    def serving_module(self, model) -> TaggingServing:
         """Raw sentences in, entities out; a few eval sentences are the warmup requests."""
         if self.eval_sentences:
             warmup = [" ".join(s.words) for s in self.eval_sentences[:3]]
         else:
             warmup = None
-        return TaggerServing(model, self.packer, self.text_tokenizer.vocab.special("unk"),
-                             self.vocab, self.label_names, self.scheme, warmup)
+        return TaggingServing(model, self.packer, self.text_tokenizer.vocab.special("unk"),
+                              self.vocab, self.label_names, self.scheme, warmup)
 

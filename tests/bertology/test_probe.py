@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from text.finetune import conll
+from text.finetune import tagging
 from garden.bertology import probe
 from representation_testing import tiny_bert
 
@@ -51,9 +51,9 @@ def test_conll_files_through_a_tiny_bert(tmp_path):
     sentences = []
     for i in range(60):
         ws = tuple(rng.choice(words, 6))
-        sentences.append(conll.ConllSentence(ws, tuple(tag.get(w, "O") for w in ws)))
+        sentences.append(tagging.ConllSentence(ws, tuple(tag.get(w, "O") for w in ws)))
     path = tmp_path / "train.txt"
-    path.write_text(conll.format_sentences(sentences))
+    path.write_text(tagging.format_sentences(sentences))
     result = probe.probe_conll(backbone, packer, str(path), tokenizer=tokenizer,
                                dev_fraction=0.25, seed=2)
     assert result["train_words"] == 45 * 6 and result["dev_words"] == 15 * 6

@@ -266,7 +266,7 @@ def finetuned(hf_bert, tf1_bert, data, root):
 
 
 _TASK_CLASS = {"classification": "Classification", "qa": "QuestionAnswering",
-               "tagging": "TokenTagging", "multiple_choice": "MultipleChoice"}
+               "tagging": "Tagging", "multiple_choice": "MultipleChoice"}
 
 _ANSWER = r"""
 import json, sys

@@ -10,7 +10,7 @@ from garden.tasks.last_token_classification import LastTokenClassification
 from garden.tasks.multiple_choice import MultipleChoice
 from garden.tasks.question_answering import QuestionAnswering
 from garden.tasks.classification import Classification
-from garden.tasks.tagging import TokenTagging
+from garden.tasks.tagging import Tagging
 
 TASKS_DIR = pathlib.Path(__file__).resolve().parents[2] / "garden" / "tasks"
 # Modules of the task table's tasks; the others (base, shared, finetuning, text_files) are the
@@ -21,7 +21,7 @@ TASK_MODULES = ("classification", "tagging", "question_answering", "multiple_cho
 # A task that IS its sibling with another head or objective subclasses it (and takes nothing
 # else from it).
 SUBCLASSES = {("last_token_classification", "classification"): ["Classification"],
-              ("cvt_tagging", "tagging"): ["TokenTagging"]}
+              ("cvt_tagging", "tagging"): ["Tagging"]}
 
 
 @pytest.fixture
@@ -34,7 +34,7 @@ def vocab(tmp_path):
 def _tasks(vocab, tokenizer):
     common = dict(backbone=None, vocab=vocab, tokenizer=tokenizer)
     return [Classification(train_file="t", eval_file="e", **common),
-            TokenTagging(train_data="t", eval_data="e", **common),
+            Tagging(train_data="t", eval_data="e", **common),
             QuestionAnswering(train_file="t", eval_file="e", **common),
             MultipleChoice(train_file="t", eval_file="e", **common),
             LastTokenClassification(train_file="t", eval_file="e", **common)]
@@ -47,7 +47,7 @@ def test_the_tokenizer_parameter_is_kept_as_tokenizer_kind(vocab):
         assert not hasattr(task, "tokenizer"), type(task).__name__
     # Unbound: from the vocabulary's name when packing (None here); GPT's task defaults to BPE.
     kinds = {type(t).__name__: t.tokenizer_kind for t in _tasks(vocab, None)}
-    assert kinds == {"Classification": None, "TokenTagging": None,
+    assert kinds == {"Classification": None, "Tagging": None,
                      "QuestionAnswering": None, "MultipleChoice": None,
                      "LastTokenClassification": None}
     assert LastTokenClassification(backbone=None, vocab=vocab, train_file="t",

@@ -9,7 +9,7 @@ import random
 import numpy as np
 
 from garden.models.distilbert.backbone import DistilBertBackbone
-from garden.models.tagger import TokenTagger
+from garden.models.tagging import TokenTagger
 from garden.serving.text import model_inputs
 
 
@@ -32,15 +32,15 @@ def test_a_tagging_task_without_segments_reads_its_tokens(tmp_path):
     from convert_testing import bert_vocab_tokens, write_task_files
 
     from garden.models import factory
-    from garden.tasks.tagging import TokenTagging
+    from garden.tasks.tagging import Tagging
 
     data = write_task_files(tmp_path / "data", random.Random(0), ("tagging",))
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(bert_vocab_tokens()) + "\n")
-    task = TokenTagging(backbone=lambda **kw: factory.backbone(preset="ulmfit_tiny", **kw),
-                        vocab=str(vocab), train_data=str(data / "train.conll"),
-                        eval_data=str(data / "dev.conll"), max_seq_length=16,
-                        label_names=["O", "I-LOC"])
+    task = Tagging(backbone=lambda **kw: factory.backbone(preset="ulmfit_tiny", **kw),
+                   vocab=str(vocab), train_data=str(data / "train.conll"),
+                   eval_data=str(data / "dev.conll"), max_seq_length=16,
+                   label_names=["O", "I-LOC"])
     task.prepare()
     assert "segment_ids" in task.packer.input_names  # the "bert" layout packs them
     model, _ = task.build_model()

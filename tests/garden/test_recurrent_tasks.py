@@ -23,7 +23,7 @@ def test_the_recurrent_taggers_learn_and_serve(config, tmp_path):
         f"--gin_param=VOCAB='{vocab}'", "--gin_param=INIT_CHECKPOINT=None",
         f"--gin_param=EXPORT_BASE='{tmp_path / 'export'}'", "--gin_param=TRAIN_STEPS=80",
         "--gin_param=train.global_batch_size=8", *task_files(data, "tagging")],
-        str(model_dir), "token_tagging", 80)
+        str(model_dir), "tagging", 80)
     first, last = summary["first_logged_metrics"], summary["last_logged_metrics"]
     assert last["loss"] < 0.8 * first["loss"], (first, last)
     answer = tagger_answer(summary["export_dir"])

@@ -7,7 +7,7 @@
                          then the head).
   train.unfreeze_every   the step from which each variable trains, and which variables moved
                          after one and two real optimizer steps (the head, then the group below).
-  feature_layers / scalar_mix (garden.TokenTagging)
+  feature_layers / scalar_mix (garden.Tagging)
                          the frozen backbone's hidden states feed a trained mix; refused naming
                          the family where the backbone gives no hidden states.
   use_head_mask          zeroing one head changes the output; refused naming the family where
@@ -17,7 +17,7 @@
                          every layer group's kernels (attention, feed-forward, LSTM, XLNet's
                          relative attention) reach the target sparsity.
 Other gin parameters that were accepted and ignored: a backbone argument the family does not
-take, TokenTagging's feature-based switches on garden.CvtTagging, a head mask on a fine-tuning
+take, Tagging's feature-based switches on garden.CvtTagging, a head mask on a fine-tuning
 backbone, bindings a converted checkpoint's backbone does not take.
 """
 
@@ -182,9 +182,9 @@ def test_gradual_unfreezing_moves_the_head_then_the_group_below(family):
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_feature_layers_and_scalar_mix_or_refusal(family, tmp_path):
-    """garden.TokenTagging's feature-based switches: the backbone frozen, its last two hidden
+    """garden.Tagging's feature-based switches: the backbone frozen, its last two hidden
     states mixed by trained scalars; a family without hidden states is refused by name."""
-    from garden.models.tagger import TokenTagger
+    from garden.models.tagging import TokenTagger
 
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"]) + "\n")
@@ -204,7 +204,7 @@ def test_feature_layers_and_scalar_mix_or_refusal(family, tmp_path):
 
 @pytest.mark.parametrize("family", ["t5", "bart"])
 def test_a_token_tagger_on_an_encoder_decoder_is_refused(family):
-    from garden.models.tagger import TokenTagger
+    from garden.models.tagging import TokenTagger
 
     with pytest.raises(ValueError, match=rf"the {family} backbone .* gives \['decoder_sequence"):
         TokenTagger(_backbone(family), num_labels=3)
@@ -284,7 +284,7 @@ def test_language_models_unfreeze_from_their_top_group(preset):
 
 
 def test_the_trainer_refuses_the_optimizer_switches_where_they_do_nothing(tmp_path):
-    from garden.models.tagger import TokenTagger
+    from garden.models.tagging import TokenTagger
     from garden.training.settings import FineTuning
     from garden.training.setup import ConfigError, build_optimizer
 

@@ -1,4 +1,4 @@
-"""Token tagging end to end: the seqeval metric per sentence; TokenTagging learns the CoNLL
+"""Token tagging end to end: the seqeval metric per sentence; Tagging learns the CoNLL
 sample task through garden.train beyond the all-O baseline; its export, loaded in a fresh
 process, gives the Keras model's entities (long sentences cut into pieces in the graph as in
 training); the frozen feature-based tagger trains only its head; extract_features writes the
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from text.finetune import conll
+from text.finetune import tagging
 from data_pipelines.sample_tasks import conll as sample_conll
 from garden.metrics.tagging import entity_scores
 from testing import REPO_ROOT, python_env, train_in_process
@@ -58,14 +58,14 @@ def test_lenient_and_strict_modes_differ_on_ill_formed_spans():
 
 
 def test_loss_counts_only_labelled_first_sub_tokens(tmp_path):
-    from garden.tasks.tagging import TokenTagging
+    from garden.tasks.tagging import Tagging
 
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "##b"]) + "\n")
     data = tmp_path / "d.txt"
     data.write_text("ab X X I-KW\na X X O\n\n")
-    task = TokenTagging(backbone=None, vocab=str(vocab), train_data=str(data),
-                        eval_data=str(data), max_seq_length=6, label_names=["O", "I-KW"])
+    task = Tagging(backbone=None, vocab=str(vocab), train_data=str(data),
+                   eval_data=str(data), max_seq_length=6, label_names=["O", "I-KW"])
     task.prepare()
     arrays = task.train_arrays
     # [CLS] a ##b a [SEP] [PAD]: labels on the two first sub-tokens only.
@@ -109,8 +109,8 @@ def _args(bert_data, task_dir, model_dir, *extra, steps=200):
             f"--gin_param=TRAIN_DATA='{task_dir}/train.txt'",
             f"--gin_param=EVAL_DATA='{task_dir}/dev.txt'",
             "--gin_param=INIT_CHECKPOINT=None", f"--gin_param=TRAIN_STEPS={steps}",
-            "--gin_param=garden.TokenTagging.max_seq_length=32",
-            f"--gin_param=garden.TokenTagging.label_names={LABELS!r}",
+            "--gin_param=garden.Tagging.max_seq_length=32",
+            f"--gin_param=garden.Tagging.label_names={LABELS!r}",
             "--gin_param=train.log_every=50", "--gin_param=train.global_batch_size=16",
             # From scratch, a tiny tagger first predicts O everywhere; at 5e-4 it leaves that
             # plateau after about 120 steps (F1 0.44 at 150, 0.45 at 200 in one run).
@@ -125,7 +125,7 @@ def trained(bert_data, sample_task, tmp_path_factory):
     summary = train_in_process(_args(bert_data, task_dir, model_dir,
                                      f"--gin_param=EXPORT_BASE='{export_base}'",
                                      "--gin_param=backbone.dropout=0.0"),
-                               model_dir, task="token_tagging", steps=200)
+                               model_dir, task="tagging", steps=200)
     return model_dir, summary
 
 
@@ -164,7 +164,7 @@ print("RESULT" + json.dumps({"text": {k: listed(v) for k, v in out.items()},
 
 def test_export_in_a_fresh_process_gives_the_keras_entities(trained, sample_task, bert_data):
     from garden.serving.tagging import entities_of
-    from garden.tasks.tagging import TokenTagging
+    from garden.tasks.tagging import Tagging
     from garden.models import factory
 
     model_dir, summary = trained
@@ -181,16 +181,16 @@ def test_export_in_a_fresh_process_gives_the_keras_entities(trained, sample_task
                                                "tf_serving_warmup_requests"))
     assert {w["signature_name"] for w in warmup} == {"serving_default", "serving_ids"}
     assert sorted(warmup[-1]["inputs"]) == ["padding_mask", "segment_ids", "token_ids"]
-    dev = conll.read_examples(f"{task_dir}/dev.txt")
+    dev = tagging.read_examples(f"{task_dir}/dev.txt")
     long = max(dev, key=lambda s: len(s.words))
     sentences = [" ".join(s.words) for s in dev[:6]] + [
         " ".join(long.words), "Use  asyncio.run\u00a0or None with ValueError é", ""]
 
     # The Keras model, restored from the run's checkpoint, through the same module in-process.
-    task = TokenTagging(backbone=lambda **kw: factory.backbone(preset="bert_tiny", dropout=0.0,
-                                                               **kw),
-                        vocab=bert_data.vocab, train_data=f"{task_dir}/train.txt",
-                        eval_data=f"{task_dir}/dev.txt", max_seq_length=32, label_names=LABELS)
+    task = Tagging(backbone=lambda **kw: factory.backbone(preset="bert_tiny", dropout=0.0,
+                                                          **kw),
+                   vocab=bert_data.vocab, train_data=f"{task_dir}/train.txt",
+                   eval_data=f"{task_dir}/dev.txt", max_seq_length=32, label_names=LABELS)
     task.prepare()
     model, _ = task.build_model()
     ckpt = tf.train.latest_checkpoint(os.path.join(model_dir, "checkpoints"))
@@ -200,7 +200,7 @@ def test_export_in_a_fresh_process_gives_the_keras_entities(trained, sample_task
     # The long sentence needs several rows of 30 pieces: the in-graph rows equal training's.
     words = tf.ragged.constant([list(long.words)])
     inputs, _, _ = module.encode_words(words)
-    records = conll.example_features(long, task.text_tokenizer, task.options)
+    records = tagging.example_features(long, task.text_tokenizer, task.options)
     assert len(records) > 1
     np.testing.assert_array_equal(inputs["token_ids"].numpy(),
                                   [r["token_ids"] for r in records])
@@ -228,24 +228,24 @@ def test_export_in_a_fresh_process_gives_the_keras_entities(trained, sample_task
 # -- feature-based: a frozen backbone --------------------------------------------------------
 
 def test_frozen_four_layer_tagger_trains_only_its_head(bert_data, sample_task, tmp_path):
-    from garden.tasks.tagging import TokenTagging
+    from garden.tasks.tagging import Tagging
     from garden.models import factory
 
     task_dir, _ = sample_task
     model_dir = str(tmp_path / "frozen")
     train_in_process(_args(bert_data, task_dir, model_dir, "--gin_param=EXPORT_BASE=None",
                            "--gin_param=backbone.num_layers=4",
-                           "--gin_param=garden.TokenTagging.feature_layers=4",
-                           "--gin_param=garden.TokenTagging.lstm_units=8",
+                           "--gin_param=garden.Tagging.feature_layers=4",
+                           "--gin_param=garden.Tagging.lstm_units=8",
                            "--gin_param=train.checkpoint_every=1", steps=3),
-                     model_dir, task="token_tagging", steps=3)
+                     model_dir, task="tagging", steps=3)
 
     def weights(step):
-        task = TokenTagging(backbone=lambda **kw: factory.backbone(preset="bert_tiny",
-                                                                   num_layers=4, **kw),
-                            vocab=bert_data.vocab, train_data=f"{task_dir}/dev.txt",
-                            eval_data=f"{task_dir}/dev.txt", max_seq_length=32,
-                            feature_layers=4, lstm_units=8, label_names=LABELS)
+        task = Tagging(backbone=lambda **kw: factory.backbone(preset="bert_tiny",
+                                                              num_layers=4, **kw),
+                       vocab=bert_data.vocab, train_data=f"{task_dir}/dev.txt",
+                       eval_data=f"{task_dir}/dev.txt", max_seq_length=32,
+                       feature_layers=4, lstm_units=8, label_names=LABELS)
         task.prepare()
         model, objects = task.build_model()
         path = os.path.join(model_dir, "checkpoints", f"ckpt-{step}")

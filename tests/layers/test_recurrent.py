@@ -143,7 +143,7 @@ def test_a_tagger_mixes_berts_layers_as_elmo_does():
     last three layers enter through a ScalarMix, so at initialisation the tagger reads their
     mean; the mix's weights train, the backbone's do not."""
     from garden.models.bert.backbone import BertBackbone
-    from garden.models.tagger import TokenTagger
+    from garden.models.tagging import TokenTagger
 
     backbone = BertBackbone(vocab_size=50, num_layers=3, hidden_size=16, num_heads=2,
                             intermediate_size=32, output_hidden_states=True)

@@ -36,14 +36,14 @@ from text import tokenizers
 from garden.models.bert.presets import bert_backbone_from_preset
 from garden.models.classification import SequenceClassifier
 from garden.models.question_answering import SpanExtractor
-from garden.models.tagger import TokenTagger
+from garden.models.tagging import TokenTagger
 from garden.serving import export
 from garden.server.grpc_server import CLIENT_OPTIONS
 from garden.serving.base import PREDICT, REGRESS, ServingModule
 from garden.serving.classification import ClassificationServing
 from garden.serving.qa import QuestionAnsweringServing
 from garden.server.server_json import to_json_value
-from garden.serving.tagging import TaggerServing, entities_of
+from garden.serving.tagging import TaggingServing, entities_of
 from garden.serving.text import TextPacker
 from serve_testing import Client, example_regression, served, write_vocab
 from testing import REPO_ROOT
@@ -104,8 +104,8 @@ def exports(tmp_path_factory):
     export.export(QuestionAnsweringServing(SpanExtractor(_backbone()), _packer(vocab, 24), vocab,
                                            doc_stride=4, max_query_length=6,
                                            warmup=[("who ?", "anna")]), base, "qa")
-    export.export(TaggerServing(TokenTagger(_backbone(), len(TAGS)), _packer(vocab, 8), 1, vocab,
-                                TAGS, warmup_sentences=["anna"]), base, "tagger")
+    export.export(TaggingServing(TokenTagger(_backbone(), len(TAGS)), _packer(vocab, 8), 1, vocab,
+                                 TAGS, warmup_sentences=["anna"]), base, "tagger")
     export.export(ScoreModule(), base, "score")
     config = str(root / "models.config")
     with open(config, "w", encoding="utf-8") as f:

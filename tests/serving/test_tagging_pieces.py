@@ -9,10 +9,10 @@ import pytest
 import tensorflow as tf
 
 from text import tokenizers
-from text.finetune import conll
+from text.finetune import tagging
 from garden.models.bert.presets import bert_backbone_from_preset
-from garden.models.tagger import TokenTagger
-from garden.serving.tagging import TaggerServing
+from garden.models.tagging import TokenTagger
+from garden.serving.tagging import TaggingServing
 from garden.serving.text import load_packer
 
 MAX_LEN = 24
@@ -29,15 +29,15 @@ def test_in_graph_rows_equal_the_records(serving_corpus, kind):
     tokenizer = tokenizers.load_tokenizer(kind, vocab, lower_case=True)
     packer = load_packer(vocab, MAX_LEN, kind=kind, lower_case=True)
     model = TokenTagger(bert_backbone_from_preset("bert_tiny", vocab_size=packer.vocab_size,
-                                                  num_layers=1), len(conll.CONLL2003_LABELS))
-    module = TaggerServing(model, packer, tokenizer.vocab.special("unk"), vocab,
-                           conll.CONLL2003_LABELS)
-    options = conll.ConllOptions(max_seq_length=MAX_LEN)
+                                                  num_layers=1), len(tagging.CONLL2003_LABELS))
+    module = TaggingServing(model, packer, tokenizer.vocab.special("unk"), vocab,
+                            tagging.CONLL2003_LABELS)
+    options = tagging.ConllOptions(max_seq_length=MAX_LEN)
     expected, positions = [], []
     for i, line in enumerate(lines):
         words = line.split()
-        records = conll.example_features(conll.ConllSentence(tuple(words), ("O",) * len(words)),
-                                         tokenizer, options, i)
+        records = tagging.example_features(tagging.ConllSentence(tuple(words), ("O",) * len(words)),
+                                           tokenizer, options, i)
         expected.extend(r["token_ids"] for r in records)
         positions.extend(j for r in records for j, x in enumerate(r["label_ids"]) if x >= 0)
     assert len(expected) > len(lines)  # some sentences needed several pieces

@@ -5,12 +5,13 @@ One module per task kind, named after the kind (text/kinds.py; docs/tasks.md):
                        (classification and STS-B regression); MNLI matched and mismatched
     swag.py    SWAG CSV (four-way multiple choice)
     squad.py   SQuAD v1.1 / v2.0 JSON; windowed features for extractive QA
-    conll.py   CoNLL-2003 (IOB1 as distributed, IOB2 accepted); first-sub-token labels
+    tagging.py         CoNLL-2003 (IOB1 as distributed, IOB2 accepted); first-sub-token
+                       labels
 
 Readers raise FinetuneDataError naming the file and the line (or record) of a bad row; they
 never convert a value of the wrong type into a string or a class.
 
-A kind that `python -m data_pipelines.make_finetune` writes (squad, conll) is a module whose
+A kind that `python -m data_pipelines.make_finetune` writes (squad, tagging) is a module whose
 ``KIND`` is a ``base.FinetuneKind`` record (flags, options, reader, record spec and the one
 ``records`` function the job calls); KINDS below is the whole table, imported on demand (no
 import side effects). A FinetuneDataError from a reader ends the job with its message; one for
@@ -25,7 +26,7 @@ class FinetuneDataError(ValueError):
 
 
 # --task -> the module whose KIND the job uses, imported on first use.
-KINDS = {"squad": "text.finetune.squad", "conll": "text.finetune.conll"}
+KINDS = {"squad": "text.finetune.squad", "tagging": "text.finetune.tagging"}
 
 
 def get(name: str):
@@ -33,7 +34,10 @@ def get(name: str):
     import importlib
 
     if name not in KINDS:
-        raise ImportError(f"unknown --task={name!r}; expected one of {sorted(KINDS)}")
+        from text import kinds
+
+        retired = kinds.renamed(f"--task={name}")
+        raise ImportError(retired or f"unknown --task={name!r}; expected one of {sorted(KINDS)}")
     return importlib.import_module(KINDS[name]).KIND
 
 

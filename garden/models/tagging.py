@@ -1,4 +1,5 @@
-"""Token tagging model (CoNLL-2003 NER) on any encoder backbone, fine-tuned or feature-based.
+"""The tagging kind's model (CoNLL-2003 NER) on any encoder backbone, fine-tuned or
+feature-based.
 
 Fine-tuned (Devlin et al., 2019, section 4.3): sequence output -> dropout -> dense(num_labels)
 per token; the task scores each word's first sub-token.

@@ -1,4 +1,5 @@
-"""CoNLL-2003 named-entity recognition: the reader, IOB schemes and first-sub-token features.
+"""Tagging data: CoNLL-2003 named-entity recognition files, the reader, IOB schemes and the
+first-sub-token features.
 
 File format (the shared task's distribution, e.g. eng.train): one word per line with four
 space-separated columns `word POS chunk NER`, e.g. `EU NNP B-NP I-ORG`; a blank line ends a
@@ -33,7 +34,7 @@ builds the same ids in the graph from raw sentences (tested equal).
 (`read_examples("tfds:conll2003:dev", data_dir=...)`, make_finetune
 `--input=tfds:conll2003:dev --tfds_data_dir=...`); its ner ClassLabel names are the tags.
 
-make_finetune kind (text/finetune/__init__.py): NAME "conll", flags
+make_finetune kind (text/finetune/__init__.py): NAME "tagging", flags
 --max_seq_length (128), --conll_scheme (iob1), --conll_labels (CoNLL-2003's nine).
 """
 
@@ -44,10 +45,10 @@ import os
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from text.finetune import FinetuneDataError
-from text.tag_schemes import iob1_to_iob2, tag_type  # noqa: F401  (iob1_to_iob2: conll's API)
+from text.tag_schemes import iob1_to_iob2, tag_type  # noqa: F401  (iob1_to_iob2: this reader's API)
 from text.finetune.base import FinetuneKind, records_by_example, spec_of_parsing
 
-NAME = "conll"
+NAME = "tagging"
 
 # CoNLL-2003's tag set in TensorFlow Datasets' order (its ner ClassLabel): O first, so that
 # label id 0 is "outside".
