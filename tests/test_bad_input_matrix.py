@@ -7,7 +7,7 @@ Tools: data_pipelines.make_vocab, data_pipelines.make_pretrain, data_pipelines.s
 data_pipelines.make_finetune (--task=squad|conll), data_pipelines.sample_tasks, garden.train (the
 pretraining and fine-tuning tasks), garden.export, garden.convert, garden.serve,
 garden.extract_features, garden.generate, garden.fewshot, garden.analyze, garden.bertology.int8,
-garden.serving.features, garden.models.cove.sample_pairs (TOOLS; a new tool is added there and
+garden.export_features, garden.models.cove.sample_pairs (TOOLS; a new tool is added there and
 gets rows).
 
 What each row expects (``Case.expect``):
@@ -84,7 +84,7 @@ TOOLS = ("data_pipelines.make_vocab", "data_pipelines.make_pretrain", "data_pipe
          "data_pipelines.make_finetune", "data_pipelines.sample_tasks",
          "garden.train", "garden.export", "garden.convert", "garden.serve", "garden.extract_features",
          "garden.generate", "garden.fewshot", "garden.analyze", "garden.bertology.int8",
-         "garden.serving.features", "garden.models.cove.sample_pairs")
+         "garden.export_features", "garden.models.cove.sample_pairs")
 ROW_WORKERS = 3  # subprocesses at once
 ROW_TIMEOUT = 240
 # What makes an output look complete, and what a refused run must not leave behind either: a
@@ -421,7 +421,7 @@ MF, ST = "data_pipelines.make_finetune", "data_pipelines.sample_tasks"
 GS, GX = "garden.serve", "garden.extract_features"
 GG, GF = "garden.generate", "garden.fewshot"
 GA, GI = "garden.analyze", "garden.bertology.int8"
-GFE, GCP = "garden.serving.features", "garden.models.cove.sample_pairs"
+GFE, GCP = "garden.export_features", "garden.models.cove.sample_pairs"
 _LATIN1 = "the cat sat .\ncafé .\n".encode("latin-1")  # line 2 is not UTF-8
 _QA_NO_ANSWER = '{"question": "q", "answer": "a"}\n{"question": "q"}\n'
 _out_vocab = (lambda c: str(c.dir / "vocab.txt"))
@@ -593,7 +593,7 @@ CASES = [
     Case("int8-model-dir-missing", GI, lambda c: [f"--model_dir={c.dir / 'none'}"],
          "error", r"\S+/none is not a garden\.train run directory"),
     Case("int8-no-model-dir", GI, lambda c: [], "usage", r"--model_dir"),
-    # --- garden.serving.features and the CoVe sample pair task
+    # --- garden.export_features and the CoVe sample pair task
     Case("features-model-dir-missing", GFE, lambda c: [
         f"--model_dir={c.dir / 'none'}", f"--export_base={c.dir / 'exports'}"], "error",
         r"\S+/none is not a garden\.train run directory", output=lambda c: str(c.dir / "exports")),

@@ -31,8 +31,8 @@ The rules, bottom first (each layer may import itself and the layers it is `over
     analysis        garden.bertology, over runs
     server          garden.server (garden.serve's TF Serving re-implementation), over analysis
     tools           the command-line modules: garden.{analyze, convert, curves, demo, export,
-                    extract_features, fewshot, generate, serve} and
-                    garden.serving.features; over server, and no tool imports another
+                    export_features, extract_features, fewshot, generate, serve}; over server,
+                    and no tool imports another
 
 garden reaches data_pipelines by no import at all: it launches a Beam job as a command
 (`python -m data_pipelines.make_pretrain`), as garden.demo does.
@@ -67,8 +67,8 @@ LAYERS: Tuple[Tuple[str, Optional[str], Tuple[str, ...]], ...] = (
     ("analysis", "runs", ("garden.bertology", "garden.bertology.*")),
     ("server", "analysis", ("garden.server", "garden.server.*")),
     ("tools", "server", ("garden.analyze", "garden.convert", "garden.curves", "garden.demo",
-                         "garden.export", "garden.extract_features", "garden.fewshot",
-                         "garden.generate", "garden.serve", "garden.serving.features")),
+                         "garden.export", "garden.export_features", "garden.extract_features",
+                         "garden.fewshot", "garden.generate", "garden.serve")),
 )
 # Layers whose modules import none of each other: each tool stands alone.
 ISOLATED = {"tools"}

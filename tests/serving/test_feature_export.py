@@ -1,6 +1,7 @@
-"""garden.serving.features: ELMo's biLM, pretrained by garden.train on characters, exported as
-raw text -> scalar-mixed features, served by garden.serve over REST in a fresh process; the
-served features equal the Keras backbone's."""
+"""garden.export_features and the FeatureServing it exports (garden/serving/features.py): ELMo's
+biLM, pretrained by garden.train on characters, exported as raw text -> scalar-mixed features,
+served by garden.serve over REST in a fresh process; the served features equal the Keras
+backbone's."""
 
 import numpy as np
 
@@ -11,7 +12,7 @@ def test_elmo_features_are_served_from_raw_text(tmp_path):
     from objective_testing import bilm_lm_args, write_bilm_data
     from testing import train_in_process
 
-    from garden import runs
+    from garden import export_features, runs
     from garden.serving import features
 
     vocab, data = write_bilm_data(tmp_path, "--characters", "--max_characters=20",
@@ -21,8 +22,8 @@ def test_elmo_features_are_served_from_raw_text(tmp_path):
                                   "--gin_param=train.global_batch_size=8",
                                   "--gin_param=train.warmup_steps=1"),
                      str(lm_dir), "elmo_pretraining", 5)
-    assert features.main([f"--model_dir={lm_dir}", f"--export_base={tmp_path / 'exports'}",
-                          "--max_seq_length=16"]) == 0
+    assert export_features.main([f"--model_dir={lm_dir}", f"--export_base={tmp_path / 'exports'}",
+                                 "--max_seq_length=16"]) == 0
 
     run = runs.open(str(lm_dir))
     packer = run.packer(16)
