@@ -1,12 +1,13 @@
 """Progress lines of a running data job, read from the files it has written so far.
 
 Beam's local runner reports its counters only when the pipeline has finished, and a worker's
-log may not reach the launching terminal (multi-processing workers, remote runners), so a job
-of a few minutes used to print nothing between "running" and "wrote". The work files are the
-job's own record of what is done: a chunk file per tokenized chunk of documents, a pool file
-per pool of instances, a shard file (under its final name, after the rename) per finished
-shard. ``Progress`` lists them every ``seconds`` from a thread of the launching process and
-logs one line; it only reads, so the shards are the same bytes with or without it.
+log may not reach the launching terminal (multi-processing workers, remote runners): without
+these lines a job of a few minutes prints nothing between "running" and "wrote". The work
+files are the job's own record of what is done: a chunk file per tokenized chunk of
+documents, a pool file per pool of instances, a shard file (under its final name, after the
+rename) per finished shard. ``Progress`` lists them every ``seconds`` from a thread of the
+launching process and logs one line; it only reads, so the shards are the same bytes with or
+without it.
 """
 
 from __future__ import annotations

@@ -40,8 +40,8 @@ _NOT_ARCHITECTURE = {"preset", "name", "trainable", "dtype", "output_hidden_stat
                      "generator_hidden_size", "generator_num_heads",
                      "generator_intermediate_size"}
 # Bindings that change how the converted backbone runs, not its weights: applied like the
-# dropouts (they used to be dropped without a word: `backbone.trainable = False` trained a
-# converted backbone all the same).
+# dropouts, because a binding dropped without a word does not do what was asked
+# (`backbone.trainable = False` would train the converted backbone all the same).
 _APPLIED = {"trainable", "dtype", "output_hidden_states", "output_attentions", "use_head_mask"}
 
 

@@ -179,8 +179,8 @@ class Int8Serving(ServingModule):
 
     The module's `model` attribute is untracked, so exporting this module saves the int8
     variables and not the float ones (export it with export_int8, which saves inside the
-    dequantizing scope); the float module no longer exports its float weights (export it
-    before, or make another).
+    dequantizing scope); once wrapped, the float module exports without its float weights
+    (export it before, or make another).
 
     Args:
         module: the float ServingModule (ClassificationServing, TaggingServing, ...), holding

@@ -201,8 +201,8 @@ class MultiHeadAttention(keras.layers.Layer):
             raise ValueError(
                 f"{self.name}: `cache` must be a (keys, values) pair of head-major "
                 f"[B, A, T_max, d] tensors, got {type(cache).__name__}"
-                f"{'' if shape is None else f' of shape {tuple(shape)}'} (the stacked "
-                "[B, 2, T_max, A, d] array form is no longer taken)")
+                f"{'' if shape is None else f' of shape {tuple(shape)}'} (a stacked "
+                "[B, 2, T_max, A, d] array is not one)")
         keys, values = cache
         if cache_update_index is None:  # read only: e.g. cross-attention over a fixed encoder
             return keys, values, (keys, values)

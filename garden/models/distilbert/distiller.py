@@ -32,8 +32,8 @@ def init_student_from_teacher(student, teacher_bert_backbone, layers: Sequence[i
 
     Student layer i gets teacher layer layers[i] (every variable: attention projections and
     LayerNorm, feed-forward and LayerNorm). The word and position tables and the embedding
-    LayerNorm are copied; the teacher's token-type table is dropped (the student has none, so
-    type 0 is no longer added: that is what the original extraction does too). When both are
+    LayerNorm are copied; the teacher's token-type table is dropped (the student has none and
+    adds no type-0 vector: that is what the original extraction does too). When both are
     pretrainers (DistilBertPretrainer, BertPretrainer) the MLM transform, its LayerNorm and the
     output bias are copied as well (the projection is the tied word table).
 
