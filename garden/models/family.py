@@ -11,10 +11,12 @@ tools read the records through `garden.models.families()` and `garden.models.spe
     generation     the GenerativeLM class and the prompt framing (garden/models/framing.py)
                    of garden.convert's generate/ directory, the LM tasks and garden.fewshot
 
-Classes and functions are lazy "module:attr" strings, resolved on use: a record imports
-nothing, so reading every family's record costs no model import beyond the folder's own.
-A reference that starts with "." is relative to the family's folder (".backbone:BertBackbone"
-is "garden.models.bert.backbone:BertBackbone"); the record holds the absolute form. What
+The backbone, pretrainer and LM classes are the classes themselves (the folder's __init__
+imports them anyway). Converters and the pretraining record are lazy "module:attr" strings,
+resolved on use: a converter may need a peer's package (tf-models-official, torch: the bench
+extra), and the record lives in garden.tasks, a layer above the models. A converter reference
+that starts with "." is relative to the family's folder (".conversion:from_huggingface" is
+"garden.models.bert.conversion:from_huggingface"); the record holds the absolute form. What
 follows from other fields is not written in a record (override it where a family differs):
 
     presets             "garden.models.<name>.presets"
@@ -24,7 +26,7 @@ follows from other fields is not written in a record (override it where a family
 
 Example:
     from garden import models
-    models.spec("bert").backbone_class()     # BertBackbone
+    models.spec("bert").backbone             # BertBackbone
     [s.name for s in models.families() if s.lm]   # the generative families
 """
 
@@ -56,14 +58,14 @@ class FamilySpec:
     "the family has none" (no converter, no LM, no pretraining record)."""
 
     name: str
-    backbone: str  # "module:Class" of the Backbone
+    backbone: type  # the Backbone class
     tokenizer: str  # text.tokenizers kind: "wordpiece" | "sentencepiece" | "bpe"
     layout: str  # garden.serving.text layout of the family's packed text
     lower_case: bool  # the casing when the checkpoint's tokenizer config does not say
     # module with a PRESETS dict (preset name -> complete constructor config); "": the folder's
     presets: str = ""
-    pretrainer: str = ""  # "module:Class": pretraining heads around the backbone
-    lm: str = ""  # "module:Class": the GenerativeLM, Class(backbone) (generative families)
+    pretrainer: Optional[type] = None  # the pretraining heads around the backbone
+    lm: Optional[type] = None  # the GenerativeLM, lm(backbone) (generative families)
     framing: str = ""  # FRAMINGS: how the LM lays out a prompt (generative families)
     # source (SOURCES) -> "module:function"(config, weights) -> {"backbone", "pretrainer"}
     converters: Mapping[str, str] = dataclasses.field(default_factory=dict)
@@ -87,8 +89,7 @@ class FamilySpec:
 
         hf = "huggingface" in self.converters
         derived = {
-            "backbone": absolute(self.backbone), "pretrainer": absolute(self.pretrainer),
-            "lm": absolute(self.lm), "pretraining": absolute(self.pretraining),
+            "pretraining": absolute(self.pretraining),
             "presets": absolute(self.presets or ".presets"),
             "converters": {k: absolute(v) for k, v in self.converters.items()},
             "hf_model_types": ((self.name,) if hf else ()) if self.hf_model_types is None
@@ -99,16 +100,16 @@ class FamilySpec:
             object.__setattr__(self, field, value)  # frozen: set once, here
 
     def backbone_class(self):
-        return resolve(self.backbone)
+        return self.backbone
 
     def preset_table(self) -> Dict[str, Dict]:
         return importlib.import_module(self.presets).PRESETS
 
     def pretrainer_class(self):
-        return resolve(self.pretrainer) if self.pretrainer else None
+        return self.pretrainer
 
     def lm_class(self):
-        return resolve(self.lm) if self.lm else None
+        return self.lm
 
     def converter(self, source: str):
         """The function converting a `source` checkpoint, or NotImplementedError naming what
@@ -139,6 +140,9 @@ class FamilySpec:
         problems = [f"{f.name} is empty" for f in dataclasses.fields(self)
                     if f.default is dataclasses.MISSING and f.default_factory is
                     dataclasses.MISSING and getattr(self, f.name) in ("", None)]
+        problems += [f"{field} is not a class: {getattr(self, field)!r}"
+                     for field in ("backbone", "pretrainer", "lm")
+                     if getattr(self, field) and not isinstance(getattr(self, field), type)]
         if self.tokenizer not in KINDS:
             problems.append(f"tokenizer {self.tokenizer!r} is not one of {KINDS}")
         if self.framing and self.framing not in FRAMINGS:

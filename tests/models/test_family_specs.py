@@ -70,7 +70,8 @@ def test_every_spec_is_complete(name):
     ({"framing": ""}, "names both its lm and its framing"),
     ({"framing": "prefix_lm"}, "framing 'prefix_lm'"),
     ({"converters": {"onnx": "garden.models.gpt2.conversion:from_huggingface"}}, "onnx"),
-    ({"lm": "garden.models.gpt2.causal_lm:GPT2Nothing"}, "GPT2Nothing"),
+    ({"lm": "garden.models.gpt2.causal_lm:GPT2CausalLM"}, "lm is not a class"),
+    ({"lm": dict}, "dict"),
     ({"pretraining": "garden.tasks.pretraining.gpt2:NO_RECORD"}, "NO_RECORD"),
     ({"presets": "garden.models.gpt2.nosuch"}, "nosuch"),
 ])
@@ -86,20 +87,23 @@ def test_required_fields_are_the_ones_without_defaults():
                 if p.default is inspect.Parameter.empty]
     assert required == ["name", "backbone", "tokenizer", "layout", "lower_case"]
     with pytest.raises(TypeError, match="lower_case"):
-        FamilySpec("x", "m:C", "bpe", "roberta")
+        FamilySpec("x", object, "bpe", "roberta")
 
 
 def test_relative_references_and_the_derived_fields():
-    """A "." reference is the family folder's; presets, hf_model_types and hf_tokenizer_files
-    follow from the name and the tokenizer kind unless a record says otherwise."""
+    """A "." converter reference is the family folder's; presets, hf_model_types and
+    hf_tokenizer_files follow from the name and the tokenizer kind unless a record says
+    otherwise; the classes are held as they are."""
+    from garden.models.bert import BertBackbone, BertPretrainer
+
     def bert(tokenizer="wordpiece", converters=None, **fields):
-        return FamilySpec("bert", ".backbone:BertBackbone", tokenizer, "bert", True,
+        return FamilySpec("bert", BertBackbone, tokenizer, "bert", True,
                           converters={"huggingface": ".conversion:from_huggingface"}
                           if converters is None else converters, **fields)
 
-    spec = bert(pretrainer=".pretrainer:BertPretrainer", pretraining="a.b:C")
-    assert spec.backbone == "garden.models.bert.backbone:BertBackbone"
-    assert spec.pretrainer == "garden.models.bert.pretrainer:BertPretrainer"
+    spec = bert(pretrainer=BertPretrainer, pretraining="a.b:C")
+    assert (spec.backbone_class(), spec.pretrainer_class(), spec.lm_class()) == \
+        (BertBackbone, BertPretrainer, None)
     assert spec.converters == {"huggingface": "garden.models.bert.conversion:from_huggingface"}
     assert (spec.presets, spec.pretraining) == ("garden.models.bert.presets", "a.b:C")
     assert (spec.hf_model_types, spec.hf_tokenizer_files) == (("bert",), ("vocab.txt",))
@@ -113,7 +117,7 @@ def test_relative_references_and_the_derived_fields():
     gpt = models.spec("gpt")
     assert (gpt.hf_model_types, gpt.hf_tokenizer_files) == (("openai-gpt",), ())
     assert models.spec("gpt2").hf_tokenizer_files == ("vocab.json", "merges.txt")
-    assert models.spec("spanbert").backbone == spec.backbone  # BERT's, named absolutely
+    assert models.spec("spanbert").backbone is spec.backbone  # BERT's
     assert models.spec("spanbert").presets == "garden.models.spanbert.presets"
 
 

@@ -9,8 +9,8 @@ __all__ = ["SPEC", "AlbertBackbone", "AlbertPretrainer", "albert_pretrain_loss",
            "albert_backbone_from_preset", "gelu_approximate"]
 
 SPEC = FamilySpec(
-    name="albert", backbone=".backbone:AlbertBackbone",
+    name="albert", backbone=AlbertBackbone,
     tokenizer="sentencepiece", layout="bert", lower_case=True,
-    pretrainer=".pretrainer:AlbertPretrainer",
+    pretrainer=AlbertPretrainer,
     pretraining="garden.tasks.pretraining.albert:RECORD",
     converters={"huggingface": ".conversion:from_huggingface", "tf1": ".conversion:from_tf1"})

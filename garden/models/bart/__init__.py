@@ -8,8 +8,8 @@ __all__ = ["SPEC", "BartBackbone", "BartSeq2SeqLM", "bart_positions", "PRESETS",
            "bart_parameter_count"]
 
 SPEC = FamilySpec(
-    name="bart", backbone=".backbone:BartBackbone",
+    name="bart", backbone=BartBackbone,
     tokenizer="bpe", layout="roberta", lower_case=False,
-    lm=".backbone:BartSeq2SeqLM", framing="bart",
+    lm=BartSeq2SeqLM, framing="bart",
     converters={"huggingface": ".conversion:from_huggingface"},
     pretraining="garden.tasks.pretraining.bart:RECORD")

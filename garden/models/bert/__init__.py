@@ -9,9 +9,9 @@ __all__ = ["SPEC", "BertBackbone", "BertPretrainer", "bert_pretrain_loss", "PRES
            "bert_backbone_from_preset"]
 
 SPEC = FamilySpec(
-    name="bert", backbone=".backbone:BertBackbone",
+    name="bert", backbone=BertBackbone,
     tokenizer="wordpiece", layout="bert", lower_case=True,
-    pretrainer=".pretrainer:BertPretrainer",
+    pretrainer=BertPretrainer,
     pretraining="garden.tasks.pretraining.bert:RECORD",
     converters={"huggingface": ".conversion:from_huggingface", "tf1": ".conversion:from_tf1",
                 "model_garden": ".model_garden:load"})

@@ -9,10 +9,11 @@ sentence pairs; garden.models.cove.sample_pairs writes a synthetic pair task for
 from garden.models.cove.backbone import CoveBackbone, read_glove
 from garden.models.cove.presets import PRESETS, cove_backbone_from_preset
 from garden.models.family import FamilySpec
+from garden.models.cove.translation import CoveTranslator
 
 __all__ = ["SPEC", "CoveBackbone", "read_glove", "PRESETS", "cove_backbone_from_preset"]
 
 SPEC = FamilySpec(
-    name="cove", backbone=".backbone:CoveBackbone",
+    name="cove", backbone=CoveBackbone,
     tokenizer="wordpiece", layout="bert", lower_case=True,
-    pretrainer=".translation:CoveTranslator")
+    pretrainer=CoveTranslator)

@@ -6,5 +6,5 @@ from garden.models.family import FamilySpec
 
 __all__ = ["SPEC", "CvtBackbone", "PRESETS", "cvt_backbone_from_preset"]
 
-SPEC = FamilySpec(name="cvt", backbone=".backbone:CvtBackbone",
+SPEC = FamilySpec(name="cvt", backbone=CvtBackbone,
                   tokenizer="wordpiece", layout="bert", lower_case=True)

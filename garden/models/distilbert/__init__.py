@@ -13,7 +13,7 @@ __all__ = ["SPEC", "DistilBertBackbone", "DistilBertPretrainer", "DistilBertDist
            "distilbert_backbone_from_preset"]
 
 SPEC = FamilySpec(
-    name="distilbert", backbone=".backbone:DistilBertBackbone",
+    name="distilbert", backbone=DistilBertBackbone,
     tokenizer="wordpiece", layout="bert", lower_case=True,
-    pretrainer=".pretrainer:DistilBertPretrainer",
+    pretrainer=DistilBertPretrainer,
     converters={"huggingface": ".conversion:from_huggingface"})

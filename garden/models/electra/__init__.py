@@ -20,8 +20,8 @@ __all__ = ["SPEC", "ElectraBackbone", "ElectraDiscriminator", "ElectraDiscrimina
            "electra_pretrainer_from_preset"]
 
 SPEC = FamilySpec(
-    name="electra", backbone=".backbone:ElectraBackbone",
+    name="electra", backbone=ElectraBackbone,
     tokenizer="wordpiece", layout="bert", lower_case=True,
-    pretrainer=".pretrainer:ElectraPretrainer",
+    pretrainer=ElectraPretrainer,
     pretraining="garden.tasks.pretraining.electra:RECORD",
     converters={"huggingface": ".conversion:from_huggingface", "tf1": ".conversion:from_tf1"})

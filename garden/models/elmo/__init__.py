@@ -7,13 +7,14 @@ Text goes through the garden's tokenizers; each piece's characters (make_pretrai
 from garden.models.elmo.backbone import ELMO_FILTERS, CharacterEncoder, ElmoBackbone, Highway
 from garden.models.elmo.presets import PRESETS, elmo_backbone_from_preset
 from garden.models.family import FamilySpec
+from garden.models.elmo.bilm import ElmoBiLM
 
 __all__ = ["SPEC", "ElmoBackbone", "CharacterEncoder", "Highway", "ELMO_FILTERS", "PRESETS",
            "elmo_backbone_from_preset"]
 
 SPEC = FamilySpec(
-    name="elmo", backbone=".backbone:ElmoBackbone",
+    name="elmo", backbone=ElmoBackbone,
     tokenizer="wordpiece", layout="bert", lower_case=False,
-    pretrainer=".bilm:ElmoBiLM",
+    pretrainer=ElmoBiLM,
     pretraining="garden.tasks.pretraining.elmo:RECORD",
     converters={"allennlp": ".conversion:from_allennlp"})

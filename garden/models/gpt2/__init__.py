@@ -8,9 +8,9 @@ from garden.models.gpt2.presets import PRESETS, parameter_count
 __all__ = ["SPEC", "GPT2Backbone", "GPT2CausalLM", "PRESETS", "parameter_count"]
 
 SPEC = FamilySpec(
-    name="gpt2", backbone=".backbone:GPT2Backbone",
+    name="gpt2", backbone=GPT2Backbone,
     tokenizer="bpe", layout="gpt2", lower_case=False,
-    lm=".causal_lm:GPT2CausalLM", framing="causal",
+    lm=GPT2CausalLM, framing="causal",
     converters={"huggingface": ".conversion:from_huggingface", "tf1": ".conversion:from_tf1"},
     tf1_tokenizer_files={"vocab.json": "encoder.json", "merges.txt": "vocab.bpe"},
     pretraining="garden.tasks.pretraining.gpt2:RECORD")

@@ -9,8 +9,8 @@ __all__ = ["SPEC", "RobertaBackbone", "RobertaPretrainer", "roberta_pretrain_los
            "roberta_backbone_from_preset", "padding_offset_positions"]
 
 SPEC = FamilySpec(
-    name="roberta", backbone=".backbone:RobertaBackbone",
+    name="roberta", backbone=RobertaBackbone,
     tokenizer="bpe", layout="roberta", lower_case=False,
-    pretrainer=".pretrainer:RobertaPretrainer",
+    pretrainer=RobertaPretrainer,
     pretraining="garden.tasks.pretraining.roberta:RECORD",
     converters={"huggingface": ".conversion:from_huggingface"})

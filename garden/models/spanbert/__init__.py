@@ -4,12 +4,13 @@ from garden.models.family import FamilySpec
 from garden.models.spanbert.presets import PRESETS, SBO, spanbert_pretrainer_from_preset
 from garden.models.spanbert.pretrainer import (SBO_INPUTS, SpanBertPretrainer, SpanBoundaryHead,
                                                spanbert_pretrain_loss)
+from garden.models.bert.backbone import BertBackbone
 
 __all__ = ["SPEC", "SpanBertPretrainer", "SpanBoundaryHead", "spanbert_pretrain_loss",
            "SBO_INPUTS", "PRESETS", "SBO", "spanbert_pretrainer_from_preset"]
 
 SPEC = FamilySpec(
-    name="spanbert", backbone="garden.models.bert.backbone:BertBackbone",
+    name="spanbert", backbone=BertBackbone,
     tokenizer="wordpiece", layout="bert", lower_case=False,
-    pretrainer=".pretrainer:SpanBertPretrainer",
+    pretrainer=SpanBertPretrainer,
     pretraining="garden.tasks.pretraining.spanbert:RECORD")

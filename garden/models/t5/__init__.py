@@ -9,8 +9,8 @@ from garden.models.t5.seq2seq_lm import T5Seq2SeqLM
 __all__ = ["SPEC", "PRESETS", "T5Backbone", "T5Block", "T5Seq2SeqLM", "T5Stack", "parameter_count"]
 
 SPEC = FamilySpec(
-    name="t5", backbone=".backbone:T5Backbone",
+    name="t5", backbone=T5Backbone,
     tokenizer="sentencepiece", layout="bert", lower_case=False,
-    lm=".seq2seq_lm:T5Seq2SeqLM", framing="t5",
+    lm=T5Seq2SeqLM, framing="t5",
     converters={"huggingface": ".conversion:from_huggingface"},
     pretraining="garden.tasks.pretraining.t5:RECORD")

@@ -8,11 +8,12 @@ them): WordPiece by default, [CLS] text [SEP] as its xxbos marks a text's start.
 from garden.models.family import FamilySpec
 from garden.models.ulmfit.backbone import AwdLstmBackbone
 from garden.models.ulmfit.presets import PRESETS, ulmfit_backbone_from_preset
+from garden.models.ulmfit.lm import AwdLstmLM
 
 __all__ = ["SPEC", "AwdLstmBackbone", "PRESETS", "ulmfit_backbone_from_preset"]
 
 SPEC = FamilySpec(
-    name="ulmfit", backbone=".backbone:AwdLstmBackbone",
+    name="ulmfit", backbone=AwdLstmBackbone,
     tokenizer="wordpiece", layout="bert", lower_case=True,
-    pretrainer=".lm:AwdLstmLM",
+    pretrainer=AwdLstmLM,
     pretraining="garden.tasks.pretraining.ulmfit:RECORD")

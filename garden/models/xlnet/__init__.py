@@ -10,8 +10,8 @@ __all__ = ["SPEC", "XLNetBackbone", "XLNetPretrainer", "xlnet_pretrain_loss", "P
            "xlnet_backbone_from_preset"]
 
 SPEC = FamilySpec(
-    name="xlnet", backbone=".backbone:XLNetBackbone",
+    name="xlnet", backbone=XLNetBackbone,
     tokenizer="sentencepiece", layout="xlnet", lower_case=False,
-    pretrainer=".pretrainer:XLNetPretrainer",
+    pretrainer=XLNetPretrainer,
     pretraining="garden.tasks.pretraining.xlnet:RECORD",
     converters={"huggingface": ".conversion:from_huggingface"})
