@@ -20,6 +20,8 @@ Flags:
                          mirrored over the local GPUs (or --logical_cpus), else one_device (CPU).
   --tpu NAME             TPU name or grpc:// address, for --strategy=tpu/auto (default: TPU_NAME).
   --logical_cpus N       split the CPU into N logical devices (mirrored strategies on a CPU).
+  --precision NAME       float32 | mixed_bfloat16 | mixed_float16: binds train.precision (after
+                         the --gin_param bindings, so it wins); unset: the config's, else float32.
   --summary              build the configured model, print its summary and parameter count, exit.
 """
 
@@ -38,6 +40,7 @@ import gin
 
 from text import onednn
 from garden.tasks.base import ConfigError
+from garden.training.settings import PRECISIONS
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -55,7 +58,7 @@ def train(model_dir: str, strategy, *, task=gin.REQUIRED, train_steps: int = gin
           weight_decay: float = 0.01, adam_beta_1: float = 0.9, adam_beta_2: float = 0.999,
           adam_epsilon: float = 1e-6, clip_norm: Optional[float] = 1.0,
           layer_decay: Optional[float] = None, unfreeze_every: Optional[int] = None,
-          mixed_precision: Optional[str] = None, jit_compile: Optional[bool] = None,
+          precision: str = "float32", jit_compile: Optional[bool] = None,
           peak_flops: Optional[float] = None,
           magnitude_pruning: Optional[dict] = None) -> dict:
     """Trains `task` for `train_steps` steps of `global_batch_size` examples.
@@ -67,6 +70,10 @@ def train(model_dir: str, strategy, *, task=gin.REQUIRED, train_steps: int = gin
     global_batch_size = per-replica batch x replicas x gradient_accumulation_steps; the loss
     is normalised over the global batch, so the updates do not depend on how it is split.
     Every `eval_every` steps (0: never) the task's held-out evaluation is logged.
+    precision: 'float32', 'mixed_bfloat16' (the layers compute in bfloat16; softmax, LayerNorm,
+    the logits and losses in float32) or 'mixed_float16' (float16 with dynamic loss scaling;
+    GPUs only). Variables, so checkpoints, stay float32 in all three: a run may resume in
+    another precision.
     lr_schedule: 'linear' (BERT), 'polynomial' (power lr_power, to end_learning_rate) or
     'slanted_triangular' (ULMFiT, rising for warmup_steps).
     layer_decay: layer-wise learning-rate decay for fine-tuning (ELECTRA: 0.8, large 0.9):
@@ -96,6 +103,7 @@ def train(model_dir: str, strategy, *, task=gin.REQUIRED, train_steps: int = gin
     from garden import distribute
     from garden.training import settings, setup
 
+    setup.check_precision(precision, strategy)
     loop = settings.Loop(
         train_steps=train_steps, global_batch_size=global_batch_size,
         gradient_accumulation_steps=gradient_accumulation_steps, seed=seed,
@@ -111,11 +119,11 @@ def train(model_dir: str, strategy, *, task=gin.REQUIRED, train_steps: int = gin
         # XLA cannot reach other logical CPU devices' variables; on one CPU it only adds
         # compile time. Keep it for GPUs and TPUs.
         jit_compile = not distribute.uses_only_cpus(strategy)
-    hardware = settings.Hardware(mixed_precision=mixed_precision, jit_compile=jit_compile,
+    hardware = settings.Hardware(precision=precision, jit_compile=jit_compile,
                                  peak_flops=peak_flops)
 
     setup.check_writable(model_dir)
-    with setup.dtype_policy(hardware.mixed_precision):
+    with setup.dtype_policy(hardware.precision):
         task.prepare()
         setup.check_arguments(loop, replicas=strategy.num_replicas_in_sync)
         for warning in setup.schedule_warnings(loop, optimization):
@@ -154,8 +162,9 @@ class _Run:
             self.model, objects = self.task.build_model()
             self.opt = setup.build_optimizer(
                 self.model, objects, train_steps=self.train_steps, optimization=optimization,
-                fine_tuning=fine_tuning, mixed_precision=hardware.mixed_precision)
-        self.loss_scaled = hardware.mixed_precision == "mixed_float16"
+                fine_tuning=fine_tuning, precision=hardware.precision)
+        self.precision = hardware.precision
+        self.loss_scaled = hardware.precision == "mixed_float16"
         self.checkpoints = checkpoints.Checkpoints(
             self.model_dir, model=self.model, opt=self.opt, objects=objects,
             keep=self.loop.keep_checkpoints, chief=self.chief,
@@ -184,19 +193,20 @@ class _Run:
             gradient_accumulation_steps=self.accumulation, clip_norm=optimization.clip_norm,
             jit_compile=hardware.jit_compile)
         self.flops_per_token = progress.flops_per_token(self.model)
-        self.peak = hardware.peak_flops or progress.measure_peak_flops(hardware.mixed_precision)
+        self.peak = hardware.peak_flops or progress.measure_peak_flops(hardware.precision)
         self.writer = (tf.summary.create_file_writer(posixpath.join(self.model_dir, "train"))
                        if self.chief else tf.summary.create_noop_writer())
         self.progress = progress.Progress(
             self.writer, train_steps=self.train_steps, log_every=self.loop.log_every,
             global_batch_size=self.global_batch_size, shares=self.replicas * self.accumulation,
-            flops_per_token=self.flops_per_token, peak_flops=self.peak)
+            flops_per_token=self.flops_per_token, peak_flops=self.peak,
+            precision=hardware.precision)
         self.preemption = checkpoints.Preemption()
         self.start_time = time.time()
         print(f"[train] {self.task.name}: {self.train_steps} steps of {self.global_batch_size} "
-              f"examples on {self.replicas} replica(s) ({type(self.strategy).__name__}), XLA "
-              f"{'on' if hardware.jit_compile else 'off'}, {self.model.count_params():,} "
-              f"parameters, model_dir {self.model_dir}", flush=True)
+              f"examples on {self.replicas} replica(s) ({type(self.strategy).__name__}), "
+              f"{hardware.precision}, XLA {'on' if hardware.jit_compile else 'off'}, "
+              f"{self.model.count_params():,} parameters, model_dir {self.model_dir}", flush=True)
         print(f"[train] {onednn.state()}", flush=True)
         self.pruning = None
         if magnitude_pruning:
@@ -305,6 +315,7 @@ class _Run:
             "steps_this_run": self.step - self.start_step,
             "seconds_this_run": round(elapsed, 2),
             "global_batch_size": self.global_batch_size, "replicas": self.replicas,
+            "precision": self.precision,
             "parameters": int(self.model.count_params()),
             "flops_per_token": self.flops_per_token, "peak_flops": self.peak,
             "mfu_last_window": self.progress.mfu,
@@ -453,12 +464,17 @@ def main(argv=None) -> int:
     parser.add_argument("--logical_cpus", type=int, default=0,
                         help="split the host CPU into N logical devices, to run mirrored "
                              "strategies on a CPU-only machine (tests, debugging)")
+    parser.add_argument("--precision", choices=PRECISIONS, default=None,
+                        help="binds train.precision (after the --gin_param bindings); unset: "
+                             "the config's binding, else float32. mixed_float16 needs GPUs")
     parser.add_argument("--summary", action="store_true",
                         help="print the configured model's summary and parameter count, then exit")
     args = parser.parse_args(argv)
+    bindings = args.gin_param + ([f"train.precision = '{args.precision}'"] if args.precision
+                                 else [])
     try:
         if args.summary:
-            build_summary(args.config, args.gin_param)
+            build_summary(args.config, bindings)
             return 0
         if not args.model_dir:
             parser.error("--model_dir is required")
@@ -468,7 +484,7 @@ def main(argv=None) -> int:
             cpu = tf.config.list_physical_devices("CPU")[0]
             tf.config.set_logical_device_configuration(
                 cpu, [tf.config.LogicalDeviceConfiguration()] * args.logical_cpus)
-        parse_config(args.config, args.gin_param)
+        parse_config(args.config, bindings)
         from garden import distribute
 
         strategy = distribute.create_strategy(args.strategy, args.tpu)

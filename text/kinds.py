@@ -15,11 +15,12 @@ A fine-tuning kind's name is the name of its module in each layer that has one (
 and the value of `--task` for the kinds `python -m data_pipelines.make_finetune` writes
 (text/finetune/__init__.py KINDS).
 
-RENAMED is the only place an old user-facing name survives: the gin task names, `--task`
-values and config files that were replaced, each with what to write instead. It is no alias
-table: nothing looks a name up here to run it. A name that is not found where it is read (a gin
-configurable, a --task value, a data directory's recorded objective, a config file) is looked
-up here only to say what replaced it, in the error that refuses it.
+RENAMED is the only place an old user-facing name survives: the gin task names and
+parameters, `--task` values and config files that were replaced, each with what to write
+instead. It is no alias table: nothing looks a name up here to run it. A name that is not
+found where it is read (a gin configurable or parameter, a --task value, a data directory's
+recorded objective, a config file) is looked up here only to say what replaced it, in the
+error that refuses it.
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ RENAMED: Dict[str, str] = {
     "garden.TokenTagging": "garden.Tagging",
     # python -m data_pipelines.make_finetune --task (and the `task` its output directory records)
     "--task=conll": "--task=tagging",
+    # garden.train's parameters (gin names the binding line, train.<old> = ..., in its error).
+    "train.mixed_precision":
+        "train.precision = 'float32' | 'mixed_bfloat16' | 'mixed_float16' (or --precision)",
 }
 
 _GIN_MODULE = "garden."

@@ -36,6 +36,15 @@ def empty_caches(num_layers: int, batch, num_heads: int, length, head_width: int
     return [(zeros(), zeros()) for _ in range(num_layers)]
 
 
+def softmax_in_float32(scores):
+    """softmax over the last axis, taken in float32 and returned in the scores' dtype (a no-op
+    under float32). Under mixed_bfloat16 / mixed_float16 the scores arrive in the half type,
+    whose softmax XLA computes with half-type exponentials; here they and their sum are
+    float32, as in fairseq (RoBERTa, BART: utils.softmax(..., dtype=torch.float32)), Hugging
+    Face's T5 (scores.float()) and Megatron's GPT (attention_softmax_in_fp32)."""
+    return ops.cast(ops.softmax(ops.cast(scores, "float32"), axis=-1), scores.dtype)
+
+
 # What a head mask does (MultiHeadAttention's head_mask_mode): scale the probabilities, or
 # move the masked share to uniform attention over the allowed keys.
 HEAD_MASK_MODES = ("scale", "uniform")
@@ -223,7 +232,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 mask = ops.expand_dims(mask, 1)  # [B, 1, Tq|1, Tk]: the same for every head
             negative = -3e4 if keras.backend.standardize_dtype(scores.dtype) == "float16" else -1e9
             scores = ops.where(mask, scores, ops.cast(negative, scores.dtype))
-        probabilities = ops.softmax(scores, axis=-1)
+        probabilities = softmax_in_float32(scores)
         if head_mask is not None:
             # [A] or [B, A] -> [1 or B, A, 1, 1]: Hugging Face's head_mask, 0 silences a head.
             head_mask = ops.reshape(ops.cast(head_mask, probabilities.dtype),

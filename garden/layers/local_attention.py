@@ -30,7 +30,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from garden.layers.attention import MultiHeadAttention, swap_heads
+from garden.layers.attention import MultiHeadAttention, softmax_in_float32, swap_heads
 
 
 def band_mask(query_length, key_length, width, offset=0):
@@ -83,7 +83,7 @@ def blocked_local_attention(q, k, v, key_mask, width, dropout=None, training=Non
     real = ops.reshape(with_previous(real), (batch, 1, blocks, 1, 2 * width))
     allowed = ops.logical_and(allowed, real)
     scores = ops.where(allowed, scores, ops.cast(_negative(scores.dtype), scores.dtype))
-    probabilities = ops.softmax(scores, axis=-1)
+    probabilities = softmax_in_float32(scores)
     if dropout is not None:
         probabilities = dropout(probabilities, training=training)
     context = ops.matmul(probabilities, values)  # [B, A, n, w, d]
@@ -159,7 +159,7 @@ class LocalMultiHeadAttention(MultiHeadAttention):
             allowed = ops.logical_and(allowed, window_mask[:, None, None, :])
         scores = ops.matmul(q, ops.transpose(keys, (0, 1, 3, 2)))  # [B, A, 1, w]
         scores = ops.where(allowed, scores, ops.cast(_negative(scores.dtype), scores.dtype))
-        return ops.matmul(ops.softmax(scores, axis=-1), values)
+        return ops.matmul(softmax_in_float32(scores), values)
 
     def call(self, query, value=None, key=None, attention_mask=None, attention_bias=None,
              head_mask=None, cache=None, cache_update_index=None,

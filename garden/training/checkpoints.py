@@ -4,6 +4,11 @@ What a checkpoint holds: the optimizer (with its iteration count, which is the s
 task's named objects ("model", "backbone", ELECTRA's "generator"/"discriminator": fine-tuning
 and distillation look them up by these names) and the states of the Keras seed generators
 that dropout draws from, so a resumed run draws the masks an uninterrupted one would.
+Every variable is float32 whatever train.precision was, and a run may resume in another
+precision: under mixed_float16 the optimizer saved is the LossScaleOptimizer's inner one, with
+the loss scale (its dynamic_scale and step_counter) beside it as "loss_scale", which a
+mixed_float16 run restores when the checkpoint has one (else the scale starts at 2^15) and
+other precisions leave unread.
 """
 
 from __future__ import annotations
@@ -48,7 +53,12 @@ class Checkpoints:
 
         weight_ids = {id(w) for w in model.weights}
         seed_states = [v for v in model.variables if id(v) not in weight_ids]
-        self.checkpoint = tf.train.Checkpoint(optimizer=opt, seed_states=seed_states, **objects)
+        inner = getattr(opt, "inner_optimizer", None)  # a LossScaleOptimizer's
+        self.parts = dict(optimizer=opt if inner is None else inner, seed_states=seed_states,
+                          **objects)
+        if inner is not None:
+            self.parts["loss_scale"] = [opt.dynamic_scale, opt.step_counter]
+        self.checkpoint = tf.train.Checkpoint(**self.parts)
         self.directory = posixpath.join(model_dir, "checkpoints")
         self.manager = tf.train.CheckpointManager(
             self.checkpoint, self.directory if chief else worker_dir, max_to_keep=keep)
@@ -65,8 +75,17 @@ class Checkpoints:
 
         latest = tf.train.latest_checkpoint(self.directory)
         if latest:
+            saved = {name.split("/")[0] for name, _ in tf.train.list_variables(latest)}
+            checkpoint = self.checkpoint
+            if "loss_scale" in self.parts and "loss_scale" not in saved:
+                # Written in float32 or mixed_bfloat16: the loss scale starts at its initial value.
+                checkpoint = tf.train.Checkpoint(**{k: v for k, v in self.parts.items()
+                                                    if k != "loss_scale"})
             try:
-                self.checkpoint.restore(latest).assert_existing_objects_matched()
+                status = checkpoint.restore(latest)
+                status.assert_existing_objects_matched()
+                if "loss_scale" in saved and "loss_scale" not in self.parts:
+                    status.expect_partial()  # written in mixed_float16: its loss scale stays unread
             except (ValueError, AssertionError, tf.errors.InvalidArgumentError) as e:
                 raise CheckpointMismatchError(_mismatch_message(latest, e)) from None
         return latest

@@ -2,7 +2,7 @@
 TensorBoard scalars (model_dir/train) and the model FLOPs utilisation (MFU).
 
 The log line (README.md documents it; keep its format):
-  [train] step 7/20 [=======>............] 35% | loss 6.1234 ... | lr 1.00e-03 | 3.2 steps/s 51 ex/s MFU 1.2% | ETA 0:00:04
+  [train] step 7/20 [=======>............] 35% | loss 6.1234 ... | lr 1.00e-03 | 3.2 steps/s 51 ex/s MFU 1.2% | mixed_bfloat16 | ETA 0:00:04
 """
 
 from __future__ import annotations
@@ -24,12 +24,13 @@ def progress_bar(step: int, total: int, width: int = 20) -> str:
     return "[" + "=" * filled + head + "." * (width - filled - len(head)) + "]"
 
 
-def measure_peak_flops(mixed_precision: Optional[str]) -> float:
+def measure_peak_flops(precision: str) -> float:
     """FLOP/s of a large square matmul on the first device (the MFU denominator), in the
-    compute dtype of the run."""
+    compute dtype of the run's precision (train.precision)."""
     import tensorflow as tf
 
-    dtype = {"mixed_bfloat16": tf.bfloat16, "mixed_float16": tf.float16}.get(mixed_precision or "", tf.float32)
+    dtype = {"float32": tf.float32, "mixed_bfloat16": tf.bfloat16,
+             "mixed_float16": tf.float16}[precision]
     gpu = bool(tf.config.list_logical_devices("GPU"))
     n = 8192 if gpu else 2048
     with tf.device("/GPU:0" if gpu else "/CPU:0"):
@@ -54,7 +55,7 @@ def flops_per_token(model) -> float:
 
 
 def log_line(step: int, total: int, *, means: Dict[str, float], lr: float, rate: float,
-             global_batch_size: int, mfu: Optional[float]) -> str:
+             global_batch_size: int, mfu: Optional[float], precision: str) -> str:
     """The README's log line (see the module docstring)."""
     shown = " ".join(f"{k} {v:.4f}" for k, v in means.items() if k != "tokens")
     eta = (total - step) / max(rate, 1e-9)
@@ -62,7 +63,7 @@ def log_line(step: int, total: int, *, means: Dict[str, float], lr: float, rate:
             f"{100 * step / total:.0f}% | {shown} | lr {lr:.2e} | {rate:.1f} steps/s "
             f"{rate * global_batch_size:.0f} ex/s"
             + (f" MFU {100 * mfu:.1f}%" if mfu is not None else "")
-            + f" | ETA {format_eta(eta)}")
+            + f" | {precision} | ETA {format_eta(eta)}")
 
 
 class Progress:
@@ -71,12 +72,14 @@ class Progress:
 
     `shares` = replicas x accumulation steps: a step's "tokens" metric is per micro-batch and
     replica, so tokens/s scales by it. first/last: the first and newest windows' means.
+    `precision` (train.precision) is named on every line: it sets the MFU's peak.
     """
 
     def __init__(self, writer, *, train_steps: int, log_every: int, global_batch_size: int,
-                 shares: int, flops_per_token: float, peak_flops: float, clock=time.time):
+                 shares: int, flops_per_token: float, peak_flops: float, precision: str,
+                 clock=time.time):
         self.writer, self.train_steps, self.log_every = writer, train_steps, log_every
-        self.global_batch_size, self.shares = global_batch_size, shares
+        self.global_batch_size, self.shares, self.precision = global_batch_size, shares, precision
         self.flops_per_token, self.peak_flops, self.clock = flops_per_token, peak_flops, clock
         self.first: Optional[Dict[str, float]] = None
         self.last: Dict[str, float] = {}
@@ -98,7 +101,8 @@ class Progress:
         lr = float(lr_fn())  # the schedule at the current iteration
         self._scalars(step, means=means, lr=lr, rate=rate)
         line = log_line(step, self.train_steps, means=means, lr=lr, rate=rate,
-                        global_batch_size=self.global_batch_size, mfu=self.mfu)
+                        global_batch_size=self.global_batch_size, mfu=self.mfu,
+                        precision=self.precision)
         print(line, flush=True)
         self._start, self._steps, self._sums = now, 0, {}
         return line

@@ -58,10 +58,15 @@ class FineTuning:
     unfreeze_every: Optional[int]
 
 
+# train.precision's values: Keras dtype policies. The mixed ones compute in the half type and
+# keep every variable (so every checkpoint) in float32; mixed_float16 also scales the loss.
+PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+
+
 @dataclasses.dataclass(frozen=True)
 class Hardware:
-    """How the step runs on the devices: the Keras dtype policy, XLA, and the peak FLOP/s
-    the MFU divides by (None: measured at start)."""
-    mixed_precision: Optional[str]
+    """How the step runs on the devices: the precision (one of PRECISIONS), XLA, and the peak
+    FLOP/s the MFU divides by (None: measured at start)."""
+    precision: str
     jit_compile: bool
     peak_flops: Optional[float]

@@ -8,10 +8,9 @@ import os
 import posixpath
 import socket
 import uuid
-from typing import Optional
 
 from garden.tasks.base import ConfigError
-from garden.training.settings import FineTuning, Loop, Optimization
+from garden.training.settings import PRECISIONS, FineTuning, Loop, Optimization
 
 
 def check_arguments(loop: Loop, replicas: int) -> None:
@@ -56,14 +55,29 @@ def check_writable(model_dir: str) -> None:
         raise PermissionError(f"model_dir {model_dir} is not writable: {e}") from e
 
 
+def check_precision(precision, strategy) -> None:
+    """train.precision names one of PRECISIONS; mixed_float16 runs on accelerators only."""
+    from garden import distribute
+
+    if precision not in PRECISIONS:
+        raise ConfigError(f"train.precision must be one of "
+                          f"{', '.join(repr(p) for p in PRECISIONS)}; got {precision!r}")
+    if precision == "mixed_float16" and distribute.uses_only_cpus(strategy):
+        # CPUs have no float16 matmul worth its loss scaling; oneDNN runs bfloat16 natively
+        # on recent x86 CPUs.
+        raise ConfigError(f"train.precision = 'mixed_float16' needs GPUs, and this run's "
+                          f"{type(strategy).__name__} has CPU devices only; on CPUs use "
+                          f"'mixed_bfloat16' or 'float32'")
+
+
 @contextlib.contextmanager
-def dtype_policy(name: Optional[str]):
-    """Sets Keras' (process-global) dtype policy for the run and restores it afterwards."""
+def dtype_policy(precision: str):
+    """Sets Keras' (process-global) dtype policy to `precision` for the run and restores the
+    previous one afterwards."""
     import keras
 
     previous = keras.mixed_precision.global_policy()
-    if name:
-        keras.mixed_precision.set_global_policy(name)
+    keras.mixed_precision.set_global_policy(precision)
     try:
         yield
     finally:
@@ -71,7 +85,7 @@ def dtype_policy(name: Optional[str]):
 
 
 def build_optimizer(model, objects, *, train_steps: int, optimization: Optimization,
-                    fine_tuning: FineTuning, mixed_precision: Optional[str]):
+                    fine_tuning: FineTuning, precision: str):
     """The configured optimizer (LossScaleOptimizer-wrapped for mixed_float16), built on the
     model's trainable variables; layer-wise decay and gradual unfreezing take their depths
     from objects["backbone"]'s layer groups (switch_groups)."""
@@ -83,7 +97,7 @@ def build_optimizer(model, objects, *, train_steps: int, optimization: Optimizat
     opt = create_optimizer(train_steps=train_steps, layer_decay=fine_tuning.layer_decay,
                            layer_groups=groups, unfreeze_every=fine_tuning.unfreeze_every,
                            **optimization.optimizer_arguments())
-    if mixed_precision == "mixed_float16":
+    if precision == "mixed_float16":
         opt = keras.optimizers.LossScaleOptimizer(opt)
     opt.build(model.trainable_variables)
     return opt

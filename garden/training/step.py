@@ -114,6 +114,13 @@ def make_train_step(strategy, task, model, opt, gradient_accumulation_steps: int
         if factor is not None:
             grads = [g * tf.cast(factor, g.dtype) for g in grads]
         opt.apply_gradients(zip(grads, variables))
+        if loss_scaled:
+            # The LossScaleOptimizer skips a step whose scaled gradient overflowed (and halves
+            # the scale) without counting it; counted here, the iteration count stays the
+            # number of steps taken, which resume, the data position and the checkpoint
+            # numbers read.
+            skipped = tf.logical_not(opt.check_finite(grads))
+            opt.iterations.assign_add(tf.cast(skipped, opt.iterations.dtype))
         metrics = dict(metrics)
         metrics["grad_norm"] = grad_norm / scale
         return metrics

@@ -270,7 +270,7 @@ def test_language_models_unfreeze_from_their_top_group(preset):
 
     lm = factory.generative_lm(default_vocab_size=64, preset=preset)
     opt = build_optimizer(lm, {"model": lm, "backbone": lm.backbone}, train_steps=10,
-                          optimization=_ADAMW, mixed_precision=None,
+                          optimization=_ADAMW, precision="float32",
                           fine_tuning=FineTuning(layer_decay=0.5, unfreeze_every=3))
     first = {_label(v.path): opt.first_step(v) for v in lm.trainable_variables}
     starting = sorted(label for label, step in first.items() if step == 0)
@@ -288,7 +288,7 @@ def test_the_trainer_refuses_the_optimizer_switches_where_they_do_nothing(tmp_pa
     from garden.training.settings import FineTuning
     from garden.training.setup import ConfigError, build_optimizer
 
-    args = dict(train_steps=10, optimization=_ADAMW, mixed_precision=None)
+    args = dict(train_steps=10, optimization=_ADAMW, precision="float32")
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
     with pytest.raises(ConfigError, match=r"train.layer_decay needs a task whose model has a "
                                           r"backbone"):

@@ -336,48 +336,6 @@ def test_curves_renders_the_curves_of_a_run(evaluated_run, tmp_path, capsys):
     assert "no TensorBoard event files" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("policy,compute_dtype", [("mixed_bfloat16", "bfloat16"),
-                                                  ("mixed_float16", "float16")])
-def test_mixed_precision_computes_in_its_dtype_and_restores_the_policy(
-        bert_data, tmp_path, monkeypatch, policy, compute_dtype):
-    import keras
-    import numpy as np
-    import tensorflow as tf
-
-    from garden.tasks.pretraining import Pretraining
-    from testing import TrainingProbe
-
-    probe = TrainingProbe(monkeypatch, Pretraining)
-    args = _pretrain_args(bert_data, tmp_path, 4, f"--gin_param=train.mixed_precision='{policy}'",
-                          "--strategy=one_device", "--gin_param=train.log_every=2",
-                          "--gin_param=train.peak_flops=1e12")  # no float16 matmul timing
-    assert train_lib.main(args) == 0
-    # The Transformer blocks' outputs in the run's steps had the policy's compute dtype (a
-    # model built before the policy, or a policy never set, computes in float32).
-    assert probe.activation_dtypes == {compute_dtype}
-    assert int(probe.calls.numpy()) == 4
-    metrics = read_summary(tmp_path)["last_logged_metrics"]
-    assert 0 < metrics["loss"] < 20
-    assert keras.mixed_precision.global_policy().name == "float32"
-    # Weights stay float32 in the checkpoint (variables are float32 under mixed policies).
-    ckpt = tf.train.latest_checkpoint(str(tmp_path / "checkpoints"))
-    reader = tf.train.load_checkpoint(ckpt)
-    dtypes = reader.get_variable_to_dtype_map()
-    assert not [n for n, d in dtypes.items() if d in (tf.bfloat16, tf.float16)]
-    # float16 needs loss scaling (bfloat16 has float32's range and none): the checkpoint
-    # holds the LossScaleOptimizer's state. It starts at 2^15 and halves at each step whose
-    # scaled gradient overflows; step_counter counts the finite steps since the last halving.
-    scale_name = "optimizer/dynamic_scale/.ATTRIBUTES/VARIABLE_VALUE"
-    counter_name = "optimizer/step_counter/.ATTRIBUTES/VARIABLE_VALUE"
-    if policy == "mixed_float16":
-        assert scale_name in dtypes and counter_name in dtypes, "no loss-scale state saved"
-        halvings = 15 - np.log2(reader.get_tensor(scale_name))
-        assert halvings in range(5), reader.get_tensor(scale_name)
-        assert 1 <= halvings + reader.get_tensor(counter_name) <= 4
-    else:
-        assert scale_name not in dtypes and counter_name not in dtypes
-
-
 def test_xla_on_one_cpu_device_trains_and_lowers_the_loss(bert_data, tmp_path, capsys):
     # jit_compile defaults to off on CPUs; forced on, the per-replica gradient computation is
     # one XLA cluster on the CPU device and must still learn.
@@ -389,7 +347,7 @@ def test_xla_on_one_cpu_device_trains_and_lowers_the_loss(bert_data, tmp_path, c
                                        "--gin_param=train.peak_flops=1e12"))
     assert rc == 0
     out = capsys.readouterr().out
-    assert "on 1 replica(s) (OneDeviceStrategy), XLA on" in out
+    assert "on 1 replica(s) (OneDeviceStrategy), float32, XLA on" in out
     summary = read_summary(model_dir)
     first, last = summary["first_logged_metrics"], summary["last_logged_metrics"]
     # Means over steps 1-10 and 31-40: MLM starts near ln(2000) = 7.6.

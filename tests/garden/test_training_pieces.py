@@ -24,12 +24,13 @@ def test_eta_is_hours_minutes_seconds():
 
 def test_log_line_keeps_the_readme_format():
     line = progress.log_line(7, 20, means={"loss": 6.1234567, "tokens": 99.0}, lr=1e-3, rate=3.25,
-                             global_batch_size=16, mfu=0.0123)
+                             global_batch_size=16, mfu=0.0123, precision="mixed_bfloat16")
     assert line == ("[train] step 7/20 [=======>............] 35% | loss 6.1235 | lr 1.00e-03 | "
-                    "3.2 steps/s 52 ex/s MFU 1.2% | ETA 0:00:04")
+                    "3.2 steps/s 52 ex/s MFU 1.2% | mixed_bfloat16 | ETA 0:00:04")
     # Without a token count there is no MFU.
-    assert " MFU " not in progress.log_line(1, 2, means={"loss": 1.0}, lr=1e-3, rate=1.0,
-                                            global_batch_size=8, mfu=None)
+    line = progress.log_line(1, 2, means={"loss": 1.0}, lr=1e-3, rate=1.0, global_batch_size=8,
+                             mfu=None, precision="float32")
+    assert " MFU " not in line and "ex/s | float32 | ETA" in line
 
 
 class _Clock:
@@ -46,7 +47,7 @@ def test_progress_logs_window_means_every_log_every_steps_and_at_the_end(capsys)
     clock = _Clock()
     p = progress.Progress(tf.summary.create_noop_writer(), train_steps=5, log_every=2,
                           global_batch_size=8, shares=2, flops_per_token=10.0, peak_flops=1e3,
-                          clock=clock)
+                          precision="float32", clock=clock)
     lines = []
     for step, loss in enumerate([4.0, 2.0, 1.0, 3.0, 5.0], start=1):
         clock.now += 0.5  # 2 steps/s
