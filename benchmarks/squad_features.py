@@ -1,4 +1,4 @@
-"""SQuAD feature creation: `make_finetune --task=squad` against Model Garden's
+"""SQuAD feature creation: `make_finetune --task=question_answering` against Model Garden's
 `official.nlp.data.create_finetuning_data --fine_tuning_task_type=squad`.
 
 Both tools get the same SQuAD v1.1 JSON file and the same WordPiece vocabulary, with BERT's
@@ -90,8 +90,9 @@ def model_garden_cmd(squad_file: str, vocab: str, out_dir: str) -> List[str]:
 
 def ours_cmd(squad_file: str, vocab: str, out_dir: str, workers: int) -> List[str]:
     mode = "in_memory" if workers == 1 else "multi_processing"
-    return [sys.executable, "-m", "data_pipelines.make_finetune", "--task=squad", f"--input={squad_file}",
-            f"--vocab={vocab}", f"--output_dir={out_dir}", f"--max_seq_length={MAX_SEQ_LENGTH}",
+    return [sys.executable, "-m", "data_pipelines.make_finetune", "--task=question_answering",
+            f"--input={squad_file}", f"--vocab={vocab}", f"--output_dir={out_dir}",
+            f"--max_seq_length={MAX_SEQ_LENGTH}",
             f"--doc_stride={DOC_STRIDE}", f"--max_query_length={MAX_QUERY_LENGTH}", "--do_lower_case=true",
             "--num_shards=1", "--progress_seconds=0", f"--direct_num_workers={workers}",
             f"--direct_running_mode={mode}"]

@@ -1,6 +1,6 @@
 """Fine-tuning TFRecords with Apache Beam: `python -m data_pipelines.make_finetune --task=KIND`.
 
-Kinds (text/finetune/, docs/tasks.md): squad (SQuAD v1.1 / v2.0 JSON -> one record
+Kinds (text/finetune/, docs/tasks.md): question_answering (SQuAD v1.1 / v2.0 JSON -> one record
 per context window: doc_stride, max_query_length, max-context flags, answers re-aligned to
 pieces), tagging (CoNLL-2003 -> first-sub-token labels). `--task=KIND --help` lists a kind's own
 flags and their defaults. Input (--input): a glob of the kind's files (local or gs://), or

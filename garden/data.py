@@ -14,7 +14,7 @@ from typing import List, Optional
 
 import tensorflow as tf
 
-from text import features
+from text import features, kinds
 
 
 class DataDirError(ValueError):
@@ -51,8 +51,11 @@ def open_data_dir(path: str, *, objective: str, split: str = "train",
     except (tf.errors.NotFoundError, json.JSONDecodeError) as e:
         raise DataDirError(f"{info_path} is missing or not valid JSON: {e}") from e
     if info.get("objective") != objective:
+        retired = kinds.renamed(f"--task={info.get('objective')}")  # made by make_finetune
         raise DataDirError(f"{path} holds data for objective {info.get('objective')!r}, "
-                           f"but the config trains {objective!r}")
+                           f"but the config trains {objective!r}"
+                           + (f" (make_finetune {retired}: make the directory again)"
+                              if retired else ""))
     if vocab_fingerprint is not None and info.get("vocab_fingerprint") != vocab_fingerprint:
         raise DataDirError(
             f"{path} was tokenized with vocabulary {info.get('vocab')} "

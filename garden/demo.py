@@ -18,7 +18,8 @@ seconds and each fine-tuned model's metric against its trivial baseline.
                                     module ?" relations + unanswerable) and CoNLL (keywords,
                                     modules, code names)
   8. data_pipelines.make_finetune    windowed SQuAD features (Apache Beam)
-  9. garden.train qa_tiny            extractive QA fine-tuning from the pretraining checkpoint,
+  9. garden.train question_answering_tiny
+                                    extractive QA fine-tuning from the pretraining checkpoint,
                                     null threshold tuned on held-out training paragraphs
  10. garden.train tagging_tiny       token tagging fine-tuning
  11. garden.serve                    the three exports behind TensorFlow Serving's REST and gRPC
@@ -190,7 +191,7 @@ def _data_steps(args, p: Dict[str, str], py: str, run, together) -> List[Step]:
         "--max_seq_length=128", "--max_predictions_per_seq=20",
         f"--dupe_factor={args.dupe_factor}", "--num_shards=4"])))
     squad_step = Step("8/11 SQuAD windows (Beam)", [
-        py, "-m", "data_pipelines.make_finetune", "--task=squad",
+        py, "-m", "data_pipelines.make_finetune", "--task=question_answering",
         f"--input={p['squad']}/train-v2.0.json", f"--output_dir={p['qa_records']}",
         f"--vocab={p['vocab']}", "--max_seq_length=128", "--doc_stride=64",
         "--max_query_length=32", "--num_shards=2"])
@@ -219,7 +220,8 @@ def _finetune_steps(args, p: Dict[str, str], py: str) -> List[Step]:
                  p["classifier"], args.finetune_steps,
                  f"--gin_param=TRAIN_FILE='{p['task']}/train.tsv'",
                  f"--gin_param=EVAL_FILE='{p['task']}/dev.tsv'"),
-        finetune("9/11 fine-tune extractive QA + export", "qa_tiny.gin", p["qa"], args.qa_steps,
+        finetune("9/11 fine-tune extractive QA + export", "question_answering_tiny.gin", p["qa"],
+                 args.qa_steps,
                  f"--gin_param=TRAIN_FILE='{p['squad']}/train-v2.0.json'",
                  f"--gin_param=TRAIN_RECORDS='{p['qa_records']}'",
                  f"--gin_param=EVAL_FILE='{p['squad']}/dev-v2.0.json'"),

@@ -4,8 +4,8 @@ that has imported TensorFlow once, tests/tool_forks.py; TOOL_FORKS=0 starts a fr
 for every run instead).
 
 Tools: data_pipelines.make_vocab, data_pipelines.make_pretrain, data_pipelines.sample_corpus,
-data_pipelines.make_finetune (--task=squad|conll), data_pipelines.sample_tasks, garden.train (the
-pretraining and fine-tuning tasks), garden.export, garden.convert, garden.serve,
+data_pipelines.make_finetune (--task=question_answering|tagging), data_pipelines.sample_tasks,
+garden.train (the pretraining and fine-tuning tasks), garden.export, garden.convert, garden.serve,
 garden.extract_features, garden.generate, garden.fewshot, garden.analyze, garden.bertology.int8,
 garden.export_features, garden.models.cove.sample_pairs (TOOLS; a new tool is added there and
 gets rows).
@@ -364,11 +364,11 @@ _CONLL = ("-DOCSTART- -X- -X- O\n\nthe DT B-NP O\ncat NN I-NP B-MISC\nsat VBD B-
 def finetune_cli(c: Ctx, task: str, text: Optional[str] = None, *extra, input=None, vocab=None,
                  output_dir=None) -> List[str]:
     """make_finetune arguments for --task=task on a file holding `text` (or `input`)."""
-    name = {"squad": "train.json", "tagging": "train.txt"}[task]
+    name = {"question_answering": "train.json", "tagging": "train.txt"}[task]
     return [f"--task={task}", f"--input={input or c.write(name, text)}",
             f"--output_dir={output_dir or c.dir / 'out'}", f"--vocab={vocab or c.data.vocab}",
             "--num_shards=1", "--max_seq_length=64",
-            *(["--max_query_length=16", "--doc_stride=16"] if task == "squad" else []), *extra]
+            *(["--max_query_length=16", "--doc_stride=16"] if task == "question_answering" else []), *extra]
 
 
 def _finetune_locked(c: Ctx) -> List[str]:
@@ -496,18 +496,18 @@ CASES = [
          "error", r"--output_dir=gs://garden-test-bucket/out needs Google Cloud credentials.*gcloud auth",
          env=_no_credentials),
     # --- make_finetune
-    Case("finetune-squad-invalid-json", MF, lambda c: finetune_cli(c, "squad", _squad()[:-20]),
+    Case("finetune-squad-invalid-json", MF, lambda c: finetune_cli(c, "question_answering", _squad()[:-20]),
          "error", r"train\.json:\d+: invalid JSON"),
-    Case("finetune-squad-answer-start-off", MF, lambda c: finetune_cli(c, "squad", _squad(_qa(start=9))),
+    Case("finetune-squad-answer-start-off", MF, lambda c: finetune_cli(c, "question_answering", _squad(_qa(start=9))),
          "error", r"train\.json: data\[0\]\.paragraphs\[0\]\.qas\[0\]\.answers\[0\]: answer_start 9 does not "
                   r"point at 'on the mat'"),
-    Case("finetune-squad-duplicate-id", MF, lambda c: finetune_cli(c, "squad", _squad(_qa(), _qa())),
+    Case("finetune-squad-duplicate-id", MF, lambda c: finetune_cli(c, "question_answering", _squad(_qa(), _qa())),
          "error", r"train\.json: data\[0\]\.paragraphs\[0\]\.qas\[1\]: duplicate id 'q1'"),
-    Case("finetune-squad-id-not-a-string", MF, lambda c: finetune_cli(c, "squad", _squad(_qa(qas_id=7))),
+    Case("finetune-squad-id-not-a-string", MF, lambda c: finetune_cli(c, "question_answering", _squad(_qa(qas_id=7))),
          "error", r"qas\[0\]\.id must be a string, got int 7"),
-    Case("finetune-squad-answer-start-a-string", MF, lambda c: finetune_cli(c, "squad", _squad(_qa(start="12"))),
+    Case("finetune-squad-answer-start-a-string", MF, lambda c: finetune_cli(c, "question_answering", _squad(_qa(start="12"))),
          "error", r"answers\[0\]\.answer_start must be an integer, got '12'"),
-    Case("finetune-squad-zero-questions", MF, lambda c: finetune_cli(c, "squad", '{"version": "v2.0", "data": []}'),
+    Case("finetune-squad-zero-questions", MF, lambda c: finetune_cli(c, "question_answering", '{"version": "v2.0", "data": []}'),
          "error", r"the input gave 0 instances \(sources read 1, examples read 0.*\S+/out is not marked COMPLETED",
          slow=True),
     Case("finetune-conll-wrong-column-count", MF, lambda c: finetune_cli(
@@ -640,7 +640,7 @@ CASES = [
         f"EVAL_DATA='{c.write('dev.txt', _CONLL)}'"),
         "error", r"train\.txt:5: expected 4 columns"),
     Case("train-qa-squad-answer-start-off", GT, lambda c: task_train_args(
-        c, "qa_tiny.gin", f"TRAIN_FILE='{c.write('train.json', _squad(_qa(start=3)))}'", "TRAIN_RECORDS=None",
+        c, "question_answering_tiny.gin", f"TRAIN_FILE='{c.write('train.json', _squad(_qa(start=3)))}'", "TRAIN_RECORDS=None",
         f"EVAL_FILE='{c.write('dev.json', _squad())}'"),
         "error", r"train\.json: data\[0\]\.paragraphs\[0\]\.qas\[0\]\.answers\[0\]: answer_start 3"),
     Case("train-multiple-choice-short-row", GT, lambda c: task_train_args(

@@ -2,10 +2,11 @@
 
 README.md, BUILD.md, benchmarks/README.md and every docs/*.md are read line by line; a
 path-like citation whose first component is a top-level directory of the repository
-(`garden/tasks/pretraining/bart.py`, `data_pipelines/objectives/`, `configs/finetune/qa_tiny.gin`,
-`tests/...`) must name a file or directory of the tree. Skipped: templates and globs (a path
-holding `<`, `*`, `{` or `...`), and paths under demo_out/ or .venv/ (outputs and the
-environment, never tracked). A failure names file:line and the missing path.
+(`garden/tasks/pretraining/bart.py`, `data_pipelines/objectives/`,
+`configs/finetune/question_answering_tiny.gin`, `tests/...`) must name a file or directory of the
+tree. Skipped: templates and globs (a path holding `<`, `*`, `{` or `...`), and paths under
+demo_out/ or .venv/ (outputs and the environment, never tracked). A failure names file:line and the
+missing path.
 
 tests/test_docs_and_installs.py checks the .md files cited anywhere and the doc sections cited
 by number or title; this file checks the other paths the documents cite.

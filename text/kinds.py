@@ -51,6 +51,13 @@ RENAMED: Dict[str, str] = {
     "garden.TokenTagging": "garden.Tagging",
     # python -m data_pipelines.make_finetune --task (and the `task` its output directory records)
     "--task=conll": "--task=tagging",
+    "--task=squad": "--task=question_answering",
+    # Config files, named after the kind (by file name: a path names them wherever it starts)
+    "finetune_qa.gin": "configs/runs/finetune_question_answering.gin",
+    "qa_base.gin": "configs/finetune/question_answering_base.gin",
+    "qa_tiny.gin": "configs/finetune/question_answering_tiny.gin",
+    "qa_xlnet_base.gin": "configs/finetune/question_answering_xlnet_base.gin",
+    "qa_xlnet_tiny.gin": "configs/finetune/question_answering_xlnet_tiny.gin",
     # garden.train's parameters (gin names the binding line, train.<old> = ..., in its error).
     "train.mixed_precision":
         "train.precision = 'float32' | 'mixed_bfloat16' | 'mixed_float16' (or --precision)",

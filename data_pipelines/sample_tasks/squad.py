@@ -1,7 +1,7 @@
 """The extractive QA sample task: SQuAD v2.0 JSON made from the sample corpus.
 
 ``write(documents, output_dir)`` writes ``train-v2.0.json`` and ``dev-v2.0.json`` (the official
-layout, text/finetune/squad.py reads them) and returns {"files", "counts",
+layout, text/finetune/question_answering.py reads them) and returns {"files", "counts",
 "baseline"}. documents: (name, [sentence, ...]) as data_pipelines.sample_corpus gives them.
 
 How it is made (deterministic: sha256 of names, never hash() or set order):

@@ -8,7 +8,7 @@ question, or an answer outside the window, points both at position 0 ([CLS]).
 
 `decode` turns the logits of an example's windows into its answer with the rules of the
 original run_squad.py (write_predictions), on the SQuAD window records of
-text.finetune.squad (docs/tasks.md):
+text.finetune.question_answering (docs/tasks.md):
 - candidates: the top n_best (20) start positions x the top n_best end positions of each window
   (ties: the lower position first), kept when both are context tokens (context_char_start
   >= 0), the start is in its max-context window (token_is_max_context), end >= start and
@@ -19,7 +19,8 @@ text.finetune.squad (docs/tasks.md):
 - v2 null score = min over windows of start[0] + end[0] ([CLS]); the answer is "" (start =
   end = -1) when null - best > null_threshold, or when no candidate is left. A v1.1 model has
   null_threshold = +inf.
-garden/serving/qa.py runs the same rules inside the exported graph (tests compare the two).
+garden/serving/question_answering.py runs the same rules inside the exported graph (tests compare
+the two).
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ def span_loss(start_logits, end_logits, start_positions, end_positions):
 
 
 # ------------------------------------------------------------------------------------------
-# Decoding (NumPy; garden/serving/qa.py is the in-graph twin)
+# Decoding (NumPy; garden/serving/question_answering.py is the in-graph twin)
 
 
 @dataclasses.dataclass
@@ -133,7 +134,7 @@ def decode(context: str, windows: Sequence[Dict[str, np.ndarray]],
     """The answer of one example from its windows, in window order.
 
     Each window: start_logits, end_logits float [T], token_is_max_context, context_char_start,
-    context_char_end int [T] (the record fields of text.finetune.squad).
+    context_char_end int [T] (the record fields of text.finetune.question_answering).
     """
     best = None  # (score, start char, end char)
     null_score = math.inf

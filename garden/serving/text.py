@@ -25,8 +25,8 @@ position; the garden keeps right padding for "xlnet" too, and XLNetBackbone's po
 the last REAL position instead (the <cls>). XLNet has only relative positions (and relative
 segments), and padding keys are blocked for every query, so the real tokens' states are the
 same either way; right padding keeps one packing path for every layout: tf_text's
-pad_model_inputs here and in the QA windows (garden.serving.qa), numpy row writes in
-text.finetune.squad, and the same answer positions / context offsets at the front
+pad_model_inputs here and in the QA windows (garden.serving.question_answering), numpy row writes in
+text.finetune.question_answering, and the same answer positions / context offsets at the front
 of a window. (Hugging Face pads token_type_ids with 3, pad_token_type_id; padding is never
 attended to, so the garden pads them with 0 as in the other layouts.)
 

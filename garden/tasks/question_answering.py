@@ -1,13 +1,13 @@
 """Extractive question answering (SQuAD v1.1 / v2.0) as a task of the shared trainer.
 
 Data (docs/tasks.md, "Extractive question answering"):
-- train_file: the training SQuAD JSON (text.finetune.squad.read_examples). Its
+- train_file: the training SQuAD JSON (text.finetune.question_answering.read_examples). Its
   windows are made in this process with example_features (small tasks), or read from
-  `train_records`, a `python -m data_pipelines.make_finetune --task=squad` output directory
-  made from that same file (COMPLETED, info.json's window options and vocabulary checked;
-  parsed with text.finetune.squad.parse_record).
-- eval_file: a SQuAD JSON scored with the official metric (garden.metrics.squad: EM / F1,
-  v2.0 HasAns / NoAns) through garden.models.question_answering.decode (n_best starts x ends,
+  `train_records`, a `python -m data_pipelines.make_finetune --task=question_answering` output
+  directory made from that same file (COMPLETED, info.json's window options and vocabulary checked;
+  parsed with text.finetune.question_answering.parse_record).
+- eval_file: a SQuAD JSON scored with the official metric (garden.metrics.question_answering: EM /
+  F1, v2.0 HasAns / NoAns) through garden.models.question_answering.decode (n_best starts x ends,
   max_answer_length, max-context, null threshold).
 
 The v2.0 null threshold ("" when null score - best score > threshold) is tuned with the
@@ -21,8 +21,8 @@ and metadata. A file without unanswerable questions is v1.1: no threshold (+inf)
 Model: garden.models.question_answering.SpanExtractor (sequence output -> dense(2)), loss the
 mean of the start and end cross-entropies; fine-tuned from a pretraining checkpoint like
 Classification (`init_checkpoint`, `init_checkpoint_object`). Served by
-garden.serving.qa.QuestionAnsweringServing (raw question + context in, answer text and its
-character offsets out).
+garden.serving.question_answering.QuestionAnsweringServing (raw question + context in, answer text
+and its character offsets out).
 """
 
 from __future__ import annotations
@@ -35,18 +35,20 @@ from typing import Callable, Dict, List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from text.finetune import FinetuneDataError, squad
+from text.finetune import FinetuneDataError
+from text.finetune.question_answering import (NAME, SquadExample, SquadOptions, examples_features,
+                                              parse_record, read_examples)
 from garden import data
 from garden.data import DataDirError, open_data_dir
-from garden.metrics import squad as squad_metrics
+from garden.metrics.question_answering import gold_from_examples, squad_v1, squad_v2
 from garden.models.question_answering import (MAX_ANSWER_LENGTH, N_BEST, SpanExtractor,
                                               decode_all, span_loss)
-from garden.serving.qa import QuestionAnsweringServing
+from garden.serving.question_answering import QuestionAnsweringServing
 from garden.tasks.base import Stage
 from garden.tasks.finetuning import EncoderFinetuning
 
 
-def paragraph_numbers(examples: Sequence[squad.SquadExample]) -> np.ndarray:
+def paragraph_numbers(examples: Sequence[SquadExample]) -> np.ndarray:
     """The paragraph of each example (consecutive questions on one context share one)."""
     out, number, last = [], -1, None
     for e in examples:
@@ -70,7 +72,8 @@ class QuestionAnswering(EncoderFinetuning):
     init_checkpoint_object, export_base, model_name ("qa"):
     garden.tasks.finetuning.EncoderFinetuning; the span head has no dropout of its own), and:
         train_file, eval_file: SQuAD v1.1 / v2.0 JSON files.
-        train_records: optional make_finetune --task=squad output directory of train_file.
+        train_records: optional make_finetune --task=question_answering output directory of
+            train_file.
         max_seq_length, doc_stride, max_query_length: the windows (384 / 128 / 64; doc_stride
             is the step between window starts).
         n_best, max_answer_length: decoding (20, 30).
@@ -109,10 +112,10 @@ class QuestionAnswering(EncoderFinetuning):
     # -- before anything is built ---------------------------------------------------------
     def prepare(self) -> None:
         packer = self.check_text()
-        self.options = squad.SquadOptions(self.max_seq_length, self.doc_stride,
-                                          self.max_query_length, packer.layout)
-        self.train_examples = squad.read_examples(self.train_file)
-        self.eval_examples = squad.read_examples(self.eval_file)
+        self.options = SquadOptions(self.max_seq_length, self.doc_stride,
+                                    self.max_query_length, packer.layout)
+        self.train_examples = read_examples(self.train_file)
+        self.eval_examples = read_examples(self.eval_file)
         self.version_2 = any(e.is_impossible for e in self.train_examples)
         paragraphs = paragraph_numbers(self.train_examples)
         if self.version_2 and self.fixed_threshold is None:
@@ -139,7 +142,7 @@ class QuestionAnswering(EncoderFinetuning):
     def _featurize(self, examples, path: str) -> Dict[str, np.ndarray]:
         """The windows of `examples` (example_index = position in `examples`)."""
         skipped = []
-        per_example = squad.examples_features(
+        per_example = examples_features(
             examples, self.load_text_tokenizer(), self.options,
             on_error=lambda i, e: skipped.append(f"{e}"))
         if skipped:
@@ -148,9 +151,9 @@ class QuestionAnswering(EncoderFinetuning):
         return stack([r for rows in per_example for r in rows])
 
     def _open_records(self, path: str, packer) -> List[str]:
-        """The shards of a make_finetune --task=squad directory, checked against this task:
-        COMPLETED, the vocabulary, the window options and the number of questions read."""
-        ddir = open_data_dir(path, objective="squad", vocab_fingerprint=packer.fingerprint,
+        """The shards of a make_finetune --task=question_answering directory, checked against this
+        task: COMPLETED, the vocabulary, the window options and the number of questions read."""
+        ddir = open_data_dir(path, objective=NAME, vocab_fingerprint=packer.fingerprint,
                              max_seq_length=self.max_seq_length)
         made = ddir.info.get("options") or {}
         for key in ("doc_stride", "max_query_length", "layout"):
@@ -180,7 +183,7 @@ class QuestionAnswering(EncoderFinetuning):
         if self.train_records:
             ds = tf.data.TFRecordDataset(self._records, compression_type=(
                 "GZIP" if self._records[0].endswith(".gz") else ""))
-            ds = ds.map(lambda x: squad.parse_record(x, self.options))
+            ds = ds.map(lambda x: parse_record(x, self.options))
         else:
             windows = self._featurize(self.train_examples, self.train_file)
             ds = tf.data.Dataset.from_tensor_slices(windows)
@@ -243,7 +246,7 @@ class QuestionAnswering(EncoderFinetuning):
             found = self.answers(model, self.holdout_examples, self._holdout_windows, math.inf)
             predictions = {e.qas_id: a.best_text for e, a in zip(self.holdout_examples, found)}
             na_probs = {e.qas_id: a.null_diff for e, a in zip(self.holdout_examples, found)}
-            scores = squad_metrics.squad_v2(squad_metrics.gold_from_examples(
+            scores = squad_v2(gold_from_examples(
                 self.holdout_examples), predictions, na_probs)
             self.null_threshold = float(scores["best_f1_thresh"])
             self.threshold_scores = {"holdout_best_f1": scores["best_f1"],
@@ -257,18 +260,18 @@ class QuestionAnswering(EncoderFinetuning):
         found = self.answers(model, self.eval_examples, self._eval_windows, threshold)
         predictions = {e.qas_id: a.text for e, a in zip(self.eval_examples, found)}
         self.last_answers = {e.qas_id: a for e, a in zip(self.eval_examples, found)}
-        gold = squad_metrics.gold_from_examples(self.eval_examples)
+        gold = gold_from_examples(self.eval_examples)
         result = {"eval_questions": len(self.eval_examples)}
         if self.version_2:
-            scores = squad_metrics.squad_v2(gold, predictions)
+            scores = squad_v2(gold, predictions)
             result.update({f"eval_{k}": float(v) for k, v in scores.items()
                            if not k.endswith("total")})
-            result["null_baseline_f1"] = float(squad_metrics.squad_v2(
+            result["null_baseline_f1"] = float(squad_v2(
                 gold, {q: "" for q in gold})["f1"])
             result["null_threshold"] = threshold
             result.update({k: float(v) for k, v in self.threshold_scores.items()})
         else:
-            scores = squad_metrics.squad_v1(gold, predictions)
+            scores = squad_v1(gold, predictions)
             result.update(eval_exact=float(scores["exact_match"]), eval_f1=float(scores["f1"]))
         return result
 

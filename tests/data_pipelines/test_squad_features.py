@@ -1,4 +1,4 @@
-"""SQuAD window features (text/finetune/squad.py): a hand-checked example, equality
+"""SQuAD window features (text/finetune/question_answering.py): a hand-checked example, equality
 with Model Garden's squad_lib (the original run_squad layout), character offsets of non-ASCII
 text, and the three tokenizer kinds."""
 
@@ -11,7 +11,9 @@ import pytest
 import tensorflow as tf
 
 from text import tokenizers
-from text.finetune import FinetuneDataError, squad
+from text.finetune import FinetuneDataError
+from text.finetune.question_answering import (SquadOptions, example_features, examples_features,
+                                              feature_spec, read_examples)
 
 CONTEXT = "The cat sat on the mat. Then a dog ran far away, and the cat slept in the park."
 QUESTION = "Where did the dog run?"
@@ -52,9 +54,9 @@ def hand_file(tmp_path_factory):
 
 def test_hand_checked_windows(hand_file, tokenizer, tiny_vocab):
     vocab = tiny_vocab + EXTRA
-    examples = squad.read_examples(hand_file)
-    options = squad.SquadOptions(max_seq_length=16, doc_stride=4, max_query_length=5)
-    windows = squad.example_features(examples[0], tokenizer, options, example_index=7)
+    examples = read_examples(hand_file)
+    options = SquadOptions(max_seq_length=16, doc_stride=4, max_query_length=5)
+    windows = example_features(examples[0], tokenizer, options, example_index=7)
     # Context pieces: the cat sat on the mat . then a dog ran far away [UNK](,) and the cat
     # slept in the park . = 22; the question "where did the dog [UNK](run) ?" cut to 5 pieces;
     # [CLS] + 5 + [SEP] = 7 before the context, 16 - 7 - 1 = 8 context pieces per window,
@@ -95,16 +97,16 @@ def test_hand_checked_windows(hand_file, tokenizer, tiny_vocab):
     s, e = w2["start_position"], w2["end_position"]
     assert CONTEXT[w2["context_char_start"][s]:w2["context_char_end"][e]] == "far away"
 
-    impossible = squad.example_features(examples[1], tokenizer, options, example_index=8)
+    impossible = example_features(examples[1], tokenizer, options, example_index=8)
     assert len(impossible) == 5
     assert all((w["start_position"], w["end_position"], w["is_impossible"]) == (0, 0, 1) for w in impossible)
 
 
 def test_roberta_layout(hand_file, tokenizer, tiny_vocab):
     vocab = tiny_vocab + EXTRA
-    example = squad.read_examples(hand_file)[0]
-    options = squad.SquadOptions(max_seq_length=17, doc_stride=4, max_query_length=5, layout="roberta")
-    windows = squad.example_features(example, tokenizer, options)
+    example = read_examples(hand_file)[0]
+    options = SquadOptions(max_seq_length=17, doc_stride=4, max_query_length=5, layout="roberta")
+    windows = example_features(example, tokenizer, options)
     first = [vocab[i] for i in windows[0]["token_ids"]]
     # <s> q </s></s> c </s>: 8 pieces before the context, 17 - 8 - 1 = 8 per window again.
     assert first == ["[CLS]", "where", "did", "the", "dog", "[UNK]", "[SEP]", "[SEP]",
@@ -134,9 +136,9 @@ def assert_same_as_model_garden(path, vocab_path, tokenizer, options):
     equal; squad_lib's per-window is_impossible ("this window has no answer") -> our
     start_position == 0 (ours keeps the question's flag)."""
     mg_examples, mg = _model_garden_features(path, vocab_path, options)
-    examples = squad.read_examples(path)
+    examples = read_examples(path)
     assert len(mg_examples) == len(examples)  # squad_lib dropped no example
-    ours = [w for ws in squad.examples_features(examples, tokenizer, options) for w in ws]
+    ours = [w for ws in examples_features(examples, tokenizer, options) for w in ws]
     assert len(ours) == len(mg)
     t = options.max_seq_length
     for a, b in zip(mg, ours):
@@ -155,8 +157,8 @@ def assert_same_as_model_garden(path, vocab_path, tokenizer, options):
 
 
 def test_equal_to_model_garden_on_hand_example(hand_file, vocab_path, tokenizer):
-    for options in (squad.SquadOptions(16, 4, 5), squad.SquadOptions(20, 3, 3),
-                    squad.SquadOptions(40, 128, 64 - 40 + 10)):
+    for options in (SquadOptions(16, 4, 5), SquadOptions(20, 3, 3),
+                    SquadOptions(40, 128, 64 - 40 + 10)):
         ours = assert_same_as_model_garden(hand_file, vocab_path, tokenizer, options)
         assert any(w["start_position"] > 0 for w in ours)
 
@@ -166,8 +168,8 @@ def test_non_ascii_offsets_are_characters(tmp_path, tokenizer):
     context = "the café and 日本 cat sat on the mat ."
     path = squad_json(tmp_path / "u.json", [{"context": context, "qas": [
         qa("u1", "where did the cat sit ?", context, "mat")]}])
-    example = squad.read_examples(path)[0]
-    (w,) = squad.example_features(example, tokenizer, squad.SquadOptions(40, 16, 10))
+    example = read_examples(path)[0]
+    (w,) = example_features(example, tokenizer, SquadOptions(40, 16, 10))
     s, e = w["start_position"], w["end_position"]
     assert s > 0 and s == e
     assert context[w["context_char_start"][s]:w["context_char_end"][e]] == "mat"
@@ -182,32 +184,32 @@ def test_answer_inside_a_piece_and_uncovered_answer(tmp_path, tokenizer):
     path = squad_json(tmp_path / "p.json", [{"context": context, "qas": [
         {"id": "p1", "question": "who sat ?", "answers": [{"text": "cat", "answer_start": 4}]},
         {"id": "p2", "question": "what ?", "answers": [{"text": " ", "answer_start": 3}]}]}])
-    first, blank = squad.read_examples(path)
-    (w,) = squad.example_features(first, tokenizer, squad.SquadOptions(32, 8, 8))
+    first, blank = read_examples(path)
+    (w,) = example_features(first, tokenizer, SquadOptions(32, 8, 8))
     assert (w["start_position"], w["end_position"]) == (6, 6)
     with pytest.raises(FinetuneDataError, match=r"'p2'.*covers no piece"):
-        squad.example_features(blank, tokenizer, squad.SquadOptions(32, 8, 8))
+        example_features(blank, tokenizer, SquadOptions(32, 8, 8))
     errors = []
-    out = squad.examples_features([first, blank], tokenizer, squad.SquadOptions(32, 8, 8),
-                                  on_error=lambda i, e: errors.append(i))
+    out = examples_features([first, blank], tokenizer, SquadOptions(32, 8, 8),
+                            on_error=lambda i, e: errors.append(i))
     assert [len(x) for x in out] == [1, 0] and errors == [1]
 
 
 def test_options_are_checked():
     with pytest.raises(ValueError, match="no room"):
-        squad.SquadOptions(max_seq_length=64, max_query_length=64)
+        SquadOptions(max_seq_length=64, max_query_length=64)
     with pytest.raises(ValueError, match="layout"):
-        squad.SquadOptions(layout="gpt")
+        SquadOptions(layout="gpt")
     with pytest.raises(ValueError, match="doc_stride"):
-        squad.SquadOptions(doc_stride=0)
+        SquadOptions(doc_stride=0)
 
 
 def test_records_parse_with_feature_spec(hand_file, tokenizer):
     from text import features as F
 
-    options = squad.SquadOptions(16, 4, 5)
-    spec = squad.feature_spec(options)
-    windows = squad.examples_features(squad.read_examples(hand_file), tokenizer, options)
+    options = SquadOptions(16, 4, 5)
+    spec = feature_spec(options)
+    windows = examples_features(read_examples(hand_file), tokenizer, options)
     flat = [w for ws in windows for w in ws]
     record_spec = {k: F.Feature("int64", max(1, int(np.prod(v.shape)))) for k, v in spec.items()}
     rows = [{k: (v if isinstance(v, list) else [v]) for k, v in w.items()} for w in flat]
@@ -248,10 +250,10 @@ def test_answer_spans_with_other_tokenizer_kinds(kind, other_kinds, tmp_path):
         {"id": f"w{k}", "question": f"which word is {k} ?", "answers": [{"text": w, "answer_start": s}]}
         for k, (w, s) in enumerate(zip(words, starts))]}])
     layout = "roberta" if kind == "bpe" else "bert"
-    options = squad.SquadOptions(48, 12, 10, layout=layout)
+    options = SquadOptions(48, 12, 10, layout=layout)
     vocab = tokenizer.vocab
-    for example, windows in zip(squad.read_examples(path), squad.examples_features(
-            squad.read_examples(path), tokenizer, options)):
+    for example, windows in zip(read_examples(path), examples_features(
+            read_examples(path), tokenizer, options)):
         (text, start), = example.answers
         holding = [w for w in windows if w["start_position"] > 0]
         assert holding, example.qas_id

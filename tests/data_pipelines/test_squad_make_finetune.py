@@ -1,5 +1,5 @@
-"""`python -m data_pipelines.make_finetune --task=squad` end to end: records parse with the
-kind's feature_spec and equal example_features, bytes do not depend on the runner settings or
+"""`python -m data_pipelines.make_finetune --task=question_answering` end to end: records parse with
+the kind's feature_spec and equal example_features, bytes do not depend on the runner settings or
 chunking, the output-directory contract, bad input, and tfds:squad from a local data_dir."""
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ import tensorflow as tf
 from text import finetune, tokenizers
 from data_pipelines import make_finetune
 from text.finetune import base as finetune_base
-from text.finetune import squad
+from text.finetune.question_answering import (KIND, SquadOptions, example_features,
+                                              examples_features, feature_spec, parse_record,
+                                              read_examples, read_tfds, record_spec, to_records)
 
 EXTRA = ["where", "did", "?"]
 WORDS = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "far", "away", "and", "then", "it",
@@ -61,7 +63,7 @@ def files(tiny_vocab, tmp_path_factory):
 
 
 def run(files, out, *extra):
-    return make_finetune.run(["--task=squad", f"--input={files['glob']}", f"--vocab={files['vocab']}",
+    return make_finetune.run(["--task=question_answering", f"--input={files['glob']}", f"--vocab={files['vocab']}",
                               f"--output_dir={out}", "--progress_seconds=0", *GEOMETRY, *extra])
 
 
@@ -72,7 +74,7 @@ def shard_bytes(out):
 
 def read_records(out, options):
     files = sorted(glob.glob(os.path.join(out, "train-*.tfrecord")))
-    return [{k: v.numpy() for k, v in squad.parse_record(r, options).items()}
+    return [{k: v.numpy() for k, v in parse_record(r, options).items()}
             for r in tf.data.TFRecordDataset(files)]
 
 
@@ -85,18 +87,18 @@ def first_run(files, tmp_path_factory):
 
 def test_records_equal_example_features_in_input_order(files, first_run):
     out, stats = first_run
-    options = squad.SquadOptions(24, 5, 6)
+    options = SquadOptions(24, 5, 6)
     tokenizer = tokenizers.load_tokenizer("wordpiece", files["vocab"])
     # Example index: a.json's 24 questions, then b.json's 14 (sorted paths).
-    examples = squad.read_examples(files["a"]) + squad.read_examples(files["b"])
+    examples = read_examples(files["a"]) + read_examples(files["b"])
     expected = {}
-    for i, windows in enumerate(squad.examples_features(examples, tokenizer, options)):
+    for i, windows in enumerate(examples_features(examples, tokenizer, options)):
         for w in windows:
             expected[(i, w["window_index"])] = w
     records = read_records(out, options)
     assert stats["examples_read"] == 38 and stats["instances"] == len(expected) == len(records)
     # Stored plus one: no -1 (a 10-byte varint) in the files, 0 where no context piece is.
-    raw = [tf.io.parse_single_example(r, squad.feature_spec(options)) for r in
+    raw = [tf.io.parse_single_example(r, feature_spec(options)) for r in
            tf.data.TFRecordDataset(sorted(glob.glob(os.path.join(out, "train-*.tfrecord"))))]
     stored = np.stack([r["context_char_start"].numpy() for r in raw])
     assert stored.min() == 0 and (stored == 0).sum() == sum(
@@ -106,7 +108,7 @@ def test_records_equal_example_features_in_input_order(files, first_run):
         for name, value in want.items():
             np.testing.assert_array_equal(r[name], value, err_msg=name)
     info = json.load(open(os.path.join(out, "info.json")))
-    assert info["objective"] == info["task"] == "squad"
+    assert info["objective"] == info["task"] == "question_answering"
     assert info["instances"]["total"] == len(records) and sum(info["instances"]["per_shard"]) == len(records)
     assert info["max_seq_length"] == 24 and info["options"]["doc_stride"] == 5
     assert info["feature_spec"]["token_ids"] == {"dtype": "int64", "length": 24}
@@ -114,7 +116,7 @@ def test_records_equal_example_features_in_input_order(files, first_run):
     # Shard s holds examples i % 3 == s, in (example, window) order.
     for s, path in enumerate(sorted(glob.glob(os.path.join(out, "train-*")))):
         keys = [(int(r["example_index"]), int(r["window_index"]))
-                for r in (tf.io.parse_single_example(x, squad.feature_spec(options))
+                for r in (tf.io.parse_single_example(x, feature_spec(options))
                           for x in tf.data.TFRecordDataset(path))]
         assert keys == sorted(keys) and {i % 3 for i, _ in keys} == {s}
 
@@ -131,8 +133,8 @@ def test_per_example_protocol_path_writes_the_same_bytes(files, first_run, tmp_p
     """A kind whose records come from its per-example features (finetune.base.records_by_example,
     as conll's, plus squad's to_records) writes the same bytes as squad's own records."""
     out, _ = first_run
-    plain = dataclasses.replace(squad.KIND, records=finetune_base.records_by_example(
-        squad.example_features, squad.record_spec, squad.to_records))
+    plain = dataclasses.replace(KIND, records=finetune_base.records_by_example(
+        example_features, record_spec, to_records))
     monkeypatch.setattr(finetune, "get", lambda name: plain)
     other = str(tmp_path / "plain")
     run(files, other, "--num_shards=3", "--examples_per_chunk=5")
@@ -146,7 +148,7 @@ def test_output_directory_contract(files, first_run, tmp_path):
     # Zero records: a file whose only paragraph has no questions.
     empty = write_squad(tmp_path / "empty.json", [{"context": "the cat .", "qas": []}])
     with pytest.raises(SystemExit, match="0 instances"):
-        make_finetune.run(["--task=squad", f"--input={empty}", f"--vocab={files['vocab']}",
+        make_finetune.run(["--task=question_answering", f"--input={empty}", f"--vocab={files['vocab']}",
                            f"--output_dir={tmp_path / 'zero'}", "--progress_seconds=0"])
     assert not os.path.exists(tmp_path / "zero" / "COMPLETED")
 
@@ -157,13 +159,13 @@ def test_malformed_input_names_file_and_record(files, tmp_path):
                    '{"id": "x", "question": "q", "answers": [{"text": "dog", "answer_start": 4}]}]}]}]}',
                    encoding="utf-8")
     with pytest.raises(SystemExit, match=r"bad\.json: data\[0\]\.paragraphs\[0\]\.qas\[0\]\.answers\[0\]"):
-        make_finetune.run(["--task=squad", f"--input={bad}", f"--vocab={files['vocab']}",
+        make_finetune.run(["--task=question_answering", f"--input={bad}", f"--vocab={files['vocab']}",
                            f"--output_dir={tmp_path / 'o'}", "--progress_seconds=0"])
     assert not os.path.exists(tmp_path / "o" / "COMPLETED")
     broken = tmp_path / "broken.json"
     broken.write_text('{"data": [\n{"paragraphs": }', encoding="utf-8")
     with pytest.raises(SystemExit, match=r"broken\.json:2: invalid JSON"):
-        make_finetune.run(["--task=squad", f"--input={broken}", f"--vocab={files['vocab']}",
+        make_finetune.run(["--task=question_answering", f"--input={broken}", f"--vocab={files['vocab']}",
                            f"--output_dir={tmp_path / 'o2'}", "--progress_seconds=0"])
 
 
@@ -173,7 +175,7 @@ def test_unfeaturizable_example_is_skipped_and_counted(files, tmp_path):
                             "answers": [{"text": " ", "answer_start": paras[1]["context"].index(" ")}]})
     path = write_squad(tmp_path / "s.json", paras)
     out = tmp_path / "o"
-    stats = make_finetune.run(["--task=squad", f"--input={path}", f"--vocab={files['vocab']}",
+    stats = make_finetune.run(["--task=question_answering", f"--input={path}", f"--vocab={files['vocab']}",
                                f"--output_dir={out}", "--progress_seconds=0", *GEOMETRY])
     assert stats["examples_read"] == 5 and stats["examples_skipped"] == 1
     assert stats["skipped_examples"] == ["example 4: question 'blank': answer ' ' at character "
@@ -209,24 +211,24 @@ def prepare_tfds_squad(json_path, data_dir, config):
 def test_tfds_squad_from_local_data_dir(files, tmp_path):
     data_dir = tmp_path / "tfds"
     prepare_tfds_squad(files["b"], data_dir, "v2.0")
-    examples = squad.read_tfds("squad/v2.0", "validation", str(data_dir))
-    from_json = squad.read_examples(files["b"])
+    examples = read_tfds("squad/v2.0", "validation", str(data_dir))
+    from_json = read_examples(files["b"])
     assert sorted(examples, key=lambda e: e.qas_id) == sorted(from_json, key=lambda e: e.qas_id)
     out = tmp_path / "out"
-    stats = make_finetune.run(["--task=squad", "--input=tfds:squad/v2.0:validation",
+    stats = make_finetune.run(["--task=question_answering", "--input=tfds:squad/v2.0:validation",
                                f"--tfds_data_dir={data_dir}", f"--vocab={files['vocab']}",
                                f"--output_dir={out}", "--split=dev", "--num_shards=1",
                                "--progress_seconds=0", *GEOMETRY])
-    options = squad.SquadOptions(24, 5, 6)
+    options = SquadOptions(24, 5, 6)
     tokenizer = tokenizers.load_tokenizer("wordpiece", files["vocab"])
-    expected = [w for ws in squad.examples_features(examples, tokenizer, options) for w in ws]
-    records = [{k: v.numpy() for k, v in squad.parse_record(r, options).items()}
+    expected = [w for ws in examples_features(examples, tokenizer, options) for w in ws]
+    records = [{k: v.numpy() for k, v in parse_record(r, options).items()}
                for r in tf.data.TFRecordDataset(str(out / "dev-00000-of-00001.tfrecord"))]
     assert stats["examples_read"] == 14 and len(records) == len(expected) > 14
     for r, w in zip(records, expected):
         for name, value in w.items():
             np.testing.assert_array_equal(r[name], value, err_msg=name)
     with pytest.raises(SystemExit, match="prepare it first"):
-        make_finetune.run(["--task=squad", "--input=tfds:squad/v1.1:validation",
+        make_finetune.run(["--task=question_answering", "--input=tfds:squad/v1.1:validation",
                            f"--tfds_data_dir={data_dir}", f"--vocab={files['vocab']}",
                            f"--output_dir={tmp_path / 'o2'}", "--progress_seconds=0"])

@@ -1,5 +1,6 @@
-"""squad.examples_records (what make_finetune --task=squad writes, put together from encoded
-byte strings) against the columnar reference: features.serialize_columns of
+"""examples_records (text.finetune.question_answering: what make_finetune
+--task=question_answering writes, put together from encoded byte strings) against the columnar
+reference: features.serialize_columns of
 to_records(examples_columns(...)), byte for byte, over single- and multi-window geometries,
 both layouts, non-ASCII contexts and skipped examples; and the job running without
 TensorFlow."""
@@ -15,7 +16,9 @@ import pytest
 from text import features, tokenizers
 from data_pipelines import sample_corpus
 from text.finetune import base as finetune_base
-from text.finetune import squad
+from text.finetune.question_answering import (SquadExample, SquadOptions, examples_columns,
+                                              examples_records, feature_spec, record_spec,
+                                              to_records)
 
 
 @pytest.fixture(scope="module")
@@ -32,10 +35,10 @@ def examples():
         for q, sentence in enumerate(sentences[:2 + d % 8]):
             word = max(sentence.split(), key=len)
             start = context.index(word)
-            out.append(squad.SquadExample(f"{d}/{q}", f"what is {q}?", context, ((word, start),), False))
-        out.append(squad.SquadExample(f"{d}/x", "nothing here?", context, (), True))
+            out.append(SquadExample(f"{d}/{q}", f"what is {q}?", context, ((word, start),), False))
+        out.append(SquadExample(f"{d}/x", "nothing here?", context, (), True))
     blank = out[3].context.index(" ")
-    out.insert(4, squad.SquadExample("blank", "space?", out[3].context, ((" ", blank),), False))
+    out.insert(4, SquadExample("blank", "space?", out[3].context, ((" ", blank),), False))
     return out
 
 
@@ -44,18 +47,18 @@ def tokenizer(bert_data):
     return tokenizers.load_tokenizer("wordpiece", bert_data.vocab, lower_case=True)
 
 
-@pytest.mark.parametrize("options", [squad.SquadOptions(), squad.SquadOptions(64, 16, 12),
-                                     squad.SquadOptions(40, 7, 20, "roberta")],
+@pytest.mark.parametrize("options", [SquadOptions(), SquadOptions(64, 16, 12),
+                                     SquadOptions(40, 7, 20, "roberta")],
                          ids=["384", "64-multi-window", "40-roberta"])
 def test_records_equal_serialized_columns(examples, tokenizer, options):
-    spec = squad.record_spec(options)
+    spec = record_spec(options)
     errors, errors_ref = [], []
     for first in range(0, len(examples), 150):  # several chunks: indices go on
         part = examples[first:first + 150]
-        got = squad.examples_records(part, tokenizer, options, first,
-                                     on_error=lambda i, e: errors.append(i))
-        columns = squad.to_records(squad.examples_columns(part, tokenizer, options, first,
-                                                          on_error=lambda i, e: errors_ref.append(i)))
+        got = examples_records(part, tokenizer, options, first,
+                               on_error=lambda i, e: errors.append(i))
+        columns = to_records(examples_columns(part, tokenizer, options, first,
+                                              on_error=lambda i, e: errors_ref.append(i)))
         want = finetune_base.records_of_columns(spec, columns)
         assert len(got) == len(want)
         assert got == want
@@ -70,13 +73,13 @@ def test_records_equal_serialized_columns(examples, tokenizer, options):
 
 def test_record_spec_is_feature_spec(tokenizer):
     """The TensorFlow-free spec make_finetune serializes with is the one records parse with."""
-    options = squad.SquadOptions(64, 16, 12)
-    assert squad.record_spec(options) == finetune_base.spec_of_parsing(squad.feature_spec(options))
+    options = SquadOptions(64, 16, 12)
+    assert record_spec(options) == finetune_base.spec_of_parsing(feature_spec(options))
 
 
 def test_job_runs_without_tensorflow(tmp_path, bert_data):
-    """make_finetune --task=squad (in-memory runner: the pipeline runs in this process) reads,
-    tokenizes, windows and writes without importing TensorFlow (its import was most of the
+    """make_finetune --task=question_answering (in-memory runner: the pipeline runs in this process)
+    reads, tokenizes, windows and writes without importing TensorFlow (its import was most of the
     job's start-up)."""
     path = tmp_path / "squad.json"
     context = "The cat sat on the mat. Then a dog ran far away."
@@ -86,7 +89,7 @@ def test_job_runs_without_tensorflow(tmp_path, bert_data):
     code = ("import sys; from data_pipelines import make_finetune; "
             "stats = make_finetune.run(sys.argv[1:]); "
             "print('records', stats['instances'], 'tensorflow', 'tensorflow' in sys.modules)")
-    done = subprocess.run([sys.executable, "-c", code, "--task=squad", f"--input={path}",
+    done = subprocess.run([sys.executable, "-c", code, "--task=question_answering", f"--input={path}",
                            f"--vocab={bert_data.vocab}", f"--output_dir={tmp_path / 'out'}",
                            "--num_shards=1", "--progress_seconds=0"],
                           capture_output=True, text=True, timeout=300)

@@ -14,7 +14,7 @@ import pytest
 
 from text import tokenizers
 from data_pipelines import sample_corpus
-from text.finetune import squad
+from text.finetune.question_answering import SquadOptions, read_examples
 from data_pipelines.sample_tasks import squad as sample_squad
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -35,20 +35,20 @@ def test_files_are_official_squad_v2(task):
     out, result = task
     assert result["files"] == ["train-v2.0.json", "dev-v2.0.json"]
     for split, name in (("train", "train-v2.0.json"), ("dev", "dev-v2.0.json")):
-        examples = squad.read_examples(str(out / name))  # every answer_start checked there
+        examples = read_examples(str(out / name))  # every answer_start checked there
         counts = result["counts"][split]
         assert len(examples) == counts["questions"] > 0
         assert sum(e.is_impossible for e in examples) == counts["unanswerable"] > 0
         assert json.load(open(out / name))["version"] == "v2.0"
-    train = {e.context for e in squad.read_examples(str(out / "train-v2.0.json"))}
-    dev = {e.context for e in squad.read_examples(str(out / "dev-v2.0.json"))}
+    train = {e.context for e in read_examples(str(out / "train-v2.0.json"))}
+    dev = {e.context for e in read_examples(str(out / "dev-v2.0.json"))}
     assert not train & dev
 
 
 def test_questions_follow_the_documented_rule(task):
     out, _ = task
     for name in ("train-v2.0.json", "dev-v2.0.json"):
-        for e in squad.read_examples(str(out / name)):
+        for e in read_examples(str(out / name)):
             # "which <kind> ?"
             which, kind, mark = e.question.split(" ")
             assert (which, mark) == ("which", "?") and kind in sample_squad.KINDS, e.qas_id
@@ -136,7 +136,7 @@ def test_windows_equal_model_garden_on_the_sample_task(task, bert_data, tmp_path
     path = tmp_path / "kept.json"
     path.write_text(json.dumps({"version": "v2.0", "data": kept}), encoding="utf-8")
     windows = assert_same_as_model_garden(str(path), bert_data.vocab, tokenizer,
-                                          squad.SquadOptions(32, 8, 8))
+                                          SquadOptions(32, 8, 8))
     # The geometry (contexts are one sentence) made several windows per question, some
     # holding the answer.
     questions = sum(len(a["paragraphs"][0]["qas"]) for a in kept)

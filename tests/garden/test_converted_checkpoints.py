@@ -235,7 +235,7 @@ def test_model_garden_checkpoint(hf_bert, data, root):
 # --- garden.train ---------------------------------------------------------------------------
 
 CONFIGS = {"classification": "configs/finetune/classification_tiny.gin",
-           "qa": "configs/finetune/qa_tiny.gin",
+           "qa": "configs/finetune/question_answering_tiny.gin",
            "tagging": "configs/finetune/tagging_tiny.gin",
            "multiple_choice": "configs/finetune/multiple_choice_tiny.gin"}
 

@@ -1,6 +1,6 @@
 """Span decoding on hand-made logits: the NumPy decoder (garden.models.question_answering.decode)
-and its in-graph twin (garden.serving.qa.decode_windows) pick the same answers, and each rule
-(max-context windows, null score = min over windows, the threshold, end >= start,
+and its in-graph twin (garden.serving.question_answering.decode_windows) pick the same answers, and
+each rule (max-context windows, null score = min over windows, the threshold, end >= start,
 max_answer_length, character offsets) decides a case built so that dropping it changes the
 answer."""
 
@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 from garden.models.question_answering import decode
-from garden.serving.qa import decode_windows
+from garden.serving.question_answering import decode_windows
 
 CONTEXT = "alpha beta gamma delta epsilon"
 # Pieces: alpha [0,5) beta [6,10) gamma [11,16) delta [17,22) epsilon [23,30); two windows of

@@ -62,7 +62,7 @@ def qa_files(bert_data, tmp_path_factory):
 
 
 def _argv(bert_data, qa_files, model_dir, export_base, steps, extra=()):
-    return ["--config=configs/finetune/qa_tiny.gin", f"--model_dir={model_dir}",
+    return ["--config=configs/finetune/question_answering_tiny.gin", f"--model_dir={model_dir}",
             f"--gin_param=VOCAB='{bert_data.vocab}'",
             f"--gin_param=TRAIN_FILE='{qa_files['train']}'", "--gin_param=TRAIN_RECORDS=None",
             f"--gin_param=EVAL_FILE='{qa_files['dev']}'", "--gin_param=INIT_CHECKPOINT=None",
@@ -163,7 +163,7 @@ def test_make_finetune_records_give_the_in_process_training_windows(bert_data, q
     with open(train, "w") as f:
         json.dump(doc, f)
     records = str(tmp_path / "records")
-    make_finetune.run(["--task=squad", f"--input={train}", f"--output_dir={records}",
+    make_finetune.run(["--task=question_answering", f"--input={train}", f"--output_dir={records}",
                        f"--vocab={bert_data.vocab}", "--max_seq_length=64", "--doc_stride=24",
                        "--max_query_length=12", "--num_shards=2"])
 

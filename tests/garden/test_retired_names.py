@@ -82,3 +82,17 @@ def test_a_tagging_directory_made_under_the_retired_name_is_refused_by_name(tmp_
     with pytest.raises(data.DataDirError) as e:
         read_data_dir(str(tmp_path))
     assert "--task=conll is now --task=tagging" in str(e.value)
+
+
+def test_a_question_answering_directory_made_under_the_retired_name_is_refused_by_name(tmp_path):
+    """garden.data.open_data_dir (the tasks that read make_finetune records through it) names
+    the retired --task a directory was made with, and its replacement."""
+    import json
+
+    from garden import data
+
+    (tmp_path / "COMPLETED").write_text("")
+    (tmp_path / "info.json").write_text(json.dumps({"task": "squad", "objective": "squad"}))
+    with pytest.raises(data.DataDirError) as e:
+        data.open_data_dir(str(tmp_path), objective="question_answering")
+    assert "--task=squad is now --task=question_answering" in str(e.value)

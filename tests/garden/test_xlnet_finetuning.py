@@ -19,7 +19,9 @@ import tensorflow as tf
 
 from text import tokenizers
 from text.finetune import base as finetune_base
-from text.finetune import squad
+from text.finetune.question_answering import (SCALARS, SquadExample, SquadOptions,
+                                              examples_columns, examples_records, record_spec,
+                                              to_records)
 from garden.serving.text import TextPacker
 from testing import run_python, train_in_process
 
@@ -178,19 +180,19 @@ def _squad_examples():
     cases = [("what was the movie ?", LONG, ("really good", LONG.index("really good"))),
              ("where is it ?", "the house is in london .", ("london", 16)),
              ("who ?", "", None)]
-    return [squad.SquadExample(f"q{i}", q, c, (a,) if a else (), a is None)
+    return [SquadExample(f"q{i}", q, c, (a,) if a else (), a is None)
             for i, (q, c, a) in enumerate(cases)]
 
 
 def test_qa_windows_graph_columns_and_records_agree(spiece):
     from garden.models.question_answering import SpanExtractor
     from garden.models.xlnet import XLNetBackbone
-    from garden.serving.qa import QuestionAnsweringServing
+    from garden.serving.question_answering import QuestionAnsweringServing
 
-    options = squad.SquadOptions(32, 7, 8, "xlnet")
+    options = SquadOptions(32, 7, 8, "xlnet")
     tokenizer = tokenizers.load_tokenizer("sentencepiece", spiece, lower_case=False)
     examples = _squad_examples()
-    columns = squad.examples_columns(examples, tokenizer, options)
+    columns = examples_columns(examples, tokenizer, options)
     packer = _packer(spiece, 32)
     backbone = XLNetBackbone(vocab_size=packer.vocab_size, num_layers=1, hidden_size=16,
                              num_heads=2, intermediate_size=32)
@@ -200,7 +202,7 @@ def test_qa_windows_graph_columns_and_records_agree(spiece):
                            tf.constant([e.context for e in examples]))
     for name in ("example_index", "window_index", "token_ids", "segment_ids", "padding_mask",
                  "token_is_max_context", "context_char_start", "context_char_end"):
-        want = columns[name][:, 0] if name in squad.SCALARS else columns[name]
+        want = columns[name][:, 0] if name in SCALARS else columns[name]
         np.testing.assert_array_equal(graph[name].numpy(), want, err_msg=name)
     ids, seg, mask = columns["token_ids"], columns["segment_ids"], columns["padding_mask"]
     assert len(ids) > 4  # the long context: several windows
@@ -216,8 +218,8 @@ def test_qa_windows_graph_columns_and_records_agree(spiece):
         text = LONG[columns["context_char_start"][r, s]:columns["context_char_end"][r, e]]
         assert text.strip() == "really good"
     # make_finetune's record bytes are the serialized columns.
-    got = squad.examples_records(examples, tokenizer, options)
-    want = finetune_base.records_of_columns(squad.record_spec(options), squad.to_records(columns))
+    got = examples_records(examples, tokenizer, options)
+    want = finetune_base.records_of_columns(record_spec(options), to_records(columns))
     assert [r for *_, r in got] == [r for *_, r in want]
 
 
@@ -274,7 +276,7 @@ def trained(spiece, converted, root):
         "--gin_param=garden.Classification.max_seq_length=32",
         "--gin_param=train.learning_rate=2e-3", *common)
     out["qa"] = finetune(
-        "qa", "qa_xlnet_tiny.gin", "json", "question_answering", 4, 8, "--gin_param=TRAIN_RECORDS=None",
+        "qa", "question_answering_xlnet_tiny.gin", "json", "question_answering", 4, 8, "--gin_param=TRAIN_RECORDS=None",
         "--gin_param=garden.QuestionAnswering.max_seq_length=48",
         "--gin_param=garden.QuestionAnswering.doc_stride=16",
         "--gin_param=garden.QuestionAnswering.max_query_length=16", *common)

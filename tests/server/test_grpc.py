@@ -41,7 +41,7 @@ from garden.serving import export
 from garden.server.grpc_server import CLIENT_OPTIONS
 from garden.serving.base import PREDICT, REGRESS, ServingModule
 from garden.serving.classification import ClassificationServing
-from garden.serving.qa import QuestionAnsweringServing
+from garden.serving.question_answering import QuestionAnsweringServing
 from garden.server.server_json import to_json_value
 from garden.serving.tagging import TaggingServing, entities_of
 from garden.serving.text import TextPacker

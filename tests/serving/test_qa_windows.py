@@ -1,5 +1,5 @@
 """QuestionAnsweringServing's in-graph windows equal make_finetune's (text.finetune.
-squad.examples_features): token ids, segments, padding, max-context flags and the character
+examples_features): token ids, segments, padding, max-context flags and the character
 spans of the context pieces, on contexts that need many windows, non-ASCII text whose UTF-8
 byte offsets differ from character offsets, a question longer than max_query_length and an
 empty context, for WordPiece, SentencePiece and byte-level BPE vocabularies (the graph's
@@ -19,12 +19,13 @@ import tensorflow as tf
 from benchmarks import objectives_learn as learn
 
 from text import tokenizers
-from text.finetune import squad
+from text.finetune.question_answering import (DEFAULT_LAYOUT, SquadExample, SquadOptions,
+                                              examples_features)
 from garden.models import factory
 from garden.models.bert.presets import bert_backbone_from_preset
 from garden.models.question_answering import SpanExtractor, decode_all
 from garden.serving import export
-from garden.serving.qa import QuestionAnsweringServing
+from garden.serving.question_answering import QuestionAnsweringServing
 from garden.serving.text import load_packer
 from testing import run_python
 
@@ -58,7 +59,7 @@ def _examples():
              ("short", "One piece."),
              ("empty context", ""),
              ("x", "a  b\tc\n d   ")]
-    return [squad.SquadExample(f"q{i}", q, c, (), True) for i, (q, c) in enumerate(cases)]
+    return [SquadExample(f"q{i}", q, c, (), True) for i, (q, c) in enumerate(cases)]
 
 
 # (max_seq_length, doc_stride, max_query_length): window lengths odd and even (a piece can tie
@@ -78,10 +79,10 @@ def test_in_graph_windows_equal_make_finetune_windows(module, vocabularies, kind
         doc_stride=doc_stride, max_query_length=max_query_length)
     examples = _examples()
     # make_finetune's default layout of the kind (BPE: RoBERTa's <s> q </s></s> c </s>).
-    options = squad.SquadOptions(max_seq_length, doc_stride, max_query_length,
-                                 squad.DEFAULT_LAYOUT[kind])
+    options = SquadOptions(max_seq_length, doc_stride, max_query_length,
+                           DEFAULT_LAYOUT[kind])
     tokenizer = tokenizers.load_tokenizer(kind, vocab, lower_case=True)
-    expected = [w for rows in squad.examples_features(examples, tokenizer, options) for w in rows]
+    expected = [w for rows in examples_features(examples, tokenizer, options) for w in rows]
     graph = graph_module.windows(tf.constant([e.question for e in examples]),
                                  tf.constant([e.context for e in examples]))
     got = {k: graph[k].numpy() for k in COMPARED}

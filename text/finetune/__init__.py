@@ -1,19 +1,19 @@
 """Fine-tuning data in the official formats of the tasks the BERT family was judged on.
 
 One module per task kind, named after the kind (text/kinds.py; docs/tasks.md):
-    classification.py  GLUE TSVs: the nine tasks' column layouts and label sets
-                       (classification and STS-B regression); MNLI matched and mismatched
-    swag.py    SWAG CSV (four-way multiple choice)
-    squad.py   SQuAD v1.1 / v2.0 JSON; windowed features for extractive QA
-    tagging.py         CoNLL-2003 (IOB1 as distributed, IOB2 accepted); first-sub-token
-                       labels
+    classification.py      GLUE TSVs: the nine tasks' column layouts and label sets
+                           (classification and STS-B regression); MNLI matched and mismatched
+    swag.py                SWAG CSV (four-way multiple choice)
+    question_answering.py  SQuAD v1.1 / v2.0 JSON; windowed features for extractive QA
+    tagging.py             CoNLL-2003 (IOB1 as distributed, IOB2 accepted); first-sub-token
+                           labels
 
 Readers raise FinetuneDataError naming the file and the line (or record) of a bad row; they
 never convert a value of the wrong type into a string or a class.
 
-A kind that `python -m data_pipelines.make_finetune` writes (squad, tagging) is a module whose
-``KIND`` is a ``base.FinetuneKind`` record (flags, options, reader, record spec and the one
-``records`` function the job calls); KINDS below is the whole table, imported on demand (no
+A kind that `python -m data_pipelines.make_finetune` writes (question_answering, tagging) is a
+module whose ``KIND`` is a ``base.FinetuneKind`` record (flags, options, reader, record spec and the
+one ``records`` function the job calls); KINDS below is the whole table, imported on demand (no
 import side effects). A FinetuneDataError from a reader ends the job with its message; one for
 a single example skips that example and is counted.
 """
@@ -26,7 +26,8 @@ class FinetuneDataError(ValueError):
 
 
 # --task -> the module whose KIND the job uses, imported on first use.
-KINDS = {"squad": "text.finetune.squad", "tagging": "text.finetune.tagging"}
+KINDS = {"question_answering": "text.finetune.question_answering",
+         "tagging": "text.finetune.tagging"}
 
 
 def get(name: str):

@@ -106,7 +106,7 @@ def records_of_columns(spec: features.Spec, columns: Dict) -> List[Tuple[int, in
     """(example index, record index within the example, tf.train.Example bytes) of each row of
     int64 columns (name -> [N, length]; rows in example order, an example's records in order),
     serialized by features.serialize_columns: the reference that a kind's faster records (e.g.
-    squad.examples_records) are tested against."""
+    question_answering.examples_records) are tested against."""
     if not columns or not len(next(iter(columns.values()))):
         return []
     n = len(columns["example_index"])

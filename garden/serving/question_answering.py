@@ -10,7 +10,7 @@ garden.serve) needs no client-side code:
    tokenize_with_char_offsets for WordPiece, SentencePiece and byte-level BPE: the UTF-8 byte
    offsets tensorflow-text gives, turned into characters as make_finetune does), because
    SQuAD's answer_start and a client's string indices count characters;
-2. window the context exactly as make_finetune does (text.finetune.squad, the
+2. window the context exactly as make_finetune does (text.finetune.question_answering, the
    original run_squad.py): max_tokens_for_doc = max_seq_length - question pieces - 3 (BERT
    layout [CLS] q [SEP] window [SEP]; RoBERTa's <s> q </s></s> window </s> takes 4; XLNet's
    q <sep> window <sep> <cls> 3, segment ids 0 / 1 / 2, right-padded), windows

@@ -1,10 +1,11 @@
-"""SQuAD v1.1 and v2.0: the JSON reader and the windowed features of extractive QA.
+"""Question-answering data: SQuAD v1.1 and v2.0 JSON, the reader and the windowed features of
+extractive QA.
 
 The file is the official layout: {"version", "data": [{"title", "paragraphs": [{"context",
 "qas": [{"id", "question", "answers": [{"text", "answer_start"}], "is_impossible"?,
 "plausible_answers"?}]}]}]}. answer_start counts characters (not bytes) of the context.
 
-Features (one record per window; the make_finetune kind "squad"; docs/tasks.md):
+Features (one record per window; the make_finetune kind "question_answering"; docs/tasks.md):
 
     [CLS] question [SEP] context window [SEP] [PAD] ...      layout "bert", segment_ids 0 / 1
     <s> question </s> </s> context window </s> <pad> ...     layout "roberta", segment_ids all 0
@@ -200,7 +201,7 @@ def read_tfds(name: str, split: str, data_dir: Optional[str]) -> List[SquadExamp
 # ---------------------------------------------------------------------------------------------
 # Windowed features
 
-NAME = "squad"
+NAME = "question_answering"
 LAYOUTS = ("bert", "roberta", "xlnet")
 # The layout of a tokenizer kind's families unless --layout says otherwise (as
 # garden.serving.text.DEFAULT_LAYOUT: RoBERTa is the byte-level BPE encoder).
@@ -236,7 +237,7 @@ class SquadOptions:
 
 
 def add_flags(parser) -> None:
-    """make_finetune --task=squad's own flags."""
+    """make_finetune --task=question_answering's own flags."""
     parser.add_argument("--max_seq_length", type=int, default=384,
                         help="pieces per window, special tokens included (default %(default)s)")
     parser.add_argument("--doc_stride", type=int, default=128,
