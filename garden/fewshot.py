@@ -47,7 +47,7 @@ with its standard error sqrt(p (1 - p) / n), and the random baseline (multiple c
 of 1 / number of options; free form: the exact match of always answering the demonstration
 split's most frequent answer). --max_examples evaluates the first N examples of --eval.
 Malformed input stops with one line naming the file and line (SWAG rows through
-text.finetune.swag; JSONL through garden.tasks.text_files).
+text.finetune.multiple_choice; JSONL through garden.tasks.text_files).
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ class FewshotDataError(ValueError):
 # --- data -----------------------------------------------------------------------------------
 
 def read_swag(path: str) -> List[Example]:
-    from text.finetune.swag import read_examples
+    from text.finetune.multiple_choice import read_examples
 
     examples = []
     for e in read_examples(path):

@@ -38,7 +38,7 @@ def _cut(sentence: str):
 def write(documents: Documents, output_dir: str) -> dict:
     # Imported here: the SWAG reader's package imports TensorFlow (~7 s), which the other
     # sample tasks do not need.
-    from text.finetune.swag import COLUMNS
+    from text.finetune.multiple_choice import COLUMNS
 
     os.makedirs(output_dir, exist_ok=True)
     counts, labels = {}, {}

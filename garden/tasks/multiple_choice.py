@@ -1,9 +1,9 @@
 """Multiple choice (SWAG) as a task of the shared trainer.
 
-Reads SWAG CSV files (text.finetune.swag), packs each example's N = 4 choices as the
+Reads SWAG CSV files (text.finetune.multiple_choice), packs each example's N = 4 choices as the
 pairs (sent1, sent2 + " " + ending_i) with the in-graph TextPacker the export runs
-(garden.serving.choice.pack_choices), fine-tunes MultipleChoiceModel ([B, N, T] -> pooled ->
-dense(1) -> softmax over N, softmax cross-entropy on the gold index) from a pretraining
+(garden.serving.multiple_choice.pack_choices), fine-tunes MultipleChoiceModel ([B, N, T] -> pooled
+-> dense(1) -> softmax over N, softmax cross-entropy on the gold index) from a pretraining
 checkpoint, reports SWAG's accuracy (garden.metrics.classification.swag_accuracy) next to the trivial
 baseline (the train set's most frequent gold position) and exports MultipleChoiceServing.
 
@@ -20,10 +20,11 @@ from typing import Callable, List, Optional
 import numpy as np
 import tensorflow as tf
 
-from text.finetune import swag, tfds_sources
+from text.finetune import FinetuneDataError, tfds_sources
+from text.finetune.multiple_choice import NUM_CHOICES, SwagExample, read_examples
 from garden.metrics.classification import swag_accuracy
 from garden.models.multiple_choice import MultipleChoiceModel
-from garden.serving.choice import MultipleChoiceServing, pack_choices
+from garden.serving.multiple_choice import MultipleChoiceServing, pack_choices
 from garden.tasks.base import Stage
 from garden.tasks.finetuning import EncoderFinetuning, softmax_metrics
 from garden.tasks.shared import batches
@@ -47,7 +48,7 @@ class MultipleChoice(EncoderFinetuning):
                  model_name: str = "multiple_choice", tokenizer: Optional[str] = None,
                  layout: Optional[str] = None, tfds_data_dir: Optional[str] = None):
         self.train_file, self.eval_file = train_file, eval_file
-        self.num_choices = swag.NUM_CHOICES
+        self.num_choices = NUM_CHOICES
         self.tfds_data_dir = tfds_data_dir
         super().__init__(backbone, vocab, max_seq_length, lower_case, tokenizer, layout,
                          init_checkpoint, init_checkpoint_object, dropout, export_base,
@@ -62,13 +63,13 @@ class MultipleChoice(EncoderFinetuning):
               f"examples of {self.num_choices} choices, {packer.kind} text in the "
               f"{packer.layout!r} layout", flush=True)
 
-    def _read(self, path: str) -> List[swag.SwagExample]:
+    def _read(self, path: str) -> List[SwagExample]:
         examples = (tfds_sources.read_choices(path, self.tfds_data_dir)
-                    if tfds_sources.is_tfds(path) else swag.read_examples(path))
+                    if tfds_sources.is_tfds(path) else read_examples(path))
         unlabelled = [e.guid for e in examples if e.label is None]
         if unlabelled:
-            raise swag.FinetuneDataError(f"{path}: no label column (a test file?); training and "
-                                         f"evaluation need labels")
+            raise FinetuneDataError(f"{path}: no label column (a test file?); training and "
+                                    f"evaluation need labels")
         return examples
 
     # -- the model -------------------------------------------------------------------------
@@ -77,7 +78,7 @@ class MultipleChoice(EncoderFinetuning):
 
     @staticmethod
     def summary_model(backbone):
-        return MultipleChoiceModel(backbone, num_choices=swag.NUM_CHOICES)
+        return MultipleChoiceModel(backbone, num_choices=NUM_CHOICES)
 
     # -- the data ---------------------------------------------------------------------------
     def _dataset(self, examples, batch_size, shuffle_seed=None, repeat=False, skip=0,

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from text.finetune import swag
+from text.finetune import multiple_choice
 from text.finetune.classification import read_examples
 from data_pipelines.sample_tasks import __main__ as cli
 from data_pipelines.sample_tasks import classification
@@ -41,7 +41,7 @@ def test_files_read_back_and_readme(written, capsys):
             examples = read_examples(os.path.join(out, kind, f"{split}.tsv"), task)
             assert len(examples) == readme[kind]["counts"][split]["examples"] > 300
     for split in ("train", "val"):
-        examples = swag.read_examples(os.path.join(out, "swag", f"{split}.csv"))
+        examples = multiple_choice.read_examples(os.path.join(out, "swag", f"{split}.csv"))
         assert len(examples) == readme["swag"]["counts"][split]["examples"] >= 400
     # Balanced pairs: the majority baseline is one half.
     assert readme["pair"]["counts"]["dev"]["labels"] == {"0": 200, "1": 200}
@@ -65,7 +65,7 @@ def test_documented_rules_hold(written):
     scores = [e.label for e in read_examples(os.path.join(out, "similarity", "train.tsv"),
                                              "stsb")]
     assert min(scores) < 1 and max(scores) > 4  # the scores spread over [0, 5]
-    for example in swag.read_examples(os.path.join(out, "swag", "val.csv"))[:50]:
+    for example in multiple_choice.read_examples(os.path.join(out, "swag", "val.csv"))[:50]:
         sentences = docs[example.guid and _video(out, example.guid)]
         following = [b for a, b in zip(sentences, sentences[1:]) if a == example.context]
         assert f"{example.start} {example.endings[example.label]}" in following

@@ -1,5 +1,5 @@
-"""The multiple-choice export (garden.serving.choice) of a tiny BERT MultipleChoiceModel, loaded
-in a fresh process (tensorflow + tensorflow_text only): serving_default on raw context +
+"""The multiple-choice export (garden.serving.multiple_choice) of a tiny BERT MultipleChoiceModel,
+loaded in a fresh process (tensorflow + tensorflow_text only): serving_default on raw context +
 endings and serving_ids give the Keras model's probabilities and choices; bad shapes answer
 InvalidArgumentError; the warmup requests and metadata are written."""
 
@@ -19,7 +19,7 @@ from text import tokenizers
 from garden.models.bert.presets import bert_backbone_from_preset
 from garden.models.multiple_choice import MultipleChoiceModel
 from garden.serving import export
-from garden.serving.choice import MultipleChoiceServing, pack_choices
+from garden.serving.multiple_choice import MultipleChoiceServing, pack_choices
 from garden.serving.text import TextPacker
 from testing import python_env
 

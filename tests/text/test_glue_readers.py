@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from text.finetune import FinetuneDataError, swag
+from text.finetune import FinetuneDataError, multiple_choice
 from text.finetune.classification import (check_label_order, label_names, order_of, read_examples,
                                           read_split, split_path)
 
@@ -154,13 +154,13 @@ def test_swag_reads_the_official_csv(tmp_path):
         SWAG_HEADER,
         '0,lsmdc3001_21_JUMP_STREET-422,17953,"Someone rides, then he","Someone rides, then '
         'he",he,gold,runs.,"jumps, high.",sits.,eats.,1'])
-    (example,) = swag.read_examples(path)
+    (example,) = multiple_choice.read_examples(path)
     assert example.guid == "0" and example.label == 1
     assert example.context == "Someone rides, then he"
     assert example.pairs()[1] == ("Someone rides, then he", "he jumps, high.")
     test = _write(tmp_path, "test.csv", [SWAG_HEADER.rsplit(",", 1)[0],
                                          "0,v,1,s,A man.,He,gold,a,b,c,d"])
-    assert swag.read_examples(test)[0].label is None
+    assert multiple_choice.read_examples(test)[0].label is None
 
 
 @pytest.mark.parametrize("row, message", [
@@ -171,4 +171,4 @@ def test_swag_reads_the_official_csv(tmp_path):
 def test_swag_malformed_rows(tmp_path, row, message):
     good = "0,v,1,s,A man.,He,gold,a,b,c,d,0"
     with pytest.raises(FinetuneDataError, match=message):
-        swag.read_examples(_write(tmp_path, "val.csv", [SWAG_HEADER, good, row]))
+        multiple_choice.read_examples(_write(tmp_path, "val.csv", [SWAG_HEADER, good, row]))

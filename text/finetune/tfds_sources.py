@@ -2,9 +2,9 @@
 
     tfds:glue/<task>[:split]    -> [classification.GlueExample]   (split default "train"; MNLI's dev sets
                                   are validation_matched / validation_mismatched)
-    tfds:hellaswag[:split]      -> [swag.SwagExample]   (context, 4 endings, label)
+    tfds:hellaswag[:split]      -> [SwagExample]   (context, 4 endings, label)
 `tfds:swag` is refused with a message: tensorflow-datasets (4.9) has no SWAG builder; use the
-official CSV files (text.finetune.swag) or HellaSwag, which has SWAG's shape.
+official CSV files (text.finetune.multiple_choice) or HellaSwag, which has SWAG's shape.
 
 The dataset must already be prepared under `data_dir` (tfds build / download_and_prepare); a
 missing one raises FinetuneDataError naming the spec and the data_dir. Labels become the
@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from typing import List, Optional, Union
 
-from text.finetune import FinetuneDataError, classification, parse_tfds, swag
+from text.finetune import FinetuneDataError, classification, parse_tfds
+from text.finetune.multiple_choice import NUM_CHOICES, SwagExample
 
 # GLUE task -> (TFDS text feature of text_a, of text_b)
 TFDS_TEXT = {"cola": ("sentence", None), "sst2": ("sentence", None),
@@ -82,7 +83,7 @@ def read_glue(spec: str, data_dir: Optional[str] = None) -> List[classification.
     return out
 
 
-def read_choices(spec: str, data_dir: Optional[str] = None) -> List[swag.SwagExample]:
+def read_choices(spec: str, data_dir: Optional[str] = None) -> List[SwagExample]:
     """SwagExamples of `tfds:hellaswag[:split]` (context, 4 endings, label; no start phrase)."""
     name, _ = parse_tfds(spec)
     if name.split("/")[0] == "swag":
@@ -95,19 +96,19 @@ def read_choices(spec: str, data_dir: Optional[str] = None) -> List[swag.SwagExa
     for index, record in enumerate(records):
         endings = tuple(_text(e) for e in record["endings"])
         label = int(record["label"])
-        if len(endings) != swag.NUM_CHOICES:
+        if len(endings) != NUM_CHOICES:
             raise FinetuneDataError(f"{spec}: record {index}: {len(endings)} endings, expected "
-                                    f"{swag.NUM_CHOICES}")
-        if not -1 <= label < swag.NUM_CHOICES:
+                                    f"{NUM_CHOICES}")
+        if not -1 <= label < NUM_CHOICES:
             raise FinetuneDataError(f"{spec}: record {index}: label {label} outside 0..3")
-        out.append(swag.SwagExample(f"{name}-{index}", _text(record["context"]), "", endings,
-                                    None if label == -1 else label))
+        out.append(SwagExample(f"{name}-{index}", _text(record["context"]), "", endings,
+                               None if label == -1 else label))
     if not out:
         raise FinetuneDataError(f"{spec}: the split is empty")
     return out
 
 
 def read(spec: str, kind: str, data_dir: Optional[str] = None
-         ) -> List[Union[classification.GlueExample, swag.SwagExample]]:
+         ) -> List[Union[classification.GlueExample, SwagExample]]:
     """kind "glue" -> read_glue, "choice" -> read_choices."""
     return read_glue(spec, data_dir) if kind == "glue" else read_choices(spec, data_dir)

@@ -1,4 +1,5 @@
-"""SWAG (Zellers et al., 2018): four-way multiple choice of the next event, as its CSV files.
+"""Multiple-choice data: SWAG (Zellers et al., 2018), four-way multiple choice of the next event,
+as its CSV files.
 
 `read_examples(path)` -> [SwagExample(guid, context, start, endings, label)] in file order.
 
