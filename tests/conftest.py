@@ -56,11 +56,11 @@ LONG_FILES = {
     "tests/garden/test_distributed.py": 70,  # estimated; 94 before 2026-11-28, 80 before 2026-12-06
     "tests/serving/test_finetune_families.py": 74,
     "tests/garden/test_family_learning_mlm.py": 62,  # 66 before 2026-11-28
-    "tests/garden/test_lm_finetuning.py": 65,
+    "tests/garden/test_generation_tasks.py": 65,
     "tests/garden/test_albert_sop_learning.py": 65,
     "tests/garden/test_distilbert_learning.py": 65,
     "tests/garden/test_family_learning_electra_spanbert.py": 57,  # 63 before 2026-11-28
-    "tests/garden/test_lm_finetuning_families.py": 59,
+    "tests/garden/test_generation_tasks_families.py": 59,
     "tests/garden/test_spanbert_distill_training.py": 51,
     "tests/serving/test_export.py": 49,
     "tests/serving/test_generation_export.py": 49,

@@ -7,12 +7,12 @@ in a short CPU run; the paragraph -> first sentence variant makes the lead-N bas
 perfect). Documents are split by sha256(name) % 10: 0 -> dev, 5 -> test, train otherwise (the
 dev and test documents are exactly classification.split_of's dev documents), so no document
 is in two splits. Files: train.jsonl, dev.jsonl, test.jsonl with one JSON object per line,
-{"source": ..., "target": ...} (what garden.tasks.lm_finetuning reads; it reads the same
+{"source": ..., "target": ...} (what garden.tasks.generation reads; it reads the same
 fields from a TSV with a header).
 
 Trivial baselines on dev, ROUGE-1/2/L F (rouge-score: its default tokenizer, no stemmer; the
 mean over the examples and its standard error, the numbers text.rouge's
-trivial_baselines gives, which garden.tasks.lm_finetuning reports beside its scores), in the
+trivial_baselines gives, which garden.tasks.generation reports beside its scores), in the
 summary:
     lead     the source's first N words, N = the median word count of the train targets
              (what a summariser's lead-N rule would say; here it returns mostly sentence i);

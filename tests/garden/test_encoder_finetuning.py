@@ -16,7 +16,7 @@ TASKS_DIR = pathlib.Path(__file__).resolve().parents[2] / "garden" / "tasks"
 # Modules of the task table's tasks; the others (base, shared, finetuning, text_files) are the
 # shared homes they may import from.
 TASK_MODULES = ("classification", "tagging", "question_answering", "multiple_choice",
-                "last_token_classification", "distillation", "pretraining", "lm_finetuning",
+                "last_token_classification", "distillation", "pretraining", "generation",
                 "cvt_tagging")
 # A task that IS its sibling with another head or objective subclasses it (and takes nothing
 # else from it).

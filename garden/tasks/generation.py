@@ -1,5 +1,6 @@
-"""Fine-tuning a generative model on (source, target) text pairs: TextToText (T5 / BART style,
-encoder-decoder) and CausalLMFinetuning (GPT-2 style, decoder-only), tasks of the shared trainer.
+"""The generation kind: fine-tuning a generative model on (source, target) text pairs: TextToText
+(T5 / BART style, encoder-decoder) and CausalLMFinetuning (GPT-2 style, decoder-only), tasks of the
+shared trainer.
 
 Data: .jsonl (one object per line with string fields "source" and "target") or .tsv / .csv
 with a header naming the columns source and target (the readers of

@@ -1,4 +1,4 @@
-"""The LM fine-tuning tasks (garden/tasks/lm_finetuning.py) with the REAL tiny twins, through
+"""The LM fine-tuning tasks (garden/tasks/generation.py) with the REAL tiny twins, through
 `garden.train`: configs/finetune/text_to_text_tiny.gin (T5), text_to_text_bart_tiny.gin (BART,
 byte-level BPE) and causal_lm_tiny.gin (GPT-2), on the seq2seq sample task
 (data_pipelines.sample_tasks) with vocabularies made by data_pipelines.make_vocab.
@@ -6,7 +6,7 @@ byte-level BPE) and causal_lm_tiny.gin (GPT-2), on the seq2seq sample task
 - a short run of each config trains, evaluates (teacher-forced and generated) and writes its
   predictions, with the parameter count of the family's formula at the vocabulary's size,
   which `garden.train --summary` of the config prints too (what the tiny twins LEARN is
-  measured by the toys' learn test in test_lm_finetuning.py and the families' pretraining
+  measured by the toys' learn test in test_generation_tasks.py and the families' pretraining
   learn tests; these runs are the wiring);
 - GPT-2 fine-tuned a few steps is exported by the trainer (`export_base`), loaded in a fresh
   process and called through serving_default: its texts equal garden.models.decoding.generate
@@ -36,7 +36,7 @@ from garden.models import decoding
 from garden import train as train_lib
 from garden.models import factory
 from garden.serving.generation import detokenize_numpy
-from garden.tasks import lm_finetuning
+from garden.tasks import generation
 from testing import python_env, train_in_process
 
 STEPS, TRAIN_ROWS, EVAL_ROWS, TARGET, MIN_NEW = 4, 64, 4, 8, 3
@@ -131,7 +131,7 @@ def _check_run(data, twin, summary, predictions, capsys):
     """The run's summary and predictions; `garden.train --summary` of the same config prints
     the model that trained, the family's model at the vocabulary's size."""
     config, task, preset, kind = TWINS[twin]
-    assert summary["task"] == getattr(lm_finetuning, task).name
+    assert summary["task"] == getattr(generation, task).name
     assert summary["parameters"] == _family_count(preset, _vocab_size(data, kind))
     capsys.readouterr()
     assert train_lib.main(["--summary", f"--config={config}",
@@ -158,8 +158,8 @@ def test_text_to_text_twin_fine_tunes(data, tmp_path, capsys, twin):
         return
     # T5's export encodes a prompt string as the task's data path encodes the source:
     # pieces + </s> into the encoder (right-padded), <pad> as the decoder's start.
-    task = lm_finetuning.TextToText(None, data["sp"], data["train"], data["eval"],
-                                    max_source_length=64, max_target_length=TARGET)
+    task = generation.TextToText(None, data["sp"], data["train"], data["eval"],
+                                 max_source_length=64, max_target_length=TARGET)
     task.prepare()
     module = task.serving_module(_fresh_lm("t5_tiny", task.token_vocab.size))
     rows = task.eval_rows
@@ -197,9 +197,9 @@ def test_causal_lm_export_serves_what_generate_gives(data, tmp_path, capsys):
     # Reference: the trained weights (the run's last checkpoint) in a fresh GenerativeLM, the
     # prompts as the task's data path lays them out (<prompt> + " =>" left-padded), greedy
     # garden.models.decoding, the export's eager detokenizer.
-    task = lm_finetuning.CausalLMFinetuning(None, data["sp"], data["train"], data["eval"],
-                                            max_prompt_length=64, max_target_length=TARGET,
-                                            generation=GENERATION)
+    task = generation.CausalLMFinetuning(None, data["sp"], data["train"], data["eval"],
+                                         max_prompt_length=64, max_target_length=TARGET,
+                                         generation=GENERATION)
     task.prepare()
     model = _fresh_lm("gpt2_tiny", task.token_vocab.size)
     status = tf.train.Checkpoint(model=model).read(summary["checkpoint"])
@@ -231,9 +231,9 @@ def test_lengths_beyond_the_models_positions_are_refused_before_training(data):
             max_sequence_length=positions)
 
     # 12 + 8 - 1 = 19 training positions fit GPT-2's 19; generating 8 after 12 slots does not.
-    task = lm_finetuning.CausalLMFinetuning(lm("gpt2_tiny", 19), data["sp"], data["train"],
-                                            data["eval"], max_prompt_length=12,
-                                            max_target_length=8)
+    task = generation.CausalLMFinetuning(lm("gpt2_tiny", 19), data["sp"], data["train"],
+                                         data["eval"], max_prompt_length=12,
+                                         max_target_length=8)
     task.prepare()
     with pytest.raises(ValueError, match=r"^causal_lm_finetuning: generation \(12 prompt slots "
                                          r"\+ max_new_tokens 8\) needs 20 decoder positions, "
@@ -241,8 +241,8 @@ def test_lengths_beyond_the_models_positions_are_refused_before_training(data):
         task.build_model()
     task.model_fn = lm("gpt2_tiny", 20)
     task.build_model()  # exactly enough
-    task = lm_finetuning.TextToText(lm("bart_tiny", 32), data["sp"], data["train"], data["eval"],
-                                    max_source_length=40, max_target_length=8)
+    task = generation.TextToText(lm("bart_tiny", 32), data["sp"], data["train"], data["eval"],
+                                 max_source_length=40, max_target_length=8)
     task.prepare()
     with pytest.raises(ValueError, match=r"^text_to_text: max_source_length 40 exceeds the 32 "
                                          r"encoder positions of BartSeq2SeqLM"):
