@@ -1,6 +1,11 @@
-"""text.kinds: the one table of retired names, and the hint that names what replaced one."""
+"""text.kinds: the kinds' module names in every layer, the one table of retired names, and the
+hint that names what replaced one."""
+
+import pathlib
 
 from text import kinds
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
 def test_a_retired_gin_name_is_named_with_what_replaced_it():
@@ -30,10 +35,9 @@ def test_every_retired_name_is_named_in_one_message_of_its_own():
 def test_the_table_is_the_one_documented_in_docs_tasks_md():
     """docs/tasks.md "Task kinds and retired names" lists every row, old and new as in the
     table (backticks and the escapes of | aside), and no other."""
-    import pathlib
     import re
 
-    doc = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "tasks.md").read_text()
+    doc = (REPO / "docs" / "tasks.md").read_text()
     section = doc.split("## Task kinds and retired names", 1)[1].split("\n## ", 1)[0]
     rows = {}
     for line in section.splitlines():
@@ -42,3 +46,25 @@ def test_the_table_is_the_one_documented_in_docs_tasks_md():
         if len(cells) == 2 and cells[0].startswith("`"):
             rows[cells[0].strip("`")] = cells[1].replace("`", "")
     assert rows == kinds.RENAMED
+
+
+# Each layer's modules named after a kind (text/kinds.py), and the other modules of the layers
+# that hold nothing else (None: the layer holds other modules too, e.g. garden/models' families).
+KIND_MODULES = {
+    "text/finetune": (("classification", "tagging", "question_answering", "multiple_choice"),
+                      {"__init__", "base", "tfds_sources"}),
+    "garden/metrics": (("classification", "tagging", "question_answering"), {"__init__"}),
+    "garden/models": (("classification", "tagging", "question_answering", "multiple_choice"), None),
+    "garden/serving": (kinds.KINDS, None),
+    "garden/tasks": (kinds.KINDS, None),
+}
+
+
+def test_every_layer_names_its_kind_modules_after_the_kind():
+    for folder, (names, others) in KIND_MODULES.items():
+        found = {p.stem for p in (REPO / folder).glob("*.py")}
+        assert set(names) <= set(kinds.KINDS), folder
+        assert set(names) <= found, f"{folder} lacks {sorted(set(names) - found)}"
+        if others is not None:
+            strays = sorted(found - set(names) - others)
+            assert not strays, f"{folder}: {strays} are neither a kind's module nor shared"
