@@ -11,7 +11,6 @@ tell the towers apart, and the test compares them with the checkpoint's own tens
 from __future__ import annotations
 
 import dataclasses
-import glob
 import json
 import math
 import os
@@ -25,9 +24,8 @@ import pytest
 import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
-from benchmarks import objectives_learn as learn
 from garden import train as train_lib
-from testing import python_env, run_fixture_tool
+from testing import python_env
 
 SEQ = 64
 FINETUNE_CONFIG = "configs/finetune/classification_electra_tiny.gin"
@@ -53,21 +51,19 @@ def _cwd_repo(monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def pretrained(tmp_path_factory) -> Pretrained:
-    """Sample corpus + task files -> WordPiece vocabulary -> make_pretrain --objective=electra
-    (64 tokens) -> 3 steps of configs/electra_tiny.gin, all with the project's own tools."""
+def pretrained(bert_data, family_data, tmp_path_factory) -> Pretrained:
+    """tests/conftest.py's session data, made with the project's own tools: family_data's
+    WordPiece vocabulary (1000, corpus file 0) and make_pretrain --objective=electra data (64
+    tokens) -> 3 steps of configs/electra_tiny.gin; the labelled sentences of bert_data's
+    sample_corpus --task_output. (This module made the same vocabulary and data again.)"""
     root = str(tmp_path_factory.mktemp("electra_finetune"))
-    corpus, task_dir = os.path.join(root, "corpus"), os.path.join(root, "task")
-    run_fixture_tool("data_pipelines.sample_corpus", f"--output={corpus}",
-                     f"--task_output={task_dir}")
-    first = sorted(glob.glob(os.path.join(corpus, "*.txt")))[0]
+    task_dir = bert_data.task_dir
     eval_file = os.path.join(root, "dev-128.tsv")
     with open(os.path.join(task_dir, "dev.tsv"), encoding="utf-8") as f:
         lines = f.readlines()
     with open(eval_file, "w", encoding="utf-8") as f:
         f.writelines(lines[:129])  # header + 128 rows
-    vocab = learn.vocabulary(root, "wordpiece", first, 1000)
-    data_dir = learn.pretrain_data(root, "electra", vocab, first, SEQ, 1, "train")
+    vocab, data_dir = family_data.vocab["electra"], family_data.data["electra"]
     model_dir = os.path.join(root, "pretrain")
     phases = [{"start_step": 0, "data_dir": data_dir, "max_seq_length": SEQ}]
     args = ["--config=configs/electra_tiny.gin", f"--model_dir={model_dir}",
