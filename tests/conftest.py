@@ -4,7 +4,8 @@ They build real artefacts with the real tools: a slice of the sample corpus, a W
 vocabulary learned from it, and BERT pretraining TFRecords written by the Beam pipeline
 (bert_data); BPE / SentencePiece / WordPiece vocabularies of one sample-corpus file and the
 roberta, albert and electra data (family_data); the gpt2, bart, t5 and xlnet data made with
-family_data's BPE and SentencePiece vocabularies (generative_data).
+family_data's BPE and SentencePiece vocabularies (generative_data); the 800-piece WordPiece
+vocabulary of the recurrent models' tests and their biLM data (lm_vocab, bilm_data).
 
 Under pytest-xdist (`make test` runs `-n 2`) a session fixture would be built once per worker;
 `build_once` builds such artefacts once per test run instead, under a file lock in the
@@ -169,6 +170,46 @@ def _build_bert_data(root) -> dict:
                      "--seed=7")
     return dict(corpus_glob=first, vocab=str(vocab), data_dir=str(data_dir), task_dir=str(task),
                 data_dir_128=str(data_dir_128))
+
+
+@dataclasses.dataclass
+class LmVocab:
+    corpus_file: str  # sample-corpus file 0
+    vocab: str  # make_vocab --tokenizer=wordpiece --vocab_size=800 --lower_case of that file
+
+
+@pytest.fixture(scope="session")
+def lm_vocab(shared_artefacts) -> LmVocab:
+    """The 800-piece WordPiece vocabulary of the recurrent models' tests (CoVe's pair task,
+    the biLM data of ELMo and ULMFiT), learnt once per test run: five tests learnt it each."""
+    return shared_artefacts("lm_vocab", _build_lm_vocab, LmVocab)
+
+
+def _build_lm_vocab(root) -> dict:
+    run_fixture_tool("data_pipelines.sample_corpus", f"--output={root / 'sample'}")
+    first = sorted((root / "sample").glob("*.txt"))[0]
+    vocab = root / "lm_vocab.txt"
+    run_fixture_tool("data_pipelines.make_vocab", "--tokenizer=wordpiece", f"--input={first}",
+                     f"--output={vocab}", "--vocab_size=800", "--lower_case")
+    return dict(corpus_file=str(first), vocab=str(vocab))
+
+
+@pytest.fixture(scope="session")
+def bilm_data(shared_artefacts, lm_vocab):
+    """bilm_data(*flags, documents=150) -> (vocabulary, data dir): make_pretrain
+    --objective=bilm of the first `documents` documents of lm_vocab's corpus file with its
+    vocabulary (objective_testing.write_bilm_data), made once per test run for each set of
+    flags."""
+    from objective_testing import write_bilm_data
+
+    def make(*flags: str, documents: int = 150):
+        name = "bilm" + "".join("_" + f.lstrip("-").replace("=", "-") for f in flags)
+        return shared_artefacts(
+            f"{name}_{documents}",
+            lambda root: dict(zip(("vocab", "data"), map(str, write_bilm_data(
+                lm_vocab, root, *flags, documents=documents)))),
+            lambda vocab, data: (vocab, data))
+    return make
 
 
 # ----------------------------------------------------------------------------------------

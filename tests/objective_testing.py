@@ -53,24 +53,25 @@ def objective_parser(objective, max_seq_length: int = 128, **int_flags) -> argpa
     return parser
 
 
-def write_bilm_data(root, *flags: str, documents: int = 150):
-    """make_pretrain --objective=bilm on the first `documents` documents of the sample corpus
-    with a lower-cased WordPiece vocabulary of 800 (root/lm_vocab.txt); returns (vocab path,
-    data dir)."""
+def write_bilm_data(lm_vocab, root, *flags: str, documents: int = 150):
+    """make_pretrain --objective=bilm on the first `documents` documents of lm_vocab's corpus
+    file (tests/conftest.py's session fixture: sample-corpus file 0 and its lower-cased
+    WordPiece vocabulary of 800) under root; returns (vocab path, data dir). Tests take it
+    through conftest's bilm_data fixture, which makes each set of flags once per run."""
+    from pathlib import Path
+
     from testing import run_fixture_tool
 
-    run_fixture_tool("data_pipelines.sample_corpus", f"--output={root / 'sample'}")
-    first = sorted((root / "sample").glob("*.txt"))[0]
+    root = Path(root)
     (root / "corpus").mkdir()
     (root / "corpus" / "part-0.txt").write_text(
-        "\n\n".join(first.read_text(encoding="utf-8").split("\n\n")[:documents]) + "\n")
-    vocab, data = root / "lm_vocab.txt", root / "bilm"
-    run_fixture_tool("data_pipelines.make_vocab", "--tokenizer=wordpiece", f"--input={first}",
-                     f"--output={vocab}", "--vocab_size=800", "--lower_case")
+        "\n\n".join(Path(lm_vocab.corpus_file).read_text(encoding="utf-8")
+                     .split("\n\n")[:documents]) + "\n")
+    data = root / "bilm"
     run_fixture_tool("data_pipelines.make_pretrain", "--objective=bilm",
                      f"--input={root / 'corpus' / '*.txt'}", f"--output_dir={data}",
-                     f"--vocab={vocab}", "--num_shards=1", *flags)
-    return vocab, data
+                     f"--vocab={lm_vocab.vocab}", "--num_shards=1", *flags)
+    return lm_vocab.vocab, data
 
 
 def bilm_lm_args(config: str, model_dir, vocab, data, steps: int, *extra: str) -> list:

@@ -68,27 +68,23 @@ def test_the_sample_pairs_reverse_the_words(tmp_path):
     assert lines[:2] == ["source\ttarget", "s4 w4 x\tx w4 s4"]
 
 
-def pair_task(root):
-    """The synthetic pair task from the first sample corpus file, with its 800-piece vocabulary."""
-    from testing import run_fixture_tool
-
+def pair_task(lm_vocab, root):
+    """The synthetic pair task from the first sample corpus file, with its 800-piece vocabulary
+    (tests/conftest.py's lm_vocab session fixture)."""
     from garden.models.cove.sample_pairs import sentence_lines
 
-    run_fixture_tool("data_pipelines.sample_corpus", f"--output={root / 'sample'}")
-    first = sorted((root / "sample").glob("*.txt"))[0]
-    vocab = root / "mt_vocab.txt"
-    run_fixture_tool("data_pipelines.make_vocab", "--tokenizer=wordpiece", f"--input={first}",
-                     f"--output={vocab}", "--vocab_size=800", "--lower_case")
-    sentences = sentence_lines(first.read_text(encoding="utf-8"), 8)[:600]
+    with open(lm_vocab.corpus_file, encoding="utf-8") as f:
+        sentences = sentence_lines(f.read(), 8)[:600]
     write_pair_task(sentences, str(root / "pairs"))
-    return vocab, root / "pairs"
+    return lm_vocab.vocab, root / "pairs"
 
 
-def test_translation_pretraining_lowers_its_loss_and_a_classifier_starts_from_it(tmp_path):
+def test_translation_pretraining_lowers_its_loss_and_a_classifier_starts_from_it(tmp_path,
+                                                                                 lm_vocab):
     import tensorflow as tf
     from testing import train_in_process
 
-    vocab, pairs = pair_task(tmp_path)
+    vocab, pairs = pair_task(lm_vocab, tmp_path)
     run = tmp_path / "mt"
     summary = train_in_process([
         "--config=configs/cove_tiny.gin", f"--model_dir={run}", f"--gin_param=VOCAB='{vocab}'",

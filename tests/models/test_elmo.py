@@ -150,13 +150,13 @@ def test_the_backward_direction_reads_each_sentence_from_its_end():
     assert np.all(np.abs(a["backward_output"][0, :3] - c["backward_output"][0, :3]).max(-1) > 0)
 
 
-def test_the_bilm_trains_both_directions_through_garden_train(tmp_path):
+def test_the_bilm_trains_both_directions_through_garden_train(tmp_path, bilm_data):
     """make_pretrain --objective=bilm --characters, then garden.train configs/elmo_tiny.gin:
     the forward and the backward LM both lower their loss."""
-    from objective_testing import bilm_lm_args, write_bilm_data
+    from objective_testing import bilm_lm_args
     from testing import train_in_process
 
-    vocab, data = write_bilm_data(tmp_path, "--characters", "--max_characters=20")
+    vocab, data = bilm_data("--characters", "--max_characters=20")
     model_dir = tmp_path / "elmo"
     summary = train_in_process(bilm_lm_args(
         "configs/elmo_tiny.gin", model_dir, vocab, data, 60,
@@ -175,7 +175,7 @@ def test_the_bilm_trains_both_directions_through_garden_train(tmp_path):
     assert np.isfinite(logged["loss"]) and logged["forward_loss"] < first["forward_loss"]
 
 
-def test_a_pretrained_bilm_fine_tunes_as_a_classifier_and_serves_raw_text(tmp_path):
+def test_a_pretrained_bilm_fine_tunes_as_a_classifier_and_serves_raw_text(tmp_path, bilm_data):
     """ELMo through the garden's stages: bilm data with characters, the biLM pretrained by
     garden.train, then configs/finetune/classification_elmo_tiny.gin from that run: the
     classifier's backbone starts from the biLM's weights (token ids looked up as characters),
@@ -184,13 +184,13 @@ def test_a_pretrained_bilm_fine_tunes_as_a_classifier_and_serves_raw_text(tmp_pa
 
     from convert_testing import ANSWER_SNIPPET, scratch_classification_args
     from model_testing import assert_restores_to
-    from objective_testing import bilm_lm_args, write_bilm_data
+    from objective_testing import bilm_lm_args
     from testing import run_python, train_in_process
 
     from garden.models import factory
     from garden.tasks.classification import Classification
 
-    vocab, data = write_bilm_data(tmp_path, "--characters", "--max_characters=20")
+    vocab, data = bilm_data("--characters", "--max_characters=20")
     lm_dir = tmp_path / "elmo"
     train_in_process(bilm_lm_args("configs/elmo_tiny.gin", lm_dir, vocab, data, 20,
                                   "--gin_param=train.warmup_steps=2"),

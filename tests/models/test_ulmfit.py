@@ -65,20 +65,20 @@ def test_the_classifier_stage_fine_tunes_and_serves_raw_text(tmp_path):
         "--gin_param=backbone.weight_dropout=0.1"))
 
 
-def test_the_three_stages_lm_then_classifier_from_its_backbone(tmp_path):
+def test_the_three_stages_lm_then_classifier_from_its_backbone(tmp_path, bilm_data):
     """Stage 1: make_pretrain --objective=bilm on a slice of the sample corpus and the LM
     trained by garden.train (configs/ulmfit_tiny.gin) lowers its loss; stage 2: the LM
     fine-tuned from it (configs/ulmfit_tiny_target_lm.gin) starts from its weights; stage 3:
     the classifier starts from stage 2's backbone (every weight)."""
     from convert_testing import scratch_classification_args
     from model_testing import assert_restores_to
-    from objective_testing import bilm_lm_args, write_bilm_data
+    from objective_testing import bilm_lm_args
     from testing import train_in_process
 
     from garden.models import factory
     from garden.tasks.classification import Classification
 
-    vocab, data = write_bilm_data(tmp_path)
+    vocab, data = bilm_data()
     lm_dir = tmp_path / "lm"
     summary = train_in_process(bilm_lm_args(
         "configs/ulmfit_tiny.gin", lm_dir, vocab, data, 80,

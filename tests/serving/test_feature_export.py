@@ -8,15 +8,14 @@ import numpy as np
 from serve_testing import Client, ServerProcess
 
 
-def test_elmo_features_are_served_from_raw_text(tmp_path):
-    from objective_testing import bilm_lm_args, write_bilm_data
+def test_elmo_features_are_served_from_raw_text(tmp_path, bilm_data):
+    from objective_testing import bilm_lm_args
     from testing import train_in_process
 
     from garden import export_features, runs
     from garden.serving import features
 
-    vocab, data = write_bilm_data(tmp_path, "--characters", "--max_characters=20",
-                                  documents=60)
+    vocab, data = bilm_data("--characters", "--max_characters=20", documents=60)
     lm_dir = tmp_path / "elmo"
     train_in_process(bilm_lm_args("configs/elmo_tiny.gin", lm_dir, vocab, data, 5,
                                   "--gin_param=train.global_batch_size=8",
