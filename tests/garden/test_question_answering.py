@@ -107,8 +107,8 @@ print(json.dumps({"answers": out, "meta": meta, "refused": refused}))
 def test_qa_task_learns_beats_the_null_baseline_and_serves_the_same_answers(
         bert_data, qa_files, tmp_path):
     model_dir, export_base = tmp_path / "model", tmp_path / "export"
-    summary = train_in_process(_argv(bert_data, qa_files, model_dir, export_base, 150),
-                               str(model_dir), task="question_answering", steps=150)
+    summary = train_in_process(_argv(bert_data, qa_files, model_dir, export_base, 250),
+                               str(model_dir), task="question_answering", steps=250)
     n = summary["eval_questions"]
     # F1 is a mean of n values in [0, 100]: its standard error is at most 50 / sqrt(n)
     # (~3.2 for 240); the always-"" baseline is exact (the NoAns share).
