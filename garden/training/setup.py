@@ -125,6 +125,6 @@ def switch_groups(objects, fine_tuning: FineTuning):
     groups = backbone.variable_groups()
     if not any(groups):
         raise ConfigError(f"{switches}: the {family} backbone trains no variable (it is frozen, "
-                          f"e.g. by garden.TokenTagging.feature_layers), so only the head "
+                          f"e.g. by garden.Tagging.feature_layers), so only the head "
                           f"trains and the switch would change nothing; unbind it")
     return groups
