@@ -19,7 +19,8 @@ from data_pipelines import make_finetune
 from text.finetune import base as finetune_base
 from text.finetune.question_answering import (KIND, SquadOptions, example_features,
                                               examples_features, feature_spec, parse_record,
-                                              read_examples, read_tfds, record_spec, to_records)
+                                              record_spec, to_records)
+from text.finetune.squad import read_examples, read_tfds
 
 EXTRA = ["where", "did", "?"]
 WORDS = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "far", "away", "and", "then", "it",

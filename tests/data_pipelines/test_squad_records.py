@@ -16,9 +16,9 @@ import pytest
 from text import features, tokenizers
 from data_pipelines import sample_corpus
 from text.finetune import base as finetune_base
-from text.finetune.question_answering import (SquadExample, SquadOptions, examples_columns,
-                                              examples_records, feature_spec, record_spec,
-                                              to_records)
+from text.finetune.question_answering import (SquadOptions, examples_columns, examples_records,
+                                              feature_spec, record_spec, to_records)
+from text.finetune.squad import SquadExample
 
 
 @pytest.fixture(scope="module")

@@ -19,9 +19,9 @@ import tensorflow as tf
 
 from text import tokenizers
 from text.finetune import base as finetune_base
-from text.finetune.question_answering import (SCALARS, SquadExample, SquadOptions,
-                                              examples_columns, examples_records, record_spec,
-                                              to_records)
+from text.finetune.question_answering import (SCALARS, SquadOptions, examples_columns,
+                                              examples_records, record_spec, to_records)
+from text.finetune.squad import SquadExample
 from garden.serving.text import TextPacker
 from testing import run_python, train_in_process
 

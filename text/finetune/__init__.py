@@ -4,7 +4,9 @@ One module per task kind, named after the kind (text/kinds.py; docs/tasks.md):
     classification.py      GLUE TSVs: the nine tasks' column layouts and label sets
                            (classification and STS-B regression); MNLI matched and mismatched
     multiple_choice.py     SWAG CSV (four-way multiple choice)
-    question_answering.py  SQuAD v1.1 / v2.0 JSON; windowed features for extractive QA
+    question_answering.py  windowed features for extractive QA, of the questions that
+                           squad.py reads (SQuAD v1.1 / v2.0 JSON) over the doc-stride
+                           windows of windows.py
     tagging.py             CoNLL-2003 (IOB1 as distributed, IOB2 accepted); first-sub-token
                            labels
 

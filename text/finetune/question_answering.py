@@ -1,9 +1,5 @@
-"""Question-answering data: SQuAD v1.1 and v2.0 JSON, the reader and the windowed features of
-extractive QA.
-
-The file is the official layout: {"version", "data": [{"title", "paragraphs": [{"context",
-"qas": [{"id", "question", "answers": [{"text", "answer_start"}], "is_impossible"?,
-"plausible_answers"?}]}]}]}. answer_start counts characters (not bytes) of the context.
+"""Question answering, the make_finetune kind "question_answering": SQuAD questions
+(text.finetune.squad reads them) cut into the windowed features of extractive QA.
 
 Features (one record per window; the make_finetune kind "question_answering"; docs/tasks.md):
 
@@ -61,145 +57,22 @@ records (``feature_spec``, ``parse_record``) and to read tfds, so the Beam job n
 from __future__ import annotations
 
 import argparse
-import bisect
 import dataclasses
 import itertools
-import json
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from text import features, utf8
+from text import features
 from text.finetune import FinetuneDataError
 from text.finetune.base import FinetuneKind
+from text.finetune.squad import SquadExample, read_examples, read_tfds
+from text.finetune.windows import Context
 
-# TensorFlow is imported only by feature_spec / parse_record (readers of the records) and
-# read_tfds: make_finetune's job (read, tokenize, window, serialize) runs without it, which
-# saves each process about 4 CPU-seconds of start-up.
+# TensorFlow is imported only by feature_spec / parse_record (readers of the records):
+# make_finetune's job (read, tokenize, window, serialize) runs without it, which saves each
+# process about 4 CPU-seconds of start-up.
 
-
-@dataclasses.dataclass(frozen=True)
-class SquadExample:
-    qas_id: str
-    question: str
-    context: str
-    # (text, character start in context) for every gold answer; empty when is_impossible.
-    answers: Tuple[Tuple[str, int], ...]
-    is_impossible: bool
-    title: str = ""
-
-
-def _where(path: str, a: int, p: int, q: int = -1) -> str:
-    spot = f"data[{a}].paragraphs[{p}]"
-    return f"{path}: {spot}.qas[{q}]" if q >= 0 else f"{path}: {spot}"
-
-
-def _string(value, what: str) -> str:
-    if not isinstance(value, str):
-        raise FinetuneDataError(f"{what} must be a string, got {type(value).__name__} {value!r}")
-    return value
-
-
-def make_example(qa, context: str, title: str, where: str, seen: set) -> SquadExample:
-    """One question (a dict of the JSON layout) checked and turned into a SquadExample;
-    ``where`` names it in errors, ``seen`` holds the ids met so far (duplicates refused)."""
-    if not isinstance(qa, dict):
-        raise FinetuneDataError(f"{where} is not an object")
-    qas_id = _string(qa.get("id"), f"{where}.id")
-    if qas_id in seen:
-        raise FinetuneDataError(f"{where}: duplicate id {qas_id!r}")
-    seen.add(qas_id)
-    question = _string(qa.get("question"), f"{where}.question")
-    impossible = qa.get("is_impossible", False)
-    if not isinstance(impossible, bool):
-        raise FinetuneDataError(f"{where}.is_impossible must be true or false, got {impossible!r}")
-    answers = qa.get("answers", [])
-    if not isinstance(answers, list):
-        raise FinetuneDataError(f"{where}.answers must be a list")
-    gold = []
-    for k, ans in enumerate(answers):
-        what = f"{where}.answers[{k}]"
-        if not isinstance(ans, dict):
-            raise FinetuneDataError(f"{what} is not an object")
-        text = _string(ans.get("text"), f"{what}.text")
-        start = ans.get("answer_start")
-        if isinstance(start, bool) or not isinstance(start, int):
-            raise FinetuneDataError(f"{what}.answer_start must be an integer, got {start!r}")
-        if start < 0 or context[start:start + len(text)] != text:
-            raise FinetuneDataError(
-                f"{what}: answer_start {start} does not point at {text!r} in the context (found "
-                f"{context[max(start, 0):max(start, 0) + len(text)]!r}); answer_start counts characters")
-        gold.append((text, start))
-    if impossible:
-        gold = []
-    elif not gold:
-        raise FinetuneDataError(f"{where}: an answerable question (is_impossible false or absent) "
-                                f"has no answers")
-    return SquadExample(qas_id, question, context, tuple(gold), impossible, title)
-
-
-def read_examples(path: str) -> List[SquadExample]:
-    """Every question of a SQuAD v1.1 / v2.0 file, in file order.
-
-    Raises FinetuneDataError naming the file and the record (data[i].paragraphs[j].qas[k]) for
-    invalid JSON, missing or mistyped fields, an answer_start that does not point at its text in
-    the context, an answerable question without answers, or duplicate ids.
-    """
-    from apache_beam.io.filesystems import FileSystems  # local or gs://, without TensorFlow
-
-    if not FileSystems.exists(path):
-        raise FinetuneDataError(f"SQuAD file not found: {path}")
-    with FileSystems.open(path, compression_type="uncompressed") as f:
-        raw = f.read()
-    try:
-        doc = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as e:
-        raise FinetuneDataError(f"{path}: invalid UTF-8 at byte {e.start}") from e
-    except json.JSONDecodeError as e:
-        raise FinetuneDataError(f"{path}:{e.lineno}: invalid JSON ({e.msg})") from e
-    if not isinstance(doc, dict) or not isinstance(doc.get("data"), list):
-        raise FinetuneDataError(f"{path}: not a SQuAD file (no top-level 'data' list)")
-    examples: List[SquadExample] = []
-    seen = set()
-    for a, article in enumerate(doc["data"]):
-        title = article.get("title", "") if isinstance(article, dict) else ""
-        paragraphs = article.get("paragraphs") if isinstance(article, dict) else None
-        if not isinstance(paragraphs, list):
-            raise FinetuneDataError(f"{path}: data[{a}] has no 'paragraphs' list")
-        for p, para in enumerate(paragraphs):
-            where = _where(path, a, p)
-            if not isinstance(para, dict) or not isinstance(para.get("qas"), list):
-                raise FinetuneDataError(f"{where} has no 'qas' list")
-            context = _string(para.get("context"), f"{where}.context")
-            for q, qa in enumerate(para["qas"]):
-                examples.append(make_example(qa, context, title, _where(path, a, p, q), seen))
-    return examples
-
-
-
-def read_tfds(name: str, split: str, data_dir: Optional[str]) -> List[SquadExample]:
-    """The questions of a prepared tensorflow-datasets split (``squad/v1.1`` or ``squad/v2.0``;
-    ``split`` may select shards, e.g. "train[0shard]"), in the dataset's order. Nothing is
-    downloaded. The fields are the JSON's (answers as {text: [...], answer_start: [...]}), so
-    the same checks apply; errors name the dataset, split and example index."""
-    import tensorflow_datasets as tfds
-
-    ds = tfds.builder(name, data_dir=data_dir).as_dataset(split=split, shuffle_files=False)
-    text = lambda v: v.decode("utf-8") if isinstance(v, bytes) else v  # noqa: E731
-    examples, seen = [], set()
-    for i, row in enumerate(tfds.as_numpy(ds)):
-        where = f"tfds:{name}:{split} example {i}"
-        answers = row.get("answers", {})
-        qa = {"id": text(row.get("id")), "question": text(row.get("question")),
-              "is_impossible": bool(row.get("is_impossible", False)),
-              "answers": [{"text": text(t), "answer_start": int(a)}
-                          for t, a in zip(answers.get("text", []), answers.get("answer_start", []))]}
-        examples.append(make_example(qa, _string(text(row.get("context")), f"{where}.context"),
-                                     text(row.get("title", b"")), where, seen))
-    return examples
-
-# ---------------------------------------------------------------------------------------------
-# Windowed features
 
 NAME = "question_answering"
 LAYOUTS = ("bert", "roberta", "xlnet")
@@ -297,88 +170,10 @@ def parse_record(serialized, options: SquadOptions):
     return {k: v - 1 if k in STORED_PLUS_ONE else v for k, v in record.items()}
 
 
-def char_offsets(text: str, starts: Sequence[int], ends: Sequence[int]) -> Tuple[np.ndarray, np.ndarray]:
-    """UTF-8 byte spans [start, end) in ``text`` -> character spans (utf8.byte_to_char_spans
-    as int64 arrays); a span that ends inside a character covers that whole character."""
-    s, e = utf8.byte_to_char_spans(text, starts, ends)
-    return np.asarray(s, np.int64), np.asarray(e, np.int64)
-
-
-
-def answer_pieces(starts: np.ndarray, ends: np.ndarray, answer_start: int, answer_end: int
-                  ) -> Optional[Tuple[int, int]]:
-    """First and last piece (inclusive) that overlap the character span [answer_start,
-    answer_end); None when no piece does (an answer of whitespace only)."""
-    overlap = np.flatnonzero((ends > answer_start) & (starts < answer_end))
-    if not len(overlap):
-        return None
-    return int(overlap[0]), int(overlap[-1])
-
-
-def window_spans(num_pieces: int, max_pieces: int, doc_stride: int) -> List[Tuple[int, int]]:
-    """(start, length) of each window over ``num_pieces`` context pieces: starts doc_stride
-    apart, the last window reaching the end (one empty window for an empty context)."""
-    spans, start = [], 0
-    while start < num_pieces:
-        length = min(num_pieces - start, max_pieces)
-        spans.append((start, length))
-        if start + length == num_pieces:
-            break
-        start += min(length, doc_stride)
-    return spans or [(0, 0)]
-
-
-def max_context_windows(spans: Sequence[Tuple[int, int]], num_pieces: int) -> np.ndarray:
-    """For each context piece, the window where it has the most context: the largest
-    min(left, right) + 0.01 * window length, the first window on a tie."""
-    best = np.zeros(num_pieces, np.int64)
-    if len(spans) == 1:
-        return best
-    best_score = np.full(num_pieces, -1.0)
-    for w, (start, length) in enumerate(spans):
-        p = np.arange(start, start + length)
-        score = np.minimum(p - start, start + length - 1 - p) + 0.01 * length
-        better = score > best_score[p]
-        best[p[better]] = w
-        best_score[p[better]] = score[better]
-    return best
-
-
 SCALARS = ("unique_id", "example_index", "window_index", "start_position", "end_position",
            "is_impossible")
 ROWS = ("token_ids", "segment_ids", "padding_mask", "token_is_max_context", "context_char_start",
         "context_char_end")
-
-
-class _Context:
-    """A distinct context of a chunk, tokenized once: piece ids and character spans, and what
-    its questions share (max-context windows per window width, the stored-form bytes)."""
-
-    def __init__(self, ids, starts, ends):
-        self.ids = np.asarray(ids, np.int64)
-        self.starts = np.asarray(starts, np.int64)
-        self.ends = np.asarray(ends, np.int64)
-        # Piece spans come in text order, so the pieces an answer overlaps are found by
-        # bisection (answer_pieces' scan otherwise; same result on sorted spans).
-        self.sorted = bool(np.all(self.starts[1:] >= self.starts[:-1]) and np.all(self.ends[1:] >= self.ends[:-1]))
-        self.starts_list, self.ends_list = self.starts.tolist(), self.ends.tolist()
-        self._windows: Dict[int, tuple] = {}
-        self.first = 0  # _records: where its pieces start among the chunk's
-
-    def answer(self, answer_start: int, answer_end: int) -> Optional[Tuple[int, int]]:
-        if not self.sorted:
-            return answer_pieces(self.starts, self.ends, answer_start, answer_end)
-        first = bisect.bisect_right(self.ends_list, answer_start)
-        last = bisect.bisect_left(self.starts_list, answer_end) - 1
-        return (first, last) if first <= last else None
-
-    def windows(self, max_pieces: int, doc_stride: int) -> tuple:
-        """(spans, max-context window of each piece) for windows of ``max_pieces`` pieces."""
-        got = self._windows.get(max_pieces)
-        if got is None:
-            spans = window_spans(len(self.ids), max_pieces, doc_stride)
-            got = self._windows[max_pieces] = (spans, max_context_windows(spans, len(self.ids)))
-        return got
 
 
 @dataclasses.dataclass
@@ -387,14 +182,14 @@ class _Plan:
 
     index: int
     prefix: List[int]         # [CLS] question [SEP] (roberta: [SEP] [SEP]; xlnet: question <sep>)
-    context: _Context
+    context: Context
     spans: List[Tuple[int, int]]
     best: np.ndarray          # max-context window of each context piece
     answer: Optional[Tuple[int, int]]
     is_impossible: int
 
 
-def _plan(example: SquadExample, example_index: int, question, context: _Context, specials,
+def _plan(example: SquadExample, example_index: int, question, context: Context, specials,
           options: SquadOptions) -> _Plan:
     cls, sep, _ = specials
     question = list(question[:options.max_query_length])
@@ -425,7 +220,7 @@ def _plans(examples: Sequence[SquadExample], tokenizer, options: SquadOptions, f
     specials = tuple(vocab.special(r, f"the SQuAD {options.layout!r} layout") for r in ("cls", "sep", "pad"))
     contexts = list(dict.fromkeys(e.context for e in examples))  # each paragraph once, in order
     tokenized = tokenizer.tokenize_with_char_offsets(contexts)
-    context_pieces = {c: _Context(*pieces) for c, pieces in zip(contexts, tokenized)}
+    context_pieces = {c: Context(*pieces) for c, pieces in zip(contexts, tokenized)}
     questions = tokenizer.tokenize([e.question for e in examples])  # ids only
     plans = []
     for k, (example, question) in enumerate(zip(examples, questions)):
