@@ -1,6 +1,8 @@
-"""The generation kind: fine-tuning a generative model on (source, target) text pairs: TextToText
-(T5 / BART style, encoder-decoder) and CausalLMFinetuning (GPT-2 style, decoder-only), tasks of the
-shared trainer.
+"""The generation kind: fine-tuning a generative model on (source, target) text pairs, a task of
+the shared trainer in two shapes, TextToText (T5 / BART style, encoder-decoder;
+garden/tasks/text_to_text.py) and CausalLMFinetuning (GPT-2 style, decoder-only;
+garden/tasks/causal_lm_finetuning.py). This module is what the two share: GenerativeFinetuning
+(files, tokenizer, framing, model, loss, evaluation, export), the pair reader and detokenize.
 
 Data: .jsonl (one object per line with string fields "source" and "target") or .tsv / .csv
 with a header naming the columns source and target (the readers of
@@ -12,21 +14,7 @@ a SentencePiece .model or a byte-level BPE vocab.json; WordPiece has no way back
 refused). Sequences are truncated to the configured lengths; prepare() tokenizes every file once
 and prints how many sources / targets were cut (a counted truncation, never a silent one).
 
-TextToText, for an example with source ids x and target ids y (S = max_source_length,
-T = max_target_length target tokens including EOS):
-    encoder_token_ids   x[:S - |prefix| - |suffix|] between the source prefix / suffix
-                        (SentencePiece: T5's x </s>; BPE: BART's <s> x </s>), right-padded
-    decoder_token_ids   start + y[:T - 1]; `decoder_start_ids` (T5 [0], BART [2, 0]: </s> <s>;
-                        default by vocabulary: SentencePiece [<pad>], BPE [</s>, <s>])
-    labels              (start + y[:T - 1] + [EOS])[1:]: logits[:, t] scores label t
-    label_weights       1 on the labels that are target tokens or the EOS, 0 on start tokens
-                        (BART's <s> after </s>) and padding
-CausalLMFinetuning: the sequence is [<bos>] + x + separator + y + [EOS] (bos: BPE's
-<|endoftext|>, none for SentencePiece; EOS: <|endoftext|> for BPE, </s> for SentencePiece;
-the separator is `separator` tokenized as text, default " =>", and y is " " + target, GPT-3's
-leading space), token_ids = sequence[:-1], labels = sequence[1:], and the loss covers only the
-completion labels (y and EOS): never the prompt, never padding. Sources are cut to
-max_prompt_length with the separator kept.
+How a shape lays a pair out as model inputs (its _encode) is documented in its module.
 
 Loss: cross-entropy of the labels weighted by label_weights (garden.losses, the global weight
 of the batch as denominator so the loss does not depend on how the batch is split); metrics:
@@ -114,25 +102,17 @@ def detokenize(vocab, ids: Sequence[int], kind: str) -> str:
     return data.decode("utf-8", errors="replace").strip()
 
 
-def _fill(batch_size, ids: Sequence[int]) -> tf.RaggedTensor:
+def fill(batch_size, ids: Sequence[int]) -> tf.RaggedTensor:
     """The same ids for every row, as a ragged [batch, len(ids)] (for concatenation)."""
     row = tf.constant(list(ids), tf.int64)
     return tf.RaggedTensor.from_tensor(tf.tile(row[None], [batch_size, 1]))
 
 
-def _dense(ragged: tf.RaggedTensor, length: int, pad_id: int):
+def dense(ragged: tf.RaggedTensor, length: int, pad_id: int):
     """(ids int32 [B, length] right-padded, mask int32 [B, length])."""
     ids = ragged.to_tensor(default_value=pad_id, shape=[None, length])
     mask = tf.sequence_mask(ragged.row_lengths(), length, dtype=tf.int32)
     return tf.cast(ids, tf.int32), mask
-
-
-def _left_pad(ids, mask):
-    """Right-padded rows moved to the right end (left padding, what generation expects)."""
-    length = tf.shape(ids)[1]
-    shift = length - tf.reduce_sum(mask, axis=1)
-    index = (tf.range(length)[None] - shift[:, None]) % length
-    return tf.gather(ids, index, batch_dims=1), tf.gather(mask, index, batch_dims=1)
 
 
 class GenerativeFinetuning(Task):
@@ -417,170 +397,3 @@ class GenerativeFinetuning(Task):
                 f.write(json.dumps({**row, "prediction": prediction}, ensure_ascii=False) + "\n")
         print(f"[{self.name}] eval {json.dumps(result, sort_keys=True)}", flush=True)
         return result
-
-
-class TextToText(GenerativeFinetuning):
-    """Encoder-decoder fine-tuning (T5, BART) on source -> target pairs (module docstring).
-
-    Args:
-        model: gin factory (default_vocab_size=...) -> an encoder-decoder GenerativeLM
-            (garden.models.factory.generative_lm with a T5 or BART preset).
-        vocab: SentencePiece .model or BPE vocab.json the model's ids come from.
-        train_file, eval_file: .jsonl / .tsv / .csv with source and target.
-        max_source_length: encoder length including the prefix / suffix specials.
-        max_target_length: target tokens including EOS (also the default max_new_tokens).
-        decoder_start_ids: the decoder's start tokens (T5 [0], BART [2, 0]); default by
-            vocabulary: SentencePiece [<pad>], BPE [</s>, <s>].
-        lower_case: lower-case text before tokenizing (must match the vocabulary).
-        tokenizer: "sentencepiece" | "bpe"; default from the vocabulary's name.
-        generation: GenerationConfig overrides for evaluation (greedy by default).
-        max_eval_examples: score only the first N eval pairs (None: all).
-        eval_batch_size: batch of the evaluation and generation.
-        init_checkpoint, init_checkpoint_object: restore the backbone from a pretraining run.
-        export_base, model_name: where the trainer exports the generation SavedModel
-            (<export_base>/<model_name>/<version>; None: no export; model_name default: the
-            task's name).
-        max_beams: the widest beam the export's `generate` signature decodes (one compiled
-            loop per width 2..max_beams; 1: greedy and sampling only).
-    """
-
-    name = "text_to_text"
-    encoder_decoder = True
-    prompt_names = ("encoder_token_ids", "encoder_padding_mask", "decoder_token_ids",
-                    "decoder_padding_mask")
-
-    def __init__(self, model: Callable, vocab: str, train_file: str, eval_file: str,
-                 max_source_length: int = 128, max_target_length: int = 64,
-                 decoder_start_ids: Optional[Sequence[int]] = None, **kwargs):
-        super().__init__(model, vocab, train_file, eval_file, max_target_length, **kwargs)
-        self.max_source_length = int(max_source_length)
-        self.decoder_start_ids = list(decoder_start_ids) if decoder_start_ids else None
-
-    def _set_specials(self, eager) -> None:
-        vocab = eager.vocab
-        # SentencePiece: T5's x </s>, decoder from <pad>; BPE: BART's <s> x </s>, from </s> <s>.
-        framed = self.prompt_framing(vocab)
-        self.pad_id, self.eos_id = framed.pad_id, framed.eos_id
-        self.source_prefix = list(framed.encoder_prefix_ids)
-        self.source_suffix = list(framed.encoder_suffix_ids)
-        self.start_ids = self.decoder_start_ids or list(framed.decoder_start_ids)
-        bad = [i for i in self.start_ids if not 0 <= i < vocab.size]
-        if bad:
-            raise ValueError(f"{self.name}.decoder_start_ids {self.start_ids}: ids {bad} are not "
-                             f"in {self.vocab} ({vocab.size} ids)")
-        if self.source_room < 1:
-            raise ValueError(f"{self.name}.max_source_length {self.max_source_length} leaves no "
-                             f"room for a source token beside {self.source_prefix} and "
-                             f"{self.source_suffix}")
-
-    @property
-    def source_room(self) -> int:
-        return self.max_source_length - len(self.source_prefix) - len(self.source_suffix)
-
-    @property
-    def decoder_length(self) -> int:
-        return len(self.start_ids) + self.max_target_length - 1
-
-    train_decoder_length = decoder_length
-
-    def serving_layout(self) -> dict:
-        """make_generation_serving's prompt layout: as _encode lays out a source."""
-        return {"max_prompt_length": self.max_source_length,
-                "prompt_prefix_ids": self.source_prefix, "prompt_suffix_ids": self.source_suffix,
-                "decoder_start_ids": self.start_ids}
-
-    def _encode(self, source, target, for_generation):
-        batch = source.nrows()
-        source = tf.concat([_fill(batch, self.source_prefix), source[:, :self.source_room],
-                            _fill(batch, self.source_suffix)], axis=1)
-        encoder_ids, encoder_mask = _dense(source, self.max_source_length, self.pad_id)
-        out = {"encoder_token_ids": encoder_ids, "encoder_padding_mask": encoder_mask}
-        if for_generation:  # the prompt: the encoder inputs and the start tokens
-            start = tf.tile(tf.constant([self.start_ids], tf.int32), [batch, 1])
-            return dict(out, decoder_token_ids=start, decoder_padding_mask=tf.ones_like(start))
-        sequence = tf.concat([_fill(batch, self.start_ids),
-                              target[:, :self.max_target_length - 1],
-                              _fill(batch, [self.eos_id])], axis=1)
-        length = self.decoder_length
-        out["decoder_token_ids"], out["decoder_padding_mask"] = _dense(sequence[:, :-1], length,
-                                                                       self.pad_id)
-        labels, label_mask = _dense(sequence[:, 1:], length, self.pad_id)
-        # Labels before position len(start) - 1 are start tokens (BART's <s>), not targets.
-        is_target = tf.cast(tf.range(length) >= len(self.start_ids) - 1, tf.int32)[None]
-        out.update(labels=labels, label_weights=tf.cast(label_mask * is_target, tf.float32))
-        return out
-
-
-class CausalLMFinetuning(GenerativeFinetuning):
-    """Decoder-only fine-tuning (GPT-2) on prompt + completion, the loss on the completion
-    only (module docstring).
-
-    Args:
-        model: gin factory (default_vocab_size=...) -> a decoder-only GenerativeLM
-            (garden.models.factory.generative_lm with a GPT-2 preset).
-        vocab, train_file, eval_file, lower_case, tokenizer, generation, max_eval_examples,
-            eval_batch_size, init_checkpoint, init_checkpoint_object, export_base, model_name,
-            max_beams: as TextToText.
-        max_prompt_length: prompt tokens (bos, source, separator).
-        max_target_length: completion tokens including EOS.
-        separator: text between source and target (tokenized on its own), default " =>".
-    """
-
-    name = "causal_lm_finetuning"
-    encoder_decoder = False
-    prompt_names = ("token_ids", "padding_mask")
-
-    def __init__(self, model: Callable, vocab: str, train_file: str, eval_file: str,
-                 max_prompt_length: int = 128, max_target_length: int = 64,
-                 separator: str = " =>", **kwargs):
-        super().__init__(model, vocab, train_file, eval_file, max_target_length, **kwargs)
-        self.max_prompt_length = int(max_prompt_length)
-        self.separator = separator
-
-    _target_prefix = " "  # GPT-3: completions start with a space
-
-    def _target_text(self, target: str) -> str:
-        return self._target_prefix + target
-
-    def _set_specials(self, eager) -> None:
-        # GPT-2's BPE: <|endoftext|> starts and ends a text, and pads (OpenAI's vocabulary has
-        # no <pad>; padded positions carry no loss and are masked); SentencePiece: </s>, <pad>.
-        framed = self.prompt_framing(eager.vocab)
-        self.eos_id, self.pad_id = framed.eos_id, framed.pad_id
-        self.prefix = list(framed.prompt_prefix_ids)
-        self.separator_ids = eager.tokenize([self.separator])[0] if self.separator else []
-        if self.source_room < 1:
-            raise ValueError(f"{self.name}.max_prompt_length {self.max_prompt_length} leaves no "
-                             f"room for a source token beside {self.prefix} and the separator "
-                             f"{self.separator!r} ({len(self.separator_ids)} tokens)")
-
-    @property
-    def source_room(self) -> int:
-        return self.max_prompt_length - len(self.prefix) - len(self.separator_ids)
-
-    @property
-    def train_decoder_length(self) -> int:
-        return self.max_prompt_length + self.max_target_length - 1
-
-    def serving_layout(self) -> dict:
-        """make_generation_serving's prompt layout: prefix, source, separator (as _encode)."""
-        return {"max_prompt_length": self.max_prompt_length, "prompt_prefix_ids": self.prefix,
-                "prompt_suffix_ids": self.separator_ids}
-
-    def _encode(self, source, target, for_generation):
-        batch = source.nrows()
-        prompt = tf.concat([_fill(batch, self.prefix), source[:, :self.source_room],
-                            _fill(batch, self.separator_ids)], axis=1)
-        if for_generation:  # the prompt, left-padded
-            ids, mask = _dense(prompt, self.max_prompt_length, self.pad_id)
-            ids, mask = _left_pad(ids, mask)
-            return {"token_ids": ids, "padding_mask": mask}
-        sequence = tf.concat([prompt, target[:, :self.max_target_length - 1],
-                              _fill(batch, [self.eos_id])], axis=1)
-        length = self.train_decoder_length
-        inputs, input_mask = _dense(sequence[:, :-1], length, self.pad_id)
-        labels, label_mask = _dense(sequence[:, 1:], length, self.pad_id)
-        # Label j is sequence[j + 1]: a completion token when j + 1 >= len(prompt).
-        completion = tf.range(length)[None] >= tf.cast(prompt.row_lengths() - 1, tf.int32)[:, None]
-        return {"token_ids": inputs, "padding_mask": input_mask, "labels": labels,
-                "label_weights": tf.cast(label_mask * tf.cast(completion, tf.int32), tf.float32)}

@@ -517,7 +517,7 @@ def _assert_step0_lm_parity(out, hf_gpt2, root):
     import gin
 
     from garden.models import factory
-    from garden.tasks.generation import CausalLMFinetuning
+    from garden.tasks.causal_lm_finetuning import CausalLMFinetuning
 
     gin.clear_config()
     task = CausalLMFinetuning(model=factory.generative_lm, vocab=None,

@@ -1,5 +1,5 @@
 """Converted T5 and BART (Hugging Face) as the starting point of text-to-text fine-tuning
-(garden/pretrained.py, garden/tasks/generation.py TextToText).
+(garden/pretrained.py, garden/tasks/text_to_text.py TextToText).
 
 Tiny random T5ForConditionalGeneration (a SentencePiece spiece.model trained here, T5's layout
 <pad>=0 </s>=1 <unk>=2) and BartForConditionalGeneration (a byte-level BPE vocab.json +
@@ -135,7 +135,7 @@ def _task(src, data):
     import gin
 
     from garden.models import factory
-    from garden.tasks.generation import TextToText
+    from garden.tasks.text_to_text import TextToText
 
     gin.clear_config()
     task = TextToText(model=factory.generative_lm, vocab=None,

@@ -1,5 +1,6 @@
-"""TextToText and CausalLMFinetuning (garden/tasks/generation.py) on the seq2seq sample task
-(data_pipelines.sample_tasks kind seq2seq) with a SentencePiece vocabulary learnt from it:
+"""TextToText and CausalLMFinetuning (garden/tasks/text_to_text.py, causal_lm_finetuning.py) on
+the seq2seq sample task (data_pipelines.sample_tasks kind seq2seq) with a SentencePiece
+vocabulary learnt from it:
 
 - the loss covers exactly the target / completion tokens (and EOS): compute_metrics equals a
   cross-entropy computed here from the model's logits over positions found from the eager
@@ -35,6 +36,8 @@ from data_pipelines.sample_tasks import __main__ as sample_tasks
 from garden import train as train_lib
 from text import rouge
 from garden.tasks import generation
+from garden.tasks.causal_lm_finetuning import CausalLMFinetuning
+from garden.tasks.text_to_text import TextToText
 from garden.tasks.text_files import TaskDataError
 from generative_testing import ToyCausalLM, ToySeq2SeqLM
 from testing import train_in_process
@@ -79,9 +82,9 @@ def seq2seq(tmp_path_factory):
 
 def _task(cls, seq2seq, **kwargs):
     root, _, vocab = seq2seq
-    lengths = ({"max_source_length": 64} if cls is generation.TextToText
+    lengths = ({"max_source_length": 64} if cls is TextToText
                else {"max_prompt_length": 64})
-    task = cls(_toy(ToySeq2SeqLM if cls is generation.TextToText else ToyCausalLM, 128),
+    task = cls(_toy(ToySeq2SeqLM if cls is TextToText else ToyCausalLM, 128),
                vocab, str(root / "train.jsonl"), str(root / "dev.jsonl"), max_target_length=24,
                max_eval_examples=16, **lengths, **kwargs)
     task.prepare()
@@ -99,9 +102,9 @@ def _completion_ids(task, rows):
 
 
 @pytest.mark.parametrize("cls, kwargs", [
-    (generation.CausalLMFinetuning, {}),
+    (CausalLMFinetuning, {}),
     # Two start tokens, as BART's </s> <s>: the label after the first one is a start token.
-    (generation.TextToText, {"decoder_start_ids": [1, 3]})])
+    (TextToText, {"decoder_start_ids": [1, 3]})])
 def test_loss_covers_exactly_the_target_tokens(seq2seq, cls, kwargs):
     keras.utils.set_random_seed(0)
     task = _task(cls, seq2seq, **kwargs)
@@ -164,14 +167,14 @@ def test_bad_input(seq2seq, tmp_path):
     root, _, vocab = seq2seq
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"source": "a b", "target": "c"}\n\n{"source": "d e", "target": " "}\n')
-    task = generation.TextToText(_toy(ToySeq2SeqLM, 64), vocab, str(bad), str(bad))
+    task = TextToText(_toy(ToySeq2SeqLM, 64), vocab, str(bad), str(bad))
     with pytest.raises(TaskDataError, match=r"bad\.jsonl: record 2 .*empty target"):
         task.prepare()
     with pytest.raises(ValueError, match=r"WordPiece text cannot be decoded"):
-        generation.CausalLMFinetuning(None, str(tmp_path / "vocab.txt"), "x", "y")
+        CausalLMFinetuning(None, str(tmp_path / "vocab.txt"), "x", "y")
     with pytest.raises(ValueError, match=r"generation: unknown settings \['beams'\]"):
-        _task(generation.TextToText, seq2seq, generation={"beams": 4})
-    task = _task(generation.TextToText, seq2seq,
+        _task(TextToText, seq2seq, generation={"beams": 4})
+    task = _task(TextToText, seq2seq,
                  generation={"method": "beam", "num_beams": 2, "length_penalty": 0.6})
     config = task.generation_config  # the beam options reach the decoding settings
     assert (config.method, config.num_beams, config.length_penalty,
@@ -195,11 +198,11 @@ def test_bpe_layouts_and_detokenize(seq2seq, tmp_path):
                             f"--output={bpe}", "--vocab_size=300"]) in (0, None)
     eager = tokenizers.load_tokenizer("bpe", str(bpe / "vocab.json"), lower_case=False)
     vocab, tokens = eager.vocab, eager.vocab.tokens
-    t2t = generation.TextToText(None, str(bpe / "vocab.json"), "x", "y")
+    t2t = TextToText(None, str(bpe / "vocab.json"), "x", "y")
     t2t._set_specials(eager)
     assert [tokens[i] for i in t2t.start_ids] == ["</s>", "<s>"]
     assert ([tokens[i] for i in t2t.source_prefix + t2t.source_suffix]) == ["<s>", "</s>"]
-    causal = generation.CausalLMFinetuning(None, str(bpe / "vocab.json"), "x", "y",
+    causal = CausalLMFinetuning(None, str(bpe / "vocab.json"), "x", "y",
                                            separator="")
     causal._set_specials(eager)
     assert tokens[causal.eos_id] == "<|endoftext|>" and causal.prefix == [causal.eos_id]
@@ -209,13 +212,13 @@ def test_bpe_layouts_and_detokenize(seq2seq, tmp_path):
     pieces = ["<s>", "H", char[0xC3], char[0xA9], char[0x20], "x", "</s>", "<pad>"]
     ids = [tokens.index(p) for p in pieces]
     assert generation.detokenize(vocab, ids, "bpe") == "H\u00e9 x"
-    causal = _task(generation.CausalLMFinetuning, seq2seq)
+    causal = _task(CausalLMFinetuning, seq2seq)
     prompt = next(iter(causal._dataset(causal.eval_rows[:2], 2, for_generation=True)))
     ids, mask = prompt["token_ids"].numpy()[0], prompt["padding_mask"].numpy()[0]
     assert mask[-1] == 1 and mask[0] == 0  # left-padded
     assert generation.detokenize(causal.token_vocab, ids[mask == 1], "sentencepiece") == (
         causal.eval_rows[0]["source"] + causal.separator)
-    sp = _task(generation.TextToText, seq2seq)
+    sp = _task(TextToText, seq2seq)
     labels = next(iter(sp._dataset(sp.eval_rows[:1], 1)))["labels"].numpy()[0]
     assert generation.detokenize(sp.token_vocab, labels, "sentencepiece") == sp.eval_rows[0][
         "target"]

@@ -1,7 +1,7 @@
-"""The LM fine-tuning tasks (garden/tasks/generation.py) with the REAL tiny twins, through
-`garden.train`: configs/finetune/text_to_text_tiny.gin (T5), text_to_text_bart_tiny.gin (BART,
-byte-level BPE) and causal_lm_tiny.gin (GPT-2), on the seq2seq sample task
-(data_pipelines.sample_tasks) with vocabularies made by data_pipelines.make_vocab.
+"""The LM fine-tuning tasks (garden/tasks/text_to_text.py, causal_lm_finetuning.py) with the
+REAL tiny twins, through `garden.train`: configs/finetune/text_to_text_tiny.gin (T5),
+text_to_text_bart_tiny.gin (BART, byte-level BPE) and causal_lm_tiny.gin (GPT-2), on the seq2seq
+sample task (data_pipelines.sample_tasks) with vocabularies made by data_pipelines.make_vocab.
 
 - a short run of each config trains, evaluates (teacher-forced and generated) and writes its
   predictions, with the parameter count of the family's formula at the vocabulary's size,
@@ -36,7 +36,9 @@ from garden.models import decoding
 from garden import train as train_lib
 from garden.models import factory
 from garden.serving.generation import detokenize_numpy
-from garden.tasks import generation
+from garden import tasks as garden_tasks
+from garden.tasks.causal_lm_finetuning import CausalLMFinetuning
+from garden.tasks.text_to_text import TextToText
 from testing import python_env, train_in_process
 
 STEPS, TRAIN_ROWS, EVAL_ROWS, TARGET, MIN_NEW = 4, 64, 4, 8, 3
@@ -131,7 +133,7 @@ def _check_run(data, twin, summary, predictions, capsys):
     """The run's summary and predictions; `garden.train --summary` of the same config prints
     the model that trained, the family's model at the vocabulary's size."""
     config, task, preset, kind = TWINS[twin]
-    assert summary["task"] == getattr(generation, task).name
+    assert summary["task"] == garden_tasks.get(task).name
     assert summary["parameters"] == _family_count(preset, _vocab_size(data, kind))
     capsys.readouterr()
     assert train_lib.main(["--summary", f"--config={config}",
@@ -158,7 +160,7 @@ def test_text_to_text_twin_fine_tunes(data, tmp_path, capsys, twin):
         return
     # T5's export encodes a prompt string as the task's data path encodes the source:
     # pieces + </s> into the encoder (right-padded), <pad> as the decoder's start.
-    task = generation.TextToText(None, data["sp"], data["train"], data["eval"],
+    task = TextToText(None, data["sp"], data["train"], data["eval"],
                                  max_source_length=64, max_target_length=TARGET)
     task.prepare()
     module = task.serving_module(_fresh_lm("t5_tiny", task.token_vocab.size))
@@ -197,7 +199,7 @@ def test_causal_lm_export_serves_what_generate_gives(data, tmp_path, capsys):
     # Reference: the trained weights (the run's last checkpoint) in a fresh GenerativeLM, the
     # prompts as the task's data path lays them out (<prompt> + " =>" left-padded), greedy
     # garden.models.decoding, the export's eager detokenizer.
-    task = generation.CausalLMFinetuning(None, data["sp"], data["train"], data["eval"],
+    task = CausalLMFinetuning(None, data["sp"], data["train"], data["eval"],
                                          max_prompt_length=64, max_target_length=TARGET,
                                          generation=GENERATION)
     task.prepare()
@@ -231,7 +233,7 @@ def test_lengths_beyond_the_models_positions_are_refused_before_training(data):
             max_sequence_length=positions)
 
     # 12 + 8 - 1 = 19 training positions fit GPT-2's 19; generating 8 after 12 slots does not.
-    task = generation.CausalLMFinetuning(lm("gpt2_tiny", 19), data["sp"], data["train"],
+    task = CausalLMFinetuning(lm("gpt2_tiny", 19), data["sp"], data["train"],
                                          data["eval"], max_prompt_length=12,
                                          max_target_length=8)
     task.prepare()
@@ -241,7 +243,7 @@ def test_lengths_beyond_the_models_positions_are_refused_before_training(data):
         task.build_model()
     task.model_fn = lm("gpt2_tiny", 20)
     task.build_model()  # exactly enough
-    task = generation.TextToText(lm("bart_tiny", 32), data["sp"], data["train"], data["eval"],
+    task = TextToText(lm("bart_tiny", 32), data["sp"], data["train"], data["eval"],
                                  max_source_length=40, max_target_length=8)
     task.prepare()
     with pytest.raises(ValueError, match=r"^text_to_text: max_source_length 40 exceeds the 32 "
