@@ -48,10 +48,9 @@ import os
 import sys
 from typing import Dict, Optional, Tuple
 
-import numpy as np
-
 from garden import models, pretrained
-from garden.models.conversion import read_hdf5, read_json_object
+from garden.models.conversion import (huggingface_directory, read_hdf5, read_huggingface_config,
+                                      read_huggingface_dir, read_json_object)
 from garden.models.family import SOURCES
 
 GENERATE_DIR = "generate"
@@ -63,82 +62,6 @@ def convertible() -> list:
 
 
 # --- Hugging Face -----------------------------------------------------------------------------
-
-def _hf_directory(path_or_dir: str) -> str:
-    if not os.path.exists(path_or_dir):
-        raise FileNotFoundError(f"{path_or_dir} does not exist: give a Hugging Face checkpoint "
-                                f"directory (config.json next to its weights)")
-    return path_or_dir if os.path.isdir(path_or_dir) else os.path.dirname(path_or_dir)
-
-
-def read_huggingface_config(path_or_dir: str) -> Dict:
-    """The parsed config.json of a Hugging Face checkpoint directory (or of a file in one);
-    ValueError naming the file when it is not a JSON object."""
-    config_path = os.path.join(_hf_directory(path_or_dir), "config.json")
-    if not os.path.exists(config_path):
-        raise FileNotFoundError(f"{config_path} not found: a Hugging Face checkpoint directory "
-                                "holds config.json next to its weights")
-    return read_json_object(config_path)
-
-
-def _load_weights(path: str, directory: str) -> Dict[str, np.ndarray]:
-    """The arrays of one Hugging Face weights file (or of the shards a .safetensors.index.json
-    names); ValueError naming the file that cannot be read."""
-    if path.endswith(".safetensors.index.json"):
-        weight_map = read_json_object(path).get("weight_map")
-        if not isinstance(weight_map, dict):
-            raise ValueError(f"{path} has no \"weight_map\" object (parameter -> shard file)")
-        weights = {}
-        for shard in sorted(set(weight_map.values())):
-            weights.update(_load_weights(os.path.join(directory, shard), directory))
-        return weights
-    if path.endswith(".safetensors"):
-        from safetensors import SafetensorError
-        from safetensors.numpy import load_file
-
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"{path} does not exist")
-        try:
-            return load_file(path)
-        except SafetensorError as e:
-            raise ValueError(f"{path} is not a readable safetensors file ({e})") from None
-    if path.endswith(".bin"):
-        import pickle
-
-        import torch  # optional dependency: only pytorch_model.bin needs it
-
-        try:
-            state = torch.load(path, map_location="cpu", weights_only=True)
-        except pickle.UnpicklingError:  # torch's message is a page on the weights_only switch
-            raise ValueError(f"{path} is not a PyTorch state dict (torch.load with "
-                             f"weights_only=True cannot read it)") from None
-        except (RuntimeError, EOFError) as e:  # not a zip archive, or a truncated one
-            why = str(e).splitlines()[0] if str(e) else type(e).__name__
-            raise ValueError(f"{path} is not a readable PyTorch file ({why})") from None
-        if not isinstance(state, dict):
-            raise ValueError(f"{path} holds a {type(state).__name__}, not a state dict")
-        return {k: v.detach().float().numpy() if v.is_floating_point()
-                else v.numpy() for k, v in state.items()}
-    raise ValueError(f"{path}: expected a .safetensors or pytorch_model.bin file")
-
-
-def read_huggingface_dir(path_or_dir: str) -> Tuple[Dict, Dict[str, np.ndarray]]:
-    """(config, weights) of a Hugging Face checkpoint directory (or a weights file in one).
-
-    Reads config.json and, in this order, model.safetensors, model.safetensors.index.json
-    (sharded), pytorch_model.bin. Weights come back as numpy arrays under their state-dict
-    names; nothing is downloaded.
-    """
-    directory = _hf_directory(path_or_dir)
-    config = read_huggingface_config(directory)
-    candidates = ([path_or_dir] if os.path.isfile(path_or_dir) else
-                  [os.path.join(directory, n) for n in
-                   ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")])
-    for path in candidates:
-        if os.path.exists(path):
-            return config, _load_weights(path, directory)
-    raise FileNotFoundError(f"no model.safetensors or pytorch_model.bin in {directory}")
-
 
 def load_huggingface(path_or_dir: str, family: str) -> Dict:
     """Garden models from a local Hugging Face checkpoint directory.
@@ -153,7 +76,7 @@ def load_huggingface(path_or_dir: str, family: str) -> Dict:
     if model_type is not None and model_type not in spec.hf_model_types:
         raise ValueError(f"{path_or_dir} holds a {model_type!r} checkpoint (config.json "
                          f"model_type), not {family!r}; pass the matching --model")
-    with _config_keys(os.path.join(_hf_directory(path_or_dir), "config.json"), family, config):
+    with _config_keys(os.path.join(huggingface_directory(path_or_dir), "config.json"), family, config):
         return spec.converter("huggingface")(config, weights)
 
 
@@ -296,7 +219,7 @@ def _write_generate_dir(args, converted: Dict, config: Dict) -> Optional[str]:
     from garden.generate_dir import save_model_dir
     from garden.models import framing
 
-    vocab = os.path.join(_hf_directory(args.input), spec.hf_tokenizer_files[0])
+    vocab = os.path.join(huggingface_directory(args.input), spec.hf_tokenizer_files[0])
     needed = vocab_files.bpe_files(vocab) if spec.tokenizer == "bpe" else (vocab,)
     missing = [f for f in needed if not os.path.exists(f)]
     if missing:
@@ -313,7 +236,7 @@ def _write_generate_dir(args, converted: Dict, config: Dict) -> Optional[str]:
 
 def _checkpoint_dir(source: str, input_path: str) -> str:
     if source == "huggingface":
-        return _hf_directory(input_path)
+        return huggingface_directory(input_path)
     return os.path.dirname(os.path.abspath(input_path))
 
 
@@ -366,7 +289,7 @@ def infer_lower_case(source: str, family: str, input_path: str, kind: Optional[s
     if flag is not None:
         return flag
     if source == "huggingface":
-        config_path = os.path.join(_hf_directory(input_path), "tokenizer_config.json")
+        config_path = os.path.join(huggingface_directory(input_path), "tokenizer_config.json")
         if os.path.exists(config_path):
             value = read_json_object(config_path).get("do_lower_case")
             if value is not None:

@@ -1,6 +1,7 @@
 """Weight-import pieces every family's converter shares: layout transforms, the name table of
 one BERT-style encoder layer, the strict assembler, and the readers of a release's JSON and
-HDF5 files (whose errors name the file).
+HDF5 files and of a Hugging Face checkpoint directory (config.json; safetensors, sharded or
+not, or pytorch_model.bin), whose errors name the file.
 
 A converter is a name table, `{source name: (garden weight path, transform)}`, handed to
 `assign_weights`, which refuses a partial load: every mapped source array must be present (or
@@ -243,6 +244,83 @@ def read_hdf5(path: str) -> Dict[str, np.ndarray]:
     except OSError as e:  # h5py's "Unable to synchronously open file (file signature not found)"
         raise ValueError(f"{path} is not a readable HDF5 file ({e})") from None
     return arrays
+
+
+def huggingface_directory(path_or_dir: str) -> str:
+    """The Hugging Face checkpoint directory `path_or_dir` is or holds a file of."""
+    if not os.path.exists(path_or_dir):
+        raise FileNotFoundError(f"{path_or_dir} does not exist: give a Hugging Face checkpoint "
+                                f"directory (config.json next to its weights)")
+    return path_or_dir if os.path.isdir(path_or_dir) else os.path.dirname(path_or_dir)
+
+
+def read_huggingface_config(path_or_dir: str) -> Dict:
+    """The parsed config.json of a Hugging Face checkpoint directory (or of a file in one);
+    ValueError naming the file when it is not a JSON object."""
+    config_path = os.path.join(huggingface_directory(path_or_dir), "config.json")
+    if not os.path.exists(config_path):
+        raise FileNotFoundError(f"{config_path} not found: a Hugging Face checkpoint directory "
+                                "holds config.json next to its weights")
+    return read_json_object(config_path)
+
+
+def _load_weights(path: str, directory: str) -> Dict[str, np.ndarray]:
+    """The arrays of one Hugging Face weights file (or of the shards a .safetensors.index.json
+    names); ValueError naming the file that cannot be read."""
+    if path.endswith(".safetensors.index.json"):
+        weight_map = read_json_object(path).get("weight_map")
+        if not isinstance(weight_map, dict):
+            raise ValueError(f"{path} has no \"weight_map\" object (parameter -> shard file)")
+        weights = {}
+        for shard in sorted(set(weight_map.values())):
+            weights.update(_load_weights(os.path.join(directory, shard), directory))
+        return weights
+    if path.endswith(".safetensors"):
+        from safetensors import SafetensorError
+        from safetensors.numpy import load_file
+
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{path} does not exist")
+        try:
+            return load_file(path)
+        except SafetensorError as e:
+            raise ValueError(f"{path} is not a readable safetensors file ({e})") from None
+    if path.endswith(".bin"):
+        import pickle
+
+        import torch  # optional dependency: only pytorch_model.bin needs it
+
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        except pickle.UnpicklingError:  # torch's message is a page on the weights_only switch
+            raise ValueError(f"{path} is not a PyTorch state dict (torch.load with "
+                             f"weights_only=True cannot read it)") from None
+        except (RuntimeError, EOFError) as e:  # not a zip archive, or a truncated one
+            why = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise ValueError(f"{path} is not a readable PyTorch file ({why})") from None
+        if not isinstance(state, dict):
+            raise ValueError(f"{path} holds a {type(state).__name__}, not a state dict")
+        return {k: v.detach().float().numpy() if v.is_floating_point()
+                else v.numpy() for k, v in state.items()}
+    raise ValueError(f"{path}: expected a .safetensors or pytorch_model.bin file")
+
+
+def read_huggingface_dir(path_or_dir: str) -> Tuple[Dict, Dict[str, np.ndarray]]:
+    """(config, weights) of a Hugging Face checkpoint directory (or a weights file in one).
+
+    Reads config.json and, in this order, model.safetensors, model.safetensors.index.json
+    (sharded), pytorch_model.bin. Weights come back as numpy arrays under their state-dict
+    names; nothing is downloaded.
+    """
+    directory = huggingface_directory(path_or_dir)
+    config = read_huggingface_config(directory)
+    candidates = ([path_or_dir] if os.path.isfile(path_or_dir) else
+                  [os.path.join(directory, n) for n in
+                   ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")])
+    for path in candidates:
+        if os.path.exists(path):
+            return config, _load_weights(path, directory)
+    raise FileNotFoundError(f"no model.safetensors or pytorch_model.bin in {directory}")
 
 
 def hf_bert_encoder_names(num_layers: int, num_heads: int, prefix: str = "") -> NameTable:
