@@ -2,9 +2,12 @@
 
 Prints, as JSON, the tensorflow-text ops the export's graphs use and whether the oldest TF
 Serving release this stack promises has them (garden.serving.export.check_serving_ops), the
-signatures and inputs of its warmup requests, and min_tf_serving_version. Exit status 0 when
-every op checks, 1 when one does not, 2 when EXPORT_DIR is not a version directory (the model
-directory above it is named with the newest version to pass).
+signatures and inputs of its warmup requests, min_tf_serving_version, and what the export
+computes in as its garden_export.json records it: compute_dtype ('float32' or 'bfloat16') and
+matmul_dtypes (its signatures' matmul nodes per dtype; null for an export written before they
+were recorded). Exit status 0 when every op checks, 1 when one does not, 2 when EXPORT_DIR is
+not a version directory (the model directory above it is named with the newest version to
+pass).
 
 Exports are written by the trainer (garden.train, through garden.serving.export.export); this
 command only reads them.
@@ -45,6 +48,11 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
             {"signature_name": r["signature_name"], "inputs": sorted(r["inputs"])}
             for r in export.read_warmup_requests(warmup)]
     report["min_tf_serving_version"] = export.min_tf_serving_version()
+    metadata = posixpath.join(args.export_dir, "assets.extra", export.METADATA_FILENAME)
+    recorded = json.loads(tf.io.gfile.GFile(metadata).read()) if tf.io.gfile.exists(metadata) \
+        else {}
+    report["compute_dtype"] = recorded.get("compute_dtype")
+    report["matmul_dtypes"] = recorded.get("matmul_dtypes")
     print(json.dumps(report, indent=2))
     return 0 if report["ok"] else 1
 

@@ -22,6 +22,9 @@ Flags:
   --logical_cpus N       split the CPU into N logical devices (mirrored strategies on a CPU).
   --precision NAME       float32 | mixed_bfloat16 | mixed_float16: binds train.precision (after
                          the --gin_param bindings, so it wins); unset: the config's, else float32.
+  --export_precision NAME  float32 | bfloat16: binds train.export_precision, what the export's
+                         matmuls compute in (its signatures stay float32); unset: the config's,
+                         else float32.
   --summary              build the configured model, print its summary and parameter count, exit.
 """
 
@@ -39,6 +42,7 @@ from typing import Optional
 import gin
 
 from text import onednn
+from garden.serving.precision import PRECISIONS as EXPORT_PRECISIONS
 from garden.tasks.base import ConfigError
 from garden.training.settings import PRECISIONS
 
@@ -59,7 +63,7 @@ def train(model_dir: str, strategy, *, task=gin.REQUIRED, train_steps: int = gin
           adam_epsilon: float = 1e-6, clip_norm: Optional[float] = 1.0,
           layer_decay: Optional[float] = None, unfreeze_every: Optional[int] = None,
           precision: str = "float32", jit_compile: Optional[bool] = None,
-          peak_flops: Optional[float] = None,
+          peak_flops: Optional[float] = None, export_precision: str = "float32",
           magnitude_pruning: Optional[dict] = None) -> dict:
     """Trains `task` for `train_steps` steps of `global_batch_size` examples.
 
@@ -74,6 +78,12 @@ def train(model_dir: str, strategy, *, task=gin.REQUIRED, train_steps: int = gin
     the logits and losses in float32) or 'mixed_float16' (float16 with dynamic loss scaling;
     GPUs only). Variables, so checkpoints, stay float32 in all three: a run may resume in
     another precision.
+    export_precision: what the export's model computes in, whatever the training precision:
+    'float32', or 'bfloat16' (the task's model rebuilt under mixed_bfloat16 with the trained
+    weights; its signatures' inputs and outputs stay the float32 export's). A bfloat16 export
+    is checked before the first step (garden.training.report.check_export). Running the
+    command of a finished run again with another export_precision trains no step and exports
+    that run's weights again, as the next version.
     lr_schedule: 'linear' (BERT), 'polynomial' (power lr_power, to end_learning_rate) or
     'slanted_triangular' (ULMFiT, rising for warmup_steps).
     layer_decay: layer-wise learning-rate decay for fine-tuning (ELECTRA: 0.8, large 0.9):
@@ -104,6 +114,7 @@ def train(model_dir: str, strategy, *, task=gin.REQUIRED, train_steps: int = gin
     from garden.training import settings, setup
 
     setup.check_precision(precision, strategy)
+    setup.check_export_precision(export_precision, task)
     loop = settings.Loop(
         train_steps=train_steps, global_batch_size=global_batch_size,
         gradient_accumulation_steps=gradient_accumulation_steps, seed=seed,
@@ -120,12 +131,16 @@ def train(model_dir: str, strategy, *, task=gin.REQUIRED, train_steps: int = gin
         # compile time. Keep it for GPUs and TPUs.
         jit_compile = not distribute.uses_only_cpus(strategy)
     hardware = settings.Hardware(precision=precision, jit_compile=jit_compile,
-                                 peak_flops=peak_flops)
+                                 peak_flops=peak_flops, export_precision=export_precision)
 
     setup.check_writable(model_dir)
     with setup.dtype_policy(hardware.precision):
         task.prepare()
         setup.check_arguments(loop, replicas=strategy.num_replicas_in_sync)
+        if hardware.export_precision != "float32":
+            from garden.training import report
+
+            report.check_export(task, hardware)
         for warning in setup.schedule_warnings(loop, optimization):
             print(f"[train] warning: {warning}", flush=True)
         run = _Run(model_dir=model_dir, strategy=strategy, task=task, loop=loop)
@@ -164,6 +179,7 @@ class _Run:
                 self.model, objects, train_steps=self.train_steps, optimization=optimization,
                 fine_tuning=fine_tuning, precision=hardware.precision)
         self.precision = hardware.precision
+        self.hardware = hardware
         self.loss_scaled = hardware.precision == "mixed_float16"
         self.checkpoints = checkpoints.Checkpoints(
             self.model_dir, model=self.model, opt=self.opt, objects=objects,
@@ -309,7 +325,7 @@ class _Run:
             print(f"[train] worker done at step {self.step}", flush=True)
             return {"steps": self.step}
         result = self.task.finish(self.model, self.model_dir)
-        export_dir = report.export(self.task, self.model)
+        export_dir = report.export(self.task, self.model, self.hardware)
         summary = {
             "task": self.task.name, "steps": self.step,
             "steps_this_run": self.step - self.start_step,
@@ -323,7 +339,8 @@ class _Run:
             "last_logged_metrics": self.progress.last,
             "last_eval_metrics": self.last_eval,
             "checkpoint": self.checkpoints.latest,
-            **({"export_dir": export_dir} if export_dir else {}),
+            **({"export_dir": export_dir,
+                "export_precision": self.hardware.export_precision} if export_dir else {}),
             **(self.pruning.summary(self.model_dir) if self.pruning else {}),
             **result,
         }
@@ -467,11 +484,14 @@ def main(argv=None) -> int:
     parser.add_argument("--precision", choices=PRECISIONS, default=None,
                         help="binds train.precision (after the --gin_param bindings); unset: "
                              "the config's binding, else float32. mixed_float16 needs GPUs")
+    parser.add_argument("--export_precision", choices=EXPORT_PRECISIONS, default=None,
+                        help="binds train.export_precision (after the --gin_param bindings): "
+                             "what the export's matmuls compute in; its signatures stay float32")
     parser.add_argument("--summary", action="store_true",
                         help="print the configured model's summary and parameter count, then exit")
     args = parser.parse_args(argv)
-    bindings = args.gin_param + ([f"train.precision = '{args.precision}'"] if args.precision
-                                 else [])
+    bindings = args.gin_param + [f"train.{name} = '{value}'" for name, value in (
+        ("precision", args.precision), ("export_precision", args.export_precision)) if value]
     try:
         if args.summary:
             build_summary(args.config, bindings)

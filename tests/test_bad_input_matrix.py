@@ -702,6 +702,18 @@ CASES = [
          "error", r"\S+/none\.tsv"),
     Case("train-model-dir-holds-another-model", GT, _other_model_checkpoint, "error",
          r"ckpt-1.*does not fit the configured model.*(\(128, 512\)|\[128,512\])", slow=True),
+    # precisions (issue 34): refused before model_dir is made or a model is built
+    Case("train-precision-unknown", GT, _train("--gin_param=train.precision='bf16'"), "error",
+         r"train\.precision must be one of 'float32', 'mixed_bfloat16', 'mixed_float16'; got 'bf16'"),
+    Case("train-export-precision-unknown", GT,
+         lambda c: finetune_args(c, "--gin_param=train.export_precision='bf16'"), "error",
+         r"train\.export_precision must be one of 'float32', 'bfloat16'; got 'bf16'"),
+    Case("train-export-precision-flag-unknown", GT,
+         lambda c: finetune_args(c, "--export_precision=float16"), "usage",
+         r"--export_precision: invalid choice: 'float16'"),
+    Case("train-bfloat16-export-without-export", GT, _train("--export_precision=bfloat16"), "error",
+         r"train\.export_precision = 'bfloat16', but the \S+ task exports nothing .*unbind "
+         r"train\.export_precision"),
     # --- garden.train: runs that finish but warn
     Case("train-warmup-longer-than-run", GT,
          _train("--gin_param=train.train_steps=1", "--gin_param=train.warmup_steps=5"),

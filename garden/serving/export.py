@@ -7,12 +7,17 @@
     assets/                           the vocabulary file(s) (the export is self-contained)
     assets.extra/tf_serving_warmup_requests   PredictionLog records TF Serving replays on load
     assets.extra/garden_export.json   the module's metadata (task, labels, tokenizer, ...)
-                                      and the exporter's (version, method names, op check)
+                                      and the exporter's (version, method names, op check,
+                                      compute_dtype and the graphs' matmul_dtypes)
 
 The module names its signatures and their TF Serving method names (predict / classify /
 regress); tf.saved_model.save writes every signature as predict, so the exporter rewrites the
 method names afterwards. The version is built under a hidden name and renamed into place, so a
 server polling <model_name>/ never loads half an export.
+
+precision='bfloat16' writes a module whose model was built under Keras' mixed_bfloat16 policy:
+its matmuls run in bfloat16 behind the float32 export's signatures (garden/serving/precision.py
+checks the traced graphs before anything is written).
 
 Minimum TensorFlow Serving, two constraints (both written to garden_export.json):
 - tensorflow-text ops: 2.12.0. The WordPiece signatures run tensorflow-text's
@@ -42,6 +47,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from garden.serving import precision as export_precision
 from garden.serving.base import CLASSIFY, PREDICT, REGRESS, ServingModule
 
 PREDICT_METHOD_NAME, CLASSIFY_METHOD_NAME, REGRESS_METHOD_NAME = PREDICT, CLASSIFY, REGRESS
@@ -147,11 +153,15 @@ def _version_dir(export_base: str, model_name: str, version: Optional[int]) -> T
 
 
 def export(module: ServingModule, export_base: str, model_name: str,
-           version: Optional[int] = None) -> str:
+           version: Optional[int] = None, precision: str = "float32") -> str:
     """Saves a task's ServingModule as <export_base>/<model_name>/<version>/ and returns that
-    directory. version: default one more than the largest existing (1 for the first)."""
+    directory. version: default one more than the largest existing (1 for the first).
+    precision: 'float32', or 'bfloat16' for a module whose model computes in bfloat16
+    (garden.serving.precision: PrecisionError, before anything is written, when the graphs
+    do not)."""
+    export_precision.check_name(precision)
     model_dir, version = _version_dir(export_base, model_name, version)
-    signatures = module.signatures()
+    signatures, matmuls = export_precision.checked(module.signatures(), precision, module.task)
     methods = {name: method for name, (_, method) in signatures.items()}
     tf.io.gfile.makedirs(model_dir)
     tmp_dir = posixpath.join(model_dir, f".tmp-{version}-{uuid.uuid4().hex[:8]}")
@@ -170,6 +180,7 @@ def export(module: ServingModule, export_base: str, model_name: str,
         metadata = dict(module.metadata(), **{
             "format_version": EXPORT_FORMAT_VERSION, "model_name": model_name,
             "version": version, "signatures": methods,
+            "compute_dtype": precision, "matmul_dtypes": matmuls,
             "min_tf_serving_version": min_tf_serving_version(),
             "min_tf_serving_version_for_tf_text_ops": MIN_TF_SERVING_FOR_TF_TEXT_OPS,
             "tf_text_ops": ops["tf_text_ops"], "tensorflow_version": tf.__version__,

@@ -6,6 +6,8 @@ import json
 import posixpath
 from typing import Any, Dict, Optional
 
+from garden.tasks.base import ConfigError
+
 
 def evaluate(task, model, writer, step: int) -> Dict[str, float]:
     """Runs task.evaluate, logs its numbers to TensorBoard as eval/<name> and prints the floats:
@@ -23,18 +25,60 @@ def evaluate(task, model, writer, step: int) -> Dict[str, float]:
     return numbers
 
 
-def export(task, model) -> Optional[str]:
-    """Exports task.serving_module(model) through the one exporter when the task names an
-    export_base; returns the export directory (None: nothing to export)."""
+def serving_model(task, model, hardware):
+    """The task model the export traces: `model` when it was built under the export precision's
+    Keras policy (garden.serving.precision.POLICIES), else a copy the task builds under that
+    policy, holding `model`'s weights. Variables are float32 under every policy, so the copy's
+    weights are the trained values, bit for bit; only what its layers compute in differs."""
+    from garden.serving.precision import POLICIES
+    from garden.training import setup
+
+    policy = POLICIES[hardware.export_precision]
+    if policy == hardware.precision:
+        return model
+    with setup.dtype_policy(policy):
+        copy, _ = task.build_model()
+    copy.set_weights(model.get_weights())
+    return copy
+
+
+def check_export(task, hardware) -> None:
+    """Before training: the task's serving module, built under the export precision, passes
+    the exporter's precision checks (garden.serving.precision.checked: a bfloat16 node without
+    a CPU kernel, ...), so that a refused export stops the run before its first step instead
+    of after its last. Builds a model of its own and writes nothing. ConfigError naming
+    train.export_precision when refused."""
+    from garden.serving.precision import POLICIES, PrecisionError, checked
+    from garden.training import setup
+
+    with setup.dtype_policy(POLICIES[hardware.export_precision]):
+        model, _ = task.build_model()
+        module = task.serving_module(model)
+        if module is None:
+            raise ConfigError(f"train.export_precision = {hardware.export_precision!r}, but the "
+                              f"{task.name} task has no serving module to export; unbind it")
+        try:
+            checked(module.signatures(), hardware.export_precision, module.task)
+        except PrecisionError as e:
+            raise ConfigError(f"train.export_precision = {hardware.export_precision!r}: {e}"
+                              ) from None
+
+
+def export(task, model, hardware) -> Optional[str]:
+    """Exports task.serving_module(model) through the one exporter in hardware.export_precision
+    (serving_model: the model rebuilt under that precision when it was trained in another)
+    when the task names an export_base; returns the export directory (None: nothing to
+    export)."""
     if not task.export_base:
         return None
-    module = task.serving_module(model)
+    module = task.serving_module(serving_model(task, model, hardware))
     if module is None:
         return None
     from garden.serving.export import export as export_module  # the serving side's one exporter
 
-    path = export_module(module, task.export_base, task.model_name)
-    print(f"[train] exported {path}", flush=True)
+    path = export_module(module, task.export_base, task.model_name,
+                         precision=hardware.export_precision)
+    print(f"[train] exported {path} ({hardware.export_precision})", flush=True)
     return str(path)
 
 

@@ -66,7 +66,9 @@ PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 @dataclasses.dataclass(frozen=True)
 class Hardware:
     """How the step runs on the devices: the precision (one of PRECISIONS), XLA, and the peak
-    FLOP/s the MFU divides by (None: measured at start)."""
+    FLOP/s the MFU divides by (None: measured at start); and the precision the export computes
+    in (garden.serving.precision.PRECISIONS: 'float32' or 'bfloat16'), whatever the training's."""
     precision: str
     jit_compile: bool
     peak_flops: Optional[float]
+    export_precision: str

@@ -70,6 +70,22 @@ def check_precision(precision, strategy) -> None:
                           f"'mixed_bfloat16' or 'float32'")
 
 
+def check_export_precision(export_precision, task) -> None:
+    """train.export_precision names one of garden.serving.precision.PRECISIONS, and one other
+    than float32 has an export to apply to."""
+    from garden.serving.precision import PRECISIONS as EXPORT_PRECISIONS
+
+    if export_precision not in EXPORT_PRECISIONS:
+        raise ConfigError(f"train.export_precision must be one of "
+                          f"{', '.join(repr(p) for p in EXPORT_PRECISIONS)}; "
+                          f"got {export_precision!r}")
+    if export_precision != "float32" and not task.export_base:
+        raise ConfigError(f"train.export_precision = {export_precision!r}, but the {task.name} "
+                          f"task exports nothing (its export_base is None): bind its export "
+                          f"base (EXPORT_BASE in the fine-tuning run files), or unbind "
+                          f"train.export_precision")
+
+
 @contextlib.contextmanager
 def dtype_policy(precision: str):
     """Sets Keras' (process-global) dtype policy to `precision` for the run and restores the

@@ -184,6 +184,65 @@ def test_attention_softmax_is_taken_in_float32():
     assert np.mean(in_bfloat16 != in_float32) > 0.5
 
 
+@pytest.mark.parametrize("family", ["xlnet", "cove"])
+def test_xlnet_and_cove_attention_softmax_is_taken_in_float32(family, monkeypatch):
+    """XLNet's relative attention and CoVe's decoder attention, under XLA in mixed_bfloat16:
+    their attention weights (read through values that are the identity, so that the layer
+    hands them out unchanged) are the float32 softmax of their bfloat16 scores, rounded, where
+    XLA's bfloat16 softmax differs in many of them."""
+    import tensorflow as tf
+
+    from garden.layers.attention import softmax_in_float32
+
+    rng = np.random.default_rng(0)
+    keys, queries = 300, 4
+    bf16 = lambda *shape: tf.cast(rng.normal(size=shape), tf.bfloat16)  # noqa: E731
+    scores = []
+
+    def recorded(x):
+        scores.append(x)
+        return softmax_in_float32(x)
+
+    if family == "xlnet":
+        from keras.src.backend import AutocastScope
+
+        from garden.models.xlnet import backbone as module
+
+        layer = module.XLNetRelativeAttention(num_heads=2, head_size=8, dtype="mixed_bfloat16")
+        layer.build((1, queries, 16))
+        eye = tf.eye(keys, batch_shape=[1], dtype=tf.bfloat16)[:, :, None, :]  # [1, j, 1, j]
+
+        def weights():  # _core's output [b, i, n, j] is the probabilities with v = identity
+            with AutocastScope("bfloat16"):  # as the layer's call reads its variables
+                out = layer._core(bf16(1, queries, 2, 8), bf16(1, keys, 2, 8),
+                                  tf.tile(eye, [1, 1, 2, 1]), bf16(1, keys + queries, 2, 8),
+                                  tf.one_hot(tf.zeros([1, queries, keys], tf.int32), 2,
+                                             dtype=tf.bfloat16),
+                                  tf.zeros([1, queries, keys], tf.bfloat16), training=False)
+            return tf.transpose(out, [0, 2, 1, 3]), scores[-1]
+    else:
+        from garden.models.cove import translation as module
+        from garden.training import setup
+
+        with setup.dtype_policy("mixed_bfloat16"):  # its Dense layers take the run's policy
+            layer = module.CoveAttention(units=8, encoder_width=keys)
+        layer.combine = lambda x: x  # the output is [context; decoder_states]
+
+        def weights():  # the context is the attention weights with encoder states = identity
+            out = layer(bf16(1, queries, 16), tf.eye(keys, batch_shape=[1], dtype=tf.bfloat16),
+                        tf.ones([1, keys], tf.int32))
+            return out[..., :keys], scores[-1]
+
+    monkeypatch.setattr(module, "softmax_in_float32", recorded)
+    compiled = tf.function(jit_compile=True, autograph=False)
+    probabilities, logits = compiled(weights)()
+    assert probabilities.dtype == tf.bfloat16
+    in_float32 = tf.cast(tf.nn.softmax(tf.cast(logits, tf.float32)), tf.bfloat16).numpy()
+    assert np.array_equal(probabilities.numpy().reshape(in_float32.shape), in_float32)
+    in_bfloat16 = compiled(lambda: tf.nn.softmax(logits))().numpy()
+    assert np.mean(in_bfloat16 != in_float32) > 0.3  # XLNet ~70%, CoVe ~40% here
+
+
 def test_layer_norm_losses_and_gradients_are_float32_under_mixed_bfloat16():
     """Keras' LayerNormalization takes its statistics in float32 (its output: the float32 norm
     of the bfloat16 input, rounded); the tiny BERT pretrainer's losses and the gradients of its

@@ -133,13 +133,18 @@ def test_evaluation_is_printed_and_written_to_tensorboard(tmp_path, capsys):
     assert report.evaluate(Task(), None, writer, step=8) == {}
 
 
+def _hardware(precision: str = "float32", export_precision: str = "float32") -> settings.Hardware:
+    return settings.Hardware(precision=precision, jit_compile=False, peak_flops=None,
+                             export_precision=export_precision)
+
+
 def test_no_export_without_an_export_base_or_a_serving_module():
     from garden.tasks.base import Task
 
     task = Task()
-    assert report.export(task, None) is None
+    assert report.export(task, None, _hardware()) is None
     task.export_base = "/nonexistent"  # serving_module() is None: still nothing to export
-    assert report.export(task, None) is None
+    assert report.export(task, None, _hardware()) is None
 
 
 # -- argument checks ------------------------------------------------------------------------
@@ -231,7 +236,8 @@ def test_the_serving_module_goes_to_the_one_exporter(tmp_path, monkeypatch):
 
     calls = []
     stand_in = types.ModuleType("garden.serving.export")
-    stand_in.export = lambda module, base, name: calls.append((module, base, name)) or f"{base}/{name}/1"
+    stand_in.export = lambda module, base, name, precision: calls.append(
+        (module, base, name, precision)) or f"{base}/{name}/1"
     monkeypatch.setitem(sys.modules, "garden.serving", types.ModuleType("garden.serving"))
     monkeypatch.setitem(sys.modules, "garden.serving.export", stand_in)
 
@@ -241,8 +247,31 @@ def test_the_serving_module_goes_to_the_one_exporter(tmp_path, monkeypatch):
         def serving_module(self, model):
             return ("module of", model)
 
-    assert report.export(Served(), "m") == f"{tmp_path}/clf/1"
-    assert calls == [(("module of", "m"), str(tmp_path), "clf")]
+    assert report.export(Served(), "m", _hardware()) == f"{tmp_path}/clf/1"
+    assert calls == [(("module of", "m"), str(tmp_path), "clf", "float32")]
+
+
+def test_the_export_model_is_rebuilt_under_the_export_precision():
+    """A model trained in one precision and exported in another: the task builds a copy under
+    the export's Keras policy and the copy gets the trained weights; in the same precision the
+    trained model itself is exported."""
+    import keras
+
+    from garden.tasks.base import Task
+
+    class Dense(Task):
+        def build_model(self):
+            model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+            return model, {"model": model}
+
+    trained, _ = Dense().build_model()
+    trained.layers[0].kernel.assign(np.arange(6, dtype="float32").reshape(3, 2))
+    assert report.serving_model(Dense(), trained, _hardware()) is trained
+    copy = report.serving_model(Dense(), trained, _hardware(export_precision="bfloat16"))
+    assert copy is not trained and copy.layers[0].compute_dtype == "bfloat16"
+    assert all(np.array_equal(a, b) for a, b in zip(copy.get_weights(), trained.get_weights()))
+    back = report.serving_model(Dense(), copy, _hardware("mixed_bfloat16"))
+    assert back.layers[0].compute_dtype == "float32"
 
 
 def test_warmup_longer_than_the_run_is_announced():

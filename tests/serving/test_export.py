@@ -222,6 +222,8 @@ def test_metadata_and_serving_ops(exported):
                                   "classify": "tensorflow/serving/classify"}
     assert meta["vocab_fingerprint"].startswith("sha256:")
     assert meta["min_tf_serving_version"] == export.min_tf_serving_version()
+    # Built under the float32 policy: every matmul of every signature in float32.
+    assert meta["compute_dtype"] == "float32" and set(meta["matmul_dtypes"]) == {"float32"}
     # FastBertNormalize: the fast path's FastBertTokenizer (text/wordpiece.py)
     assert meta["tf_text_ops"] == ["FastBertNormalize", "FastWordpieceTokenizeWithOffsets",
                                    "RegexSplitWithOffsets"]
@@ -364,6 +366,7 @@ def test_inspect_command_reports_the_export(exported):
                                                       "RegexSplitWithOffsets"]
     assert [r["signature_name"] for r in report["warmup_requests"]] == (
         ["serving_default"] * (len(WARMUP) + 1) + ["serving_ids"])
+    assert report["compute_dtype"] == "float32"
     # The model directory instead of a version (issue 13 item 8): one line naming the newest
     # version to pass, no traceback.
     model_dir = os.path.dirname(exported["pair_dir"])

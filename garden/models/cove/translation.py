@@ -25,6 +25,7 @@ from typing import Optional
 import keras
 from keras import ops
 
+from garden.layers.attention import softmax_in_float32
 from garden.layers.recurrent import ProjectedLSTM
 
 
@@ -45,7 +46,7 @@ class CoveAttention(keras.layers.Layer):
     def call(self, decoder_states, encoder_states, encoder_mask):
         scores = ops.einsum("btw,bsw->bts", self.query(decoder_states), encoder_states)
         real = ops.cast(encoder_mask, scores.dtype)[:, None, :]
-        alpha = ops.softmax(scores + (1.0 - real) * -1e9, axis=-1)
+        alpha = softmax_in_float32(scores + (1.0 - real) * -1e9)
         context = ops.einsum("bts,bsw->btw", alpha, encoder_states)
         return self.combine(ops.concatenate([context, decoder_states], axis=-1))
 

@@ -45,6 +45,7 @@ import tensorflow as tf
 from keras import ops
 
 from garden.layers import activations
+from garden.layers.attention import softmax_in_float32
 from garden.models.backbone import Backbone, backbone_inputs
 
 
@@ -111,7 +112,7 @@ class XLNetRelativeAttention(keras.layers.Layer):
                         seg_onehot)
         score = (ac + bd + ef) * (1.0 / math.sqrt(self.head_size))
         score = score - _blocked_value(score.dtype) * mask[:, None, :, :]
-        probs = self.dropout(ops.softmax(score, axis=-1), training=training)
+        probs = self.dropout(softmax_in_float32(score), training=training)
         return ops.einsum("bnij,bjnd->bind", probs, v_head)
 
     def _post(self, x, attn_vec, training):
