@@ -183,16 +183,22 @@ def _cpu_model() -> str:
     return model
 
 
+# The ISA extensions that decide TensorFlow's and torch's CPU kernels, as /proc/cpuinfo names
+# them: AVX2, AVX-512, the int8 dot products (VNNI, 512- and 256-bit), AVX-512 BF16's bfloat16
+# dot products and AMX's tiles with their bfloat16 and int8 multiplies. On the 2-core AMX Xeon,
+# 2026-12-07: a 2048^3 matmul at 78 GFLOP/s in float32 and 497 in bfloat16 (torch.mm).
+ISA_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_tile", "amx_bf16",
+             "amx_int8")
+
+
 def _cpu_features() -> str:
-    """The vector-unit flags that decide TensorFlow's CPU kernels (AVX2, AVX-512, VNNI, BF16,
-    AMX) as /proc/cpuinfo lists them."""
-    wanted = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile")
+    """The ISA_FLAGS this CPU has, as /proc/cpuinfo lists them."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
                 if line.startswith("flags"):
                     flags = set(line.split(":", 1)[1].split())
-                    return " ".join(w for w in wanted if w in flags) or "no AVX2"
+                    return " ".join(w for w in ISA_FLAGS if w in flags) or "no AVX2"
     except OSError:
         pass
     return "unknown"
@@ -216,6 +222,127 @@ def machine_info(distributions: Iterable[str]) -> dict:
         "python": platform.python_version(),
         "versions": versions,
     }
+
+
+# The precisions a benchmark runs at (garden.train's train.precision names; mixed_float16 is
+# for GPUs) and the dtype their matmuls compute in, which sets the peak MFU divides by.
+PRECISIONS = ("float32", "mixed_bfloat16")
+COMPUTE_DTYPES = {"float32": "float32", "mixed_bfloat16": "bfloat16", "mixed_float16": "float16"}
+
+
+def precisions(text: str) -> List[str]:
+    """--precision's value: one of PRECISIONS or several, comma-separated ("float32,mixed_bfloat16"
+    runs every contender in both, side by side)."""
+    names = [p for p in text.split(",") if p]
+    unknown = [p for p in names if p not in PRECISIONS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"takes {' or '.join(PRECISIONS)}, comma-separated; "
+                                         f"got {text!r}")
+    return names
+
+
+def hardware_line(machine: dict, precision: str) -> str:
+    """The header every model benchmark prints first: the CPU, its ISA flags, the oneDNN state
+    and the precision, e.g. 'CPU Intel(R) Xeon(R) Processor, 2 cores | avx2 avx512f ...
+    amx_int8 | oneDNN on (...) | precision float32'."""
+    return (f"CPU {machine['cpu_model']}, {machine['cores']} cores | {machine['cpu_features']} | "
+            f"{machine['onednn']} | precision {precision}")
+
+
+def best_time(call: Callable[[], object], seconds: float) -> tuple:
+    """(best time, calls) of `call` repeated for `seconds` and at least 3 times."""
+    best, total, reps = float("inf"), 0.0, 0
+    while total < seconds or reps < 3:
+        started = time.perf_counter()
+        call()
+        d = time.perf_counter() - started
+        best, total, reps = min(best, d), total + d, reps + 1
+    return best, reps
+
+
+def matmul_peak(precision: str, shapes: Optional[dict] = None, seconds: float = 1.0,
+                device: str = "cpu") -> dict:
+    """This machine's matmul peak in `precision`'s compute dtype (COMPUTE_DTYPES), the MFU
+    denominator of every benchmark: the best GFLOP/s, over `shapes` ({name: (m, k, n)};
+    default a 2048 square on a CPU, 8192 on a GPU), of
+
+    - tf_eager: tf.linalg.matmul called eagerly (oneDNN's kernel when oneDNN is on);
+    - tf_graph: a tf.function of 8 products (a one-product tf.function is left alone by
+      Grappler and runs Eigen's kernel: 38 against 78 GFLOP/s in float32 here);
+    - torch: torch.mm (oneDNN for bfloat16 on a CPU; CUDA on a GPU when torch sees one), when
+      torch is installed (the bench extra).
+
+    On the 2-core AMX Xeon, 2026-12-07, 2048^3: float32 78 / 76 / 78, bfloat16 287 / 257 / 497.
+    Each rate is the best of `seconds` of calls after one warm-up; each call ends by reading
+    one element back, so that the product is finished and nothing large is copied.
+    Returns {"precision", "dtype", "device", "rates": {"<library>_<shape>": {m, k, n,
+    best_gflops, reps}}, "best_gflops", "best", "missing": [why a library was left out]}.
+    """
+    import importlib.util
+
+    import tensorflow as tf
+
+    dtype = COMPUTE_DTYPES[precision]
+    gpu = device == "gpu"
+    shapes = shapes or ({"square_8192": (8192, 8192, 8192)} if gpu else
+                        {"square_2048": (2048, 2048, 2048)})
+    rates, missing = {}, []
+    torch = None
+    if importlib.util.find_spec("torch") is None:
+        missing.append("torch: not installed")
+    else:
+        import torch
+
+        if gpu and not torch.cuda.is_available():
+            missing.append(f"torch: {torch.__version__} sees no CUDA device")
+            torch = None
+        elif not gpu:
+            torch.set_num_threads(usable_cores())
+
+    @tf.function
+    def chain(a, w):
+        acc = tf.linalg.matmul(a, w)
+        for i in range(7):
+            acc += tf.linalg.matmul(a + tf.cast(i + 1, a.dtype), w)
+        return acc[0, 0]
+
+    def rate(call, flops: int) -> dict:
+        call()
+        best, reps = best_time(call, seconds)
+        return {"best_gflops": flops / best / 1e9, "reps": reps}
+
+    for name, (m, k, n) in shapes.items():
+        with tf.device("/GPU:0" if gpu else "/CPU:0"):
+            a = tf.cast(tf.random.stateless_normal([m, k], seed=[1, 2]), dtype)
+            w = tf.cast(tf.random.stateless_normal([k, n], seed=[3, 4]), dtype)
+            rates[f"tf_eager_{name}"] = dict(m=m, k=k, n=n, **rate(
+                lambda: tf.linalg.matmul(a, w)[0, 0].numpy(), 2 * m * k * n))
+            rates[f"tf_graph_{name}"] = dict(m=m, k=k, n=n, **rate(
+                lambda: chain(a, w).numpy(), 8 * 2 * m * k * n))
+        if torch is not None:
+            where = "cuda" if gpu else "cpu"
+            ta = torch.randn(m, k, device=where).to(getattr(torch, dtype))
+            tw = torch.randn(k, n, device=where).to(getattr(torch, dtype))
+            rates[f"torch_{name}"] = dict(m=m, k=k, n=n, **rate(
+                lambda: torch.mm(ta, tw)[0, 0].item(), 2 * m * k * n))
+    best = max(rates, key=lambda r: rates[r]["best_gflops"])
+    return {"precision": precision, "dtype": dtype, "device": device, "rates": rates,
+            "best_gflops": rates[best]["best_gflops"], "best": best, "missing": missing}
+
+
+def best_peak(peaks: Iterable[dict]) -> dict:
+    """The highest of several matmul_peak records of one precision (measured before and after
+    the contenders: the machine's other load changes in between)."""
+    return max(peaks, key=lambda p: p["best_gflops"])
+
+
+def peak_line(peak: dict) -> str:
+    """'peak bfloat16 matmul 497 GFLOP/s (torch_square_2048; tf_eager_square_2048 287, ...)'."""
+    others = ", ".join(f"{k} {v['best_gflops']:.0f}" for k, v in peak["rates"].items()
+                       if k != peak["best"])
+    missing = f"; {'; '.join(peak['missing'])}" if peak["missing"] else ""
+    return (f"peak {peak['dtype']} matmul {peak['best_gflops']:.0f} GFLOP/s ({peak['best']}; "
+            f"{others}{missing})")
 
 
 def timing_summary(warmup_s: float, wall_s: float, step_s: List[float], own_cpu_s: float,

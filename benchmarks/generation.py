@@ -367,9 +367,13 @@ def main(argv=None) -> dict:
 
     passed = common.passed_on(argv if argv is not None else sys.argv[1:],
                               "--contenders", "--ours_xla", "--kernels")
+    machine = common.machine_info(["tensorflow", "keras", "keras-hub", "torch", "transformers"])
+    header = common.hardware_line(machine, "float32")
+    log(header)
     if args.kernels:
         load_before = os.getloadavg()
-        report = {"benchmark": "generation_kernels", "threads": args.threads or usable_cores(),
+        report = {"benchmark": "generation_kernels", "machine": machine, "header": header,
+                  "threads": args.threads or usable_cores(),
                   "ms_per_matmul": run_kernels(batches, args, passed),
                   "load_average_before": load_before, "load_average_after": os.getloadavg()}
         if args.output_json:
@@ -411,8 +415,7 @@ def main(argv=None) -> dict:
               "prompt_tokens": PROMPT, "new_tokens": NEW, "method": "greedy",
               "results": results, "ratios": rows, "load_average_before": load_before,
               "load_average_after": os.getloadavg(),
-              "machine": common.machine_info(["tensorflow", "keras", "keras-hub", "torch",
-                                              "transformers"])}
+              "machine": machine, "header": header}
     if args.output_json:
         write_report(report, args.output_json)
     return report

@@ -300,8 +300,11 @@ def main(argv=None) -> dict:
 
 
 def _compare(work: str, passed: List[str], args) -> dict:
-    report = {"machine": common.machine_info(["tensorflow", "keras", "torch", "transformers",
-                                              "ai-edge-litert"]),
+    machine = common.machine_info(["tensorflow", "keras", "torch", "transformers",
+                                   "ai-edge-litert"])
+    header = common.hardware_line(machine, "float32 and int8 (weight-only / dynamic-range)")
+    log(header)
+    report = {"machine": machine, "header": header,
               "load_average_before": os.getloadavg(), "tiny": args.tiny,
               "shape": {"seq_length": SEQ, "batches": args.batches,
                         **{k: dict(zip(("hidden", "layers", "heads", "ffn", "vocab"), v))

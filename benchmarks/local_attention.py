@@ -30,7 +30,7 @@ from typing import Dict
 import numpy as np
 import tensorflow as tf
 
-from benchmarks.common import log, machine_info
+from benchmarks.common import hardware_line, log, machine_info
 from garden.layers.attention import MultiHeadAttention
 from garden.layers.local_attention import LocalMultiHeadAttention, band_mask
 
@@ -94,13 +94,17 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--output", default="")
     args = parser.parse_args(argv)
+    machine = machine_info(("tensorflow", "keras"))
+    header = hardware_line(machine, "float32")
+    log(header)
     rows = [measure(int(t), args.width, args.repeats) for t in args.lengths.split(",")]
     for row in rows:
         r = row["ratios_dense_over_banded"]
         log(f"T={row['T']} w={row['w']}: dense/banded core FLOPs {r['core_flops']:.2f}x, "
             f"total FLOPs {r['total_flops']:.2f}x, wall {r['seconds']:.2f}x "
             f"(outputs differ by {row['max_abs_diff']:.1e})")
-    report = {"machine": machine_info(("tensorflow", "keras")), "hidden": HIDDEN, "heads": HEADS, "rows": rows}
+    report = {"machine": machine, "header": header, "hidden": HIDDEN, "heads": HEADS,
+              "rows": rows}
     if args.output:
         with open(args.output, "w") as f:
             json.dump(report, f, indent=1)

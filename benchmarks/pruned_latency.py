@@ -132,14 +132,15 @@ def run(args) -> dict:
 
     shape = SHAPES["tiny" if args.tiny else "full"]
     hidden, layers, heads, ffn, vocab = shape
-    report = {"machine": common.machine_info(["tensorflow", "keras"]),
+    machine = common.machine_info(["tensorflow", "keras"])
+    header = common.hardware_line(machine, "float32")
+    report = {"machine": machine, "header": header,
               "load_average_before": os.getloadavg(), "tiny": args.tiny,
               "shape": {"seq_length": SEQ, "batches": args.batches,
                         **dict(zip(("hidden", "layers", "heads", "ffn", "vocab"), shape))},
               "settings": common.latency_settings(args, prune_share=args.prune_share,
                                                   seed=args.seed)}
-    log(f"{report['machine']['cpu_model']}, {report['machine']['cores']} cores, "
-        f"{report['machine']['onednn']}; load {report['load_average_before'][0]:.2f}")
+    log(f"{header}; load {report['load_average_before'][0]:.2f}")
 
     head_mask = choose_heads(layers, heads, args.prune_share, args.seed)
     unpruned, masked, dense = build(shape, args.seed)

@@ -189,8 +189,11 @@ def main(argv=None):
         return worker(args)
     import numpy as np
 
-    from benchmarks.common import log, machine_info, write_report
+    from benchmarks.common import hardware_line, log, machine_info, write_report
 
+    machine = machine_info(["tensorflow", "keras"])
+    header = hardware_line(machine, "float32")
+    log(header)
     load_before = os.getloadavg()
     scratch = tempfile.mkdtemp(prefix="seq2seq_baseline_")
     try:
@@ -242,7 +245,7 @@ def main(argv=None):
                   "models", "batches", "source_length", "new_tokens", "rounds", "threads",
                   "warmup")},
               "load_average_before": load_before, "load_average_after": os.getloadavg(),
-              "machine": machine_info(["tensorflow", "keras"]), "results": results}
+              "machine": machine, "header": header, "results": results}
     print(f"{'model/batch':<14} {'old s':>8} {'new s':>8} {'old/new':>8} {'per-round':>10} "
           f"{'CPU o/n':>8} {'new tok/s':>10}  tokens equal")
     for key, r in results.items():

@@ -1,6 +1,7 @@
 """Serving latency of a BERT-base sentence classifier, 128 tokens, batch 1 and 32, in one run.
 
-Contenders, all float32 on this machine's CPU cores, random weights (nothing downloaded):
+Contenders, on this machine's CPU cores, random weights (nothing downloaded), at each
+`--precision` (float32, mixed_bfloat16 or both; see "Precision" below):
 - ours, in-process: the garden export (garden.serving.export of a ClassificationServing over
   SequenceClassifier(bert_base), 2 labels, max_seq_length 128) loaded with
   tf.saved_model.load, called through its signatures: `serving_default` (raw text: tokenizer
@@ -16,23 +17,34 @@ Contenders, all float32 on this machine's CPU cores, random weights (nothing dow
   (tf.config.threading in process; garden.serve's and TF Serving's
   --tensorflow_inter_op_parallelism=1): the ops of a call run one after the other, each on
   the intra-op pool, instead of independent ops (Q, K, V projections) side by side.
+- ours_keras: the export's model itself (same construction and seed, so the same weights) in
+  process, called through a tf.function on the ids inputs, under Keras' dtype policy.
 - Hugging Face torch eager: transformers' BertForSequenceClassification(BertConfig(), 2 labels)
   in eval mode under torch.inference_mode, with `torch.set_num_threads(cores)`.
 - keras-hub: keras_hub.models.BertTextClassifier(BertBackbone of bert_base's shape,
   preprocessor=None), `predict_on_batch` (its compiled predict function).
+
+Precision: float32 runs every contender. mixed_bfloat16 runs torch under
+`torch.autocast('cpu', dtype=torch.bfloat16)`, keras-hub and ours_keras under Keras'
+mixed_bfloat16 policy (float32 variables, bfloat16 matmuls). The garden's exports are float32
+until the exporter writes bfloat16 ones (issue 34 item 2), so at mixed_bfloat16 the export's
+contenders (ours, ours_inter1, http, http_inter1) are skipped, said so in the report, and the
+garden's figure is ours_keras; its float32 run is the like-for-like baseline of the ratio.
+With both precisions each contender runs in both before the next one starts.
 Inputs: the same ids for everyone (random word pieces, no padding: 128 real tokens); the raw
 text is 200 synthetic words of a synthetic 30522-word vocabulary, so that it packs to the same
 128 tokens.
 
-The fp32 matmul limit: the forward's matmul FLOPs (encoder dense layers 2*B*T*L*(4H^2+2HF),
+The matmul limit: the forward's matmul FLOPs (encoder dense layers 2*B*T*L*(4H^2+2HF),
 attention 2*B*L*2*T^2*H, pooler 2*B*H^2, classifier 2*B*H*C; embeddings, LayerNorm, softmax
-and GELU not counted) divided by the best fp32 matmul rate measured in this run, before and
-after the contenders (TensorFlow and torch.mm; a large square product and the forward's own
-[B*T, H] x [H, F] and [B*T, H] x [H, H] shapes). No implementation can beat it on this
-machine; the ratio to it says how much of the time goes elsewhere.
+and GELU not counted) divided by the best matmul rate of the precision's compute dtype
+measured in this run, before and after the contenders (benchmarks.common.matmul_peak:
+TensorFlow and torch.mm; a 2048 square and the forward's own [B*T, H] x [H, F] and
+[B*T, H] x [H, H] shapes). No implementation can beat it on this machine; the ratio to it says
+how much of the time goes elsewhere, and its inverse is the row's MFU.
 
-The forward's matmuls alone (`forward_matmul_calls`): the same runs also time only the
-forward's matmuls, with its shapes and its 85M weights, back to back with nothing else
+The forward's matmuls alone (`forward_matmul_calls`, float32 only): the same runs also time
+only the forward's matmuls, with its shapes and its 85M weights, back to back with nothing else
 (TensorFlow and torch, best of the two runs). That is the fastest a batch can go: at batch 1
 small products (12 heads of [128, 64] x [64, 128]) and weights streamed from memory keep it
 above the limit. Each row reports its ratio to TensorFlow's (x tf matmuls).
@@ -69,62 +81,21 @@ SEQ, LAYERS, HIDDEN, HEADS, FFN, VOCAB, LABELS = 128, 12, 768, 12, 3072, 30522, 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 
-def forward_flops(batch: int) -> int:
-    """Matmul FLOPs of one BERT-base classifier forward (see the module docstring)."""
-    dense = 2 * batch * SEQ * LAYERS * (4 * HIDDEN * HIDDEN + 2 * HIDDEN * FFN)
-    attention = 2 * batch * LAYERS * 2 * SEQ * SEQ * HIDDEN
-    return dense + attention + 2 * batch * HIDDEN * HIDDEN + 2 * batch * HIDDEN * LABELS
+def forward_flops(batch: int, layers: int = LAYERS, hidden: int = HIDDEN, ffn: int = FFN) -> int:
+    """Matmul FLOPs of one classifier forward (see the module docstring), BERT-base's unless
+    other sizes are given."""
+    dense = 2 * batch * SEQ * layers * (4 * hidden * hidden + 2 * hidden * ffn)
+    attention = 2 * batch * layers * 2 * SEQ * SEQ * hidden
+    return dense + attention + 2 * batch * hidden * hidden + 2 * batch * hidden * LABELS
 
 
-def best_of(call: Callable[[], object], seconds: float) -> tuple:
-    """(best time, calls) of `call` repeated for `seconds` and at least 3 times."""
-    best, total, reps = float("inf"), 0.0, 0
-    while total < seconds or reps < 3:
-        started = time.perf_counter()
-        call()
-        d = time.perf_counter() - started
-        best, total, reps = min(best, d), total + d, reps + 1
-    return best, reps
-
-
-def matmul_peak(batches: List[int], seconds: float) -> dict:
-    """Best fp32 matmul rate, GFLOP/s, per library and shape.
-
-    TensorFlow: a tf.function of 8 products (a single-op tf.function skips Grappler, so its
-    MatMul is not rewritten to oneDNN's kernel the way the model's are: measured 38 against
-    166 GFLOP/s here); torch.mm (oneDNN / MKL). The best over everything is the limit.
-    """
-    import tensorflow as tf
-    import torch
-
-    torch.set_num_threads(usable_cores())
+def peak_shapes(batches: List[int]) -> Dict[str, tuple]:
+    """A 2048 square and the forward's own feed-forward and projection products per batch."""
     shapes = {"square_2048": (2048, 2048, 2048)}
     for b in batches:
         shapes[f"ffn_b{b}"] = (b * SEQ, HIDDEN, FFN)
         shapes[f"qkv_b{b}"] = (b * SEQ, HIDDEN, HIDDEN)
-
-    def best_rate(call, flops: int) -> dict:
-        call()
-        best, reps = best_of(call, seconds)
-        return {"best_gflops": flops / best / 1e9, "reps": reps}
-
-    @tf.function
-    def chain(a, w):
-        acc = tf.linalg.matmul(a, w)
-        for i in range(7):
-            acc += tf.linalg.matmul(a + float(i + 1), w)
-        return acc
-
-    out = {}
-    for name, (m, k, n) in shapes.items():
-        a = tf.random.stateless_normal([m, k], seed=[1, 2])
-        w = tf.random.stateless_normal([k, n], seed=[3, 4])
-        ta, tw = torch.from_numpy(a.numpy()), torch.from_numpy(w.numpy())
-        out[f"tf_{name}"] = dict(m=m, k=k, n=n, **best_rate(lambda: chain(a, w).numpy(),
-                                                            8 * 2 * m * k * n))
-        out[f"torch_{name}"] = dict(m=m, k=k, n=n, **best_rate(lambda: torch.mm(ta, tw),
-                                                               2 * m * k * n))
-    return out
+    return shapes
 
 
 @contextlib.contextmanager
@@ -203,7 +174,7 @@ def forward_matmuls(batches: List[int], seconds: float) -> dict:
 
     def best_time(call) -> dict:
         out = call()
-        best, reps = best_of(call, seconds)
+        best, reps = common.best_time(call, seconds)
         return {"best_s": best, "reps": reps, "finite": bool(np.isfinite(out).all())}
 
     out = {}
@@ -213,13 +184,22 @@ def forward_matmuls(batches: List[int], seconds: float) -> dict:
     return out
 
 
-def make_export(work: str) -> tuple:
-    """A BERT-base classifier export, its vocabulary and a text that packs to 128 tokens."""
+def classifier(preset: str = "bert_base"):
+    """The benchmark's garden classifier: random weights from seed 0, so that every process
+    that builds it (the export's, ours_keras') gets the same ones, whatever the dtype policy."""
     import keras
 
-    from text import tokenizers
     from garden.models.bert.presets import bert_backbone_from_preset
     from garden.models.classification import SequenceClassifier
+
+    keras.utils.set_random_seed(0)
+    return SequenceClassifier(bert_backbone_from_preset(preset, vocab_size=VOCAB),
+                              num_classes=LABELS)
+
+
+def make_export(work: str) -> tuple:
+    """A BERT-base classifier export, its vocabulary and a text that packs to 128 tokens."""
+    from text import tokenizers
     from garden.serving import export
     from garden.serving.classification import ClassificationServing
     from garden.serving.text import TextPacker
@@ -228,9 +208,7 @@ def make_export(work: str) -> tuple:
     vocab = os.path.join(work, "vocab.txt")
     with open(vocab, "w", encoding="utf-8") as f:
         f.write("\n".join(SPECIALS + words) + "\n")
-    keras.utils.set_random_seed(0)
-    model = SequenceClassifier(bert_backbone_from_preset("bert_base", vocab_size=VOCAB),
-                               num_classes=LABELS)
+    model = classifier()
     packer = TextPacker(tokenizers.load_tokenizer("wordpiece", vocab, lower_case=True), SEQ)
     rng = np.random.default_rng(0)
     text = " ".join(words[i] for i in rng.integers(0, len(words), 200))
@@ -292,8 +270,12 @@ def worker_export(work: str, batches: List[int], args) -> dict:
 
 
 def worker_peak(work: str, batches: List[int], args) -> dict:
-    return {"rates": matmul_peak(batches, args.peak_seconds),
-            "forward_matmuls": forward_matmuls(batches, args.peak_seconds)}
+    """The matmul peak of every --precision; the forward's matmuls alone in float32."""
+    out = {"peaks": {p: common.matmul_peak(p, peak_shapes(batches), args.peak_seconds)
+                     for p in args.precision}}
+    if "float32" in args.precision:
+        out["forward_matmuls"] = forward_matmuls(batches, args.peak_seconds)
+    return out
 
 
 def worker_ours(work: str, batches: List[int], args, inter_op: int = 0) -> dict:
@@ -316,6 +298,23 @@ def worker_ours(work: str, batches: List[int], args, inter_op: int = 0) -> dict:
         out["ours_ids"][b] = timed(lambda: ids_fn(**tensors)["logits"].numpy(),
                                    args.warmup, latency_reps(args, b))
     return {k + suffix: v for k, v in out.items()}
+
+
+def worker_ours_keras(work: str, batches: List[int], args) -> dict:
+    """classifier() under Keras' --precision policy, called through a tf.function on the ids."""
+    import keras
+    import tensorflow as tf
+
+    keras.mixed_precision.set_global_policy(args.precision)
+    _, ids, _ = _inputs(work, batches)
+    model = classifier()
+    forward = tf.function(lambda inputs: model(inputs, training=False)["logits"])
+    out = {"ours_keras_ids": {}, "policy": model.dtype_policy.name}
+    for b in batches:
+        tensors = {k: tf.constant(v) for k, v in ids[b].items()}
+        out["ours_keras_ids"][b] = timed(lambda: forward(tensors).numpy(), args.warmup,
+                                         latency_reps(args, b))
+    return out
 
 
 def worker_http(work: str, batches: List[int], args, inter_op: int = 0) -> dict:
@@ -396,22 +395,26 @@ def worker_torch(work: str, batches: List[int], args) -> dict:
     model = BertForSequenceClassification(BertConfig(num_labels=LABELS)).eval()
     out = {"torch_eager": {}, "attention": getattr(model.config, "_attn_implementation", None),
            "threads": torch.get_num_threads()}
+    bf16 = args.precision == "mixed_bfloat16"
     for b in batches:
         inputs = {"input_ids": torch.tensor(ids[b]["token_ids"], dtype=torch.long),
                   "token_type_ids": torch.tensor(ids[b]["segment_ids"], dtype=torch.long),
                   "attention_mask": torch.tensor(ids[b]["padding_mask"], dtype=torch.long)}
 
         def call():
-            with torch.inference_mode():
-                return model(**inputs).logits.numpy()
+            with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16,
+                                                        enabled=bf16):
+                return model(**inputs).logits.float().numpy()
 
         out["torch_eager"][b] = timed(call, args.warmup, latency_reps(args, b))
     return out
 
 
 def worker_keras_hub(work: str, batches: List[int], args) -> dict:
+    import keras
     import keras_hub
 
+    keras.mixed_precision.set_global_policy(args.precision)
     _, ids, _ = _inputs(work, batches)
     backbone = keras_hub.models.BertBackbone(
         vocabulary_size=VOCAB, num_layers=LAYERS, num_heads=HEADS, hidden_dim=HIDDEN,
@@ -429,7 +432,10 @@ def worker_keras_hub(work: str, batches: List[int], args) -> dict:
 WORKERS = {"export": worker_export, "peak": worker_peak, "ours": worker_ours,
            "ours_inter1": functools.partial(worker_ours, inter_op=1),
            "http": worker_http, "http_inter1": functools.partial(worker_http, inter_op=1),
-           "torch": worker_torch, "keras_hub": worker_keras_hub}
+           "ours_keras": worker_ours_keras, "torch": worker_torch, "keras_hub": worker_keras_hub}
+# The contenders that read the export: float32 only until the exporter writes bfloat16 (issue
+# 34 item 2); at mixed_bfloat16 ours_keras stands for the garden.
+EXPORT_CONTENDERS = ("ours", "ours_inter1", "http", "http_inter1")
 
 
 spawn = functools.partial(common.spawn_worker, "benchmarks.serving_latency")
@@ -441,73 +447,111 @@ def main(argv=None) -> dict:
     p.add_argument("--peak_seconds", type=float, default=2.0,
                    help="seconds of matmuls per shape (before and after the contenders)")
     p.add_argument("--contenders",
-                   default="ours,ours_inter1,http,http_inter1,torch,keras_hub",
+                   default="ours,ours_inter1,http,http_inter1,ours_keras,torch,keras_hub",
                    help="ours_inter1 / http_inter1: ours with TensorFlow's inter-op pool at 1 "
                         "thread (garden.serve --tensorflow_inter_op_parallelism=1)")
+    p.add_argument("--precision", type=common.precisions, default=["float32"],
+                   help="float32 or mixed_bfloat16, or both comma-separated (side by side)")
     common.add_worker_flags(p)
     argv = list(sys.argv[1:] if argv is None else argv)
     args = p.parse_args(argv)
     if args._worker:
+        if args._worker not in ("export", "peak"):
+            (args.precision,) = args.precision  # a contender runs at one precision
         return common.worker_done(args, WORKERS[args._worker](args._work, args.batches, args))
     known = sorted(set(WORKERS) - {"export", "peak"})
     unknown = sorted(set(args.contenders.split(",")) - set(known))
     if unknown:  # before the export: a wrong name would fail only after minutes of work
         p.error(f"--contenders: unknown {unknown}; known: {known}")
     with common.work_dir(args.work_dir, "serving_latency-") as work:
+        # A worker's --precision, appended to these, is the one it parses (argparse: the last).
         return _compare(work, common.passed_on(argv), args.batches, args)
 
 
 def _compare(work: str, passed: List[str], batches: List[int], args) -> dict:
     """Every worker in turn on the shared export in `work`, the matmul peak before and after."""
-    report = {"machine": common.machine_info(["tensorflow", "keras", "keras-hub", "torch",
-                                              "transformers", "werkzeug"]),
+    machine = common.machine_info(["tensorflow", "keras", "keras-hub", "torch", "transformers",
+                                   "werkzeug"])
+    header = common.hardware_line(machine, ",".join(args.precision))
+    log(header)
+    report = {"machine": machine, "header": header, "precisions": args.precision,
               "load_average_before": os.getloadavg(),
               "shape": {"seq_length": SEQ, "batches": batches},
               "settings": common.latency_settings(args)}
-    spawn("export", work, passed)
-    peaks = [spawn("peak", work, passed)]
-    results: Dict[str, Dict[str, dict]] = {}
+    every = ["--precision", ",".join(args.precision)]
+    spawn("export", work, passed + every)
+    peaks = [spawn("peak", work, passed + every)]
+    results: Dict[str, Dict[str, Dict[str, dict]]] = {p: {} for p in args.precision}
+    skipped: Dict[str, List[str]] = {p: [] for p in args.precision}
     for name in args.contenders.split(","):
-        out = spawn(name, work, passed)
-        report.update({f"{name}_{k}": v for k, v in out.items() if not isinstance(v, dict)})
-        results.update({k: v for k, v in out.items() if isinstance(v, dict)})
-        for key, per_batch in out.items():
-            if isinstance(per_batch, dict):
-                log(f"{key}: " + ", ".join(f"b{b} {r['median_s'] * 1e3:.1f} ms"
-                                           for b, r in per_batch.items()))
-    peaks.append(spawn("peak", work, passed))
-    best = max(v["best_gflops"] for peak in peaks for v in peak["rates"].values())
-    limits = {b: forward_flops(b) / (best * 1e9) for b in batches}
-    # The forward's matmuls alone, best of the two runs per library: what batch b can reach.
-    floors = {f"{lib}_b{b}": min(peak["forward_matmuls"][f"{lib}_b{b}"]["best_s"]
-                                 for peak in peaks)
-              for lib in ("tf", "torch") for b in batches}
-    report.update({"results": results, "matmul_peak": [p["rates"] for p in peaks],
-                   "forward_matmuls": [p["forward_matmuls"] for p in peaks],
-                   "forward_matmuls_best_s": floors, "best_gflops": best,
+        for precision in args.precision:
+            if precision != "float32" and name in EXPORT_CONTENDERS:
+                skipped[precision].append(name)
+                continue
+            out = spawn(name, work, passed + ["--precision", precision])
+            report.update({f"{name}_{precision}_{k}": v for k, v in out.items()
+                           if not isinstance(v, dict)})
+            results[precision].update({k: v for k, v in out.items() if isinstance(v, dict)})
+            for key, per_batch in out.items():
+                if isinstance(per_batch, dict):
+                    log(f"{key} {precision}: " + ", ".join(
+                        f"b{b} {r['median_s'] * 1e3:.1f} ms" for b, r in per_batch.items()))
+    peaks.append(spawn("peak", work, passed + every))
+    report.update({"matmul_peak": [p["peaks"] for p in peaks],
                    "forward_gflop": {b: forward_flops(b) / 1e9 for b in batches},
-                   "matmul_limit_s": limits, "load_average_after": os.getloadavg()})
-    ratios = {}
-    for name, per_batch in results.items():
-        for b_text, r in per_batch.items():
-            b = int(b_text)
-            row = {"ms": r["median_s"] * 1e3, "x_matmul_limit": r["median_s"] / limits[b],
-                   "x_tf_matmuls": r["median_s"] / floors[f"tf_b{b}"]}
-            if "torch_eager" in results:
-                row["x_torch_eager"] = r["median_s"] / results["torch_eager"][b_text]["median_s"]
-            ratios[f"{name}_b{b}"] = row
-    report["ratios"] = ratios
-    log(f"matmul peak {best:.0f} GFLOP/s; limit " +
-        ", ".join(f"b{b} {limits[b] * 1e3:.1f} ms" for b in batches) +
-        f"; load average before {report['load_average_before'][0]:.1f}, after "
-        f"{report['load_average_after'][0]:.1f}")
-    log("the forward's matmuls alone (best): " + ", ".join(
-        f"{k} {v * 1e3:.1f} ms = {v / limits[int(k.split('_b')[1])]:.2f}x limit"
-        for k, v in floors.items()))
-    print(f"{'contender':24s} {'ms':>9s} {'x limit':>8s} {'x torch':>8s} {'x tf matmuls':>13s}")
-    for key, r in ratios.items():
-        print(f"{key:24s} {r['ms']:9.1f} {r['x_matmul_limit']:8.2f} "
-              f"{r.get('x_torch_eager', float('nan')):8.2f} {r['x_tf_matmuls']:13.2f}")
+                   "load_average_after": os.getloadavg(), "precision": {}})
+    floors = {}
+    if "float32" in args.precision:
+        # The forward's matmuls alone, best of the two runs per library: what batch b can reach.
+        floors = {f"{lib}_b{b}": min(peak["forward_matmuls"][f"{lib}_b{b}"]["best_s"]
+                                     for peak in peaks)
+                  for lib in ("tf", "torch") for b in batches}
+        report.update({"forward_matmuls": [p["forward_matmuls"] for p in peaks],
+                       "forward_matmuls_best_s": floors})
+    lines = [header]
+    for precision in args.precision:
+        peak = common.best_peak(p["peaks"][precision] for p in peaks)
+        limits = {b: forward_flops(b) / (peak["best_gflops"] * 1e9) for b in batches}
+        ratios = {}
+        for name, per_batch in results[precision].items():
+            for b_text, r in per_batch.items():
+                b = int(b_text)
+                row = {"ms": r["median_s"] * 1e3, "mfu": limits[b] / r["median_s"],
+                       "x_matmul_limit": r["median_s"] / limits[b]}
+                if floors:
+                    row["x_tf_fp32_matmuls"] = r["median_s"] / floors[f"tf_b{b}"]
+                for torch_precision in dict.fromkeys((precision, "float32")):
+                    torch_rows = results.get(torch_precision, {}).get("torch_eager")
+                    if torch_rows:
+                        row[f"x_torch_{torch_precision}"] = (
+                            r["median_s"] / torch_rows[b_text]["median_s"])
+                own = results.get("float32", {}).get(name, {}).get(b_text)
+                if precision != "float32" and own:
+                    row["x_own_float32"] = r["median_s"] / own["median_s"]
+                ratios[f"{name}_b{b}"] = row
+        report["precision"][precision] = {
+            "results": results[precision], "ratios": ratios, "peak": peak,
+            "best_gflops": peak["best_gflops"], "matmul_limit_s": limits,
+            "skipped": skipped[precision]}
+        lines.append(f"== {precision}: {common.peak_line(peak)}; matmul limit " +
+                     ", ".join(f"b{b} {limits[b] * 1e3:.1f} ms" for b in batches))
+        if skipped[precision]:
+            lines.append(f"skipped at {precision}: {', '.join(skipped[precision])} (the export "
+                         f"is float32; ours_keras is the garden's {precision} figure)")
+        columns = [c for c in ("x_torch_float32", "x_torch_mixed_bfloat16", "x_own_float32",
+                               "x_tf_fp32_matmuls") if any(c in r for r in ratios.values())]
+        lines.append(f"{'contender':24s} {'ms':>9s} {'MFU':>6s} {'x limit':>8s} " +
+                     " ".join(f"{c:>{max(len(c), 8)}s}" for c in columns))
+        for key, r in ratios.items():
+            lines.append(f"{key:24s} {r['ms']:9.1f} {100 * r['mfu']:5.1f}% "
+                         f"{r['x_matmul_limit']:8.2f} " + " ".join(
+                             f"{r.get(c, float('nan')):>{max(len(c), 8)}.2f}" for c in columns))
+    if floors:
+        lines.append("the forward's float32 matmuls alone (best): " + ", ".join(
+            f"{k} {v * 1e3:.1f} ms" for k, v in floors.items()))
+    lines.append(f"load average before {report['load_average_before'][0]:.1f}, after "
+                 f"{report['load_average_after'][0]:.1f}")
+    print("\n".join(lines), flush=True)
     return write_report(report, args.output_json)
 
 

@@ -1,9 +1,14 @@
 """BERT pretraining step throughput: ours against Model Garden and keras-hub, in one run.
 
 Every contender trains the same architecture on the same synthetic batch (random word pieces,
-two segments, no padding, 20 masked positions, random next-sentence labels), float32, dropout
-0.1, AdamW at lr 1e-4 (linear warmup + decay schedule, weight decay 0.01 with the LayerNorm /
-bias exclusions) and gradients clipped to global norm 1.0:
+two segments, no padding, 20 masked positions, random next-sentence labels), dropout 0.1,
+AdamW at lr 1e-4 (linear warmup + decay schedule, weight decay 0.01 with the LayerNorm / bias
+exclusions) and gradients clipped to global norm 1.0, at each `--precision`: float32, or
+mixed_bfloat16 (float32 variables, bfloat16 matmuls) set the way each contender's users set it:
+ours through garden.train's own dtype policy (garden.training.setup.dtype_policy, what
+`train.precision` binds), Model Garden through its runtime.mixed_precision_dtype='bfloat16'
+(official.modeling.performance.set_mixed_precision_policy, tf_keras' policy), keras-hub through
+Keras' global policy:
 
 - ours: garden BertPretrainer(BertBackbone) trained by garden.train's own step (make_train_step)
   (MirroredStrategy over the CPU as `--strategy=mirrored` builds it, GradientTape over the
@@ -23,11 +28,15 @@ bias exclusions) and gradients clipped to global norm 1.0:
 Each contender runs in its own process, one after the other: tf_keras (Model Garden) and
 Keras 3 keep separate global state (dtype policies, seed generators, name scopes), a
 process starts with TensorFlow's thread pools and allocator cold, and the peak memory of one
-does not weigh on the next. The matmul peak (large square and transformer-shaped fp32
-tf.linalg.matmul) is measured in its own process before and after them; MFU uses the best.
+does not weigh on the next; with two precisions each contender runs in both before the next
+contender starts, so that the two figures of a ratio are minutes apart. The matmul peak of each
+precision (benchmarks.common.matmul_peak: TensorFlow and torch, a 2048 square and the
+[B*T, H] x [H, F] shape) is measured in its own process before and after them; MFU is against
+the best of its precision.
 
     python -m benchmarks.train_step --output_json=/tmp/train_step.json
     python -m benchmarks.train_step --configs=small,base
+    python -m benchmarks.train_step --configs=base --precision=float32,mixed_bfloat16
 
 See benchmarks/README.md for the FLOP count and how to read the output.
 """
@@ -51,7 +60,10 @@ from benchmarks.common import StepTimer, fit_timed, log, usable_cores, write_rep
 
 # The issue's configs: "small" is L4 H512 A8 FFN2048; "base" is BERT-base, both at batch 32 (a
 # BERT-base step takes about 10 s on 2 cores, so it times 6 steps; --batch_size=8 is a quicker look).
+# "tiny" (BERT-tiny, batch 8) checks the harness in seconds per contender.
 CONFIGS = {
+    "tiny": dict(num_layers=2, hidden_size=128, num_heads=2, intermediate_size=512,
+                 batch_size=8, steps=10, warmup=2),
     "small": dict(num_layers=4, hidden_size=512, num_heads=8, intermediate_size=2048,
                   batch_size=32, steps=20, warmup=3),
     "base": dict(**common.BERT_BASE, batch_size=32, steps=6, warmup=2),
@@ -144,35 +156,12 @@ def synthetic_batch(cfg: dict, seed: int = SEED) -> Dict[str, "np.ndarray"]:
 
 
 def worker_peak(cfg: dict, args) -> dict:
-    """Matmul peak (fp32, or bf16 with --mixed_precision=mixed_bfloat16): large square and
-    transformer-shaped ([B*T, H] x [H, F]) products."""
-    import tensorflow as tf
-
-    shapes = {"square_4096": (4096, 4096, 4096),
+    """The matmul peak of every --precision: a 2048 square and the feed-forward's [B*T, H] x
+    [H, F] product, TensorFlow and torch (benchmarks.common.matmul_peak)."""
+    shapes = {"square_2048": (2048, 2048, 2048),
               "ffn_shaped": (cfg["batch_size"] * cfg["seq_length"], cfg["hidden_size"],
                              cfg["intermediate_size"])}
-    out = {}
-    dtype = tf.bfloat16 if args.mixed_precision == "mixed_bfloat16" else tf.float32
-    for name, (m, k, n) in shapes.items():
-        a = tf.cast(tf.random.stateless_normal([m, k], seed=[1, 2]), dtype)
-        b = tf.cast(tf.random.stateless_normal([k, n], seed=[3, 4]), dtype)
-
-        @tf.function
-        def mm(a, b):
-            return tf.linalg.matmul(a, b)
-
-        mm(a, b).numpy()
-        flops = 2 * m * k * n
-        best, total, reps = float("inf"), 0.0, 0
-        # ~1 s of repetitions per shape after warm-up; the best repetition is the peak.
-        while total < args.peak_seconds or reps < 3:
-            t = time.perf_counter()
-            mm(a, b).numpy()
-            d = time.perf_counter() - t
-            best, total, reps = min(best, d), total + d, reps + 1
-        out[name] = {"m": m, "k": k, "n": n, "best_gflops": flops / best / 1e9,
-                     "mean_gflops": flops * reps / total / 1e9, "reps": reps}
-    return {"shapes": out, "dtype": dtype.name}
+    return {p: common.matmul_peak(p, shapes, args.peak_seconds) for p in args.precision}
 
 
 def _ours_model(cfg: dict):
@@ -197,25 +186,30 @@ def _ours_task():
 
 
 def worker_ours(cfg: dict, args, jit_compile: bool) -> dict:
-    """garden.train's step (garden.training.step.make_train_step: one replica, no accumulation)."""
+    """garden.train's step (garden.training.step.make_train_step: one replica, no accumulation)
+    under garden.train's dtype policy for args.precision."""
     import keras
 
     from garden import distribute
+    from garden.training import setup
 
     keras.utils.set_random_seed(SEED)
     strategy = distribute.create_strategy(args.ours_strategy)
     task = _ours_task()
-    with strategy.scope():
-        model = _ours_model(cfg)
-        opt = common.garden_adamw(model, OPTIMIZER)
-    step, train_step, compiled_gradients, iterator = common.garden_step(
-        strategy, task, model, opt, synthetic_batch(cfg), OPTIMIZER["clip_norm"], jit_compile)
-    result = StepTimer(args.warmup, args.steps).run(step)
-    result["parameters"] = int(model.count_params())
-    result["strategy"] = type(strategy).__name__
-    if args.profile and not jit_compile:
-        result["profile"] = profile_ours(cfg, args, strategy, task, model, compiled_gradients,
-                                         train_step, iterator, step)
+    with setup.dtype_policy(args.precision):
+        with strategy.scope():
+            model = _ours_model(cfg)
+            opt = common.garden_adamw(model, OPTIMIZER)
+        step, train_step, compiled_gradients, iterator = common.garden_step(
+            strategy, task, model, opt, synthetic_batch(cfg), OPTIMIZER["clip_norm"],
+            jit_compile)
+        result = StepTimer(args.warmup, args.steps).run(step)
+        result["parameters"] = int(model.count_params())
+        result["strategy"] = type(strategy).__name__
+        result["policy"] = model.dtype_policy.name
+        if args.profile and not jit_compile:
+            result["profile"] = profile_ours(cfg, args, strategy, task, model,
+                                             compiled_gradients, train_step, iterator, step)
     return result
 
 
@@ -260,7 +254,8 @@ def profile_ours(cfg, args, strategy, task, model, compute_gradients, train_step
     phases["optimizer_and_rest_s"] = phases["step_s"] - phases["forward_backward_s"]
 
     # Beside the worker's result, in the run's work dir (kept with --work_dir, removed otherwise).
-    logdir = os.path.join(os.path.dirname(os.path.abspath(args._result)), f"{args.config}-profile")
+    logdir = os.path.join(os.path.dirname(os.path.abspath(args._result)),
+                          f"{args.config}-{args.precision}-profile")
     tf.profiler.experimental.start(logdir)
     for _ in range(n):
         step()
@@ -307,8 +302,12 @@ def worker_model_garden(cfg: dict, args, jit_compile: bool) -> dict:
     from official.nlp.configs import bert, encoders
     from official.nlp.data import pretrain_dataloader
     from official.nlp.tasks import masked_lm
+    from official.modeling import performance
 
     tf_keras.utils.set_random_seed(SEED)
+    # What official/nlp/train.py does with runtime.mixed_precision_dtype ('bfloat16' or
+    # 'float32'), before the task builds the model.
+    performance.set_mixed_precision_policy(tf.as_dtype(common.COMPUTE_DTYPES[args.precision]))
     h = cfg["hidden_size"]
     encoder = encoders.EncoderConfig(type="bert", bert=encoders.BertEncoderConfig(
         vocab_size=cfg["vocab_size"], hidden_size=h, num_layers=cfg["num_layers"],
@@ -350,6 +349,7 @@ def worker_model_garden(cfg: dict, args, jit_compile: bool) -> dict:
 
     result = StepTimer(args.warmup, args.steps).run(step)
     result["parameters"] = int(model.count_params())
+    result["policy"] = model.dtype_policy.name
     return result
 
 
@@ -359,6 +359,7 @@ def worker_keras_hub(cfg: dict, args, jit_compile: bool) -> dict:
     import tensorflow as tf
 
     keras.utils.set_random_seed(SEED)
+    keras.mixed_precision.set_global_policy(args.precision)
     backbone = keras_hub.models.BertBackbone(
         vocabulary_size=cfg["vocab_size"], num_layers=cfg["num_layers"],
         num_heads=cfg["num_heads"], hidden_dim=cfg["hidden_size"],
@@ -385,6 +386,7 @@ def worker_keras_hub(cfg: dict, args, jit_compile: bool) -> dict:
         result = fit_timed(model, tf.data.Dataset.from_tensors((x, y, sw)).repeat(), args)
     result["parameters"] = int(model.count_params())
     result["mode"] = args.keras_hub_mode
+    result["policy"] = backbone.dtype_policy.name
     return result
 
 
@@ -393,12 +395,6 @@ def run_worker(args) -> None:
     cfg["batch_size"] = args.batch_size or cfg["batch_size"]
     name = args._worker
     t0 = time.perf_counter()
-    if args.mixed_precision and name != "peak":
-        if name.startswith("model_garden"):
-            import tf_keras as policy_keras
-        else:
-            import keras as policy_keras
-        policy_keras.mixed_precision.set_global_policy(args.mixed_precision)
     if name == "peak":
         result = worker_peak(cfg, args)
     elif name in ("ours", "ours_xla"):
@@ -419,70 +415,64 @@ def run_worker(args) -> None:
 # Driver side
 
 
-def spawn(name: str, config: str, args, batch_size: int, work_dir: str) -> dict:
-    return common.spawn_logged("benchmarks.train_step", name, config, [
+def spawn(name: str, config: str, args, batch_size: int, work_dir: str,
+          precision: str) -> dict:
+    """One worker process; `precision` is a comma-separated list for the peak worker."""
+    label = config if name == "peak" else f"{config}-{precision}"
+    return common.spawn_logged("benchmarks.train_step", name, label, [
         "--configs", config, "--batch_size", str(batch_size),
         "--warmup", str(args.warmup_of[config]), "--steps", str(args.steps_of[config]),
         "--keras_hub_mode", args.keras_hub_mode, "--ours_strategy", args.ours_strategy,
         "--profile_steps", str(args.profile_steps), "--peak_seconds", str(args.peak_seconds),
-        "--profile" if args.profile else "--no-profile",
-        *(["--mixed_precision", args.mixed_precision] if args.mixed_precision else [])], work_dir)
+        "--profile" if args.profile else "--no-profile", "--precision", precision], work_dir)
 
 
-def summarise(name: str, cfg: dict, r: dict, peaks: dict) -> dict:
+def summarise(name: str, cfg: dict, r: dict, peak: dict) -> dict:
+    """One contender's row; MFU against `peak`, the best matmul_peak of its precision."""
     tokens = cfg["batch_size"] * cfg["seq_length"]
     steps = len(r["step_s"])
     flops = flops_for(name, cfg)
     tps = tokens * steps / r["wall_s"]
     achieved = flops["train"] * steps / r["wall_s"]
-    row = {
-        "contender": name, "tokens_per_s": tps, "median_step_s": r["median_step_s"],
-        "tokens_per_s_median": tokens / r["median_step_s"],
+    executed = flops["executed_train"] * steps / r["wall_s"]
+    return {
+        "contender": name, "policy": r.get("policy"), "tokens_per_s": tps,
+        "median_step_s": r["median_step_s"], "tokens_per_s_median": tokens / r["median_step_s"],
         # What the rate would be with every core to itself, if CPU time is the work done:
         # less disturbed by other jobs than the wall clock (see README).
         "tokens_per_cpu_s_x_cores": tokens * steps / r["cpu_s"] * CORES,
         "achieved_gflops": achieved / 1e9, "train_flops_per_step": flops["train"],
-        "executed_gflops": flops["executed_train"] * steps / r["wall_s"] / 1e9,
+        "executed_gflops": executed / 1e9, "peak_gflops": peak["best_gflops"],
+        "mfu": achieved / 1e9 / peak["best_gflops"],
+        "executed_fu": executed / 1e9 / peak["best_gflops"],
         "flops": flops, "parameters": r.get("parameters"),
         "other_load_cores": r["other_load_cores"], "cores_used": r["cores_used"],
         "warmup_s": r["warmup_s"], "first_loss": r["first_loss"], "last_loss": r["last_loss"],
     }
-    for peak_name, gflops in peaks.items():
-        row[f"mfu_{peak_name}"] = achieved / 1e9 / gflops
-        row[f"executed_fu_{peak_name}"] = row["executed_gflops"] / gflops
-    return row
 
 
-def best_peaks(peak_runs: List[dict]) -> Dict[str, float]:
-    names = peak_runs[0]["shapes"].keys()
-    return {n: max(p["shapes"][n]["best_gflops"] for p in peak_runs) for n in names}
-
-
-def format_table(config: str, cfg: dict, rows: List[dict], peaks: Dict[str, float],
+def format_table(config: str, cfg: dict, precision: str, rows: List[dict],
                  peak_runs: List[dict]) -> str:
-    lines = [f"== {config}: L{cfg['num_layers']} H{cfg['hidden_size']} A{cfg['num_heads']} "
-             f"FFN{cfg['intermediate_size']} V{cfg['vocab_size']} seq {cfg['seq_length']} "
-             f"pred {cfg['predictions']} batch {cfg['batch_size']}, "
-             f"{rows[0]['train_flops_per_step'] / 1e9:.1f} GFLOP/step (ours)"]
-    for i, p in enumerate(peak_runs):
-        when = "before" if i == 0 else "after"
-        lines.append(f"peak {p.get('dtype', 'float32')} matmul (" + when + "): " + ", ".join(
-            f"{n} {v['m']}x{v['k']}x{v['n']} best {v['best_gflops']:.1f} / mean "
-            f"{v['mean_gflops']:.1f} GFLOP/s" for n, v in p["shapes"].items()))
-    header = ("contender", "tokens/s", "median tok/s", f"tok/CPU-s x{CORES}", "GFLOP/s",
-              "MFU square", "MFU ffn", "exec. GFLOP/s", "exec. square", "cores used",
-              "other load", "loss first->last")
+    lines = [f"== {config} {precision}: L{cfg['num_layers']} H{cfg['hidden_size']} "
+             f"A{cfg['num_heads']} FFN{cfg['intermediate_size']} V{cfg['vocab_size']} seq "
+             f"{cfg['seq_length']} pred {cfg['predictions']} batch {cfg['batch_size']}, "
+             f"{rows[0]['train_flops_per_step'] / 1e9:.1f} GFLOP/step ({rows[0]['contender']})"]
+    for when, p in zip(("before", "after"), peak_runs):
+        lines.append(f"{common.peak_line(p)} [{when}]")
+    header = ("contender", "policy", "tokens/s", "median tok/s", f"tok/CPU-s x{CORES}",
+              "GFLOP/s", "MFU", "exec. GFLOP/s", "exec. FU", "cores used", "other load",
+              "loss first->last")
     table = [header]
     for r in rows:
-        table.append((r["contender"], f"{r['tokens_per_s']:.0f}", f"{r['tokens_per_s_median']:.0f}",
-                      f"{r['tokens_per_cpu_s_x_cores']:.0f}", f"{r['achieved_gflops']:.1f}", f"{100 * r['mfu_square_4096']:.1f}%",
-                      f"{100 * r['mfu_ffn_shaped']:.1f}%", f"{r['executed_gflops']:.1f}",
-                      f"{100 * r['executed_fu_square_4096']:.1f}%", f"{r['cores_used']:.2f}",
-                      f"{r['other_load_cores']:.2f}",
+        table.append((r["contender"], r["policy"] or "?", f"{r['tokens_per_s']:.0f}",
+                      f"{r['tokens_per_s_median']:.0f}", f"{r['tokens_per_cpu_s_x_cores']:.0f}",
+                      f"{r['achieved_gflops']:.1f}", f"{100 * r['mfu']:.1f}%",
+                      f"{r['executed_gflops']:.1f}", f"{100 * r['executed_fu']:.1f}%",
+                      f"{r['cores_used']:.2f}", f"{r['other_load_cores']:.2f}",
                       f"{r['first_loss']:.2f}->{r['last_loss']:.2f}"))
     widths = [max(len(str(row[i])) for row in table) for i in range(len(header))]
     for row in table:
-        lines.append("  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w)
+        lines.append("  ".join(str(c).ljust(w) if i < 2 else str(c).rjust(w)
                                for i, (c, w) in enumerate(zip(row, widths))))
     return "\n".join(lines)
 
@@ -500,6 +490,23 @@ def ratios(rows: List[dict]) -> dict:
             out[f"{name}/faster_peer"] = by[name]["tokens_per_s"] / faster["tokens_per_s"]
             for p in peers:
                 out[f"{name}/{p['contender']}"] = by[name]["tokens_per_s"] / p["tokens_per_s"]
+    return out
+
+
+def precision_ratios(by_precision: Dict[str, List[dict]]) -> Dict[str, dict]:
+    """Each contender's tokens/s at every precision over its own float32 tokens/s (and the
+    same for the median step and the CPU-normalised rate, which suffer less from other load)."""
+    if "float32" not in by_precision or len(by_precision) < 2:
+        return {}
+    base = {r["contender"]: r for r in by_precision["float32"]}
+    out = {}
+    for precision, rows in by_precision.items():
+        if precision == "float32":
+            continue
+        out[precision] = {r["contender"]: {
+            key: r[key] / base[r["contender"]][key]
+            for key in ("tokens_per_s", "tokens_per_s_median", "tokens_per_cpu_s_x_cores")}
+            for r in rows}
     return out
 
 
@@ -525,7 +532,8 @@ def format_profile(profile: dict) -> str:
 
 
 def machine_info() -> dict:
-    info = common.machine_info(("tensorflow", "keras", "keras-hub", "tf-keras", "tf-models-official"))
+    info = common.machine_info(("tensorflow", "keras", "keras-hub", "tf-keras", "tf-models-official",
+                                "torch"))
     info["load_average_at_start"] = os.getloadavg()
     return info
 
@@ -534,7 +542,7 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="python -m benchmarks.train_step",
                                 description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--configs", default="small", help="comma-separated: small, base")
+    p.add_argument("--configs", default="small", help="comma-separated: tiny, small, base")
     p.add_argument("--contenders", default=",".join(CONTENDERS),
                    help="comma-separated, from " + ", ".join(CONTENDERS + OPTIONAL_CONTENDERS))
     p.add_argument("--steps", type=int, help="timed steps (default: 20 small, 6 base)")
@@ -548,10 +556,9 @@ def parse_args(argv=None):
     p.add_argument("--profile_steps", type=int, default=3)
     p.add_argument("--peak_seconds", type=float, default=3.0,
                    help="repetition time per matmul shape when measuring the peak")
-    p.add_argument("--mixed_precision", choices=["mixed_bfloat16"], default=None,
-                   help="Keras dtype policy of every contender (tf_keras' for Model Garden) and "
-                        "bf16 operands for the matmul peak: for bf16 MFU on a GPU/TPU "
-                        "(default: float32)")
+    p.add_argument("--precision", type=common.precisions, default=["float32"],
+                   help="float32 or mixed_bfloat16, or both comma-separated (side by side: "
+                        "every contender in each, and the ratios)")
     p.add_argument("--work_dir", help="logs, per-contender results and profiles, kept "
                                       "(default: a temporary directory, removed at the end)")
     p.add_argument("--output_json")
@@ -574,6 +581,8 @@ def parse_args(argv=None):
                       for c in configs}
     if args._worker:
         args.steps, args.warmup = args.steps_of[args.config], args.warmup_of[args.config]
+        if args._worker != "peak":
+            (args.precision,) = args.precision  # a contender runs at one precision
     return args
 
 
@@ -584,39 +593,63 @@ def main(argv=None) -> dict:
         return {}
     with common.work_dir(args.work_dir, "bench_train_step_") as work_dir:
         machine = machine_info()
-        log(f"{machine['cores']} cores ({machine['cpu_model']}), load average "
-            f"{', '.join(f'{x:.2f}' for x in machine['load_average_at_start'])}; work dir {work_dir}")
+        header = common.hardware_line(machine, ",".join(args.precision))
+        log(header)
+        log(f"load average {', '.join(f'{x:.2f}' for x in machine['load_average_at_start'])}; "
+            f"work dir {work_dir}")
         report = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "machine": machine,
+                  "header": header, "precisions": args.precision,
                   "argv": sys.argv[1:] if argv is None else list(argv), "optimizer": OPTIMIZER,
                   "configs": {}}
         texts = []
+        all_precisions = ",".join(args.precision)
         for config in args.config_list:
             cfg = {**COMMON, **CONFIGS[config]}
             cfg["batch_size"] = args.batch_size or cfg["batch_size"]
-            peak_runs = [spawn("peak", config, args, cfg["batch_size"], work_dir)]
-            results = {}
+            peak_runs = [spawn("peak", config, args, cfg["batch_size"], work_dir, all_precisions)]
+            results: Dict[str, dict] = {p: {} for p in args.precision}
             for name in args.contender_list:
-                results[name] = spawn(name, config, args, cfg["batch_size"], work_dir)
-                log(f"  {name}: {cfg['batch_size'] * cfg['seq_length'] * len(results[name]['step_s']) / results[name]['wall_s']:.0f} tokens/s, "
-                    f"other load {results[name]['other_load_cores']:.2f} cores")
-            peak_runs.append(spawn("peak", config, args, cfg["batch_size"], work_dir))
-            peaks = best_peaks(peak_runs)
-            rows = [summarise(n, cfg, results[n], peaks) for n in args.contender_list]
-            text = format_table(config, cfg, rows, peaks, peak_runs)
-            rat = ratios(rows)
-            if rat:
-                text += "\nratios (tokens/s): " + ", ".join(
-                    f"{k} {v:.2f}" for k, v in rat.items() if k != "faster_peer")
-                text += f" (faster peer: {rat['faster_peer']})"
-            profile = results.get("ours", {}).get("profile")
-            if profile:
-                text += "\n" + format_profile(profile)
-            texts.append(text)
-            print(text, flush=True)
-            report["configs"][config] = {"config": cfg, "peaks": peak_runs, "best_peaks_gflops": peaks,
-                                         "rows": rows, "ratios": rat, "raw": results}
+                # Every precision of a contender back to back: the ratio's two figures are
+                # minutes apart, under the same other load as far as it can be.
+                for precision in args.precision:
+                    r = spawn(name, config, args, cfg["batch_size"], work_dir, precision)
+                    results[precision][name] = r
+                    log(f"  {name} {precision}: "
+                        f"{cfg['batch_size'] * cfg['seq_length'] * len(r['step_s']) / r['wall_s']:.0f}"
+                        f" tokens/s, other load {r['other_load_cores']:.2f} cores")
+            peak_runs.append(spawn("peak", config, args, cfg["batch_size"], work_dir,
+                                   all_precisions))
+            by_precision, record = {}, {"config": cfg, "precisions": {}}
+            for precision in args.precision:
+                runs = [p[precision] for p in peak_runs]
+                peak = common.best_peak(runs)
+                rows = [summarise(n, cfg, results[precision][n], peak)
+                        for n in args.contender_list]
+                by_precision[precision] = rows
+                text = format_table(config, cfg, precision, rows, runs)
+                rat = ratios(rows)
+                if rat:
+                    text += "\nratios (tokens/s): " + ", ".join(
+                        f"{k} {v:.2f}" for k, v in rat.items() if k != "faster_peer")
+                    text += f" (faster peer: {rat['faster_peer']})"
+                profile = results[precision].get("ours", {}).get("profile")
+                if profile:
+                    text += "\n" + format_profile(profile)
+                texts.append(text)
+                print(text, flush=True)
+                record["precisions"][precision] = {
+                    "peaks": runs, "peak_gflops": peak["best_gflops"], "rows": rows,
+                    "ratios": rat, "raw": results[precision]}
+            record["over_float32"] = precision_ratios(by_precision)
+            for precision, per in record["over_float32"].items():
+                text = (f"{config}: {precision} / float32 tokens/s: " + ", ".join(
+                    f"{name} {r['tokens_per_s']:.2f}x (median step {r['tokens_per_s_median']:.2f}x,"
+                    f" per CPU-s {r['tokens_per_cpu_s_x_cores']:.2f}x)" for name, r in per.items()))
+                texts.append(text)
+                print(text, flush=True)
+            report["configs"][config] = record
         report["load_average_at_end"] = os.getloadavg()
-        print("\n\n".join(texts))
+        print("\n\n".join([header] + texts))
         return write_report(report, args.output_json)
 
 
