@@ -17,20 +17,18 @@ Contenders, on this machine's CPU cores, random weights (nothing downloaded), at
   (tf.config.threading in process; garden.serve's and TF Serving's
   --tensorflow_inter_op_parallelism=1): the ops of a call run one after the other, each on
   the intra-op pool, instead of independent ops (Q, K, V projections) side by side.
-- ours_keras: the export's model itself (same construction and seed, so the same weights) in
-  process, called through a tf.function on the ids inputs, under Keras' dtype policy.
 - Hugging Face torch eager: transformers' BertForSequenceClassification(BertConfig(), 2 labels)
   in eval mode under torch.inference_mode, with `torch.set_num_threads(cores)`.
 - keras-hub: keras_hub.models.BertTextClassifier(BertBackbone of bert_base's shape,
   preprocessor=None), `predict_on_batch` (its compiled predict function).
 
-Precision: float32 runs every contender. mixed_bfloat16 runs torch under
-`torch.autocast('cpu', dtype=torch.bfloat16)`, keras-hub and ours_keras under Keras'
-mixed_bfloat16 policy (float32 variables, bfloat16 matmuls). The garden's exports are float32
-until the exporter writes bfloat16 ones (issue 34 item 2), so at mixed_bfloat16 the export's
-contenders (ours, ours_inter1, http, http_inter1) are skipped, said so in the report, and the
-garden's figure is ours_keras; its float32 run is the like-for-like baseline of the ratio.
-With both precisions each contender runs in both before the next one starts.
+Precision: at float32 every contender computes in float32. At mixed_bfloat16 the garden's
+contenders read a bfloat16 export (garden.serving.export's precision='bfloat16': the same
+model and weights built under Keras' mixed_bfloat16 policy, bfloat16 matmuls behind the float32
+signatures; its garden_export.json's compute_dtype and matmul_dtypes are in the report), torch
+runs under `torch.autocast('cpu', dtype=torch.bfloat16)` and keras-hub under Keras'
+mixed_bfloat16 policy. With both precisions each contender runs in both before the next one
+starts.
 Inputs: the same ids for everyone (random word pieces, no padding: 128 real tokens); the raw
 text is 200 synthetic words of a synthetic 30522-word vocabulary, so that it packs to the same
 128 tokens.
@@ -185,8 +183,8 @@ def forward_matmuls(batches: List[int], seconds: float) -> dict:
 
 
 def classifier(preset: str = "bert_base"):
-    """The benchmark's garden classifier: random weights from seed 0, so that every process
-    that builds it (the export's, ours_keras') gets the same ones, whatever the dtype policy."""
+    """The benchmark's garden classifier: random weights from seed 0, so that every export of
+    it gets the same ones, whatever the dtype policy it is built under."""
     import keras
 
     from garden.models.bert.presets import bert_backbone_from_preset
@@ -197,8 +195,12 @@ def classifier(preset: str = "bert_base"):
                               num_classes=LABELS)
 
 
-def make_export(work: str) -> tuple:
-    """A BERT-base classifier export, its vocabulary and a text that packs to 128 tokens."""
+def make_export(work: str, precision: str) -> tuple:
+    """A BERT-base classifier export at `precision` (the model built under that Keras policy,
+    exported as garden.serving.export's float32 or bfloat16), its vocabulary and a text that
+    packs to 128 tokens."""
+    import keras
+
     from text import tokenizers
     from garden.serving import export
     from garden.serving.classification import ClassificationServing
@@ -208,13 +210,18 @@ def make_export(work: str) -> tuple:
     vocab = os.path.join(work, "vocab.txt")
     with open(vocab, "w", encoding="utf-8") as f:
         f.write("\n".join(SPECIALS + words) + "\n")
+    keras.mixed_precision.set_global_policy(precision)
     model = classifier()
+    keras.mixed_precision.set_global_policy("float32")
     packer = TextPacker(tokenizers.load_tokenizer("wordpiece", vocab, lower_case=True), SEQ)
     rng = np.random.default_rng(0)
     text = " ".join(words[i] for i in rng.integers(0, len(words), 200))
     started = time.perf_counter()
     module = ClassificationServing(model, packer, vocab, ["a", "b"], text_b=False)
-    path = export.export(module, os.path.join(work, "exports"), "bert_base_classifier")
+    # One model directory per precision: garden.serve serves a directory's newest version.
+    path = export.export(module, os.path.join(work, "exports"),
+                         f"bert_base_classifier_{precision}",
+                         precision=common.COMPUTE_DTYPES[precision])
     log(f"exported {path} in {time.perf_counter() - started:.0f} s")
     return path, packer, text
 
@@ -253,20 +260,31 @@ def _inputs(work: str, batches: List[int]):
         data = json.load(f)
     ids = {b: {k: np.asarray(v, np.int32) for k, v in data["ids"][str(b)].items()}
            for b in batches}
-    return data["text"], ids, data["export_dir"]
+    return data["text"], ids, data["export_dirs"]
+
+
+def export_dir(export_dirs: Dict[str, str], args) -> str:
+    """The export a worker at args.precision reads."""
+    return export_dirs[args.precision]
 
 
 def worker_export(work: str, batches: List[int], args) -> dict:
+    """One export per --precision; what each garden_export.json says it computes in."""
     import tensorflow as tf  # noqa: F401
     import tensorflow_text  # noqa: F401
 
-    export_dir, packer, text = make_export(work)
+    dirs, metadata = {}, {}
+    for precision in args.precision:
+        dirs[precision], packer, text = make_export(work, precision)
+        with open(os.path.join(dirs[precision], "assets.extra", "garden_export.json")) as f:
+            written = json.load(f)
+        metadata[precision] = {k: written.get(k) for k in ("compute_dtype", "matmul_dtypes")}
     ids = {str(b): {k: v.tolist() for k, v in packer.encode_numpy([text] * b).items()}
            for b in batches}
     assert sum(ids[str(batches[0])]["padding_mask"][0]) == SEQ, "the text must fill 128 tokens"
     with open(os.path.join(work, "inputs.json"), "w") as f:
-        json.dump({"text": text, "ids": ids, "export_dir": export_dir}, f)
-    return {"export_dir": export_dir}
+        json.dump({"text": text, "ids": ids, "export_dirs": dirs}, f)
+    return {"export_dirs": dirs, "export_metadata": metadata}
 
 
 def worker_peak(work: str, batches: List[int], args) -> dict:
@@ -286,8 +304,8 @@ def worker_ours(work: str, batches: List[int], args, inter_op: int = 0) -> dict:
 
     tf.config.threading.set_inter_op_parallelism_threads(inter_op)
     suffix = f"_inter{inter_op}" if inter_op else ""
-    text, ids, export_dir = _inputs(work, batches)
-    loaded = tf.saved_model.load(export_dir)
+    text, ids, export_dirs = _inputs(work, batches)
+    loaded = tf.saved_model.load(export_dir(export_dirs, args))
     text_fn, ids_fn = loaded.signatures["serving_default"], loaded.signatures["serving_ids"]
     out = {"ours_text": {}, "ours_ids": {}}
     for b in batches:
@@ -300,28 +318,11 @@ def worker_ours(work: str, batches: List[int], args, inter_op: int = 0) -> dict:
     return {k + suffix: v for k, v in out.items()}
 
 
-def worker_ours_keras(work: str, batches: List[int], args) -> dict:
-    """classifier() under Keras' --precision policy, called through a tf.function on the ids."""
-    import keras
-    import tensorflow as tf
-
-    keras.mixed_precision.set_global_policy(args.precision)
-    _, ids, _ = _inputs(work, batches)
-    model = classifier()
-    forward = tf.function(lambda inputs: model(inputs, training=False)["logits"])
-    out = {"ours_keras_ids": {}, "policy": model.dtype_policy.name}
-    for b in batches:
-        tensors = {k: tf.constant(v) for k, v in ids[b].items()}
-        out["ours_keras_ids"][b] = timed(lambda: forward(tensors).numpy(), args.warmup,
-                                         latency_reps(args, b))
-    return out
-
-
 def worker_http(work: str, batches: List[int], args, inter_op: int = 0) -> dict:
     """The client side imports no TensorFlow: only the server process runs the model (with
     --tensorflow_inter_op_parallelism=inter_op; keys get the suffix _inter<N> when set)."""
-    text, ids, export_dir = _inputs(work, batches)
-    proc, port, grpc_port = start_server(os.path.dirname(export_dir),
+    text, ids, export_dirs = _inputs(work, batches)
+    proc, port, grpc_port = start_server(os.path.dirname(export_dir(export_dirs, args)),
                                          os.path.join(work, "serve.log"), inter_op)
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
 
@@ -432,10 +433,7 @@ def worker_keras_hub(work: str, batches: List[int], args) -> dict:
 WORKERS = {"export": worker_export, "peak": worker_peak, "ours": worker_ours,
            "ours_inter1": functools.partial(worker_ours, inter_op=1),
            "http": worker_http, "http_inter1": functools.partial(worker_http, inter_op=1),
-           "ours_keras": worker_ours_keras, "torch": worker_torch, "keras_hub": worker_keras_hub}
-# The contenders that read the export: float32 only until the exporter writes bfloat16 (issue
-# 34 item 2); at mixed_bfloat16 ours_keras stands for the garden.
-EXPORT_CONTENDERS = ("ours", "ours_inter1", "http", "http_inter1")
+           "torch": worker_torch, "keras_hub": worker_keras_hub}
 
 
 spawn = functools.partial(common.spawn_worker, "benchmarks.serving_latency")
@@ -447,7 +445,7 @@ def main(argv=None) -> dict:
     p.add_argument("--peak_seconds", type=float, default=2.0,
                    help="seconds of matmuls per shape (before and after the contenders)")
     p.add_argument("--contenders",
-                   default="ours,ours_inter1,http,http_inter1,ours_keras,torch,keras_hub",
+                   default="ours,ours_inter1,http,http_inter1,torch,keras_hub",
                    help="ours_inter1 / http_inter1: ours with TensorFlow's inter-op pool at 1 "
                         "thread (garden.serve --tensorflow_inter_op_parallelism=1)")
     p.add_argument("--precision", type=common.precisions, default=["float32"],
@@ -479,15 +477,11 @@ def _compare(work: str, passed: List[str], batches: List[int], args) -> dict:
               "shape": {"seq_length": SEQ, "batches": batches},
               "settings": common.latency_settings(args)}
     every = ["--precision", ",".join(args.precision)]
-    spawn("export", work, passed + every)
+    report.update(spawn("export", work, passed + every))
     peaks = [spawn("peak", work, passed + every)]
     results: Dict[str, Dict[str, Dict[str, dict]]] = {p: {} for p in args.precision}
-    skipped: Dict[str, List[str]] = {p: [] for p in args.precision}
     for name in args.contenders.split(","):
         for precision in args.precision:
-            if precision != "float32" and name in EXPORT_CONTENDERS:
-                skipped[precision].append(name)
-                continue
             out = spawn(name, work, passed + ["--precision", precision])
             report.update({f"{name}_{precision}_{k}": v for k, v in out.items()
                            if not isinstance(v, dict)})
@@ -531,13 +525,10 @@ def _compare(work: str, passed: List[str], batches: List[int], args) -> dict:
                 ratios[f"{name}_b{b}"] = row
         report["precision"][precision] = {
             "results": results[precision], "ratios": ratios, "peak": peak,
-            "best_gflops": peak["best_gflops"], "matmul_limit_s": limits,
-            "skipped": skipped[precision]}
+            "best_gflops": peak["best_gflops"], "matmul_limit_s": limits}
         lines.append(f"== {precision}: {common.peak_line(peak)}; matmul limit " +
                      ", ".join(f"b{b} {limits[b] * 1e3:.1f} ms" for b in batches))
-        if skipped[precision]:
-            lines.append(f"skipped at {precision}: {', '.join(skipped[precision])} (the export "
-                         f"is float32; ours_keras is the garden's {precision} figure)")
+        lines.append(f"export at {precision}: {report['export_metadata'][precision]}")
         columns = [c for c in ("x_torch_float32", "x_torch_mixed_bfloat16", "x_own_float32",
                                "x_tf_fp32_matmuls") if any(c in r for r in ratios.values())]
         lines.append(f"{'contender':24s} {'ms':>9s} {'MFU':>6s} {'x limit':>8s} " +
