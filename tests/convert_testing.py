@@ -187,10 +187,10 @@ def convert_tf1_with_cli(family: str, prefix: str, config: str, out, *flags):
     loads the pretrainer.keras it wrote to `out`."""
     import keras
 
-    from testing import run_module
+    from testing import run_tool
 
-    run_module("garden.convert", "--source=tf1", f"--model={family}", f"--input={prefix}",
-               f"--config={config}", f"--output={out}", *flags)
+    run_tool("garden.convert", "--source=tf1", f"--model={family}", f"--input={prefix}",
+             f"--config={config}", f"--output={out}", *flags)
     return keras.models.load_model(os.path.join(out, "pretrainer.keras"))
 
 
@@ -538,10 +538,10 @@ def train_scratch_classifier(root, config: str, steps: int, *extra) -> Dict:
 
 def export_answers(export_dir) -> list:
     """The strings an exported classifier answers ANSWER_SNIPPET's two raw texts with, asked
-    in a fresh process."""
-    from testing import run_python
+    in a fresh process (TensorFlow alone imported: testing.run_code)."""
+    from testing import run_code
 
-    proc = run_python(["-c", ANSWER_SNIPPET, export_dir])
+    proc = run_code(ANSWER_SNIPPET, export_dir)
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -567,8 +567,9 @@ print(json.dumps({k: sorted({t.decode() for t in v.numpy().reshape(-1)})
 
 def tagger_answer(export_dir) -> dict:
     """A tagging export's string outputs (entity_type, entity_text, ...) for two sample
-    sentences, asked in a fresh process: {output name: sorted distinct values}."""
-    from testing import run_python
+    sentences, asked in a fresh process (testing.run_code): {output name: sorted distinct
+    values}."""
+    from testing import run_code
 
-    proc = run_python(["-c", TAGS_SNIPPET, str(export_dir)])
+    proc = run_code(TAGS_SNIPPET, str(export_dir))
     return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -26,7 +26,7 @@ from garden import convert  # noqa: E402
 from garden.models.bert import BertBackbone, BertPretrainer  # noqa: E402
 from garden.models.bert.conversion import from_huggingface  # noqa: E402
 from garden.models.bert.presets import PRESETS  # noqa: E402
-from testing import run_module  # noqa: E402
+from testing import run_tool  # noqa: E402
 
 TOL = 1e-4
 TINY = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
@@ -101,8 +101,8 @@ def test_huggingface_pytorch_bin_backbone_only(tmp_path):
 
 def test_cli_writes_loadable_models(hf_pretraining, tmp_path):
     out_dir = tmp_path / "converted"
-    proc = run_module("garden.convert", "--source=huggingface", "--model=bert",
-                      f"--input={hf_pretraining['dir']}", f"--output={out_dir}", timeout=300)
+    proc = run_tool("garden.convert", "--source=huggingface", "--model=bert",
+                    f"--input={hf_pretraining['dir']}", f"--output={out_dir}", timeout=300)
     assert "pretrainer" in proc.stdout and "parameters" in proc.stdout
     info = json.loads((out_dir / "convert_info.json").read_text())
     assert info["source"] == "huggingface" and info["family"] == "bert"
@@ -162,9 +162,9 @@ def test_wrong_family_is_a_clear_error(hf_pretraining):
     # The family's FamilySpec lists its converters: RoBERTa has no original TF1 release.
     with pytest.raises(NotImplementedError, match="no --source=tf1 converter for 'roberta'"):
         convert.load_tf1(hf_pretraining["dir"], "roberta", {})
-    proc = run_module("garden.convert", "--source=huggingface", "--model=gpt9",
-                      f"--input={hf_pretraining['dir']}", "--output=/tmp/unused", check=False,
-                      timeout=120)
+    proc = run_tool("garden.convert", "--source=huggingface", "--model=gpt9",
+                    f"--input={hf_pretraining['dir']}", "--output=/tmp/unused", check=False,
+                    timeout=120)
     assert proc.returncode != 0 and "invalid choice: 'gpt9'" in proc.stderr
 
 
@@ -252,9 +252,9 @@ def test_bert_base_parameter_count_matches_hugging_face():
 
 def test_convert_of_a_missing_directory_is_one_line_naming_it(tmp_path):
     missing = tmp_path / "no_such_checkpoint"
-    proc = run_module("garden.convert", "--source=huggingface", "--model=bert",
-                      f"--input={missing}", f"--output={tmp_path / 'out'}", check=False,
-                      timeout=120)
+    proc = run_tool("garden.convert", "--source=huggingface", "--model=bert",
+                    f"--input={missing}", f"--output={tmp_path / 'out'}", check=False,
+                    timeout=120)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
     assert f"error: {missing} does not exist" in proc.stderr

@@ -29,21 +29,60 @@ def run_module(module: str, *args: str, check: bool = True, timeout: int = 900,
 _FIXTURE_TOOLS = None  # the fork servers of run_fixture_tool, started on first use
 
 
+def _fork_pool():
+    """The two fork servers of run_fixture_tool, run_tool and run_code (tests/tool_forks.py),
+    started on first use; closed at the session's end (tests/conftest.py)."""
+    import tool_forks
+
+    global _FIXTURE_TOOLS
+    if _FIXTURE_TOOLS is None:
+        _FIXTURE_TOOLS = tool_forks.ForkPool(python_env(), size=2)
+    return _FIXTURE_TOOLS
+
+
 def run_fixture_tool(module: str, *args: str, timeout: int = 900) -> None:
     """`python -m module args...` for a fixture that builds test data (corpora, vocabularies,
     pretraining records): like run_module, but forked from one of two servers that have
     imported TensorFlow (tests/tool_forks.py ForkPool), so a run costs its work and not a
     TensorFlow import (a make_pretrain run of the T5 data: 1.7 s instead of 5.5). Raises,
     with the run's output, when it fails. TOOL_FORKS=0 runs fresh interpreters instead."""
-    import tool_forks
+    proc = run_tool(module, *args, check=False, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"python -m {module} {' '.join(args)} exited {proc.returncode}\n"
+                           f"--- stdout ---\n{proc.stdout[-4000:]}\n"
+                           f"--- stderr ---\n{proc.stderr[-4000:]}")
 
-    global _FIXTURE_TOOLS
-    if _FIXTURE_TOOLS is None:
-        _FIXTURE_TOOLS = tool_forks.ForkPool(python_env(), size=2)
-    code, out, err, _ = _FIXTURE_TOOLS.run(module, list(args), python_env(), timeout)
-    if code != 0:
-        raise RuntimeError(f"python -m {module} {' '.join(args)} exited {code}\n"
-                           f"--- stdout ---\n{out[-4000:]}\n--- stderr ---\n{err[-4000:]}")
+
+def run_tool(module: str, *args: str, check: bool = True,
+             timeout: int = 900) -> subprocess.CompletedProcess:
+    """run_module's `python -m module args...` (a process of its own, its exit status, stdout
+    and stderr), forked from run_fixture_tool's servers: for a test that runs a command-line
+    tool as a user does, where a fresh interpreter is not what it tests (a TensorFlow import,
+    ~4 CPU-s, saved a run). What TensorFlow prints at import is not in the run's stderr, and
+    environment variables read at TensorFlow's import are the server's: tests of either use
+    run_module."""
+    code, out, err, _ = _fork_pool().run(module, list(args), python_env(), timeout)
+    proc = subprocess.CompletedProcess([sys.executable, "-m", module, *args], code, out, err)
+    if check and code != 0:
+        raise AssertionError(f"python -m {module} {' '.join(args)} exited {code}\n"
+                             f"--- stdout ---\n{out[-4000:]}\n--- stderr ---\n{err[-4000:]}")
+    return proc
+
+
+def run_code(code: str, *args: str, check: bool = True, timeout: int = 600,
+             **env) -> subprocess.CompletedProcess:
+    """`python -c code args...` from the repository root in a process with TensorFlow imported
+    and no module of this project, forked from run_fixture_tool's servers (which import
+    TensorFlow alone): what a test asks of a fresh process that loads an export with
+    tensorflow (and the tensorflow_text it imports itself), less a TensorFlow import (~4 CPU-s)
+    a run. `env`: variables for the run (read after TensorFlow's import, e.g.
+    CUDA_VISIBLE_DEVICES). A test of what happens at TensorFlow's import uses run_python."""
+    result, out, err, _ = _fork_pool().run(None, list(args), python_env(**env), timeout,
+                                           code=code)
+    proc = subprocess.CompletedProcess([sys.executable, "-c", code, *args], result, out, err)
+    if check:
+        assert result == 0, out[-3000:] + err[-3000:]
+    return proc
 
 
 def close_fixture_tools() -> None:

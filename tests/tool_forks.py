@@ -1,6 +1,7 @@
-"""Runs `python -m TOOL ARGS...` in processes forked from one that has imported TensorFlow:
-a command-line test that starts many tools (tests/test_bad_input_matrix.py) pays TensorFlow's
-import (~3.5 CPU-s of a tool's ~5) once per server instead of once per run.
+"""Runs `python -m TOOL ARGS...` (or `python -c CODE ARGS...`) in processes forked from one that
+has imported TensorFlow: a command-line test that starts many tools
+(tests/test_bad_input_matrix.py) pays TensorFlow's import (~3.5 CPU-s of a tool's ~5) once per
+server instead of once per run.
 
 Each run is still a process of its own, started as `python -m` starts one: the child redirects
 stdin from /dev/null and stdout / stderr to the run's own files, takes the run's environment,
@@ -13,7 +14,12 @@ with (tests/testing.py python_env(): TF_CPP_MIN_LOG_LEVEL=2); the server records
 import printed (`ForkServer.import_output`) so that a test can hold it to the rules a tool's
 own output is held to.
 
-Protocol (one JSON object a line): the client writes {"tool", "args", "env", "stdout",
+A run may also be `python -c CODE ARGS...` (`code` given, `tool` None): the child runs the code
+in an empty `__main__` with sys.argv ['-c', *args], as `python -c` does; a test that asks
+whether a fresh process with TensorFlow alone (no garden module imported) can load an export
+forks it from a server, which has imported nothing else.
+
+Protocol (one JSON object a line): the client writes {"tool", "code", "args", "env", "stdout",
 "stderr", "timeout"} to the server's stdin; the server forks, waits and answers on its stdout
 {"status": os.wait4's exit status, "cpu_seconds": the child's user + system time}. A child
 that runs past `timeout` seconds is killed (SIGKILL). One run at a time per server.
@@ -36,13 +42,16 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENABLED = os.environ.get("TOOL_FORKS", "1") != "0"
 
 
-def run_tool(tool, args, env: dict, timeout: float, server: "ForkServer | None" = None):
+def run_tool(tool, args, env: dict, timeout: float, server: "ForkServer | None" = None,
+             code: "str | None" = None):
     """(exit code as subprocess reports it, stdout, stderr, CPU seconds) of `python -m tool
-    args` with environment `env` from the repository root: forked from `server` when given
-    (and TOOL_FORKS is not 0), else in a fresh interpreter."""
+    args` (`python -c code args` when code is given) with environment `env` from the
+    repository root: forked from `server` when given (and TOOL_FORKS is not 0), else in a
+    fresh interpreter."""
     if server is not None and ENABLED:
-        return server.run(tool, args, env, timeout)
-    with subprocess.Popen([sys.executable, "-m", tool, *args], cwd=REPO_ROOT, env=env,
+        return server.run(tool, args, env, timeout, code=code)
+    command = ["-c", code] if code is not None else ["-m", tool]
+    with subprocess.Popen([sys.executable, *command, *args], cwd=REPO_ROOT, env=env,
                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE) as child:
         streams = {}
@@ -85,12 +94,12 @@ class ForkServer:
         with open(self._import_log, encoding="utf-8", errors="replace") as f:
             return f.read()
 
-    def run(self, tool, args, env: dict, timeout: float):
+    def run(self, tool, args, env: dict, timeout: float, code: "str | None" = None):
         self._runs += 1
         out = os.path.join(self._dir, f"{self._runs}.out")
         err = os.path.join(self._dir, f"{self._runs}.err")
-        request = dict(tool=tool, args=list(args), env=dict(env), stdout=out, stderr=err,
-                       timeout=int(timeout))
+        request = dict(tool=tool, code=code, args=list(args), env=dict(env), stdout=out,
+                       stderr=err, timeout=int(timeout))
         self._proc.stdin.write(json.dumps(request) + "\n")
         self._proc.stdin.flush()
         answer = self._proc.stdout.readline()
@@ -146,13 +155,14 @@ class ForkPool:
             self._all[self._all.index(None)] = server
         return server
 
-    def run(self, tool, args, env: dict, timeout: float):
-        """run_tool's (exit code, stdout, stderr, CPU seconds), forked from a free server."""
+    def run(self, tool, args, env: dict, timeout: float, code: "str | None" = None):
+        """run_tool's (exit code, stdout, stderr, CPU seconds), forked from a free server
+        (`python -c code args` when code is given)."""
         if not ENABLED:
-            return run_tool(tool, args, env, timeout)
+            return run_tool(tool, args, env, timeout, code=code)
         server = self._take()
         try:
-            return server.run(tool, args, env, timeout)
+            return server.run(tool, args, env, timeout, code=code)
         finally:
             self._free.put(server)
 
@@ -231,7 +241,10 @@ def _become(request):
     os.environ.update(request["env"])
     os.chdir(REPO_ROOT)
     sys.path[0] = REPO_ROOT  # -m puts the working directory first; a script its own directory
-    sys.argv = [request["tool"], *request["args"]]  # runpy sets argv[0] to the module's file
+    if request.get("code") is not None:
+        sys.argv = ["-c", *request["args"]]  # as `python -c` sets it
+    else:
+        sys.argv = [request["tool"], *request["args"]]  # runpy sets argv[0] to the module's file
 
 
 if __name__ == "__main__":
@@ -241,8 +254,13 @@ if __name__ == "__main__":
         import types
 
         _become(_request)
+        _code = _request["code"]
         del _request
         # `python -m` runs the tool in an empty __main__ module; runpy uses the current one's
-        # namespace, which here is this script's.
-        sys.modules["__main__"] = types.ModuleType("__main__")
-        runpy._run_module_as_main(sys.argv[0])  # what `python -m` calls
+        # namespace, which here is this script's. `python -c` runs its code in one too.
+        sys.modules["__main__"] = _main = types.ModuleType("__main__")
+        if _code is not None:
+            _main.__builtins__ = __builtins__
+            exec(compile(_code, "<string>", "exec"), _main.__dict__)
+        else:
+            runpy._run_module_as_main(sys.argv[0])  # what `python -m` calls

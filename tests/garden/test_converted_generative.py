@@ -25,7 +25,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from convert_testing import max_abs_diff, randomize_torch_, save_hf_dir  # noqa: E402
-from testing import run_module, run_python, train_in_process  # noqa: E402
+from testing import run_code, run_tool, train_in_process  # noqa: E402
 
 TOL = 1e-4
 CORPUS = [f"summarize: the {m} was {a} {b} ." for m in ("movie", "film", "plot", "story")
@@ -231,7 +231,7 @@ def finetuned(converted, data, root):
     2 steps from their converted directories and exported."""
     exports = {}
     t5_dir = root / "run_t5"
-    proc = run_module("garden.train", *_train_args(
+    proc = run_tool("garden.train", *_train_args(
         "configs/finetune/text_to_text_tiny.gin", converted["t5_2_1"], data, t5_dir,
         root / "exports", "t5_converted", 2), timeout=600)
     exports["t5"] = str(root / "exports" / "t5_converted" / "1")
@@ -266,6 +266,6 @@ def test_finetuned_exports_answer_in_a_fresh_process(finetuned, root):
     assert summary["task"] == "text_to_text"
     for run in ("run_t5", "run_bart"):
         assert (root / run / "predictions.jsonl").exists()
-    proc = run_python(["-c", _ANSWER, json.dumps(exports)], timeout=600)
+    proc = run_code(_ANSWER, json.dumps(exports))
     answered = json.loads(proc.stdout.strip().splitlines()[-1])
     assert sorted(answered) == ["bart", "t5"] and all(answered.values()), answered

@@ -23,7 +23,7 @@ transformers = pytest.importorskip("transformers")
 from convert_testing import (bert_vocab_tokens, max_abs_diff, random_bert_inputs,  # noqa: E402
                              randomize_torch_, save_hf_dir, task_files, train_args,
                              write_task_files)
-from testing import run_module, run_python, train_in_process  # noqa: E402
+from testing import run_code, run_tool, train_in_process  # noqa: E402
 
 TOL = 1e-4
 PAIRS = [("the movie was GOOD, really!", "I liked the plot."),
@@ -143,7 +143,7 @@ def exports(hf_distilbert, data, root):
     """Exports of a few fine-tuning steps: DistilBERT into classification through a fresh
     `python -m garden.train`."""
     out = {}
-    log = run_module("garden.train", *train_args(
+    log = run_tool("garden.train", *train_args(
         "configs/finetune/classification_tiny.gin", hf_distilbert["out"], root / "run_distilbert",
         root / "exports", *task_files(data, "classification"),
         "--gin_param=garden.Classification.model_name='distilbert_classification'"),
@@ -154,7 +154,7 @@ def exports(hf_distilbert, data, root):
 
 
 def test_exports_answer_in_a_fresh_process(exports):
-    proc = run_python(["-c", _ANSWER, json.dumps(exports)], timeout=600)
+    proc = run_code(_ANSWER, json.dumps(exports))
     answered = json.loads(proc.stdout.strip().splitlines()[-1])
     assert sorted(answered) == sorted(exports) and all(answered.values()), answered
 
@@ -197,9 +197,9 @@ def test_extract_features_of_a_run_finetuned_from_a_converted_directory(exports,
     text = root / "features_run.txt"
     text.write_text("the movie was good .\n")
     npz = root / "features_run.npz"
-    run_module("garden.extract_features", f"--model_dir={root / 'run_distilbert'}",
-               f"--input={text}", f"--output={root / 'features_run.jsonl'}", f"--numpy={npz}",
-               "--layers=-1", "--max_seq_length=16", timeout=300)
+    run_tool("garden.extract_features", f"--model_dir={root / 'run_distilbert'}",
+             f"--input={text}", f"--output={root / 'features_run.jsonl'}", f"--numpy={npz}",
+             "--layers=-1", "--max_seq_length=16", timeout=300)
     assert np.load(npz)["layer_-1"].shape[-1] == 32  # the converted DistilBERT's width
 
 
@@ -286,6 +286,6 @@ def test_gpt2_last_token_classification_finetunes_and_the_export_answers(hf_gpt2
         str(model_dir), steps=3)
     assert summary["task"] == "last_token_classification"
     export = str(root / "exports" / "gpt2_classification" / "1")
-    proc = run_python(["-c", _ANSWER, json.dumps({"gpt2": export})], timeout=600)
+    proc = run_code(_ANSWER, json.dumps({"gpt2": export}))
     answered = json.loads(proc.stdout.strip().splitlines()[-1])
     assert answered["gpt2"], answered
