@@ -17,7 +17,7 @@ import tensorflow as tf
 from garden.bertology import int8
 from garden.serving import export
 from garden.serving.classification import ClassificationServing
-from testing import run_python
+from testing import run_code
 
 # The garden.serve helpers live beside the serving tests.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "serving"))
@@ -159,7 +159,7 @@ print(json.dumps({k: v.numpy().tolist() for k, v in out.items() if v.dtype != tf
 
 def test_a_fresh_process_answers_raw_text_with_int8(exports):
     texts = exports["texts"]
-    proc = run_python(["-c", SCRIPT, exports["int8"], json.dumps(texts)])
+    proc = run_code(SCRIPT, exports["int8"], json.dumps(texts))
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     _check_close(np.asarray(out["logits"]), _float_logits(exports, texts), exports["labels"])
     np.testing.assert_array_equal(out["label_id"], np.argmax(out["logits"], -1))

@@ -16,7 +16,7 @@ import pytest
 import tensorflow as tf
 
 from data_pipelines import sample_corpus
-from testing import run_python, train_in_process
+from testing import run_code, train_in_process
 
 FACTS = ("code", "port")
 
@@ -122,7 +122,7 @@ def test_qa_task_learns_beats_the_null_baseline_and_serves_the_same_answers(
 
     # Served in a fresh process: the Python decoder's answers, spans and tuned threshold.
     export_dir = summary["export_dir"]
-    proc = run_python(["-c", SERVE, export_dir, qa_files["dev"]])
+    proc = run_code(SERVE, export_dir, qa_files["dev"])
     served = json.loads(proc.stdout.strip().splitlines()[-1])
     assert served["meta"]["null_threshold"] == pytest.approx(threshold)
     assert served["meta"]["task"] == "question_answering"

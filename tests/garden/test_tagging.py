@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -19,7 +17,7 @@ import tensorflow as tf
 from text.finetune import tagging
 from data_pipelines.sample_tasks import conll as sample_conll
 from garden.metrics.tagging import entity_scores
-from testing import REPO_ROOT, python_env, train_in_process
+from testing import REPO_ROOT, run_code, train_in_process
 
 LABELS = list(sample_conll.LABELS)
 
@@ -206,10 +204,8 @@ def test_export_in_a_fresh_process_gives_the_keras_entities(trained, sample_task
                                   [r["token_ids"] for r in records])
 
     ids = {k: v.numpy().tolist() for k, v in inputs.items()}
-    proc = subprocess.run([sys.executable, "-c", SERVE_SCRIPT, json.dumps(
-        {"dir": export_dir, "sentences": sentences, "ids": ids})], cwd=REPO_ROOT,
-        env=python_env(), capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = run_code(SERVE_SCRIPT, json.dumps({"dir": export_dir, "sentences": sentences,
+                                              "ids": ids}))
     served = json.loads(proc.stdout.split("RESULT", 1)[1])
     assert entities_of(served["text"]) == entities_of(keras_out)
     assert served["text"]["word_tags"] == [[t.decode() for t in row]

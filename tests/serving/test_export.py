@@ -23,6 +23,7 @@ from garden.models.classification import SequenceClassifier
 from garden.serving import export
 from garden.serving.classification import ClassificationServing
 from garden.serving.text import TextPacker
+from testing import run_code
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
          "the", "movie", "was", "good", "bad", "great", "plot", "##s", "not", ".", "!"]
@@ -288,9 +289,8 @@ print("RESULT" + json.dumps(out))
 
 
 def test_bad_request_shapes_answer_invalid_argument_in_a_fresh_process(exported):
-    proc = subprocess.run([sys.executable, "-c", BAD_INPUT_SCRIPT, exported["pair_dir"],
-                           exported["single_dir"]], capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES=""))
+    proc = run_code(BAD_INPUT_SCRIPT, exported["pair_dir"], exported["single_dir"], check=False,
+                    CUDA_VISIBLE_DEVICES="")
     # Exit code 0: the process survived every bad request (a segfault is -11 / 139).
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-3000:])
     line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT")][-1]
@@ -327,10 +327,7 @@ def test_regression_export_serves_one_score(exported, tmp_path):
             "r = s['regress'](inputs=tf.constant(ex))\n"
             "print('RESULT' + json.dumps([sorted(d), d['score'].numpy().tolist(),\n"
             "                             r['outputs'].numpy().tolist(), 'classify' in s]))\n")
-    proc = subprocess.run([sys.executable, "-c", code, path, json.dumps([texts_a, texts_b])],
-                          capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES=""))
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = run_code(code, path, json.dumps([texts_a, texts_b]), CUDA_VISIBLE_DEVICES="")
     keys, score, outputs, has_classify = json.loads(
         [l for l in proc.stdout.splitlines() if l.startswith("RESULT")][-1][len("RESULT"):])
     assert keys == ["score"] and not has_classify

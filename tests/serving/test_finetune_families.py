@@ -15,8 +15,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import subprocess
-import sys
 
 import gin
 import keras
@@ -26,7 +24,7 @@ import tensorflow as tf
 
 from benchmarks import objectives_learn as learn
 from garden import train as train_lib
-from testing import python_env
+from testing import run_code
 
 SEQ = 64
 FAMILIES = {"roberta": ("bpe", "roberta"), "albert": ("sentencepiece", "bert")}
@@ -141,10 +139,7 @@ def test_finetune_from_pretraining_and_serve_raw_text(pretrained, tmp_path):
     rows = task.eval_rows[:6] + [{"text_a": "Café: ünïcode & symbols!", "text_b": ""}]
     expected = task.predict(model, rows)
     texts = [[r["text_a"] for r in rows], [r["text_b"] for r in rows]]
-    proc = subprocess.run([sys.executable, "-c", SERVE, export_dir, json.dumps(texts)],
-                          capture_output=True, text=True, timeout=300,
-                          env=python_env(CUDA_VISIBLE_DEVICES=""))
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = run_code(SERVE, export_dir, json.dumps(texts), CUDA_VISIBLE_DEVICES="")
     served = json.loads([l for l in proc.stdout.splitlines()
                          if l.startswith("RESULT")][-1][len("RESULT"):])
     np.testing.assert_allclose(served["logits"], expected, atol=1e-5)

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import keras
 import numpy as np
@@ -21,7 +19,7 @@ from garden.models.multiple_choice import MultipleChoiceModel
 from garden.serving import export
 from garden.serving.multiple_choice import MultipleChoiceServing, pack_choices
 from garden.serving.text import TextPacker
-from testing import python_env
+from testing import run_code
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "dog",
          "ran", "away", "a", "he", "she", "##s", "."]
@@ -84,9 +82,7 @@ def test_fresh_process_gives_the_keras_answers(exported):
     np.testing.assert_array_equal(inputs["token_ids"][:, :, 0], 2)  # [CLS] first
     args = {"dir": export_dir, "contexts": CONTEXTS, "endings": ENDINGS,
             "ids": {k: v.tolist() for k, v in inputs.items()}}
-    proc = subprocess.run([sys.executable, "-c", SERVE, json.dumps(args)], capture_output=True,
-                          text=True, timeout=300, env=python_env(CUDA_VISIBLE_DEVICES=""))
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = run_code(SERVE, json.dumps(args), CUDA_VISIBLE_DEVICES="")
     out = json.loads([l for l in proc.stdout.splitlines() if l.startswith("RESULT")][-1][6:])
     probabilities = tf.nn.softmax(logits).numpy()
     assert np.ptp(probabilities) > 5e-3  # the choices do get different scores

@@ -27,7 +27,7 @@ from garden.models.question_answering import SpanExtractor, decode_all
 from garden.serving import export
 from garden.serving.question_answering import QuestionAnsweringServing
 from garden.serving.text import load_packer
-from testing import run_python
+from testing import run_code
 
 COMPARED = ("example_index", "window_index", "token_ids", "segment_ids", "padding_mask",
             "token_is_max_context", "context_char_start", "context_char_end")
@@ -155,7 +155,7 @@ def test_sentencepiece_and_bpe_exports_answer_raw_text_in_a_fresh_process(
     export_dir = export.export(module, str(tmp_path), f"{kind}_qa")
     examples = _examples()
     questions, contexts = [e.question for e in examples], [e.context for e in examples]
-    proc = run_python(["-c", FRESH, export_dir, json.dumps(questions), json.dumps(contexts)])
+    proc = run_code(FRESH, export_dir, json.dumps(questions), json.dumps(contexts))
     served = json.loads(proc.stdout.strip().splitlines()[-1])
     expected = module.answer(tf.constant(questions), tf.constant(contexts))
     assert served["answer"] == [a.decode() for a in expected["answer"].numpy().tolist()]
