@@ -25,7 +25,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from testing import pretrain_args, run_python  # noqa: E402
+from testing import pretrain_args, run_tool  # noqa: E402
 
 FROZEN_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "frozen_outputs.json")
 
@@ -61,7 +61,9 @@ def weight_digest(model_dir: str) -> dict:
 
 
 def _pretrain(bert_data, model_dir) -> dict:
-    run_python(pretrain_args(bert_data, model_dir, "--strategy=one_device", steps=6, dropout=0.1))
+    # `python -m garden.train`, forked from a server that has imported TensorFlow (run_tool).
+    run_tool("garden.train", *pretrain_args(bert_data, model_dir, "--strategy=one_device",
+                                            steps=6, dropout=0.1)[2:])
     return weight_digest(str(model_dir))
 
 

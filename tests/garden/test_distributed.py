@@ -1,7 +1,7 @@
 """The same global batch gives the same training however it is split: one device, two mirrored
 logical CPUs, two workers under MultiWorkerMirroredStrategy (loopback TF_CONFIG), and gradient
 accumulation (with evidence that the task really got the micro-batches). Plus exact resume
-after SIGKILL at a deterministic point. Every run is a real garden.train: a fresh
+after SIGKILL at a deterministic point. Every run is a real garden.train: a
 `python -m garden.train` process, or its main in this process where the test watches the task
 from inside (tests/testing.py TrainingProbe)."""
 
@@ -21,7 +21,7 @@ import tensorflow as tf
 from garden.tasks.pretraining import Pretraining
 from testing import REPO_ROOT, LineReader, TrainingProbe, checkpoint_floats as _weights
 from testing import max_abs_diff as _max_diff, pretrain_args, python_env as _env
-from testing import read_summary, run_python as _run, train_in_process
+from testing import read_summary, run_tool, train_in_process
 
 STEPS = 6
 
@@ -29,9 +29,10 @@ STEPS = 6
 # process (a fresh interpreter costs a TensorFlow import and a trace each time): the
 # one-device reference (also the guard, by its checkpoint one step earlier, and the
 # accumulation test's negative control, watched by a probe), the accumulation run and the
-# uninterrupted SIGKILL reference. Fresh processes remain where they are the point: two
-# logical CPUs (set before TensorFlow starts), the two workers, and the runs that are killed
-# and the one that resumes after the kills.
+# uninterrupted SIGKILL reference. Processes of their own remain where they are the point:
+# two logical CPUs (set before TensorFlow's runtime starts) and the run that resumes after the
+# kills, forked from a server that has imported TensorFlow (_run: a TensorFlow import, ~4
+# CPU-s, less each); the two workers and the runs that are killed, fresh interpreters.
 
 
 def _in_process(argv, model_dir, steps):
@@ -45,6 +46,14 @@ def _in_process(argv, model_dir, steps):
 
 def _args(bert_data, model_dir, *extra, steps=STEPS, dropout=0.0):
     return pretrain_args(bert_data, model_dir, *extra, steps=steps, dropout=dropout)
+
+
+def _run(argv):
+    """`python -m garden.train` (argv: "-m", "garden.train", flags...) in a process of its own,
+    forked from a server that has imported TensorFlow and nothing else (testing.run_tool):
+    TensorFlow's runtime, its devices (--logical_cpus) and the strategy start in the run."""
+    assert argv[:2] == ["-m", "garden.train"], argv[:2]
+    return run_tool("garden.train", *argv[2:], timeout=600)
 
 
 @pytest.fixture(scope="module")

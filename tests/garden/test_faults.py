@@ -8,7 +8,7 @@ import sys
 
 import tensorflow as tf
 
-from testing import REPO_ROOT, LineReader, pretrain_args, python_env, run_python
+from testing import REPO_ROOT, LineReader, pretrain_args, python_env, run_tool
 
 
 def test_sigterm_writes_a_checkpoint_and_the_run_resumes(bert_data, tmp_path):
@@ -25,7 +25,9 @@ def test_sigterm_writes_a_checkpoint_and_the_run_resumes(bert_data, tmp_path):
     latest = tf.train.latest_checkpoint(str(tmp_path / "checkpoints"))
     step = int(latest.rsplit("-", 1)[1])
     assert 5 <= step < 400
-    resumed = run_python(pretrain_args(bert_data, tmp_path, steps=step + 2))
+    # The resumed run: `python -m garden.train` forked from a server that has imported
+    # TensorFlow (testing.run_tool), as the diverging run below.
+    resumed = run_tool("garden.train", *pretrain_args(bert_data, tmp_path, steps=step + 2)[2:])
     assert f"at step {step}" in resumed.stdout
 
 
@@ -33,7 +35,7 @@ def test_diverging_loss_stops_with_a_clear_error_and_keeps_the_good_checkpoint(b
     args = pretrain_args(bert_data, tmp_path, "--gin_param=train.checkpoint_every=1",
                          "--gin_param=train.learning_rate=1e30", "--gin_param=train.clip_norm=None",
                          steps=30)
-    proc = run_python(args, check=False)
+    proc = run_tool("garden.train", *args[2:], check=False)
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "loss is nan" in proc.stderr or "loss is inf" in proc.stderr, proc.stderr[-2000:]
     failed_step = int(proc.stderr.split(" at step ")[1].split(";")[0])
