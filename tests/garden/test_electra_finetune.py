@@ -14,8 +14,6 @@ import dataclasses
 import json
 import math
 import os
-import subprocess
-import sys
 
 import gin
 import keras
@@ -25,7 +23,7 @@ import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from garden import train as train_lib
-from testing import python_env
+from testing import run_code
 
 SEQ = 64
 FINETUNE_CONFIG = "configs/finetune/classification_electra_tiny.gin"
@@ -168,9 +166,7 @@ def test_finetuning_starts_from_the_discriminator_then_trains_and_exports(pretra
             "out = m.signatures['serving_default'](text_a=texts)\n"
             "print(json.dumps([[l.decode() for l in out['label'].numpy()],\n"
             "                  out['probabilities'].numpy().sum(-1).tolist()]))\n")
-    proc = subprocess.run([sys.executable, "-c", code, summary["export_dir"]], capture_output=True,
-                          text=True, timeout=300, env=python_env(CUDA_VISIBLE_DEVICES=""))
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = run_code(code, summary["export_dir"], CUDA_VISIBLE_DEVICES="")
     labels, sums = json.loads(proc.stdout.strip().splitlines()[-1])
     assert len(labels) == 2 and all(l in ("library", "reference") for l in labels)
     assert all(abs(s - 1.0) < 1e-5 for s in sums)

@@ -23,7 +23,7 @@ from text.finetune.question_answering import (SCALARS, SquadOptions, examples_co
                                               examples_records, record_spec, to_records)
 from text.finetune.squad import SquadExample
 from garden.serving.text import TextPacker
-from testing import run_python, train_in_process
+from testing import run_code, train_in_process
 
 WORDS = ["movie", "film", "plot", "story", "actor", "city", "paris", "london", "river", "house"]
 POS, NEG = ["good", "great", "fun", "fine"], ["bad", "awful", "boring", "dull"]
@@ -320,8 +320,8 @@ print(json.dumps(out))
 
 
 def test_exports_answer_raw_text_in_a_fresh_process(trained):
-    proc = run_python(["-c", SERVE, trained["classification"]["export_dir"],
-                       trained["qa"]["export_dir"], trained["byoc"]["export_dir"]])
+    proc = run_code(SERVE, trained["classification"]["export_dir"],
+                    trained["qa"]["export_dir"], trained["byoc"]["export_dir"])
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     labels = [v for k, v in out["classification"].items() if isinstance(v, list) and v
               and isinstance(v[0], str)]

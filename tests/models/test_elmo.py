@@ -185,7 +185,7 @@ def test_a_pretrained_bilm_fine_tunes_as_a_classifier_and_serves_raw_text(tmp_pa
     from convert_testing import ANSWER_SNIPPET, scratch_classification_args
     from model_testing import assert_restores_to
     from objective_testing import bilm_lm_args
-    from testing import run_python, train_in_process
+    from testing import run_code, train_in_process
 
     from garden.models import factory
     from garden.tasks.classification import Classification
@@ -206,7 +206,7 @@ def test_a_pretrained_bilm_fine_tunes_as_a_classifier_and_serves_raw_text(tmp_pa
             if a != "--gin_param=INIT_CHECKPOINT=None"]
     summary = train_in_process(args, str(tmp_path / "clf"), "classification", 150)
     assert summary["eval_accuracy"] > summary["majority_baseline_accuracy"], summary
-    proc = run_python(["-c", ANSWER_SNIPPET, summary["export_dir"]])
+    proc = run_code(ANSWER_SNIPPET, summary["export_dir"])
     assert set(json.loads(proc.stdout.strip().splitlines()[-1])) <= {"pos", "neg"}
 
     gin.clear_config()
