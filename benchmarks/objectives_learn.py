@@ -23,7 +23,7 @@ AUC). Families: bert, roberta, albert, electra, spanbert, ernie, distilbert, gpt
 tiny config exist). Training data: corpus file 0, or with --train_files=N the first N files
 other than the held-out file 1; the vocabulary always comes from file 0. The training goes
 through `garden.train.train` in this process, exactly as `python -m garden.train` would run it.
-tests/garden/test_family_learning_mlm.py and test_distilbert_learning.py run cheaper variants of `run_family` (ALBERT, DistilBERT).
+tests/garden/tasks/pretraining/test_family_learning_mlm.py and test_distilbert_learning.py run cheaper variants of `run_family` (ALBERT, DistilBERT).
 """
 
 from __future__ import annotations

@@ -54,30 +54,31 @@ LONG_FILES = {
     "tests/garden/test_converted_checkpoints.py": 150,
     # 110 s, but early: it builds family_data and generative_data while the other worker's
     # files build bert_data, so neither waits on the other's lock.
-    "tests/garden/test_t5_training.py": 140,
+    "tests/garden/tasks/pretraining/test_t5_training.py": 140,
     "tests/garden/test_train.py": 106,  # 131 before 2026-11-28, 108 before 2026-12-06
     "tests/test_bad_input_matrix.py": 112,  # 228 s before its fork servers
-    "tests/garden/test_glue_sample_task_learning.py": 107,  # 114 before 2026-11-28
+    "tests/garden/tasks/test_glue_sample_task_learning.py": 107,  # 114 before 2026-11-28
     "tests/garden/test_distributed.py": 62,  # est.; 94 before 2026-11-28, 80 before 2026-12-06, 70
     "tests/serving/test_finetune_families.py": 66,  # est.; 74 before 2026-12-07
     "tests/data_pipelines/test_objectives_pipeline.py": 62,  # est. (124 -> 77 CPU-s); 100 before
-    "tests/garden/test_family_learning_mlm.py": 62,  # 66 before 2026-11-28
-    "tests/garden/test_generation_tasks.py": 65,
-    "tests/garden/test_albert_sop_learning.py": 65,
-    "tests/garden/test_distilbert_learning.py": 65,
-    "tests/garden/test_family_learning_electra_spanbert.py": 57,  # 63 before 2026-11-28
-    "tests/garden/test_generation_tasks_families.py": 59,
-    "tests/garden/test_spanbert_distill_training.py": 51,
+    "tests/garden/tasks/pretraining/test_family_learning_mlm.py": 62,  # 66 before 2026-11-28
+    "tests/garden/tasks/test_generation_tasks.py": 65,
+    "tests/garden/tasks/pretraining/test_albert_sop_learning.py": 65,
+    "tests/garden/tasks/test_distilbert_learning.py": 65,
+    # 63 before 2026-11-28
+    "tests/garden/tasks/pretraining/test_family_learning_electra_spanbert.py": 57,
+    "tests/garden/tasks/test_generation_tasks_families.py": 59,
+    "tests/garden/tasks/test_spanbert_distill_training.py": 51,
     "tests/serving/test_generation_export.py": 49,
-    "tests/garden/test_bart_training.py": 49,
+    "tests/garden/tasks/pretraining/test_bart_training.py": 49,
     "tests/bertology/test_int8.py": 48,  # est. from 87 CPU-s under load
     "tests/serving/test_export.py": 45,  # est.; 49 before 2026-12-07
-    "tests/garden/test_family_training.py": 45,
+    "tests/garden/tasks/pretraining/test_family_training.py": 45,
     "tests/serving/test_qa_windows.py": 44,  # est.; 48 before 2026-12-07
     "tests/test_docs_and_installs.py": 40,
     "tests/models/test_decoding.py": 32,
-    "tests/garden/test_question_answering.py": 29,  # est.; 33 before 2026-12-07
-    "tests/garden/test_electra_finetune.py": 24,  # est. (49 -> 37 CPU-s and a process); 34
+    "tests/garden/tasks/test_question_answering.py": 29,  # est.; 33 before 2026-12-07
+    "tests/garden/tasks/test_electra_finetune.py": 24,  # est. (49 -> 37 CPU-s and a process); 34
 }
 
 

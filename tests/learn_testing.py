@@ -1,6 +1,7 @@
 """Shared by the "the objective learns" tests of the encoder families
-(tests/garden/test_*_learning.py): the tiny-data sizes of the family_data session fixture
-(tests/conftest.py) and the benchmark's train-restore-score path for one family."""
+(tests/garden/tasks/pretraining/test_*_learning*.py,
+tests/garden/tasks/test_distilbert_learning.py): the tiny-data sizes of the family_data session
+fixture (tests/conftest.py) and the benchmark's train-restore-score path for one family."""
 
 from __future__ import annotations
 

@@ -2,7 +2,8 @@
 order the records hold expands (``perm_mask_from_rank``) to exactly the permutation mask the
 objective wrote before it, rebuilt here from the same random draws by the original
 construction (``reference_perm_mask``: ``local_perm_mask`` per half plus the fixed cross-half
-blocks). The TensorFlow expansion of the trainer is checked in tests/garden/test_xlnet_reader.py."""
+blocks). The TensorFlow expansion of the trainer is checked in
+tests/garden/tasks/pretraining/test_xlnet_reader.py."""
 
 import numpy as np
 import pytest

@@ -2,7 +2,7 @@
 directions over the real tokens only), GloVe rows read from a local file, the translation
 pretraining through garden.train lowering its loss on the synthetic pair task with its backbone
 restored equal to the checkpoint, and the downstream classifier fine-tuned and served from raw
-text in a fresh process (the tagger: tests/garden/test_recurrent_tasks.py)."""
+text in a fresh process (the tagger: tests/garden/tasks/test_recurrent_tasks.py)."""
 
 import numpy as np
 import pytest

@@ -12,7 +12,7 @@ from garden.tasks.question_answering import QuestionAnswering
 from garden.tasks.classification import Classification
 from garden.tasks.tagging import Tagging
 
-TASKS_DIR = pathlib.Path(__file__).resolve().parents[2] / "garden" / "tasks"
+TASKS_DIR = pathlib.Path(__file__).resolve().parents[3] / "garden" / "tasks"
 # Modules of the task table's tasks; the others (base, shared, finetuning, text_files) are the
 # shared homes they may import from.
 TASK_MODULES = ("classification", "tagging", "question_answering", "multiple_choice",
