@@ -253,3 +253,15 @@ def train_in_process(argv, model_dir, task: str | None = None, steps: int | None
     if steps is not None:
         assert summary["steps"] == steps, summary["steps"]
     return summary
+
+
+def train_refused(argv, capsys) -> str:
+    """Runs garden.train's main in this process; asserts exit 2 and one `error:` line on stderr
+    without a traceback; returns that line."""
+    from garden import train as train_lib
+
+    assert train_lib.main(list(argv)) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    lines = [ln for ln in err if ln.startswith("error:")]
+    assert len(lines) == 1 and not any("Traceback" in ln for ln in err), err[-10:]
+    return lines[0]

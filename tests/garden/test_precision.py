@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from garden import train as train_lib
-from testing import TrainingProbe, pretrain_args, read_summary
+from testing import TrainingProbe, pretrain_args, read_summary, train_refused
 
 
 @pytest.fixture(autouse=True)
@@ -27,15 +27,6 @@ def _args(bert_data, model_dir, steps: int, *extra) -> list:
     """garden.train of the tiny BERT on one device, logged every step (no matmul timing)."""
     return pretrain_args(bert_data, model_dir, "--strategy=one_device",
                          "--gin_param=train.peak_flops=1e12", *extra, steps=steps)[2:]
-
-
-def _refused(args, capsys) -> str:
-    """Runs garden.train in this process; asserts exit 2 and one `error:` line, returns it."""
-    assert train_lib.main(args) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    lines = [ln for ln in err if ln.startswith("error:")]
-    assert len(lines) == 1 and not any("Traceback" in ln for ln in err), err[-10:]
-    return lines[0]
 
 
 def _checkpoint_dtypes(model_dir) -> dict:
@@ -126,7 +117,7 @@ def test_float16_scales_the_loss_and_resumes_in_float32(bert_data, tmp_path, mon
 
 # -- refusals ------------------------------------------------------------------------------
 def test_an_unknown_precision_is_refused_with_the_choices(bert_data, tmp_path, capsys):
-    message = _refused(_args(bert_data, tmp_path / "run", 2,
+    message = train_refused(_args(bert_data, tmp_path / "run", 2,
                              "--gin_param=train.precision='bf16'"), capsys)
     assert message == ("error: train.precision must be one of 'float32', 'mixed_bfloat16', "
                        "'mixed_float16'; got 'bf16'")
@@ -139,7 +130,7 @@ def test_an_unknown_precision_is_refused_with_the_choices(bert_data, tmp_path, c
 
 
 def test_the_old_binding_name_says_what_to_bind(bert_data, tmp_path, capsys):
-    message = _refused(_args(bert_data, tmp_path / "run", 2,
+    message = train_refused(_args(bert_data, tmp_path / "run", 2,
                              "--gin_param=train.mixed_precision='mixed_bfloat16'"), capsys)
     assert "train.mixed_precision is now train.precision = 'float32' | 'mixed_bfloat16'" in message
     assert "--gin_param=train.mixed_precision='mixed_bfloat16'" in message  # the binding at fault
@@ -147,13 +138,13 @@ def test_the_old_binding_name_says_what_to_bind(bert_data, tmp_path, capsys):
     config = tmp_path / "old.gin"
     config.write_text("include 'configs/bert_tiny.gin'\ntrain.mixed_precision = 'mixed_float16'\n")
     args = [a for a in _args(bert_data, tmp_path / "run", 2) if not a.startswith("--config")]
-    message = _refused([f"--config={config}"] + args, capsys)
+    message = train_refused([f"--config={config}"] + args, capsys)
     assert "train.mixed_precision is now train.precision" in message and str(config) in message
 
 
 @pytest.mark.skipif(_gpus(), reason="this machine has a GPU: mixed_float16 runs there")
 def test_float16_is_refused_on_cpus(bert_data, tmp_path, capsys):
-    message = _refused(_args(bert_data, tmp_path / "run", 2, "--precision=mixed_float16"), capsys)
+    message = train_refused(_args(bert_data, tmp_path / "run", 2, "--precision=mixed_float16"), capsys)
     assert message == ("error: train.precision = 'mixed_float16' needs GPUs, and this run's "
                        "OneDeviceStrategy has CPU devices only; on CPUs use 'mixed_bfloat16' or "
                        "'float32'")

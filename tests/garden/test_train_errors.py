@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from garden import train as train_lib
-from testing import pretrain_args, run_python
+from testing import pretrain_args, run_python, train_refused
 
 
 @pytest.fixture(autouse=True)
@@ -33,15 +33,6 @@ def _args(bert_data, model_dir, data_dir=None, steps=2, *extra):
     return args + ["--strategy=one_device", "--gin_param=train.peak_flops=1e12"]
 
 
-def _refused(args, capsys) -> str:
-    """Runs garden.train in this process; asserts exit 2 and a one-line message, returns it."""
-    assert train_lib.main(args) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    lines = [ln for ln in err if ln.startswith("error:")]
-    assert len(lines) == 1 and not any("Traceback" in ln for ln in err), err[-10:]
-    return lines[0]
-
-
 def _info(data_dir) -> dict:
     with open(data_dir / "info.json") as f:
         return json.load(f)
@@ -55,7 +46,7 @@ def test_a_missing_shard_is_named_before_training(bert_data, tmp_path, capsys):
     data_dir = _copy(bert_data, tmp_path)
     gone = _shard(data_dir, 1)
     os.remove(gone)
-    message = _refused(_args(bert_data, tmp_path / "run", data_dir), capsys)
+    message = train_refused(_args(bert_data, tmp_path / "run", data_dir), capsys)
     assert gone.name in message and "lacks 1 of the 2 shards" in message
     assert not (tmp_path / "run" / "checkpoints").exists()
 
@@ -66,7 +57,7 @@ def test_a_truncated_shard_is_named_before_training(bert_data, tmp_path, capsys)
     size = os.path.getsize(shard)
     with open(shard, "r+b") as f:
         f.truncate(size - 100)  # inside the last record
-    message = _refused(_args(bert_data, tmp_path / "run", data_dir), capsys)
+    message = train_refused(_args(bert_data, tmp_path / "run", data_dir), capsys)
     assert str(shard) in message and "truncated or corrupt" in message
     assert "partial record at byte" in message
     assert not (tmp_path / "run" / "checkpoints").exists()
@@ -78,7 +69,7 @@ def test_a_shard_with_recorded_size_mismatch_is_refused(bert_data, tmp_path, cap
     name = info["files"][0]
     info["file_sizes"] = {name: os.path.getsize(data_dir / name) + 1}
     (data_dir / "info.json").write_text(json.dumps(info))
-    message = _refused(_args(bert_data, tmp_path / "run", data_dir), capsys)
+    message = train_refused(_args(bert_data, tmp_path / "run", data_dir), capsys)
     assert name in message and "info.json records" in message
 
 
@@ -88,7 +79,7 @@ def test_a_corrupt_record_names_the_shard_and_record(bert_data, tmp_path, capsys
     raw = bytearray(shard.read_bytes())
     raw[200:210] = bytes(b ^ 0xFF for b in raw[200:210])  # same size: only the CRC tells
     shard.write_bytes(bytes(raw))
-    message = _refused(_args(bert_data, tmp_path / "run", data_dir), capsys)
+    message = train_refused(_args(bert_data, tmp_path / "run", data_dir), capsys)
     assert f"shard {shard}, record 0" in message and "corrupt training data" in message
 
 
@@ -99,7 +90,7 @@ def test_an_empty_dataset_is_refused_by_name(bert_data, tmp_path, capsys):
         open(data_dir / name, "wb").close()
     info["instances"] = {"total": 0, "per_shard": [0] * len(info["files"])}
     (data_dir / "info.json").write_text(json.dumps(info))
-    message = _refused(_args(bert_data, tmp_path / "run", data_dir), capsys)
+    message = train_refused(_args(bert_data, tmp_path / "run", data_dir), capsys)
     assert str(data_dir) in message and "holds no instances" in message
 
 
@@ -112,19 +103,19 @@ def test_empty_shards_without_counts_are_refused_at_the_first_step(bert_data, tm
     del info["instances"]
     info.pop("file_sizes", None)  # an info.json written before shard sizes were recorded
     (data_dir / "info.json").write_text(json.dumps(info))
-    message = _refused(_args(bert_data, tmp_path / "run", data_dir), capsys)
+    message = train_refused(_args(bert_data, tmp_path / "run", data_dir), capsys)
     assert "gave no batch at step 1" in message and str(data_dir) in message
 
 
 def test_unbound_macros_are_named(bert_data, tmp_path, capsys):
     args = [a for a in _args(bert_data, tmp_path / "run") if not a.startswith("--gin_param=VOCAB")]
-    message = _refused(args, capsys)
+    message = train_refused(args, capsys)
     assert "%VOCAB" in message and "--gin_param=\"VOCAB='...'\"" in message
 
 
 def test_fractional_train_steps_are_refused_before_training(bert_data, tmp_path, capsys):
     args = _args(bert_data, tmp_path / "run") + ["--gin_param=train.train_steps=20.5"]
-    message = _refused(args, capsys)
+    message = train_refused(args, capsys)
     assert "train.train_steps must be a positive whole number; got 20.5" in message
 
 
@@ -132,7 +123,7 @@ def test_a_checkpoint_of_another_model_names_checkpoint_and_variable(bert_data, 
     model_dir = tmp_path / "run"
     assert train_lib.main(_args(bert_data, model_dir, steps=1)) == 0
     capsys.readouterr()
-    message = _refused(_args(bert_data, model_dir, None, 2,
+    message = train_refused(_args(bert_data, model_dir, None, 2,
                              "--gin_param=backbone.intermediate_size=256"), capsys)
     assert "ckpt-1" in message and "does not fit the configured model" in message
     assert "(128, 512)" in message or "[128,512]" in message, message  # the variable's shape
@@ -140,7 +131,7 @@ def test_a_checkpoint_of_another_model_names_checkpoint_and_variable(bert_data, 
 
 def test_old_task_names_say_what_to_bind_instead(bert_data, tmp_path, capsys):
     args = _args(bert_data, tmp_path / "run") + ["--gin_param=garden.ElectraPretraining.mask_prob=0.2"]
-    message = _refused(args, capsys)
+    message = train_refused(args, capsys)
     assert "garden.Pretraining.family = 'electra'" in message
 
 
@@ -151,7 +142,7 @@ def test_a_missing_init_checkpoint_is_one_line(bert_data, tmp_path, capsys):
             f"--gin_param=EVAL_FILE='{bert_data.task_dir}/dev.tsv'",
             f"--gin_param=INIT_CHECKPOINT='{tmp_path}/no_such_run'", "--gin_param=EXPORT_BASE=None",
             "--gin_param=TRAIN_STEPS=2", "--strategy=one_device", "--gin_param=train.peak_flops=1e12"]
-    message = _refused(args, capsys)
+    message = train_refused(args, capsys)
     assert f"{tmp_path}/no_such_run" in message
 
 
