@@ -84,7 +84,7 @@ TOOLS = ("data_pipelines.make_vocab", "data_pipelines.make_pretrain", "data_pipe
          "data_pipelines.make_finetune", "data_pipelines.sample_tasks",
          "garden.train", "garden.export", "garden.convert", "garden.serve", "garden.extract_features",
          "garden.generate", "garden.fewshot", "garden.analyze", "garden.bertology.int8",
-         "garden.export_features", "garden.models.cove.sample_pairs")
+         "garden.export_features", "garden.models.cove.sample_pairs", "garden.curves")
 ROW_WORKERS = 3  # subprocesses at once
 ROW_TIMEOUT = 240
 # What makes an output look complete, and what a refused run must not leave behind either: a
@@ -422,6 +422,7 @@ GS, GX = "garden.serve", "garden.extract_features"
 GG, GF = "garden.generate", "garden.fewshot"
 GA, GI = "garden.analyze", "garden.bertology.int8"
 GFE, GCP = "garden.export_features", "garden.models.cove.sample_pairs"
+GCU = "garden.curves"
 _LATIN1 = "the cat sat .\ncafé .\n".encode("latin-1")  # line 2 is not UTF-8
 _QA_NO_ANSWER = '{"question": "q", "answer": "a"}\n{"question": "q"}\n'
 _out_vocab = (lambda c: str(c.dir / "vocab.txt"))
@@ -593,6 +594,12 @@ CASES = [
     Case("int8-model-dir-missing", GI, lambda c: [f"--model_dir={c.dir / 'none'}"],
          "error", r"\S+/none is not a garden\.train run directory"),
     Case("int8-no-model-dir", GI, lambda c: [], "usage", r"--model_dir"),
+    # --- garden.curves
+    Case("curves-no-events", GCU, lambda c: [f"--model_dir={c.dir / 'none'}",
+                                             f"--output={c.dir / 'curves.png'}"],
+         "error", r"no TensorBoard event files in \S+/none/train",
+         output=lambda c: str(c.dir / "curves.png")),
+    Case("curves-no-model-dir", GCU, lambda c: [], "usage", r"--model_dir"),
     # --- garden.export_features and the CoVe sample pair task
     Case("features-model-dir-missing", GFE, lambda c: [
         f"--model_dir={c.dir / 'none'}", f"--export_base={c.dir / 'exports'}"], "error",
