@@ -149,7 +149,7 @@ def lower_in_graph(text):
 
 def char_spans(text, starts, ends):
     """In the graph: UTF-8 byte spans [start, end) of text[i] (ragged [batch, (pieces)]) ->
-    character spans, as text.finetune.windows.char_offsets computes them eagerly: a
+    character spans, as text.finetune.question_answering_windows.char_offsets computes them eagerly: a
     start inside a character moves to that character's start, an end inside one covers it."""
     import tensorflow as tf
 

@@ -72,7 +72,7 @@ def gold_from_dataset(data: Iterable[dict]) -> Dict[str, List[str]]:
 
 
 def gold_from_examples(examples: Sequence) -> Dict[str, List[str]]:
-    """qid -> gold texts from text.finetune.squad.read_examples (an unanswerable
+    """qid -> gold texts from text.finetune.question_answering_sources.read_examples (an unanswerable
     question has none, as in the official v2.0 files)."""
     return {e.qas_id: [text for text, _ in e.answers] for e in examples}
 

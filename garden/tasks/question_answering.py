@@ -1,7 +1,7 @@
 """Extractive question answering (SQuAD v1.1 / v2.0) as a task of the shared trainer.
 
 Data (docs/tasks.md, "Extractive question answering"):
-- train_file: the training SQuAD JSON (text.finetune.squad.read_examples). Its
+- train_file: the training SQuAD JSON (text.finetune.question_answering_sources.read_examples). Its
   windows are made in this process with example_features (small tasks), or read from
   `train_records`, a `python -m data_pipelines.make_finetune --task=question_answering` output
   directory made from that same file (COMPLETED, info.json's window options and vocabulary checked;
@@ -37,7 +37,7 @@ import tensorflow as tf
 
 from text.finetune import FinetuneDataError
 from text.finetune.question_answering import NAME, SquadOptions, examples_features, parse_record
-from text.finetune.squad import SquadExample, read_examples
+from text.finetune.question_answering_sources import SquadExample, read_examples
 from garden import data
 from garden.data import DataDirError, open_data_dir
 from garden.metrics.question_answering import gold_from_examples, squad_v1, squad_v2

@@ -14,7 +14,7 @@ from text import tokenizers
 from text.finetune import FinetuneDataError
 from text.finetune.question_answering import (SquadOptions, example_features, examples_features,
                                               feature_spec)
-from text.finetune.squad import read_examples
+from text.finetune.question_answering_sources import read_examples
 
 CONTEXT = "The cat sat on the mat. Then a dog ran far away, and the cat slept in the park."
 QUESTION = "Where did the dog run?"

@@ -20,7 +20,7 @@ from text.finetune import base as finetune_base
 from text.finetune.question_answering import (KIND, SquadOptions, example_features,
                                               examples_features, feature_spec, parse_record,
                                               record_spec, to_records)
-from text.finetune.squad import read_examples, read_tfds
+from text.finetune.question_answering_sources import read_examples, read_tfds
 
 EXTRA = ["where", "did", "?"]
 WORDS = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "far", "away", "and", "then", "it",

@@ -18,7 +18,7 @@ from data_pipelines import sample_corpus
 from text.finetune import base as finetune_base
 from text.finetune.question_answering import (SquadOptions, examples_columns, examples_records,
                                               feature_spec, record_spec, to_records)
-from text.finetune.squad import SquadExample
+from text.finetune.question_answering_sources import SquadExample
 
 
 @pytest.fixture(scope="module")

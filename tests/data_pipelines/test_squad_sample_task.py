@@ -15,7 +15,7 @@ import pytest
 from text import tokenizers
 from data_pipelines import sample_corpus
 from text.finetune.question_answering import SquadOptions
-from text.finetune.squad import read_examples
+from text.finetune.question_answering_sources import read_examples
 from data_pipelines.sample_tasks import squad as sample_squad
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -20,7 +20,7 @@ from benchmarks import objectives_learn as learn
 
 from text import tokenizers
 from text.finetune.question_answering import DEFAULT_LAYOUT, SquadOptions, examples_features
-from text.finetune.squad import SquadExample
+from text.finetune.question_answering_sources import SquadExample
 from garden.models import factory
 from garden.models.bert.presets import bert_backbone_from_preset
 from garden.models.question_answering import SpanExtractor, decode_all

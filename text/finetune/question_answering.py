@@ -1,5 +1,5 @@
 """Question answering, the make_finetune kind "question_answering": SQuAD questions
-(text.finetune.squad reads them) cut into the windowed features of extractive QA.
+(text.finetune.question_answering_sources reads them) cut into the windowed features of extractive QA.
 
 Features (one record per window; the make_finetune kind "question_answering"; docs/tasks.md):
 
@@ -66,8 +66,8 @@ import numpy as np
 from text import features
 from text.finetune import FinetuneDataError
 from text.finetune.base import FinetuneKind
-from text.finetune.squad import SquadExample, read_examples, read_tfds
-from text.finetune.windows import Context
+from text.finetune.question_answering_sources import SquadExample, read_examples, read_tfds
+from text.finetune.question_answering_windows import Context
 
 # TensorFlow is imported only by feature_spec / parse_record (readers of the records):
 # make_finetune's job (read, tokenize, window, serialize) runs without it, which saves each

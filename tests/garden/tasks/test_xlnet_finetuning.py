@@ -21,7 +21,7 @@ from text import tokenizers
 from text.finetune import base as finetune_base
 from text.finetune.question_answering import (SCALARS, SquadOptions, examples_columns,
                                               examples_records, record_spec, to_records)
-from text.finetune.squad import SquadExample
+from text.finetune.question_answering_sources import SquadExample
 from garden.serving.text import TextPacker
 from testing import run_code, train_in_process
 
