@@ -486,6 +486,6 @@ def format_stats(counters: Dict[str, int], num_shards: int, objective: Optional[
         "sequence_length_histogram": group("seq_len/"),
         "counters": dict(sorted(counters.items())),
     }
-    if objective is not None and objective.summarize is not None:
+    if objective is not None:
         stats.update(objective.summarize(counters))
     return stats

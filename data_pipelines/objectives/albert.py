@@ -27,7 +27,7 @@ only 20 of 512 pieces, about 4%, are predicted, not 15%).
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List, Sequence, Tuple
+from typing import List, Sequence, Tuple
 
 import numpy as np
 
@@ -182,20 +182,6 @@ def _create(docs: Sequence[base.Doc], ctx: base.PoolContext):
             yield f"{doc.id}|{index}", inst
 
 
-def summarize(counters) -> Dict[str, float]:
-    return {
-        # masked / real tokens: at 512 pieces with the cap of 20, about 0.04.
-        "masked_token_rate": base.rate(counters, "masked_tokens", "real_tokens"),
-        # Swapped (or random-B for single-segment chunks) / instances: slightly over 0.5.
-        "sop_label_1_fraction": base.rate(counters, "sop_label_1", "instances"),
-        "sop_random_b_fraction": base.rate(counters, "sop_random_b", "instances"),
-        "random_next_same_document": counters.get("random_next_same_document", 0),
-        # Accepted n-grams by n; below 6/11, 3/11, 2/11 for long n, which overlap and
-        # overshoot the budget more often.
-        **base.shares(counters, "ngram", "ngram_fraction"),
-    }
-
-
 OBJECTIVE = base.Objective(
     name="albert",
     recipe="ALBERT (Lan et al. 2020): n-gram masked LM (n<=3 words) + sentence-order prediction, SentencePiece",
@@ -204,5 +190,15 @@ OBJECTIVE = base.Objective(
     feature_spec=lambda o: features.albert_pretrain_spec(o.max_seq_length, o.max_predictions_per_seq),
     create_instances=_create,
     job_defaults={"dupe_factor": 40},
-    summarize=summarize,
+    summary={
+        # masked / real tokens: at 512 pieces with the cap of 20, about 0.04.
+        "masked_token_rate": ("masked_tokens", "real_tokens"),
+        # Swapped (or random-B for single-segment chunks) / instances: slightly over 0.5.
+        "sop_label_1_fraction": ("sop_label_1", "instances"),
+        "sop_random_b_fraction": ("sop_random_b", "instances"),
+        "random_next_same_document": "random_next_same_document",
+        # Accepted n-grams by n; below 6/11, 3/11, 2/11 for long n, which overlap and
+        # overshoot the budget more often.
+        "ngram_fraction": base.Shares("ngram"),
+    },
 )

@@ -438,24 +438,6 @@ def _create(docs: Sequence[base.Doc], ctx: base.PoolContext):
             yield f"{doc.id}|{index}", inst
 
 
-def _summarize(counters) -> Dict[str, object]:
-    return {
-        # ceil(0.3 * words) per block: slightly above 0.3 from the ceiling.
-        "mask_budget_rate": base.rate(counters, "mask_budget_words", "words"),
-        # The words actually hidden: below the budget where spans overlapped.
-        "masked_word_rate": base.rate(counters, "masked_words", "words"),
-        # Mean span length in words, zero-length spans included (~lambda, the last span of a
-        # block cut to the budget).
-        "mean_mask_span_length": base.rate(counters, "mask_span_words", "mask_spans"),
-        "permuted_sentence_rate": base.rate(counters, "permuted_sentences", "sentences"),
-        "deleted_token_rate": base.rate(counters, "deleted_tokens", "label_tokens"),
-        "inserted_token_rate": base.rate(counters, "inserted_tokens", "label_tokens"),
-        "rotated_block_rate": base.rate(counters, "rotated_blocks", "blocks"),
-        "truncated_inputs": counters.get("truncated_inputs", 0),
-        "split_long_sentences": counters.get("split_long_sentences", 0),
-    }
-
-
 OBJECTIVE = base.Objective(
     name=NAME,
     recipe="BART (Lewis et al. 2020): denoising seq2seq, sentence permutation + Poisson text infilling, byte-level BPE",
@@ -464,5 +446,19 @@ OBJECTIVE = base.Objective(
     feature_spec=lambda o: features.bart_pretrain_spec(o.max_seq_length),
     create_instances=_create,
     job_defaults=base.SINGLE_PASS_CASED,
-    summarize=_summarize,
+    summary={
+        # ceil(0.3 * words) per block: slightly above 0.3 from the ceiling.
+        "mask_budget_rate": ("mask_budget_words", "words"),
+        # The words actually hidden: below the budget where spans overlapped.
+        "masked_word_rate": ("masked_words", "words"),
+        # Mean span length in words, zero-length spans included (~lambda, the last span of a
+        # block cut to the budget).
+        "mean_mask_span_length": ("mask_span_words", "mask_spans"),
+        "permuted_sentence_rate": ("permuted_sentences", "sentences"),
+        "deleted_token_rate": ("deleted_tokens", "label_tokens"),
+        "inserted_token_rate": ("inserted_tokens", "label_tokens"),
+        "rotated_block_rate": ("rotated_blocks", "blocks"),
+        "truncated_inputs": "truncated_inputs",
+        "split_long_sentences": "split_long_sentences",
+    },
 )

@@ -31,7 +31,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import hashlib
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -102,6 +102,24 @@ CreateInstancesFn = Callable[[Sequence[Doc], PoolContext], Iterator[Tuple[str, D
 
 
 @dataclasses.dataclass(frozen=True)
+class Shares:
+    """A summary entry for a family of counters ``prefix/k``: the rates ``name/k`` of its members
+    over the counter ``denominator``, or over the family's own sum when None (then they add up
+    to 1); see ``shares``."""
+
+    prefix: str
+    denominator: Optional[str] = None
+
+
+# An entry of an objective's summary table (stats.json name -> entry):
+#   (numerator, denominator): the rate of two counters (``rate``);
+#   a counter name: that counter's total;
+#   Shares(prefix, denominator): the rates of a family of counters, named name/k;
+#   a function of the counters: its value (``tail_drop_rate``).
+SummaryEntry = Union[Tuple[str, str], str, Shares, Callable[[Mapping[str, int]], Any]]
+
+
+@dataclasses.dataclass(frozen=True)
 class Objective:
     """One pre-training objective as the Beam job sees it.
 
@@ -117,7 +135,8 @@ class Objective:
     create_instances: see CreateInstancesFn.
     job_defaults: further overrides of the job's flag defaults that are not options (e.g.
       {"dupe_factor": 40} for ALBERT; SINGLE_PASS_CASED).
-    summarize: counters (summed over the job) -> extra stats.json entries (rates, means).
+    summary: the extra stats.json entries (rates, means) as a table of name -> ``SummaryEntry``,
+      evaluated over the counters summed over the job by ``summarize``.
     wants_units: the job attaches unit spans to each Doc (ERNIE).
     wants_unigram: the job counts corpus piece frequencies first (SpanBERT replacements).
     find_units: how the job turns a sentence's annotations (or, without any, a heuristic)
@@ -131,7 +150,7 @@ class Objective:
     feature_spec: Callable[[Any], features.Spec]
     create_instances: CreateInstancesFn
     job_defaults: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    summarize: Optional[Callable[[Mapping[str, int]], Dict[str, Any]]] = None
+    summary: Mapping[str, SummaryEntry] = dataclasses.field(default_factory=dict)
     wants_units: bool = False
     wants_unigram: bool = False
     # With wants_units: (sentence text, piece byte starts, piece byte ends, annotated unit
@@ -152,6 +171,20 @@ class Objective:
         """The objective's defaults of the job's common flags (e.g. {"max_seq_length": 512,
         "dupe_factor": 40} for ALBERT)."""
         return {**flags.job_defaults(self.options), **self.job_defaults}
+
+    def summarize(self, counters: Mapping[str, int]) -> Dict[str, Any]:
+        """The summary's entries, in the table's order, over the job's counters."""
+        out: Dict[str, Any] = {}
+        for name, entry in self.summary.items():
+            if isinstance(entry, tuple):
+                out[name] = rate(counters, *entry)
+            elif isinstance(entry, str):
+                out[name] = counters.get(entry, 0)
+            elif isinstance(entry, Shares):
+                out.update(shares(counters, entry.prefix, name, entry.denominator))
+            else:
+                out[name] = entry(counters)
+        return out
 
 
 # The job defaults of objectives that make one pass over the corpus (their masks are drawn in
@@ -186,7 +219,7 @@ def check_choice(options, name: str, choices: Sequence[str]) -> None:
 
 
 def rate(counters: Mapping[str, int], numerator: str, denominator: str) -> float:
-    """For an objective's ``summarize``: counter ``numerator`` over counter ``denominator``
+    """For an objective's summary: counter ``numerator`` over counter ``denominator``
     (0.0 where the denominator never counted)."""
     d = counters.get(denominator, 0)
     return counters.get(numerator, 0) / d if d else 0.0

@@ -575,13 +575,13 @@ def _create(docs: Sequence[base.Doc], ctx: base.PoolContext):
     yield batch
 
 
-def masked_lm_summary(counters) -> dict:
-    return {
-        # masked / real tokens (specials included): ~0.15 up to rounding and the max_pred cap.
-        "masked_token_rate": base.rate(counters, "masked_tokens", "real_tokens"),
-        "nsp_random_fraction": base.rate(counters, "nsp_random", "instances"),
-        "random_next_same_document": counters.get("random_next_same_document", 0),
-    }
+# The summary of a masked LM + NSP objective (BERT's, extended by ERNIE's).
+MASKED_LM_SUMMARY = {
+    # masked / real tokens (specials included): ~0.15 up to rounding and the max_pred cap.
+    "masked_token_rate": ("masked_tokens", "real_tokens"),
+    "nsp_random_fraction": ("nsp_random", "instances"),
+    "random_next_same_document": "random_next_same_document",
+}
 
 
 OBJECTIVE = base.Objective(
@@ -591,5 +591,5 @@ OBJECTIVE = base.Objective(
     options=BertOptions,
     feature_spec=lambda o: features.bert_pretrain_spec(o.max_seq_length, o.max_predictions_per_seq),
     create_instances=_create,
-    summarize=masked_lm_summary,
+    summary=MASKED_LM_SUMMARY,
 )

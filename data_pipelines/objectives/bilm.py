@@ -79,11 +79,6 @@ def _create(docs: Sequence[base.Doc], ctx: base.PoolContext) -> Iterator[Tuple[s
         yield f"{docs[k].id}|{n}", out
 
 
-def _summarize(counters) -> dict:
-    return {"tail_drop_rate": base.tail_drop_rate(counters),
-            "sentences_per_block_token": base.rate(counters, "sentences", "real_tokens")}
-
-
 OBJECTIVE = base.Objective(
     name="bilm",
     recipe="ELMo / ULMFiT (Peters et al. 2018, Howard & Ruder 2018): forward and backward LM "
@@ -94,5 +89,6 @@ OBJECTIVE = base.Objective(
         o.max_seq_length, o.max_characters if o.characters else 0),
     create_instances=_create,
     job_defaults={"dupe_factor": 1},  # nothing is drawn: one pass over the corpus
-    summarize=_summarize,
+    summary={"tail_drop_rate": base.tail_drop_rate,
+             "sentences_per_block_token": ("sentences", "real_tokens")},
 )

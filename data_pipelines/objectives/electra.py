@@ -155,17 +155,6 @@ def _create(docs: Sequence[base.Doc], ctx: base.PoolContext) -> Iterator[Tuple[s
             yield f"{doc.id}|{index}", inst
 
 
-def _summarize(counters) -> dict:
-    return {
-        # ~0.1 by the draw (single_segment_prob) ...
-        "single_segment_draw_fraction": base.rate(counters, "single_segment_draws", "instances"),
-        # ... plus one-sentence chunks and B truncated away.
-        "single_segment_fraction": base.rate(counters, "single_segment", "instances"),
-        "random_length_fraction": base.rate(counters, "random_length_targets", "instances"),
-        "mean_length": base.rate(counters, "real_tokens", "instances"),
-    }
-
-
 OBJECTIVE = base.Objective(
     name="electra",
     recipe="ELECTRA (Clark et al. 2020): unmasked WordPiece sequences as build_pretraining_dataset.py "
@@ -175,5 +164,12 @@ OBJECTIVE = base.Objective(
     feature_spec=lambda o: features.electra_pretrain_spec(o.max_seq_length),
     create_instances=_create,
     job_defaults={"dupe_factor": 1},
-    summarize=_summarize,
+    summary={
+        # ~0.1 by the draw (single_segment_prob) ...
+        "single_segment_draw_fraction": ("single_segment_draws", "instances"),
+        # ... plus one-sentence chunks and B truncated away.
+        "single_segment_fraction": ("single_segment", "instances"),
+        "random_length_fraction": ("random_length_targets", "instances"),
+        "mean_length": ("real_tokens", "instances"),
+    },
 )

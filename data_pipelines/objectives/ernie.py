@@ -258,14 +258,6 @@ def _create(docs: Sequence[base.Doc], ctx: base.PoolContext):
             yield f"{doc.id}|{index}", inst
 
 
-def summarize(counters) -> Dict[str, float]:
-    out = bert.masked_lm_summary(counters)
-    out["unit_level_fraction"] = base.rate(counters, "unit_level_instances", "instances")
-    # Of the units masked in unit-level instances, those spanning two or more words.
-    out["multiword_unit_fraction"] = base.rate(counters, "masked_multiword_units", "masked_units")
-    return out
-
-
 OBJECTIVE = base.Objective(
     name="ernie",
     recipe="ERNIE 1.0 (Sun et al. 2019): masked LM over whole words, phrases and entities + NSP, WordPiece",
@@ -273,7 +265,12 @@ OBJECTIVE = base.Objective(
     options=ErnieOptions,
     feature_spec=lambda o: features.bert_pretrain_spec(o.max_seq_length, o.max_predictions_per_seq),
     create_instances=_create,
-    summarize=summarize,
+    summary={
+        **bert.MASKED_LM_SUMMARY,
+        "unit_level_fraction": ("unit_level_instances", "instances"),
+        # Of the units masked in unit-level instances, those spanning two or more words.
+        "multiword_unit_fraction": ("masked_multiword_units", "masked_units"),
+    },
     wants_units=True,
     find_units=find_units,
 )

@@ -106,14 +106,6 @@ def _create(docs: Sequence[base.Doc], ctx: base.PoolContext) -> Iterator[Tuple[s
         yield f"{docs[k].id}|{n}", {"input_ids": ids, "input_mask": [1] * len(ids)}
 
 
-def _summarize(counters) -> dict:
-    return {
-        # Share of the pieces (<|endoftext|> included) lost in the pools' tails.
-        "tail_drop_rate": base.tail_drop_rate(counters),
-        "eod_rate": base.rate(counters, "eod_tokens", "real_tokens"),
-    }
-
-
 OBJECTIVE = base.Objective(
     name="gpt2",
     recipe="GPT-2 (Radford et al. 2019): causal LM on byte-level BPE documents joined by <|endoftext|>, "
@@ -123,5 +115,9 @@ OBJECTIVE = base.Objective(
     feature_spec=lambda o: features.gpt2_pretrain_spec(o.max_seq_length),
     create_instances=_create,
     job_defaults=base.SINGLE_PASS_CASED,
-    summarize=_summarize,
+    summary={
+        # Share of the pieces (<|endoftext|> included) lost in the pools' tails.
+        "tail_drop_rate": base.tail_drop_rate,
+        "eod_rate": ("eod_tokens", "real_tokens"),
+    },
 )

@@ -160,15 +160,6 @@ def _create(docs: Sequence[base.Doc], ctx: base.PoolContext) -> Iterator[Tuple[s
         yield f"{docs[k].id}|{n}", {"input_ids": ids, "input_mask": [1] * len(ids)}
 
 
-def _summarize(counters) -> dict:
-    return {
-        # Share of the written positions holding real tokens (1 - padding share).
-        "fill_rate": base.rate(counters, "real_tokens", "positions"),
-        "mean_block_length": base.rate(counters, "real_tokens", "blocks"),
-        "partial_block_fraction": base.rate(counters, "partial_blocks", "blocks"),
-    }
-
-
 OBJECTIVE = base.Objective(
     name="roberta",
     recipe="RoBERTa (Liu et al. 2019): unmasked FULL-SENTENCES blocks of byte-level BPE, no NSP; "
@@ -178,5 +169,10 @@ OBJECTIVE = base.Objective(
     feature_spec=lambda o: features.roberta_pretrain_spec(o.max_seq_length),
     create_instances=_create,
     job_defaults=base.SINGLE_PASS_CASED,
-    summarize=_summarize,
+    summary={
+        # Share of the written positions holding real tokens (1 - padding share).
+        "fill_rate": ("real_tokens", "positions"),
+        "mean_block_length": ("real_tokens", "blocks"),
+        "partial_block_fraction": ("partial_blocks", "blocks"),
+    },
 )

@@ -305,21 +305,6 @@ def _create(docs: Sequence[base.Doc], ctx: base.PoolContext):
             yield f"{doc.id}|{index}", inst
 
 
-def summarize(counters) -> Dict[str, float]:
-    return {
-        # masked / block pieces: ~0.15 (ceil, and the last span cut at the budget).
-        "masked_block_rate": base.rate(counters, "masked_tokens", "block_tokens"),
-        "masked_token_rate": base.rate(counters, "masked_tokens", "real_tokens"),
-        # Drawn span lengths in words: the truncated geometric's mean (3.8 at p=0.2, max 10).
-        "sampled_span_words_mean": base.rate(counters, "sampled_span_words", "sampled_spans"),
-        "merged_span_pieces_mean": base.rate(counters, "masked_tokens", "spans"),
-        "sbo_target_fraction": base.rate(counters, "sbo_targets", "masked_tokens"),
-        "unigram_fallback": counters.get("unigram_fallback", 0),
-        # The share of the spans of each fate (mask, random, keep, mixed).
-        **base.shares(counters, "span_fate", "span_fate_fraction", "spans"),
-    }
-
-
 OBJECTIVE = base.Objective(
     name="spanbert",
     recipe="SpanBERT (Joshi et al. 2020): geometric whole-word span masking + span boundary objective, no NSP",
@@ -327,6 +312,17 @@ OBJECTIVE = base.Objective(
     options=SpanBertOptions,
     feature_spec=lambda o: features.spanbert_pretrain_spec(o.max_seq_length, o.max_predictions_per_seq),
     create_instances=_create,
-    summarize=summarize,
+    summary={
+        # masked / block pieces: ~0.15 (ceil, and the last span cut at the budget).
+        "masked_block_rate": ("masked_tokens", "block_tokens"),
+        "masked_token_rate": ("masked_tokens", "real_tokens"),
+        # Drawn span lengths in words: the truncated geometric's mean (3.8 at p=0.2, max 10).
+        "sampled_span_words_mean": ("sampled_span_words", "sampled_spans"),
+        "merged_span_pieces_mean": ("masked_tokens", "spans"),
+        "sbo_target_fraction": ("sbo_targets", "masked_tokens"),
+        "unigram_fallback": "unigram_fallback",
+        # The share of the spans of each fate (mask, random, keep, mixed).
+        "span_fate_fraction": base.Shares("span_fate", "spans"),
+    },
     wants_unigram=True,
 )

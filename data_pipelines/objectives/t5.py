@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Dict, Iterator, List, Sequence, Tuple
+from typing import Iterator, List, Sequence, Tuple
 
 import numpy as np
 
@@ -238,17 +238,11 @@ def _create(docs: Sequence[base.Doc], ctx: base.PoolContext):
         yield f"{first_id}|{index}", {"inputs": inputs, "targets": targets}
 
 
-def _summarize(counters) -> Dict[str, object]:
+def _model_vocab_size(counters) -> int:
+    """SentencePiece pieces + sentinels: the embedding size the model must be built with (the
+    same in every pool)."""
     pools = counters.get("t5_pools", 0)
-    return {
-        # Exactly the recipe's up to rounding: 85 / 568 = 0.1496 for full 512-input chunks.
-        "noise_density": base.rate(counters, "noise_tokens", "raw_tokens"),
-        "mean_noise_span_length": base.rate(counters, "noise_tokens", "noise_spans"),
-        # SentencePiece pieces + sentinels: the embedding size the model must be built with.
-        "model_vocab_size": counters.get("t5_model_vocab_size_sum", 0) // pools if pools else 0,
-        "short_final_chunks": counters.get("short_final_chunks", 0),
-        "dropped_chunks": counters.get("dropped/chunk_too_short", 0),
-    }
+    return counters.get("t5_model_vocab_size_sum", 0) // pools if pools else 0
 
 
 OBJECTIVE = base.Objective(
@@ -259,5 +253,12 @@ OBJECTIVE = base.Objective(
     feature_spec=_feature_spec,
     create_instances=_create,
     job_defaults={"max_seq_length": 512, **base.SINGLE_PASS_CASED},
-    summarize=_summarize,
+    summary={
+        # Exactly the recipe's up to rounding: 85 / 568 = 0.1496 for full 512-input chunks.
+        "noise_density": ("noise_tokens", "raw_tokens"),
+        "mean_noise_span_length": ("noise_tokens", "noise_spans"),
+        "model_vocab_size": _model_vocab_size,
+        "short_final_chunks": "short_final_chunks",
+        "dropped_chunks": "dropped/chunk_too_short",
+    },
 )

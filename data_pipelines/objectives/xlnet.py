@@ -530,21 +530,6 @@ def _create(docs: Sequence[base.Doc], ctx: base.PoolContext):
 _BATCH = 256
 
 
-def _summarize(counters) -> dict:
-    return {
-        # 85 of 512 -> 0.166.
-        "target_rate": base.rate(counters, "targets", "real_tokens"),
-        "targets_per_instance": base.rate(counters, "targets", "instances"),
-        # Slightly above 0.5: a block without a cut point always takes a random B.
-        "b_random_fraction": base.rate(counters, "b_random", "instances"),
-        # Pieces per span: sum 1/n * n / sum 1/n = 5 / 2.283 = 2.19 for piece spans of 1..5.
-        "mean_span_length": base.rate(counters, "span_tokens", "spans"),
-        "span_target_fraction": base.rate(counters, "span_tokens", "targets"),
-        "tail_token_fraction": base.rate(counters, "dropped/tail_tokens", "stream_tokens"),
-        **base.shares(counters, "span_len", "span_len_fraction", "spans"),
-    }
-
-
 OBJECTIVE = base.Objective(
     name="xlnet",
     recipe="XLNet (Yang et al. 2019): permutation LM, 85 span targets of 512, reuse half for memory, SentencePiece",
@@ -553,5 +538,16 @@ OBJECTIVE = base.Objective(
     feature_spec=lambda o: features.xlnet_pretrain_spec(o.max_seq_length, o.num_predict),
     create_instances=_create,
     job_defaults=base.SINGLE_PASS_CASED,
-    summarize=_summarize,
+    summary={
+        # 85 of 512 -> 0.166.
+        "target_rate": ("targets", "real_tokens"),
+        "targets_per_instance": ("targets", "instances"),
+        # Slightly above 0.5: a block without a cut point always takes a random B.
+        "b_random_fraction": ("b_random", "instances"),
+        # Pieces per span: sum 1/n * n / sum 1/n = 5 / 2.283 = 2.19 for piece spans of 1..5.
+        "mean_span_length": ("span_tokens", "spans"),
+        "span_target_fraction": ("span_tokens", "targets"),
+        "tail_token_fraction": ("dropped/tail_tokens", "stream_tokens"),
+        "span_len_fraction": base.Shares("span_len", "spans"),
+    },
 )

@@ -275,6 +275,6 @@ def test_flags_and_defaults():
 
 def test_summary(default_instances):
     _, _, instances, stats = default_instances
-    summary = albert.summarize({**stats, "instances": len(instances)})
+    summary = albert.OBJECTIVE.summarize({**stats, "instances": len(instances)})
     assert 0.1 < summary["masked_token_rate"] < 0.2
     assert abs(sum(v for k, v in summary.items() if k.startswith("ngram_fraction/")) - 1) < 1e-9

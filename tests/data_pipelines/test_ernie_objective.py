@@ -257,6 +257,6 @@ def test_flags_and_record():
 
 def test_summary(unit_level):
     _, _, instances, stats = unit_level
-    summary = ernie.summarize({**stats, "instances": len(instances)})
+    summary = ernie.OBJECTIVE.summarize({**stats, "instances": len(instances)})
     assert summary["unit_level_fraction"] == 1.0
     assert 0.1 < summary["masked_token_rate"] < 0.2 and 0 < summary["multiword_unit_fraction"] < 1

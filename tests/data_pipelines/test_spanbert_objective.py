@@ -324,6 +324,6 @@ def test_flags_defaults_and_spec():
 
 def test_summary(per_span):
     _, _, instances, stats = per_span
-    summary = spanbert.summarize({**stats, "instances": len(instances)})
+    summary = spanbert.OBJECTIVE.summarize({**stats, "instances": len(instances)})
     assert 0.15 <= summary["masked_block_rate"] < 0.17
     assert abs(summary["span_fate_fraction/mask"] - 0.8) < 0.1
