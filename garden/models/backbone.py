@@ -1,8 +1,9 @@
 """The Backbone base every encoder family builds on: config from the constructor arguments,
 the dtype policy, `from_preset`, and the optional outputs of every layer.
 
-A family subclass builds its layers, then its functional graph with the helpers here
-(`backbone_inputs`, `run_encoder`, `backbone_outputs`), then calls `Backbone.__init__`. It writes
+A family subclass builds its layers (BERT's and the families composed from it:
+`shared_encoder_layers`), then its functional graph with the helpers here (`backbone_inputs`,
+`run_encoder`, `encoder_outputs`), then calls `Backbone.__init__`. It writes
 no get_config: the arguments its constructor was called with (defaults filled in) are the config.
 It names its layers bottom to top in `layer_groups()` (the per-layer fine-tuning switches,
 train.layer_decay and train.unfreeze_every, count depth from them), unless the shared encoder's
@@ -19,7 +20,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from garden.layers.embeddings import truncated_normal
+from garden.layers.embeddings import TransformerEmbeddings, truncated_normal
 from garden.layers.transformer_encoder import TransformerEncoderBlock
 
 # Keras' own Layer arguments: get_config adds name and trainable itself; a
@@ -328,3 +329,34 @@ def pooler_dense(hidden_size: int, initializer_range: float, dtype=None) -> kera
     return keras.layers.Dense(hidden_size, activation="tanh",
                               kernel_initializer=truncated_normal(initializer_range),
                               dtype=dtype, name="pooler_dense")
+
+
+def shared_encoder_layers(vocab_size: int, num_layers: int, hidden_size: int, num_heads: int,
+                          intermediate_size: int, *, max_sequence_length: int,
+                          type_vocab_size: int, dropout: float, initializer_range: float,
+                          layer_norm_epsilon: float, dtype=None, num_heads_per_layer=None,
+                          pooled: bool = True, **block_args):
+    """The layers of BERT's encoder, which RoBERTa and DistilBERT compose with other inputs:
+    the word + position [+ token-type] TransformerEmbeddings "embeddings", num_layers post-LN
+    blocks with exact GELU (encoder_block_list: transformer_layer_{i}, num_heads_per_layer for
+    pruned heads) and BERT's tanh pooler "pooler_dense".
+
+    type_vocab_size: rows of the token-type table (BERT 2, RoBERTa 1, DistilBERT 0 = none).
+    pooled: False for no pooler (DistilBERT); the pooler returned is then None.
+    block_args: further TransformerEncoderBlock arguments (DistilBERT's attention_dropout).
+
+    Returns (embeddings, encoder_blocks, pooler), made in that order, the order every family
+    made them in before (Keras numbers unnamed sublayers in the order they are made).
+    """
+    embeddings = TransformerEmbeddings(
+        vocab_size=vocab_size, hidden_size=hidden_size,
+        max_sequence_length=max_sequence_length, type_vocab_size=type_vocab_size,
+        dropout=dropout, initializer_range=initializer_range,
+        layer_norm_epsilon=layer_norm_epsilon, dtype=dtype, name="embeddings")
+    encoder_blocks = encoder_block_list(
+        num_layers, num_heads_per_layer, hidden_size, num_heads=num_heads,
+        intermediate_size=intermediate_size, dropout=dropout, activation="gelu",
+        layer_norm_epsilon=layer_norm_epsilon, initializer_range=initializer_range,
+        dtype=dtype, **block_args)
+    pooler = pooler_dense(hidden_size, initializer_range, dtype) if pooled else None
+    return embeddings, encoder_blocks, pooler

@@ -5,9 +5,8 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from garden.layers.embeddings import TransformerEmbeddings
-from garden.models.backbone import (Backbone, backbone_inputs, encoder_block_list,
-                                     encoder_outputs, pooler_dense)
+from garden.models.backbone import (Backbone, backbone_inputs, encoder_outputs,
+                                     shared_encoder_layers)
 
 
 @keras.saving.register_keras_serializable(package="garden")
@@ -64,17 +63,12 @@ class BertBackbone(Backbone):
         **kwargs,
     ):
         # === Layers ===
-        embeddings = TransformerEmbeddings(
-            vocab_size=vocab_size, hidden_size=hidden_size,
+        embeddings, encoder_blocks, pooler = shared_encoder_layers(
+            vocab_size, num_layers, hidden_size, num_heads, intermediate_size,
             max_sequence_length=max_sequence_length, type_vocab_size=type_vocab_size,
             dropout=dropout, initializer_range=initializer_range,
-            layer_norm_epsilon=layer_norm_epsilon, dtype=dtype, name="embeddings")
-        encoder_blocks = encoder_block_list(
-            num_layers, num_heads_per_layer, hidden_size, num_heads=num_heads,
-            intermediate_size=intermediate_size, dropout=dropout, activation="gelu",
-            layer_norm_epsilon=layer_norm_epsilon, initializer_range=initializer_range,
-            dtype=dtype)
-        pooler = pooler_dense(hidden_size, initializer_range, dtype)
+            layer_norm_epsilon=layer_norm_epsilon, dtype=dtype,
+            num_heads_per_layer=num_heads_per_layer)
 
         # === Functional graph ===
         inputs = backbone_inputs(("token_ids", "segment_ids", "padding_mask"), use_head_mask,

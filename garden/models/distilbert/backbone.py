@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import keras
 
-from garden.layers.embeddings import TransformerEmbeddings
-from garden.models.backbone import (Backbone, backbone_inputs, encoder_block_list,
-                                     encoder_outputs)
+from garden.models.backbone import (Backbone, backbone_inputs, encoder_outputs,
+                                     shared_encoder_layers)
 
 
 @keras.saving.register_keras_serializable(package="garden")
@@ -67,17 +66,13 @@ class DistilBertBackbone(Backbone):
         **kwargs,
     ):
         # === Layers ===
-        embeddings = TransformerEmbeddings(
-            vocab_size=vocab_size, hidden_size=hidden_size,
-            max_sequence_length=max_sequence_length, type_vocab_size=0,
-            dropout=dropout, initializer_range=initializer_range,
-            layer_norm_epsilon=layer_norm_epsilon, dtype=dtype, name="embeddings")
-        encoder_blocks = encoder_block_list(
-            num_layers, num_heads_per_layer, hidden_size, num_heads=num_heads,
-            intermediate_size=intermediate_size, dropout=dropout,
-            attention_dropout=attention_dropout, activation="gelu",
-            layer_norm_epsilon=layer_norm_epsilon, initializer_range=initializer_range,
-            dtype=dtype)
+        # BERT's layers without the token-type table and the pooler.
+        embeddings, encoder_blocks, _ = shared_encoder_layers(
+            vocab_size, num_layers, hidden_size, num_heads, intermediate_size,
+            max_sequence_length=max_sequence_length, type_vocab_size=0, pooled=False,
+            dropout=dropout, attention_dropout=attention_dropout,
+            initializer_range=initializer_range, layer_norm_epsilon=layer_norm_epsilon,
+            dtype=dtype, num_heads_per_layer=num_heads_per_layer)
 
         # === Functional graph ===
         inputs = backbone_inputs(("token_ids", "padding_mask"), use_head_mask,
