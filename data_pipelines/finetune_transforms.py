@@ -11,12 +11,12 @@ import hashlib
 import json
 import logging
 import pickle
-from typing import Dict, List, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from text import finetune, tokenizers
+from text import finetune
 from text.finetune import FinetuneDataError
 from data_pipelines import output
 from data_pipelines.counters import count
@@ -97,12 +97,9 @@ class MakeFeaturesFn(beam.DoFn):
     """(source id, start, n, chunk file) -> (shard, (first example index, work file, offset,
     length, records)) per shard the chunk's records go to; skipped examples on SKIPPED_TAG."""
 
-    def __init__(self, task: str, tokenizer_kind: str, vocab_path: str, lower_case: bool, options,
-                 num_shards: int, work_dir: str):
+    def __init__(self, task: str, load_tokenizer: Callable[[], Any], options, num_shards: int, work_dir: str):
         self._task = task
-        self._tokenizer_kind = tokenizer_kind
-        self._vocab_path = vocab_path
-        self._lower_case = lower_case
+        self._load_tokenizer = load_tokenizer
         self._options = options
         self._num_shards = num_shards
         self._work_dir = work_dir
@@ -112,8 +109,7 @@ class MakeFeaturesFn(beam.DoFn):
 
     def setup(self):
         self._kind = finetune.get(self._task)
-        self._tokenizer = tokenizers.load_tokenizer(self._tokenizer_kind, self._vocab_path,
-                                                    lower_case=self._lower_case)
+        self._tokenizer = self._load_tokenizer()
 
     def process(self, chunk, counts):
         source_id, start, n, path = chunk

@@ -15,8 +15,9 @@ import dataclasses
 import json
 import logging
 import posixpath
-from typing import Callable, Dict, List, Mapping, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
+import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
@@ -129,8 +130,26 @@ def log_to_stderr() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
 
 
+def command_line(run: Callable[[Optional[Sequence[str]]], Any], argv: Optional[Sequence[str]]) -> None:
+    """A job's ``main``: ``run(argv)`` with log lines on stderr; an unusable --vocab ends it in
+    one line."""
+    log_to_stderr()
+    with exit_on(*BAD_VOCABULARY):
+        run(argv)
+
+
 # ---------------------------------------------------------------------------------------------
 # Before the pipeline
+
+
+def start(args, beam_args: Sequence[str], log: logging.Logger) -> Tuple[PipelineOptions, bool, Any]:
+    """Beam's options, whether this is a dry run, and the job's tokenizer (``load_tokenizer``),
+    once the credentials of the paths the run reads or writes now are checked. The tokenizer is
+    loaded here, not on the workers: a clear VocabularyError naming the file."""
+    options = pipeline_options(beam_args)
+    dry_run = beam_options.is_dry_run(options)
+    gcs.check_credentials(checked_paths(args, dry_run))
+    return options, dry_run, load_tokenizer(args.tokenizer, args.vocab, args.do_lower_case, log)
 
 
 def checked_paths(args, dry_run: bool) -> Dict[str, str]:
@@ -171,17 +190,46 @@ def list_input(args, log: logging.Logger) -> List[str]:
 # ---------------------------------------------------------------------------------------------
 # While and after it runs
 
+# build(p, work_dir): lays out the job's pipeline on ``p``, with its work files under work_dir.
+BuildFn = Callable[[beam.Pipeline, str], None]
+
+
+def save_dry_run(args, options: PipelineOptions, build: BuildFn) -> Dict[str, Optional[str]]:
+    """A dry run's result: the job description only (DataflowRunner translates the job and
+    returns without submitting it); nothing is listed, read or written, as a gs:// glob or
+    output_dir would need credentials and network."""
+    with beam.Pipeline(options=options) as p:
+        build(p, output.work_dir_of(args.output_dir, "dry-run"))
+    return {"dry_run": beam_options.save_dataflow_job(p.result, args.output_dir)}
+
+
+def run_pipeline(args, split: str, what: str, options: PipelineOptions, build: BuildFn,
+                 work_files: Mapping[str, Tuple[str, str]], describe: Callable[[Mapping[str, int]], str],
+                 log: logging.Logger) -> dict:
+    """Under the job's output lock: prepares --output_dir for ``split``, runs the pipeline with a
+    fresh work directory and progress lines (``progress_lines``), and returns its stats
+    (``read_stats``). ``what``: the job's subject in the "running" line ("task=cola")."""
+    output.prepare(args.output_dir, args.overwrite, split)
+    log.info("running %s: %s num_shards=%d -> %s", beam_options.runner_name(options), what, args.num_shards,
+             args.output_dir)
+    with output.fresh_work_dir(args.output_dir) as work_dir, \
+            progress_lines(args, split, work_dir, work_files, describe, log):
+        with beam.Pipeline(runner=beam_options.make_runner(options), options=options) as p:
+            build(p, work_dir)
+    return read_stats(p.result, args.output_dir)
+
 
 def progress_lines(args, split: str, work_dir: str, work_files: Mapping[str, Tuple[str, str]],
-                   describe: Callable[[Mapping[str, int], float], str],
+                   describe: Callable[[Mapping[str, int]], str],
                    log: logging.Logger) -> progress.Progress:
-    """``with progress_lines(...):`` logs ``describe(counts, elapsed)`` every --progress_seconds,
-    where ``counts`` has the number of work files of each stage (stage -> (subdirectory of
-    ``work_dir``, glob)) and of finished shards (``counts["shards"]``)."""
+    """``with progress_lines(...):`` logs "progress after <seconds> s: ``describe(counts)``" every
+    --progress_seconds, where ``counts`` has the number of work files of each stage (stage ->
+    (subdirectory of ``work_dir``, glob)) and of finished shards (``counts["shards"]``)."""
     patterns = {stage: FileSystems.join(work_dir, *where) for stage, where in work_files.items()}
     patterns["shards"] = FileSystems.join(
         args.output_dir, f"{split}-*-of-{args.num_shards:05d}.tfrecord" + (".gz" if args.compress else ""))
-    return progress.Progress(patterns, describe, args.progress_seconds, log)
+    return progress.Progress(patterns, lambda counts, elapsed: f"progress after {elapsed:.0f} s: {describe(counts)}",
+                             args.progress_seconds, log)
 
 
 def read_stats(result, output_dir: str) -> dict:

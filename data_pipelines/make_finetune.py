@@ -45,6 +45,7 @@ logged every --progress_seconds, counted from the work files and shards written 
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import sys
 from typing import Any, List, Optional, Sequence, Tuple
@@ -52,10 +53,10 @@ from typing import Any, List, Optional, Sequence, Tuple
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from text import finetune, vocab_files
+from text import finetune, tokenizers, vocab_files
 from text.finetune import FinetuneDataError
 from text.finetune import base as finetune_base
-from data_pipelines import beam_options, gcs, jobs, output, sources
+from data_pipelines import beam_options, jobs, output, sources
 from data_pipelines.counters import SumDictsFn
 from data_pipelines.finetune_transforms import (
     COUNTS_TAG, ERRORS_TAG, SKIPPED_TAG, STATS_TAG, WORK_FILES, MakeFeaturesFn, ReadExamplesFn, WriteShardFn,
@@ -124,8 +125,9 @@ def build_pipeline(p: beam.Pipeline, args, options, work_dir: str) -> None:
     made = (read.chunks
             | "SpreadChunks" >> beam.Reshuffle()
             | "MakeFeatures" >> beam.ParDo(MakeFeaturesFn(
-                args.task, args.tokenizer, args.vocab, args.do_lower_case, options,
-                args.num_shards, work_dir), counts)
+                args.task, functools.partial(tokenizers.load_tokenizer, args.tokenizer, args.vocab,
+                                             lower_case=args.do_lower_case),
+                options, args.num_shards, work_dir), counts)
             .with_outputs(STATS_TAG, SKIPPED_TAG, main="ranges"))
     all_shards = p | "ShardIds" >> beam.Create([(s, None) for s in range(args.num_shards)])
     written = ((made.ranges, all_shards)
@@ -147,30 +149,22 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     malformed file included) or an unusable output directory ends it with
     SystemExit("error: ..."); an unusable --vocab raises VocabularyError."""
     args, beam_args = parse_args(argv)
-    pipeline_options = jobs.pipeline_options(beam_args)
-    dry_run = beam_options.is_dry_run(pipeline_options)
     with jobs.exit_on(*jobs.BAD_INPUT, FinetuneDataError):
-        gcs.check_credentials(jobs.checked_paths(args, dry_run))
-        # Here, not on the workers: a clear VocabularyError naming the file.
-        tokenizer = jobs.load_tokenizer(args.tokenizer, args.vocab, args.do_lower_case, _LOG)
+        pipeline_options, dry_run, tokenizer = jobs.start(args, beam_args, _LOG)
         kind = finetune.get(args.task)
         options = kind.make_options(args)
 
+        def build(p, work_dir):
+            build_pipeline(p, args, options, work_dir)
+
         if dry_run:
             # As make_pretrain's: the job description only, nothing listed, read or written.
-            with beam.Pipeline(options=pipeline_options) as p:
-                build_pipeline(p, args, options, output.work_dir_of(args.output_dir, "dry-run"))
-            return {"dry_run": beam_options.save_dataflow_job(p.result, args.output_dir)}
+            return jobs.save_dry_run(args, pipeline_options, build)
 
         files = jobs.list_input(args, _LOG)
         with output.OutputLock(args.output_dir, "make_finetune"):
-            output.prepare(args.output_dir, args.overwrite, args.split)
-            _LOG.info("running %s: task=%s num_shards=%d -> %s", beam_options.runner_name(pipeline_options),
-                      args.task, args.num_shards, args.output_dir)
-            with output.fresh_work_dir(args.output_dir) as work_dir, _progress(args, work_dir):
-                with beam.Pipeline(runner=beam_options.make_runner(pipeline_options), options=pipeline_options) as p:
-                    build_pipeline(p, args, options, work_dir)
-            stats = jobs.read_stats(p.result, args.output_dir)
+            stats = jobs.run_pipeline(args, args.split, f"task={args.task}", pipeline_options, build,
+                                      WORK_FILES, _progress(args), _LOG)
             if stats["error_count"]:  # a reader's error (a malformed file): no COMPLETED
                 more = (f" (and {stats['error_count'] - 1} more input errors, listed in stats.json)"
                         if stats["error_count"] > 1 else "")
@@ -201,22 +195,15 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     return stats
 
 
-def _progress(args, work_dir: str):
-    """Progress lines while the pipeline runs, counted from its work files and finished shards."""
-
-    def describe(n, elapsed: float) -> str:
-        return (f"progress after {elapsed:.0f} s: {n['chunks']} chunks of up to {args.examples_per_chunk} "
-                f"examples read, {n['features']} featurized, {n['shards']} of {args.num_shards} shards written")
-
-    return jobs.progress_lines(args, args.split, work_dir, WORK_FILES, describe, _LOG)
+def _progress(args):
+    """What a progress line says of the work files and finished shards counted so far."""
+    return lambda n: (f"{n['chunks']} chunks of up to {args.examples_per_chunk} examples read, "
+                      f"{n['features']} featurized, {n['shards']} of {args.num_shards} shards written")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
-    """The command line: run(argv) with log lines on stderr; an unusable --vocab ends it in one
-    line."""
-    jobs.log_to_stderr()
-    with jobs.exit_on(*jobs.BAD_VOCABULARY):
-        run(argv)
+    """The command line (jobs.command_line)."""
+    jobs.command_line(run, argv)
 
 
 if __name__ == "__main__":

@@ -79,7 +79,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from text import flags
 from text import vocab as text_vocab
-from data_pipelines import beam_options, gcs, jobs, objectives, output, sources
+from data_pipelines import beam_options, jobs, objectives, output, sources
 from data_pipelines.counters import SumDictsFn
 from data_pipelines.objectives import base
 from data_pipelines.pretrain_transforms import (
@@ -203,32 +203,21 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     an unusable output directory ends it with SystemExit("error: ..."); an unusable --vocab
     raises VocabularyError."""
     args, beam_args = parse_args(argv)
-    pipeline_options = jobs.pipeline_options(beam_args)
-    dry_run = beam_options.is_dry_run(pipeline_options)
     with jobs.exit_on(*jobs.BAD_INPUT):
-        gcs.check_credentials(jobs.checked_paths(args, dry_run))
-        # Here, not on the workers: a clear VocabularyError naming the file.
-        tokenizer = jobs.load_tokenizer(args.tokenizer, args.vocab, args.do_lower_case, _LOG)
+        pipeline_options, dry_run, tokenizer = jobs.start(args, beam_args, _LOG)
         objective = objectives.get(args.objective)
         options = objective.make_options(args)
 
+        def build(p, work_dir):
+            build_pipeline(p, args, options, tokenizer.vocab, work_dir)
+
         if dry_run:
-            # DataflowRunner translates the job and returns without submitting it: nothing is
-            # listed, read or written but the job description (a gs:// glob or output_dir
-            # would need credentials and network).
-            with beam.Pipeline(options=pipeline_options) as p:
-                build_pipeline(p, args, options, tokenizer.vocab, output.work_dir_of(args.output_dir, "dry-run"))
-            return {"dry_run": beam_options.save_dataflow_job(p.result, args.output_dir)}
+            return jobs.save_dry_run(args, pipeline_options, build)
 
         jobs.list_input(args, _LOG)  # InputError now if --input matches nothing (tfds: sets args.tfds_shards)
         with output.OutputLock(args.output_dir, "make_pretrain"):
-            output.prepare(args.output_dir, args.overwrite, SPLIT)
-            _LOG.info("running %s: objective=%s num_shards=%d -> %s", beam_options.runner_name(pipeline_options),
-                      args.objective, args.num_shards, args.output_dir)
-            with output.fresh_work_dir(args.output_dir) as work_dir, _progress(args, work_dir):
-                with beam.Pipeline(runner=beam_options.make_runner(pipeline_options), options=pipeline_options) as p:
-                    build_pipeline(p, args, options, tokenizer.vocab, work_dir)
-            stats = jobs.read_stats(p.result, args.output_dir)
+            stats = jobs.run_pipeline(args, SPLIT, f"objective={args.objective}", pipeline_options, build,
+                                      WORK_FILES, _progress(args), _LOG)
 
             shard_files = jobs.shard_files(args, SPLIT)
             info = {
@@ -255,24 +244,17 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     return stats
 
 
-def _progress(args, work_dir: str):
-    """Progress lines while the pipeline runs, counted from its work files and finished shards."""
-
-    def describe(n, elapsed: float) -> str:
-        return (f"progress after {elapsed:.0f} s: {n['chunks']} chunks of up to "
-                f"{documents_per_chunk(args.random_document_pool_size)} documents read and tokenized, "
-                f"{n['pools']} pools of instances made (dupe passes x pools), "
-                f"{n['shards']} of {args.num_shards} shards written")
-
-    return jobs.progress_lines(args, SPLIT, work_dir, WORK_FILES, describe, _LOG)
+def _progress(args):
+    """What a progress line says of the work files and finished shards counted so far."""
+    return lambda n: (f"{n['chunks']} chunks of up to "
+                      f"{documents_per_chunk(args.random_document_pool_size)} documents read and tokenized, "
+                      f"{n['pools']} pools of instances made (dupe passes x pools), "
+                      f"{n['shards']} of {args.num_shards} shards written")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
-    """The command line: run(argv) with log lines on stderr; an unusable --vocab ends it in one
-    line."""
-    jobs.log_to_stderr()
-    with jobs.exit_on(*jobs.BAD_VOCABULARY):
-        run(argv)
+    """The command line (jobs.command_line)."""
+    jobs.command_line(run, argv)
 
 
 if __name__ == "__main__":

@@ -11,12 +11,13 @@ reference to this module.
 from __future__ import annotations
 
 import collections
+import functools
 import hashlib
 import heapq
 import json
 import math
 import pickle
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import apache_beam as beam
 import numpy as np
@@ -216,14 +217,11 @@ class TokenizeChunksFn(beam.DoFn):
     ``<work_dir>/chunks/``; stats on STATS_TAG; per-chunk piece counts on "unigram" when the
     objective wants the corpus unigram distribution."""
 
-    def __init__(self, source: sources.DocumentSource, objective_name: str, tokenizer_kind: str, vocab_path: str,
-                 lower_case: bool, work_dir: str, docs_per_chunk: int, vocab_size: int,
-                 in_graph: bool = False):
+    def __init__(self, source: sources.DocumentSource, objective_name: str, load_tokenizer: Callable[[], Any],
+                 work_dir: str, docs_per_chunk: int, vocab_size: int, in_graph: bool = False):
         self._source = source
         self._objective_name = objective_name
-        self._kind = tokenizer_kind
-        self._vocab_path = vocab_path
-        self._lower_case = lower_case
+        self._load_tokenizer = load_tokenizer
         self._work_dir = work_dir
         self._docs_per_chunk = docs_per_chunk
         self._vocab_size = vocab_size
@@ -232,7 +230,7 @@ class TokenizeChunksFn(beam.DoFn):
         self._objective = None
 
     def setup(self):
-        self._tokenizer = tokenizers.load_tokenizer(self._kind, self._vocab_path, lower_case=self._lower_case)
+        self._tokenizer = self._load_tokenizer()
         self._objective = objectives.get(self._objective_name)
 
     def process(self, element):
@@ -376,8 +374,8 @@ class ReadDocuments(beam.PTransform):
         self._sources = sources.MatchSources(pattern, input_format, tfds_data_dir, tfds_shards)
         self._fn = TokenizeChunksFn(
             sources.DocumentSource(pattern, max_line_bytes, input_format, text_field, units_field),
-            objective, tokenizer_kind, vocab_path, lower_case, work_dir, docs_per_chunk, vocab_size,
-            in_graph_tokenizer)
+            objective, functools.partial(tokenizers.load_tokenizer, tokenizer_kind, vocab_path, lower_case=lower_case),
+            work_dir, docs_per_chunk, vocab_size, in_graph_tokenizer)
 
     def expand(self, pbegin):
         return (pbegin
