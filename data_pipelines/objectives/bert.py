@@ -575,6 +575,11 @@ def _create(docs: Sequence[base.Doc], ctx: base.PoolContext):
     yield batch
 
 
+def feature_spec(options: BertOptions) -> features.Spec:
+    """The features of a masked LM + NSP objective: BERT's, and ERNIE's (which masks other units)."""
+    return features.bert_pretrain_spec(options.max_seq_length, options.max_predictions_per_seq)
+
+
 # The summary of a masked LM + NSP objective (BERT's, extended by ERNIE's).
 MASKED_LM_SUMMARY = {
     # masked / real tokens (specials included): ~0.15 up to rounding and the max_pred cap.
@@ -589,7 +594,7 @@ OBJECTIVE = base.Objective(
     recipe="BERT (Devlin et al. 2019): masked LM + next sentence prediction, static masks, WordPiece",
     tokenizer="wordpiece",
     options=BertOptions,
-    feature_spec=lambda o: features.bert_pretrain_spec(o.max_seq_length, o.max_predictions_per_seq),
+    feature_spec=feature_spec,
     create_instances=_create,
     summary=MASKED_LM_SUMMARY,
 )

@@ -30,7 +30,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from text import features, flags
+from text import flags
 from data_pipelines.objectives import base, bert
 
 Span = Tuple[int, int]
@@ -263,7 +263,7 @@ OBJECTIVE = base.Objective(
     recipe="ERNIE 1.0 (Sun et al. 2019): masked LM over whole words, phrases and entities + NSP, WordPiece",
     tokenizer="wordpiece",
     options=ErnieOptions,
-    feature_spec=lambda o: features.bert_pretrain_spec(o.max_seq_length, o.max_predictions_per_seq),
+    feature_spec=bert.feature_spec,
     create_instances=_create,
     summary={
         **bert.MASKED_LM_SUMMARY,
