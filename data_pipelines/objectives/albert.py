@@ -162,15 +162,12 @@ def create_instances_from_document(document: bert.Document, rng: np.random.Gener
 def _create(docs: Sequence[base.Doc], ctx: base.PoolContext):
     vocab = bert.vocab_from_base(ctx.vocab, "albert")
     options = ctx.options
-    for pos, doc in enumerate(docs):
+
+    def instances_of(pos, doc, rng):
         segments = [s for s in doc.segments if len(s)]
-        if not segments:
-            ctx.count("dropped/empty_document")
-            continue
-        rng = ctx.rng(doc.id)
         pairs = bert.iterate_pairs(segments, rng, bert.pool_random_document(docs, pos, ctx), options,
                                    sentence_order=True)
-        for index, (a, b, label, random_b) in enumerate(pairs):
+        for a, b, label, random_b in pairs:
             inst, ngrams = make_instance(a, b, label, rng, vocab, ctx.vocab.is_word_start, options)
             ctx.count("real_tokens", len(inst["input_ids"]))
             ctx.count("masked_tokens", len(inst["masked_lm_positions"]))
@@ -179,7 +176,9 @@ def _create(docs: Sequence[base.Doc], ctx: base.PoolContext):
             ctx.count("sop_random_b", random_b)
             for n in ngrams:
                 ctx.count(f"ngram/{n}")
-            yield f"{doc.id}|{index}", inst
+            yield inst
+
+    return base.document_instances(docs, ctx, instances_of)
 
 
 OBJECTIVE = base.Objective(

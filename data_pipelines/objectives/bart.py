@@ -409,14 +409,11 @@ def make_instance(block: Sequence[Sequence[int]], rng: np.random.Generator, voca
 def _create(docs: Sequence[base.Doc], ctx: base.PoolContext):
     options: BartOptions = ctx.options
     vocab = as_bart_vocab(ctx.vocab)
-    for doc in docs:
+
+    def instances_of(pos, doc, rng):
         blocks, cut = make_blocks(doc.segments, options.max_block_pieces)
         ctx.count("split_long_sentences", cut)
-        if not blocks:
-            ctx.count("dropped/empty_document")
-            continue
-        rng = ctx.rng(doc.id)
-        for index, block in enumerate(blocks):
+        for block in blocks:
             record: dict = {}
             inst, truncated = make_instance(block, rng, vocab, options, record)
             ctx.count("blocks")
@@ -435,7 +432,9 @@ def _create(docs: Sequence[base.Doc], ctx: base.PoolContext):
             ctx.count("deleted_tokens", record.get("deleted", 0))
             ctx.count("inserted_tokens", record.get("inserted", 0))
             ctx.count("rotated_blocks", int(record.get("rotated", False)))
-            yield f"{doc.id}|{index}", inst
+            yield inst
+
+    return base.document_instances(docs, ctx, instances_of)
 
 
 OBJECTIVE = base.Objective(

@@ -31,7 +31,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import hashlib
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -99,6 +99,33 @@ class InstanceBatch:
 # pairs, or of InstanceBatch objects. A key must be unique within the (dupe, pool) call,
 # e.g. f"{doc.id}|{index}".
 CreateInstancesFn = Callable[[Sequence[Doc], PoolContext], Iterator[Tuple[str, Dict[str, Sequence]]]]
+
+
+def document_instances(docs: Sequence[Doc], ctx: PoolContext,
+                       instances_of: Callable[[int, Doc, np.random.Generator], Iterable[Dict[str, Sequence]]]
+                       ) -> Iterator[Tuple[str, Dict[str, Sequence]]]:
+    """For per-document objectives: the instances ``instances_of(pos, doc, rng)`` makes of the
+    pool's document at ``pos``, keyed "<document id>|<index>", with the document's own
+    Generator ``ctx.rng(doc.id)``. A document without tokens makes none and is counted
+    (dropped/empty_document)."""
+    for pos, doc in enumerate(docs):
+        if not any(len(s) for s in doc.segments):
+            ctx.count("dropped/empty_document")
+            continue
+        rng = ctx.rng(doc.id)
+        for index, inst in enumerate(instances_of(pos, doc, rng)):
+            yield f"{doc.id}|{index}", inst
+
+
+def block_keys(docs: Sequence[Doc], blocks: Iterable[Tuple[int, Any]]) -> Iterator[Tuple[str, Any]]:
+    """For packing objectives: (index of the document holding a block's first piece, block) ->
+    (key, block), the key being that document's id and the block's index among the blocks
+    starting there: unique in the pool and independent of how pools are processed."""
+    per_doc: Dict[int, int] = {}
+    for k, block in blocks:
+        n = per_doc.get(k, 0)
+        per_doc[k] = n + 1
+        yield f"{docs[k].id}|{n}", block
 
 
 @dataclasses.dataclass(frozen=True)

@@ -65,18 +65,21 @@ def _create(docs: Sequence[base.Doc], ctx: base.PoolContext) -> Iterator[Tuple[s
     ctx.count("dropped/tail_tokens", tail)
     ctx.count("dropped/tail", int(tail > 0))
     table = char_table(ctx.vocab, options.max_characters) if options.characters else None
-    per_doc: Dict[int, int] = {}
-    j = 0
-    for b, block in enumerate(blocks):
-        while j + 1 < len(first_doc) and first_doc[j + 1][0] <= b * options.max_seq_length:
-            j += 1
-        k = first_doc[j][1]
-        n = per_doc[k] = per_doc.get(k, -1) + 1
+
+    def located():
+        """(index of the document holding the block's first piece, block) per block."""
+        j = 0
+        for b, block in enumerate(blocks):
+            while j + 1 < len(first_doc) and first_doc[j + 1][0] <= b * options.max_seq_length:
+                j += 1
+            yield first_doc[j][1], block
+
+    for key, block in base.block_keys(docs, located()):
         ctx.count("real_tokens", len(block))
         out = {"input_ids": block, "input_mask": [1] * len(block)}
         if table is not None:
             out["char_ids"] = table[block].reshape(-1).tolist()
-        yield f"{docs[k].id}|{n}", out
+        yield key, out
 
 
 OBJECTIVE = base.Objective(

@@ -140,19 +140,17 @@ def _create(docs: Sequence[base.Doc], ctx: base.PoolContext) -> Iterator[Tuple[s
     options: ElectraOptions = ctx.options
     cls_id = ctx.vocab.special("cls", "electra")
     sep_id = ctx.vocab.special("sep", "electra")
-    for doc in docs:
-        if not any(len(s) for s in doc.segments):
-            ctx.count("dropped/empty_document")
-            continue
-        rng = ctx.rng(doc.id)
-        for index, (inst, facts) in enumerate(create_instances_from_document(doc.segments, rng, cls_id, sep_id,
-                                                                             options)):
+
+    def instances_of(pos, doc, rng):
+        for inst, facts in create_instances_from_document(doc.segments, rng, cls_id, sep_id, options):
             ctx.count("real_tokens", len(inst["input_ids"]))
             ctx.count("single_segment", int(not any(inst["segment_ids"])))
             ctx.count("single_segment_draws", facts["single_segment_draw"])
             ctx.count("random_length_targets", facts["random_length_target"])
             ctx.count("truncated_tokens", facts["truncated_tokens"])
-            yield f"{doc.id}|{index}", inst
+            yield inst
+
+    return base.document_instances(docs, ctx, instances_of)
 
 
 OBJECTIVE = base.Objective(

@@ -230,14 +230,10 @@ def _create(docs: Sequence[base.Doc], ctx: base.PoolContext):
             tagged[j] = tag_document(docs[j], j, is_word_start, ctx)
         return tagged[j]
 
-    for pos, doc in enumerate(docs):
-        if not any(len(s) for s in doc.segments):
-            ctx.count("dropped/empty_document")
-            continue
-        rng = ctx.rng(doc.id)
+    def instances_of(pos, doc, rng):
         random_document = bert.pool_random_document(docs, pos, ctx, segments_of=tagged_of)
         pairs = bert.iterate_pairs(tagged_of(pos), rng, random_document, options)
-        for index, (a, b, label, _) in enumerate(pairs):
+        for a, b, label, _ in pairs:
             ids_a, keys_a = [t for t, _ in a], [k for _, k in a]
             ids_b, keys_b = [t for t, _ in b], [k for _, k in b]
             f = options.unit_level_fraction
@@ -255,7 +251,9 @@ def _create(docs: Sequence[base.Doc], ctx: base.PoolContext):
                 chosen = [g for g in groups if g[0] in masked]
                 ctx.count("masked_units", len(chosen))
                 ctx.count("masked_multiword_units", sum(1 for g in chosen if keys[g[0]][3]))
-            yield f"{doc.id}|{index}", inst
+            yield inst
+
+    return base.document_instances(docs, ctx, instances_of)
 
 
 OBJECTIVE = base.Objective(

@@ -97,13 +97,9 @@ def _create(docs: Sequence[base.Doc], ctx: base.PoolContext) -> Iterator[Tuple[s
             ctx.count("eod_tokens")
     ctx.count("dropped/tail_tokens", tail)
     ctx.count("dropped/tail", int(tail > 0))
-    per_doc: Dict[int, int] = {}
-    for k, ids in blocks:
-        # Key: first document of the block + the block's index among those starting there.
-        n = per_doc.get(k, 0)
-        per_doc[k] = n + 1
+    for key, ids in base.block_keys(docs, blocks):
         ctx.count("real_tokens", len(ids))
-        yield f"{docs[k].id}|{n}", {"input_ids": ids, "input_mask": [1] * len(ids)}
+        yield key, {"input_ids": ids, "input_mask": [1] * len(ids)}
 
 
 OBJECTIVE = base.Objective(

@@ -147,17 +147,12 @@ def _create(docs: Sequence[base.Doc], ctx: base.PoolContext) -> Iterator[Tuple[s
         ctx.count("sentences_split", sum(1 for s in d.segments if len(s) + 1 > options.block_size))
     if options.packing == FULL_SENTENCES:
         ctx.count("document_separators", max(0, sum(1 for s in segments if any(len(x) for x in s)) - 1))
-    per_doc: Dict[int, int] = {}
-    for k, ids in make_blocks(segments, bos_id, eos_id, options):
-        # Key: the document holding the block's first piece + the block's index among the
-        # blocks starting there (unique in the pool, independent of how pools are processed).
-        n = per_doc.get(k, 0)
-        per_doc[k] = n + 1
+    for key, ids in base.block_keys(docs, make_blocks(segments, bos_id, eos_id, options)):
         ctx.count("blocks")
         ctx.count("real_tokens", len(ids))
         ctx.count("positions", options.max_seq_length)
         ctx.count("partial_blocks", int(len(ids) < options.max_seq_length))
-        yield f"{docs[k].id}|{n}", {"input_ids": ids, "input_mask": [1] * len(ids)}
+        yield key, {"input_ids": ids, "input_mask": [1] * len(ids)}
 
 
 OBJECTIVE = base.Objective(

@@ -279,13 +279,9 @@ def _create(docs: Sequence[base.Doc], ctx: base.PoolContext):
     is_word_start = np.asarray(vocab.is_word_start, dtype=bool)
     sampler = UnigramSampler(ctx.unigram_counts, vocab.size, vocab.special_ids)
     probabilities = span_length_probabilities(options.geometric_p, options.max_span_length)
-    for doc in docs:
-        rng = ctx.rng(doc.id)
-        blocks = make_blocks(doc.segments, rng, options.max_block_length, options.short_seq_prob)
-        if not blocks:
-            ctx.count("dropped/empty_document")
-            continue
-        for index, block in enumerate(blocks):
+
+    def instances_of(pos, doc, rng):
+        for block in make_blocks(doc.segments, rng, options.max_block_length, options.short_seq_prob):
             inst, spans, fates, sampled, replaced = make_instance(
                 block, rng, cls_id=cls_id, sep_id=sep_id, mask_id=mask_id, is_word_start=is_word_start,
                 sampler=sampler, options=options, length_probabilities=probabilities)
@@ -302,7 +298,9 @@ def _create(docs: Sequence[base.Doc], ctx: base.PoolContext):
             if sampler.fallback:
                 # Replacements drawn uniformly because the job supplied no unigram counts.
                 ctx.count("unigram_fallback", replaced)
-            yield f"{doc.id}|{index}", inst
+            yield inst
+
+    return base.document_instances(docs, ctx, instances_of)
 
 
 OBJECTIVE = base.Objective(
