@@ -1,16 +1,17 @@
 """What every family's heads-on-a-backbone model shares: the config (the serialized backbone plus
-the model's own arguments), the tied masked-LM head built from the backbone's config, and the
-sentence-level head.
+the model's own arguments), the tied masked-LM head built from the backbone's config, the graph
+of a masked-LM pretrainer, and the sentence-level head.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Dict, Sequence, Tuple
 
 import keras
 
 from garden.layers.embeddings import truncated_normal
 from garden.layers.heads import MaskedLMHead
+from garden.models.backbone import backbone_inputs
 
 
 class PretrainerConfig:
@@ -54,6 +55,21 @@ def tied_masked_lm_head(backbone, activation="gelu") -> MaskedLMHead:
         layer_norm_epsilon=getattr(backbone, "layer_norm_epsilon", 1e-12),
         initializer_range=getattr(backbone, "initializer_range", 0.02),
         dtype=backbone.dtype_policy, name="masked_lm_head")
+
+
+def masked_lm_graph(backbone, masked_lm_head: MaskedLMHead, encoder_inputs: Sequence[str],
+                    extra_inputs: Sequence[str] = ()) -> Tuple[Dict, Dict, keras.KerasTensor]:
+    """The graph every masked-LM pretrainer starts from: int32 Inputs named `encoder_inputs`,
+    then masked_lm_positions [B, P], then `extra_inputs` (SpanBERT's span boundary targets);
+    the backbone's outputs on the encoder inputs; the head's logits [B, P, V] at the positions.
+
+    Returns (inputs, backbone outputs, mlm_logits); the caller adds its other heads.
+    """
+    inputs = backbone_inputs((*encoder_inputs, "masked_lm_positions", *extra_inputs))
+    backbone_outputs = backbone({k: inputs[k] for k in encoder_inputs})
+    mlm_logits = masked_lm_head(backbone_outputs["sequence_output"],
+                                inputs["masked_lm_positions"])
+    return inputs, backbone_outputs, mlm_logits
 
 
 def sentence_head(backbone, name: str, num_classes: int = 2) -> keras.layers.Dense:

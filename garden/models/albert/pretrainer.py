@@ -15,8 +15,8 @@ import tensorflow as tf
 
 from garden.losses import masked_lm_metrics, sentence_metrics, with_total_loss
 from garden.models.albert.backbone import get_activation
-from garden.models.backbone import backbone_inputs
-from garden.models.pretrainer import Pretrainer, sentence_head, tied_masked_lm_head
+from garden.models.pretrainer import (Pretrainer, masked_lm_graph, sentence_head,
+                                      tied_masked_lm_head)
 
 
 @keras.saving.register_keras_serializable(package="garden")
@@ -46,12 +46,8 @@ class AlbertPretrainer(Pretrainer):
         sentence_order_head = sentence_head(backbone, "sentence_order_head")
 
         # === Functional graph ===
-        inputs = backbone_inputs(
-            ("token_ids", "segment_ids", "padding_mask", "masked_lm_positions"))
-        backbone_outputs = backbone(
-            {k: inputs[k] for k in ("token_ids", "segment_ids", "padding_mask")})
-        mlm_logits = masked_lm_head(backbone_outputs["sequence_output"],
-                                    inputs["masked_lm_positions"])
+        inputs, backbone_outputs, mlm_logits = masked_lm_graph(
+            backbone, masked_lm_head, ("token_ids", "segment_ids", "padding_mask"))
         sop_logits = sentence_order_head(backbone_outputs["pooled_output"])
         super().__init__(inputs=inputs,
                          outputs={"mlm_logits": mlm_logits, "sop_logits": sop_logits}, **kwargs)

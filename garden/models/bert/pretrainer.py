@@ -15,7 +15,8 @@ import tensorflow as tf
 from garden.losses import masked_lm_metrics, sentence_metrics, with_total_loss
 from garden.models.bert.backbone import BertBackbone
 from garden.models.backbone import backbone_inputs
-from garden.models.pretrainer import Pretrainer, sentence_head, tied_masked_lm_head
+from garden.models.pretrainer import (Pretrainer, masked_lm_graph, sentence_head,
+                                      tied_masked_lm_head)
 
 
 @keras.saving.register_keras_serializable(package="garden")
@@ -44,19 +45,17 @@ class BertPretrainer(Pretrainer):
         next_sentence_head = sentence_head(backbone, "next_sentence_head")
 
         # === Functional graph ===
-        inputs = backbone_inputs(
-            ("token_ids", "segment_ids", "padding_mask", "masked_lm_positions"))
-        encoder_inputs = {k: inputs[k] for k in ("token_ids", "segment_ids", "padding_mask")}
+        encoder_inputs = ("token_ids", "segment_ids", "padding_mask")
         if isinstance(backbone, BertBackbone):
             # The heads read [CLS] and the masked positions only: the last block computes
             # just those rows (BertBackbone.outputs_at). Same outputs, less work.
-            masked_rows, pooled_output = backbone.outputs_at(encoder_inputs,
-                                                             inputs["masked_lm_positions"])
+            inputs = backbone_inputs((*encoder_inputs, "masked_lm_positions"))
+            masked_rows, pooled_output = backbone.outputs_at(
+                {k: inputs[k] for k in encoder_inputs}, inputs["masked_lm_positions"])
             mlm_logits = masked_lm_head(masked_rows)
         else:
-            backbone_outputs = backbone(encoder_inputs)
-            mlm_logits = masked_lm_head(backbone_outputs["sequence_output"],
-                                        inputs["masked_lm_positions"])
+            inputs, backbone_outputs, mlm_logits = masked_lm_graph(backbone, masked_lm_head,
+                                                                   encoder_inputs)
             pooled_output = backbone_outputs["pooled_output"]
         nsp_logits = next_sentence_head(pooled_output)
         super().__init__(inputs=inputs,

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import keras
 
-from garden.models.backbone import backbone_inputs
-from garden.models.pretrainer import Pretrainer, tied_masked_lm_head
+from garden.models.pretrainer import Pretrainer, masked_lm_graph, tied_masked_lm_head
 
 
 @keras.saving.register_keras_serializable(package="garden")
@@ -36,12 +35,11 @@ class DistilBertPretrainer(Pretrainer):
         masked_lm_head = tied_masked_lm_head(backbone)
 
         # === Functional graph ===
-        inputs = backbone_inputs(("token_ids", "padding_mask", "masked_lm_positions"))
-        sequence_output = backbone(
-            {k: inputs[k] for k in ("token_ids", "padding_mask")})["sequence_output"]
-        mlm_logits = masked_lm_head(sequence_output, inputs["masked_lm_positions"])
+        inputs, backbone_outputs, mlm_logits = masked_lm_graph(
+            backbone, masked_lm_head, ("token_ids", "padding_mask"))
         super().__init__(inputs=inputs,
-                         outputs={"mlm_logits": mlm_logits, "sequence_output": sequence_output},
+                         outputs={"mlm_logits": mlm_logits,
+                                  "sequence_output": backbone_outputs["sequence_output"]},
                          **kwargs)
 
         # === Config ===

@@ -33,7 +33,7 @@ from garden.losses import (ELECTRA_EPSILON, masked_lm_metrics, weighted_sigmoid_
 from garden.layers.embeddings import truncated_normal
 from garden.models.electra.backbone import ElectraBackbone
 from garden.models.backbone import backbone_inputs
-from garden.models.pretrainer import Pretrainer, tied_masked_lm_head
+from garden.models.pretrainer import Pretrainer, masked_lm_graph, tied_masked_lm_head
 
 _BACKBONE_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 
@@ -280,10 +280,6 @@ class ElectraDiscriminatorHead(keras.layers.Layer):
 # === Single-tower models (what the Hugging Face head checkpoints convert to) ===
 
 
-def _backbone_inputs():
-    return {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in _BACKBONE_INPUTS}
-
-
 @keras.saving.register_keras_serializable(package="garden")
 class ElectraGenerator(Pretrainer):
     """The ELECTRA generator: a (small) ElectraBackbone with the MLM head tied to its word table.
@@ -310,11 +306,7 @@ class ElectraGenerator(Pretrainer):
         masked_lm_head = tied_masked_lm_head(backbone)
 
         # === Functional graph ===
-        inputs = _backbone_inputs()
-        inputs["masked_lm_positions"] = keras.Input(shape=(None,), dtype="int32",
-                                                    name="masked_lm_positions")
-        sequence_output = backbone({k: inputs[k] for k in _BACKBONE_INPUTS})["sequence_output"]
-        mlm_logits = masked_lm_head(sequence_output, inputs["masked_lm_positions"])
+        inputs, _, mlm_logits = masked_lm_graph(backbone, masked_lm_head, _BACKBONE_INPUTS)
         super().__init__(inputs=inputs, outputs={"mlm_logits": mlm_logits}, **kwargs)
 
         # === Config ===
@@ -346,7 +338,7 @@ class ElectraDiscriminator(Pretrainer):
             dtype=backbone.dtype_policy, name="discriminator_head")
 
         # === Functional graph ===
-        inputs = _backbone_inputs()
+        inputs = backbone_inputs(_BACKBONE_INPUTS)
         sequence_output = backbone(inputs)["sequence_output"]
         disc_logits = discriminator_head(sequence_output)
         super().__init__(inputs=inputs, outputs={"disc_logits": disc_logits}, **kwargs)
@@ -411,7 +403,7 @@ class ElectraPretrainer(keras.Model):
         replacement = ElectraReplacement(temperature, name="replacement")
 
         # === Functional graph ===
-        inputs = _backbone_inputs()
+        inputs = backbone_inputs(_BACKBONE_INPUTS)
         inputs["seed"] = keras.Input(batch_shape=(2,), dtype="int32", name="seed")
         masked = masking(inputs["token_ids"], inputs["padding_mask"], inputs["seed"])
         mlm_logits = generator_model({

@@ -14,8 +14,7 @@ import keras
 import tensorflow as tf
 
 from garden.losses import masked_lm_metrics, with_total_loss
-from garden.models.backbone import backbone_inputs
-from garden.models.pretrainer import Pretrainer, tied_masked_lm_head
+from garden.models.pretrainer import Pretrainer, masked_lm_graph, tied_masked_lm_head
 
 
 @keras.saving.register_keras_serializable(package="garden")
@@ -42,10 +41,8 @@ class RobertaPretrainer(Pretrainer):
         masked_lm_head = tied_masked_lm_head(backbone)
 
         # === Functional graph ===
-        inputs = backbone_inputs(("token_ids", "padding_mask", "masked_lm_positions"))
-        backbone_outputs = backbone({k: inputs[k] for k in ("token_ids", "padding_mask")})
-        mlm_logits = masked_lm_head(backbone_outputs["sequence_output"],
-                                    inputs["masked_lm_positions"])
+        inputs, _, mlm_logits = masked_lm_graph(backbone, masked_lm_head,
+                                                ("token_ids", "padding_mask"))
         super().__init__(inputs=inputs, outputs={"mlm_logits": mlm_logits}, **kwargs)
 
         # === Config ===

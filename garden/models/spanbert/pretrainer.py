@@ -27,8 +27,7 @@ from keras import ops
 from garden.losses import masked_lm_metrics, with_total_loss
 from garden.layers.embeddings import truncated_normal
 from garden.layers.heads import transform_layers
-from garden.models.backbone import backbone_inputs
-from garden.models.pretrainer import Pretrainer, tied_masked_lm_head
+from garden.models.pretrainer import Pretrainer, masked_lm_graph, tied_masked_lm_head
 
 # Inputs of the pretrainer beyond the backbone's: the MLM positions and the SBO targets, which
 # make_pretrain --objective=spanbert writes aligned with masked_lm_positions.
@@ -160,13 +159,10 @@ class SpanBertPretrainer(Pretrainer):
             name="span_boundary_head")
 
         # === Functional graph ===
-        inputs = backbone_inputs(
-            ("token_ids", "segment_ids", "padding_mask", "masked_lm_positions") + SBO_INPUTS)
-        sequence_output = backbone(
-            {k: inputs[k] for k in ("token_ids", "segment_ids", "padding_mask")}
-        )["sequence_output"]
-        mlm_logits = masked_lm_head(sequence_output, inputs["masked_lm_positions"])
-        sbo_logits = span_boundary_head(sequence_output, *(inputs[k] for k in SBO_INPUTS))
+        inputs, backbone_outputs, mlm_logits = masked_lm_graph(
+            backbone, masked_lm_head, ("token_ids", "segment_ids", "padding_mask"), SBO_INPUTS)
+        sbo_logits = span_boundary_head(backbone_outputs["sequence_output"],
+                                        *(inputs[k] for k in SBO_INPUTS))
         super().__init__(inputs=inputs,
                          outputs={"mlm_logits": mlm_logits, "sbo_logits": sbo_logits}, **kwargs)
 
