@@ -345,8 +345,8 @@ def shared_encoder_layers(vocab_size: int, num_layers: int, hidden_size: int, nu
     pooled: False for no pooler (DistilBERT); the pooler returned is then None.
     block_args: further TransformerEncoderBlock arguments (DistilBERT's attention_dropout).
 
-    Returns (embeddings, encoder_blocks, pooler), made in that order, the order every family
-    made them in before (Keras numbers unnamed sublayers in the order they are made).
+    Returns (embeddings, encoder_blocks, pooler); the family keeps them as the attributes of
+    those names, where checkpoints and the converters find them.
     """
     embeddings = TransformerEmbeddings(
         vocab_size=vocab_size, hidden_size=hidden_size,
