@@ -230,6 +230,17 @@ def backbone_inputs(names: Sequence[str], use_head_mask: bool = False,
     return inputs
 
 
+def input_names(backbone) -> tuple:
+    """The names of a functional backbone's dict inputs that a task model on it feeds
+    (classifier, tagger, span and multiple-choice heads), in BERT's order."""
+    order = ("token_ids", "segment_ids", "padding_mask")
+    names = set(backbone.input) if isinstance(backbone.input, dict) else set()
+    if not {"token_ids", "padding_mask"} <= names:
+        raise ValueError(f"backbone {backbone.name} has inputs {sorted(names)}; a task model "
+                         f"needs dict inputs with token_ids and padding_mask")
+    return tuple(n for n in order if n in names)
+
+
 def run_encoder(x, layer_blocks: List[keras.layers.Layer], padding_mask, head_mask=None,
                 output_hidden_states: bool = False, output_attentions: bool = False):
     """Applies `layer_blocks` (one entry per layer, so a shared block may repeat) to `x`.

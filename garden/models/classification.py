@@ -10,17 +10,8 @@ from __future__ import annotations
 import keras
 
 from garden.layers.embeddings import truncated_normal
+from garden.models.backbone import backbone_inputs, input_names
 from garden.models.pretrainer import PretrainerConfig
-
-
-def input_names(backbone) -> tuple:
-    """The names of a functional backbone's dict inputs, in BERT's order."""
-    order = ("token_ids", "segment_ids", "padding_mask")
-    names = set(backbone.input) if isinstance(backbone.input, dict) else set()
-    if not {"token_ids", "padding_mask"} <= names:
-        raise ValueError(f"backbone {backbone.name} has inputs {sorted(names)}; a classifier "
-                         f"needs dict inputs with token_ids and padding_mask")
-    return tuple(n for n in order if n in names)
 
 
 @keras.saving.register_keras_serializable(package="garden")
@@ -58,10 +49,7 @@ class SequenceClassifier(PretrainerConfig, keras.Model):
             name="classifier_dense")
 
         # === Functional graph ===
-        inputs = {
-            name: keras.Input(shape=(None,), dtype="int32", name=name)
-            for name in input_names(backbone)
-        }
+        inputs = backbone_inputs(input_names(backbone))
         outputs = backbone(inputs)
         pre_classifier = None
         if "pooled_output" in outputs:

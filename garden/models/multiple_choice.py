@@ -10,7 +10,7 @@ from __future__ import annotations
 import keras
 
 from garden.layers.embeddings import truncated_normal
-from garden.models.classification import input_names
+from garden.models.backbone import input_names
 
 
 @keras.saving.register_keras_serializable(package="garden")

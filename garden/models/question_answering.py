@@ -33,7 +33,7 @@ import keras
 import numpy as np
 
 from garden.layers.embeddings import truncated_normal
-from garden.models.classification import input_names
+from garden.models.backbone import backbone_inputs, input_names
 
 N_BEST = 20
 MAX_ANSWER_LENGTH = 30
@@ -65,8 +65,7 @@ class SpanExtractor(keras.Model):
                                         dtype="float32", name="span_dense")
 
         # === Functional graph ===
-        inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
-                  for name in input_names(backbone)}
+        inputs = backbone_inputs(input_names(backbone))
         logits = span_dense(backbone(inputs)["sequence_output"])
         outputs = {"start_logits": logits[..., 0], "end_logits": logits[..., 1]}
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)

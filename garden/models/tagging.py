@@ -19,7 +19,7 @@ from keras import ops
 
 from garden.layers.embeddings import truncated_normal
 from garden.layers.recurrent import ScalarMix
-from garden.models.classification import input_names
+from garden.models.backbone import backbone_inputs, input_names
 
 
 @keras.saving.register_keras_serializable(package="garden")
@@ -82,8 +82,7 @@ class TokenTagger(keras.Model):
                                    dtype="float32", name="tagger_dense")
 
         # === Functional graph ===
-        inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
-                  for name in input_names(backbone)}
+        inputs = backbone_inputs(input_names(backbone))
         if feature_layers:
             # Frozen and in inference mode (no dropout inside): the features of a frozen model.
             states = backbone(inputs, training=False)["hidden_states"]  # [L+1, B, T, H]

@@ -27,6 +27,7 @@ from keras import ops
 
 from garden.layers.attention import softmax_in_float32
 from garden.layers.recurrent import ProjectedLSTM
+from garden.models.backbone import backbone_inputs
 
 
 @keras.saving.register_keras_serializable(package="garden")
@@ -76,9 +77,8 @@ class CoveTranslator(keras.Model):
         vocab_size = vocab_size or backbone.vocab_size
         width = 2 * backbone.lstm_units
         units = decoder_units or width
-        inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
-                  for name in ("token_ids", "padding_mask", "decoder_token_ids",
-                               "decoder_padding_mask")}
+        inputs = backbone_inputs(("token_ids", "padding_mask", "decoder_token_ids",
+                                  "decoder_padding_mask"))
         table = keras.layers.Embedding(vocab_size, backbone.embedding_size,
                                        name="decoder_embeddings")
         lstms = [ProjectedLSTM(units, name=f"decoder_lstm_{i}") for i in range(decoder_layers)]

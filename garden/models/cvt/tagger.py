@@ -15,7 +15,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from garden.models.classification import input_names
+from garden.models.backbone import backbone_inputs, input_names
 
 VIEWS = ("forward", "backward", "future", "past")
 
@@ -42,8 +42,7 @@ class CvtTagger(keras.Model):
 
     def __init__(self, backbone, num_labels: int, hidden: int = 1024, dropout: float = 0.5,
                  **kwargs):
-        inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
-                  for name in input_names(backbone)}
+        inputs = backbone_inputs(input_names(backbone))
         out = backbone(inputs)
         drop = keras.layers.Dropout(dropout, name="prediction_dropout")
         primary = _module(hidden, num_labels, "primary")

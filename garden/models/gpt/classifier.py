@@ -16,7 +16,7 @@ import keras
 from keras import ops
 
 from garden.layers.embeddings import truncated_normal
-from garden.models.classification import input_names
+from garden.models.backbone import backbone_inputs, input_names
 from garden.models.pretrainer import PretrainerConfig
 
 
@@ -57,8 +57,7 @@ class LastTokenClassifier(PretrainerConfig, keras.Model):
             name="classifier_dense")
 
         # === Functional graph ===
-        inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
-                  for name in input_names(backbone)}
+        inputs = backbone_inputs(input_names(backbone))
         hidden = backbone(inputs)["sequence_output"]
         last = last_positions(inputs["padding_mask"])
         features = ops.take_along_axis(hidden, last[:, None, None], axis=1)[:, 0]

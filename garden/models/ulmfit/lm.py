@@ -11,6 +11,7 @@ import keras
 from keras import ops
 
 from garden.layers.recurrent import VariationalDropout
+from garden.models.backbone import backbone_inputs
 
 
 @keras.saving.register_keras_serializable(package="garden")
@@ -42,8 +43,7 @@ class AwdLstmLM(keras.Model):
     """
 
     def __init__(self, backbone, output_dropout: float = 0.1, **kwargs):
-        inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
-                  for name in ("token_ids", "padding_mask")}
+        inputs = backbone_inputs(("token_ids", "padding_mask"))
         hidden = backbone(inputs)["sequence_output"]
         hidden = VariationalDropout(output_dropout, name="output_dropout")(hidden)
         logits = TiedSoftmax(backbone.token_embedding, name="tied_softmax")(hidden)
