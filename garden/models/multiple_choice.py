@@ -11,6 +11,7 @@ import keras
 
 from garden.layers.embeddings import truncated_normal
 from garden.models.backbone import input_names
+from garden.models.pretrainer import PretrainerConfig
 
 
 @keras.saving.register_keras_serializable(package="garden")
@@ -43,7 +44,7 @@ class UnfoldChoices(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="garden")
-class MultipleChoiceModel(keras.Model):
+class MultipleChoiceModel(PretrainerConfig, keras.Model):
     """A backbone scoring N packed (context, ending) pairs per example.
 
     Inputs (dict, int32 [B, N, T]): the backbone's own inputs for every choice (token_ids,
@@ -61,6 +62,8 @@ class MultipleChoiceModel(keras.Model):
         choice = keras.ops.argmax(logits, -1)  # [B]
     """
 
+    config_attributes = ("num_choices", "dropout")
+
     def __init__(self, backbone, num_choices: int = 4, dropout: float = 0.1, **kwargs):
         # === Layers ===
         dtype = backbone.dtype_policy
@@ -77,18 +80,7 @@ class MultipleChoiceModel(keras.Model):
         logits = unfold(score(dropout_layer(pooled)))
         super().__init__(inputs=inputs, outputs={"logits": logits}, **kwargs)
 
-        # === Config ===
+        # === Config === (get_config: PretrainerConfig, backbone + config_attributes)
         self.backbone = backbone
         self.num_choices = int(num_choices)
         self.dropout = float(dropout)
-
-    def get_config(self):
-        return {"name": self.name, "trainable": self.trainable,
-                "backbone": keras.layers.serialize(self.backbone),
-                "num_choices": self.num_choices, "dropout": self.dropout}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.layers.deserialize(config["backbone"])
-        return cls(**config)

@@ -34,13 +34,14 @@ import numpy as np
 
 from garden.layers.embeddings import truncated_normal
 from garden.models.backbone import backbone_inputs, input_names
+from garden.models.pretrainer import PretrainerConfig
 
 N_BEST = 20
 MAX_ANSWER_LENGTH = 30
 
 
 @keras.saving.register_keras_serializable(package="garden")
-class SpanExtractor(keras.Model):
+class SpanExtractor(PretrainerConfig, keras.Model):
     """A backbone's sequence output -> dense(2) -> start and end logits.
 
     Inputs (dict, int32 [B, T]): the backbone's own inputs (token_ids, padding_mask, and
@@ -70,19 +71,9 @@ class SpanExtractor(keras.Model):
         outputs = {"start_logits": logits[..., 0], "end_logits": logits[..., 1]}
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
 
-        # === Config ===
+        # === Config === (get_config: PretrainerConfig, the backbone)
         self.backbone = backbone
         self.span_dense = span_dense
-
-    def get_config(self):
-        return {"name": self.name, "trainable": self.trainable,
-                "backbone": keras.layers.serialize(self.backbone)}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.layers.deserialize(config["backbone"])
-        return cls(**config)
 
 
 def span_loss(start_logits, end_logits, start_positions, end_positions):

@@ -20,10 +20,11 @@ from keras import ops
 from garden.layers.embeddings import truncated_normal
 from garden.layers.recurrent import ScalarMix
 from garden.models.backbone import backbone_inputs, input_names
+from garden.models.pretrainer import PretrainerConfig
 
 
 @keras.saving.register_keras_serializable(package="garden")
-class TokenTagger(keras.Model):
+class TokenTagger(PretrainerConfig, keras.Model):
     """A backbone's per-token states -> dropout -> dense(num_labels).
 
     Inputs (dict, int32 [B, T]): the backbone's own inputs (token_ids, padding_mask, and
@@ -48,6 +49,8 @@ class TokenTagger(keras.Model):
         logits = tagger({"token_ids": ids, "segment_ids": seg, "padding_mask": mask})["logits"]
         loss only where labels >= 0 (the first sub-token of each word)
     """
+
+    config_attributes = ("num_labels", "dropout", "feature_layers", "lstm_units", "scalar_mix")
 
     def __init__(self, backbone, num_labels: int, dropout: float = 0.1, feature_layers: int = 0,
                  lstm_units: int = 0, scalar_mix: bool = False, **kwargs):
@@ -95,22 +98,9 @@ class TokenTagger(keras.Model):
         logits = dense(dropout_layer(x))
         super().__init__(inputs=inputs, outputs={"logits": logits}, **kwargs)
 
-        # === Config ===
+        # === Config === (get_config: PretrainerConfig, backbone + config_attributes)
         self.backbone = backbone
         self.num_labels, self.dropout = int(num_labels), float(dropout)
         self.feature_layers, self.lstm_units = int(feature_layers), int(lstm_units)
         self.scalar_mix = bool(scalar_mix)
         self.tagger_dense = dense
-
-    def get_config(self):
-        return {"name": self.name, "trainable": self.trainable,
-                "backbone": keras.layers.serialize(self.backbone),
-                "num_labels": self.num_labels, "dropout": self.dropout,
-                "feature_layers": self.feature_layers, "lstm_units": self.lstm_units,
-                "scalar_mix": self.scalar_mix}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.layers.deserialize(config["backbone"])
-        return cls(**config)
