@@ -9,8 +9,9 @@ into one line that says how to authenticate.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
-from typing import Mapping
+from typing import Mapping, Sequence
 
 HOW_TO_AUTHENTICATE = ("run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS "
                        "to a service-account key file (on GCE, GKE and Dataflow the VM's service account "
@@ -21,12 +22,48 @@ class CredentialsError(Exception):
     """A gs:// path was given and no Google Cloud credentials were found."""
 
 
+class MissingDataflowExtra(CredentialsError):
+    """A gs:// path or DataflowRunner was given and the Google Cloud packages are not installed
+    (the runtime install leaves them to the dataflow extra). A CredentialsError, so every caller
+    that ends on a missing credential in one line ends on this one the same way."""
+
+
+# What gs:// and DataflowRunner import: google-auth (check_credentials), Beam's GCS file system
+# (google-cloud-storage) and its Dataflow client (google-apitools); all from the dataflow extra.
+DATAFLOW_MODULES = ("google.auth", "google.cloud.storage", "apitools")
+INSTALL_DATAFLOW = ("pip install '.[dataflow]' (from a clone; "
+                    "`pip install -c constraints.txt -e '.[dataflow]'` for the tested pins)")
+
+
+def missing_modules(modules: Sequence[str] = DATAFLOW_MODULES) -> list:
+    """The modules of ``modules`` that cannot be imported here (found without importing them)."""
+    missing = []
+    for name in modules:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except ModuleNotFoundError:  # a parent package (google.cloud) is absent
+            found = False
+        if not found:
+            missing.append(name)
+    return missing
+
+
+def require_dataflow_extra(what: str) -> None:
+    """MissingDataflowExtra naming ``what`` (e.g. "--input=gs://b/x" or "--runner=DataflowRunner")
+    and the install command, when the dataflow extra's modules are absent."""
+    missing = missing_modules()
+    if missing:
+        raise MissingDataflowExtra(f"{what} needs the Google Cloud packages, which this install lacks "
+                                   f"(no {', '.join(missing)}): {INSTALL_DATAFLOW}")
+
+
 def check_credentials(paths: Mapping[str, str]) -> None:
     """Raises CredentialsError naming the first gs:// path of ``paths`` ({flag: path}) when
     google-auth finds no application-default credentials; does nothing without gs:// paths."""
     gs = [(flag, path) for flag, path in paths.items() if path and str(path).startswith("gs://")]
     if not gs:
         return
+    require_dataflow_extra(f"{gs[0][0]}={gs[0][1]}")
     import google.auth
     from google.auth import exceptions
 

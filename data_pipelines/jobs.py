@@ -24,7 +24,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from text import casing, features, flags, kinds, tokenizers, vocab_files
 from text import vocab as text_vocab
 from text.finetune import parse_tfds
-from data_pipelines import beam_options, gcs, output, progress, sources
+from data_pipelines import beam_options, gcs, output, progress, sources, worker_requirements
 
 # Errors that mean the user must fix the input, the output directory or the credentials: a run
 # ends on them with one "error: ..." line (``exit_on``), not a traceback.
@@ -145,8 +145,9 @@ def command_line(run: Callable[[Optional[Sequence[str]]], Any], argv: Optional[S
 def start(args, beam_args: Sequence[str], log: logging.Logger) -> Tuple[PipelineOptions, bool, Any]:
     """Beam's options, whether this is a dry run, and the job's tokenizer (``load_tokenizer``),
     once the credentials of the paths the run reads or writes now are checked. The tokenizer is
-    loaded here, not on the workers: a clear VocabularyError naming the file."""
-    options = pipeline_options(beam_args)
+    loaded here, not on the workers: a clear VocabularyError naming the file. On a remote runner
+    the workers install only what this job imports (data_pipelines/worker_requirements.py)."""
+    options = pipeline_options(worker_requirements.with_worker_packages(beam_args, args, log))
     dry_run = beam_options.is_dry_run(options)
     gcs.check_credentials(checked_paths(args, dry_run))
     return options, dry_run, load_tokenizer(args.tokenizer, args.vocab, args.do_lower_case, log)

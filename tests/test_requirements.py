@@ -9,7 +9,9 @@ every test and breaks the README's first command. So:
   distribution that installs it (read from the installed distributions' file lists);
 - that distribution must be named in setup.cfg's install_requires, or be one of OPTIONAL below:
   an extra's package, which must then be imported lazily (inside a function) and be named in
-  that extra, so that the runtime install never needs it;
+  that extra, so that the runtime install never needs it (the bench extra's peers; the
+  dataflow extra's google-auth, issue 35 item 5);
+- psutil and the Google Cloud packages are not runtime requirements (issue 35 item 5);
 - every install_requires package has an exact pin in constraints.txt.
 
 The failure message names the file, the line and the module.
@@ -39,6 +41,8 @@ OPTIONAL = {
     "official": ("bench", "tf-models-official"),
     # tf-models-official's Keras 2; not a direct requirement of the extra, so named by it
     "tf_keras": ("bench", "tf-models-official"),
+    # the gs:// credentials check (data_pipelines/gcs.py), after gcs.require_dataflow_extra
+    "google.auth": ("dataflow", "google-auth"),
 }
 # Namespace packages: the distribution is found from the first two components of the name.
 NAMESPACES = {"google"}
@@ -118,8 +122,9 @@ def distribution_key(module: str) -> str:
     return ".".join(parts[:2]) if parts[0] in NAMESPACES and len(parts) > 1 else parts[0]
 
 
-def problems_in(files, root: pathlib.Path, declared_names: set, bench: set) -> list:
-    """file:line: module -> what is wrong, for every third-party import not declared."""
+def problems_in(files, root: pathlib.Path, declared_names: set, extras: dict) -> list:
+    """file:line: module -> what is wrong, for every third-party import not declared
+    (``extras``: extra name -> the distributions it names)."""
     owners = module_owners()
     problems = []
     for path in files:
@@ -128,13 +133,14 @@ def problems_in(files, root: pathlib.Path, declared_names: set, bench: set) -> l
             top = module.split(".")[0]
             if top in sys.stdlib_module_names or top in PACKAGES or top == "__future__":
                 continue
-            if top in OPTIONAL:
-                extra_name, dist = OPTIONAL[top]
+            optional = OPTIONAL.get(distribution_key(module)) or OPTIONAL.get(top)
+            if optional:
+                extra_name, dist = optional
                 if not lazy:
                     problems.append(f"{where}:{line}: imports {module} at module level, but "
                                     f"it is optional ({extra_name} extra): import it inside the "
                                     f"function that needs it")
-                elif dist not in bench:
+                elif dist not in extras.get(extra_name, ()):
                     problems.append(f"{where}:{line}: {module} is listed as optional, but its "
                                     f"distribution {dist} is not in the {extra_name} extra")
                 continue
@@ -157,24 +163,28 @@ def source_files(root: pathlib.Path):
 
 
 def test_every_import_of_garden_and_data_pipelines_is_declared():
-    problems = problems_in(source_files(ROOT), ROOT, declared(), extra("bench"))
+    problems = problems_in(source_files(ROOT), ROOT, declared(),
+                           {name: extra(name) for name in ("bench", "dataflow")})
     assert not problems, "\n".join(problems)
 
 
 def test_the_check_names_an_undeclared_module_and_a_module_level_optional_import(tmp_path):
     # Negative control: scipy and seqeval imported but not declared (the state issue 23 found),
-    # torch imported at module level, and a module no distribution provides.
+    # torch imported at module level, a module no distribution provides, and google.auth
+    # imported lazily while the dataflow extra lacks google-auth.
     package = tmp_path / "garden"
     package.mkdir()
     (package / "metrics.py").write_text(
         "import os\nimport numpy as np\nfrom scipy import stats\nimport torch\n\n"
         "def f():\n    import seqeval.metrics\n    import no_such_module_anywhere\n"
-        "    from google.protobuf import text_format\n")
+        "    from google.protobuf import text_format\n    import google.auth\n")
     problems = problems_in([package / "metrics.py"], tmp_path,
-                           declared_names={"numpy", "protobuf"}, bench={"torch"})
+                           declared_names={"numpy", "protobuf"},
+                           extras={"bench": {"torch"}, "dataflow": {"apache-beam"}})
     assert [p.split(": ", 1)[0] for p in problems] == [
         "garden/metrics.py:3", "garden/metrics.py:4", "garden/metrics.py:7",
-        "garden/metrics.py:8"], problems
+        "garden/metrics.py:8", "garden/metrics.py:10"], problems
+    assert "dataflow extra" in problems[4]
     assert "scipy" in problems[0] and "seqeval" in problems[2]
     assert "module level" in problems[1]
 
@@ -193,3 +203,17 @@ def test_every_requirement_is_pinned_in_constraints():
             pins[normalize(name)] = version.strip()
     missing = sorted(declared() - set(pins))
     assert not missing, f"install_requires packages without a constraints.txt pin: {missing}"
+
+
+def test_runtime_install_leaves_benchmarks_and_google_cloud_to_extras():
+    # issue 35 item 5: psutil only for benchmarks/common.py; the 21 Google Cloud packages of
+    # apache-beam[gcp] only for gs:// and Dataflow.
+    runtime = requirement_lines(setup_cfg()["options"]["install_requires"])
+    assert "psutil" not in declared() and "psutil" in extra("bench")
+    assert not [line for line in runtime if "[gcp]" in line or line.startswith(
+        ("google-cloud", "google-auth", "google-api"))], runtime
+    assert "apache-beam" in declared()
+    dataflow = requirement_lines(setup_cfg()["options.extras_require"]["dataflow"])
+    assert any(line.startswith("apache-beam[gcp]") for line in dataflow), dataflow
+    # The test extra brings the dataflow extra's packages, so the gs:// and --dry_run tests run.
+    assert extra("dataflow") <= extra("test")
