@@ -378,3 +378,24 @@ def test_test_and_bench_extras_resolve_on_pypi_with_the_constraints(pip_dry_runs
     assert resolved["torch"] == "2.13.0"
     assert resolved["tf-models-official"] == "2.20.0"
     assert resolved["pytest-xdist"] == "3.8.0"
+
+
+# --------------------------------------------------------------------------------------
+# Python versions (issue 35 item 5)
+# --------------------------------------------------------------------------------------
+def test_python_versions_agree_in_setup_cfg_and_build_md():
+    from packaging.specifiers import SpecifierSet
+
+    metadata = setup_cfg()
+    supported = SpecifierSet(metadata["options"]["python_requires"])
+    minors = [f"3.{m}" for m in range(9, 16) if f"3.{m}.0" in supported]
+    assert minors == ["3.11", "3.12", "3.13"], (minors, str(supported))
+    classifiers = re.findall(r"Programming Language :: Python :: (3\.\d+)",
+                             metadata["metadata"]["classifiers"])
+    assert classifiers == minors, classifiers
+    build = (ROOT / "BUILD.md").read_text(encoding="utf-8")
+    section = build[build.index("### Python versions"):build.index("### Console scripts")]
+    assert f"python_requires = {supported}" in section or \
+        f"python_requires = {metadata['options']['python_requires']}" in section
+    # The exclusion names the packages that block it.
+    assert "3.14 is excluded: tensorflow 2.20.0 and" in " ".join(section.split())
