@@ -4,9 +4,9 @@ accuracy of each on a sample task.
 Contenders (each family in its own process, one after the other, as benchmarks/serving_latency
 runs them; timings are medians of `--reps` calls after `--warmup`):
 - tf_float / tf_int8: the garden exports (garden.serving.export of a ClassificationServing, and
-  garden.bertology.int8.export_int8 of the same model: weight-only int8), loaded with
+  garden.bertology.quantization.export_int8 of the same model: weight-only int8), loaded with
   tf.saved_model.load and called through `serving_ids` (the three int32 [B, 128] tensors).
-- tflite_float / tflite_int8: garden.bertology.int8.tflite_model of the same Keras model,
+- tflite_float / tflite_int8: garden.bertology.quantization.tflite_model of the same Keras model,
   float32 and dynamic-range (Optimize.DEFAULT), in tf.lite.Interpreter with one thread per core.
 - torch_float / torch_int8: Hugging Face's BertForSequenceClassification in eval mode under
   torch.inference_mode, and torch.ao.quantization.quantize_dynamic of it ({nn.Linear}, qint8:
@@ -132,7 +132,7 @@ def _write_models(work: str, name: str, torch_model, vocab_path: str, packer) ->
     """The float and int8 exports, the two .tflite files and the HF state dict of one model."""
     import torch
 
-    from garden.bertology import int8
+    from garden.bertology import quantization as int8
     from garden.serving import export
     from garden.serving.classification import ClassificationServing
 
@@ -229,7 +229,7 @@ def worker_tf(work: str, args) -> dict:
     import tensorflow as tf
     import tensorflow_text  # noqa: F401
 
-    from garden.bertology import int8
+    from garden.bertology import quantization as int8
 
     def export(kind):
         def load(m):

@@ -1,6 +1,6 @@
 """A synthetic corpus whose sentence order can be read from the text:
 `python -m data_pipelines.ordered_corpus --output=DIR [--num_files=4] [--documents_per_file=600]
-[--seed=0] [--nomarkers]`.
+[--seed=0] [--no-markers]`.
 
 Why: on the sample corpus (Python's documentation, `data_pipelines.sample_corpus`) the order of
 two spans of a docstring is often not recoverable even by a reader (docstrings list facts in any
@@ -10,7 +10,7 @@ reader can always recover, so a model that learns SOP should beat 50% clearly.
 
 A document is one procedure of 4..9 steps, one sentence per step. Step k (of n):
 
-* opens with a marker saying where it stands (unless --nomarkers): "first" for k = 0,
+* opens with a marker saying where it stands (unless --no-markers): "first" for k = 0,
   "finally" for k = n - 1, and in between either the ordinal ("second", "third", ...; half the
   time) or a connective that never opens a procedure ("then", "next", "after that");
 * introduces a new object and refers back to the previous step's object with "the", so the
@@ -124,7 +124,7 @@ def main(argv=None) -> None:
     p.add_argument("--max_steps", type=int, default=MAX_STEPS, help="most steps of a procedure "
                    "(default and at most %(default)s)")
     add_bool(p, "markers", True, "open each step with first / second / then / ... / finally; "
-             "--nomarkers leaves only the chained objects as the order cue")
+             "--no-markers leaves only the chained objects as the order cue")
     args = p.parse_args(argv)
     if args.num_files < 1 or args.documents_per_file < 1:
         p.error("--num_files and --documents_per_file must be >= 1")

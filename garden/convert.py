@@ -25,7 +25,7 @@ config takes `--gin_param=INIT_CHECKPOINT='OUT'`. For that OUT holds
                          --vocab names it when it is not next to the checkpoint
 and convert_info.json records the architecture (backbone class + get_config()), the checkpoint
 and the tokenizer (file, kind, text layout, casing). Casing: Hugging Face's tokenizer_config.json
-do_lower_case; TF1 and Model Garden WordPiece checkpoints: --lower_case / --nolower_case, by
+do_lower_case; TF1 and Model Garden WordPiece checkpoints: --lower_case / --no-lower_case, by
 default inferred from an "uncased_" / "cased_" directory name (as google-research/bert's
 validate_case_matches_checkpoint does), else an error asking for the flag. The Python API returns the
 same models: `load_huggingface`, `load_tf1`, `load_model_garden`, each
@@ -280,7 +280,7 @@ def find_tokenizer(source: str, family: str, input_path: str,
 
 def infer_lower_case(source: str, family: str, input_path: str, kind: Optional[str],
                      flag: Optional[bool]) -> Optional[bool]:
-    """The casing of the source's tokenizer: --lower_case / --nolower_case when given; Hugging
+    """The casing of the source's tokenizer: --lower_case / --no-lower_case when given; Hugging
     Face: tokenizer_config.json's do_lower_case; else an "uncased" / "cased" directory name
     (google-research/bert's validate_case_matches_checkpoint); else the family's default
     (FamilySpec.lower_case: Hugging Face, SentencePiece, byte-level BPE, cased families); a
@@ -308,7 +308,7 @@ def infer_lower_case(source: str, family: str, input_path: str, kind: Optional[s
         return None
     raise ValueError(f"cannot tell whether {input_path} is a cased or an uncased model (its "
                      f"directory is named neither uncased_... nor cased_...): pass --lower_case "
-                     f"(an uncased model, e.g. uncased_L-12_H-768_A-12) or --nolower_case (cased)")
+                     f"(an uncased model, e.g. uncased_L-12_H-768_A-12) or --no-lower_case (cased)")
 
 
 def _copy_tokenizer(args, lower_case_flag: Optional[bool]) -> Dict:
@@ -327,12 +327,17 @@ def _copy_tokenizer(args, lower_case_flag: Optional[bool]) -> Dict:
 def build_parser():
     import argparse
 
+    from text.flags import add_bool
+
     parser = argparse.ArgumentParser(
         prog="python -m garden.convert", allow_abbrev=False,
         description="Convert a pretrained checkpoint into garden Keras models.")
     parser.add_argument("--source", required=True, choices=SOURCES)
-    parser.add_argument("--model", required=True, choices=convertible(),
-                        help="model family of the checkpoint")
+    # No choices= here: listing the families imports them (and so Keras and TensorFlow), which
+    # --help must not wait for; main() checks the name against convertible().
+    parser.add_argument("--model", required=True,
+                        help="model family of the checkpoint (a family with converters: an "
+                             "unknown name is answered with the list)")
     parser.add_argument("--input", required=True,
                         help="huggingface: checkpoint directory; tf1 / model_garden: "
                              "checkpoint prefix; allennlp: the HDF5 weight file")
@@ -344,14 +349,12 @@ def build_parser():
                         help="the tokenizer file to copy into --output (vocab.txt, *.model, "
                              "vocab.json with merges.txt beside it) when it is not next to the "
                              "checkpoint")
-    parser.add_argument("--lower_case", dest="lower_case", action="store_const", const=True,
-                        default=None, help="the model is uncased (its text is lower-cased)")
-    parser.add_argument("--nolower_case", "--no_lower_case", dest="lower_case",
-                        action="store_const", const=False,
-                        help="the model is cased (default: inferred, see the module docstring)")
-    parser.add_argument("--allow_approximate_gelu", action="store_true",
-                        help="model_garden: accept the tanh-approximate GELU of Model "
-                             "Garden's default encoder (the garden uses the exact GELU)")
+    add_bool(parser, "lower_case", None,
+             "--lower_case: the model is uncased (its text is lower-cased); --no-lower_case: "
+             "cased (default: inferred, see the module docstring)", retired=["do_lower_case"])
+    add_bool(parser, "allow_approximate_gelu", False,
+             "model_garden: accept the tanh-approximate GELU of Model Garden's default encoder "
+             "(the garden uses the exact GELU)")
     return parser
 
 
@@ -382,7 +385,11 @@ def _write_output(args, converted: Dict, config: Dict) -> Dict:
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.model not in convertible():
+        parser.error(f"argument --model: invalid choice: {args.model!r} (choose from "
+                     f"{', '.join(map(repr, convertible()))})")
     generate_dir = os.path.join(args.output, GENERATE_DIR)
     if args.source == "huggingface" and models.spec(args.model).generates_from_huggingface \
             and os.path.exists(generate_dir):

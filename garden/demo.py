@@ -141,13 +141,15 @@ def _run_together(steps: Sequence[Step], env, log_dir: str) -> None:
 
 
 def _parse(argv) -> argparse.Namespace:
+    from text.flags import add_bool
+
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work_dir", default="demo_out", help="where every output goes (wiped)")
-    parser.add_argument("--full", action="store_true",
-                        help="the full-length run: more pretraining data (dupe_factor 5) and "
-                             "steps (1000), longer fine-tuning, every step one after the other "
-                             "with its output live (several times the default's time)")
+    add_bool(parser, "full", False,
+             "the full-length run: more pretraining data (dupe_factor 5) and steps (1000), "
+             "longer fine-tuning, every step one after the other with its output live "
+             "(several times the default's time)")
     parser.add_argument("--vocab_size", type=int, default=4000)
     parser.add_argument("--dupe_factor", type=int, default=None, help="default 3; --full 5")
     parser.add_argument("--pretrain_steps", type=int, default=None, help="default 300; --full 1000")

@@ -23,17 +23,18 @@ from typing import Iterable, Optional
 
 
 def main(argv: Optional[Iterable[str]] = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m garden.export",
+        description="Inspect an export: the tensorflow-text ops it uses, whether the oldest TF "
+                    "Serving release the garden supports (garden.serving.export."
+                    "MIN_TF_SERVING_FOR_TF_TEXT_OPS) has them, and its warmup requests. Exports "
+                    "are written by the trainer (garden.train).")
+    parser.add_argument("export_dir", help="a version directory <export_base>/<name>/<version>")
+    # Parsed before TensorFlow loads, so that --help and usage errors answer at once.
+    args = parser.parse_args(list(argv) if argv is not None else None)
     import tensorflow as tf
 
     from garden.serving import export
-
-    parser = argparse.ArgumentParser(
-        prog="python -m garden.export",
-        description="Inspect an export: the tensorflow-text ops it uses, whether TF Serving >= "
-                    f"{export.MIN_TF_SERVING_FOR_TF_TEXT_OPS} has them, and its warmup "
-                    "requests. Exports are written by the trainer (garden.train).")
-    parser.add_argument("export_dir", help="a version directory <export_base>/<name>/<version>")
-    args = parser.parse_args(list(argv) if argv is not None else None)
     if not tf.io.gfile.exists(posixpath.join(args.export_dir, "saved_model.pb")):
         versions = export.existing_versions(args.export_dir)
         newest = versions and posixpath.join(args.export_dir, str(versions[-1]))

@@ -88,6 +88,8 @@ def read_lines(path: str) -> Tuple[List[int], List[str], Optional[List[str]]]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from text.flags import add_bool
+
     p = argparse.ArgumentParser(prog="python -m garden.extract_features",
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--model_dir", help="a garden.train fine-tuning run directory")
@@ -98,8 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint_object", default="backbone",
                    help="object restored from --init_checkpoint (ELECTRA: discriminator)")
     p.add_argument("--vocab", help="vocabulary (default: the run's)")
-    p.add_argument("--lower_case", type=lambda s: s.lower() in ("1", "true", "yes"),
-                   default=None, help="true/false (default: the run's, else true)")
+    add_bool(p, "lower_case", None, "lower-case the text first (default: the run's, else "
+             "--lower_case)", retired=["do_lower_case"])
     p.add_argument("--tokenizer", default=None, help="wordpiece | sentencepiece | bpe")
     p.add_argument("--input", required=True)
     p.add_argument("--output", required=True, help="JSON Lines file")

@@ -349,7 +349,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--vocab", default="", help="vocabulary file (default: found in model_dir)")
     p.add_argument("--tokenizer", choices=("sentencepiece", "bpe"), default=None,
                    help="tokenizer kind (default: from the vocabulary's name)")
-    add_bool(p, "lower_case", False, "lower-case text first, as make_vocab --lower_case")
+    add_bool(p, "lower_case", False, "lower-case text first, as make_vocab --lower_case",
+             retired=["do_lower_case"])
     p.add_argument("--task", choices=TASKS, required=True,
                    help="swag: SWAG CSV (multiple choice); freeform: JSONL question/answer")
     p.add_argument("--demos", required=True,

@@ -3,7 +3,7 @@
     python -m garden.generate --model_dir=DIR --prompt="Once upon a time" [--prompt=...] \
         [--max_new_tokens=32] [--method=greedy|sample|beam] [--temperature=1.0] [--top_k=0] \
         [--top_p=1.0] [--num_beams=4] [--length_penalty=0.0] [--length_penalty_kind=gnmt] \
-        [--min_new_tokens=0] [--no_repeat_ngram_size=0] [--seed=0] [--no_jit] \
+        [--min_new_tokens=0] [--no_repeat_ngram_size=0] [--seed=0] [--no-jit] \
         [--intra_op_threads=1] [--inter_op_threads=0]
 
 For each prompt it prints the prompt, then each new token's text the moment it is decoded
@@ -90,30 +90,30 @@ def load_model_dir(model_dir: str) -> GenerationModel:
 
 # --- the command line --------------------------------------------------------------------------
 
-def build_parser() -> argparse.ArgumentParser:
-    from garden.models.decoding import LENGTH_PENALTY_KINDS, METHODS, GenerationConfig
+# The flags of garden.models.decoding.GenerationConfig's fields, with their types. They are
+# left out of the parsed arguments unless given (argparse.SUPPRESS), so the dataclass holds
+# their defaults and checks (a bad --method is its ValueError): the parser imports no
+# TensorFlow, and --help answers before TensorFlow loads.
+DECODING_FLAGS = (("max_new_tokens", int), ("method", str), ("temperature", float),
+                  ("top_k", int), ("top_p", float), ("num_beams", int),
+                  ("length_penalty", float), ("length_penalty_kind", str),
+                  ("min_new_tokens", int), ("no_repeat_ngram_size", int), ("seed", int))
 
-    defaults = GenerationConfig()
-    p = argparse.ArgumentParser(prog="python -m garden.generate",
-                                description=__doc__.split("\n\n")[0])
+
+def build_parser() -> argparse.ArgumentParser:
+    from text.flags import add_bool
+
+    p = argparse.ArgumentParser(prog="python -m garden.generate", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model_dir", required=True,
                    help="a garden.generate model directory (garden/generate_dir.py)")
     p.add_argument("--prompt", action="append", required=True,
                    help="a prompt (repeat the flag for several)")
-    p.add_argument("--max_new_tokens", type=int, default=defaults.max_new_tokens)
-    p.add_argument("--method", choices=METHODS, default=defaults.method)
-    p.add_argument("--temperature", type=float, default=defaults.temperature)
-    p.add_argument("--top_k", type=int, default=defaults.top_k)
-    p.add_argument("--top_p", type=float, default=defaults.top_p)
-    p.add_argument("--num_beams", type=int, default=defaults.num_beams)
-    p.add_argument("--length_penalty", type=float, default=defaults.length_penalty)
-    p.add_argument("--length_penalty_kind", choices=LENGTH_PENALTY_KINDS,
-                   default=defaults.length_penalty_kind)
-    p.add_argument("--min_new_tokens", type=int, default=defaults.min_new_tokens)
-    p.add_argument("--no_repeat_ngram_size", type=int, default=defaults.no_repeat_ngram_size)
-    p.add_argument("--seed", type=int, default=defaults.seed)
-    p.add_argument("--no_jit", action="store_true",
-                   help="decode without XLA (compiles faster, runs slower)")
+    for name, kind in DECODING_FLAGS:
+        p.add_argument(f"--{name}", type=kind, default=argparse.SUPPRESS,
+                       help="GenerationConfig's field (its default: the usage above)")
+    add_bool(p, "jit", True, "decode with XLA; --no-jit: without (compiles faster, runs "
+             "slower)")
     p.add_argument("--intra_op_threads", type=int, default=1,
                    help="threads one TensorFlow op may use; 1 (default): decode steps split "
                         "their large products over the inter-op threads instead; 0: "
@@ -142,9 +142,10 @@ def set_threads(intra_op: int, inter_op: int) -> None:
 
 
 def main(argv: Optional[Sequence[str]] = None, out=None) -> int:
+    args = build_parser().parse_args(argv)
+    # After parsing: --help and usage errors answer before TensorFlow loads.
     from garden.models.decoding import GenerationConfig, Generator
 
-    args = build_parser().parse_args(argv)
     out = out or sys.stdout
     fields = {f.name for f in dataclasses.fields(GenerationConfig)}
     try:
@@ -157,7 +158,7 @@ def main(argv: Optional[Sequence[str]] = None, out=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     generator = Generator(loaded.model, eos_id=loaded.eos_id, pad_id=loaded.pad_id,
-                          jit_compile=False if args.no_jit else None)
+                          jit_compile=None if args.jit else False)
     table = token_bytes(loaded.tokenizer)
     for text, prompt in zip(args.prompt, prompts):
         out.write(text)

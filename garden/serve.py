@@ -24,7 +24,8 @@ the real model server, see docs/tasks.md "Serving: garden.serve"):
                                     model_config_list, garden/server/server_config.py)
     --file_system_poll_wait_seconds=1   new versions under a base path are loaded while
                                     serving (0: look once at start-up; < 0: never)
-    --enable_model_warmup=true      replay assets.extra/tf_serving_warmup_requests on load
+    --enable_model_warmup           replay assets.extra/tf_serving_warmup_requests on load
+                                    (the default; --no-enable_model_warmup: do not)
     --tensorflow_intra_op_parallelism=0 --tensorflow_inter_op_parallelism=0
                                     TensorFlow's thread pools (0: TensorFlow's default, one
                                     thread per core each). At batch 1 on a few cores,
@@ -89,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="threads that one op may use (0: TensorFlow's default)")
     p.add_argument("--tensorflow_inter_op_parallelism", type=int, default=0,
                    help="ops run side by side (0: TensorFlow's default)")
-    p.add_argument("--verbose", action="store_true", help="log every request (Werkzeug's log)")
+    add_bool(p, "verbose", False, "log every request (Werkzeug's log)")
     return p
 
 

@@ -94,7 +94,7 @@ def mismatch(tokenizer, lower_case: bool, flag: str = "--do_lower_case") -> Opti
         examples = ", ".join(repr(p) for p in sorted(found.upper, key=lambda p: len(p) < 3)[:5])
         return (f"{tokenizer.path} is a cased vocabulary ({len(found.upper)} of {total} pieces hold an "
                 f"upper-case letter, e.g. {examples}) but {flag} is on: text is lower-cased first, so "
-                f"those pieces are never used. For a cased model pass --no{flag[2:]}; for an uncased "
+                f"those pieces are never used. For a cased model pass --no-{flag[2:]}; for an uncased "
                 f"one learn the vocabulary with make_vocab --lower_case. (Lower-casing before a cased "
                 f"model on purpose? Then ignore this.)")
     if not lower_case and found.uncased:

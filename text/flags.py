@@ -1,8 +1,10 @@
 """Command-line flags shared by the project's entry points, and flags generated from an
 options dataclass so that a setting's default and help are written once.
 
-* ``add_bool``: a boolean flag as absl spells them (--name, --name=true|false, --noname); used
-  by the data jobs, ``garden.serve``, ``garden.fewshot`` and the corpus tools.
+* ``add_bool``: a boolean flag, spelled as every tool of the project spells them: ``--name`` /
+  ``--no-name`` (argparse's BooleanOptionalAction). The older spellings (absl's ``--noname``,
+  ``--no_name``, ``--name=true|false``) are refused with a usage error that names the new one;
+  ``retired`` names of the same flag (``do_lower_case`` for ``lower_case``) likewise.
 * ``option(default, help, choices=...)``: a dataclass field that is also the flag ``--<field>``
   (its help in the field's metadata); ``fixed(default)``: a field that is never a flag. A field
   made with neither is a flag the job itself defines under the same name (``max_seq_length``):
@@ -37,11 +39,39 @@ def parse_bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected a boolean (true/false), got {text!r}")
 
 
-def add_bool(parser, name: str, default: bool, help: str) -> None:
-    """--name, --name=true|false and --noname, as absl flags allow."""
-    parser.add_argument(f"--{name}", type=parse_bool, nargs="?", const=True, default=default,
-                        help=f"{help} (default {default}; --{name}, --{name}=true|false, --no{name})")
-    parser.add_argument(f"--no{name}", dest=name, action="store_false", help=argparse.SUPPRESS)
+class RetiredFlag(argparse.Action):
+    """A spelling the tools no longer accept: a usage error naming the one to write."""
+
+    def __init__(self, option_strings, dest, *, replacement: str, **kwargs):
+        super().__init__(option_strings, argparse.SUPPRESS, nargs="?", default=argparse.SUPPRESS,
+                         help=argparse.SUPPRESS, **kwargs)
+        self.replacement = replacement
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.error(f"{option_string} is no longer accepted: write {self.replacement}")
+
+
+def retired_spellings(name: str) -> Dict[str, str]:
+    """{old spelling: new one} of the boolean flag ``name``: absl's --noname and --no_name."""
+    return {f"--no{name}": f"--no-{name}", f"--no_{name}": f"--no-{name}"}
+
+
+def add_bool(parser, name: str, default: Optional[bool], help: str, *,
+             dest: Optional[str] = None, retired: Sequence[str] = ()) -> None:
+    """``--name`` / ``--no-name`` (default ``default``; None: neither given, for flags whose
+    absence means "infer it"). ``retired``: former names of the same flag, refused naming
+    this one (``--do_lower_case`` -> ``--lower_case``)."""
+    # --name=false is refused by argparse itself ("argument --name/--no-name: ignored explicit
+    # argument 'false'"), which names both spellings.
+    parser.add_argument(f"--{name}", f"--no-{name}", dest=dest or name,
+                        action=argparse.BooleanOptionalAction,
+                        default=default, help=help)  # argparse adds "(default: ...)"
+    old = retired_spellings(name)
+    for former in retired:
+        old.update({f"--{former}": f"--{name}", f"--no-{former}": f"--no-{name}",
+                    **{k: f"--no-{name}" for k in retired_spellings(former)}})
+    for spelling, replacement in old.items():
+        parser.add_argument(spelling, action=RetiredFlag, replacement=replacement)
 
 
 def option(default: Any, help: str, *, choices: Optional[Sequence] = None) -> Any:

@@ -9,7 +9,7 @@ As BERT (``bert.iterate_pairs``, ``bert.truncate_seq_pair``, ``bert.layout_pair`
   random other document of the pool (label 1). The feature keeps BERT's name,
   ``next_sentence_labels``.
 * N-gram masking (``select_ngrams``): every masking candidate (a whole word by default; a
-  single piece with --nowhole_word_mask) is visited once in random order as the anchor of an
+  single piece with --no-whole_word_mask) is visited once in random order as the anchor of an
   n-gram of n consecutive candidates, n in {1..ngram} drawn with p proportional to 1/n
   (ngram 3: 6/11, 3/11, 2/11); an n-gram that would overshoot the budget falls back to
   shorter n, one that still does is skipped, and so is one touching an already chosen

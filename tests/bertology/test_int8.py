@@ -1,5 +1,5 @@
-"""garden.bertology.int8 on a tiny fine-tuned BERT classifier: the int8 export keeps the float
-export's signatures and answers raw text in a fresh process and over garden.serve's REST API,
+"""garden.bertology.int8 (its implementation: garden.bertology.quantization) on a tiny
+fine-tuned BERT classifier: the int8 export keeps the float export's signatures and answers raw text in a fresh process and over garden.serve's REST API,
 uses only ops TF Serving has, stores int8 weights (a smaller variables file), predicts as the
 float model does within the int8 rounding, and the LiteRT dynamic-range model runs in
 tf.lite.Interpreter close to the float logits.
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from garden.bertology import int8
+from garden.bertology import quantization as int8
 from garden.serving import export
 from garden.serving.classification import ClassificationServing
 from testing import run_code

@@ -267,7 +267,7 @@ def test_flags_and_defaults():
     assert (opts.max_seq_length, opts.max_predictions_per_seq, opts.ngram, opts.whole_word_mask) == (512, 20, 3, True)
     assert parser.parse_args([]).dupe_factor == 40
     assert albert.OBJECTIVE.tokenizer == "sentencepiece"
-    opts = albert.OBJECTIVE.make_options(parser.parse_args(["--ngram=2", "--nowhole_word_mask"]))
+    opts = albert.OBJECTIVE.make_options(parser.parse_args(["--ngram=2", "--no-whole_word_mask"]))
     assert opts.ngram == 2 and not opts.whole_word_mask
     with pytest.raises(ValueError, match="ngram must be >= 1, got 0"):
         albert.OBJECTIVE.make_options(parser.parse_args(["--ngram=0"]))

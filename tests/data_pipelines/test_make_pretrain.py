@@ -244,7 +244,7 @@ def test_in_graph_tokenizer_writes_the_same_shards(e2e, tiny_corpus, tiny_vocab_
     """--in_graph_tokenizer (the graph module in the workers) and the default
     (text.wordpiece, no TensorFlow) give the same ids, so the same bytes."""
     out = str(tmp_path / "in_graph")
-    make_pretrain.run(_argv(tiny_corpus, tiny_vocab_path, out, "--in_graph_tokenizer=true"))
+    make_pretrain.run(_argv(tiny_corpus, tiny_vocab_path, out, "--in_graph_tokenizer"))
     assert _shard_bytes(out) == e2e["bytes"]
     assert json.load(open(os.path.join(out, "info.json")))["arguments"]["in_graph_tokenizer"] is True
 
@@ -296,11 +296,13 @@ def test_clear_errors(tmp_path, tiny_corpus, tiny_vocab_path, capsys):
 
 def test_boolean_flags():
     args, rest = make_pretrain.parse_args(["--objective=bert", "--input=x", "--output_dir=o", "--vocab=v",
-                                           "--nodo_lower_case", "--whole_word_mask", "--runner=X"])
+                                           "--no-do_lower_case", "--whole_word_mask", "--runner=X"])
     assert args.do_lower_case is False and args.whole_word_mask is True and rest == ["--runner=X"]
     args, _ = make_pretrain.parse_args(["--objective=bert", "--input=x", "--output_dir=o", "--vocab=v",
-                                        "--do_lower_case=false", "--compress=true"])
-    assert args.do_lower_case is False and args.compress is True
+                                        "--do_lower_case", "--compress"])
+    assert args.do_lower_case is True and args.compress is True
+    args, _ = make_pretrain.parse_args(["--objective=bert", "--input=x", "--output_dir=o", "--vocab=v"])
+    assert args.do_lower_case is True and args.compress is False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -466,9 +468,9 @@ def test_cased_vocabulary_with_lower_casing_on_gets_one_warning(tiny_corpus, tmp
     assert len(warned) == 1
     # Pieces with letters: the 31 of the tiny vocabulary ("." has none) and the 4 with capitals.
     assert warned[0].startswith(f"{cased} is a cased vocabulary (4 of 35 pieces hold an upper-case letter, "
-                                f"e.g. 'The', 'Cat', 'Dog', '##S')") and "--nodo_lower_case" in warned[0]
+                                f"e.g. 'The', 'Cat', 'Dog', '##S')") and "--no-do_lower_case" in warned[0]
     # Lower-casing off with the same vocabulary: nothing to say.
     caplog.clear()
     make_pretrain.run(_argv(tiny_corpus, str(cased), str(tmp_path / "cased_run"), "--direct_num_workers=1",
-                            "--nodo_lower_case"))
+                            "--no-do_lower_case"))
     assert not _messages(caplog, "cased vocabulary") and not _messages(caplog, "looks uncased")

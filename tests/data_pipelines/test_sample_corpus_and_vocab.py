@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from text import vocab_files, wordpiece
-from data_pipelines import make_vocab, sample_corpus
+from data_pipelines import make_vocab, sample_corpus, sources
 from testing import run_tool
 
 
@@ -100,7 +100,7 @@ def test_make_vocab_cli(sample, tmp_path):
                     "--vocab_size=600", "--lower_case", "--lower_thresh=2", timeout=240)
     vocab = vocab_files.load_vocab(str(out))
     assert vocab[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    assert f"vocab_size={len(vocab)} (pipelines: --vocab={out} --do_lower_case=true)" in done.stdout
+    assert f"vocab_size={len(vocab)} (pipelines: --vocab={out} --do_lower_case)" in done.stdout
     # --vocab_size is the learner's target, not a bound it keeps (its threshold search can stop
     # above it: 612 and 618 for 600 on two Python builds' docs). What this input allows is: a
     # piece is a word of the lower-cased input (BERT's basic tokenizer, as the learner splits
@@ -121,11 +121,11 @@ def test_make_vocab_cli(sample, tmp_path):
 
 
 def test_make_vocab_errors(tmp_path):
-    with pytest.raises(make_vocab.InputError, match="matches no files"):
+    with pytest.raises(sources.InputError, match="matches no files"):
         make_vocab.match_files(str(tmp_path / "none-*.txt"))
     empty = tmp_path / "empty.txt"
     empty.write_text("\n  \n", encoding="utf-8")
-    with pytest.raises(make_vocab.InputError, match="no text"):
+    with pytest.raises(sources.InputError, match="no text"):
         make_vocab.learn_vocab([str(empty)], 100, True)
     with pytest.raises(SystemExit, match="matches no files"):
         make_vocab.main([f"--input={tmp_path}/none-*.txt", f"--output={tmp_path}/v.txt", "--vocab_size=100"])
@@ -151,11 +151,9 @@ def test_make_vocab_skips_and_counts_bad_lines_as_make_pretrain(tmp_path, kind, 
 
 def test_make_vocab_reads_what_make_pretrain_reads(tmp_path):
     """One reader: the sentences make_vocab learns from are those of sources.read_documents."""
-    from data_pipelines import sources
-
     corpus = tmp_path / "c.txt"
     corpus.write_bytes(b"  one two .  \n\xff\n\n\nthree \x00\nfour five .\n")
-    skips = make_vocab.Skips()
+    skips = sources.SkipLog()
     with open(corpus, "rb") as f:
         docs = list(sources.read_documents(f, lambda r, n: None))
     assert list(make_vocab.iter_lines([str(corpus)], skips)) == [s for d in docs for s in d] == [

@@ -191,8 +191,8 @@ def test_tf1_release_converts_with_casing_from_its_name(tf1_bert, data, root):
             f"--config={plain / 'bert_config.json'}"]
     proc = convert_cli(*args, f"--output={root / 'out_plain'}", check=False)
     last = proc.stderr.strip().splitlines()
-    assert proc.returncode == 2 and "--lower_case" in last[-1] and "--nolower_case" in last[-1]
-    convert_cli(*args, "--nolower_case", f"--output={root / 'out_plain'}")
+    assert proc.returncode == 2 and "--lower_case" in last[-1] and "--no-lower_case" in last[-1]
+    convert_cli(*args, "--no-lower_case", f"--output={root / 'out_plain'}")
     assert _info(root / "out_plain")["tokenizer"]["lower_case"] is False
 
 

@@ -62,7 +62,7 @@ def expected_text(model, prompts, config):
 def test_the_cli_streams_each_prompts_continuation_in_a_fresh_process(model_dir):
     prompts = ["the cat sat", "hi"]
     proc = run_module("garden.generate", f"--model_dir={model_dir[0]}", f"--prompt={prompts[0]}",
-                      f"--prompt={prompts[1]}", "--max_new_tokens=6", "--no_jit",
+                      f"--prompt={prompts[1]}", "--max_new_tokens=6", "--no-jit",
                       env_extra={"PYTHONPATH": os.path.join(REPO_ROOT, "tests")}, timeout=300)
     expected = expected_text(model_dir, prompts, GenerationConfig(max_new_tokens=6))
     assert proc.stdout.splitlines() == expected
@@ -120,7 +120,7 @@ def test_convert_writes_a_generate_directory_that_continues_as_hugging_face_does
     prompt = "the cat sat"
     printed = io.StringIO()
     assert cli.main([f"--model_dir={out_dir / 'generate'}", f"--prompt={prompt}",
-                     "--max_new_tokens=8", "--no_jit"], out=printed) == 0
+                     "--max_new_tokens=8", "--no-jit"], out=printed) == 0
     from text.tokenizers import load_tokenizer
 
     ids = load_tokenizer("bpe", str(hf_dir / "vocab.json"), lower_case=False).tokenize([prompt])

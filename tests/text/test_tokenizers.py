@@ -14,7 +14,7 @@ import shutil
 import pytest
 
 from text import bpe, tokenizers, vocab_files
-from data_pipelines import make_vocab, sample_corpus
+from data_pipelines import make_vocab, sample_corpus, sources
 
 VARIED = [
     "Hello, World!",
@@ -274,7 +274,7 @@ def test_make_vocab_errors(tmp_path, capsys):
     empty = tmp_path / "empty.txt"
     empty.write_text("\n  \n\n", encoding="utf-8")
     for kind, out in (("sentencepiece", "x.model"), ("bpe", "bpe")):
-        with pytest.raises(make_vocab.InputError, match="no text"):
+        with pytest.raises(sources.InputError, match="no text"):
             (make_vocab.learn_sentencepiece if kind == "sentencepiece" else make_vocab.learn_bpe)(
                 [str(empty)], 300, True)
         with pytest.raises(SystemExit, match="matches no files"):
@@ -357,7 +357,7 @@ def test_casing_tells_cased_from_uncased_vocabularies(kind, toks, cased_toks):
     warning = casing.mismatch(cased_toks[kind], lower_case=True)
     assert warning.startswith(f"{cased_toks[kind].path} is a cased vocabulary ({len(cased.upper)} of "
                               f"{len(cased.upper) + cased.lower} pieces hold an upper-case letter")
-    assert "--nodo_lower_case" in warning and "make_vocab --lower_case" in warning
+    assert "--no-do_lower_case" in warning and "make_vocab --lower_case" in warning
     # The reverse is a guess, made only with many lower-case pieces and not one capital.
     reverse = casing.mismatch(toks[kind], lower_case=False)
     if uncased.lower >= casing.UNCASED_MIN_LOWER:
