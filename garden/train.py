@@ -11,9 +11,19 @@ checkpoints + resume + preemption (checkpoints.py), the log line, TensorBoard an
 step (setup.py), and the run object that holds them from build to finish (run.py).
 
 Flags:
-  --config FILE          gin file(s), applied in order (repeatable).
+  --config FILE          gin file(s), applied in order (repeatable). --gin_file is the same flag
+                         (gin's and t5x's name); both may be mixed, in the order given.
   --gin_param BINDING    extra gin binding, e.g. --gin_param="DATA_DIR='/data/bert'" (repeatable).
+                         --gin_bindings is the same flag (gin's and t5x's name).
   --model_dir DIR        checkpoints, TensorBoard logs, operative_config.gin, summary.json.
+  --mode MODE            train (default) | eval: evaluation only (garden/training/evaluation.py):
+                         restores the newest checkpoint of --model_dir (or --checkpoint), runs
+                         the task's evaluation on its eval data, writes the scores to
+                         TensorBoard (model_dir/eval, tags eval/<name>) and to summary.json
+                         under "evaluations" (training's own keys are left as they are), and
+                         trains, checkpoints and exports nothing.
+  --checkpoint PATH      --mode=eval: the checkpoint to score (a prefix, e.g.
+                         RUN/checkpoints/ckpt-1000); default: the newest of model_dir.
   --strategy NAME        auto | one_device | mirrored (default) | multi_worker_mirrored | tpu.
                          auto: tpu when --tpu or the TPU_NAME environment variable is set,
                          multi_worker_mirrored when TF_CONFIG names two or more workers,
@@ -38,6 +48,7 @@ from typing import Optional
 
 import gin
 
+from text.flags import add_bool
 from garden.serving.precision import PRECISIONS as EXPORT_PRECISIONS
 from garden.tasks.base import ConfigError
 from garden.training.settings import PRECISIONS
@@ -48,8 +59,9 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # --------------------------------------------------------------------------------------
 # The loop: composed of garden/training's pieces; it calls the Task contract and nothing else.
 # --------------------------------------------------------------------------------------
-@gin.configurable(denylist=["model_dir", "strategy"])
-def train(model_dir: str, strategy, *, task=gin.REQUIRED, train_steps: int = gin.REQUIRED,
+@gin.configurable(denylist=["model_dir", "strategy", "evaluate_checkpoint"])
+def train(model_dir: str, strategy, *, evaluate_checkpoint: Optional[str] = None,
+          task=gin.REQUIRED, train_steps: int = gin.REQUIRED,
           global_batch_size: int = gin.REQUIRED, gradient_accumulation_steps: int = 1,
           seed: int = 42, log_every: int = 100, eval_every: int = 0,
           checkpoint_every: int = 1000, keep_checkpoints: int = 3,
@@ -105,6 +117,10 @@ def train(model_dir: str, strategy, *, task=gin.REQUIRED, train_steps: int = gin
     Resumes from the newest checkpoint in model_dir/checkpoints; writes TensorBoard scalars to
     model_dir/train, the operative gin config and a final summary.json; exports the task's
     serving module when the task names an export_base.
+
+    evaluate_checkpoint (not a gin binding; garden.train --mode=eval): trains nothing, but
+    scores that checkpoint with the same task, model and precision
+    (garden.training.evaluation.evaluate_checkpoint) and returns its record.
     """
     from garden import distribute
     from garden.training import settings, setup
@@ -134,10 +150,17 @@ def train(model_dir: str, strategy, *, task=gin.REQUIRED, train_steps: int = gin
     with setup.dtype_policy(hardware.precision):
         task.prepare()
         setup.check_arguments(loop, replicas=strategy.num_replicas_in_sync)
-        if hardware.export_precision != "float32":
+        if hardware.export_precision != "float32" and not evaluate_checkpoint:
             from garden.training import report
 
             report.check_export(task, hardware)
+        if evaluate_checkpoint:
+            from garden.training import evaluation
+
+            return evaluation.evaluate_checkpoint(
+                evaluate_checkpoint, model_dir=model_dir, strategy=strategy, task=task,
+                loop=loop, optimization=optimization, fine_tuning=fine_tuning,
+                hardware=hardware)
         for warning in setup.schedule_warnings(loop, optimization):
             print(f"[train] warning: {warning}", flush=True)
         run = Run(model_dir=model_dir, strategy=strategy, task=task, loop=loop)
@@ -246,11 +269,11 @@ def _tf_op_error():
     return tf.errors.OpError
 
 
-def _train_reporting_macros(model_dir: str, strategy) -> None:
+def _train_reporting_macros(model_dir: str, strategy, evaluate_checkpoint=None) -> None:
     """train(), with a macro the config uses but nobody bound (%VOCAB, %DATA_DIR) reported by
     name: gin only says that a `macro()` call in scope VOCAB lacks its value."""
     try:
-        train(model_dir=model_dir, strategy=strategy)
+        train(model_dir=model_dir, strategy=strategy, evaluate_checkpoint=evaluate_checkpoint)
     except TypeError as e:
         found = re.search(r"configurable 'macro' .* in scope '([^']+)'", str(e))
         if not found:
@@ -264,9 +287,20 @@ def _train_reporting_macros(model_dir: str, strategy) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m garden.train", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", action="append", required=True, help="gin config file(s)")
-    parser.add_argument("--gin_param", action="append", default=[], help="extra gin binding(s)")
+    # --gin_file / --gin_bindings: gin's and t5x's names of the same two flags, so one
+    # action each: repeated and mixed, they append to one list in the order given.
+    parser.add_argument("--config", "--gin_file", dest="config", action="append", required=True,
+                        help="gin config file(s)")
+    parser.add_argument("--gin_param", "--gin_bindings", dest="gin_param", action="append",
+                        default=[], help="extra gin binding(s)")
     parser.add_argument("--model_dir", help="output directory (required unless --summary)")
+    parser.add_argument("--mode", choices=("train", "eval"), default="train",
+                        help="eval: score a checkpoint of --model_dir on the task's eval data "
+                             "(TensorBoard model_dir/eval, summary.json 'evaluations'); trains "
+                             "nothing")
+    parser.add_argument("--checkpoint", default=None,
+                        help="--mode=eval: the checkpoint prefix to score (default: the newest "
+                             "in model_dir/checkpoints)")
     parser.add_argument("--strategy", default="mirrored",
                         help="auto | one_device | mirrored | multi_worker_mirrored | tpu. auto picks "
                              "tpu when --tpu or the TPU_NAME environment variable is set, "
@@ -284,9 +318,12 @@ def main(argv=None) -> int:
     parser.add_argument("--export_precision", choices=EXPORT_PRECISIONS, default=None,
                         help="binds train.export_precision (after the --gin_param bindings): "
                              "what the export's matmuls compute in; its signatures stay float32")
-    parser.add_argument("--summary", action="store_true",
-                        help="print the configured model's summary and parameter count, then exit")
+    add_bool(parser, "summary", False,
+             "print the configured model's summary and parameter count, then exit")
     args = parser.parse_args(argv)
+    if args.checkpoint and args.mode != "eval":
+        parser.error("--checkpoint names the checkpoint --mode=eval scores; training resumes "
+                     "from the newest in --model_dir")
     bindings = args.gin_param + [f"train.{name} = '{value}'" for name, value in (
         ("precision", args.precision), ("export_precision", args.export_precision)) if value]
     try:
@@ -301,11 +338,18 @@ def main(argv=None) -> int:
             cpu = tf.config.list_physical_devices("CPU")[0]
             tf.config.set_logical_device_configuration(
                 cpu, [tf.config.LogicalDeviceConfiguration()] * args.logical_cpus)
+        if args.mode == "eval":
+            from garden.training import evaluation
+
+            checkpoint = evaluation.find_checkpoint(args.model_dir, args.checkpoint)
         parse_config(args.config, bindings)
         from garden import distribute
 
         strategy = distribute.create_strategy(args.strategy, args.tpu)
-        _train_reporting_macros(args.model_dir, strategy)
+        if args.mode == "eval":
+            _train_reporting_macros(args.model_dir, strategy, evaluate_checkpoint=checkpoint)
+        else:
+            _train_reporting_macros(args.model_dir, strategy)
     except (ConfigError, PermissionError, FileNotFoundError, FloatingPointError) as e:
         message = f"error: {_without_gin_context(e)}"
     except ValueError as e:  # data/config mismatches raised by tasks (DataDirError, ...)

@@ -67,13 +67,14 @@ class Checkpoints:
     def latest(self) -> Optional[str]:
         return self.manager.latest_checkpoint
 
-    def restore(self) -> Optional[str]:
-        """Restores the newest checkpoint of model_dir (None: there is none, a fresh start).
+    def restore(self, path: Optional[str] = None) -> Optional[str]:
+        """Restores checkpoint `path`, by default the newest of model_dir (None: there is none,
+        a fresh start).
 
         A checkpoint of another model is refused by name: which checkpoint, which variable."""
         import tensorflow as tf
 
-        latest = tf.train.latest_checkpoint(self.directory)
+        latest = path or tf.train.latest_checkpoint(self.directory)
         if latest:
             saved = {name.split("/")[0] for name, _ in tf.train.list_variables(latest)}
             checkpoint = self.checkpoint

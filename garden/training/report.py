@@ -9,7 +9,7 @@ from typing import Any, Dict, Optional
 from garden.tasks.base import ConfigError
 
 
-def evaluate(task, model, writer, step: int) -> Dict[str, float]:
+def evaluate(task, model, writer, step: int, who: str = "train") -> Dict[str, float]:
     """Runs task.evaluate, logs its numbers to TensorBoard as eval/<name> and prints the floats:
     `[train] eval at step 10 | loss 5.1234 ...`. Returns the numeric results ({}: none)."""
     import tensorflow as tf
@@ -21,7 +21,7 @@ def evaluate(task, model, writer, step: int) -> Dict[str, float]:
             tf.summary.scalar(f"eval/{k}", v)
     if results:
         shown = " ".join(f"{k} {v:.4f}" for k, v in results.items() if isinstance(v, float))
-        print(f"[train] eval at step {step} | {shown}", flush=True)
+        print(f"[{who}] eval at step {step} | {shown}", flush=True)
     return numbers
 
 
@@ -80,6 +80,17 @@ def export(task, model, hardware) -> Optional[str]:
                          precision=hardware.export_precision)
     print(f"[train] exported {path} ({hardware.export_precision})", flush=True)
     return str(path)
+
+
+def read_summary(model_dir: str) -> Optional[Dict[str, Any]]:
+    """model_dir/summary.json (None: there is none)."""
+    import tensorflow as tf
+
+    path = posixpath.join(model_dir, "summary.json")
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path) as f:
+        return json.load(f)
 
 
 def write_summary(model_dir: str, summary: Dict[str, Any]) -> str:

@@ -208,6 +208,11 @@ class Run:
             **(self.pruning.summary(self.model_dir) if self.pruning else {}),
             **result,
         }
+        # garden.train --mode=eval's scores of this run's checkpoints (training/evaluation.py)
+        # outlive a resumed training's new summary.
+        evaluations = (report.read_summary(self.model_dir) or {}).get("evaluations")
+        if evaluations:
+            summary["evaluations"] = evaluations
         report.write_summary(self.model_dir, summary)
         print(f"[train] done: step {self.step}, checkpoint {self.checkpoints.latest}", flush=True)
         return summary
