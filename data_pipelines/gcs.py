@@ -48,6 +48,28 @@ def missing_modules(modules: Sequence[str] = DATAFLOW_MODULES) -> list:
     return missing
 
 
+# What Beam logs when it is imported without the dataflow extra: a root-logger WARNING from its
+# BigQuery client stubs ("apitools not found, ...") in every process that imports Beam, and an
+# INFO from its BigQuery I/O. Both are expected on the runtime install and say nothing about a
+# local job, so they are dropped while the extra is absent (quiet_beam_without_the_extra).
+BEAM_WITHOUT_GCP = ("apitools not found, and bigquery client libraries",
+                    "No module named google.cloud.bigquery_storage")
+
+
+class _BeamWithoutGcp(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(BEAM_WITHOUT_GCP)
+
+
+def quiet_beam_without_the_extra() -> None:
+    """Drops BEAM_WITHOUT_GCP's records when the dataflow extra is absent; run by the package's
+    __init__, before anything imports Beam. (Beam's warning still configures the root logger
+    once, so the jobs configure theirs with force=True: jobs.log_to_stderr.)"""
+    if missing_modules(("apitools",)):
+        for name in ("", "apache_beam.io.gcp.bigquery"):
+            logging.getLogger(name).addFilter(_BeamWithoutGcp())
+
+
 def require_dataflow_extra(what: str) -> None:
     """MissingDataflowExtra naming ``what`` (e.g. "--input=gs://b/x" or "--runner=DataflowRunner")
     and the install command, when the dataflow extra's modules are absent."""

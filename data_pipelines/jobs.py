@@ -127,7 +127,10 @@ def exit_on(*errors: type):
 
 def log_to_stderr() -> None:
     """The log lines of a job's command line (progress, skipped lines, warnings)."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    # force: on the runtime install Beam's import-time warning has already given the root logger
+    # a WARNING-level handler (data_pipelines/gcs.py, BEAM_WITHOUT_GCP), which would hide INFO lines
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s",
+                        force=True)
 
 
 def command_line(run: Callable[[Optional[Sequence[str]]], Any], argv: Optional[Sequence[str]]) -> None:
