@@ -67,6 +67,7 @@ TFDS_PACKAGES = ("tensorflow-datasets", "tensorflow")  # text/finetune/tfds_sour
 # Options by which the user already says how workers get their packages; then nothing is added.
 USER_DEPENDENCY_FLAGS = ("--requirements_file", "--setup_file", "--sdk_container_image",
                          "--worker_harness_container_image")
+DATAFLOW_RUNNERS = ("DataflowRunner", "dataflow")
 LOCAL_RUNNERS = (None, "DirectRunner", "direct", "SwitchingDirectRunner", "FnApiRunner",
                  "BundleBasedDirectRunner", "PrismRunner")
 # pip freeze leaves these out; pip installs them where a dependency asks.
@@ -80,9 +81,10 @@ def is_remote(path: Optional[str]) -> bool:
 
 
 def roots(tokenizer: str, vocab: str = "", input: str = "", input_format: str = "text",
-          remote_runner: bool = False) -> List[str]:
+          gcp: bool = False) -> List[str]:
     """The distributions (requirement strings) the job's per-element code imports: the table
-    rows that its tokenizer kind, its paths and its input format select."""
+    rows that its tokenizer kind, its paths and its input format select. ``gcp``: Beam with its
+    gcp extra (Dataflow, or gs:// paths on any runner)."""
     if tokenizer not in TOKENIZER_PACKAGES:
         raise ValueError(f"unknown tokenizer kind {tokenizer!r}; one of {sorted(TOKENIZER_PACKAGES)}")
     names = list(EVERY_JOB) + list(TOKENIZER_PACKAGES[tokenizer])
@@ -91,7 +93,7 @@ def roots(tokenizer: str, vocab: str = "", input: str = "", input_format: str = 
     if input_format == "tfds":
         names += TFDS_PACKAGES
     unique = list(dict.fromkeys(names))
-    return [f"{n}[gcp]" if n == "apache-beam" and remote_runner else n for n in unique]
+    return [f"{n}[gcp]" if n == "apache-beam" and gcp else n for n in unique]
 
 
 def closure(requirements: Iterable[str]) -> Dict[str, str]:
@@ -160,21 +162,23 @@ def with_worker_packages(beam_args: Sequence[str], args: argparse.Namespace,
     requirements file (--requirements_file, --requirements_cache=skip) and the workers' wheel of
     text/ and data_pipelines/ without dependencies (--extra_package; ``build_worker_wheel``),
     each unless the user chose it (USER_DEPENDENCY_FLAGS, --extra_package). Unchanged for the
-    local runner. ``args``: the job's parsed flags (tokenizer, vocab, input, input_format)."""
+    local runner. ``args``: the job's parsed flags (tokenizer, vocab, input, input_format, output_dir)."""
     beam_args = list(beam_args)
     runner = runner_of(beam_args)
     if runner in LOCAL_RUNNERS:
         return beam_args
-    if runner in ("DataflowRunner", "dataflow"):
+    if runner in DATAFLOW_RUNNERS:
         gcs.require_dataflow_extra(f"--runner={runner}")
     directory = directory or tempfile.mkdtemp(prefix="garden-workers-")
+    os.makedirs(directory, exist_ok=True)
     added = []
     chosen = flag_given(beam_args, *USER_DEPENDENCY_FLAGS)
     if chosen:
         log.info("workers get their packages from %s (not the job's own requirements file)", chosen)
     else:
-        requirements = roots(args.tokenizer, args.vocab, args.input, args.input_format,
-                             remote_runner=True)
+        gcp = runner in DATAFLOW_RUNNERS or any(
+            str(path).startswith("gs://") for path in (args.vocab, args.input, args.output_dir))
+        requirements = roots(args.tokenizer, args.vocab, args.input, args.input_format, gcp=gcp)
         text = render(requirements)
         path = os.path.join(directory, "requirements-workers.txt")
         with open(path, "w", encoding="utf-8") as f:
@@ -257,7 +261,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help="text, jsonl: make_pretrain corpora; files: make_finetune task files; tfds")
     args = p.parse_args(argv)
     sys.stdout.write(render(roots(args.tokenizer, args.vocab, args.input, args.input_format,
-                                  remote_runner=True)))
+                                  gcp=True)))
     return 0
 
 

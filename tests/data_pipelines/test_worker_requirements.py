@@ -150,11 +150,11 @@ def test_remote_paths_and_tfds_add_their_readers():
     assert "tensorflow" in roots("wordpiece", "gs://b/vocab.txt", "c/*.txt", "text")
     assert "tensorflow" in roots("wordpiece", "v.txt", "gs://b/train.conll", "files")
     assert {"tensorflow-datasets", "tensorflow"} <= set(roots("wordpiece", "v.txt", "tfds:squad", "tfds"))
-    assert roots("wordpiece", remote_runner=True)[0] == "apache-beam[gcp]"
+    assert roots("wordpiece", gcp=True)[0] == "apache-beam[gcp]"
 
 
 class Args:
-    tokenizer, vocab, input, input_format = "wordpiece", "vocab.txt", "gs://b/c/*.txt", "text"
+    tokenizer, vocab, input, input_format, output_dir = "wordpiece", "vocab.txt", "gs://b/c/*.txt", "text", "out"
 
 
 def test_a_remote_runner_gets_the_jobs_file_and_a_wheel_without_dependencies(tmp_path):
@@ -175,6 +175,12 @@ def test_a_remote_runner_gets_the_jobs_file_and_a_wheel_without_dependencies(tmp
     assert "data_pipelines/objectives/bert.py" in names and "text/wordpiece.py" in names
     assert not any(n.startswith("garden/") for n in names)
     assert "Requires-Dist" not in metadata  # else Beam's `pip install WHEEL` brings TensorFlow back
+    # A Flink job on local paths gets plain Beam (no Google Cloud packages on its workers).
+    class Local(Args):
+        input = "/data/c/*.txt"
+    flink = worker_requirements.with_worker_packages(["--runner=FlinkRunner"], Local(), directory=str(tmp_path / "f"))
+    pins = pathlib.Path(dict(a.split("=", 1) for a in flink[1:])["--requirements_file"]).read_text()
+    assert "\napache-beam==" in pins and "google-cloud-storage" not in pins
     # What the user chose stays: no second requirements file, no second package.
     chosen = ["--runner=DataflowRunner", "--requirements_file=mine.txt", "--extra_package=my.whl"]
     assert worker_requirements.with_worker_packages(chosen, Args(), directory=str(tmp_path)) == chosen
