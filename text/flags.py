@@ -63,8 +63,8 @@ def add_bool(parser, name: str, default: Optional[bool], help: str, *,
     this one (``--do_lower_case`` -> ``--lower_case``)."""
     # --name=false is refused by argparse itself ("argument --name/--no-name: ignored explicit
     # argument 'false'"), which names both spellings.
-    parser.add_argument(f"--{name}", f"--no-{name}", dest=dest or name,
-                        action=argparse.BooleanOptionalAction,
+    # BooleanOptionalAction adds --no-name itself (given it too, it would also add --no-no-name)
+    parser.add_argument(f"--{name}", dest=dest or name, action=argparse.BooleanOptionalAction,
                         default=default, help=help)  # argparse adds "(default: ...)"
     old = retired_spellings(name)
     for former in retired:
