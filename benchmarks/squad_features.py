@@ -93,7 +93,7 @@ def ours_cmd(squad_file: str, vocab: str, out_dir: str, workers: int) -> List[st
     return [sys.executable, "-m", "data_pipelines.make_finetune", "--task=question_answering",
             f"--input={squad_file}", f"--vocab={vocab}", f"--output_dir={out_dir}",
             f"--max_seq_length={MAX_SEQ_LENGTH}",
-            f"--doc_stride={DOC_STRIDE}", f"--max_query_length={MAX_QUERY_LENGTH}", "--do_lower_case",
+            f"--doc_stride={DOC_STRIDE}", f"--max_query_length={MAX_QUERY_LENGTH}", "--lower_case",
             "--num_shards=1", "--progress_seconds=0", f"--direct_num_workers={workers}",
             f"--direct_running_mode={mode}"]
 

@@ -330,7 +330,7 @@ def run_ours(args, corpus: pd.Corpus, spm_path: str, work_dir: str, name: str = 
     out = os.path.join(work_dir, name)
     cmd = [sys.executable, "-m", "data_pipelines.make_pretrain", "--objective=xlnet", f"--input={corpus.pattern}",
            f"--output_dir={out}", f"--vocab={spm_path}", f"--max_seq_length={args.seq_length}",
-           f"--reuse_len={args.reuse_length}", f"--num_predict={args.num_predict}", "--no-do_lower_case",
+           f"--reuse_len={args.reuse_length}", f"--num_predict={args.num_predict}", "--no-lower_case",
            "--dupe_factor=1", f"--num_shards={args.num_shards}", f"--seed={args.seed}", "--overwrite",
            "--direct_num_workers=1", "--direct_running_mode=in_memory"]
     usage = pd.measure(cmd, name, os.path.join(work_dir, f"{name}.log"))

@@ -1,60 +1,23 @@
-"""Command-line plumbing of the Beam jobs: our flags, every Beam pipeline option passed through,
-unknown flags refused, the offline local runner, and --dry_run for Dataflow.
+"""Beam's side of the jobs' command line: the runner a job's options name (the offline local
+runner by default), and --dry_run for Dataflow.
 
 A job's parser holds only its own flags; whatever it does not know must be a flag of one of
 Beam's PipelineOptions classes (--runner, --direct_num_workers, --project, --region, ...),
-which go to ``PipelineOptions`` unchanged.
+which go to ``PipelineOptions`` unchanged (checked by job_flags.split_args, before Beam loads).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
-from typing import List, Optional, Sequence, Tuple
+from typing import Optional
 
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, TestOptions
 
 from text.flags import parse_bool
 
 _LOG = logging.getLogger("data_pipelines.beam_options")
-
-PASS_THROUGH_HELP = ("Any flag not listed here is passed to Beam's PipelineOptions (--runner, "
-                     "--direct_num_workers, --direct_running_mode, --project, --region, --temp_location, "
-                     "--dry_run ...).")
-
-
-def split_args(parser: argparse.ArgumentParser, argv: Sequence[str],
-               hint: str = "see --help") -> Tuple[argparse.Namespace, List[str]]:
-    """(our flags, Beam's flags) of ``argv``; a usage error (exit 2) names any flag that is
-    neither ours nor a Beam pipeline option. ``parser`` must have ``allow_abbrev=False``, so
-    that an abbreviation never swallows a Beam option."""
-    args, beam_args = parser.parse_known_args(list(argv))
-    unknown = unknown_beam_args(beam_args)
-    if unknown:
-        parser.error(f"unrecognized arguments: {' '.join(unknown)} (neither flags of this job "
-                     f"{hint} nor Beam pipeline options; see --help)")
-    return args, beam_args
-
-
-def unknown_beam_args(beam_args: Sequence[str]) -> List[str]:
-    """The flags among ``beam_args`` that no registered Beam PipelineOptions class defines
-    (Beam itself would only log and drop them, so a typo would silently change nothing)."""
-    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    seen, todo = set(), [PipelineOptions]
-    while todo:
-        cls = todo.pop()
-        if cls in seen:
-            continue
-        seen.add(cls)
-        todo.extend(cls.__subclasses__())
-        try:
-            cls._add_argparse_args(parser)
-        except argparse.ArgumentError:
-            pass  # an option defined by two classes: the first registration stands
-    _, unknown = parser.parse_known_args(list(beam_args))
-    return [a for a in unknown if a.startswith("--")]
 
 
 def runner_name(options: PipelineOptions) -> str:

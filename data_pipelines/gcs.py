@@ -64,7 +64,7 @@ class _BeamWithoutGcp(logging.Filter):
 def quiet_beam_without_the_extra() -> None:
     """Drops BEAM_WITHOUT_GCP's records when the dataflow extra is absent; run by the package's
     __init__, before anything imports Beam. (Beam's warning still configures the root logger
-    once, so the jobs configure theirs with force=True: jobs.log_to_stderr.)"""
+    once, so the jobs configure theirs with force=True: cli.log_to_stderr.)"""
     if missing_modules(("apitools",)):
         for name in ("", "apache_beam.io.gcp.bigquery"):
             logging.getLogger(name).addFilter(_BeamWithoutGcp())

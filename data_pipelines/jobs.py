@@ -1,6 +1,8 @@
-"""What the Beam data jobs (make_pretrain, make_finetune) share around their pipelines: the
-common flags and their checks, the paths and the vocabulary checked before anything runs, the
-input listed, progress lines, the run's end state and stats, and info.json's shared fields.
+"""What the Beam data jobs (make_pretrain, make_finetune) share around their pipelines once
+their flags are parsed (the parser and the common flags are cli.py's, so that --help
+answers before Beam loads): Beam's options, the paths and the vocabulary checked before
+anything runs, the input listed, progress lines, the run's end state and stats, and
+info.json's shared fields.
 
 Each job's ``run(argv)`` calls these in its own order, top to bottom. What runs on the workers
 is in pretrain_transforms.py and finetune_transforms.py; the output directory's lifecycle
@@ -9,8 +11,6 @@ is in pretrain_transforms.py and finetune_transforms.py; the output directory's 
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import dataclasses
 import json
 import logging
@@ -21,90 +21,17 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
-from text import casing, features, flags, kinds, tokenizers, vocab_files
-from text import vocab as text_vocab
+from text import casing, features, tokenizers
 from text.finetune import parse_tfds
 from data_pipelines import beam_options, gcs, output, progress, sources, worker_requirements
 
 # Errors that mean the user must fix the input, the output directory or the credentials: a run
-# ends on them with one "error: ..." line (``exit_on``), not a traceback.
+# ends on them with one "error: ..." line (``cli.exit_on``), not a traceback.
 BAD_INPUT = (sources.InputError, output.OutputError, gcs.CredentialsError)
-# A --vocab that cannot be used; run() raises them as they are, main() ends on them in one line.
-BAD_VOCABULARY = (vocab_files.VocabularyError, text_vocab.VocabularyRoleError)
 
 
 # ---------------------------------------------------------------------------------------------
-# The command line
-
-
-def new_parser(prog: str, doc: str, kind_help: str) -> argparse.ArgumentParser:
-    """A job's parser: the first paragraph of its module docstring as description, the rest as
-    epilog; unknown flags go to Beam (data_pipelines.beam_options)."""
-    head, _, rest = doc.partition("\n\n")
-    return argparse.ArgumentParser(
-        prog=prog, description=head + "\n\n" + beam_options.PASS_THROUGH_HELP + " " + kind_help,
-        epilog=rest, formatter_class=argparse.RawDescriptionHelpFormatter,
-        allow_abbrev=False)  # an abbreviation must never swallow a Beam option
-
-
-def add_input_flags(p: argparse.ArgumentParser, input_help: str) -> None:
-    """--input (a glob, or tfds:NAME[/CONFIG][:SPLIT]) and --tfds_data_dir, as every job has them."""
-    p.add_argument("--input", required=True, help=input_help)
-    p.add_argument("--tfds_data_dir", default=None,
-                   help="tensorflow-datasets data_dir holding the prepared dataset (nothing is downloaded)")
-
-
-def add_output_flags(p: argparse.ArgumentParser) -> None:
-    """--output_dir, --compress and --overwrite, as every job has them."""
-    p.add_argument("--output_dir", required=True, help="directory for shards, info.json, stats.json, COMPLETED")
-    flags.add_bool(p, "compress", False, "write GZIP-compressed .tfrecord.gz shards")
-    flags.add_bool(p, "overwrite", False, "replace an existing completed output directory")
-
-
-def add_vocab_flags(p: argparse.ArgumentParser, vocab_help: str, tokenizer_help: str,
-                    lower_case_help: str) -> None:
-    """--vocab, --tokenizer (None: the job picks the kind) and --do_lower_case, as every job has
-    them; the helps say what they mean for this job."""
-    p.add_argument("--vocab", required=True,
-                   help=vocab_help + ": vocab.txt (wordpiece), *.model (sentencepiece) or vocab.json "
-                   "with merges.txt beside it (bpe)")
-    p.add_argument("--tokenizer", choices=vocab_files.KINDS, default=None, help=tokenizer_help)
-    flags.add_bool(p, "do_lower_case", True, "lower-case before tokenizing; must match the vocabulary "
-                   + lower_case_help)
-
-
-def chosen(argv: Sequence[str], flag: str, choices: Sequence[str], get: Callable, prog: str):
-    """(name, record) of the kind that ``--flag`` chooses in ``argv`` (objective, task), read
-    before the whole parser exists because the kind adds its own flags to it; (None, None)
-    when the flag is absent (the parser then says it is required). An invalid name is a usage
-    error (a retired one names its replacement: text/kinds.py); a kind whose module cannot be
-    imported ends the run with one line."""
-    pre = argparse.ArgumentParser(prog=prog, add_help=False,
-                                  allow_abbrev=False)  # its errors name the command as typed
-    pre.add_argument(f"--{flag}")
-    name = getattr(pre.parse_known_args(list(argv))[0], flag)
-    if not name:
-        return None, None
-    if name not in choices:
-        retired = kinds.renamed(f"--{flag}={name}")
-        pre.error(f"argument --{flag}: invalid choice: {name!r} (choose from "
-                  f"{', '.join(map(repr, choices))})" + (f"; {retired}" if retired else ""))
-    try:
-        return name, get(name)
-    except ImportError as e:
-        raise SystemExit(f"error: --{flag}={name}: {e}") from e
-
-
-def check_positive(parser: argparse.ArgumentParser, args, names: Sequence[str]) -> None:
-    """A usage error for the first of the int flags ``names`` below 1."""
-    for name in names:
-        if getattr(args, name) < 1:
-            parser.error(f"--{name} must be >= 1, got {getattr(args, name)}")
-
-
-def check_progress_seconds(parser: argparse.ArgumentParser, args) -> None:
-    if not args.progress_seconds >= 0:
-        parser.error(f"--progress_seconds must be >= 0 (0: no progress lines), got {args.progress_seconds}")
+# Beam's options (the job's own flags are parsed by cli.py, before Beam loads)
 
 
 def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
@@ -113,32 +40,6 @@ def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
     options = PipelineOptions(list(beam_args))
     options.view_as(StandardOptions).no_wait_until_finish = False
     return options
-
-
-@contextlib.contextmanager
-def exit_on(*errors: type):
-    """``with exit_on(E, ...):`` an exception of those types ends the run with
-    SystemExit("error: <its message>"): one line that names what to fix, no traceback."""
-    try:
-        yield
-    except errors as e:
-        raise SystemExit(f"error: {e}") from e
-
-
-def log_to_stderr() -> None:
-    """The log lines of a job's command line (progress, skipped lines, warnings)."""
-    # force: on the runtime install Beam's import-time warning has already given the root logger
-    # a WARNING-level handler (data_pipelines/gcs.py, BEAM_WITHOUT_GCP), which would hide INFO lines
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s",
-                        force=True)
-
-
-def command_line(run: Callable[[Optional[Sequence[str]]], Any], argv: Optional[Sequence[str]]) -> None:
-    """A job's ``main``: ``run(argv)`` with log lines on stderr; an unusable --vocab ends it in
-    one line."""
-    log_to_stderr()
-    with exit_on(*BAD_VOCABULARY):
-        run(argv)
 
 
 # ---------------------------------------------------------------------------------------------

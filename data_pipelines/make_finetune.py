@@ -48,19 +48,17 @@ import argparse
 import functools
 import logging
 import sys
-from typing import Any, List, Optional, Sequence, Tuple
-
-import apache_beam as beam
-from apache_beam.io.filesystems import FileSystems
+from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Tuple
 
 from text import finetune, tokenizers, vocab_files
 from text.finetune import FinetuneDataError
 from text.finetune import base as finetune_base
-from data_pipelines import beam_options, jobs, output, sources
-from data_pipelines.counters import SumDictsFn
-from data_pipelines.finetune_transforms import (
-    COUNTS_TAG, ERRORS_TAG, SKIPPED_TAG, STATS_TAG, WORK_FILES, MakeFeaturesFn, ReadExamplesFn, WriteShardFn,
-    WriteStatsFn)
+from data_pipelines import cli
+
+# Beam is imported by run() and build_pipeline, once the flags are parsed: --help and usage
+# errors answer before Beam loads.
+if TYPE_CHECKING:
+    import apache_beam as beam
 
 _LOG = logging.getLogger("data_pipelines.make_finetune")
 
@@ -70,13 +68,13 @@ PROG = "python -m data_pipelines.make_finetune"
 def make_parser(kind: Optional[finetune_base.FinetuneKind] = None) -> argparse.ArgumentParser:
     """The whole command line: the common flags, then ``kind``'s own (None: before the kind
     is known)."""
-    p = jobs.new_parser(PROG, __doc__, "`--task=KIND --help` lists that kind's own flags.")
+    p = cli.new_parser(PROG, __doc__, "`--task=KIND --help` lists that kind's own flags.")
     p.add_argument("--task", required=True, choices=sorted(finetune.KINDS),
                    help="task kind (docs/tasks.md): " + ", ".join(sorted(finetune.KINDS)))
-    jobs.add_input_flags(p, "glob of the kind's files (local or gs://; SQuAD JSON, CoNLL text), or "
+    cli.add_input_flags(p, "glob of the kind's files (local or gs://; SQuAD JSON, CoNLL text), or "
                          "tfds:NAME[/CONFIG][:SPLIT] for a tensorflow-datasets dataset prepared in --tfds_data_dir")
-    jobs.add_output_flags(p)
-    jobs.add_vocab_flags(
+    cli.add_output_flags(p)
+    cli.add_vocab_flags(
         p, "vocabulary of the model to fine-tune",
         "tokenizer kind of --vocab (default: from its name: *.model sentencepiece, *vocab.json bpe, "
         "else wordpiece)",
@@ -98,11 +96,11 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> Tuple[argparse.Namespace
     """Our flags (the common ones and the --task's own) and the rest (Beam's pipeline options);
     usage errors exit with status 2."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    name, kind = jobs.chosen(argv, "task", sorted(finetune.KINDS), finetune.get, PROG)
+    name, kind = cli.chosen(argv, "task", sorted(finetune.KINDS), finetune.get, PROG)
     parser = make_parser(kind)
-    args, beam_args = beam_options.split_args(parser, argv, hint=f"or of --task={name}")
-    jobs.check_positive(parser, args, ("num_shards", "examples_per_chunk"))
-    jobs.check_progress_seconds(parser, args)
+    args, beam_args = cli.split_args(parser, argv, hint=f"or of --task={name}")
+    cli.check_positive(parser, args, ("num_shards", "examples_per_chunk"))
+    cli.check_progress_seconds(parser, args)
     args.tokenizer = args.tokenizer or vocab_files.detect_kind(args.vocab)
     args.input_format = "tfds" if args.input.startswith("tfds:") else "files"
     try:
@@ -115,6 +113,14 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> Tuple[argparse.Namespace
 def build_pipeline(p: beam.Pipeline, args, options, work_dir: str) -> None:
     """Adds the job's transforms to ``p`` (nothing is read or written until it runs); bulk data
     goes through ``work_dir``."""
+    import apache_beam as beam
+    from apache_beam.io.filesystems import FileSystems
+
+    from data_pipelines import sources
+    from data_pipelines.counters import SumDictsFn
+    from data_pipelines.finetune_transforms import (
+        COUNTS_TAG, ERRORS_TAG, SKIPPED_TAG, STATS_TAG, MakeFeaturesFn, ReadExamplesFn, WriteShardFn, WriteStatsFn)
+
     read = (p
             | "Sources" >> sources.MatchSources(args.input, args.input_format, args.tfds_data_dir,
                                                 getattr(args, "tfds_shards", ()))
@@ -149,7 +155,10 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     malformed file included) or an unusable output directory ends it with
     SystemExit("error: ..."); an unusable --vocab raises VocabularyError."""
     args, beam_args = parse_args(argv)
-    with jobs.exit_on(*jobs.BAD_INPUT, FinetuneDataError):
+    from data_pipelines import jobs, output  # Beam loads here, once the flags are parsed
+    from data_pipelines.finetune_transforms import WORK_FILES
+
+    with cli.exit_on(*jobs.BAD_INPUT, FinetuneDataError):
         pipeline_options, dry_run, tokenizer = jobs.start(args, beam_args, _LOG)
         kind = finetune.get(args.task)
         options = kind.make_options(args)
@@ -202,8 +211,8 @@ def _progress(args):
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
-    """The command line (jobs.command_line)."""
-    jobs.command_line(run, argv)
+    """The command line (cli.main)."""
+    cli.main(run, argv)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ PipelineOptions: --runner, --direct_num_workers, --direct_running_mode, --projec
   stats                per-file / per-pool / per-shard counters combined into stats.json
 
 What the run tells its user: one warning when the vocabulary's casing contradicts
---do_lower_case (text/casing.py); the first few skipped lines of each reason by file
+--lower_case (text/casing.py); the first few skipped lines of each reason by file
 and line, then only counts, and the count per reason at the end (sources.SkipLog; stats.json);
 a progress line every --progress_seconds, counted from the work files below
 (data_pipelines/progress.py).
@@ -60,11 +60,15 @@ Scale notes: a shard is merged from the pools' sorted ranges, reading 64 KiB of 
 a time, so a merge holds 64 KiB per (dupe pass, pool) (a 10 GB corpus at the default pool size
 and dupe_factor: about 100k ranges, 6 GB; raise --random_document_pool_size for such corpora,
 or lower dupe_factor and run several seeds); choose --num_shards so that a shard
-is a few hundred MB at most. On Dataflow, ship this package to the workers (e.g.
-``--setup_file`` or ``--extra_package``) and keep --vocab readable at submission time (its
-fingerprint goes into info.json). ``--runner=DataflowRunner --dry_run=True`` builds the job
-without submitting it and writes its description (the Dataflow job and the portable pipeline
-proto) to ``<output_dir>/dataflow_job.json`` (stdout when output_dir is not local).
+is a few hundred MB at most. On Dataflow (or another remote runner) the job writes its workers'
+requirements itself: the distributions its per-element code imports for this --tokenizer and
+these paths, pinned to the launcher's versions, and this package as a wheel without
+dependencies (data_pipelines/worker_requirements.py; with a --requirements_file, --setup_file
+or --sdk_container_image of yours it adds no requirements, with an --extra_package no wheel;
+BUILD.md, "Running the data pipelines on Dataflow"). Keep --vocab readable at submission time
+(its fingerprint goes into info.json). ``--runner=DataflowRunner --dry_run=True`` builds the
+job without submitting it and writes its description (the Dataflow job and the portable
+pipeline proto) to ``<output_dir>/dataflow_job.json`` (stdout when output_dir is not local).
 """
 
 from __future__ import annotations
@@ -72,18 +76,18 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from typing import List, Optional, Sequence, Tuple
-
-import apache_beam as beam
-from apache_beam.io.filesystems import FileSystems
+from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
 
 from text import flags
-from text import vocab as text_vocab
-from data_pipelines import beam_options, jobs, objectives, output, sources
-from data_pipelines.counters import SumDictsFn
+from data_pipelines import cli, input_rules, objectives
 from data_pipelines.objectives import base
-from data_pipelines.pretrain_transforms import (
-    SPLIT, STATS_TAG, WORK_FILES, CreateInstances, ReadDocuments, WriteJson, WriteShards, documents_per_chunk)
+
+# Beam is imported by run() and build_pipeline, once the flags are parsed: --help and usage
+# errors answer before Beam loads (1.8 s -> 0.3 s).
+if TYPE_CHECKING:
+    import apache_beam as beam
+
+    from text import vocab as text_vocab
 
 _LOG = logging.getLogger("data_pipelines.make_pretrain")
 
@@ -93,14 +97,14 @@ PROG = "python -m data_pipelines.make_pretrain"
 def make_parser(objective: Optional[base.Objective] = None) -> argparse.ArgumentParser:
     """The whole command line: the common flags, then ``objective``'s own (None: before the
     objective is known)."""
-    p = jobs.new_parser(PROG, __doc__, "`--objective=NAME --help` lists that objective's own flags.")
+    p = cli.new_parser(PROG, __doc__, "`--objective=NAME --help` lists that objective's own flags.")
     p.add_argument("--objective", required=True, choices=objectives.NAMES,
                    help="pre-training objective (docs/objectives.md): "
                    + ", ".join(objectives.NAMES))
-    jobs.add_input_flags(p, "glob of text files (local or gs://; .gz decompressed): one sentence per line, blank "
+    cli.add_input_flags(p, "glob of text files (local or gs://; .gz decompressed): one sentence per line, blank "
                          "line between documents; or JSONL files (one document per line, see --text_field); or "
                          "tfds:NAME[/CONFIG][:SPLIT] for a tensorflow-datasets dataset prepared in --tfds_data_dir")
-    p.add_argument("--input_format", choices=("auto", "text", "jsonl", "tfds"), default="auto",
+    p.add_argument("--input_format", choices=("auto", *input_rules.FORMATS), default="auto",
                    help="auto: tfds: prefix -> tfds, *.jsonl / *.json(.gz) -> jsonl, else text (default %(default)s)")
     p.add_argument("--text_field", default="text",
                    help="JSONL / tfds field holding a document's text; it is split into sentences at newlines "
@@ -108,8 +112,8 @@ def make_parser(objective: Optional[base.Objective] = None) -> argparse.Argument
     p.add_argument("--units_field", default=None,
                    help="JSONL field with [start, end) character spans of phrases/entities for unit masking "
                    "(ernie); without it ernie uses its documented heuristic")
-    jobs.add_output_flags(p)
-    jobs.add_vocab_flags(
+    cli.add_output_flags(p)
+    cli.add_vocab_flags(
         p, "vocabulary from data_pipelines.make_vocab",
         "tokenizer kind of --vocab (default: the objective's: "
         + ", ".join(f"{n}={_objective_tokenizer(n)}" for n in objectives.NAMES) + ")",
@@ -133,9 +137,9 @@ def make_parser(objective: Optional[base.Objective] = None) -> argparse.Argument
                    "concatenate, the documents of a pool of about this size (chunks of pool_size/8 consecutive "
                    "documents hashed into pools per dupe pass), so no worker needs the whole corpus "
                    "(default %(default)s)")
-    p.add_argument("--max_line_bytes", type=int, default=sources.DEFAULT_MAX_LINE_BYTES,
+    p.add_argument("--max_line_bytes", type=int, default=input_rules.DEFAULT_MAX_LINE_BYTES,
                    help="longer input lines are skipped and counted as line_too_long (default %(default)s); "
-                   f"skipped lines are named in the log for the first {sources.SkipLog.SHOWN} of each reason "
+                   f"skipped lines are named in the log for the first {input_rules.SKIPPED_LINES_SHOWN} of each reason "
                    "(per worker), then counted: the count per reason is logged at the end and kept in "
                    "stats.json")
     p.add_argument("--progress_seconds", type=float, default=10.0,
@@ -161,14 +165,14 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> Tuple[argparse.Namespace
     """Our flags (the common ones and the --objective's own) and the rest (Beam's pipeline
     options); usage errors exit with status 2."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    name, objective = jobs.chosen(argv, "objective", objectives.NAMES, objectives.get, PROG)
+    name, objective = cli.chosen(argv, "objective", objectives.NAMES, objectives.get, PROG)
     parser = make_parser(objective)
-    args, beam_args = beam_options.split_args(parser, argv, hint=f"or of --objective={name}")
-    jobs.check_positive(parser, args, ("max_seq_length", "dupe_factor", "num_shards",
+    args, beam_args = cli.split_args(parser, argv, hint=f"or of --objective={name}")
+    cli.check_positive(parser, args, ("max_seq_length", "dupe_factor", "num_shards",
                                        "random_document_pool_size", "max_line_bytes"))
-    jobs.check_progress_seconds(parser, args)
+    cli.check_progress_seconds(parser, args)
     args.tokenizer = args.tokenizer or objective.tokenizer
-    args.input_format = sources.input_format(args.input, args.input_format)
+    args.input_format = input_rules.input_format(args.input, args.input_format)
     try:
         objective.make_options(args)
     except ValueError as e:
@@ -179,6 +183,13 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> Tuple[argparse.Namespace
 def build_pipeline(p: beam.Pipeline, args, options, vocab: text_vocab.Vocab, work_dir: str) -> None:
     """Adds the job's transforms to ``p`` (nothing is read or written until it runs); bulk data
     goes through ``work_dir``."""
+    import apache_beam as beam
+    from apache_beam.io.filesystems import FileSystems
+
+    from data_pipelines.counters import SumDictsFn
+    from data_pipelines.pretrain_transforms import (
+        STATS_TAG, CreateInstances, ReadDocuments, WriteJson, WriteShards, documents_per_chunk)
+
     read = p | "ReadDocuments" >> ReadDocuments(
         args.input, objective=args.objective, tokenizer_kind=args.tokenizer, vocab_path=args.vocab,
         vocab_size=vocab.size, lower_case=args.do_lower_case, work_dir=work_dir,
@@ -203,7 +214,10 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     an unusable output directory ends it with SystemExit("error: ..."); an unusable --vocab
     raises VocabularyError."""
     args, beam_args = parse_args(argv)
-    with jobs.exit_on(*jobs.BAD_INPUT):
+    from data_pipelines import jobs, output  # Beam loads here, once the flags are parsed
+    from data_pipelines.pretrain_transforms import SPLIT, WORK_FILES
+
+    with cli.exit_on(*jobs.BAD_INPUT):
         pipeline_options, dry_run, tokenizer = jobs.start(args, beam_args, _LOG)
         objective = objectives.get(args.objective)
         options = objective.make_options(args)
@@ -238,7 +252,7 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     if stats["lines_skipped"]:
         _LOG.warning("skipped lines per reason: %s (the first %d of each reason per worker are named above; "
                      "stats.json keeps the counts)", ", ".join(f"{r} {n}" for r, n in stats["lines_skipped"].items()),
-                     sources.SkipLog.SHOWN)
+                     input_rules.SKIPPED_LINES_SHOWN)
     print(f"wrote {stats['instances']} {args.objective} instances to {args.output_dir} "
           f"({args.num_shards} shards, stats.json, info.json, COMPLETED)")
     return stats
@@ -246,6 +260,8 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
 
 def _progress(args):
     """What a progress line says of the work files and finished shards counted so far."""
+    from data_pipelines.pretrain_transforms import documents_per_chunk
+
     return lambda n: (f"{n['chunks']} chunks of up to "
                       f"{documents_per_chunk(args.random_document_pool_size)} documents read and tokenized, "
                       f"{n['pools']} pools of instances made (dupe passes x pools), "
@@ -253,8 +269,8 @@ def _progress(args):
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
-    """The command line (jobs.command_line)."""
-    jobs.command_line(run, argv)
+    """The command line (cli.main)."""
+    cli.main(run, argv)
 
 
 if __name__ == "__main__":

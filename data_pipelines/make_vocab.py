@@ -6,7 +6,7 @@ lines that are not UTF-8, hold a NUL byte or are longer than --max_line_bytes ar
 counted (the first few named with file and line). Lines are streamed to the learners, never
 read whole.
 ``--lower_case`` lower-cases the training text exactly as the tokenizer will
-(``text.tokenizers``); it must match the ``--do_lower_case`` of the pipelines.
+(``text.tokenizers``); it must match the ``--lower_case`` of the pipelines.
 
 * ``--tokenizer=wordpiece`` (default): tensorflow-text's learner (``bert_vocab_from_dataset``:
   BERT basic tokenization, word counts, then WordPiece learning) over a tf.data dataset of the
@@ -325,10 +325,10 @@ def run(argv: Optional[Sequence[str]] = None) -> None:
     except (InputError, gcs.CredentialsError) as e:
         raise SystemExit(f"error: {e}") from e
     print(f"read {len(files)} files, {skips.summary()}")
-    # The pipelines must tokenize as the learner saw the text: say which --do_lower_case goes
+    # The pipelines must tokenize as the learner saw the text: say which --lower_case goes
     # with this vocabulary (make_pretrain warns when they disagree).
     print(f"wrote {vocab_arg}: vocab_size={size} (pipelines: --vocab={vocab_arg} "
-          f"{'--do_lower_case' if args.lower_case else '--no-do_lower_case'})")
+          f"{'--lower_case' if args.lower_case else '--no-lower_case'})")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:

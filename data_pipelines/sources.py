@@ -37,6 +37,7 @@ from apache_beam.io import fileio
 from apache_beam.io.filesystems import FileSystems
 
 from data_pipelines.counters import count
+from data_pipelines.input_rules import DEFAULT_MAX_LINE_BYTES, SKIPPED_LINES_SHOWN
 from text.finetune import parse_tfds
 
 INVALID_UTF8 = "invalid_utf8"
@@ -49,7 +50,6 @@ EMPTY_DOCUMENT = "empty_document"
 
 _LOG = logging.getLogger("data_pipelines.sources")
 
-DEFAULT_MAX_LINE_BYTES = 1 << 20  # 1 MiB: no sentence is that long; such a line is a broken file.
 _READ_CHUNK = 1 << 20
 
 SkipFn = Callable[[str, int], None]
@@ -247,20 +247,6 @@ class InputError(ValueError):
     flag and path, and what to do."""
 
 
-FORMATS = ("text", "jsonl", "tfds")
-
-
-def input_format(pattern: str, requested: str = "auto") -> str:
-    """``requested`` unless "auto": tfds: prefix -> tfds, *.jsonl / *.json(.gz) -> jsonl, else text."""
-    if requested != "auto":
-        return requested
-    if pattern.startswith("tfds:"):
-        return "tfds"
-    if pattern.endswith((".jsonl", ".jsonl.gz", ".json", ".json.gz")):
-        return "jsonl"
-    return "text"
-
-
 def match_files(pattern: str, flag: str = "--input") -> List[str]:
     """The sorted paths ``pattern`` matches (local or gs://); InputError when there are none."""
     try:
@@ -308,7 +294,7 @@ class SkipLog:
     run names at most ``shown`` lines per reason per worker; stats.json keeps the exact counts.
     """
 
-    SHOWN = 5
+    SHOWN = SKIPPED_LINES_SHOWN
 
     def __init__(self, shown: int = SHOWN, logger: Optional[logging.Logger] = None):
         self.shown = shown

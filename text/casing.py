@@ -1,4 +1,4 @@
-"""Is a vocabulary cased? The check behind make_pretrain's warning about --do_lower_case.
+"""Is a vocabulary cased? The check behind make_pretrain's warning about --lower_case.
 
 A vocabulary learned from lower-cased text (make_vocab --lower_case) holds no piece with an
 upper-case letter; one learned from cased text holds many ("The", "In", "##A"). Two mismatches
@@ -85,7 +85,7 @@ def casing(tokenizer) -> Casing:
     return Casing(upper, lower)
 
 
-def mismatch(tokenizer, lower_case: bool, flag: str = "--do_lower_case") -> Optional[str]:
+def mismatch(tokenizer, lower_case: bool, flag: str = "--lower_case") -> Optional[str]:
     """The warning for a vocabulary whose casing contradicts ``lower_case``, or None."""
     found = casing(tokenizer)
     total = len(found.upper) + found.lower

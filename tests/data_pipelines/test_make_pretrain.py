@@ -296,10 +296,10 @@ def test_clear_errors(tmp_path, tiny_corpus, tiny_vocab_path, capsys):
 
 def test_boolean_flags():
     args, rest = make_pretrain.parse_args(["--objective=bert", "--input=x", "--output_dir=o", "--vocab=v",
-                                           "--no-do_lower_case", "--whole_word_mask", "--runner=X"])
+                                           "--no-lower_case", "--whole_word_mask", "--runner=X"])
     assert args.do_lower_case is False and args.whole_word_mask is True and rest == ["--runner=X"]
     args, _ = make_pretrain.parse_args(["--objective=bert", "--input=x", "--output_dir=o", "--vocab=v",
-                                        "--do_lower_case", "--compress"])
+                                        "--lower_case", "--compress"])
     assert args.do_lower_case is True and args.compress is True
     args, _ = make_pretrain.parse_args(["--objective=bert", "--input=x", "--output_dir=o", "--vocab=v"])
     assert args.do_lower_case is True and args.compress is False
@@ -456,7 +456,7 @@ def test_progress_lines_while_the_pipeline_runs(e2e, tiny_corpus, tiny_vocab_pat
 
 
 def test_cased_vocabulary_with_lower_casing_on_gets_one_warning(tiny_corpus, tmp_path, caplog):
-    """A vocabulary with capitals used with --do_lower_case (the default) makes data whose
+    """A vocabulary with capitals used with --lower_case (the default) makes data whose
     capitalised pieces never occur: one warning names the vocabulary and the flag to pass; the
     run goes on (ALBERT-style lower-casing before a cased model can be meant)."""
     cased = tmp_path / "cased.txt"
@@ -468,9 +468,9 @@ def test_cased_vocabulary_with_lower_casing_on_gets_one_warning(tiny_corpus, tmp
     assert len(warned) == 1
     # Pieces with letters: the 31 of the tiny vocabulary ("." has none) and the 4 with capitals.
     assert warned[0].startswith(f"{cased} is a cased vocabulary (4 of 35 pieces hold an upper-case letter, "
-                                f"e.g. 'The', 'Cat', 'Dog', '##S')") and "--no-do_lower_case" in warned[0]
+                                f"e.g. 'The', 'Cat', 'Dog', '##S')") and "--no-lower_case" in warned[0]
     # Lower-casing off with the same vocabulary: nothing to say.
     caplog.clear()
     make_pretrain.run(_argv(tiny_corpus, str(cased), str(tmp_path / "cased_run"), "--direct_num_workers=1",
-                            "--no-do_lower_case"))
+                            "--no-lower_case"))
     assert not _messages(caplog, "cased vocabulary") and not _messages(caplog, "looks uncased")

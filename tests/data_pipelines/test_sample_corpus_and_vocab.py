@@ -100,7 +100,7 @@ def test_make_vocab_cli(sample, tmp_path):
                     "--vocab_size=600", "--lower_case", "--lower_thresh=2", timeout=240)
     vocab = vocab_files.load_vocab(str(out))
     assert vocab[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    assert f"vocab_size={len(vocab)} (pipelines: --vocab={out} --do_lower_case)" in done.stdout
+    assert f"vocab_size={len(vocab)} (pipelines: --vocab={out} --lower_case)" in done.stdout
     # --vocab_size is the learner's target, not a bound it keeps (its threshold search can stop
     # above it: 612 and 618 for 600 on two Python builds' docs). What this input allows is: a
     # piece is a word of the lower-cased input (BERT's basic tokenizer, as the learner splits

@@ -325,7 +325,7 @@ def test_loading_local_vocabularies_imports_no_tensorflow(vocabs):
 
 
 # ---------------------------------------------------------------------------------------------
-# Casing: the check behind make_pretrain's --do_lower_case warning (issue 13, item 9)
+# Casing: the check behind make_pretrain's --lower_case warning (issue 13, item 9)
 
 
 @pytest.fixture(scope="module")
@@ -357,12 +357,12 @@ def test_casing_tells_cased_from_uncased_vocabularies(kind, toks, cased_toks):
     warning = casing.mismatch(cased_toks[kind], lower_case=True)
     assert warning.startswith(f"{cased_toks[kind].path} is a cased vocabulary ({len(cased.upper)} of "
                               f"{len(cased.upper) + cased.lower} pieces hold an upper-case letter")
-    assert "--no-do_lower_case" in warning and "make_vocab --lower_case" in warning
+    assert "--no-lower_case" in warning and "make_vocab --lower_case" in warning
     # The reverse is a guess, made only with many lower-case pieces and not one capital.
     reverse = casing.mismatch(toks[kind], lower_case=False)
     if uncased.lower >= casing.UNCASED_MIN_LOWER:
         assert reverse.startswith(f"{toks[kind].path} looks uncased (none of its {uncased.lower} pieces")
-        assert "Pass --do_lower_case" in reverse
+        assert "Pass --lower_case" in reverse
     else:
         assert reverse is None
 
