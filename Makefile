@@ -3,7 +3,8 @@
 #   make test   creates/reuses .venv, installs runtime + test + bench extras, runs the test suite
 #               in PYTEST_WORKERS pytest-xdist processes (default 2, one per core of the
 #               reference machine; 0 runs it in this process); PYTEST_ARGS adds pytest arguments,
-#               e.g. make test PYTEST_ARGS="-k finetune --durations=30"
+#               e.g. make test PYTEST_ARGS="-k finetune"; the 25 slowest tests are listed at the
+#               end, so that a CI log shows where the suite's time goes
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
@@ -43,7 +44,7 @@ demo: $(VENV)/.runtime-installed
 	$(PY) -m garden.demo --work_dir=$(DEMO_DIR)
 
 test: $(VENV)/.test-installed
-	$(PY) -m pytest -q $(XDIST_ARGS) $(PYTEST_ARGS)
+	$(PY) -m pytest -q $(XDIST_ARGS) --durations=25 $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) $(DEMO_DIR) .pytest_cache

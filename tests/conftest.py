@@ -39,6 +39,18 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # every garden entry point (text/onednn.py), so the suite runs what users run.
 import text  # noqa: E402,F401
 
+# Under pytest-xdist (`make test`: one worker per core) each worker's TensorFlow, and each tool
+# process a test starts (they inherit the environment), runs its ops on one intra-op and one
+# inter-op thread instead of a pool per core: two workers with a pool of two threads each on
+# two cores spent the difference waiting on each other's threads. Measured on the quiet 2-core
+# Xeon, six model/trainer test files under -n 2: 114-121 s wall with the defaults, 113 s with
+# one intra-op thread, 86 s with one inter-op thread, 80 s with both (2026-12-07). What the
+# tests check does not depend on the pools' sizes; the tests of garden.generate's thread flags
+# set them through tf.config, which takes precedence. A variable set by the caller is kept.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
+    os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
+
 from testing import close_fixture_tools, run_fixture_tool  # noqa: E402
 
 
