@@ -1,8 +1,14 @@
-"""`python -m garden.curves --model_dir=DIR`: training curves of a run, rendered to PNG.
+"""`python -m garden.curves --model_dir=DIR [--model_dir=DIR2 ...]`: training curves of a run,
+rendered to PNG (DIR/curves.png).
 
 Reads the TensorBoard scalars garden.train wrote to DIR/train (losses, accuracies, learning
-rate, gradient norm, throughput, eval/*) and draws one panel per scalar, training and held-out
-curves of the same metric on the same panel.
+rate, gradient norm, throughput) and DIR/eval (eval/<name>: the periodic, the final and
+--mode=eval's scores; a fine-tuning run's final scores are those of its summary.json) and draws
+one panel per scalar, training and held-out curves of the same metric on the same panel.
+
+The events are read with tf.data.TFRecordDataset and parsed as tf.compat.v1.Event (what
+TensorFlow's deprecation notice of tf.compat.v1.train.summary_iterator asks for), so the tool
+logs no deprecation warning.
 """
 
 from __future__ import annotations
@@ -13,22 +19,36 @@ import glob
 import math
 import os
 import sys
-from typing import Dict, List, Tuple
+from typing import Dict, Iterable, List, Tuple
 
 Series = Dict[str, List[Tuple[int, float]]]
 
+# The TensorBoard runs garden.train writes (garden/training/run.py, report.eval_writer).
+RUNS = ("train", "eval")
 
-def read_scalars(model_dir: str) -> Series:
-    """{tag: [(step, value), ...]} from every event file under model_dir/train."""
+
+def events(path: str):
+    """The tf.compat.v1.Event records of one event file."""
     import tensorflow as tf
 
-    files = sorted(glob.glob(os.path.join(model_dir, "train", "events.out.tfevents.*")))
+    for record in tf.data.TFRecordDataset(path):
+        yield tf.compat.v1.Event.FromString(record.numpy())
+
+
+def read_scalars(model_dir: str, runs: Iterable[str] = RUNS) -> Series:
+    """{tag: [(step, value), ...]} from every event file under model_dir/<run> for each of
+    `runs` (train: the training scalars; eval: eval/<name>)."""
+    import tensorflow as tf
+
+    files = [path for run in runs
+             for path in sorted(glob.glob(os.path.join(model_dir, run, "events.out.tfevents.*")))]
     if not files:
-        raise FileNotFoundError(f"no TensorBoard event files in {os.path.join(model_dir, 'train')}; "
+        raise FileNotFoundError(f"no TensorBoard event files in "
+                                f"{' or '.join(os.path.join(model_dir, r) for r in runs)}; "
                                 f"is {model_dir} a garden.train model_dir?")
     series: Series = collections.defaultdict(list)
     for path in files:
-        for event in tf.compat.v1.train.summary_iterator(path):
+        for event in events(path):
             for value in event.summary.value:
                 if value.HasField("tensor"):
                     number = float(tf.make_ndarray(value.tensor))
@@ -72,18 +92,26 @@ def render(series: Series, output: str, title: str = "") -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m garden.curves", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model_dir", required=True, help="a garden.train model_dir")
-    parser.add_argument("--output", default=None, help="PNG path (default: MODEL_DIR/curves.png)")
+    parser.add_argument("--model_dir", required=True, action="append",
+                        help="a garden.train model_dir (pretraining or fine-tuning); repeat it "
+                             "to draw several runs in one process, each to its own curves.png")
+    parser.add_argument("--output", default=None,
+                        help="PNG path (default: MODEL_DIR/curves.png; one --model_dir only)")
     args = parser.parse_args(argv)
-    try:
-        series = read_scalars(args.model_dir)
-    except FileNotFoundError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    output = args.output or os.path.join(args.model_dir, "curves.png")
-    render(series, output, title=args.model_dir)
-    print(f"wrote {output}: {len(series)} scalars, "
-          f"{max(len(v) for v in series.values())} points at most")
+    if args.output and len(args.model_dir) > 1:
+        parser.error("--output names one PNG: give one --model_dir with it (several runs each "
+                     "get MODEL_DIR/curves.png)")
+    for model_dir in args.model_dir:
+        try:
+            series = read_scalars(model_dir)
+        except FileNotFoundError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        output = args.output or os.path.join(model_dir, "curves.png")
+        render(series, output, title=model_dir)
+        evals = sorted(tag for tag in series if tag.startswith("eval/"))
+        print(f"wrote {output}: {len(series)} scalars ({len(evals)} eval/), "
+              f"{max(len(v) for v in series.values())} points at most")
     return 0
 
 

@@ -13,6 +13,8 @@ seconds and each fine-tuned model's metric against its trivial baseline.
   4. garden.train bert_tiny.gin     300 steps of BERT-tiny pretraining (--full: 1000)
                                     (garden.curves draws its curves to bert_tiny/curves.png)
   5. garden.train classification    fine-tuning from that checkpoint + SavedModel export
+                                    (after 10: garden.curves draws the three fine-tuning runs'
+                                    loss and eval/ scores to each run's curves.png)
   6. a fresh process loads the export and classifies raw sentences via serving_default
   7. data_pipelines.sample_tasks     sample tasks from the same corpus: SQuAD v2.0 ("which
                                     module ?" relations + unanswerable) and CoNLL (keywords,
@@ -248,7 +250,9 @@ def main(argv=None) -> int:
         shutil.rmtree(work)
     os.makedirs(work)
     p, py = _paths(work), sys.executable
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
+    # The steps inherit TF_CPP_MIN_LOG_LEVEL: on a CPU-only host the garden set it to 3 when
+    # this process imported text/ (text/tf_logging.py); TF_CPP_MIN_LOG_LEVEL=0 shows it all.
+    env = dict(os.environ)
     run = lambda step: _run(step, env)  # noqa: E731
     # Run sequentially with --full (each step's output live); side by side where independent
     # otherwise.
@@ -264,8 +268,15 @@ def main(argv=None) -> int:
     steps += finetuning
     _, classify_step, qa_step, tagging_step = finetuning
     summary, qa, tagger = _summary(p["classifier"]), _summary(p["qa"]), _summary(p["tagger"])
-    steps.append(run(Step("6/11 classify raw text with the export in a fresh process",
-                          [py, "-c", CLASSIFY_SNIPPET, summary["export_dir"], *TEXTS])))
+    # One garden.curves process for the three fine-tuning runs (loss, and eval/ at the end),
+    # beside step 6: a second TensorFlow start-up on the idle core, not a step of its own.
+    after = [Step("6/11 classify raw text with the export in a fresh process",
+                  [py, "-c", CLASSIFY_SNIPPET, summary["export_dir"], *TEXTS]),
+             Step("10/11 (curves) render the three fine-tuning runs' curves",
+                  [py, "-m", "garden.curves", *(f"--model_dir={p[k]}"
+                                                for k in ("classifier", "qa", "tagger"))])]
+    together(after)
+    steps += after
     serve_step = Step("11/11 garden.serve: the exports over REST and gRPC", [])
     start = time.time()
     answers = _serve_and_ask(py, env, work, [summary, qa, tagger])

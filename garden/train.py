@@ -81,7 +81,9 @@ def train(model_dir: str, strategy, *, evaluate_checkpoint: Optional[str] = None
 
     global_batch_size = per-replica batch x replicas x gradient_accumulation_steps; the loss
     is normalised over the global batch, so the updates do not depend on how it is split.
-    Every `eval_every` steps (0: never) the task's held-out evaluation is logged.
+    Every `eval_every` steps (0: never) the task's held-out evaluation is logged; it and the
+    final scores (summary.json's, at the last step) go to TensorBoard model_dir/eval as
+    eval/<name>, where --mode=eval writes too (garden.training.report.eval_writer).
     precision: 'float32', 'mixed_bfloat16' (the layers compute in bfloat16; softmax, LayerNorm,
     the logits and losses in float32) or 'mixed_float16' (float16 with dynamic loss scaling;
     GPUs only). Variables, so checkpoints, stay float32 in all three: a run may resume in
@@ -115,8 +117,8 @@ def train(model_dir: str, strategy, *, evaluate_checkpoint: Optional[str] = None
     the curve of sparsity against the eval metric (every eval_every steps, model_dir/pruning.png).
 
     Resumes from the newest checkpoint in model_dir/checkpoints; writes TensorBoard scalars to
-    model_dir/train, the operative gin config and a final summary.json; exports the task's
-    serving module when the task names an export_base.
+    model_dir/train (evaluations: model_dir/eval), the operative gin config and a final
+    summary.json; exports the task's serving module when the task names an export_base.
 
     evaluate_checkpoint (not a gin binding; garden.train --mode=eval): trains nothing, but
     scores that checkpoint with the same task, model and precision

@@ -24,7 +24,12 @@ MARKER = "GARDEN_SET_TF_ENABLE_ONEDNN_OPTS"
 
 
 def enable() -> None:
-    """Sets TF_ENABLE_ONEDNN_OPTS=1 when the user did not set it (call before importing TF)."""
+    """Sets TF_ENABLE_ONEDNN_OPTS=1 when the user did not set it (call before importing TF);
+    also quiets TensorFlow's C++ log lines on CPU-only hosts (text/tf_logging.py), as both
+    must be set before TensorFlow loads."""
+    from text import tf_logging
+
+    tf_logging.quiet()
     if VARIABLE not in os.environ:
         os.environ[VARIABLE] = "1"
         os.environ[MARKER] = "1"

@@ -5,8 +5,8 @@ The model is the one train() builds from the same gin configuration (so the same
 and precision), with its optimizer, because a checkpoint holds both and is restored whole: a
 checkpoint of another configuration is refused by name (checkpoints.CheckpointMismatchError).
 The scores go where training's periodic evaluation puts its own, in a run of their own:
-TensorBoard model_dir/eval (tags eval/<name>, at the checkpoint's step, so the two runs draw on
-one chart) and summary.json under "evaluations", keyed by checkpoint name ("ckpt-1000"). That
+TensorBoard model_dir/eval (report.eval_writer: tags eval/<name> at the checkpoint's step,
+beside training's periodic and final scores) and summary.json under "evaluations", keyed by checkpoint name ("ckpt-1000"). That
 key is the only one written: training's final scores (top level, last_eval_metrics) stay what
 training measured, and evaluating the same checkpoint again replaces its entry. A later
 training run that finishes writes summary.json again and keeps "evaluations".
@@ -44,8 +44,6 @@ def evaluate_checkpoint(checkpoint: str, *, model_dir: str, strategy, task, loop
                         fine_tuning, hardware) -> dict:
     """Restores `checkpoint` into the task's model and scores it (task.evaluate) on the chief;
     writes TensorBoard model_dir/eval and summary.json's "evaluations" entry; returns it."""
-    import tensorflow as tf
-
     from garden import distribute
     from garden.training import checkpoints, report, setup
 
@@ -62,7 +60,7 @@ def evaluate_checkpoint(checkpoint: str, *, model_dir: str, strategy, task, loop
     if not distribute.is_chief(strategy):
         return {"checkpoint": checkpoint, "step": step}
     print(f"[eval] {task.name}: {checkpoint} (step {step})", flush=True)
-    writer = tf.summary.create_file_writer(posixpath.join(model_dir, "eval"))
+    writer = report.eval_writer(model_dir)
     metrics = report.evaluate(task, model, writer=writer, step=step, who="eval")
     writer.flush()
     if not metrics:

@@ -10,11 +10,9 @@ from __future__ import annotations
 import time
 from typing import Dict, Optional
 
+from text.progress import format_eta  # one H:MM:SS for every tool's ETA
 
-def format_eta(seconds: float) -> str:
-    """H:MM:SS of a non-negative duration (negative: 0:00:00); 3725.9 s -> "1:02:05"."""
-    seconds = int(max(seconds, 0))
-    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
 
 
 def progress_bar(step: int, total: int, width: int = 20) -> str:

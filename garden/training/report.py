@@ -9,16 +9,47 @@ from typing import Any, Dict, Optional
 from garden.tasks.base import ConfigError
 
 
-def evaluate(task, model, writer, step: int, who: str = "train") -> Dict[str, float]:
-    """Runs task.evaluate, logs its numbers to TensorBoard as eval/<name> and prints the floats:
-    `[train] eval at step 10 | loss 5.1234 ...`. Returns the numeric results ({}: none)."""
+def eval_writer(model_dir: str):
+    """The TensorBoard writer of every evaluation of a run: model_dir/eval, tags eval/<name>.
+    Training's periodic and final scores and garden.train --mode=eval's land in this one run,
+    so TensorBoard and garden.curves draw them on one chart beside model_dir/train's losses."""
     import tensorflow as tf
 
-    results = task.evaluate(model)
-    numbers = {k: v for k, v in results.items() if isinstance(v, (int, float))}
+    return tf.summary.create_file_writer(posixpath.join(model_dir, "eval"))
+
+
+def eval_tag(name: str) -> str:
+    """The TensorBoard tag of a score: eval/<name>, a fine-tuning task's "eval_" prefix dropped
+    (eval_loss -> eval/loss), so that it shares its chart with the training scalar of the same
+    name (loss, accuracy) in TensorBoard and garden.curves."""
+    return "eval/" + (name[len("eval_"):] if name.startswith("eval_") else name)
+
+
+def numeric(results: Dict[str, Any]) -> Dict[str, float]:
+    """The numbers of a task's results (bools, strings, lists left out)."""
+    return {k: v for k, v in results.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def log_eval(writer, step: int, results: Dict[str, Any]) -> Dict[str, float]:
+    """Writes the numbers of `results` (bools and strings left out) as eval_tag(<name>) at
+    `step`; returns them."""
+    import tensorflow as tf
+
+    numbers = numeric(results)
     with writer.as_default(step=step):
         for k, v in numbers.items():
-            tf.summary.scalar(f"eval/{k}", v)
+            tf.summary.scalar(eval_tag(k), v)
+    writer.flush()
+    return numbers
+
+
+def evaluate(task, model, writer, step: int, who: str = "train") -> Dict[str, float]:
+    """Runs task.evaluate, logs its numbers to TensorBoard as eval/<name> (log_eval) and prints
+    the floats: `[train] eval at step 10 | loss 5.1234 ...`. Returns the numeric results ({}:
+    none)."""
+    results = task.evaluate(model)
+    numbers = log_eval(writer, step, results)
     if results:
         shown = " ".join(f"{k} {v:.4f}" for k, v in results.items() if isinstance(v, float))
         print(f"[{who}] eval at step {step} | {shown}", flush=True)

@@ -95,6 +95,16 @@ class Run:
             self.pruning = RunPruning(self.model, magnitude_pruning,
                                       train_steps=self.train_steps, step=self.step)
 
+    @property
+    def eval_writer(self):
+        """The writer of model_dir/eval (report.eval_writer), made at the first evaluation (the
+        chief's only): a run that scores nothing leaves no eval/ events file."""
+        from garden.training import report
+
+        if getattr(self, "_eval_writer", None) is None:
+            self._eval_writer = report.eval_writer(self.model_dir)
+        return self._eval_writer
+
     def train_stage(self, stage) -> None:
         """Steps [max(step, first), end) on the stage's data, resumed where the stream stopped."""
         from garden.tasks.base import Stage
@@ -165,8 +175,8 @@ class Run:
         step = self.step
         eval_every = self.loop.eval_every
         if eval_every and (step % eval_every == 0 or step == self.train_steps) and self.chief:
-            self.last_eval = (report.evaluate(self.task, self.model, writer=self.writer, step=step)
-                              or self.last_eval)
+            self.last_eval = (report.evaluate(self.task, self.model, writer=self.eval_writer,
+                                              step=step) or self.last_eval)
             if self.pruning:
                 self.pruning.record(step, self.last_eval)
         if step % self.loop.checkpoint_every == 0:
@@ -189,6 +199,10 @@ class Run:
             print(f"[train] worker done at step {self.step}", flush=True)
             return {"steps": self.step}
         result = self.task.finish(self.model, self.model_dir)
+        # The final scores (the numbers summary.json gets from task.finish) at the last step,
+        # beside the periodic ones: a fine-tuning run's eval/ curve ends where summary.json does.
+        if report.numeric(result):
+            report.log_eval(self.eval_writer, self.step, result)
         export_dir = report.export(self.task, self.model, self.hardware)
         summary = {
             "task": self.task.name, "steps": self.step,
