@@ -18,6 +18,7 @@ import posixpath
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import apache_beam as beam
+from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
@@ -110,15 +111,16 @@ def save_dry_run(args, options: PipelineOptions, build: BuildFn) -> Dict[str, Op
 
 def run_pipeline(args, split: str, what: str, options: PipelineOptions, build: BuildFn,
                  work_files: Mapping[str, Tuple[str, str]], describe: Callable[[Mapping[str, int]], str],
-                 log: logging.Logger) -> dict:
+                 log: logging.Logger, documents_per_chunk: Optional[int] = None) -> dict:
     """Under the job's output lock: prepares --output_dir for ``split``, runs the pipeline with a
-    fresh work directory and progress lines (``progress_lines``), and returns its stats
-    (``read_stats``). ``what``: the job's subject in the "running" line ("task=cola")."""
+    fresh work directory and progress lines (``progress_lines``; ``documents_per_chunk``: their
+    ETA), and returns its stats (``read_stats``). ``what``: the job's subject in the "running"
+    line ("task=cola")."""
     output.prepare(args.output_dir, args.overwrite, split)
     log.info("running %s: %s num_shards=%d -> %s", beam_options.runner_name(options), what, args.num_shards,
              args.output_dir)
     with output.fresh_work_dir(args.output_dir) as work_dir, \
-            progress_lines(args, split, work_dir, work_files, describe, log):
+            progress_lines(args, split, work_dir, work_files, describe, log, documents_per_chunk):
         with beam.Pipeline(runner=beam_options.make_runner(options), options=options) as p:
             build(p, work_dir)
     return read_stats(p.result, args.output_dir)
@@ -126,15 +128,88 @@ def run_pipeline(args, split: str, what: str, options: PipelineOptions, build: B
 
 def progress_lines(args, split: str, work_dir: str, work_files: Mapping[str, Tuple[str, str]],
                    describe: Callable[[Mapping[str, int]], str],
-                   log: logging.Logger) -> progress.Progress:
+                   log: logging.Logger, documents_per_chunk: Optional[int] = None) -> progress.Progress:
     """``with progress_lines(...):`` logs "progress after <seconds> s: ``describe(counts)``" every
     --progress_seconds, where ``counts`` has the number of work files of each stage (stage ->
-    (subdirectory of ``work_dir``, glob)) and of finished shards (``counts["shards"]``)."""
+    (subdirectory of ``work_dir``, glob)) and of finished shards (``counts["shards"]``).
+    With ``documents_per_chunk`` (a "chunks" work file holds up to that many consecutive
+    documents of one input file) the line ends with the reading stage's ETA, from the input's
+    size (``ReadingEta``): "... | reading 35% of 40.1 MB, ETA 0:01:52"."""
     patterns = {stage: FileSystems.join(work_dir, *where) for stage, where in work_files.items()}
     patterns["shards"] = FileSystems.join(
         args.output_dir, f"{split}-*-of-{args.num_shards:05d}.tfrecord" + (".gz" if args.compress else ""))
-    return progress.Progress(patterns, lambda counts, elapsed: f"progress after {elapsed:.0f} s: {describe(counts)}",
-                             args.progress_seconds, log)
+    eta = (ReadingEta.of_input(args.input, args.input_format, args.max_line_bytes, documents_per_chunk)
+           if documents_per_chunk and args.progress_seconds > 0 else None)
+
+    def line(counts, elapsed):
+        # A later stage's file (a pool, a shard) appears once every chunk is read.
+        read = any(n for stage, n in counts.items() if stage != "chunks")
+        return (f"progress after {elapsed:.0f} s: {describe(counts)}"
+                + (eta.describe(counts["chunks"], elapsed, read) if eta else ""))
+
+    return progress.Progress(patterns, line, args.progress_seconds, log)
+
+
+# The head of the first input file read to count documents per byte (text or JSONL input).
+SAMPLE_BYTES = 1 << 20
+COMPRESSED = (".gz", ".bz2", ".zst", ".deflate", ".lzo", ".lzma", ".xz", ".snappy")
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadingEta:
+    """The reading stage's share done and ETA, from the input's size: the chunk work files
+    expected are, per input file, ceil(its bytes x documents per byte / documents per chunk),
+    documents per byte counted on the head (SAMPLE_BYTES) of the first file. The ETA is the
+    chunks still expected at the mean rate so far; an estimate, as documents vary in length
+    across a corpus. None for tfds or compressed input (its bytes are not the text's)."""
+    input_bytes: int
+    expected_chunks: int
+
+    @classmethod
+    def of_input(cls, pattern: str, input_format: str, max_line_bytes: Optional[int],
+                 per_chunk: int) -> Optional["ReadingEta"]:
+        import io
+        import math
+
+        if input_format not in ("text", "jsonl"):
+            return None
+        try:
+            files = [(m.path, m.size_in_bytes) for m in FileSystems.match([pattern])[0].metadata_list]
+        except Exception:  # noqa: BLE001 - a progress line never fails the job
+            return None
+        if not files or any(path.endswith(COMPRESSED) for path, _ in files):
+            return None
+        files.sort()
+        with FileSystems.open(files[0][0], compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            head = f.read(SAMPLE_BYTES)
+        if len(head) < files[0][1]:  # a sample: whole lines (documents) only
+            head = head[:head.rfind(b"\n") + 1]
+        if input_format == "text":
+            documents = sum(1 for _ in sources.read_documents(
+                io.BytesIO(head), lambda *_: None, max_line_bytes or sources.DEFAULT_MAX_LINE_BYTES))
+        else:
+            documents = sum(1 for line in head.splitlines() if line.strip())
+        if not head or not documents:
+            return None
+        per_byte = documents / len(head)
+        expected = sum(max(1, math.ceil(size * per_byte / per_chunk)) for _, size in files if size)
+        return cls(sum(size for _, size in files), expected)
+
+    def describe(self, chunks: int, elapsed: float, read: bool = False) -> str:
+        """" | reading 35% of 40.1 MB, ETA 0:01:52"; " | reading 40.1 MB: done" once a later
+        stage has begun (``read``), "done (estimated)" when every expected chunk is there."""
+        from text.progress import format_eta
+
+        size = (f"{self.input_bytes / 1e6:.1f} MB" if self.input_bytes >= 1e5
+                else f"{self.input_bytes / 1e3:.1f} kB")
+        if read:
+            return f" | reading {size}: done"
+        if chunks >= self.expected_chunks:
+            return f" | reading {size}: done (estimated)"
+        if not chunks:
+            return f" | reading 0% of {size}, ETA ?"
+        left = elapsed * (self.expected_chunks - chunks) / chunks
+        return f" | reading {100 * chunks / self.expected_chunks:.0f}% of {size}, ETA {format_eta(left)}"
 
 
 def read_stats(result, output_dir: str) -> dict:

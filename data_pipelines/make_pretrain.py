@@ -215,7 +215,7 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     raises VocabularyError."""
     args, beam_args = parse_args(argv)
     from data_pipelines import jobs, output  # Beam loads here, once the flags are parsed
-    from data_pipelines.pretrain_transforms import SPLIT, WORK_FILES
+    from data_pipelines.pretrain_transforms import SPLIT, WORK_FILES, documents_per_chunk
 
     with cli.exit_on(*jobs.BAD_INPUT):
         pipeline_options, dry_run, tokenizer = jobs.start(args, beam_args, _LOG)
@@ -231,7 +231,8 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
         jobs.list_input(args, _LOG)  # InputError now if --input matches nothing (tfds: sets args.tfds_shards)
         with output.OutputLock(args.output_dir, "make_pretrain"):
             stats = jobs.run_pipeline(args, SPLIT, f"objective={args.objective}", pipeline_options, build,
-                                      WORK_FILES, _progress(args), _LOG)
+                                      WORK_FILES, _progress(args), _LOG,
+                                      documents_per_chunk(args.random_document_pool_size))
 
             shard_files = jobs.shard_files(args, SPLIT)
             info = {

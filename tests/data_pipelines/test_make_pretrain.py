@@ -446,6 +446,9 @@ def test_progress_lines_while_the_pipeline_runs(e2e, tiny_corpus, tiny_vocab_pat
     counts = [tuple(int(n) for n in re.findall(r"(\d+) (?:chunks|pools|of 3 shards)", line)) for line in lines]
     assert all(len(c) == 3 for c in counts), lines[:3]
     assert max(c[0] for c in counts) > 0, lines  # the tokenized chunks were seen
+    # Each line ends with the reading stage's ETA, estimated from the input's size.
+    assert all(re.search(r" \| reading (\d+% of [\d.]+ [kM]B, ETA (\d+:\d\d:\d\d|\?)|[\d.]+ [kM]B: done"
+                         r"( \(estimated\))?)$", line) for line in lines), lines[:3]
     # Work files only appear while the pipeline runs: no count ever goes down.
     assert all(a[i] <= b[i] for a, b in zip(counts, counts[1:]) for i in range(3)), lines
     # Off: not one line.
