@@ -88,6 +88,12 @@ def test_curves_draw_a_finetuning_run_without_the_deprecated_reader(finetuned, t
     png = (run_dir / "curves.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
     assert re.search(r"wrote \S+curves.png: \d+ scalars \([1-9]\d* eval/\)", capsys.readouterr().out)
+    # Several runs in one process (what the demo does for its three fine-tunings).
+    other = tmp_path / "other"
+    shutil.copytree(finetuned[0], other)
+    (run_dir / "curves.png").unlink()
+    assert curves.main([f"--model_dir={run_dir}", f"--model_dir={other}"]) == 0
+    assert (run_dir / "curves.png").exists() and (other / "curves.png").exists()
 
 
 CPP_LINE = re.compile(r"^\d{4}-\d\d-\d\d [\d:.]+: [IWEF] \S+:\d+\]", re.M)
