@@ -32,7 +32,7 @@ def _amount(n: float, unit: str) -> str:
 
 class Eta:
     """``Eta("[analyze] sentences", total=1000)``; ``.add(n)`` / ``.update(done)`` print the
-    progress line when ``seconds`` have passed since the last one.
+    progress line when ``seconds`` have passed since the last one (``seconds`` <= 0: never).
     ``unit="MB"`` shows byte counts in MB. ``emit`` takes each line (default: stderr)."""
 
     def __init__(self, what: str, total: float, *, unit: str = "", seconds: float = 10.0,
@@ -74,7 +74,8 @@ class Eta:
         return self.update(self.done_amount + n)
 
     def wrap(self, items: Iterable[T], size: Callable[[T], float] = lambda _: 1) -> Iterator[T]:
-        """``items`` unchanged, counting ``size(item)`` of each as it is taken."""
+        """``items`` unchanged, counting ``size(item)`` of each once it is done (when the next
+        one is asked for): ``for s in eta.wrap(sentences): slow(s)``."""
         for item in items:
-            self.add(size(item))
             yield item
+            self.add(size(item))

@@ -145,6 +145,11 @@ def test_eta_lines_one_per_interval():
     now[0] = 30.0
     eta.update(60)  # 60 of 100 in 30 s: 40 left at 2/s
     assert lines[-1] == "[analyze] sentences: 60/100 (60%) | 2.0 items/s | ETA 0:00:20"
+    # wrap counts an item once the loop asks for the next one (it is done).
+    seen, counted = [], Eta("[fewshot] swag", 3, seconds=0, emit=lines.append)
+    for item in counted.wrap("abc"):
+        seen.append((item, counted.done_amount))
+    assert seen == [("a", 0), ("b", 1), ("c", 2)] and counted.done_amount == 3
     data = Eta("[make_vocab] reading the corpus", 40e6, unit="MB", seconds=1,
                emit=lines.append, clock=lambda: now[0])
     now[0] = 40.0
