@@ -7,9 +7,13 @@ log-likelihood, free-form answers by generation).
     python -m garden.fewshot --model_dir=runs/gpt2 --task=freeform \\
         --demos=qa/train.jsonl --eval=qa/dev.jsonl --k=8
 
-Model: --model_dir is a garden.generate model directory (lm.keras + generation.json + the
-vocabulary, as garden.convert and garden.generate_dir.save_model_dir write it: tokenizer, EOS,
-pad and decoder start ids come from generation.json), or holds a Keras-saved GenerativeLM
+Model: --model_dir is what garden.generate opens (garden.runs.open_generation): a garden.train
+run directory of an LM task (operative_config.gin + checkpoints/: GPT, GPT-2, GPT-3, T5 or BART
+pretraining, causal LM or text-to-text fine-tuning; the task's vocabulary and prompt framing),
+a garden.convert directory (its generate/), or a garden.generate model directory (lm.keras +
+generation.json + the vocabulary, as garden.convert and garden.generate_dir.save_model_dir
+write it: tokenizer, EOS, pad and decoder start ids come from generation.json); else it holds
+a Keras-saved GenerativeLM
 `model.keras` (keras.saving.load_model; the families register their classes) and its
 vocabulary: a SentencePiece `*.model`, or a
 byte-level BPE `vocab.json` with `merges.txt` (--vocab names another file; --tokenizer and
@@ -225,7 +229,11 @@ class Scorer:
                 tok[i, width - len(r):], mask[i, width - len(r):] = r, 1
             prompt = {"token_ids": tok, "padding_mask": mask}
         out = generate(self.model, prompt, config, eos_id=self.eos_id, pad_id=self.pad_id)
-        texts = detokenize_numpy(self.tokenizer, out["token_ids"], out["lengths"])
+        # Ids past the vocabulary (a T5 run's sentinels, which the task appends to the pieces)
+        # have no text: they read as pad, which detokenizing leaves out.
+        ids = np.asarray(out["token_ids"])
+        ids = np.where(ids < self.tokenizer.vocab.size, ids, self.pad_id)
+        texts = detokenize_numpy(self.tokenizer, ids, out["lengths"])
         return [t.split("\n")[0] for t in texts]
 
 
@@ -309,12 +317,13 @@ def load_scorer(args) -> Scorer:
         family.lm_class()
 
     from garden import runs
-    from garden.generate_dir import CONFIG_FILE
 
-    if os.path.exists(os.path.join(args.model_dir, CONFIG_FILE)):
-        # A garden.generate model directory (garden.convert, save_model_dir): the model, its
-        # vocabulary and ids as recorded; flags given explicitly still win.
-        loaded = runs.open(args.model_dir, [runs.GENERATE], who="garden.fewshot").generation()
+    found = runs.detect(args.model_dir)
+    if found is not None and found.name in runs.LM_KINDS:
+        # A garden.train run of an LM task, a garden.convert directory or a garden.generate
+        # model directory, through the loader garden.generate shares: the model, its
+        # vocabulary and ids as recorded or trained; flags given explicitly still win.
+        loaded = runs.open_generation(args.model_dir, who="garden.fewshot")
         return Scorer(loaded.model, loaded.tokenizer,
                       eos_id=loaded.eos_id if args.eos_id is None else args.eos_id,
                       pad_id=loaded.pad_id if args.pad_id is None else args.pad_id,
@@ -322,9 +331,10 @@ def load_scorer(args) -> Scorer:
                       if args.decoder_start_ids else loaded.decoder_start_ids)
     path = os.path.join(args.model_dir, "model.keras")
     if not os.path.exists(path):
-        raise FewshotDataError(f"{args.model_dir}: neither {CONFIG_FILE} (a "
-                               f"garden.generate model directory) nor model.keras (a "
-                               f"Keras-saved GenerativeLM)")
+        raise FewshotDataError(
+            f"{args.model_dir}: neither {runs.OPERATIVE_CONFIG} (a garden.train run), "
+            f"{runs.INFO_FILE} (a garden.convert directory), {runs.GENERATE_CONFIG} (a "
+            f"garden.generate model directory) nor model.keras (a Keras-saved GenerativeLM)")
     model = keras.saving.load_model(path)
     vocab = args.vocab or find_vocab(args.model_dir)
     kind = args.tokenizer or vocab_files.detect_kind(vocab)
@@ -345,7 +355,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m garden.fewshot", description=(
         "Few-shot evaluation by the GPT-3 protocol: K demonstrations, multiple choice by "
         "normalised log-likelihood, free-form answers by beam search."))
-    p.add_argument("--model_dir", required=True, help="model.keras and its vocabulary")
+    p.add_argument("--model_dir", required=True,
+                   help="a garden.train run of an LM task, a garden.convert or garden.generate "
+                        "directory, or model.keras and its vocabulary")
     p.add_argument("--vocab", default="", help="vocabulary file (default: found in model_dir)")
     p.add_argument("--tokenizer", choices=("sentencepiece", "bpe"), default=None,
                    help="tokenizer kind (default: from the vocabulary's name)")

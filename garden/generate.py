@@ -20,8 +20,17 @@ runs, and within 0.95x-1.09x of them at batch 8 (benchmarks/README.md `generatio
 prompt's first pass is about 1.2x slower so (512 tokens); `--intra_op_threads=0` restores
 TensorFlow's default.
 
---model_dir is a garden.generate model directory (garden/generate_dir.py: lm.keras,
-generation.json and the vocabulary), as garden.convert writes it.
+--model_dir is opened by garden.runs.open_generation, one of:
+  * a garden.train run directory of an LM task (operative_config.gin + checkpoints/, e.g.
+    `garden.train --config=configs/gpt2_tiny.gin ... --model_dir=runs/gpt2`): GPT, GPT-2,
+    GPT-3, T5 or BART pretraining, causal LM or text-to-text fine-tuning. The task is rebuilt
+    from operative_config.gin (it reads its vocabulary and data files as training did) and its
+    newest checkpoint restored; the prompt is laid out as training laid out a text (the
+    family's framing, or a fine-tuning task's prefix, separator and decoder start). A run of
+    another task (an encoder, XLNet, ELMo, ULMFiT, a classifier) is refused in one line;
+  * a garden.convert output directory, through its generate/ model directory;
+  * a garden.generate model directory (garden/generate_dir.py: lm.keras, generation.json and
+    the vocabulary), which garden.convert writes as OUT/generate/ (training writes none).
 
 Text out: each id's bytes (byte-level BPE: its bytes; SentencePiece: the piece with U+2581 as a
 space and <0xNN> byte pieces as bytes; WordPiece: "##" pieces glued, others after a space;
@@ -81,11 +90,11 @@ class TextStream:
 
 
 def load_model_dir(model_dir: str) -> GenerationModel:
-    """Read a model directory (garden/generate_dir.py), with errors that name the file at
-    fault (garden.runs opens it, as every tool opens a model)."""
+    """The model of --model_dir (module docstring), with errors that name the path at fault
+    (garden.runs.open_generation, the loader garden.fewshot shares)."""
     from garden import runs
 
-    return runs.open(model_dir, [runs.GENERATE], who="garden.generate").generation()
+    return runs.open_generation(model_dir, who="garden.generate")
 
 
 # --- the command line --------------------------------------------------------------------------
@@ -106,7 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m garden.generate", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model_dir", required=True,
-                   help="a garden.generate model directory (garden/generate_dir.py)")
+                   help="a garden.train run of an LM task, a garden.convert directory or a "
+                        "garden.generate model directory (see above)")
     p.add_argument("--prompt", action="append", required=True,
                    help="a prompt (repeat the flag for several)")
     for name, kind in DECODING_FLAGS:
@@ -154,8 +164,8 @@ def main(argv: Optional[Sequence[str]] = None, out=None) -> int:
         loaded = load_model_dir(args.model_dir)
         width = loaded.prompt_length(args.prompt)
         prompts = [loaded.encode([text], width) for text in args.prompt]
-    except (ValueError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
+    except (ValueError, OSError) as e:  # RunError, a task's data error, a missing file
+        print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
     generator = Generator(loaded.model, eos_id=loaded.eos_id, pad_id=loaded.pad_id,
                           jit_compile=None if args.jit else False)

@@ -46,6 +46,9 @@ class GenerationModel:
     encoder_prefix_ids: List[int]
     encoder_suffix_ids: List[int]
     decoder_start_ids: List[int]
+    # ids after a decoder-only prompt: a fine-tuned causal run's separator (garden.runs; a
+    # model directory records none)
+    prompt_suffix_ids: List[int] = dataclasses.field(default_factory=list)
 
     def encode(self, texts: Sequence[str], width: Optional[int] = None) -> Dict[str, np.ndarray]:
         """The GenerativeLM prompt dict for `texts`, left-padded to `width` (default: the
@@ -57,7 +60,7 @@ class GenerationModel:
             dec_ids, dec_mask = left_pad([self.decoder_start_ids] * len(texts))
             return {"encoder_token_ids": enc_ids, "encoder_padding_mask": enc_mask,
                     "decoder_token_ids": dec_ids, "decoder_padding_mask": dec_mask}
-        rows = [self.prompt_prefix_ids + list(r) for r in ids]
+        rows = [self.prompt_prefix_ids + list(r) + self.prompt_suffix_ids for r in ids]
         empty = [texts[i] for i, r in enumerate(rows) if not r]
         if empty:
             raise ValueError(f"prompt {empty[0]!r} has no tokens: a decoder-only model needs at "

@@ -25,7 +25,11 @@ instead:
                          did); export: the `serving_ids` signature as a callable on packed ids
     run.lm()             model_dir of an LM task, converted generative family, generate: the
                          GenerativeLM
-    run.generation()     generate: garden.generate_dir.GenerationModel (model, tokenizer, ids)
+    run.generation()     garden.generate_dir.GenerationModel (model, tokenizer, prompt ids):
+                         generate (as recorded); model_dir of an LM task (the restored LM, the
+                         task's vocabulary, the ids of generation_ids); converted (its generate/
+                         model directory). open_generation(path, who) is the one loader
+                         garden.generate and garden.fewshot call.
     run.packer(n), run.tokens()   every kind with a vocabulary (run.text: vocab,
                          tokenizer_kind, lower_case, layout)
     run.family, run.checkpoint, run.description
@@ -46,6 +50,7 @@ from garden.generate_dir import MODEL_FILE as GENERATE_MODEL
 from garden.pretrained import CHECKPOINT_DIR, INFO_FILE
 
 MODEL_DIR, CONVERTED, EXPORT, GENERATE = "model_dir", "converted", "export", "generate"
+CONVERTED_GENERATE_DIR = "generate"  # garden.convert's GENERATE_DIR (convert imports TensorFlow)
 OPERATIVE_CONFIG = "operative_config.gin"  # garden.train writes it beside checkpoints/
 # garden.serving.export's METADATA_FILENAME in assets.extra/ (that module loads TensorFlow).
 EXPORT_METADATA = "assets.extra/garden_export.json"
@@ -161,8 +166,6 @@ def family_of(backbone) -> Optional[str]:
 
 class ModelDirRun(Run):
     kind = MODEL_DIR
-    cannot = {"generation": "its task is rebuilt from operative_config.gin; use run.lm() for "
-                            "the GenerativeLM of an LM task"}
 
     def __init__(self, path: str, who: str, gin_params: Sequence[str] = ()):
         import gin
@@ -225,11 +228,12 @@ class ModelDirRun(Run):
         factory = getattr(self.task, "backbone_fn", None)
         if self.objects or factory is None or \
                 "backbone" not in pretrained.checkpoint_objects(self.checkpoint):
-            self.task_model()
-            if "backbone" not in self.objects:
+            model = self.task_model()
+            # A task that checkpoints its GenerativeLM alone (T5 pretraining): the LM's backbone.
+            backbone = self.objects.get("backbone", getattr(model, "backbone", None))
+            if backbone is None:
                 raise RunError(f"{self.path}: its task {type(self.task).__name__} has no "
                                f"backbone (it checkpoints {sorted(self.objects)})")
-            backbone = self.objects["backbone"]
             if output_hidden_states:
                 from garden.models.instrument import instrumented
 
@@ -259,8 +263,57 @@ class ModelDirRun(Run):
         model = self.task_model()
         if not hasattr(model, "is_encoder_decoder"):
             raise RunError(f"{self.path}: its task {type(self.task).__name__} trains "
-                           f"{type(model).__name__}, not a GenerativeLM")
+                           f"{type(model).__name__}, not a GenerativeLM (garden.generate and "
+                           f"garden.fewshot take a run of {_generative_families()})")
         return model
+
+    def generation(self):
+        """garden.generate_dir.GenerationModel of an LM task's run: the restored GenerativeLM,
+        the task's tokenizer, and the prompt ids as training laid a text out (generation_ids)."""
+        from garden.generate_dir import GenerationModel
+
+        model = self.lm()  # builds and restores the task model (the task's prepare() first)
+        tokenizer = self.text.tokenizer()
+        ids = generation_ids(self.task, model, self.text.tokenizer_kind or tokenizer.kind,
+                             tokenizer.vocab.specials, f"{self.path} vocabulary {self.vocab}")
+        return GenerationModel(model=model, tokenizer=tokenizer, **ids)
+
+
+def _generative_families() -> str:
+    from garden import models
+
+    return ", ".join(f.name for f in models.families() if f.lm)
+
+
+def generation_ids(task, model, tokenizer_kind: str, specials: Dict[str, int],
+                   who: str) -> Dict:
+    """GenerationModel's ids (eos_id, pad_id, prompt_prefix_ids, prompt_suffix_ids,
+    encoder_prefix_ids, encoder_suffix_ids, decoder_start_ids) of a garden.train run's task:
+      a generative fine-tuning task (TextToText, CausalLMFinetuning): its own ids and prompt
+        layout, as its export encodes a prompt (its prefix, the causal separator, its decoder
+        start);
+      a pretraining task: the prompt framing of the model's family (garden/models/framing.py:
+        GPT / GPT-2 / GPT-3 <|endoftext|> x, T5 x </s>, BART <s> x </s>) from the vocabulary's
+        specials; a model of no known family: the framing of its shape and vocabulary."""
+    from garden.models import framing
+    from garden.tasks.generation import GenerativeFinetuning
+
+    if isinstance(task, GenerativeFinetuning):  # prepare() set its ids (task_model ran it)
+        layout = task.serving_layout()
+        ids = {"eos_id": task.eos_id, "pad_id": task.pad_id,
+               "decoder_start_ids": list(layout.get("decoder_start_ids", []))}
+        prefix, suffix = (list(layout.get("prompt_prefix_ids", [])),
+                          list(layout.get("prompt_suffix_ids", [])))
+        if model.is_encoder_decoder:
+            return {**ids, "encoder_prefix_ids": prefix, "encoder_suffix_ids": suffix}
+        return {**ids, "prompt_prefix_ids": prefix, "prompt_suffix_ids": suffix}
+    from garden import models
+
+    family = family_of(getattr(model, "backbone", None))
+    kind = models.spec(family).framing if family else ""
+    framed = (framing.frame(kind, specials, who) if kind else
+              framing.vocabulary_framing(model.is_encoder_decoder, tokenizer_kind, specials, who))
+    return framed.ids()
 
 
 # --- converted: a garden.convert output directory -----------------------------------------------
@@ -269,8 +322,8 @@ class ConvertedRun(Run):
     kind = CONVERTED
     cannot = {"task_model": "a pretrained backbone without a task head; fine-tune it with "
                             "garden.train (INIT_CHECKPOINT) and open that run directory",
-              "generation": "open its generate/ model directory (written when the source had "
-                            "a tokenizer garden.generate reads)",
+              "generation": "it has no generate/ model directory (garden.convert writes one "
+                            "when the source had a tokenizer garden.generate reads)",
               "lm": "an encoder, which does not generate; convert a GPT, GPT-2, T5 or BART "
                     "checkpoint"}
 
@@ -308,6 +361,16 @@ class ConvertedRun(Run):
         model = pretrained.build_lm(self.converted, None, self.who)
         pretrained.restore(model, self.checkpoint, "model", self.who)
         return model
+
+    def generation(self):
+        """The GenerationModel of its generate/ model directory (garden.convert's
+        GENERATE_DIR: the LM with the ids of the source's config.json)."""
+        import tensorflow as tf
+
+        inner = posixpath.join(self.path, CONVERTED_GENERATE_DIR)
+        if not tf.io.gfile.exists(posixpath.join(inner, GENERATE_CONFIG)):
+            raise self._refuse("lm" if self.converted.lm_class() is None else "generation")
+        return GenerateRun(inner, self.who).generation()
 
 
 # --- export: a SavedModel version directory ---------------------------------------------------
@@ -450,6 +513,23 @@ def _read_json(path: str) -> Dict:
             return json.load(f)
     except json.JSONDecodeError as e:
         raise RunError(f"{path} is not JSON ({e})") from None
+
+
+LM_KINDS = (MODEL_DIR, CONVERTED, GENERATE)  # the directories a GenerativeLM opens from
+
+
+def open_generation(path: str, who: str):
+    """The one loader of garden.generate and garden.fewshot: the GenerationModel (the restored
+    GenerativeLM, its tokenizer, its prompt ids) of a garden.train run of an LM task (GPT,
+    GPT-2, GPT-3, T5, BART pretraining; causal LM or text-to-text fine-tuning), a garden.convert
+    directory with its generate/ model directory, or a garden.generate model directory.
+    RunError in one line naming the path when it is none, or its run is no GenerativeLM's.
+    What a run's task prints while it reads its files goes to stderr: stdout is the tool's."""
+    import contextlib
+    import sys
+
+    with contextlib.redirect_stdout(sys.stderr):
+        return open(path, LM_KINDS, who=who).generation()
 
 
 def detect(path: str) -> Optional[Kind]:

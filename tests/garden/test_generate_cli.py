@@ -79,7 +79,9 @@ def test_the_saved_directory_round_trips_and_bad_input_is_named(model_dir, tmp_p
                                atol=1e-6)
     out = io.StringIO()
     assert cli.main([f"--model_dir={tmp_path}", "--prompt=x"], out=out) == 2
-    assert f"{tmp_path}/generation.json does not exist" in capsys.readouterr().err
+    err = capsys.readouterr().err  # a run directory, a convert or a generate directory
+    assert f"{tmp_path} is neither" in err and "(no generation.json)" in err, err
+    assert "(no operative_config.gin)" in err, err
     assert cli.main([f"--model_dir={model_dir[0]}", "--prompt=x", "--top_p=0"], out=out) == 2
     assert "top_p=0.0 must be in (0, 1]" in capsys.readouterr().err
     with pytest.raises(FileExistsError):
