@@ -629,7 +629,8 @@ CASES = [
         "usage", r"give exactly one of --model_dir and --init_checkpoint"),
     # --- garden.generate / garden.fewshot
     Case("generate-model-dir-missing", GG, lambda c: [f"--model_dir={c.dir / 'none'}", "--prompt=x"],
-         "error", r"\S+/none/generation\.json does not exist"),
+         "error", r"\S+/none is neither a garden\.train run directory \(no "
+                  r"operative_config\.gin\).* \(no generation\.json\)"),
     Case("generate-top-p-zero", GG, lambda c: [f"--model_dir={c.dir}", "--prompt=x", "--top_p=0"],
          "error", r"top_p=0\.0 must be in \(0, 1\]"),
     Case("generate-negative-threads", GG, lambda c: [f"--model_dir={c.dir}", "--prompt=x",
