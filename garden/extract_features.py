@@ -4,8 +4,10 @@
         [--layers=-1,-2,-3,-4] [--numpy=OUT.npz] [--max_seq_length=128] [--batch_size=32]
 
 The backbone and its vocabulary come from either
-  * --model_dir: a garden.train fine-tuning run (its operative_config.gin names the task's
-    backbone factory, vocabulary and casing; the newest checkpoint's `backbone` is restored), or
+  * --model_dir: a garden.train run, pretraining or fine-tuning (its operative_config.gin names
+    the task's backbone factory, vocabulary and casing; the newest checkpoint's `backbone` is
+    restored; a task that checkpoints only its GenerativeLM, as T5 pretraining, gives the LM's
+    backbone; a backbone without hidden states, as T5's, is refused by name), or
   * --init_checkpoint=PATH (a checkpoint prefix or a run's model_dir) with --config=GIN (a
     model size file such as configs/models/bert_tiny.gin, plus --gin_param bindings),
     --backbone=FACTORY (backbone), --vocab=FILE and --checkpoint_object (backbone;
@@ -92,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = argparse.ArgumentParser(prog="python -m garden.extract_features",
                                 description=__doc__.split("\n\n")[0])
-    p.add_argument("--model_dir", help="a garden.train fine-tuning run directory")
+    p.add_argument("--model_dir", help="a garden.train run directory")
     p.add_argument("--init_checkpoint", help="checkpoint prefix or model_dir (with --config)")
     p.add_argument("--config", action="append", default=[], help="model size gin file(s)")
     p.add_argument("--gin_param", action="append", default=[], help="extra gin binding(s)")
