@@ -187,11 +187,11 @@ def classifier(preset: str = "bert_base"):
     it gets the same ones, whatever the dtype policy it is built under."""
     import keras
 
-    from garden.models.bert.presets import bert_backbone_from_preset
+    from garden.models.bert.presets import untrained_bert_backbone
     from garden.models.classification import SequenceClassifier
 
     keras.utils.set_random_seed(0)
-    return SequenceClassifier(bert_backbone_from_preset(preset, vocab_size=VOCAB),
+    return SequenceClassifier(untrained_bert_backbone(preset, vocab_size=VOCAB),
                               num_classes=LABELS)
 
 

@@ -18,12 +18,12 @@ def tiny_bert(tmp_path, words: Sequence[str], max_seq_length: int = 16,
     word depends on the word alone; the encoder kernels are then drawn far from the 0.02
     initialisation (sd 0.3), so that the layers above visibly mix in the context."""
     from text import tokenizers
-    from garden.models.bert.presets import bert_backbone_from_preset
+    from garden.models.bert.presets import untrained_bert_backbone
     from garden.serving.text import TextPacker
 
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(SPECIALS + list(words)) + "\n")
-    backbone = bert_backbone_from_preset("bert_tiny", vocab_size=len(SPECIALS) + len(words),
+    backbone = untrained_bert_backbone("bert_tiny", vocab_size=len(SPECIALS) + len(words),
                                          dropout=0.0)
     if context_free_embeddings:
         init = np.random.default_rng(seed)

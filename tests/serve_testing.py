@@ -71,13 +71,13 @@ def tiny_classifier(root, tokens, seed: int, max_seq_length: int, num_classes: i
     import keras
 
     from text import tokenizers
-    from garden.models.bert.presets import bert_backbone_from_preset
+    from garden.models.bert.presets import untrained_bert_backbone
     from garden.models.classification import SequenceClassifier
     from garden.serving.text import TextPacker
 
     vocab = write_vocab(root, tokens)
     keras.utils.set_random_seed(seed)
-    model = SequenceClassifier(bert_backbone_from_preset("bert_tiny", vocab_size=len(tokens)),
+    model = SequenceClassifier(untrained_bert_backbone("bert_tiny", vocab_size=len(tokens)),
                                num_classes=num_classes)
     packer = TextPacker(tokenizers.load_tokenizer("wordpiece", vocab, lower_case=True),
                         max_seq_length)

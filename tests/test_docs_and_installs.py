@@ -155,7 +155,7 @@ def tiny_export(tmp_path_factory):
     import keras
 
     from text import tokenizers
-    from garden.models.bert.presets import bert_backbone_from_preset
+    from garden.models.bert.presets import untrained_bert_backbone
     from garden.models.classification import SequenceClassifier
     from garden.serving import export
     from garden.serving.classification import ClassificationServing
@@ -166,7 +166,7 @@ def tiny_export(tmp_path_factory):
     vocab_path = root / "vocab.txt"
     vocab_path.write_text("\n".join(vocab) + "\n", encoding="utf-8")
     keras.utils.set_random_seed(3)
-    model = SequenceClassifier(bert_backbone_from_preset("bert_tiny", vocab_size=len(vocab)),
+    model = SequenceClassifier(untrained_bert_backbone("bert_tiny", vocab_size=len(vocab)),
                                num_classes=len(LABELS))
     packer = TextPacker(tokenizers.load_tokenizer("wordpiece", str(vocab_path), lower_case=True), 16)
     return export.export(ClassificationServing(model, packer, str(vocab_path), LABELS, text_b=False),

@@ -1,5 +1,5 @@
 """The Backbone base every encoder family builds on: config from the constructor arguments,
-the dtype policy, `from_preset`, and the optional outputs of every layer.
+the dtype policy, `untrained`, and the optional outputs of every layer.
 
 A family subclass builds its layers (BERT's and the families composed from it:
 `shared_encoder_layers`), then its functional graph with the helpers here (`backbone_inputs`,
@@ -51,7 +51,8 @@ class Backbone(keras.Model):
       * dtype: `dtype` (None, a string such as "mixed_bfloat16" or a keras.DTypePolicy) is set as
         the model's policy, which a functional Model would otherwise ignore, so heads built on
         top follow it.
-      * `from_preset(name, **overrides)` from the family's presets module (`presets_module`).
+      * `untrained(name, **overrides)`: a preset's architecture from the family's presets module
+        (`presets_module`) with freshly initialised weights.
       * `token_embedding`: the word table layer (`self.embeddings.token_embedding`), which the
         MLM heads project onto (tied weights).
       * optional outputs, off by default; when off the graph is exactly the plain encoder's:
@@ -183,17 +184,30 @@ class Backbone(keras.Model):
         return importlib.import_module(cls.presets_module).PRESETS
 
     @classmethod
-    def from_preset(cls, name: str, **overrides) -> "Backbone":
-        """A freshly initialised backbone of preset `name`; keyword arguments override it
-        (architectures only: weights come from the converters).
+    def untrained(cls, name: str, **overrides) -> "Backbone":
+        """A freshly initialised backbone of preset `name`: the preset's architecture with
+        random weights; keyword arguments override it. Trained weights come from garden.convert
+        (a released checkpoint) or a garden.train run (garden.runs.open).
 
-        Example: BertBackbone.from_preset("bert_tiny", vocab_size=1000, dropout=0.0)
+        Example: BertBackbone.untrained("bert_tiny", vocab_size=1000, dropout=0.0)
         """
         presets = cls.presets()
         if name not in presets:
             raise ValueError(f"unknown {cls.__name__} preset {name!r}; choose one of "
                              f"{sorted(presets)} (in {cls.presets_module})")
         return cls(**{**presets[name], **overrides})
+
+    @classmethod
+    def from_preset(cls, name: str, **overrides):
+        """Refused: keras-hub's from_preset returns trained weights and this garden's preset
+        tables hold architectures only; the same name with the opposite meaning would hand a
+        user random weights they take for trained ones."""
+        raise TypeError(
+            f"{cls.__name__}.from_preset is not offered: it would build preset {name!r} with "
+            f"random weights, where keras-hub's from_preset loads trained ones. For the "
+            f"architecture with fresh weights call {cls.__name__}.untrained({name!r}); for "
+            f"trained weights convert a released checkpoint (python -m garden.convert) or open "
+            f"a garden.train run (garden.runs.open)")
 
 
 def _refuse_unknown(cls, extra: Mapping, outputs: Mapping) -> None:

@@ -32,7 +32,7 @@ class SequenceClassifier(PretrainerConfig, keras.Model):
         **kwargs: name, trainable.
 
     Example:
-        clf = SequenceClassifier(bert_backbone_from_preset("bert_tiny", vocab_size=1000), num_classes=2)
+        clf = SequenceClassifier(untrained_bert_backbone("bert_tiny", vocab_size=1000), num_classes=2)
         logits = clf({"token_ids": ids, "segment_ids": seg, "padding_mask": mask})["logits"]
         loss = keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
     """

@@ -57,7 +57,7 @@ class MultipleChoiceModel(PretrainerConfig, keras.Model):
         dropout: dropout on the pooled output (0.1).
 
     Example:
-        model = MultipleChoiceModel(bert_backbone_from_preset("bert_tiny", vocab_size=1000))
+        model = MultipleChoiceModel(untrained_bert_backbone("bert_tiny", vocab_size=1000))
         logits = model({"token_ids": ids, "segment_ids": seg, "padding_mask": mask})["logits"]
         choice = keras.ops.argmax(logits, -1)  # [B]
     """

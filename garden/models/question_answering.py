@@ -54,7 +54,7 @@ class SpanExtractor(PretrainerConfig, keras.Model):
         **kwargs: name, trainable.
 
     Example:
-        qa = SpanExtractor(bert_backbone_from_preset("bert_tiny", vocab_size=1000))
+        qa = SpanExtractor(untrained_bert_backbone("bert_tiny", vocab_size=1000))
         out = qa({"token_ids": ids, "segment_ids": seg, "padding_mask": mask})
         loss = span_loss(out["start_logits"], out["end_logits"], starts, ends)
     """

@@ -45,7 +45,7 @@ class TokenTagger(PretrainerConfig, keras.Model):
             their concatenation.
 
     Example:
-        tagger = TokenTagger(bert_backbone_from_preset("bert_tiny", vocab_size=1000), 9)
+        tagger = TokenTagger(untrained_bert_backbone("bert_tiny", vocab_size=1000), 9)
         logits = tagger({"token_ids": ids, "segment_ids": seg, "padding_mask": mask})["logits"]
         loss only where labels >= 0 (the first sub-token of each word)
     """

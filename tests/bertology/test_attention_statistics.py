@@ -5,7 +5,7 @@ import pytest
 from scipy.spatial import distance
 
 from garden.bertology import attention as stats
-from garden.models.bert.presets import bert_backbone_from_preset
+from garden.models.bert.presets import untrained_bert_backbone
 
 CLS, SEP, COMMA, STOP = 2, 3, 4, 5
 # Two sequences, 5 and 7 real tokens: 12 real queries; 10 with a real previous / next token.
@@ -77,7 +77,7 @@ def test_padding_keys_and_shapes_are_checked():
 
 
 def test_backbone_analysis_and_plots(tmp_path):
-    backbone = bert_backbone_from_preset("bert_tiny", vocab_size=20, dropout=0.0)
+    backbone = untrained_bert_backbone("bert_tiny", vocab_size=20, dropout=0.0)
     batch = {"token_ids": TOKEN_IDS, "segment_ids": 0 * TOKEN_IDS, "padding_mask": PADDING}
     result = stats.analyze_attention(backbone, batch, CLS, SEP, {COMMA, STOP})
     shares = result["shares"]

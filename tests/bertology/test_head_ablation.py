@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from garden.bertology import heads
-from garden.models.bert.presets import bert_backbone_from_preset
+from garden.models.bert.presets import untrained_bert_backbone
 from garden.models.instrument import instrumented, layer_blocks, run
 
 IDS = np.array([[2, 7, 8, 9, 3, 0], [2, 10, 3, 0, 0, 0]], "int32")
@@ -20,7 +20,7 @@ def _metric(outputs):
 
 @pytest.fixture(scope="module")
 def backbone():
-    model = bert_backbone_from_preset("bert_tiny", vocab_size=20, dropout=0.0,
+    model = untrained_bert_backbone("bert_tiny", vocab_size=20, dropout=0.0,
                                       use_head_mask=True, output_attentions=True)
     rng = np.random.default_rng(1)  # larger weights than the init, so heads differ visibly
     for block in layer_blocks(model):
@@ -80,7 +80,7 @@ def test_a_head_with_no_output_changes_nothing_when_disabled(backbone, tmp_path)
 
 
 def test_a_task_model_around_the_backbone_and_a_plain_backbone():
-    plain = bert_backbone_from_preset("bert_tiny", vocab_size=20, dropout=0.0)
+    plain = untrained_bert_backbone("bert_tiny", vocab_size=20, dropout=0.0)
     masked = instrumented(plain, use_head_mask=True)
     task = keras.Model(masked.input,
                        keras.layers.Dense(1, name="score")(masked.output["pooled_output"]))

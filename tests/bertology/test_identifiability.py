@@ -8,7 +8,7 @@ import tensorflow as tf
 from garden.bertology import identifiability as ident
 from garden.bertology.attention import attention_shares
 from garden.models.bert.backbone import BertBackbone
-from garden.models.bert.presets import bert_backbone_from_preset
+from garden.models.bert.presets import untrained_bert_backbone
 from garden.models.instrument import instrumented, layer_blocks, run
 
 CLS, SEP = 2, 3
@@ -105,7 +105,7 @@ def test_backbone_effective_attention_and_stats(narrow_bert):
 
 
 def test_a_probe_recovers_the_tokens_at_the_embedding_layer():
-    backbone = bert_backbone_from_preset("bert_tiny", vocab_size=50, dropout=0.0)
+    backbone = untrained_bert_backbone("bert_tiny", vocab_size=50, dropout=0.0)
     lengths = np.random.default_rng(1).integers(8, 16, size=30)
     batch = _batch(lengths, 16, seed=2, vocab=50)
     result = ident.token_identifiability(backbone, batch, probes=("linear", "mlp"))

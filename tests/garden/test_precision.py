@@ -241,7 +241,7 @@ def test_layer_norm_losses_and_gradients_are_float32_under_mixed_bfloat16():
     import keras
     import tensorflow as tf
 
-    from garden.models.bert.presets import bert_backbone_from_preset
+    from garden.models.bert.presets import untrained_bert_backbone
     from garden.models.bert.pretrainer import BertPretrainer, bert_pretrain_loss
     from model_testing import pretrain_batch
 
@@ -252,7 +252,7 @@ def test_layer_norm_losses_and_gradients_are_float32_under_mixed_bfloat16():
     assert np.array_equal(norm(x).numpy(), tf.cast(reference(tf.cast(x, tf.float32)),
                                                    tf.bfloat16).numpy())
 
-    model = BertPretrainer(bert_backbone_from_preset("bert_tiny", vocab_size=50, num_layers=1,
+    model = BertPretrainer(untrained_bert_backbone("bert_tiny", vocab_size=50, num_layers=1,
                                                      dtype="mixed_bfloat16"))
     inputs = pretrain_batch(50, predictions=4)
     with tf.GradientTape() as tape:

@@ -260,11 +260,11 @@ def test_two_phases_switch_data_and_continue_from_the_same_weights(bert_data, tm
 
 
 def test_weight_decay_skips_layer_norm_and_biases():
-    from garden.models.bert.presets import bert_backbone_from_preset
+    from garden.models.bert.presets import untrained_bert_backbone
     from garden.models.bert.pretrainer import BertPretrainer
     from garden.optimization import create_optimizer
 
-    model = BertPretrainer(bert_backbone_from_preset("bert_tiny", vocab_size=50))
+    model = BertPretrainer(untrained_bert_backbone("bert_tiny", vocab_size=50))
     opt = create_optimizer("adamw", 1e-3, 100, 10, weight_decay=0.01)
     opt.build(model.trainable_variables)
     decayed = {v.path for v in model.trainable_variables if opt._use_weight_decay(v)}

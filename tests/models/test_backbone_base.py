@@ -1,4 +1,4 @@
-"""garden.models.backbone.Backbone: the config recorded from the constructor, from_preset, the
+"""garden.models.backbone.Backbone: the config recorded from the constructor, untrained (from_preset refused), the
 dtype policy, and the optional outputs (hidden states, attention probabilities, head mask) of
 every family, checked against each backbone's own sequence_output and against Hugging Face."""
 
@@ -96,12 +96,22 @@ def test_dtype_policy_is_applied_and_serialized():
 
 @pytest.mark.parametrize("cls,preset", [(BertBackbone, "bert_tiny"), (RobertaBackbone,
                                         "roberta_base"), (DistilBertBackbone, "distilbert_base")])
-def test_from_preset_with_overrides(cls, preset):
-    model = cls.from_preset(preset, vocab_size=60, num_layers=1)
+def test_untrained_with_overrides(cls, preset):
+    model = cls.untrained(preset, vocab_size=60, num_layers=1)
     expected = {**cls.presets()[preset], "vocab_size": 60, "num_layers": 1}
     assert {k: model.get_config()[k] for k in expected} == expected
     with pytest.raises(ValueError, match=preset):
-        cls.from_preset("no_such_preset")
+        cls.untrained("no_such_preset")
+
+
+def test_from_preset_is_refused_naming_untrained_and_where_trained_weights_come_from():
+    """keras-hub's from_preset loads trained weights; a garden from_preset that built random
+    ones would be the same name with the opposite meaning (issue 35 item 2)."""
+    with pytest.raises(TypeError) as refused:
+        BertBackbone.from_preset("bert_tiny")
+    message = str(refused.value)
+    assert "BertBackbone.untrained('bert_tiny')" in message
+    assert "random weights" in message and "garden.convert" in message
 
 
 def test_attention_probs_and_head_mask_shapes():

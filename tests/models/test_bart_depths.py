@@ -118,7 +118,7 @@ def test_distilbart_presets_have_hugging_face_counts(name, decoder_layers, publi
     assert {k: kwargs[k] for k in preset} == preset
     assert bart_parameter_count(**preset) == expected == published
     with keras.StatelessScope(initialize_variables=False):
-        backbone = BartBackbone.from_preset(name)
+        backbone = BartBackbone.untrained(name)
         assert (len(backbone.encoder_blocks), len(backbone.decoder_blocks)) == (12,
                                                                                 decoder_layers)
         assert backbone.count_params() == expected

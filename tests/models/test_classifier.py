@@ -3,7 +3,7 @@ import keras
 import pytest
 import tensorflow as tf
 
-from garden.models.bert.presets import bert_backbone_from_preset
+from garden.models.bert.presets import untrained_bert_backbone
 from garden.models.classification import SequenceClassifier
 from garden.models.roberta.backbone import RobertaBackbone
 from model_testing import padded_ids
@@ -21,7 +21,7 @@ def _inputs(batch=4, length=10, seed=0):
 @pytest.fixture(scope="module")
 def classifier():
     keras.utils.set_random_seed(3)
-    backbone = bert_backbone_from_preset("bert_tiny", vocab_size=VOCAB, num_layers=1)
+    backbone = untrained_bert_backbone("bert_tiny", vocab_size=VOCAB, num_layers=1)
     return SequenceClassifier(backbone, num_classes=3, dropout=0.1)
 
 
@@ -78,7 +78,7 @@ def test_a_backbone_without_dict_inputs_is_refused():
 def test_learns_a_token_rule():
     # Label = whether token 1 occurs in the sequence: a few AdamW steps get the batch right.
     keras.utils.set_random_seed(4)
-    model = SequenceClassifier(bert_backbone_from_preset("bert_tiny", vocab_size=VOCAB, num_layers=1),
+    model = SequenceClassifier(untrained_bert_backbone("bert_tiny", vocab_size=VOCAB, num_layers=1),
                                num_classes=2)
     inputs = _inputs(batch=8, seed=1)
     inputs["token_ids"][inputs["token_ids"] == 1] = 2

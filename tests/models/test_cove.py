@@ -13,7 +13,7 @@ from garden.models.cove.sample_pairs import reversed_pair, write_pair_task
 
 
 def test_the_published_size_and_the_spec():
-    backbone = CoveBackbone.from_preset("cove", vocab_size=30522)
+    backbone = CoveBackbone.untrained("cove", vocab_size=30522)
     # Per LSTM: W [D, 4U] + U [U, 4U] + b [4U]; layer 1 reads 300, layer 2 reads 600; two
     # directions each.
     lstm = 2 * sum(4 * 300 * (d + 300) + 4 * 300 for d in (300, 600))
@@ -24,7 +24,7 @@ def test_the_published_size_and_the_spec():
 
 
 def test_features_are_glove_then_both_directions_over_real_tokens():
-    backbone = CoveBackbone.from_preset("cove_tiny", vocab_size=50, dropout=0.0)
+    backbone = CoveBackbone.untrained("cove_tiny", vocab_size=50, dropout=0.0)
     ids = np.array([[2, 7, 8, 9, 3]], "int32")
     padded = np.array([[2, 7, 8, 9, 3, 0, 0]], "int32")
     a = backbone({"token_ids": ids, "padding_mask": np.ones_like(ids)})
@@ -114,7 +114,7 @@ def test_translation_pretraining_lowers_its_loss_and_a_classifier_starts_from_it
         eval_file=str(tmp_path / "data" / "dev.tsv"), init_checkpoint=str(run / "checkpoints"))
     task.prepare()
     restored = task.build_model()[1]["backbone"]
-    independent = CoveBackbone.from_preset("cove_tiny", vocab_size=restored.vocab_size)
+    independent = CoveBackbone.untrained("cove_tiny", vocab_size=restored.vocab_size)
     initial = [w.numpy() for w in independent.weights]
     assert len(initial) == 1 + 4 * 3  # the table, then 2 x 2 LSTMs of kernel, recurrent, bias
     tf.train.Checkpoint(backbone=independent).read(

@@ -18,7 +18,7 @@ ALLOWED = {"forward": lambda t, u: u <= t, "backward": lambda t, u: u >= t,
 
 def test_the_published_encoder_size_and_the_spec():
     lstm = sum(2 * (4 * u * (d + u) + 4 * u) for d, u in ((300, 1024), (2048, 512)))
-    assert CvtBackbone.from_preset("cvt", vocab_size=30000).count_params() == \
+    assert CvtBackbone.untrained("cvt", vocab_size=30000).count_params() == \
         30000 * 300 + lstm
     assert models.spec("cvt").backbone_class() is CvtBackbone
 
@@ -31,7 +31,7 @@ def test_each_module_sees_only_its_view(output):
     # wiring (CI met it with 8 units). 64 units and a fixed seed make that practically
     # impossible, so an empty or extra `seen` can only come from the views' wiring.
     keras.utils.set_random_seed(0)
-    backbone = CvtBackbone.from_preset("cvt_tiny", vocab_size=length + 1, dropout=0.0)
+    backbone = CvtBackbone.untrained("cvt_tiny", vocab_size=length + 1, dropout=0.0)
     tagger = CvtTagger(backbone, num_labels=3, hidden=64, dropout=0.0)
     ids = np.arange(1, length + 1, dtype="int32")[None]  # token t' is table row t' + 1
     table = backbone.embeddings.embeddings

@@ -24,7 +24,7 @@ def test_the_published_size_and_the_spec():
     lstm = 2 * 2 * ((512 + 512) * 4 * 4096 + 4 * 4096 + 4096 * 512)
     mix = 3 + 1  # the task's scalar mix over the 3 layers, and gamma
     expected = 262 * 16 + cnn + highway + (2048 * 512 + 512) + lstm + mix
-    assert ElmoBackbone.from_preset("elmo").count_params() == expected == 93_600_868
+    assert ElmoBackbone.untrained("elmo").count_params() == expected == 93_600_868
     assert models.spec("elmo").backbone_class() is ElmoBackbone
 
 
@@ -134,7 +134,7 @@ def test_a_file_that_is_not_the_layout_is_named(tmp_path):
 
 
 def test_the_backward_direction_reads_each_sentence_from_its_end():
-    backbone = ElmoBackbone.from_preset("elmo_tiny", dropout=0.0)
+    backbone = ElmoBackbone.untrained("elmo_tiny", dropout=0.0)
     rng = np.random.default_rng(2)
     ids = rng.integers(1, 262, size=(1, 4, 20)).astype("int32")
     padded = np.concatenate([ids, np.zeros((1, 2, 20), "int32")], axis=1)
@@ -217,10 +217,10 @@ def test_a_pretrained_bilm_fine_tunes_as_a_classifier_and_serves_raw_text(tmp_pa
     task.prepare()
     _, objects = task.build_model()
     # The biLM's own backbone (characters in), restored from its checkpoint independently.
-    pretrained = ElmoBackbone.from_preset("elmo_tiny")
+    pretrained = ElmoBackbone.untrained("elmo_tiny")
     assert_restores_to(objects["backbone"], pretrained, lm_dir)
     assert not np.allclose(pretrained.char_encoder.char_embedding.embeddings.numpy(),
-                           ElmoBackbone.from_preset("elmo_tiny").char_encoder
+                           ElmoBackbone.untrained("elmo_tiny").char_encoder
                            .char_embedding.embeddings.numpy())  # it was trained
 
 
@@ -234,7 +234,7 @@ def test_steps_on_the_sampled_softmax_lower_the_full_softmax_loss():
     from garden.tasks.pretraining.elmo import bilm_metrics, sampled_losses
 
     keras.utils.set_random_seed(0)
-    lm = ElmoBiLM(ElmoBackbone.from_preset("elmo_tiny", dropout=0.0), vocab_size=200,
+    lm = ElmoBiLM(ElmoBackbone.untrained("elmo_tiny", dropout=0.0), vocab_size=200,
                   dropout=0.0)
     rng = np.random.default_rng(0)
     inputs = {"char_ids": rng.integers(1, 262, size=(8, 6, 20)).astype("int32"),

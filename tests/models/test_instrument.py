@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from garden.models import instrument
-from garden.models.albert.presets import albert_backbone_from_preset
-from garden.models.bert.presets import bert_backbone_from_preset
+from garden.models.albert.presets import untrained_albert_backbone
+from garden.models.bert.presets import untrained_bert_backbone
 
 IDS = np.array([[2, 7, 8, 3, 0], [2, 9, 3, 0, 0]], "int32")
 BATCH = {"token_ids": IDS, "segment_ids": 0 * IDS, "padding_mask": (IDS > 0).astype("int32"),
@@ -13,7 +13,7 @@ BATCH = {"token_ids": IDS, "segment_ids": 0 * IDS, "padding_mask": (IDS > 0).ast
 
 
 def test_instrumented_backbone_adds_outputs_with_the_same_weights():
-    plain = bert_backbone_from_preset("bert_tiny", vocab_size=20, dropout=0.0)
+    plain = untrained_bert_backbone("bert_tiny", vocab_size=20, dropout=0.0)
     assert instrument.instrumented(plain) is plain
     full = instrument.instrumented(plain, output_attentions=True, output_hidden_states=True,
                                    use_head_mask=True)
@@ -37,9 +37,9 @@ def test_instrumented_backbone_adds_outputs_with_the_same_weights():
 
 
 def test_layer_blocks_follow_albert_sharing():
-    bert = bert_backbone_from_preset("bert_tiny", vocab_size=20)
+    bert = untrained_bert_backbone("bert_tiny", vocab_size=20)
     assert instrument.layer_blocks(bert) == list(bert.encoder_blocks)
-    albert = albert_backbone_from_preset("albert_base", vocab_size=20, num_layers=4,
+    albert = untrained_albert_backbone("albert_base", vocab_size=20, num_layers=4,
                                          hidden_size=32, num_heads=2, intermediate_size=64,
                                          embedding_size=16, num_groups=2)
     blocks = instrument.layer_blocks(albert)

@@ -6,13 +6,13 @@ from __future__ import annotations
 import keras
 import numpy as np
 
-from garden.models.bert.presets import bert_backbone_from_preset
+from garden.models.bert.presets import untrained_bert_backbone
 from garden.models.multiple_choice import MultipleChoiceModel
 
 
 def test_each_logit_scores_its_own_choice():
     keras.utils.set_random_seed(5)
-    model = MultipleChoiceModel(bert_backbone_from_preset("bert_tiny", vocab_size=60),
+    model = MultipleChoiceModel(untrained_bert_backbone("bert_tiny", vocab_size=60),
                                 num_choices=3, dropout=0.0)
     rng = np.random.default_rng(0)
     ids = rng.integers(5, 60, (2, 3, 9)).astype("int32")

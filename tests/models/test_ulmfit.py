@@ -11,7 +11,7 @@ from garden.optimization import group_depths
 
 
 def test_the_published_size_and_the_spec():
-    backbone = AwdLstmBackbone.from_preset("ulmfit", vocab_size=60000)
+    backbone = AwdLstmBackbone.untrained("ulmfit", vocab_size=60000)
     # 60000 x 400 + LSTMs 400->1152, 1152->1152, 1152->400 (4 gates, one bias each).
     lstm = sum(4 * u * (d + u) + 4 * u for d, u in ((400, 1152), (1152, 1152), (1152, 400)))
     assert backbone.count_params() == 60000 * 400 + lstm == 44_262_464
@@ -29,7 +29,7 @@ def test_concat_pooling_reads_only_the_real_steps():
 
 
 def test_padding_does_not_change_the_encoding():
-    backbone = AwdLstmBackbone.from_preset("ulmfit_tiny", vocab_size=50)
+    backbone = AwdLstmBackbone.untrained("ulmfit_tiny", vocab_size=50)
     ids = np.array([[2, 7, 8, 9, 3]], "int32")
     padded = np.array([[2, 7, 8, 9, 3, 0, 0]], "int32")
     a = backbone({"token_ids": ids, "padding_mask": np.ones_like(ids)})
@@ -41,7 +41,7 @@ def test_padding_does_not_change_the_encoding():
 def test_layer_groups_for_discriminative_rates_and_unfreezing():
     import keras
 
-    backbone = AwdLstmBackbone.from_preset("ulmfit_tiny", vocab_size=50)
+    backbone = AwdLstmBackbone.untrained("ulmfit_tiny", vocab_size=50)
     head = keras.Variable(np.zeros((2, 2)), name="classifier_kernel")
     variables = backbone.trainable_variables + [head]
     groups = backbone.variable_groups()
@@ -110,5 +110,5 @@ def test_the_three_stages_lm_then_classifier_from_its_backbone(tmp_path, bilm_da
     task.prepare()
     _, objects = task.build_model()
     # The LM's backbone restored from its checkpoint independently: every weight equal.
-    pretrained = AwdLstmBackbone.from_preset("ulmfit_tiny", vocab_size=task.packer.vocab_size)
+    pretrained = AwdLstmBackbone.untrained("ulmfit_tiny", vocab_size=task.packer.vocab_size)
     assert_restores_to(objects["backbone"], pretrained, target_dir)

@@ -22,10 +22,10 @@ def test_published_parameter_counts(preset, expected):
     identical, so the preset is built with 0 and 1 layers (a 1.4 GB xlnet_large would take
     ~20 s): total = embeddings + L * one layer."""
     layers = XLNetBackbone.presets()[preset]["num_layers"]
-    c0 = XLNetBackbone.from_preset(preset, num_layers=0).count_params()
-    c1 = XLNetBackbone.from_preset(preset, num_layers=1).count_params()
+    c0 = XLNetBackbone.untrained(preset, num_layers=0).count_params()
+    c1 = XLNetBackbone.untrained(preset, num_layers=1).count_params()
     assert c0 + layers * (c1 - c0) == expected
-    tiny = XLNetBackbone.from_preset("xlnet_tiny", vocab_size=V)
+    tiny = XLNetBackbone.untrained("xlnet_tiny", vocab_size=V)
     assert XLNetPretrainer(tiny).count_params() == tiny.count_params() + V
 
 

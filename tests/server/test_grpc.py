@@ -33,7 +33,7 @@ from tensorflow_serving.apis import (classification_pb2, get_model_metadata_pb2,
                                      prediction_service_pb2_grpc, regression_pb2)
 
 from text import tokenizers
-from garden.models.bert.presets import bert_backbone_from_preset
+from garden.models.bert.presets import untrained_bert_backbone
 from garden.models.classification import SequenceClassifier
 from garden.models.question_answering import SpanExtractor
 from garden.models.tagging import TokenTagger
@@ -84,7 +84,7 @@ def _packer(vocab, max_len):
 
 
 def _backbone():
-    return bert_backbone_from_preset("bert_tiny", vocab_size=len(VOCAB), num_layers=1,
+    return untrained_bert_backbone("bert_tiny", vocab_size=len(VOCAB), num_layers=1,
                                      dropout=0.0)
 
 

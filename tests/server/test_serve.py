@@ -27,7 +27,7 @@ import pytest
 import tensorflow as tf
 
 from text import tokenizers
-from garden.models.bert.presets import bert_backbone_from_preset
+from garden.models.bert.presets import untrained_bert_backbone
 from garden.models.classification import SequenceClassifier
 from garden.serving import export
 from garden.serving.base import PREDICT, REGRESS, ServingModule
@@ -104,7 +104,7 @@ def exports(tmp_path_factory):
     expected = {}
     for version, seed in ((1, 7), (2, 8)):
         keras.utils.set_random_seed(seed)
-        model = SequenceClassifier(bert_backbone_from_preset("bert_tiny", vocab_size=len(VOCAB)),
+        model = SequenceClassifier(untrained_bert_backbone("bert_tiny", vocab_size=len(VOCAB)),
                                    num_classes=len(LABELS))
         export.export(ClassificationServing(model, _packer(vocab), vocab, LABELS, text_b=False),
                       base, "sentiment")

@@ -304,10 +304,10 @@ def test_half_type_outputs_leave_as_float32(tmp_path):
                 input_signature=ids)
             return {"serving_default": (self.fn.get_concrete_function(), PREDICT)}
 
-    from garden.models.bert.presets import bert_backbone_from_preset
+    from garden.models.bert.presets import untrained_bert_backbone
 
     with setup.dtype_policy("mixed_bfloat16"):
-        module = Features(bert_backbone_from_preset("bert_tiny", vocab_size=20, num_layers=1))
+        module = Features(untrained_bert_backbone("bert_tiny", vocab_size=20, num_layers=1))
     assert module.signatures()["serving_default"][0].structured_outputs["features"].dtype == \
         tf.bfloat16
     path = export.export(module, str(tmp_path), "features", precision="bfloat16")

@@ -18,7 +18,7 @@ import pytest
 import tensorflow as tf
 
 from text import tokenizers
-from garden.models.bert.presets import bert_backbone_from_preset
+from garden.models.bert.presets import untrained_bert_backbone
 from garden.models.classification import SequenceClassifier
 from garden.serving import export
 from garden.serving.classification import ClassificationServing
@@ -84,7 +84,7 @@ def exported(tmp_path_factory):
     vocab_text = "\n".join(VOCAB) + "\n"
     vocab_path.write_text(vocab_text, encoding="utf-8")
     keras.utils.set_random_seed(7)
-    model = SequenceClassifier(bert_backbone_from_preset("bert_tiny", vocab_size=len(VOCAB)),
+    model = SequenceClassifier(untrained_bert_backbone("bert_tiny", vocab_size=len(VOCAB)),
                                num_classes=len(LABELS))
     packer = make_packer(str(vocab_path))
     base = str(root / "exports")
@@ -309,7 +309,7 @@ def test_regression_export_serves_one_score(exported, tmp_path):
     vocab = tmp_path / "vocab.txt"
     vocab.write_text(exported["vocab_text"], encoding="utf-8")
     keras.utils.set_random_seed(11)
-    model = SequenceClassifier(bert_backbone_from_preset("bert_tiny", vocab_size=len(VOCAB)),
+    model = SequenceClassifier(untrained_bert_backbone("bert_tiny", vocab_size=len(VOCAB)),
                                num_classes=1)
     packer = make_packer(str(vocab))
     path = export.export(ClassificationServing(model, packer, str(vocab), None, text_b=True),

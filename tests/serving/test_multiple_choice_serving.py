@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 
 from text import tokenizers
-from garden.models.bert.presets import bert_backbone_from_preset
+from garden.models.bert.presets import untrained_bert_backbone
 from garden.models.multiple_choice import MultipleChoiceModel
 from garden.serving import export
 from garden.serving.multiple_choice import MultipleChoiceServing, pack_choices
@@ -60,7 +60,7 @@ def exported(tmp_path_factory):
     vocab = root / "vocab.txt"
     vocab.write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
     keras.utils.set_random_seed(11)
-    model = MultipleChoiceModel(bert_backbone_from_preset("bert_tiny", vocab_size=len(VOCAB)),
+    model = MultipleChoiceModel(untrained_bert_backbone("bert_tiny", vocab_size=len(VOCAB)),
                                 dropout=0.0)
     dense = model.get_layer("choice_dense")  # a larger head than its 0.02 init: distinct choices
     dense.kernel.assign(np.random.default_rng(0).normal(size=dense.kernel.shape).astype("float32"))

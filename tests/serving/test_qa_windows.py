@@ -22,7 +22,7 @@ from text import tokenizers
 from text.finetune.question_answering import DEFAULT_LAYOUT, SquadOptions, examples_features
 from text.finetune.question_answering_sources import SquadExample
 from garden.models import factory
-from garden.models.bert.presets import bert_backbone_from_preset
+from garden.models.bert.presets import untrained_bert_backbone
 from garden.models.question_answering import SpanExtractor, decode_all
 from garden.serving import export
 from garden.serving.question_answering import QuestionAnsweringServing
@@ -38,7 +38,7 @@ LONG = ("Assert statements are a convenient way to insert debugging assertions i
 @pytest.fixture(scope="module")
 def module(bert_data):
     packer = load_packer(bert_data.vocab, 32)
-    backbone = bert_backbone_from_preset("bert_tiny", vocab_size=packer.vocab_size, dropout=0.0)
+    backbone = untrained_bert_backbone("bert_tiny", vocab_size=packer.vocab_size, dropout=0.0)
     return QuestionAnsweringServing(SpanExtractor(backbone), packer, bert_data.vocab,
                                     doc_stride=7, max_query_length=6)
 

@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from text import tokenizers
 from text.finetune import tagging
-from garden.models.bert.presets import bert_backbone_from_preset
+from garden.models.bert.presets import untrained_bert_backbone
 from garden.models.tagging import TokenTagger
 from garden.serving.tagging import TaggingServing
 from garden.serving.text import load_packer
@@ -28,7 +28,7 @@ def test_in_graph_rows_equal_the_records(serving_corpus, kind):
               "x" * 60 + " tail"]
     tokenizer = tokenizers.load_tokenizer(kind, vocab, lower_case=True)
     packer = load_packer(vocab, MAX_LEN, kind=kind, lower_case=True)
-    model = TokenTagger(bert_backbone_from_preset("bert_tiny", vocab_size=packer.vocab_size,
+    model = TokenTagger(untrained_bert_backbone("bert_tiny", vocab_size=packer.vocab_size,
                                                   num_layers=1), len(tagging.CONLL2003_LABELS))
     module = TaggingServing(model, packer, tokenizer.vocab.special("unk"), vocab,
                             tagging.CONLL2003_LABELS)

@@ -1,12 +1,12 @@
 """ALBERT (Lan et al., 2020): backbone, pretraining heads and loss, presets, weight import."""
 
 from garden.models.albert.backbone import AlbertBackbone, gelu_approximate
-from garden.models.albert.presets import PRESETS, albert_backbone_from_preset
+from garden.models.albert.presets import PRESETS, untrained_albert_backbone
 from garden.models.albert.pretrainer import AlbertPretrainer, albert_pretrain_loss
 from garden.models.family import FamilySpec
 
 __all__ = ["SPEC", "AlbertBackbone", "AlbertPretrainer", "albert_pretrain_loss", "PRESETS",
-           "albert_backbone_from_preset", "gelu_approximate"]
+           "untrained_albert_backbone", "gelu_approximate"]
 
 SPEC = FamilySpec(
     name="albert", backbone=AlbertBackbone,

@@ -35,9 +35,9 @@ PRESETS: Dict[str, Dict] = {
 }
 
 
-def albert_backbone_from_preset(name: str, **overrides) -> AlbertBackbone:
+def untrained_albert_backbone(name: str, **overrides) -> AlbertBackbone:
     """A freshly initialised AlbertBackbone of preset `name`; keyword arguments override it.
 
-    Example: albert_backbone_from_preset("albert_base", vocab_size=1000, num_layers=2)
+    Example: untrained_albert_backbone("albert_base", vocab_size=1000, num_layers=2)
     """
-    return AlbertBackbone.from_preset(name, **overrides)
+    return AlbertBackbone.untrained(name, **overrides)

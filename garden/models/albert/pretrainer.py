@@ -35,7 +35,7 @@ class AlbertPretrainer(Pretrainer):
         **kwargs: name, trainable.
 
     Example:
-        pretrainer = AlbertPretrainer(albert_backbone_from_preset("albert_base", vocab_size=1000))
+        pretrainer = AlbertPretrainer(untrained_albert_backbone("albert_base", vocab_size=1000))
         outputs = pretrainer({**backbone_inputs, "masked_lm_positions": positions})
         metrics = albert_pretrain_loss(outputs, masked_lm_ids, masked_lm_weights, labels)
     """

@@ -91,7 +91,7 @@ class BartBackbone(Backbone):
         dtype: None, str or keras.DTypePolicy.
 
     Example:
-        backbone = BartBackbone.from_preset("bart_tiny", vocab_size=1000)
+        backbone = BartBackbone.untrained("bart_tiny", vocab_size=1000)
         out = backbone({"encoder_token_ids": ids, "encoder_padding_mask": mask,
                         "decoder_token_ids": dec, "decoder_padding_mask": dec_mask})
     """
@@ -196,7 +196,7 @@ class BartSeq2SeqLM(BackboneLM):
         backbone: BartBackbone.
 
     Example:
-        lm = BartSeq2SeqLM(BartBackbone.from_preset("bart_tiny", vocab_size=1000))
+        lm = BartSeq2SeqLM(BartBackbone.untrained("bart_tiny", vocab_size=1000))
         logits, state = lm.start_decoding({**encoder_inputs, "decoder_token_ids": [[2, 0]] * B,
                                            "decoder_padding_mask": [[1, 1]] * B}, 32)
     """

@@ -1,12 +1,12 @@
 """BERT (Devlin et al., 2019): backbone, pretraining heads and loss, presets."""
 
 from garden.models.bert.backbone import BertBackbone
-from garden.models.bert.presets import PRESETS, bert_backbone_from_preset
+from garden.models.bert.presets import PRESETS, untrained_bert_backbone
 from garden.models.bert.pretrainer import BertPretrainer, bert_pretrain_loss
 from garden.models.family import FamilySpec
 
 __all__ = ["SPEC", "BertBackbone", "BertPretrainer", "bert_pretrain_loss", "PRESETS",
-           "bert_backbone_from_preset"]
+           "untrained_bert_backbone"]
 
 SPEC = FamilySpec(
     name="bert", backbone=BertBackbone,

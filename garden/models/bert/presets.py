@@ -30,9 +30,9 @@ PRESETS: Dict[str, Dict] = {
 }
 
 
-def bert_backbone_from_preset(name: str, **overrides) -> BertBackbone:
+def untrained_bert_backbone(name: str, **overrides) -> BertBackbone:
     """A freshly initialised BertBackbone of preset `name`; keyword arguments override it.
 
-    Example: bert_backbone_from_preset("bert_tiny", vocab_size=1000, dropout=0.0)
+    Example: untrained_bert_backbone("bert_tiny", vocab_size=1000, dropout=0.0)
     """
-    return BertBackbone.from_preset(name, **overrides)
+    return BertBackbone.untrained(name, **overrides)

@@ -34,7 +34,7 @@ class BertPretrainer(Pretrainer):
         **kwargs: name, trainable.
 
     Example:
-        pretrainer = BertPretrainer(bert_backbone_from_preset("bert_tiny", vocab_size=1000))
+        pretrainer = BertPretrainer(untrained_bert_backbone("bert_tiny", vocab_size=1000))
         outputs = pretrainer({**backbone_inputs, "masked_lm_positions": positions})
         metrics = bert_pretrain_loss(outputs, masked_lm_ids, masked_lm_weights, labels)
     """

@@ -7,11 +7,11 @@ sentence pairs; garden.models.cove.sample_pairs writes a synthetic pair task for
 """
 
 from garden.models.cove.backbone import CoveBackbone, read_glove
-from garden.models.cove.presets import PRESETS, cove_backbone_from_preset
+from garden.models.cove.presets import PRESETS, untrained_cove_backbone
 from garden.models.family import FamilySpec
 from garden.models.cove.translation import CoveTranslator
 
-__all__ = ["SPEC", "CoveBackbone", "read_glove", "PRESETS", "cove_backbone_from_preset"]
+__all__ = ["SPEC", "CoveBackbone", "read_glove", "PRESETS", "untrained_cove_backbone"]
 
 SPEC = FamilySpec(
     name="cove", backbone=CoveBackbone,

@@ -79,7 +79,7 @@ class CoveBackbone(Backbone):
         dtype: None, str or keras.DTypePolicy.
 
     Example:
-        backbone = CoveBackbone.from_preset("cove_tiny", vocab_size=1000)
+        backbone = CoveBackbone.untrained("cove_tiny", vocab_size=1000)
         out = backbone({"token_ids": ids, "padding_mask": mask})   # sequence_output [B, T, 48]
     """
 

@@ -16,6 +16,6 @@ PRESETS: Dict[str, Dict] = {
 }
 
 
-def cove_backbone_from_preset(name: str, **overrides) -> CoveBackbone:
+def untrained_cove_backbone(name: str, **overrides) -> CoveBackbone:
     """A freshly initialised CoveBackbone of preset `name`; keyword arguments override it."""
-    return CoveBackbone.from_preset(name, **overrides)
+    return CoveBackbone.untrained(name, **overrides)

@@ -69,7 +69,7 @@ class CoveTranslator(keras.Model):
         dropout: on the decoder's inputs and before the softmax (0.2).
 
     Example:
-        model = CoveTranslator(CoveBackbone.from_preset("cove_tiny", vocab_size=1000))
+        model = CoveTranslator(CoveBackbone.untrained("cove_tiny", vocab_size=1000))
     """
 
     def __init__(self, backbone, vocab_size: Optional[int] = None, decoder_layers: int = 2,

@@ -13,5 +13,5 @@ PRESETS: Dict[str, Dict] = {
 }
 
 
-def cvt_backbone_from_preset(name: str, **overrides) -> CvtBackbone:
-    return CvtBackbone.from_preset(name, **overrides)
+def untrained_cvt_backbone(name: str, **overrides) -> CvtBackbone:
+    return CvtBackbone.untrained(name, **overrides)

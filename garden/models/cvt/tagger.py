@@ -37,7 +37,7 @@ class CvtTagger(keras.Model):
     """The primary and auxiliary modules on a CvtBackbone (module docstring).
 
     Example:
-        tagger = CvtTagger(CvtBackbone.from_preset("cvt_tiny", vocab_size=100), num_labels=9)
+        tagger = CvtTagger(CvtBackbone.untrained("cvt_tiny", vocab_size=100), num_labels=9)
     """
 
     def __init__(self, backbone, num_labels: int, hidden: int = 1024, dropout: float = 0.5,

@@ -4,13 +4,13 @@ preset, HF import."""
 from garden.models.distilbert.backbone import DistilBertBackbone
 from garden.models.distilbert.distiller import (TEACHER_LAYERS, DistilBertDistiller,
                                                 distillation_loss, init_student_from_teacher)
-from garden.models.distilbert.presets import PRESETS, distilbert_backbone_from_preset
+from garden.models.distilbert.presets import PRESETS, untrained_distilbert_backbone
 from garden.models.distilbert.pretrainer import DistilBertPretrainer
 from garden.models.family import FamilySpec
 
 __all__ = ["SPEC", "DistilBertBackbone", "DistilBertPretrainer", "DistilBertDistiller",
            "distillation_loss", "init_student_from_teacher", "TEACHER_LAYERS", "PRESETS",
-           "distilbert_backbone_from_preset"]
+           "untrained_distilbert_backbone"]
 
 SPEC = FamilySpec(
     name="distilbert", backbone=DistilBertBackbone,

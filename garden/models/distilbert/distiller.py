@@ -48,7 +48,7 @@ def init_student_from_teacher(student, teacher_bert_backbone, layers: Sequence[i
 
     Example:
         teacher = keras.models.load_model("bert_base_pretrainer.keras")
-        student = DistilBertPretrainer(distilbert_backbone_from_preset("distilbert_base"))
+        student = DistilBertPretrainer(untrained_distilbert_backbone("distilbert_base"))
         init_student_from_teacher(student, teacher)
     """
     s, t = _backbone(student), _backbone(teacher_bert_backbone)

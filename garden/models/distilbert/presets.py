@@ -18,9 +18,9 @@ PRESETS: Dict[str, Dict] = {
 }
 
 
-def distilbert_backbone_from_preset(name: str, **overrides) -> DistilBertBackbone:
+def untrained_distilbert_backbone(name: str, **overrides) -> DistilBertBackbone:
     """A freshly initialised DistilBertBackbone of preset `name`; keyword arguments override it.
 
-    Example: distilbert_backbone_from_preset("distilbert_base", num_layers=2, vocab_size=1000)
+    Example: untrained_distilbert_backbone("distilbert_base", num_layers=2, vocab_size=1000)
     """
-    return DistilBertBackbone.from_preset(name, **overrides)
+    return DistilBertBackbone.untrained(name, **overrides)

@@ -25,7 +25,7 @@ class DistilBertPretrainer(Pretrainer):
         **kwargs: name, trainable.
 
     Example:
-        student = DistilBertPretrainer(distilbert_backbone_from_preset("distilbert_base"))
+        student = DistilBertPretrainer(untrained_distilbert_backbone("distilbert_base"))
         out = student({"token_ids": ids, "padding_mask": mask, "masked_lm_positions": positions})
         out["mlm_logits"]  # [B, P, 30522]
     """

@@ -3,9 +3,9 @@ Hugging Face weight import."""
 
 from garden.models.electra.backbone import ElectraBackbone
 from garden.models.electra.presets import (GENERATORS, PRESETS, PRETRAINING,
-                                           electra_backbone_from_preset,
-                                           electra_generator_from_preset,
-                                           electra_pretrainer_from_preset)
+                                           untrained_electra_backbone,
+                                           untrained_electra_generator,
+                                           untrained_electra_pretrainer)
 from garden.models.electra.pretrainer import (ElectraDiscriminator, ElectraDiscriminatorHead,
                                               ElectraGenerator, ElectraMasking,
                                               ElectraPretrainer, ElectraReplacement,
@@ -16,8 +16,8 @@ from garden.models.family import FamilySpec
 __all__ = ["SPEC", "ElectraBackbone", "ElectraDiscriminator", "ElectraDiscriminatorHead",
            "ElectraGenerator", "ElectraMasking", "ElectraPretrainer", "ElectraReplacement",
            "electra_mask", "electra_replace", "electra_pretrain_loss", "PRESETS", "GENERATORS",
-           "PRETRAINING", "electra_backbone_from_preset", "electra_generator_from_preset",
-           "electra_pretrainer_from_preset"]
+           "PRETRAINING", "untrained_electra_backbone", "untrained_electra_generator",
+           "untrained_electra_pretrainer"]
 
 SPEC = FamilySpec(
     name="electra", backbone=ElectraBackbone,

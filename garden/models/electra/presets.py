@@ -51,27 +51,27 @@ def _check(name: str):
         raise ValueError(f"unknown ELECTRA preset {name!r}; choose one of {sorted(PRESETS)}")
 
 
-def electra_backbone_from_preset(name: str, **overrides) -> ElectraBackbone:
+def untrained_electra_backbone(name: str, **overrides) -> ElectraBackbone:
     """A freshly initialised discriminator ElectraBackbone of preset `name` (what fine-tuning
     uses); keyword arguments override the config.
 
-    Example: electra_backbone_from_preset("electra_small", vocab_size=1000, num_layers=2)
+    Example: untrained_electra_backbone("electra_small", vocab_size=1000, num_layers=2)
     """
-    return ElectraBackbone.from_preset(name, **overrides)
+    return ElectraBackbone.untrained(name, **overrides)
 
 
-def electra_generator_from_preset(name: str, embeddings=None, **overrides) -> ElectraBackbone:
+def untrained_electra_generator(name: str, embeddings=None, **overrides) -> ElectraBackbone:
     """The generator ElectraBackbone of preset `name`, sharing `embeddings` when given (pass
     the discriminator's). Keyword arguments override the config (after the generator sizes).
 
-    Example: electra_generator_from_preset("electra_small", embeddings=disc.embeddings, vocab_size=1000)
+    Example: untrained_electra_generator("electra_small", embeddings=disc.embeddings, vocab_size=1000)
     """
     _check(name)
     return ElectraBackbone(**{**PRESETS[name], **GENERATORS[name], **overrides},
                            embeddings=embeddings)
 
 
-def electra_pretrainer_from_preset(name: str, mask_token_id: int,
+def untrained_electra_pretrainer(name: str, mask_token_id: int,
                                    unmaskable_token_ids: Sequence[int] = (),
                                    generator_overrides: Dict | None = None,
                                    **overrides) -> ElectraPretrainer:
@@ -79,10 +79,10 @@ def electra_pretrainer_from_preset(name: str, mask_token_id: int,
     ElectraPretrainer with the preset's objective arguments. `overrides` apply to both towers
     (e.g. vocab_size, num_layers, dropout); `generator_overrides` to the generator only.
 
-    Example: electra_pretrainer_from_preset("electra_small", mask_token_id=4, unmaskable_token_ids=(2, 3), vocab_size=2000)
+    Example: untrained_electra_pretrainer("electra_small", mask_token_id=4, unmaskable_token_ids=(2, 3), vocab_size=2000)
     """
-    discriminator = electra_backbone_from_preset(name, **overrides)
-    generator = electra_generator_from_preset(
+    discriminator = untrained_electra_backbone(name, **overrides)
+    generator = untrained_electra_generator(
         name, embeddings=discriminator.embeddings, **{**overrides, **(generator_overrides or {})})
     return ElectraPretrainer(generator, discriminator, mask_token_id=mask_token_id,
                              unmaskable_token_ids=unmaskable_token_ids, **PRETRAINING[name])

@@ -296,7 +296,7 @@ class ElectraGenerator(Pretrainer):
         **kwargs: name, trainable.
 
     Example:
-        generator = ElectraGenerator(electra_generator_from_preset("electra_small", vocab_size=1000))
+        generator = ElectraGenerator(untrained_electra_generator("electra_small", vocab_size=1000))
         positions = np.arange(16)[None].repeat(2, 0)
         logits = generator({**backbone_inputs, "masked_lm_positions": positions})["mlm_logits"]
     """
@@ -326,7 +326,7 @@ class ElectraDiscriminator(Pretrainer):
         **kwargs: name, trainable.
 
     Example:
-        discriminator = ElectraDiscriminator(electra_backbone_from_preset("electra_small"))
+        discriminator = ElectraDiscriminator(untrained_electra_backbone("electra_small"))
         logits = discriminator(backbone_inputs)["disc_logits"]  # [B, T]
         replaced = logits > 0
     """
@@ -368,7 +368,7 @@ class ElectraPretrainer(keras.Model):
 
     The two towers share the word, position and token-type tables and the embedding LayerNorm
     (one TransformerEmbeddings layer): build the generator with the discriminator's
-    `embeddings` (`electra_generator_from_preset` does). The generator's MLM output projection
+    `embeddings` (`untrained_electra_generator` does). The generator's MLM output projection
     is that shared word table. Each tower keeps its own E -> H projection.
 
     Args:
@@ -383,7 +383,7 @@ class ElectraPretrainer(keras.Model):
         **kwargs: name, trainable.
 
     Example:
-        pretrainer = electra_pretrainer_from_preset("electra_small", mask_token_id=103, unmaskable_token_ids=(101, 102), vocab_size=30522)
+        pretrainer = untrained_electra_pretrainer("electra_small", mask_token_id=103, unmaskable_token_ids=(101, 102), vocab_size=30522)
         outputs = pretrainer({**backbone_inputs, "seed": np.array([0, step], "int32")})
         metrics = electra_pretrain_loss(outputs, pretrainer.disc_weight)
     """
@@ -395,7 +395,7 @@ class ElectraPretrainer(keras.Model):
             raise ValueError(
                 "the generator and the discriminator must share one embeddings layer: build "
                 "the generator with embeddings=discriminator.embeddings (see "
-                "electra_generator_from_preset)")
+                "untrained_electra_generator)")
         # === Layers ===
         generator_model = ElectraGenerator(generator, name="generator_model")
         discriminator_model = ElectraDiscriminator(discriminator, name="discriminator_model")

@@ -5,12 +5,12 @@ Text goes through the garden's tokenizers; each piece's characters (make_pretrai
 """
 
 from garden.models.elmo.backbone import ELMO_FILTERS, CharacterEncoder, ElmoBackbone, Highway
-from garden.models.elmo.presets import PRESETS, elmo_backbone_from_preset
+from garden.models.elmo.presets import PRESETS, untrained_elmo_backbone
 from garden.models.family import FamilySpec
 from garden.models.elmo.bilm import ElmoBiLM
 
 __all__ = ["SPEC", "ElmoBackbone", "CharacterEncoder", "Highway", "ELMO_FILTERS", "PRESETS",
-           "elmo_backbone_from_preset"]
+           "untrained_elmo_backbone"]
 
 SPEC = FamilySpec(
     name="elmo", backbone=ElmoBackbone,

@@ -135,7 +135,7 @@ class ElmoBackbone(Backbone):
         vocab: None (char_ids in), or a vocabulary file (token_ids in).
 
     Example:
-        backbone = ElmoBackbone.from_preset("elmo_tiny")
+        backbone = ElmoBackbone.untrained("elmo_tiny")
         out = backbone({"char_ids": ids, "padding_mask": mask})  # hidden_states [3, B, T, 2P]
     """
 

@@ -21,7 +21,7 @@ class ElmoBiLM(keras.Model):
     """backbone -> dropout -> the shared softmax, on both directions' top layers.
 
     Example:
-        lm = ElmoBiLM(ElmoBackbone.from_preset("elmo_tiny"), vocab_size=1000)
+        lm = ElmoBiLM(ElmoBackbone.untrained("elmo_tiny"), vocab_size=1000)
     """
 
     def __init__(self, backbone, vocab_size: int, dropout: float = 0.1, **kwargs):

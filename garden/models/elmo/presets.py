@@ -20,5 +20,5 @@ PRESETS: Dict[str, Dict] = {
 }
 
 
-def elmo_backbone_from_preset(name: str, **overrides) -> ElmoBackbone:
-    return ElmoBackbone.from_preset(name, **overrides)
+def untrained_elmo_backbone(name: str, **overrides) -> ElmoBackbone:
+    return ElmoBackbone.untrained(name, **overrides)

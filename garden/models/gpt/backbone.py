@@ -114,7 +114,7 @@ class GPTBackbone(Backbone):
         dtype: None, str or keras.DTypePolicy.
 
     Example:
-        backbone = GPTBackbone.from_preset("gpt_tiny", vocab_size=1000)
+        backbone = GPTBackbone.untrained("gpt_tiny", vocab_size=1000)
         out = backbone({"token_ids": ids, "padding_mask": ones})["sequence_output"]
     """
 
@@ -173,6 +173,6 @@ class GPTCausalLM(CachedCausalLM):
     garden/models/generative.py (max_decoder_length = max_sequence_length, 512).
 
     Example:
-        lm = GPTCausalLM(GPTBackbone.from_preset("gpt_tiny", vocab_size=1000))
+        lm = GPTCausalLM(GPTBackbone.untrained("gpt_tiny", vocab_size=1000))
         logits = lm({"token_ids": ids, "padding_mask": mask})["logits"]  # [B, T, 1000]
     """

@@ -42,7 +42,7 @@ class LastTokenClassifier(PretrainerConfig, keras.Model):
         **kwargs: name, trainable.
 
     Example:
-        clf = LastTokenClassifier(GPTBackbone.from_preset("gpt_tiny", vocab_size=1000), 2)
+        clf = LastTokenClassifier(GPTBackbone.untrained("gpt_tiny", vocab_size=1000), 2)
         logits = clf({"token_ids": ids, "padding_mask": mask})["logits"]
     """
 

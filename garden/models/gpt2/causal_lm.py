@@ -4,7 +4,7 @@ serving drive. The decode loop is garden.models.gpt.causal_lm.CachedCausalLM's (
 GPT and the GPT-3-style model); GPT2Backbone supplies embed / decoder_blocks / finish (the
 final LayerNorm) / output_table (the token table).
 
-    lm = GPT2CausalLM(GPT2Backbone.from_preset("gpt2_tiny", vocab_size=1000))
+    lm = GPT2CausalLM(GPT2Backbone.untrained("gpt2_tiny", vocab_size=1000))
     logits = lm({"token_ids": ids, "padding_mask": mask})["logits"]      # float32 [B, T, V]
     next_logits, state = lm.start_decoding({"token_ids": ids, "padding_mask": mask}, 64)
     next_logits, state = lm.decode_step(next_ids, index, state)          # index = T, T+1, ...

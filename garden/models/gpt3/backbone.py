@@ -90,7 +90,7 @@ class GPT3Backbone(Backbone):
         dtype: None, str or keras.DTypePolicy.
 
     Example:
-        backbone = GPT3Backbone.from_preset("gpt3_tiny", vocab_size=1000)
+        backbone = GPT3Backbone.untrained("gpt3_tiny", vocab_size=1000)
     """
 
     presets_module = "garden.models.gpt3.presets"
@@ -164,5 +164,5 @@ class GPT3CausalLM(CachedCausalLM):
     cache slots only (max_decoder_length = max_sequence_length, 2048).
 
     Example:
-        lm = GPT3CausalLM(GPT3Backbone.from_preset("gpt3_tiny", vocab_size=1000))
+        lm = GPT3CausalLM(GPT3Backbone.untrained("gpt3_tiny", vocab_size=1000))
     """

@@ -2,11 +2,11 @@
 
 from garden.models.family import FamilySpec
 from garden.models.roberta.backbone import RobertaBackbone, padding_offset_positions
-from garden.models.roberta.presets import PRESETS, roberta_backbone_from_preset
+from garden.models.roberta.presets import PRESETS, untrained_roberta_backbone
 from garden.models.roberta.pretrainer import RobertaPretrainer, roberta_pretrain_loss
 
 __all__ = ["SPEC", "RobertaBackbone", "RobertaPretrainer", "roberta_pretrain_loss", "PRESETS",
-           "roberta_backbone_from_preset", "padding_offset_positions"]
+           "untrained_roberta_backbone", "padding_offset_positions"]
 
 SPEC = FamilySpec(
     name="roberta", backbone=RobertaBackbone,

@@ -27,9 +27,9 @@ PRESETS: Dict[str, Dict] = {
 }
 
 
-def roberta_backbone_from_preset(name: str, **overrides) -> RobertaBackbone:
+def untrained_roberta_backbone(name: str, **overrides) -> RobertaBackbone:
     """A freshly initialised RobertaBackbone of preset `name`; keyword arguments override it.
 
-    Example: roberta_backbone_from_preset("roberta_base", num_layers=2, vocab_size=1000)
+    Example: untrained_roberta_backbone("roberta_base", num_layers=2, vocab_size=1000)
     """
-    return RobertaBackbone.from_preset(name, **overrides)
+    return RobertaBackbone.untrained(name, **overrides)

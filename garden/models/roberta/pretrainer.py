@@ -31,7 +31,7 @@ class RobertaPretrainer(Pretrainer):
         **kwargs: name, trainable.
 
     Example:
-        pretrainer = RobertaPretrainer(roberta_backbone_from_preset("roberta_base", num_layers=2))
+        pretrainer = RobertaPretrainer(untrained_roberta_backbone("roberta_base", num_layers=2))
         outputs = pretrainer({"token_ids": ids, "padding_mask": mask, "masked_lm_positions": pos})
         metrics = roberta_pretrain_loss(outputs, masked_lm_ids, masked_lm_weights)
     """

@@ -1,13 +1,13 @@
 """SpanBERT (Joshi et al., 2020): the BERT backbone with masked LM and span boundary heads."""
 
 from garden.models.family import FamilySpec
-from garden.models.spanbert.presets import PRESETS, SBO, spanbert_pretrainer_from_preset
+from garden.models.spanbert.presets import PRESETS, SBO, untrained_spanbert_pretrainer
 from garden.models.spanbert.pretrainer import (SBO_INPUTS, SpanBertPretrainer, SpanBoundaryHead,
                                                spanbert_pretrain_loss)
 from garden.models.bert.backbone import BertBackbone
 
 __all__ = ["SPEC", "SpanBertPretrainer", "SpanBoundaryHead", "spanbert_pretrain_loss",
-           "SBO_INPUTS", "PRESETS", "SBO", "spanbert_pretrainer_from_preset"]
+           "SBO_INPUTS", "PRESETS", "SBO", "untrained_spanbert_pretrainer"]
 
 SPEC = FamilySpec(
     name="spanbert", backbone=BertBackbone,

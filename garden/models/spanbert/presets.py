@@ -30,11 +30,11 @@ SBO: Dict[str, Dict] = {name: dict(max_targets=15, position_embedding_size=200)
                         for name in PRESETS}
 
 
-def spanbert_pretrainer_from_preset(name: str, **overrides) -> SpanBertPretrainer:
+def untrained_spanbert_pretrainer(name: str, **overrides) -> SpanBertPretrainer:
     """A freshly initialised SpanBertPretrainer of preset `name`; keyword arguments override
     the backbone config.
 
-    Example: spanbert_pretrainer_from_preset("spanbert_tiny", vocab_size=1000, dropout=0.0)
+    Example: untrained_spanbert_pretrainer("spanbert_tiny", vocab_size=1000, dropout=0.0)
     """
     if name not in PRESETS:
         raise ValueError(f"unknown SpanBERT preset {name!r}; choose one of {sorted(PRESETS)}")

@@ -138,7 +138,7 @@ class SpanBertPretrainer(Pretrainer):
         **kwargs: name, trainable.
 
     Example:
-        pretrainer = SpanBertPretrainer(bert_backbone_from_preset("bert_tiny", vocab_size=1000))
+        pretrainer = SpanBertPretrainer(untrained_bert_backbone("bert_tiny", vocab_size=1000))
         outputs = pretrainer({**backbone_inputs, "masked_lm_positions": p, **sbo_targets})
         metrics = spanbert_pretrain_loss(outputs, masked_lm_ids, masked_lm_weights, sbo_weights)
     """

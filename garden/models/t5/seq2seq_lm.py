@@ -17,7 +17,7 @@ bias offset by `index`. The state (batch on axis 0 in every tensor):
     encoder_padding_mask [B, S], padding_mask [B, max_length] (the prompt's, then ones:
     the causal mask hides the slots not yet written).
 
-    lm = T5Seq2SeqLM(T5Backbone.from_preset("t5_tiny"))
+    lm = T5Seq2SeqLM(T5Backbone.untrained("t5_tiny"))
     logits = lm({"encoder_token_ids": x, "encoder_padding_mask": xm,
                  "decoder_token_ids": y, "decoder_padding_mask": ym})["logits"]  # [B, T, V]
 """

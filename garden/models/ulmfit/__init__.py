@@ -7,10 +7,10 @@ them): WordPiece by default, [CLS] text [SEP] as its xxbos marks a text's start.
 
 from garden.models.family import FamilySpec
 from garden.models.ulmfit.backbone import AwdLstmBackbone
-from garden.models.ulmfit.presets import PRESETS, ulmfit_backbone_from_preset
+from garden.models.ulmfit.presets import PRESETS, untrained_ulmfit_backbone
 from garden.models.ulmfit.lm import AwdLstmLM
 
-__all__ = ["SPEC", "AwdLstmBackbone", "PRESETS", "ulmfit_backbone_from_preset"]
+__all__ = ["SPEC", "AwdLstmBackbone", "PRESETS", "untrained_ulmfit_backbone"]
 
 SPEC = FamilySpec(
     name="ulmfit", backbone=AwdLstmBackbone,

@@ -39,7 +39,7 @@ class AwdLstmLM(keras.Model):
     position t scoring token t + 1.
 
     Example:
-        lm = AwdLstmLM(AwdLstmBackbone.from_preset("ulmfit_tiny", vocab_size=1000))
+        lm = AwdLstmLM(AwdLstmBackbone.untrained("ulmfit_tiny", vocab_size=1000))
     """
 
     def __init__(self, backbone, output_dropout: float = 0.1, **kwargs):

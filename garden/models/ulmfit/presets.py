@@ -21,6 +21,6 @@ PRESETS: Dict[str, Dict] = {
 }
 
 
-def ulmfit_backbone_from_preset(name: str, **overrides) -> AwdLstmBackbone:
+def untrained_ulmfit_backbone(name: str, **overrides) -> AwdLstmBackbone:
     """A freshly initialised AwdLstmBackbone of preset `name`; keyword arguments override it."""
-    return AwdLstmBackbone.from_preset(name, **overrides)
+    return AwdLstmBackbone.untrained(name, **overrides)

@@ -3,11 +3,11 @@ permutation-LM pretrainer and loss, presets, Hugging Face import."""
 
 from garden.models.family import FamilySpec
 from garden.models.xlnet.backbone import XLNetBackbone
-from garden.models.xlnet.presets import PRESETS, xlnet_backbone_from_preset
+from garden.models.xlnet.presets import PRESETS, untrained_xlnet_backbone
 from garden.models.xlnet.pretrainer import XLNetPretrainer, xlnet_pretrain_loss
 
 __all__ = ["SPEC", "XLNetBackbone", "XLNetPretrainer", "xlnet_pretrain_loss", "PRESETS",
-           "xlnet_backbone_from_preset"]
+           "untrained_xlnet_backbone"]
 
 SPEC = FamilySpec(
     name="xlnet", backbone=XLNetBackbone,

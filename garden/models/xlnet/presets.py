@@ -27,6 +27,6 @@ PRESETS: Dict[str, Dict] = {
 }
 
 
-def xlnet_backbone_from_preset(name: str, **overrides) -> XLNetBackbone:
+def untrained_xlnet_backbone(name: str, **overrides) -> XLNetBackbone:
     """A freshly initialised XLNetBackbone of preset `name`; keyword arguments override it."""
-    return XLNetBackbone.from_preset(name, **overrides)
+    return XLNetBackbone.untrained(name, **overrides)

@@ -33,7 +33,7 @@ class XLNetPretrainer(PretrainerConfig, keras.Model):
         **kwargs: name, trainable.
 
     Example:
-        pretrainer = XLNetPretrainer(XLNetBackbone.from_preset("xlnet_tiny", vocab_size=1000))
+        pretrainer = XLNetPretrainer(XLNetBackbone.untrained("xlnet_tiny", vocab_size=1000))
         logits = pretrainer({**inputs, "perm_mask": perm, "target_mapping": mapping})["lm_logits"]
         metrics = xlnet_pretrain_loss(outputs, target, target_mask)
     """

@@ -265,13 +265,13 @@ def test_frozen_four_layer_tagger_trains_only_its_head(bert_data, sample_task, t
 def test_extract_features_writes_the_backbone_hidden_states(bert_data, tmp_path, capsys,
                                                             monkeypatch):
     from garden import extract_features
-    from garden.models.bert.presets import bert_backbone_from_preset
+    from garden.models.bert.presets import untrained_bert_backbone
     from garden.serving.text import load_packer
 
     monkeypatch.chdir(REPO_ROOT)  # --config is repo-relative, as on the command line
 
     packer = load_packer(bert_data.vocab, 16)
-    backbone = bert_backbone_from_preset("bert_tiny", vocab_size=packer.vocab_size,
+    backbone = untrained_bert_backbone("bert_tiny", vocab_size=packer.vocab_size,
                                          output_hidden_states=True)
     prefix = tf.train.Checkpoint(backbone=backbone).write(str(tmp_path / "ckpt" / "ckpt"))
     lines = ["The event loop runs callbacks.", "", "A much longer line of text that is cut at "

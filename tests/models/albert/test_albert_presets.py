@@ -1,7 +1,7 @@
 import pytest
 
 from garden.models.albert.backbone import AlbertBackbone
-from garden.models.albert.presets import PRESETS, albert_backbone_from_preset
+from garden.models.albert.presets import PRESETS, untrained_albert_backbone
 from garden.models.albert.pretrainer import AlbertPretrainer
 
 # (layers, hidden, heads, feed-forward) of the released checkpoints (Lan et al., 2020, table 1;
@@ -38,8 +38,8 @@ def test_presets_are_the_published_sizes():
                 p["activation"]) == (30000, 128, 512, 2, "all", 1, 0.0, "gelu_new"), name
 
 
-def test_from_preset_applies_overrides():
-    backbone = albert_backbone_from_preset("albert_base", vocab_size=1000, num_layers=2,
+def test_untrained_applies_overrides():
+    backbone = untrained_albert_backbone("albert_base", vocab_size=1000, num_layers=2,
                                            hidden_size=64, num_heads=2, intermediate_size=128)
     assert isinstance(backbone, AlbertBackbone)
     config = backbone.get_config()
@@ -49,7 +49,7 @@ def test_from_preset_applies_overrides():
 
 def test_unknown_preset_names_the_choices():
     with pytest.raises(ValueError, match="albert_xxlarge"):
-        albert_backbone_from_preset("albert_huge")
+        untrained_albert_backbone("albert_huge")
 
 
 # One share mode with groups here; each mode with one group at 12 layers below.
@@ -78,7 +78,7 @@ def test_parameter_counts_equal_hugging_face(name):
                                 p["intermediate_size"])
     assert expected == reference
     if name in ("albert_base", "albert_large"):  # a couple of seconds each; xxlarge takes ~20 s
-        assert albert_backbone_from_preset(name).count_params() == reference
+        assert untrained_albert_backbone(name).count_params() == reference
     # Paper, table 1: 12M, 18M, 60M, 235M (its rounding); HF's model list: 11M, 17M, 58M, 223M.
     assert reference == {"albert_base": 11_683_584, "albert_large": 17_683_968,
                          "albert_xlarge": 58_724_864, "albert_xxlarge": 222_595_584}[name]
@@ -92,7 +92,7 @@ def test_pretrainer_parameter_count_equals_hugging_face():
     with torch.device("meta"):
         # parameters() lists the tied decoder weight and bias once, as our one table + one bias.
         reference = sum(t.numel() for t in transformers.AlbertForPreTraining(config).parameters())
-    assert AlbertPretrainer(albert_backbone_from_preset("albert_base")).count_params() == reference
+    assert AlbertPretrainer(untrained_albert_backbone("albert_base")).count_params() == reference
 
 
 @pytest.mark.parametrize("share,millions", [("all", 12), ("ffn", 38), ("attention", 64),

@@ -3,7 +3,7 @@ import keras
 import pytest
 
 from garden.models.bert.pretrainer import BertPretrainer
-from garden.models.bert.presets import PRESETS, bert_backbone_from_preset
+from garden.models.bert.presets import PRESETS, untrained_bert_backbone
 
 import bert_reference as ref
 from model_testing import (assert_config_round_trip, assert_encoder_output_shapes,
@@ -19,7 +19,7 @@ def _inputs(batch=2, length=12, seed=0, real_lengths=(12, 7)):
 @pytest.fixture(scope="module")
 def backbone():
     keras.utils.set_random_seed(1)
-    return bert_backbone_from_preset("bert_tiny", vocab_size=VOCAB)
+    return untrained_bert_backbone("bert_tiny", vocab_size=VOCAB)
 
 
 def test_output_shapes_and_dtypes(backbone):
@@ -30,7 +30,7 @@ def test_output_shapes_and_dtypes(backbone):
 
 def test_matches_numpy_reference_of_bert():
     # Post-LN blocks, exact GELU, 1/sqrt(d) scaling, masked keys, tanh pooler on [CLS].
-    backbone = bert_backbone_from_preset("bert_tiny", vocab_size=VOCAB)
+    backbone = untrained_bert_backbone("bert_tiny", vocab_size=VOCAB)
     ref.randomize_weights(backbone)
     inputs = _inputs()
     out = backbone(inputs, training=False)
@@ -107,7 +107,7 @@ def _backbone_parameter_count(V, L, H, F, P=512, T=2):
 def test_parameter_counts(name, expected_millions):
     preset = PRESETS[name]
     with keras.StatelessScope(initialize_variables=False):  # shapes only: no weights drawn
-        backbone = bert_backbone_from_preset(name)
+        backbone = untrained_bert_backbone(name)
         pretrainer = BertPretrainer(backbone)
     expected = _backbone_parameter_count(preset["vocab_size"], preset["num_layers"],
                                          preset["hidden_size"], preset["intermediate_size"])

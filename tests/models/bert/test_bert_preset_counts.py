@@ -19,7 +19,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from garden.models.bert.presets import PRESETS, bert_backbone_from_preset  # noqa: E402
+from garden.models.bert.presets import PRESETS, untrained_bert_backbone  # noqa: E402
 
 from bert_reference import PUBLISHED as _ALL_PUBLISHED  # noqa: E402
 
@@ -54,7 +54,7 @@ def test_preset_has_hugging_face_parameter_count(name):
     gc.collect()
 
     with keras.StatelessScope(initialize_variables=False):
-        backbone = bert_backbone_from_preset(name)
+        backbone = untrained_bert_backbone(name)
         got = {"total": backbone.count_params(), "embeddings": backbone.embeddings.count_params(),
                "layers": [block.count_params() for block in backbone.encoder_blocks],
                "pooler": backbone.pooler.count_params()}

@@ -1,7 +1,7 @@
 import pytest
 
 from garden.models.bert.backbone import BertBackbone
-from garden.models.bert.presets import PRESETS, bert_backbone_from_preset
+from garden.models.bert.presets import PRESETS, untrained_bert_backbone
 
 from bert_reference import PUBLISHED
 
@@ -16,8 +16,8 @@ def test_presets_are_the_published_sizes():
             == (30522, 512, 2), name
 
 
-def test_from_preset_applies_overrides():
-    backbone = bert_backbone_from_preset("bert_tiny", vocab_size=1000, max_sequence_length=64,
+def test_untrained_applies_overrides():
+    backbone = untrained_bert_backbone("bert_tiny", vocab_size=1000, max_sequence_length=64,
                                          dropout=0.0)
     assert isinstance(backbone, BertBackbone)
     config = backbone.get_config()
@@ -28,4 +28,4 @@ def test_from_preset_applies_overrides():
 
 def test_unknown_preset_names_the_choices():
     with pytest.raises(ValueError, match="bert_base"):
-        bert_backbone_from_preset("bert_huge")
+        untrained_bert_backbone("bert_huge")

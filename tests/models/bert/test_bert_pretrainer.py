@@ -4,7 +4,7 @@ import pytest
 import tensorflow as tf
 
 from garden.models.bert.pretrainer import BertPretrainer, bert_pretrain_loss
-from garden.models.bert.presets import bert_backbone_from_preset
+from garden.models.bert.presets import untrained_bert_backbone
 
 import bert_reference as ref
 from model_testing import (assert_config_round_trip, assert_keras_file_round_trip,
@@ -20,7 +20,7 @@ def _inputs(batch=2, length=12, predictions=4, seed=0):
 @pytest.fixture(scope="module")
 def pretrainer():
     keras.utils.set_random_seed(2)
-    return BertPretrainer(bert_backbone_from_preset("bert_tiny", vocab_size=VOCAB))
+    return BertPretrainer(untrained_bert_backbone("bert_tiny", vocab_size=VOCAB))
 
 
 def test_output_shapes_and_float32(pretrainer):
@@ -29,7 +29,7 @@ def test_output_shapes_and_float32(pretrainer):
 
 
 def test_mixed_precision_logits_stay_float32():
-    backbone = bert_backbone_from_preset("bert_tiny", vocab_size=VOCAB, num_layers=1,
+    backbone = untrained_bert_backbone("bert_tiny", vocab_size=VOCAB, num_layers=1,
                                          dtype="mixed_bfloat16")
     inputs = _inputs()
     backbone_inputs = {k: inputs[k] for k in ("token_ids", "segment_ids", "padding_mask")}
@@ -39,7 +39,7 @@ def test_mixed_precision_logits_stay_float32():
 
 
 def test_heads_match_numpy_reference():
-    pretrainer = BertPretrainer(bert_backbone_from_preset("bert_tiny", vocab_size=VOCAB))
+    pretrainer = BertPretrainer(untrained_bert_backbone("bert_tiny", vocab_size=VOCAB))
     ref.randomize_weights(pretrainer)
     inputs = _inputs()
     out = pretrainer(inputs, training=False)
@@ -157,7 +157,7 @@ def test_loss_runs_in_replica_context():
 
 def test_tiny_pretrainer_overfits_a_fixed_batch():
     keras.utils.set_random_seed(7)
-    backbone = bert_backbone_from_preset("bert_tiny", vocab_size=VOCAB, max_sequence_length=32)
+    backbone = untrained_bert_backbone("bert_tiny", vocab_size=VOCAB, max_sequence_length=32)
     model = BertPretrainer(backbone)
     rng = np.random.default_rng(8)
     inputs = _inputs(batch=8, length=16, predictions=3, seed=9)

@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from garden.layers.transformer_encoder import TransformerEncoderBlock
-from garden.models.bert.presets import bert_backbone_from_preset
+from garden.models.bert.presets import untrained_bert_backbone
 from garden.models.bert.pretrainer import BertPretrainer, bert_pretrain_loss
 
 VOCAB = 100
@@ -49,7 +49,7 @@ def _batch(seed=1, batch=3, length=16, predictions=5):
 
 def test_pretrainer_loss_and_gradients_equal_the_full_computation():
     keras.utils.set_random_seed(3)
-    backbone = bert_backbone_from_preset("bert_tiny", vocab_size=VOCAB)
+    backbone = untrained_bert_backbone("bert_tiny", vocab_size=VOCAB)
     pretrainer = BertPretrainer(backbone)
     inputs, ids, weights, labels = _batch()
 

@@ -3,7 +3,7 @@ import keras
 import pytest
 
 from garden.models.distilbert.backbone import DistilBertBackbone
-from garden.models.distilbert.presets import PRESETS, distilbert_backbone_from_preset
+from garden.models.distilbert.presets import PRESETS, untrained_distilbert_backbone
 from garden.models.distilbert.pretrainer import DistilBertPretrainer
 from model_testing import assert_config_round_trip, assert_keras_file_round_trip, padded_ids
 
@@ -59,8 +59,8 @@ def test_preset_and_parameter_count_equal_hugging_face():
                                               num_heads=12, intermediate_size=3072,
                                               max_sequence_length=512)
     with pytest.raises(ValueError, match="distilbert_base"):
-        distilbert_backbone_from_preset("distilbert_large")
-    ours = distilbert_backbone_from_preset("distilbert_base").count_params()
+        untrained_distilbert_backbone("distilbert_large")
+    ours = untrained_distilbert_backbone("distilbert_base").count_params()
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     with torch.device("meta"):

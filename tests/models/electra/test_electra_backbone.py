@@ -4,8 +4,8 @@ import pytest
 
 from garden.models.electra.backbone import ElectraBackbone
 from garden.models.electra.presets import (GENERATORS, PRESETS, PRETRAINING,
-                                           electra_backbone_from_preset,
-                                           electra_pretrainer_from_preset)
+                                           untrained_electra_backbone,
+                                           untrained_electra_pretrainer)
 from model_testing import (assert_config_round_trip, assert_encoder_output_shapes,
                            assert_keras_file_round_trip, padded_batch)
 
@@ -70,7 +70,7 @@ def test_presets_are_the_published_sizes():
         assert g["hidden_size"] // 64 == g["num_heads"]  # heads = hidden / 64
         assert PRETRAINING[name]["mask_prob"] == mask_prob
     with pytest.raises(ValueError, match="electra_small"):
-        electra_backbone_from_preset("electra_huge")
+        untrained_electra_backbone("electra_huge")
 
 
 def _hf_parameter_count(torch, transformers, preset):
@@ -95,7 +95,7 @@ def test_parameter_counts_equal_hugging_face():
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     # ELECTRA-small built for real: discriminator and generator, sharing the embeddings.
-    pretrainer = electra_pretrainer_from_preset("electra_small", mask_token_id=103,
+    pretrainer = untrained_electra_pretrainer("electra_small", mask_token_id=103,
                                                 unmaskable_token_ids=(101, 102))
     small, small_generator = PRESETS["electra_small"], {**PRESETS["electra_small"],
                                                          **GENERATORS["electra_small"]}

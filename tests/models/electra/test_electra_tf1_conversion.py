@@ -16,7 +16,7 @@ import pytest
 import tensorflow as tf
 
 from garden import convert
-from garden.models.electra.presets import electra_pretrainer_from_preset
+from garden.models.electra.presets import untrained_electra_pretrainer
 from convert_testing import (WORDS, convert_tf1_with_cli, finetune_classification_from,
                              garden_block_to_tf1, step0_backbone)
 
@@ -32,7 +32,7 @@ CONFIG = dict(vocab_size=V, embedding_size=16, hidden_size=32, num_attention_hea
 
 def _model(seed=0):
     keras.utils.set_random_seed(seed)
-    model = electra_pretrainer_from_preset(
+    model = untrained_electra_pretrainer(
         "electra_small", mask_token_id=4, vocab_size=V, num_layers=2, embedding_size=16,
         hidden_size=32, num_heads=2, intermediate_size=64, max_sequence_length=40, dropout=0.0,
         generator_overrides=dict(hidden_size=16, num_heads=1, intermediate_size=32))

@@ -4,7 +4,7 @@ import pytest
 import tensorflow as tf
 
 from garden.models.roberta.backbone import RobertaBackbone, padding_offset_positions
-from garden.models.roberta.presets import PRESETS, roberta_backbone_from_preset
+from garden.models.roberta.presets import PRESETS, untrained_roberta_backbone
 from model_testing import (assert_config_round_trip, assert_encoder_output_shapes,
                            assert_keras_file_round_trip)
 
@@ -85,7 +85,7 @@ def test_presets_are_the_published_sizes():
     assert sizes == {"roberta_base": (12, 768, 12, 3072, 50265, 512, 1),
                      "roberta_large": (24, 1024, 16, 4096, 50265, 512, 1)}
     with pytest.raises(ValueError, match="roberta_base"):
-        roberta_backbone_from_preset("roberta_huge")
+        untrained_roberta_backbone("roberta_huge")
 
 
 def _hf_roberta_model(preset, device="meta"):
@@ -131,4 +131,4 @@ def test_published_parameter_counts_equal_hugging_face(name, expected):
                             p["intermediate_size"], p["max_sequence_length"])
     assert ours == _hf_parameter_count(p) == expected
     if name == "roberta_base":  # one real build of a published size
-        assert roberta_backbone_from_preset(name).count_params() == expected
+        assert untrained_roberta_backbone(name).count_params() == expected

@@ -10,7 +10,7 @@ import tensorflow as tf
 from garden.models.bert.backbone import BertBackbone
 from garden.models.bert.presets import PRESETS as BERT_PRESETS
 from garden.models.spanbert import (PRESETS, SpanBertPretrainer, spanbert_pretrain_loss,
-                                    spanbert_pretrainer_from_preset)
+                                    untrained_spanbert_pretrainer)
 
 VOCAB = 50
 
@@ -32,7 +32,7 @@ def _inputs(batch=2, length=16, seed=0):
 @pytest.fixture(scope="module")
 def model():
     keras.utils.set_random_seed(3)
-    return spanbert_pretrainer_from_preset("spanbert_tiny", vocab_size=VOCAB, dropout=0.0)
+    return untrained_spanbert_pretrainer("spanbert_tiny", vocab_size=VOCAB, dropout=0.0)
 
 
 def _gelu(x):
@@ -206,7 +206,7 @@ def test_presets_have_bert_sizes_and_the_paper_head():
 
 def test_spanbert_base_parameter_count():
     # One layer keeps the test fast; the heads are those of the full model.
-    model = spanbert_pretrainer_from_preset("spanbert_base", num_layers=1)
+    model = untrained_spanbert_pretrainer("spanbert_base", num_layers=1)
     h, v = 768, 28996
     backbone = BertBackbone(**{**BERT_PRESETS["bert_base"], "num_layers": 1}).count_params() \
         - (30522 - v) * h
