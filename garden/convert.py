@@ -168,6 +168,12 @@ def load_model_garden(checkpoint_or_encoder, family: str = "bert", config=None,
 
 # --- command line -----------------------------------------------------------------------------
 
+# Packages that only some sources read with, each in the bench extra (setup.cfg): the module a
+# reader imports -> the package to install.
+OPTIONAL_READERS = {"torch": "torch (pytorch_model.bin weights)",
+                    "official": "tf-models-official (Model Garden checkpoints)",
+                    "tf_keras": "tf-models-official's tf_keras (Model Garden checkpoints)"}
+
 # Sources whose --config is required: (loader, what --config names, for the error).
 RELEASE_CONFIGS = {
     "tf1": (load_tf1, "<the release's config JSON> (bert_config.json / albert_config.json / "
@@ -404,6 +410,15 @@ def main(argv=None) -> int:
                                     args.allow_approximate_gelu)
     except (FileNotFoundError, ValueError) as e:  # a wrong path or a checkpoint that does not fit
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as e:
+        # torch reads pytorch_model.bin, tf-models-official (and its tf_keras) a Model Garden
+        # checkpoint: packages of the bench extra, absent from the runtime install.
+        if (e.name or "").split(".")[0] not in OPTIONAL_READERS:
+            raise
+        print(f"error: --source={args.source} reading {args.input} needs "
+              f"{OPTIONAL_READERS[e.name.split('.')[0]]}, which this install lacks (module "
+              f"{e.name!r}): pip install -c constraints.txt '.[bench]'", file=sys.stderr)
         return 2
     except Exception as e:  # noqa: BLE001 - TensorFlow's reader: not a checkpoint (prefix)
         import tensorflow as tf
