@@ -174,14 +174,17 @@ def run_identifiability(opened: Opened, sentences: List[str], out_dir: str,
                         attribution_sentences: int) -> Dict:
     from garden import plots
     from garden.bertology import identifiability
+    from text.progress import Eta
 
     packer = opened.packer
     batch = packer.encode_numpy(sentences)
     effective = identifiability.effective_attention_stats(
         opened.backbone, batch, packer.cls_id, packer.sep_id, _punctuation_ids(opened.tokens))
     probe = identifiability.token_identifiability(opened.backbone, batch)
+    count = min(attribution_sentences, len(sentences))
+    eta = Eta("[garden.analyze] identifiability: attribution of sentences", count)
     attribution = [identifiability.hidden_token_attribution(opened.backbone, batch, s)
-                   for s in range(min(attribution_sentences, len(sentences)))]
+                   for s in eta.wrap(range(count))]
     os.makedirs(out_dir, exist_ok=True)
     plt = plots.pyplot()
     figure, axes = plt.subplots(1, 2, figsize=(11, 4))
@@ -337,8 +340,10 @@ def run_contextuality(models: Sequence[str], sentences: List[str], out_dir: str,
                       max_seq_length: int, min_contexts: int, seed: int) -> Dict:
     from garden.bertology import contextuality
 
+    from text.progress import Eta
+
     results = {}
-    for path in models:
+    for path in Eta("[garden.analyze] contextuality: models", len(models)).wrap(models):
         opened = open_model(path, max_seq_length)
         print(f"[garden.analyze] contextuality of {opened.description}", flush=True)
         results[path] = contextuality.contextuality(opened.backbone, opened.packer, sentences,

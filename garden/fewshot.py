@@ -271,13 +271,17 @@ def _result(metric: str, hits: Sequence[bool], baseline: float, **info) -> dict:
 def evaluate(scorer: Scorer, task: str, demos: Sequence[Example], examples: Sequence[Example],
              *, k: int, seed: int = 0, normalization: str = "token",
              max_new_tokens: int = 16, batch_size: int = 8) -> dict:
-    """Scores `examples` with K demonstrations from `demos` (module docstring)."""
+    """Scores `examples` with K demonstrations from `demos` (module docstring); a progress
+    line with an ETA on stderr every 10 s (text/progress.py)."""
+    from text.progress import Eta
+
     prompts = [build_prompt(e, sample_demos(demos, k, seed, i, exclude=e))
                for i, e in enumerate(examples)]
     info = dict(task=task, k=k, seed=seed)
+    eta = Eta(f"[garden.fewshot] {task}, k={k}: examples", len(examples))
     if task == "swag":
         hits = [int(np.argmax(choice_scores(scorer, p, e.completions, normalization))) == e.label
-                for p, e in zip(prompts, examples)]
+                for p, e in eta.wrap(zip(prompts, examples))]
         baseline = float(np.mean([1 / len(e.completions) for e in examples]))
         return _result("accuracy", hits, baseline, normalization=normalization, **info)
     answers = []
@@ -285,6 +289,7 @@ def evaluate(scorer: Scorer, task: str, demos: Sequence[Example], examples: Sequ
         1 if scorer.model.is_encoder_decoder else 0)  # one trace for every batch
     for start in range(0, len(prompts), batch_size):
         answers += scorer.generate(prompts[start:start + batch_size], max_new_tokens, width)
+        eta.update(len(answers))
     gold = [normalize_answer(e.completions[0]) for e in examples]
     hits = [normalize_answer(a) == g for a, g in zip(answers, gold)]
     common = collections.Counter(normalize_answer(d.completions[0]) for d in demos)

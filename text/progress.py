@@ -19,6 +19,9 @@ from typing import Callable, Iterable, Iterator, Optional, TypeVar
 
 T = TypeVar("T")
 
+# Seconds between two lines when the caller does not say (analyze, fewshot).
+DEFAULT_SECONDS = 10.0
+
 
 def format_eta(seconds: float) -> str:
     """H:MM:SS of a non-negative duration (negative: 0:00:00); 3725.9 s -> "1:02:05"."""
@@ -33,12 +36,14 @@ def _amount(n: float, unit: str) -> str:
 class Eta:
     """``Eta("[analyze] sentences", total=1000)``; ``.add(n)`` / ``.update(done)`` print the
     progress line when ``seconds`` have passed since the last one (``seconds`` <= 0: never).
-    ``unit="MB"`` shows byte counts in MB. ``emit`` takes each line (default: stderr)."""
+    ``unit="MB"`` shows byte counts in MB; ``seconds`` None: DEFAULT_SECONDS. ``emit`` takes
+    each line (default: stderr)."""
 
-    def __init__(self, what: str, total: float, *, unit: str = "", seconds: float = 10.0,
+    def __init__(self, what: str, total: float, *, unit: str = "", seconds: Optional[float] = None,
                  emit: Optional[Callable[[str], None]] = None,
                  clock: Callable[[], float] = time.monotonic):
-        self.what, self.total, self.unit, self.seconds = what, max(float(total), 0.0), unit, seconds
+        self.what, self.total, self.unit = what, max(float(total), 0.0), unit
+        self.seconds = DEFAULT_SECONDS if seconds is None else seconds
         self.emit = emit or (lambda line: print(line, file=sys.stderr, flush=True))
         self.clock, self.done_amount = clock, 0.0
         self._start = self._last = clock()

@@ -167,3 +167,31 @@ def test_make_vocab_prints_progress_with_an_eta(bert_data, tmp_path):
     lines = [l for l in proc.stderr.splitlines() if l.startswith("[make_vocab] reading")]
     assert lines and all(re.search(r"MB \(\d+%\) \| [\d.]+ MB/s \| ETA \d+:\d\d:\d\d$", l)
                          for l in lines), proc.stderr[-2000:]
+
+
+def test_fewshot_scoring_prints_progress_with_an_eta(monkeypatch, capsys):
+    """garden.fewshot.evaluate's batches of generation report progress (a stub scorer: the
+    line is what is checked, not the model)."""
+    import time
+    import types
+
+    from garden import fewshot
+    from text import progress
+
+    class Stub:
+        model = types.SimpleNamespace(is_encoder_decoder=False)
+
+        def tokenize(self, texts):
+            return [[1] * len(t) for t in texts]
+
+        def generate(self, prompts, max_new_tokens, width):
+            time.sleep(0.01)
+            return ["a"] * len(prompts)
+
+    monkeypatch.setattr(progress, "DEFAULT_SECONDS", 0.005)
+    examples = [fewshot.Example(f"Q{i}?", ("a",)) for i in range(16)]
+    result = fewshot.evaluate(Stub(), "freeform", examples, examples, k=0, batch_size=4)
+    assert result["exact_match"] == 1.0
+    lines = [l for l in capsys.readouterr().err.splitlines() if l.startswith("[garden.fewshot]")]
+    assert lines and all(re.fullmatch(r"\[garden.fewshot\] freeform, k=0: examples: \d+/16 \(\d+%\) "
+                                      r"\| [\d.]+ items/s \| ETA \d+:\d\d:\d\d", l) for l in lines), lines
