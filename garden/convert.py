@@ -414,11 +414,12 @@ def main(argv=None) -> int:
     except ModuleNotFoundError as e:
         # torch reads pytorch_model.bin, tf-models-official (and its tf_keras) a Model Garden
         # checkpoint: packages of the bench extra, absent from the runtime install.
-        if (e.name or "").split(".")[0] not in OPTIONAL_READERS:
+        package = OPTIONAL_READERS.get((e.name or "").split(".")[0])
+        if package is None:
             raise
-        print(f"error: --source={args.source} reading {args.input} needs "
-              f"{OPTIONAL_READERS[e.name.split('.')[0]]}, which this install lacks (module "
-              f"{e.name!r}): pip install -c constraints.txt '.[bench]'", file=sys.stderr)
+        print(f"error: --source={args.source} reading {args.input} needs {package}, which this "
+              f"install lacks (module {e.name!r}): pip install -c constraints.txt '.[bench]'",
+              file=sys.stderr)
         return 2
     except Exception as e:  # noqa: BLE001 - TensorFlow's reader: not a checkpoint (prefix)
         import tensorflow as tf

@@ -13,8 +13,6 @@ from typing import Dict, Optional
 from text.progress import format_eta  # one H:MM:SS for every tool's ETA
 
 
-
-
 def progress_bar(step: int, total: int, width: int = 20) -> str:
     """A text bar that reads the same in a terminal and in a log file: 7 of 20 -> [=======>............]."""
     filled = min(width, width * step // max(total, 1))
