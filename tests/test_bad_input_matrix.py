@@ -7,8 +7,8 @@ Tools: data_pipelines.make_vocab, data_pipelines.make_pretrain, data_pipelines.s
 data_pipelines.make_finetune (--task=question_answering|tagging), data_pipelines.sample_tasks,
 garden.train (the pretraining and fine-tuning tasks), garden.export, garden.convert, garden.serve,
 garden.extract_features, garden.generate, garden.fewshot, garden.analyze, garden.bertology.int8,
-garden.export_features, garden.models.cove.sample_pairs (TOOLS; a new tool is added there and
-gets rows).
+garden.export_features, garden.models.cove.sample_pairs, garden.curves,
+data_pipelines.worker_requirements (TOOLS; a new tool is added there and gets rows).
 
 What each row expects (``Case.expect``):
 
@@ -84,7 +84,8 @@ TOOLS = ("data_pipelines.make_vocab", "data_pipelines.make_pretrain", "data_pipe
          "data_pipelines.make_finetune", "data_pipelines.sample_tasks",
          "garden.train", "garden.export", "garden.convert", "garden.serve", "garden.extract_features",
          "garden.generate", "garden.fewshot", "garden.analyze", "garden.bertology.int8",
-         "garden.export_features", "garden.models.cove.sample_pairs", "garden.curves")
+         "garden.export_features", "garden.models.cove.sample_pairs", "garden.curves",
+         "data_pipelines.worker_requirements")
 ROW_WORKERS = 3  # subprocesses at once
 ROW_TIMEOUT = 240
 # What makes an output look complete, and what a refused run must not leave behind either: a
@@ -600,6 +601,11 @@ CASES = [
          "error", r"no TensorBoard event files in \S+/none/train",
          output=lambda c: str(c.dir / "curves.png")),
     Case("curves-no-model-dir", GCU, lambda c: [], "usage", r"--model_dir"),
+    # --- data_pipelines.worker_requirements (prints a job's worker requirements; writes nothing)
+    Case("worker-requirements-no-tokenizer", "data_pipelines.worker_requirements",
+         lambda c: [], "usage", r"--tokenizer"),
+    Case("worker-requirements-unknown-tokenizer", "data_pipelines.worker_requirements",
+         lambda c: ["--tokenizer=unigram"], "usage", r"--tokenizer: invalid choice: 'unigram'"),
     # --- garden.export_features and the CoVe sample pair task
     Case("features-model-dir-missing", GFE, lambda c: [
         f"--model_dir={c.dir / 'none'}", f"--export_base={c.dir / 'exports'}"], "error",
