@@ -147,7 +147,7 @@ def gin_factory(args):
     from garden.models import factory as factories  # registers the gin factories
 
     gin.clear_config()
-    gin.parse_config_files_and_bindings(args.config, args.gin_param)
+    gin.parse_config_files_and_bindings(args.config, args.gin_param, finalize_config=False)
     return getattr(factories, args.backbone)
 
 

@@ -178,7 +178,9 @@ class ModelDirRun(Run):
         gin.clear_config()
         try:
             gin.parse_config_files_and_bindings([posixpath.join(path, OPERATIVE_CONFIG)],
-                                                list(gin_params), skip_unknown=True)
+                                                list(gin_params), skip_unknown=True,
+                                                finalize_config=False)  # a library call: the
+            # process's gin config stays open to its caller (a notebook, a test, another run)
         except ValueError as e:  # e.g. train.task = @garden.<a retired name>(): say its new one
             hint = tasks.renamed_hint(str(e))
             raise RunError(f"{posixpath.join(path, OPERATIVE_CONFIG)}: {str(e).splitlines()[0]}"

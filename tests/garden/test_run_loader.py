@@ -68,7 +68,7 @@ def _restored(run_dir: str) -> Trained:
     tasks.register_with_gin()
     gin.clear_config()
     gin.parse_config_files_and_bindings([os.path.join(run_dir, "operative_config.gin")], [],
-                                        skip_unknown=True)
+                                        skip_unknown=True, finalize_config=False)
     task = gin.query_parameter("train.task").scoped_configurable_fn()
     task.prepare()
     tf.keras.utils.set_random_seed(0)

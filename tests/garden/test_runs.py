@@ -53,6 +53,11 @@ def test_each_kind_opens_with_its_text_settings(made):
 
     converted = runs.open(made["converted"])
     model_dir = runs.open(made["model_dir"])
+    # Opening a run directory binds its operative config without locking gin's config: a test,
+    # a notebook or a second run in the same process can still bind (a locked config made a
+    # later test fail with "Attempted to modify locked Gin config", CI 2026-12-07).
+    import gin
+    assert not gin.config_is_locked()
     export = runs.open(made["export"])
     assert (converted.kind, model_dir.kind, export.kind) == ("converted", "model_dir", "export")
     for run in (converted, model_dir, export):

@@ -340,6 +340,7 @@ def test_bindings_a_converted_backbone_does_not_take_are_refused():
     from garden import pretrained, tasks
 
     tasks.register_with_gin()
+    gin.clear_config()  # whatever an earlier test in this process left bound (or locked)
     converted = types.SimpleNamespace(family="bert", path="/converted/bert",
                                       config={"num_layers": 2, "dropout": 0.1,
                                               "trainable": True, "output_attentions": False})
