@@ -3,9 +3,10 @@
 - No tracked file outside docs/ cites the team's shared notes (../shared/, DESIGN.md,
   OBJECTIVES.md, ...) or any other .md file the repository does not hold; every section
   cited in docs/objectives.md (by number) or docs/design.md (by quoted title) exists.
-- README's Python snippet loads a real export in a fresh process (and fails with
-  "Op type not registered" without `import tensorflow_text`, as README warns); README names the
-  exporter's minimum TF Serving version and points --model_base_path at <export_base>/<model_name>.
+- docs/serving.md's Python snippet loads a real export in a fresh process (and fails with
+  "Op type not registered" without `import tensorflow_text`, as the page warns); the page names
+  the exporter's minimum TF Serving version and points --model_base_path at
+  <export_base>/<model_name>.
 - constraints.txt holds only NAME==VERSION pins without local labels (PyPI serves none).
 - requirements-workers.txt is what tools/worker_requirements.py writes, pins every
   install_requires package at its constraints.txt version and holds no test/bench package.
@@ -130,13 +131,18 @@ def test_cited_doc_sections_exist():
 
 
 # --------------------------------------------------------------------------------------
-# README: loading an export in Python, TF Serving
+# docs/serving.md (README's serving sections moved there): loading an export in Python,
+# TF Serving
 # --------------------------------------------------------------------------------------
+SERVING_DOC = "docs/serving.md"
+
+
 def readme_section(title: str) -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    start = text.index(f"### {title}\n")
+    """The section `## title` of docs/serving.md, up to the next heading of level 2 or 3."""
+    text = (ROOT / SERVING_DOC).read_text(encoding="utf-8")
+    start = text.index(f"\n## {title}\n") + 1
     # The next heading of level 2 or 3 (a "# comment" inside a code block is not one).
-    ends = [i for i in (text.find("\n## ", start), text.find("\n### ", start + 4)) if i >= 0]
+    ends = [i for i in (text.find("\n## ", start), text.find("\n### ", start)) if i >= 0]
     return text[start:min(ends) if ends else None]
 
 

@@ -550,13 +550,14 @@ def test_grpc_port_in_use_is_one_error_line(tmp_path):
 
 
 def readme_grpc_snippet() -> str:
-    """README's Python gRPC client (section "Serving locally: garden.serve")."""
-    with open(os.path.join(REPO_ROOT, "README.md"), encoding="utf-8") as f:
+    """The documented Python gRPC client (docs/serving.md, section "Serving locally:
+    garden.serve", where README's serving text moved)."""
+    with open(os.path.join(REPO_ROOT, "docs", "serving.md"), encoding="utf-8") as f:
         text = f.read()
-    section = text[text.index("## Serving locally: garden.serve\n"):]
+    section = text[text.index("\n## Serving locally: garden.serve\n") + 1:]
     section = section[:section.index("\n## ", 4)]
     blocks = [b for b in section.split("```python\n")[1:] if "PredictionServiceStub" in b]
-    assert len(blocks) == 1, "README's garden.serve section has one gRPC client snippet"
+    assert len(blocks) == 1, "docs/serving.md's garden.serve section has one gRPC client snippet"
     return blocks[0].split("```", 1)[0]
 
 
