@@ -147,7 +147,8 @@ def gin_factory(args):
     from garden.models import factory as factories  # registers the gin factories
 
     gin.clear_config()
-    gin.parse_config_files_and_bindings(args.config, args.gin_param, finalize_config=False)
+    with gin.unlock_config():  # checked by gin's finalize hooks, left unlocked for the caller
+        gin.parse_config_files_and_bindings(args.config, args.gin_param)
     return getattr(factories, args.backbone)
 
 

@@ -177,10 +177,11 @@ class ModelDirRun(Run):
         tasks.register_with_gin()
         gin.clear_config()
         try:
-            gin.parse_config_files_and_bindings([posixpath.join(path, OPERATIVE_CONFIG)],
-                                                list(gin_params), skip_unknown=True,
-                                                finalize_config=False)  # a library call: the
-            # process's gin config stays open to its caller (a notebook, a test, another run)
+            # gin's finalize hooks check the references (a retired name fails here); the
+            # process's config is left unlocked for its caller (a notebook, a test, another run).
+            with gin.unlock_config():
+                gin.parse_config_files_and_bindings([posixpath.join(path, OPERATIVE_CONFIG)],
+                                                    list(gin_params), skip_unknown=True)
         except ValueError as e:  # e.g. train.task = @garden.<a retired name>(): say its new one
             hint = tasks.renamed_hint(str(e))
             raise RunError(f"{posixpath.join(path, OPERATIVE_CONFIG)}: {str(e).splitlines()[0]}"
