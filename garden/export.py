@@ -1,4 +1,4 @@
-"""`python -m garden.export EXPORT_DIR`: inspects an export (README, BUILD.md).
+"""`python -m garden.export EXPORT_DIR`: inspects an export (docs/serving.md, BUILD.md).
 
 Prints, as JSON, the tensorflow-text ops the export's graphs use and whether the oldest TF
 Serving release this stack promises has them (garden.serving.export.check_serving_ops), the

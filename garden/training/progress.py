@@ -1,7 +1,7 @@
 """What garden.train shows while it runs: the log line with its progress bar and ETA, the
 TensorBoard scalars (model_dir/train) and the model FLOPs utilisation (MFU).
 
-The log line (README.md documents it; keep its format):
+The log line (docs/training.md documents it; keep its format):
   [train] step 7/20 [=======>............] 35% | loss 6.1234 ... | lr 1.00e-03 | 3.2 steps/s 51 ex/s MFU 1.2% | mixed_bfloat16 | ETA 0:00:04
 """
 
@@ -53,7 +53,7 @@ def flops_per_token(model) -> float:
 
 def log_line(step: int, total: int, *, means: Dict[str, float], lr: float, rate: float,
              global_batch_size: int, mfu: Optional[float], precision: str) -> str:
-    """The README's log line (see the module docstring)."""
+    """The documented log line (see the module docstring)."""
     shown = " ".join(f"{k} {v:.4f}" for k, v in means.items() if k != "tokens")
     eta = (total - step) / max(rate, 1e-9)
     return (f"[train] step {step}/{total} {progress_bar(step, total)} "
