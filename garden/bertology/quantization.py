@@ -110,7 +110,7 @@ class Int8Serving(ServingModule):
     """A task's ServingModule with int8 weights: the same signatures, warmup requests and
     metadata (plus a "quantization" entry), traced on the dequantized int8 variables.
 
-    The module's `model` attribute is untracked, so exporting this module saves the int8
+    The module's float variables are untracked, so exporting this module saves the int8
     variables and not the float ones (export it with export_int8, which saves inside the
     dequantizing scope); once wrapped, the float module exports without its float weights
     (export it before, or make another).
@@ -131,12 +131,10 @@ class Int8Serving(ServingModule):
         self.weights = Int8Weights(model, min_values)
         with self.weights.scope():
             signatures = module.signatures()
-        # The traced graphs read only self.weights: untrack the float model (tf.Module tracks
-        # what is set as an attribute, and saving saves what is tracked) but keep it readable
-        # for functions that saving traces again (export_int8 saves inside the scope), and
-        # keep the module's other children (assets, the text packer).
-        delattr(module, "model")
-        module.__dict__["model"] = model
+        # The traced graphs read only self.weights: untrack the float model's variables (the
+        # module holds the model itself untracked, ServingModule._hold; saving saves what is
+        # tracked) and keep the module's other children (assets, the text packer).
+        delattr(module, "model_variables")
         self.module = module
         self.__dict__["_signatures"] = signatures  # set through __dict__: not tracked
 
@@ -156,8 +154,7 @@ def export_int8(module: ServingModule, export_base: str, model_name: str,
     <export_base>/<model_name>/<version>/, garden_export.json with a "quantization" entry.
     Returns the version directory. The module's model is untracked from it (Int8Serving)."""
     int8_module = Int8Serving(module, min_values)
-    # Saving traces some of the module's tf.functions again (those kept as its attributes):
-    # in the scope, they too read the int8 variables.
+    # Inside the scope anything saving traces again reads the int8 variables too.
     with int8_module.weights.scope():
         return serving_export.export(int8_module, export_base, model_name, version)
 

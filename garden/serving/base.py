@@ -28,6 +28,20 @@ class ServingModule(tf.Module):
 
     task = "task"
 
+    def _hold(self, name: str, model) -> None:
+        """Keeps the Keras `model` as attribute `name` for the signatures to call, and saves only
+        its variables (as `<name>_variables`), not the model as an object of the SavedModel.
+
+        A server calls the signatures and nothing else. Saved as an object, the Keras model made
+        tf.saved_model.save walk every layer's children and trace Keras' own default signature,
+        and the module's tf.functions kept as attributes were traced a second time under the
+        save context: on a BERT-tiny classifier, export took 14.7 s against 9.5 s this way
+        (second export in a process, 2-core Xeon, 2026-12-07). The signatures, their graphs and
+        the variables' values are the same; the checkpoint keys under variables/ are
+        `<name>_variables/<i>`."""
+        object.__setattr__(self, name, model)  # not tracked: no object of the SavedModel
+        setattr(self, f"{name}_variables", list(model.variables))
+
     def signatures(self) -> Dict[str, Tuple[tf.types.experimental.ConcreteFunction, str]]:
         raise NotImplementedError
 

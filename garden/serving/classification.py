@@ -40,7 +40,8 @@ class ClassificationServing(ServingModule):
                  label_names: Optional[Sequence[str]], text_b: bool,
                  warmup_texts: Optional[Sequence] = None):
         super().__init__(name="classification_serving")
-        self.model, self.packer, self.text_b = model, packer, bool(text_b)
+        self._hold("model", model)
+        self.packer, self.text_b = packer, bool(text_b)
         self.regression = label_names is None
         self.task = "regression" if self.regression else "classification"
         self._label_names = None if self.regression else [str(n) for n in label_names]
@@ -125,8 +126,6 @@ class ClassificationServing(ServingModule):
 
         example_fn = tf.function(regress if self.regression else classify,
                                  input_signature=[text("inputs")])
-        # Kept on the module so they are saved with it.
-        self.serve_text, self.serve_ids, self.serve_examples = serve_text, serve_ids, example_fn
         return {"serving_default": (serve_text.get_concrete_function(), PREDICT),
                 "serving_ids": (serve_ids.get_concrete_function(), PREDICT),
                 ("regress" if self.regression else "classify"):

@@ -30,7 +30,8 @@ class FeatureServing(ServingModule):
     def __init__(self, backbone, packer: TextPacker, vocab_path: str,
                  warmup_texts: Iterable[str] = ("a sentence .",)):
         super().__init__(name="feature_serving")
-        self.backbone, self.packer = backbone, packer
+        self._hold("backbone", backbone)
+        self.packer = packer
         self.vocab_file = tf.saved_model.Asset(vocab_path)
         self._pooled = "pooled_output" in backbone.output
         self._warmup = list(warmup_texts)

@@ -141,7 +141,7 @@ class GenerationServing(ServingModule):
                  decoder_start_ids: Optional[Sequence[int]] = None,
                  warmup_prompts: Optional[Sequence[str]] = None):
         super().__init__(name="generation_serving")
-        self.model = model
+        self._hold("model", model)
         self.encoder_decoder = bool(model.is_encoder_decoder)
         self.eos_id, self.pad_id = int(eos_id), int(pad_id)
         self.max_prompt_length, self.max_new_tokens = int(max_prompt_length), int(max_new_tokens)
@@ -357,8 +357,6 @@ class GenerationServing(ServingModule):
         serve_settings = tf.function(self.generate_with_settings, input_signature=[
             text("prompt")] + [tf.TensorSpec(None, dtype, name=name)
                                for name, dtype in SETTINGS.items()])
-        self.serve_default, self.serve_ids, self.serve_settings = (
-            serve_default, serve_ids, serve_settings)
         return {"serving_default": (serve_default.get_concrete_function(), PREDICT),
                 "generate": (serve_settings.get_concrete_function(), PREDICT),
                 "serving_ids": (serve_ids.get_concrete_function(), PREDICT)}

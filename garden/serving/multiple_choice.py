@@ -68,7 +68,8 @@ class MultipleChoiceServing(ServingModule):
     def __init__(self, model, packer: TextPacker, vocab_path: str,
                  warmup: Optional[Sequence[Tuple[str, Sequence[str]]]] = None):
         super().__init__(name="multiple_choice_serving")
-        self.model, self.packer = model, packer
+        self._hold("model", model)
+        self.packer = packer
         self.num_choices = int(model.output["logits"].shape[-1])
         files = (vocab_files.bpe_files(vocab_path) if packer.kind == "bpe" else (vocab_path,))
         self._vocab_path = files[0]
@@ -103,7 +104,6 @@ class MultipleChoiceServing(ServingModule):
         serve_ids = tf.function(lambda *ids: self.predict_ids(dict(zip(names, ids))),
                                 input_signature=[tf.TensorSpec([None, None, None], tf.int32,
                                                                name=n) for n in names])
-        self.serve_text, self.serve_ids = serve_text, serve_ids
         return {"serving_default": (serve_text.get_concrete_function(), PREDICT),
                 "serving_ids": (serve_ids.get_concrete_function(), PREDICT)}
 

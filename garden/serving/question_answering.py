@@ -138,7 +138,8 @@ class QuestionAnsweringServing(ServingModule):
                  warmup: Optional[Sequence[Tuple[str, str]]] = None,
                  extra_metadata: Optional[dict] = None):
         super().__init__(name="question_answering_serving")
-        self.model, self.packer = model, packer
+        self._hold("model", model)
+        self.packer = packer
         self.doc_stride, self.max_query_length = int(doc_stride), int(max_query_length)
         self.n_best, self.max_answer_length = int(n_best), int(max_answer_length)
         self.null_threshold = (math.inf if null_threshold is None else float(null_threshold))
@@ -266,13 +267,11 @@ class QuestionAnsweringServing(ServingModule):
         serve_ids = tf.function(lambda *ids: self.logits(dict(zip(ids_names, ids))),
                                 input_signature=[tf.TensorSpec([None, None], tf.int32, name=n)
                                                  for n in ids_names])
-        self.serve_ids = serve_ids
         out = {"serving_ids": (serve_ids.get_concrete_function(), PREDICT)}
         if self.text_signature:
             serve_text = tf.function(self.answer, input_signature=[
                 tf.TensorSpec(None, tf.string, name="question"),
                 tf.TensorSpec(None, tf.string, name="context")])
-            self.serve_text = serve_text
             out["serving_default"] = (serve_text.get_concrete_function(), PREDICT)
         else:
             print(f"[{self.task}] warning: the {self.packer.kind} tokenizer gives no offsets in "

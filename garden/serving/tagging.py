@@ -68,7 +68,8 @@ class TaggingServing(ServingModule):
                  label_names: Sequence[str], scheme: str = "iob1",
                  warmup_sentences: Optional[Sequence[str]] = None):
         super().__init__(name="tagger_serving")
-        self.model, self.packer = model, packer
+        self._hold("model", model)
+        self.packer = packer
         self.unk_id = int(unk_id)
         self._label_names = [str(n) for n in label_names]
         width = model.output["logits"].shape[-1]
@@ -207,7 +208,6 @@ class TaggingServing(ServingModule):
         serve_ids = tf.function(lambda *ids: self.predict_ids(dict(zip(ids_names, ids))),
                                 input_signature=[tf.TensorSpec([None, None], tf.int32, name=n)
                                                  for n in ids_names])
-        self.serve_text, self.serve_ids = serve_text, serve_ids
         return {"serving_default": (serve_text.get_concrete_function(), PREDICT),
                 "serving_ids": (serve_ids.get_concrete_function(), PREDICT)}
 
