@@ -15,8 +15,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import subprocess
-import sys
 
 import keras
 import numpy as np
@@ -28,12 +26,13 @@ from garden.serving import export
 from garden.serving.precision import PrecisionError
 from garden.training import setup
 from serve_testing import Client, ServerProcess, tiny_classifier
-from testing import python_env, read_summary
+from testing import read_summary, run_code, run_tool
 
 STEPS, SEQ = 60, 64
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "movie", "was", "good", "bad"]
 
-# Runs in a fresh interpreter: only what a model server links.
+# Runs in a process of its own with only what a model server links (tensorflow and
+# tensorflow_text, no garden module): testing.run_code, forked with TensorFlow imported.
 SERVE = r"""
 import json, sys
 import tensorflow as tf
@@ -91,10 +90,7 @@ def exports(serving_corpus, tmp_path_factory):
     with open(os.path.join(serving_corpus.task_dir, "dev.tsv"), encoding="utf-8") as f:
         dev = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
     paths = [first["export_dir"], second["export_dir"]]
-    proc = subprocess.run([sys.executable, "-c", SERVE, json.dumps(paths),
-                           json.dumps([row["text_a"] for row in dev])],
-                          capture_output=True, text=True, timeout=300, env=python_env())
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = run_code(SERVE, json.dumps(paths), json.dumps([row["text_a"] for row in dev]))
     answers = json.loads([ln for ln in proc.stdout.splitlines()
                           if ln.startswith("RESULT")][-1][len("RESULT"):])
     return {"float32": answers[paths[0]], "bfloat16": answers[paths[1]], "paths": paths,
@@ -198,10 +194,7 @@ def test_garden_serve_serves_the_bfloat16_export(exports, tmp_path):
 
 
 def test_inspect_command_names_the_compute_dtype(exports):
-    proc = subprocess.run([sys.executable, "-m", "garden.export", exports["paths"][1]],
-                          capture_output=True, text=True, timeout=300, env=python_env(),
-                          cwd=train_lib.REPO_ROOT)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = run_tool("garden.export", exports["paths"][1])
     report = json.loads(proc.stdout)
     assert report["compute_dtype"] == "bfloat16" and report["ok"]
     assert report["matmul_dtypes"] == _metadata(exports["paths"][1])["matmul_dtypes"]
