@@ -150,18 +150,30 @@ def test_the_backward_direction_reads_each_sentence_from_its_end():
     assert np.all(np.abs(a["backward_output"][0, :3] - c["backward_output"][0, :3]).max(-1) > 0)
 
 
-def test_the_bilm_trains_both_directions_through_garden_train(tmp_path, bilm_data):
+@pytest.fixture(scope="module")
+def bilm_run(tmp_path_factory, bilm_data):
+    """make_pretrain --objective=bilm --characters, then garden.train configs/elmo_tiny.gin
+    for 60 steps: (vocab, data, model_dir, summary), shared by the test of the biLM's training
+    and the fine-tuning test that starts from it."""
+    from objective_testing import bilm_lm_args
+    from testing import train_in_process
+
+    vocab, data = bilm_data("--characters", "--max_characters=20")
+    model_dir = tmp_path_factory.mktemp("elmo_lm") / "elmo"
+    summary = train_in_process(bilm_lm_args(
+        "configs/elmo_tiny.gin", model_dir, vocab, data, 60,
+        "--gin_param=train.warmup_steps=6", "--gin_param=train.log_every=10"),
+        str(model_dir), "elmo_pretraining", 60)
+    return vocab, data, model_dir, summary
+
+
+def test_the_bilm_trains_both_directions_through_garden_train(tmp_path, bilm_run):
     """make_pretrain --objective=bilm --characters, then garden.train configs/elmo_tiny.gin:
     the forward and the backward LM both lower their loss."""
     from objective_testing import bilm_lm_args
     from testing import train_in_process
 
-    vocab, data = bilm_data("--characters", "--max_characters=20")
-    model_dir = tmp_path / "elmo"
-    summary = train_in_process(bilm_lm_args(
-        "configs/elmo_tiny.gin", model_dir, vocab, data, 60,
-        "--gin_param=train.warmup_steps=6", "--gin_param=train.log_every=10"),
-        str(model_dir), "elmo_pretraining", 60)
+    vocab, data, _, summary = bilm_run
     first, last = summary["first_logged_metrics"], summary["last_logged_metrics"]
     for direction in ("forward", "backward"):  # ln(800) = 6.68 at the start
         assert last[f"{direction}_loss"] < first[f"{direction}_loss"] - 0.5, (first, last)
@@ -175,7 +187,7 @@ def test_the_bilm_trains_both_directions_through_garden_train(tmp_path, bilm_dat
     assert np.isfinite(logged["loss"]) and logged["forward_loss"] < first["forward_loss"]
 
 
-def test_a_pretrained_bilm_fine_tunes_as_a_classifier_and_serves_raw_text(tmp_path, bilm_data):
+def test_a_pretrained_bilm_fine_tunes_as_a_classifier_and_serves_raw_text(tmp_path, bilm_run):
     """ELMo through the garden's stages: bilm data with characters, the biLM pretrained by
     garden.train, then configs/finetune/classification_elmo_tiny.gin from that run: the
     classifier's backbone starts from the biLM's weights (token ids looked up as characters),
@@ -184,17 +196,12 @@ def test_a_pretrained_bilm_fine_tunes_as_a_classifier_and_serves_raw_text(tmp_pa
 
     from convert_testing import ANSWER_SNIPPET, scratch_classification_args
     from model_testing import assert_restores_to
-    from objective_testing import bilm_lm_args
     from testing import run_code, train_in_process
 
     from garden.models import factory
     from garden.tasks.classification import Classification
 
-    vocab, data = bilm_data("--characters", "--max_characters=20")
-    lm_dir = tmp_path / "elmo"
-    train_in_process(bilm_lm_args("configs/elmo_tiny.gin", lm_dir, vocab, data, 20,
-                                  "--gin_param=train.warmup_steps=2"),
-                     str(lm_dir), "elmo_pretraining", 20)
+    vocab, _, lm_dir, _ = bilm_run  # the biLM of 60 steps that the test above checks
 
     args = scratch_classification_args(tmp_path, tmp_path / "clf", 150,
                                        f"--gin_param=INIT_CHECKPOINT='{lm_dir}'",
