@@ -56,9 +56,10 @@ def test_the_classifier_stage_fine_tunes_and_serves_raw_text(tmp_path):
 
     # From scratch (no pretrained LM to protect), so every layer trains from the start with
     # light dropout; the config's recipe (unfreezing, discriminative rates, slanted triangular
-    # schedule) is otherwise the one that runs.
+    # schedule) is otherwise the one that runs. 40 steps (60 until 2026-12-07), logged at 20
+    # and 40: measured loss 0.70 -> 0.47, dev accuracy 1.0 against the majority's 0.375.
     assert_classifier_learns_and_serves(train_scratch_classifier(
-        tmp_path, "configs/finetune/classification_ulmfit_tiny.gin", 60,
+        tmp_path, "configs/finetune/classification_ulmfit_tiny.gin", 40,
         "--gin_param=train.log_every=20",
         "--gin_param=train.unfreeze_every=None", "--gin_param=train.layer_decay=None",
         "--gin_param=backbone.input_dropout=0.1", "--gin_param=backbone.hidden_dropout=0.1",
