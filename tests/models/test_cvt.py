@@ -85,12 +85,14 @@ def test_cvt_tagging_alternates_batches_trains_and_serves(tmp_path):
         "--config=configs/finetune/tagging_cvt_tiny.gin", f"--model_dir={model_dir}",
         f"--gin_param=VOCAB='{vocab}'", "--gin_param=INIT_CHECKPOINT=None",
         f"--gin_param=UNLABELED_DATA='{unlabeled}'",
-        f"--gin_param=EXPORT_BASE='{tmp_path / 'export'}'", "--gin_param=TRAIN_STEPS=80",
+        f"--gin_param=EXPORT_BASE='{tmp_path / 'export'}'", "--gin_param=TRAIN_STEPS=40",
         "--gin_param=train.global_batch_size=8",
         "--gin_param=garden.CvtTagging.label_names=['O', 'I-LOC']",
         *[a for a in task_files(data, "tagging") if "label_names" not in a]],
-        str(model_dir), "cvt_tagging", 80)
+        str(model_dir), "cvt_tagging", 40)
     first, last = summary["first_logged_metrics"], summary["last_logged_metrics"]
+    # 40 steps (80 until 2026-12-07), logged at 20 and 40: measured supervised_loss 0.317 ->
+    # 0.276 (cvt_loss 1.29 -> 1.18).
     assert {"supervised_loss", "cvt_loss"} <= set(last)
     assert last["supervised_loss"] < first["supervised_loss"], (first, last)
     answer = tagger_answer(summary["export_dir"])
