@@ -63,7 +63,7 @@ LAYERS: Tuple[Tuple[str, Optional[str], Tuple[str, ...]], ...] = (
     ("tasks", "serving", ("garden.tasks", "garden.tasks.*", "garden.pretrained")),
     ("training", "tasks", ("garden.training", "garden.training.*")),
     ("trainer", "training", ("garden.train",)),
-    ("runs", "trainer", ("garden.runs", "garden.generate_dir")),
+    ("runs", "trainer", ("garden.runs", "garden.runs.*", "garden.generate_dir")),
     ("analysis", "runs", ("garden.bertology", "garden.bertology.*")),
     ("server", "analysis", ("garden.server", "garden.server.*")),
     ("tools", "server", ("garden.analyze", "garden.convert", "garden.curves", "garden.demo",
