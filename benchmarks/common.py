@@ -445,6 +445,15 @@ class StepTimer:
                               wall, first_loss, losses[-1])
 
 
+def timed_steps(step, args, model) -> dict:
+    """StepTimer's summary of `step` (args.warmup untimed, args.steps timed) with what each
+    side's result also reports: the model's parameter count and dtype policy."""
+    result = StepTimer(args.warmup, args.steps).run(step)
+    result["parameters"] = int(model.count_params())
+    result["policy"] = model.dtype_policy.name
+    return result
+
+
 def garden_adamw(model, settings: dict):
     """garden.optimization's AdamW as garden.train builds it, over the model's variables (call
     it in the strategy's scope). `settings`: learning_rate, train_steps, warmup_steps,
@@ -493,6 +502,28 @@ def garden_step(strategy, task, model, opt, batch: dict, clip_norm: float, jit_c
         return {k: float(v) for k, v in train_step(iterator).items()}["loss"]
 
     return step, train_step, compiled_gradients, iterator
+
+
+def model_garden_step(task, model, opt, metrics, batch, jit_compile: bool = False):
+    """tf-models-official's side: its Task.train_step over one synthetic batch, repeated, in
+    Orbit's loop (the batch comes from the iterator inside the traced step). Returns step(),
+    which runs one training step, brings its logs back to Python and returns the loss."""
+    import tensorflow as tf
+
+    iterator = iter(tf.data.Dataset.from_tensors(batch).repeat())
+
+    @tf.function(jit_compile=jit_compile)
+    def train_step(inputs):
+        return task.train_step(inputs, model, opt, metrics)
+
+    @tf.function
+    def run(iterator):
+        return train_step(next(iterator))
+
+    def step():
+        return {k: float(v) for k, v in run(iterator).items()}["loss"]
+
+    return step
 
 
 def fit_timed(model, dataset, args) -> dict:

@@ -40,7 +40,7 @@ import numpy as np
 
 from benchmarks import common
 from benchmarks.common import log, write_report
-from benchmarks.common import StepTimer, fit_timed
+from benchmarks.common import fit_timed
 
 SIZES = {"small": dict(num_layers=12, hidden_size=768, num_heads=12),
          "tiny": dict(num_layers=2, hidden_size=128, num_heads=2)}
@@ -85,10 +85,7 @@ def run_ours(cfg: Dict, args, jit_compile: bool) -> Dict:
         step = common.garden_step(strategy, task, model, opt,
                                   {"input_ids": ids, "input_mask": np.ones_like(ids)},
                                   OPTIMIZER["clip_norm"], jit_compile)[0]
-        result = StepTimer(args.warmup, args.steps).run(step)
-    result["parameters"] = int(model.count_params())
-    result["policy"] = model.dtype_policy.name
-    return result
+        return common.timed_steps(step, args, model)
 
 
 def run_keras_hub(cfg: Dict, args) -> Dict:

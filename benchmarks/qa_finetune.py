@@ -39,7 +39,7 @@ import time
 import psutil
 
 from benchmarks import common
-from benchmarks.common import StepTimer, log, usable_cores, write_report
+from benchmarks.common import log, usable_cores, write_report
 
 CONFIGS = {
     "tiny": dict(num_layers=2, hidden_size=128, num_heads=2, intermediate_size=512,
@@ -93,10 +93,7 @@ def worker_ours(cfg: dict, args) -> dict:
             opt = common.garden_adamw(model, OPTIMIZER)
         step = common.garden_step(strategy, task, model, opt, synthetic_batch(cfg),
                                   OPTIMIZER["clip_norm"], False)[0]
-        result = StepTimer(args.warmup, args.steps).run(step)
-    result["parameters"] = int(model.count_params())
-    result["policy"] = model.dtype_policy.name
-    return result
+        return common.timed_steps(step, args, model)
 
 
 def worker_model_garden(cfg: dict, args) -> dict:
@@ -129,19 +126,8 @@ def worker_model_garden(cfg: dict, args) -> dict:
     features = {"input_word_ids": b["token_ids"], "input_mask": b["padding_mask"],
                 "input_type_ids": b["segment_ids"]}
     labels = {"start_positions": b["start_position"], "end_positions": b["end_position"]}
-    iterator = iter(tf.data.Dataset.from_tensors((features, labels)).repeat())
-
-    @tf.function
-    def run(iterator):
-        return task.train_step(next(iterator), model, opt, metrics)
-
-    def step():
-        return {k: float(v) for k, v in run(iterator).items()}["loss"]
-
-    result = StepTimer(args.warmup, args.steps).run(step)
-    result["parameters"] = int(model.count_params())
-    result["policy"] = model.dtype_policy.name
-    return result
+    step = common.model_garden_step(task, model, opt, metrics, (features, labels))
+    return common.timed_steps(step, args, model)
 
 
 def run_worker(args) -> None:

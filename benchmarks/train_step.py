@@ -203,10 +203,8 @@ def worker_ours(cfg: dict, args, jit_compile: bool) -> dict:
         step, train_step, compiled_gradients, iterator = common.garden_step(
             strategy, task, model, opt, synthetic_batch(cfg), OPTIMIZER["clip_norm"],
             jit_compile)
-        result = StepTimer(args.warmup, args.steps).run(step)
-        result["parameters"] = int(model.count_params())
+        result = common.timed_steps(step, args, model)
         result["strategy"] = type(strategy).__name__
-        result["policy"] = model.dtype_policy.name
         if args.profile and not jit_compile:
             result["profile"] = profile_ours(cfg, args, strategy, task, model,
                                              compiled_gradients, train_step, iterator, step)
@@ -333,24 +331,8 @@ def worker_model_garden(cfg: dict, args, jit_compile: bool) -> dict:
         "masked_lm_ids": b["masked_lm_ids"], "masked_lm_weights": b["masked_lm_weights"],
         "next_sentence_labels": b["next_sentence_labels"],
     }
-    iterator = iter(tf.data.Dataset.from_tensors(inputs).repeat())
-
-    @tf.function(jit_compile=jit_compile)
-    def train_step(inputs):
-        return task.train_step(inputs, model, opt, metrics)
-
-    @tf.function
-    def run(iterator):
-        # Orbit's loop: the batch comes from the iterator inside the traced step.
-        return train_step(next(iterator))
-
-    def step():
-        return {k: float(v) for k, v in run(iterator).items()}["loss"]
-
-    result = StepTimer(args.warmup, args.steps).run(step)
-    result["parameters"] = int(model.count_params())
-    result["policy"] = model.dtype_policy.name
-    return result
+    step = common.model_garden_step(task, model, opt, metrics, inputs, jit_compile)
+    return common.timed_steps(step, args, model)
 
 
 def worker_keras_hub(cfg: dict, args, jit_compile: bool) -> dict:
