@@ -449,40 +449,54 @@ def test_family_tokenizer_and_step0_parity(family, hf_families, data):
 
 @pytest.fixture(scope="module")
 def family_exports(hf_families, data, root):
-    exports = {}
+    """Classification exports of 3 fine-tuning steps from each family's converted directory;
+    ELECTRA's run restores the converted directory's `discriminator` object (what an ELECTRA
+    config restores: test_electra_config_restoring_the_discriminator_takes_the_converted_dir),
+    the others their `backbone`. Returns (exports, {family: the run's stdout})."""
+    import contextlib
+    import io
+
+    exports, logs = {}, {}
     for family, src in hf_families.items():
         model_dir = root / f"run_{family}"
+        extra = (["--gin_param=garden.Classification.init_checkpoint_object='discriminator'"]
+                 if family == "electra" else [])
         args = train_args(CONFIGS["classification"], src["out"], model_dir, root / "exports",
                            *task_files(data, "classification"),
-                           f"--gin_param=garden.Classification.model_name='{family}_classification'")
-        train_in_process(args, str(model_dir), steps=3)
+                           f"--gin_param=garden.Classification.model_name='{family}_classification'",
+                           *extra)
+        log = io.StringIO()
+        with contextlib.redirect_stdout(log):
+            train_in_process(args, str(model_dir), steps=3)
+        logs[family] = log.getvalue()
         exports[f"{family}_classification"] = str(root / "exports" /
                                                  f"{family}_classification" / "1")
-    return exports
+    return exports, logs
 
 
 def test_family_exports_answer_in_a_fresh_process(family_exports):
-    proc = run_code(_ANSWER, json.dumps(family_exports))
+    exports, _ = family_exports
+    proc = run_code(_ANSWER, json.dumps(exports))
     answered = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert sorted(answered) == sorted(family_exports) and all(answered.values()), answered
+    assert sorted(answered) == sorted(exports) and all(answered.values()), answered
 
 
-def test_electra_config_restoring_the_discriminator_takes_the_converted_dir(hf_families, data,
-                                                                           root):
+def test_electra_config_restoring_the_discriminator_takes_the_converted_dir(hf_families,
+                                                                           family_exports):
     # An ELECTRA config restores `discriminator` (a pretraining model_dir's name,
     # classification_electra_tiny.gin); a converted ELECTRA directory holds the same tower under
     # that name too. (classification_electra_tiny.gin itself also binds electra_tiny's sizes,
-    # which a checkpoint of other sizes refuses, as it should.)
+    # which a checkpoint of other sizes refuses, as it should.) The run: family_exports' ELECTRA
+    # fine-tuning, which binds garden.Classification.init_checkpoint_object='discriminator'.
     out = hf_families["electra"]["out"]
     from garden import pretrained
 
     assert {"backbone", "discriminator"} <= set(pretrained.checkpoint_objects(
         str(out / "checkpoints" / "ckpt-0")))
-    args = train_args(CONFIGS["classification"], out, root / "run_electra_disc", None,
-                       *task_files(data, "classification"),
-                       "--gin_param=garden.Classification.init_checkpoint_object="
-                       "'discriminator'", steps=1)
-    train_in_process(args, str(root / "run_electra_disc"), steps=1)
+    _, logs = family_exports
+    restored = [line for line in logs["electra"].splitlines() if "initialised from" in line]
+    assert restored and str(out) in restored[-1] and "(its 'discriminator')" in restored[-1], \
+        logs["electra"][-2000:]
 
 
 # --- GPT-2 (Hugging Face) into causal-LM fine-tuning ---------------------------------------------
@@ -552,8 +566,8 @@ print(json.dumps({k: v.numpy().tolist() if v.dtype != tf.string else
 
 
 def _finetune_causal_lm(out, root, name):
-    """CausalLMFinetuning from the converted directory OUT, 2 steps through garden.train; the
-    export's answer to a prompt in a fresh process."""
+    """CausalLMFinetuning from the converted directory OUT, 2 steps through garden.train, exported
+    with beams up to 2; the export's answer to a prompt in a fresh process."""
     model_dir = root / f"run_{name}"
     args = [f"--config=configs/finetune/causal_lm_tiny.gin", f"--model_dir={model_dir}",
             f"--gin_param=INIT_CHECKPOINT='{out}'", "--gin_param=TRAIN_STEPS=2",
@@ -562,6 +576,9 @@ def _finetune_causal_lm(out, root, name):
             f"--gin_param=garden.CausalLMFinetuning.export_base='{root / name}'",
             "--gin_param=garden.CausalLMFinetuning.max_prompt_length=16",
             "--gin_param=garden.CausalLMFinetuning.max_target_length=8",
+            # One beam loop (width 2) in the export instead of three (2, 3, 4): the export
+            # still holds beam search as well as greedy and sampling decoding.
+            "--gin_param=garden.CausalLMFinetuning.max_beams=2",
             "--gin_param=train.global_batch_size=8", "--gin_param=train.warmup_steps=1"]
     train_in_process(args, str(model_dir), steps=2)
     export = root / name / "gpt2_tiny_causal_lm" / "1"

@@ -9,8 +9,6 @@ in-process Keras model to 1e-5.
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import keras
 import numpy as np
@@ -23,7 +21,7 @@ from garden.models.classification import SequenceClassifier
 from garden.serving import export
 from garden.serving.classification import ClassificationServing
 from garden.serving.text import TextPacker
-from testing import run_code
+from testing import run_code, run_tool
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
          "the", "movie", "was", "good", "bad", "great", "plot", "##s", "not", ".", "!"]
@@ -34,9 +32,9 @@ PAIRS = [("The movie was good.", "Great plot!"),
          ("Great great great great great great great", "bad bad bad bad bad bad"),
          ("", "movie")]
 WARMUP = [("the movie", "was good"), ("bad plot", "")]
-VENV_BIN = os.path.dirname(sys.executable)
 
-# Runs in a fresh interpreter: no garden import, only what a model server has.
+# Runs in a process of its own (testing.run_code: forked with TensorFlow imported, from the
+# repository root, where no vocab.txt lies): no garden import, only what a model server has.
 SERVE_SCRIPT = r"""
 import json, sys
 import tensorflow as tf
@@ -125,11 +123,7 @@ def served(exported):
         "single": {"dir": exported["single_dir"], "text_a": texts_a, "text_b": None,
                    "ids": {k: v.tolist() for k, v in ids_single.items()}},
     }}
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-    proc = subprocess.run([sys.executable, "-c", SERVE_SCRIPT, json.dumps(args)],
-                          capture_output=True, text=True, timeout=300, env=env,
-                          cwd=str(exported["root"]))
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = run_code(SERVE_SCRIPT, json.dumps(args), CUDA_VISIBLE_DEVICES="")
     line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT")][-1]
     result = json.loads(line[len("RESULT"):])
     return result, {"pair": probs_pair, "single": probs_single}
@@ -171,10 +165,10 @@ def test_vocabulary_is_an_asset_of_the_export(exported, served):
 
 
 def test_saved_model_cli_lists_signatures_and_method_names(exported):
-    proc = subprocess.run([os.path.join(VENV_BIN, "saved_model_cli"), "show", "--all",
-                           "--dir", exported["pair_dir"]], capture_output=True, text=True,
-                          timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    # saved_model_cli's module (the console script's entry point, tensorflow.python.tools.
+    # saved_model_cli:main), as `python -m`, forked with TensorFlow imported (testing.run_tool).
+    proc = run_tool("tensorflow.python.tools.saved_model_cli", "show", "--all",
+                    "--dir", exported["pair_dir"])
     methods = {}
     current = None
     for line in proc.stdout.splitlines():
@@ -345,11 +339,7 @@ def test_regression_export_serves_one_score(exported, tmp_path):
 
 
 def _inspect(path):
-    return subprocess.run([sys.executable, "-m", "garden.export", path],
-                          capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES=""),
-                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(
-                              os.path.abspath(__file__)))))
+    return run_tool("garden.export", path, check=False)  # `python -m`, forked (testing.py)
 
 
 def test_inspect_command_reports_the_export(exported):

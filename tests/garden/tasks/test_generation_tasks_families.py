@@ -8,11 +8,12 @@ sample task (data_pipelines.sample_tasks) with vocabularies made by data_pipelin
   which `garden.train --summary` of the config prints too (what the tiny twins LEARN is
   measured by the toys' learn test in test_generation_tasks.py and the families' pretraining
   learn tests; these runs are the wiring);
-- GPT-2 fine-tuned a few steps is exported by the trainer (`export_base`), loaded in a fresh
-  process and called through serving_default: its texts equal garden.models.decoding.generate
-  (greedy) on the prompts the task's own data path encodes, detokenized by the export's eager
-  twin (detokenize_numpy), and the run's predictions.jsonl; T5's export encodes a prompt as
-  the task's data path does (encoder prefix/suffix, decoder start).
+- GPT-2 fine-tuned a few steps is exported by the trainer (`export_base`), loaded in a
+  process of its own (tensorflow alone) and called through serving_default: its texts equal
+  garden.models.decoding.generate (greedy) on the prompts the task's own data path encodes,
+  detokenized by the export's eager twin (detokenize_numpy), and the run's predictions.jsonl;
+  T5's export encodes a prompt as the task's data path does (encoder prefix/suffix, decoder
+  start).
 """
 
 from __future__ import annotations
@@ -21,8 +22,6 @@ import json
 import math
 import os
 import re
-import subprocess
-import sys
 
 import keras
 import numpy as np
@@ -39,7 +38,7 @@ from garden.serving.generation import detokenize_numpy
 from garden import tasks as garden_tasks
 from garden.tasks.causal_lm_finetuning import CausalLMFinetuning
 from garden.tasks.text_to_text import TextToText
-from testing import python_env, train_in_process
+from testing import run_code, train_in_process
 
 STEPS, TRAIN_ROWS, EVAL_ROWS, TARGET, MIN_NEW = 4, 64, 4, 8, 3
 GENERATION = {"min_new_tokens": MIN_NEW, "no_repeat_ngram_size": 1}
@@ -50,7 +49,7 @@ TWINS = {
     "gpt2": ("configs/finetune/causal_lm_tiny.gin", "CausalLMFinetuning", "gpt2_tiny", "sp"),
 }
 
-# The fresh process: load the export, call serving_default, print its outputs as one line.
+# The process of its own (run_code): load the export, call serving_default, print its outputs as one line.
 _SERVE = """
 import json, sys
 import tensorflow as tf
@@ -191,10 +190,6 @@ def test_causal_lm_export_serves_what_generate_gives(data, tmp_path, capsys):
     export_dir = summary["export_dir"]
     assert export_dir.startswith(str(export_base / "gpt2_tiny_causal_lm"))
     prompts = [r["source"] for r in data["eval_rows"]]
-    # The fresh process loads and serves while this one computes the reference.
-    child = subprocess.Popen([sys.executable, "-c", _SERVE, export_dir, json.dumps(prompts)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env=python_env())
 
     # Reference: the trained weights (the run's last checkpoint) in a fresh GenerativeLM, the
     # prompts as the task's data path lays them out (<prompt> + " =>" left-padded), greedy
@@ -214,8 +209,9 @@ def test_causal_lm_export_serves_what_generate_gives(data, tmp_path, capsys):
     assert all(n >= MIN_NEW for n in out["lengths"]), out["lengths"]
     assert all(re.search(r"\w", t) for t in texts) and len(set(texts)) > 1, texts
 
-    stdout, stderr = child.communicate(timeout=120)
-    assert child.returncode == 0, stderr[-3000:]
+    # A process of its own with tensorflow alone (testing.run_code: forked with TensorFlow
+    # imported, no garden module) loads the export and serves the prompts.
+    stdout = run_code(_SERVE, export_dir, json.dumps(prompts), timeout=120).stdout
     served = json.loads(next(line for line in stdout.splitlines()
                              if line.startswith("RESULT "))[len("RESULT "):])
     assert served["text"] == texts

@@ -272,7 +272,7 @@ def trained(spiece, converted, root):
 
     out = {}
     out["classification"] = finetune(
-        "classification", "classification_xlnet_tiny.gin", "tsv", "classification", 60, 16,
+        "classification", "classification_xlnet_tiny.gin", "tsv", "classification", 40, 16,
         "--gin_param=garden.Classification.max_seq_length=32",
         "--gin_param=train.learning_rate=2e-3", *common)
     out["qa"] = finetune(
@@ -289,6 +289,8 @@ def trained(spiece, converted, root):
 
 
 def test_classification_learns_beyond_the_majority_class(trained):
+    # 40 steps of 16 (60 until 2026-12-07): measured dev accuracy 1.0 on the 32 dev rows
+    # against a majority of 0.469 (the bar 0.669).
     s = trained["classification"]
     assert s["eval_accuracy"] >= s["majority_baseline_accuracy"] + 0.2, s
 
