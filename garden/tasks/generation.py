@@ -72,7 +72,7 @@ from garden import losses
 from text import rouge
 from garden.models import framing
 from garden.tasks.base import Stage, Task
-from garden.tasks.shared import batches, restore_backbone
+from garden.tasks.shared import batches, restore_backbone, rows_schedule
 from garden.tasks.text_files import TaskDataError, read_records
 from garden import pretrained
 
@@ -301,11 +301,7 @@ class GenerativeFinetuning(Task):
     _target_prefix = ""
 
     def schedule(self, train_steps: int) -> List[Stage]:
-        def dataset_fn(input_context, batch_size, seed, skip_batches):
-            return self._dataset(self.train_rows, batch_size, shuffle_seed=seed, repeat=True,
-                                 skip=skip_batches, input_context=input_context)
-
-        return [Stage(0, train_steps, dataset_fn, self.train_file)]
+        return rows_schedule(self._dataset, self.train_rows, train_steps, self.train_file)
 
     # -- the objective ----------------------------------------------------------------------
     def loss_weights(self, batch):

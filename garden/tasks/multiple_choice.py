@@ -27,7 +27,7 @@ from garden.models.multiple_choice import MultipleChoiceModel
 from garden.serving.multiple_choice import MultipleChoiceServing, pack_choices
 from garden.tasks.base import Stage
 from garden.tasks.finetuning import EncoderFinetuning, softmax_metrics
-from garden.tasks.shared import batches
+from garden.tasks.shared import batches, rows_schedule
 
 
 class MultipleChoice(EncoderFinetuning):
@@ -99,11 +99,7 @@ class MultipleChoice(EncoderFinetuning):
         return ds.map(encode, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
     def schedule(self, train_steps: int) -> List[Stage]:
-        def dataset_fn(input_context, batch_size, seed, skip_batches):
-            return self._dataset(self.train_examples, batch_size, shuffle_seed=seed, repeat=True,
-                                 skip=skip_batches, input_context=input_context)
-
-        return [Stage(0, train_steps, dataset_fn, self.train_file)]
+        return rows_schedule(self._dataset, self.train_examples, train_steps, self.train_file)
 
     # -- the objective ----------------------------------------------------------------------
     def compute_metrics(self, model, batch, training: bool, weight_shares=None):

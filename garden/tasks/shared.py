@@ -67,6 +67,18 @@ def phase_schedule(phase_list: Sequence[Phase], dirs: Sequence, train_steps: int
     return out
 
 
+def rows_schedule(make_dataset: Callable, rows: Sequence, train_steps: int,
+                  train_file: str) -> List[Stage]:
+    """One Stage over a task's training rows held in memory, for all train_steps; its
+    dataset_fn reads them through the task's ``make_dataset(rows, batch_size, shuffle_seed=,
+    repeat=True, skip=, input_context=)``."""
+    def dataset_fn(input_context, batch_size, seed, skip_batches):
+        return make_dataset(rows, batch_size, shuffle_seed=seed, repeat=True, skip=skip_batches,
+                            input_context=input_context)
+
+    return [Stage(0, train_steps, dataset_fn, train_file)]
+
+
 def batch_index(ds: tf.data.Dataset, input_context, skip_batches: int) -> tf.data.Dataset:
     """(index, batch) pairs; index = the batch's position in the whole (unsharded) stream.
 

@@ -24,7 +24,7 @@ import tensorflow as tf
 
 from garden.tasks.base import Stage
 from garden.tasks.finetuning import EncoderFinetuning
-from garden.tasks.shared import batches, mean_metrics
+from garden.tasks.shared import batches, mean_metrics, rows_schedule
 from garden.tasks.text_files import read_records
 
 
@@ -85,11 +85,7 @@ class CovePretraining(EncoderFinetuning):
         return ds.map(encode, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
     def schedule(self, train_steps: int) -> List[Stage]:
-        def dataset_fn(input_context, batch_size, seed, skip_batches):
-            return self._dataset(self.train_rows, batch_size, shuffle_seed=seed, repeat=True,
-                                 skip=skip_batches, input_context=input_context)
-
-        return [Stage(0, train_steps, dataset_fn, self.train_file)]
+        return rows_schedule(self._dataset, self.train_rows, train_steps, self.train_file)
 
     # -- the objective ----------------------------------------------------------------------
     def compute_metrics(self, model, batch, training: bool, weight_shares=None):
