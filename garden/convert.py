@@ -1,10 +1,26 @@
-"""Import pretrained weights into garden models: Hugging Face, original TF1 and Model Garden.
+"""Import pretrained weights into garden models: Hugging Face, original TF1, Model Garden,
+AllenNLP and keras-hub.
 
     python -m garden.convert --source=huggingface --model=bert --input=HF_DIR --output=OUT
+    python -m garden.convert --source=huggingface --model=bert \
+        --input=google-bert/bert-base-uncased [--revision=main] [--cache_dir=DIR] --output=OUT
+    python -m garden.convert --source=keras_hub --model=bert --input=PRESET_DIR --output=OUT
     python -m garden.convert --source=tf1 --model=bert --input=bert_model.ckpt \
         --config=bert_config.json --output=OUT
     python -m garden.convert --source=model_garden --model=bert --input=CKPT_PREFIX \
         --config=encoder_config.json --output=OUT
+
+Checkpoints as users hold them. A Hugging Face --input that is not a path but a model id
+("org/name") is looked up, offline, in the Hugging Face hub cache (--cache_dir, else
+$HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub), where `hf download ID`,
+transformers' from_pretrained or huggingface_hub.snapshot_download left it:
+models--{org}--{name}/refs/{revision} names the commit whose snapshots/<commit>/ is read as a
+checkpoint directory; --revision (default main) is a branch, a tag or a commit hash. Nothing
+is downloaded: a model the cache lacks is one error line naming the folder and the command
+that brings it. A keras-hub preset directory (`save_to_preset`'s config.json, model.weights.h5,
+tokenizer.json and assets/tokenizer/) is --source=keras_hub (BERT; a family without a keras_hub
+converter is refused by name): the weights are read by name with h5py, vocabulary.txt is
+copied as vocab.txt and tokenizer.json's lowercase gives the casing.
 
 GPT-2's original release (openai/gpt-2: models/<size>/model.ckpt + hparams.json) is the tf1
 source: `--source=tf1 --model=gpt2 --input=models/124M/model.ckpt --config=models/124M/hparams.json`
@@ -49,9 +65,11 @@ import sys
 from typing import Dict, Optional, Tuple
 
 from garden import models, pretrained
-from garden.models.conversion import (huggingface_directory, read_hdf5, read_huggingface_config,
-                                      read_huggingface_dir, read_json_object)
-from garden.models.family import SOURCES
+from garden.models.conversion import (cached_huggingface_dir, huggingface_directory,
+                                      is_model_id, read_hdf5, read_huggingface_config,
+                                      read_huggingface_dir, read_json_object,
+                                      read_keras_hub_preset)
+from garden.models.family import KERAS_HUB_TOKENIZER_FILES, SOURCES
 
 GENERATE_DIR = "generate"
 
@@ -63,13 +81,35 @@ def convertible() -> list:
 
 # --- Hugging Face -----------------------------------------------------------------------------
 
-def load_huggingface(path_or_dir: str, family: str) -> Dict:
-    """Garden models from a local Hugging Face checkpoint directory.
+def resolve_input(source: str, input_path: str, cache_dir: Optional[str] = None,
+                  revision: Optional[str] = None) -> Tuple[str, Optional[Dict]]:
+    """(the checkpoint's path, the hub record or None): a Hugging Face model id (not an
+    existing path) becomes its snapshot directory in the hub cache (module docstring) and the
+    record {"model_id", "revision", "commit"}; any other --input is its own path. --cache_dir
+    and --revision belong to a model id: with anything else they are an error."""
+    if source == "huggingface" and not os.path.exists(input_path) and is_model_id(input_path):
+        directory = cached_huggingface_dir(input_path, cache_dir, revision)
+        return directory, {"model_id": input_path, "revision": revision or "main",
+                           "commit": os.path.basename(directory)}
+    given = [f for f, v in (("--cache_dir", cache_dir), ("--revision", revision)) if v is not None]
+    if given:
+        what = "a path" if source == "huggingface" else f"a --source={source} checkpoint"
+        raise ValueError(f"{' and '.join(given)} apply to a Hugging Face model id in the hub "
+                         f"cache, but --input={input_path} is {what}: drop them")
+    return input_path, None
+
+
+def load_huggingface(path_or_dir: str, family: str, cache_dir: Optional[str] = None,
+                     revision: Optional[str] = None) -> Dict:
+    """Garden models from a local Hugging Face checkpoint directory, or from a model id in the
+    hub cache (resolve_input; nothing is downloaded).
 
     Example:
         models = load_huggingface("/ckpt/bert-base-uncased", "bert")
+        models = load_huggingface("google-bert/bert-base-uncased", "bert")  # from the cache
         models["backbone"], models["pretrainer"]  # pretrainer is None without heads
     """
+    path_or_dir = resolve_input("huggingface", path_or_dir, cache_dir, revision)[0]
     spec = models.spec(family)
     config, weights = read_huggingface_dir(path_or_dir)
     model_type = config.get("model_type")
@@ -92,6 +132,22 @@ def _config_keys(config_path: str, family: str, config: Dict):
             raise
         raise ValueError(f"{config_path} has no {key!r} (is it a --model={family} "
                          f"config?)") from None
+
+
+# --- keras-hub presets ------------------------------------------------------------------------
+
+def load_keras_hub(preset_dir: str, family: str) -> Dict:
+    """Garden models from a keras-hub preset directory (`Backbone.save_to_preset`'s, or a
+    downloaded preset's): {"backbone": ..., "pretrainer": None}.
+
+    Example:
+        models = load_keras_hub("presets/bert_tiny_en_uncased", "bert")
+    """
+    convert = models.spec(family).converter("keras_hub")  # refuses a family without one
+    config, weights = read_keras_hub_preset(preset_dir)
+    config_path = os.path.join(preset_dir, "config.json")
+    with _config_keys(config_path, family, config["config"]):
+        return convert(config, weights, where=config_path)
 
 
 # --- original TF1 checkpoints -----------------------------------------------------------------
@@ -206,6 +262,11 @@ def convert(source: str, family: str, input_path: str, config_path: Optional[str
             raise ValueError(f"--source={source} needs --config={needed}")
         config = _read_config(config_path)
         return loader(input_path, family, config_path), config  # the loader's errors name it
+    if source == "keras_hub":
+        if config_path is not None:
+            raise ValueError("--source=keras_hub reads config.json from --input; drop --config")
+        return load_keras_hub(input_path, family), read_json_object(
+            os.path.join(input_path, "config.json"))
     if source == "model_garden":
         config = None if config_path is None else _read_config(config_path)
         return load_model_garden(input_path, family, config,
@@ -243,6 +304,8 @@ def _write_generate_dir(args, converted: Dict, config: Dict) -> Optional[str]:
 def _checkpoint_dir(source: str, input_path: str) -> str:
     if source == "huggingface":
         return huggingface_directory(input_path)
+    if source == "keras_hub":
+        return input_path  # the preset directory
     return os.path.dirname(os.path.abspath(input_path))
 
 
@@ -250,7 +313,8 @@ def find_tokenizer(source: str, family: str, input_path: str,
                    vocab: Optional[str] = None) -> Optional[Tuple[str, Dict[str, str]]]:
     """(kind, {file name in OUT: source path}) of the source's tokenizer, or None.
 
-    Hugging Face: the family's files in the checkpoint directory; TF1: vocab.txt or the
+    Hugging Face: the family's files in the checkpoint directory; keras-hub: the preset's
+    assets/tokenizer/ files of the family's kind (KERAS_HUB_TOKENIZER_FILES); TF1: vocab.txt or the
     SentencePiece *.model next to the checkpoint (GPT-2: encoder.json + vocab.bpe, copied as
     vocab.json + merges.txt); Model Garden: vocab.txt next to the checkpoint or in its assets/
     or parent folder. `vocab` (--vocab) names the file instead."""
@@ -269,6 +333,12 @@ def find_tokenizer(source: str, family: str, input_path: str,
             found = sorted(n for n in os.listdir(folder) if n.endswith(".model"))
             files = {found[0]: os.path.join(folder, found[0])} if found else files
         return (spec.tokenizer, files) if all(map(os.path.exists, files.values())) else None
+    if source == "keras_hub":
+        assets = os.path.join(folder, "assets", "tokenizer")
+        files = {n: os.path.join(assets, r)
+                 for n, r in KERAS_HUB_TOKENIZER_FILES.get(spec.tokenizer, {}).items()}
+        return (spec.tokenizer, files) if files and all(map(os.path.exists, files.values())) \
+            else None
     if spec.tf1_tokenizer_files:  # GPT-2's release: encoder.json + vocab.bpe
         files = {n: os.path.join(folder, r) for n, r in spec.tf1_tokenizer_files.items()}
         return (spec.tokenizer, files) if all(map(os.path.exists, files.values())) else None
@@ -287,7 +357,8 @@ def find_tokenizer(source: str, family: str, input_path: str,
 def infer_lower_case(source: str, family: str, input_path: str, kind: Optional[str],
                      flag: Optional[bool]) -> Optional[bool]:
     """The casing of the source's tokenizer: --lower_case / --no-lower_case when given; Hugging
-    Face: tokenizer_config.json's do_lower_case; else an "uncased" / "cased" directory name
+    Face: tokenizer_config.json's do_lower_case; keras-hub: tokenizer.json's "lowercase"; else
+    an "uncased" / "cased" directory name
     (google-research/bert's validate_case_matches_checkpoint); else the family's default
     (FamilySpec.lower_case: Hugging Face, SentencePiece, byte-level BPE, cased families); a
     WordPiece TF1 / Model Garden checkpoint without
@@ -300,6 +371,12 @@ def infer_lower_case(source: str, family: str, input_path: str, kind: Optional[s
             value = read_json_object(config_path).get("do_lower_case")
             if value is not None:
                 return bool(value)
+    if source == "keras_hub":
+        config_path = os.path.join(input_path, "tokenizer.json")
+        if os.path.exists(config_path):
+            value = (read_json_object(config_path).get("config") or {}).get("lowercase")
+            if value is not None:
+                return bool(value)
     names = [p.lower() for p in os.path.abspath(input_path).split(os.sep)]
     if any(p.startswith("uncased") or "_uncased" in p or "-uncased" in p for p in names):
         return True
@@ -308,7 +385,7 @@ def infer_lower_case(source: str, family: str, input_path: str, kind: Optional[s
     spec = models.spec(family)
     if kind == "bpe" or not spec.lower_case:
         return False
-    if source == "huggingface" or kind == "sentencepiece":
+    if source in ("huggingface", "keras_hub") or kind == "sentencepiece":
         return spec.lower_case
     if kind is None:
         return None
@@ -345,8 +422,15 @@ def build_parser():
                         help="model family of the checkpoint (a family with converters: an "
                              "unknown name is answered with the list)")
     parser.add_argument("--input", required=True,
-                        help="huggingface: checkpoint directory; tf1 / model_garden: "
-                             "checkpoint prefix; allennlp: the HDF5 weight file")
+                        help="huggingface: checkpoint directory, or a model id (org/name) in "
+                             "the Hugging Face hub cache; keras_hub: preset directory; tf1 / "
+                             "model_garden: checkpoint prefix; allennlp: the HDF5 weight file")
+    parser.add_argument("--cache_dir", default=None,
+                        help="huggingface with a model id: the hub cache to look in (default: "
+                             "$HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub)")
+    parser.add_argument("--revision", default=None,
+                        help="huggingface with a model id: the branch, tag or commit hash of "
+                             "the cached snapshot (default: main)")
     parser.add_argument("--output", required=True, help="directory to write the models to")
     parser.add_argument("--config", default=None,
                         help="tf1: the release's config JSON (bert_config.json, albert_config.json, "
@@ -384,7 +468,7 @@ def _write_output(args, converted: Dict, config: Dict) -> Dict:
     info = {"source": args.source, "family": args.model, "input": os.path.abspath(args.input),
             "config": config, "models": written, "generate_dir": generate_dir,
             "architecture": pretrained.architecture_of(args.model, converted["backbone"], lm),
-            "checkpoint": checkpoint, "tokenizer": tokenizer}
+            "checkpoint": checkpoint, "tokenizer": tokenizer, "hub": args.hub}
     with open(os.path.join(args.output, "convert_info.json"), "w") as f:
         json.dump(info, f, indent=2, sort_keys=True)
     return info
@@ -403,12 +487,17 @@ def main(argv=None) -> int:
               f"directory is never overwritten)", file=sys.stderr)
         return 2
     try:
+        models.spec(args.model).converter(args.source)  # a source it lacks: refused by name
+        args.model_input = args.input
+        args.input, args.hub = resolve_input(args.source, args.input, args.cache_dir,
+                                             args.revision)
         found = find_tokenizer(args.source, args.model, args.input, args.vocab)
         infer_lower_case(args.source, args.model, args.input, found[0] if found else None,
                          args.lower_case)  # a missing casing flag is reported before the work
         converted, config = convert(args.source, args.model, args.input, args.config,
                                     args.allow_approximate_gelu)
-    except (FileNotFoundError, ValueError) as e:  # a wrong path or a checkpoint that does not fit
+    except (FileNotFoundError, ValueError, NotImplementedError) as e:
+        # a wrong path, a checkpoint that does not fit, a source the family has no converter for
         print(f"error: {e}", file=sys.stderr)
         return 2
     except ModuleNotFoundError as e:
@@ -430,7 +519,9 @@ def main(argv=None) -> int:
               f"{type(e).__name__}: {e.message.splitlines()[0]}", file=sys.stderr)
         return 2
     info = _write_output(args, converted, config)
-    print(f"converted {args.source} {args.model} checkpoint {args.input}")
+    hub = info["hub"]
+    print(f"converted {args.source} {args.model} checkpoint {args.model_input}"
+          + (f" (revision {hub['revision']}, commit {hub['commit']}: {args.input})" if hub else ""))
     for key, entry in info["models"].items():
         print(f"  {key}: {entry['parameters']:,} parameters -> {entry['path']}")
     if info["generate_dir"]:

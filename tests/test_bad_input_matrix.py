@@ -785,6 +785,21 @@ CASES = [
         "--source=tf1", "--model=bert", f"--input={c.dir / 'ckpt'}", "--lower_case",
         f"--config={c.write('bert_config.json', '{vocab_size: 100}')}", f"--output={c.dir / 'out'}"],
         "error", r"--config=\S+/bert_config\.json is not JSON", output=lambda c: str(c.dir / "out")),
+    # --- garden.convert: checkpoints as users hold them (issue 35 item 2)
+    Case("convert-model-id-not-in-the-hub-cache", GC, lambda c: [
+        "--source=huggingface", "--model=bert", "--input=test-org/absent-bert",
+        f"--cache_dir={c.dir / 'hub'}", f"--output={c.dir / 'out'}"],
+        "error", r"--input=test-org/absent-bert is not a directory, and the Hugging Face cache "
+                 r"\S+/hub holds no models--test-org--absent-bert .*`hf download test-org/absent-bert`",
+        output=lambda c: str(c.dir / "out")),
+    Case("convert-keras-hub-family-without-converter", GC, lambda c: [
+        "--source=keras_hub", "--model=roberta", f"--input={c.dir}", f"--output={c.dir / 'out'}"],
+        "error", r"no --source=keras_hub converter for 'roberta' \(it converts from huggingface\)",
+        output=lambda c: str(c.dir / "out")),
+    Case("convert-keras-hub-directory-without-preset", GC, lambda c: [
+        "--source=keras_hub", "--model=bert", f"--input={c.dir}", f"--output={c.dir / 'out'}"],
+        "error", r"--input=\S+ has no config\.json or model\.weights\.h5: not a keras-hub backbone preset",
+        output=lambda c: str(c.dir / "out")),
 ]
 
 _SWAG_HEADER = "video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,ending1,ending2,ending3,label\n"

@@ -21,7 +21,7 @@ import dataclasses
 import json
 import os
 import re
-from typing import Callable, Dict, Iterable, List, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 
@@ -321,6 +321,104 @@ def read_huggingface_dir(path_or_dir: str) -> Tuple[Dict, Dict[str, np.ndarray]]
         if os.path.exists(path):
             return config, _load_weights(path, directory)
     raise FileNotFoundError(f"no model.safetensors or pytorch_model.bin in {directory}")
+
+
+# --- a Hugging Face model id in the hub cache -------------------------------------------------
+# huggingface_hub (a runtime requirement; tokenizers needs it too) resolves the cache's layout,
+# models--{org}--{name}/refs/{revision} -> snapshots/<commit>/: try_to_load_from_cache reads it
+# and never touches the network, and its validate_repo_id tells a model id from a path. The
+# cache folder is worked out here, when called, in huggingface_hub's own order: its constants
+# read the environment once, at its import, and the error must name the folder it looked in.
+
+
+def huggingface_cache(cache_dir: Optional[str] = None) -> str:
+    """The Hugging Face hub cache folder: `cache_dir` (--cache_dir), else $HF_HUB_CACHE (or
+    its old name $HUGGINGFACE_HUB_CACHE), else $HF_HOME/hub, else
+    $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub."""
+    env = os.environ.get
+    folder = cache_dir or env("HF_HUB_CACHE") or env("HUGGINGFACE_HUB_CACHE") or os.path.join(
+        env("HF_HOME") or os.path.join(env("XDG_CACHE_HOME") or os.path.join("~", ".cache"),
+                                       "huggingface"), "hub")
+    return os.path.expanduser(os.path.expandvars(folder))
+
+
+def is_model_id(text: str) -> bool:
+    """Whether `text` reads as a Hugging Face model id ("org/name" or "name") rather than a
+    path: not absolute, and huggingface_hub's validate_repo_id accepts it."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    if os.path.isabs(text) or text.startswith(("~", ".")):
+        return False
+    try:
+        validate_repo_id(text)
+    except HFValidationError:
+        return False
+    return True
+
+
+def cached_huggingface_dir(model_id: str, cache_dir: Optional[str] = None,
+                           revision: Optional[str] = None) -> str:
+    """The snapshot directory of `model_id` at `revision` (a branch or tag ref, or a commit
+    hash; None: "main") in the hub cache (huggingface_cache). Nothing is downloaded: a model or
+    revision the cache lacks is a FileNotFoundError naming the folder looked in and the
+    command that brings it on a machine with network."""
+    from huggingface_hub import try_to_load_from_cache
+    from huggingface_hub.file_download import repo_folder_name
+
+    cache = huggingface_cache(cache_dir)
+    revision = revision or "main"
+    config = try_to_load_from_cache(model_id, "config.json", cache_dir=cache, revision=revision)
+    if isinstance(config, str):
+        return os.path.dirname(config)
+    repo = os.path.join(cache, repo_folder_name(repo_id=model_id, repo_type="model"))
+    fetch = (f"hf download {model_id}" + ("" if revision == "main" else f" --revision {revision}"))
+    if not os.path.isdir(repo):
+        raise FileNotFoundError(
+            f"--input={model_id} is not a directory, and the Hugging Face cache {cache} holds "
+            f"no {os.path.basename(repo)} (looked in --cache_dir, else $HF_HUB_CACHE, else "
+            f"$HF_HOME/hub, else ~/.cache/huggingface/hub; nothing is downloaded): run "
+            f"`{fetch}` (or `huggingface-cli download`) on a machine with network and copy the "
+            f"cache here, or give the model's directory")
+    cached = sorted(set(_names(os.path.join(repo, "refs"))) |
+                    set(_names(os.path.join(repo, "snapshots"))))
+    raise FileNotFoundError(
+        f"--input={model_id}: the Hugging Face cache {repo} has no config.json at revision "
+        f"{revision!r} (cached refs and commits: {', '.join(cached) or 'none'}; nothing is "
+        f"downloaded): pass --revision=<one of them>, or run `{fetch}` on a machine with "
+        f"network and copy the cache here")
+
+
+def _names(folder: str) -> List[str]:
+    return os.listdir(folder) if os.path.isdir(folder) else []
+
+
+# --- a keras-hub preset directory ------------------------------------------------------------
+
+KERAS_HUB_FILES = ("config.json", "model.weights.h5")
+
+
+def read_keras_hub_preset(preset_dir: str) -> Tuple[Dict, Dict[str, np.ndarray]]:
+    """(config.json's object, {weight path: array}) of a keras-hub preset directory, as
+    `Backbone.save_to_preset` writes it: config.json names the backbone class
+    ("class_name") and its constructor arguments ("config"); model.weights.h5 is Keras 3's
+    weights file, read by dataset path ("layers/transformer_encoder/_self_attention_layer/
+    query_dense/vars/0") with h5py. Errors name the directory or the file."""
+    if not os.path.isdir(preset_dir):
+        raise FileNotFoundError(f"--input={preset_dir} is not a directory: give a keras-hub "
+                                f"preset directory ({' + '.join(KERAS_HUB_FILES)}, as "
+                                f"save_to_preset writes)")
+    missing = [n for n in KERAS_HUB_FILES if not os.path.exists(os.path.join(preset_dir, n))]
+    if missing:
+        raise FileNotFoundError(f"--input={preset_dir} has no {' or '.join(missing)}: not a "
+                                f"keras-hub backbone preset (save_to_preset writes "
+                                f"{' + '.join(KERAS_HUB_FILES)})")
+    config_path = os.path.join(preset_dir, "config.json")
+    config = read_json_object(config_path)
+    if not isinstance(config.get("class_name"), str) or not isinstance(config.get("config"),
+                                                                      dict):
+        raise ValueError(f"{config_path} has no \"class_name\" and \"config\": not a keras-hub "
+                         f"backbone config")
+    return config, read_hdf5(os.path.join(preset_dir, "model.weights.h5"))
 
 
 def hf_bert_encoder_names(num_layers: int, num_heads: int, prefix: str = "") -> NameTable:

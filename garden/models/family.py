@@ -5,8 +5,8 @@ tools read the records through `garden.models.families()` and `garden.models.spe
 (the folders are the table: adding a family is a new folder, no row elsewhere):
 
     factory        backbone class and presets module (garden.models.factory)
-    garden.convert converters per source, Hugging Face model types and tokenizer files, the
-                   TF1 release's tokenizer files, the text layout and default casing
+    garden.convert converters per source (SOURCES), Hugging Face model types and tokenizer
+                   files, the TF1 release's tokenizer files, the text layout and default casing
     pretraining    the garden.Pretraining record of the family (garden/tasks/pretraining/)
     generation     the GenerativeLM class and the prompt framing (garden/models/framing.py)
                    of garden.convert's generate/ directory, the LM tasks and garden.fewshot
@@ -36,7 +36,7 @@ import dataclasses
 import importlib
 from typing import Dict, Mapping, Optional, Tuple
 
-SOURCES = ("huggingface", "tf1", "model_garden", "allennlp")
+SOURCES = ("huggingface", "tf1", "model_garden", "allennlp", "keras_hub")
 FRAMINGS = ("causal", "t5", "bart")  # garden/models/framing.py
 PACKAGE = __name__.rpartition(".")[0]  # garden.models: the family folders' package
 # The files Hugging Face's slow tokenizer of each kind reads from a model folder: BertTokenizer
@@ -44,6 +44,10 @@ PACKAGE = __name__.rpartition(".")[0]  # garden.models: the family folders' pack
 # ones (RoBERTa, BART, GPT-2).
 HF_TOKENIZER_FILES = {"wordpiece": ("vocab.txt",), "sentencepiece": ("spiece.model",),
                       "bpe": ("vocab.json", "merges.txt")}
+# The tokenizer assets a keras-hub preset holds (save_to_preset writes them under
+# assets/tokenizer/), {name written: name in the preset}, by kind: WordPieceTokenizer's
+# vocabulary.txt. A kind without a row has no keras_hub converter yet.
+KERAS_HUB_TOKENIZER_FILES = {"wordpiece": {"vocab.txt": "vocabulary.txt"}}
 
 
 def resolve(reference: str):

@@ -14,4 +14,4 @@ SPEC = FamilySpec(
     pretrainer=BertPretrainer,
     pretraining="garden.tasks.pretraining.bert:RECORD",
     converters={"huggingface": ".conversion:from_huggingface", "tf1": ".conversion:from_tf1",
-                "model_garden": ".model_garden:load"})
+                "model_garden": ".model_garden:load", "keras_hub": ".keras_hub:from_keras_hub"})
