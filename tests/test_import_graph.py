@@ -31,7 +31,8 @@ The rules, bottom first (each layer may import itself and the layers it is `over
     analysis        garden.bertology, over runs
     server          garden.server (garden.serve's TF Serving re-implementation), over analysis
     tools           the command-line modules: garden.{analyze, convert, curves, demo, export,
-                    export_features, extract_features, fewshot, generate, serve}; over server,
+                    export_features, extract_features, fewshot, generate, serve,
+                    to_huggingface}; over server,
                     and no tool imports another
 
 garden reaches data_pipelines by no import at all: it launches a Beam job as a command
@@ -68,7 +69,8 @@ LAYERS: Tuple[Tuple[str, Optional[str], Tuple[str, ...]], ...] = (
     ("server", "analysis", ("garden.server", "garden.server.*")),
     ("tools", "server", ("garden.analyze", "garden.convert", "garden.curves", "garden.demo",
                          "garden.export", "garden.export_features", "garden.extract_features",
-                         "garden.fewshot", "garden.generate", "garden.serve")),
+                         "garden.fewshot", "garden.generate", "garden.serve",
+                         "garden.to_huggingface")),
 )
 # Layers whose modules import none of each other: each tool stands alone.
 ISOLATED = {"tools"}

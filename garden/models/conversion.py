@@ -461,3 +461,68 @@ def check_bert_style_config(config, family: str, activation_key: str = "hidden_a
     if position_type != "absolute":
         raise ValueError(f"position_embedding_type={position_type!r} is not supported: the "
                          f"garden {family} encoder has learned absolute positions")
+
+
+# --- the inverse: garden weights under a source's names (garden.to_huggingface) ---------------
+
+def _source_shapes(shape: Tuple[int, ...]) -> List[Tuple[int, ...]]:
+    """The shapes a source may store a garden weight of `shape` in: flat, or two axes of which
+    one is the garden's first or last axis (a transposed kernel, a flattened head axis)."""
+    n = int(np.prod(shape, dtype=np.int64))
+    shapes = [(n,)]
+    for d in dict.fromkeys((int(shape[0]), int(shape[-1])) if shape else ()):
+        if d and n % d == 0:
+            shapes += [(d, n // d), (n // d, d)]
+    return list(dict.fromkeys(shapes))
+
+
+def source_layout(name: str, value: np.ndarray, transform: Transform) -> np.ndarray:
+    """The array `x` in the source's layout with transform(x) == value: the inverse of a name
+    table's entry. The transforms are reshapes and transposes, so the source's shape is the
+    one of _source_shapes that `transform` maps onto `value`'s (a flat one first: a q/k/v bias
+    [heads, head_dim] is stored [H]), and the transform applied to the indices of that shape
+    says where each element came from."""
+    value = np.asarray(value)
+    fits = []
+    for shape in _source_shapes(value.shape):
+        try:
+            if transform(np.empty(shape, np.int8)).shape == value.shape:
+                fits.append(shape)
+        except ValueError:  # a reshape the shape does not allow
+            continue
+    if not fits or (len(fits[0]) > 1 and len(fits) > 1):
+        raise AssertionError(f"cannot tell the source shape of {name} from garden's "
+                             f"{value.shape}: candidates {fits}")
+    shape = fits[0]
+    where = transform(np.arange(int(np.prod(shape, dtype=np.int64))).reshape(shape))
+    flat = np.zeros(where.size, value.dtype)
+    flat[where.reshape(-1)] = value.reshape(-1)
+    out = flat.reshape(shape)
+    if not np.array_equal(transform(out), value):  # a transform that is no permutation
+        raise AssertionError(f"the name table's transform of {name} cannot be inverted")
+    return out
+
+
+def invert_weights(values: Dict[str, np.ndarray], names: NameTable,
+                   source: str = "") -> Dict[str, np.ndarray]:
+    """{source name: array in the source's layout} from garden weights {path: value} through
+    the name table `from_<source>` assigns them with (assign_weights run backwards). Every
+    mapped path must be in `values` and every value must be mapped, else a ValueError naming
+    them (a model the table does not describe)."""
+    mapped = {path for path, _ in names.values()}
+    missing = sorted(path for path in mapped if path not in values)
+    unmapped = sorted(path for path in values if path not in mapped)
+    if missing or unmapped:
+        raise ValueError(f"{source or 'the name table'} does not describe the model: "
+                         + "; ".join(f"{what}: {paths}" for what, paths in (
+                             ("weights it lacks", missing), ("weights with no source name",
+                                                              unmapped)) if paths))
+    return {name: source_layout(name, np.asarray(values[path], np.float32), transform)
+            for name, (path, transform) in names.items()}
+
+
+def special_token_ids(tokens: Iterable[str], wanted: Dict[str, str]) -> Dict[str, int]:
+    """{config key: id} of the special tokens in `tokens` (strings by id) that `wanted` names
+    ({"eos_token_id": "</s>"}); a token the vocabulary lacks is left out (the config's default)."""
+    ids = {token: i for i, token in enumerate(tokens)}
+    return {key: ids[token] for key, token in wanted.items() if token in ids}

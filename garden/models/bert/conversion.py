@@ -28,7 +28,7 @@ from garden.models.bert.pretrainer import BertPretrainer
 from garden.models.conversion import (HF_BERT_LAYER, TF1_BERT_LAYER, NameTable, assign_weights,
                                       check_bert_style_config, check_tied, encoder_layer_names,
                                       hf_bert_encoder_names, hf_bert_sizes, identity,
-                                      linear_kernel)
+                                      invert_weights, linear_kernel, special_token_ids)
 
 
 # --- configs ----------------------------------------------------------------------------------
@@ -265,3 +265,43 @@ def from_model_garden(config: Dict, weights: Dict[str, np.ndarray]) -> Dict:
                              "encoder in the weights?")
         renamed[key] = weights[name]
     return _assemble(kwargs, mapping, renamed, source="Model Garden BertEncoder")
+
+
+# --- back to Hugging Face (garden.to_huggingface) ---------------------------------------------
+
+def to_huggingface(config: Dict, weights: Dict[str, np.ndarray],
+                   tokens: Iterable[str] = ()) -> Tuple[Dict, Dict]:
+    """(config.json, state dict) of the Hugging Face BertModel (BertForPreTraining when
+    `weights` hold the pretrainer's heads) equal to a garden BERT: the inverse of
+    from_huggingface through the same name table.
+
+    Args:
+        config: the BertBackbone's get_config().
+        weights: garden weight path -> array, the backbone's (or its BertPretrainer's).
+        tokens: the vocabulary's token strings by id (pad_token_id is [PAD]'s).
+    """
+    if config.get("num_heads_per_layer"):
+        raise ValueError("a pruned BERT (num_heads_per_layer) has no Hugging Face config here; "
+                         "write the unpruned model")
+    with_heads = "masked_lm_head/output_bias" in weights
+    hf = {"model_type": "bert",
+          "architectures": ["BertForPreTraining" if with_heads else "BertModel"],
+          "vocab_size": config["vocab_size"], "hidden_size": config["hidden_size"],
+          "num_hidden_layers": config["num_layers"],
+          "num_attention_heads": config["num_heads"],
+          "intermediate_size": config["intermediate_size"], "hidden_act": "gelu",
+          "max_position_embeddings": config["max_sequence_length"],
+          "type_vocab_size": config["type_vocab_size"],
+          "hidden_dropout_prob": config["dropout"],
+          "attention_probs_dropout_prob": config["dropout"],
+          "initializer_range": config["initializer_range"],
+          "layer_norm_eps": config["layer_norm_epsilon"],
+          "position_embedding_type": "absolute", "tie_word_embeddings": True,
+          **special_token_ids(tokens, {"pad_token_id": "[PAD]"})}
+    state = invert_weights(weights, _hf_mapping(config["num_layers"], config["num_heads"],
+                                                with_heads), source="Hugging Face BERT")
+    # BertForPreTraining's base model is `bert.`; its MLM decoder (weight and bias) is tied to
+    # the word table and cls.predictions.bias, so, as save_pretrained does, it is not written.
+    if with_heads:
+        state = {(n if n.startswith("cls.") else f"bert.{n}"): v for n, v in state.items()}
+    return hf, state

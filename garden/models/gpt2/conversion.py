@@ -32,12 +32,13 @@ or misshapen weight is named):
 
 from __future__ import annotations
 
-from typing import Callable, Dict
+from typing import Callable, Dict, Iterable, Tuple
 
 import numpy as np
 
 from garden.models.conversion import (NameTable, assign_weights, check_tied, identity,
-                                      qkv_bias, qkv_kernel, strip_prefix)
+                                      invert_weights, qkv_bias, qkv_kernel, special_token_ids,
+                                      strip_prefix)
 from garden.models.gpt2.backbone import GPT2Backbone
 from garden.models.gpt2.causal_lm import GPT2CausalLM
 
@@ -159,6 +160,12 @@ def _assemble(kwargs: Dict, table: NameTable, weights: Dict[str, np.ndarray], so
 
 # --- Hugging Face -----------------------------------------------------------------------------
 
+def _hf_name_table(num_layers: int, num_heads: int) -> NameTable:
+    """The name table under Hugging Face's names (from_huggingface's and to_huggingface's)."""
+    return _name_table(num_layers, num_heads, name=lambda part: part, weight=".weight",
+                       bias=".bias", gamma=".weight", beta=".bias", kernel=identity)
+
+
 def from_huggingface(config: Dict, weights: Dict[str, np.ndarray]) -> Dict:
     """Garden GPT-2 from a Hugging Face GPT2Model / GPT2LMHeadModel state dict.
 
@@ -174,9 +181,7 @@ def from_huggingface(config: Dict, weights: Dict[str, np.ndarray]) -> Dict:
     weights = strip_prefix(weights, "transformer.")
     tied = {"lm_head.weight": "wte.weight"}
     check_tied(weights, tied)
-    table = _name_table(kwargs["num_layers"], kwargs["num_heads"], name=lambda part: part,
-                        weight=".weight", bias=".bias", gamma=".weight", beta=".bias",
-                        kernel=identity)
+    table = _hf_name_table(kwargs["num_layers"], kwargs["num_heads"])
     return _assemble(kwargs, table, _split_fused(weights, (".weight", ".bias")),
                      source="Hugging Face GPT-2", ignored=tied,
                      ignored_patterns=[r"^h\.\d+\.attn\.(masked_)?bias$"])
@@ -216,3 +221,40 @@ def from_tf1(config: Dict, weights: Dict[str, np.ndarray]) -> Dict:
     return _assemble(kwargs, table, _split_fused(weights, ("/w", "/b")), source="OpenAI GPT-2",
                      ignored_patterns=[r"/adam(_1)?$", r"/Adam(_1)?$", r"^global_step$",
                                        r"^beta[12]_power$"])
+
+
+# --- back to Hugging Face (garden.to_huggingface) ---------------------------------------------
+
+def _fuse(weights: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+    """The inverse of _split_fused: `<name>[query]`, `[key]`, `[value]` -> `<name>`, joined
+    along the last axis in that order."""
+    out = {k: v for k, v in weights.items() if not k.endswith("]")}
+    for key in {k.rpartition("[")[0] for k in weights if k.endswith("]")}:
+        out[key] = np.concatenate([weights[f"{key}[{part}]"] for part in _QKV], axis=-1)
+    return out
+
+
+def to_huggingface(config: Dict, weights: Dict[str, np.ndarray],
+                   tokens: Iterable[str] = ()) -> Tuple[Dict, Dict]:
+    """(config.json, state dict) of the Hugging Face GPT2LMHeadModel equal to a garden GPT-2:
+    the inverse of from_huggingface through the same name table. lm_head.weight is the tied
+    token table, so, as save_pretrained does, it is not written.
+
+    Args:
+        config: the GPT2Backbone's get_config().
+        weights: garden weight path -> array, the backbone's (its GPT2CausalLM adds none).
+        tokens: the vocabulary's token strings by id (<|endoftext|> is bos and eos).
+    """
+    hf = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"],
+          "vocab_size": config["vocab_size"], "n_embd": config["hidden_size"],
+          "n_layer": config["num_layers"], "n_head": config["num_heads"],
+          "n_inner": config["intermediate_size"] or 4 * config["hidden_size"],
+          "n_positions": config["max_sequence_length"], "activation_function": "gelu_new",
+          "resid_pdrop": config["dropout"], "embd_pdrop": config["dropout"],
+          "attn_pdrop": config["dropout"], "layer_norm_epsilon": config["layer_norm_epsilon"],
+          "initializer_range": config["initializer_range"], "tie_word_embeddings": True,
+          **special_token_ids(tokens, {"bos_token_id": "<|endoftext|>",
+                                      "eos_token_id": "<|endoftext|>"})}
+    table = _hf_name_table(config["num_layers"], config["num_heads"])
+    state = _fuse(invert_weights(weights, table, source="Hugging Face GPT-2"))
+    return hf, {f"transformer.{name}": value for name, value in state.items()}

@@ -22,12 +22,13 @@ Hugging Face computes it), or "<act>" / "gated-<act>" for another activation nam
 
 from __future__ import annotations
 
-from typing import Dict
+from typing import Dict, Iterable, Tuple
 
 import numpy as np
 
 from garden.models.conversion import (NameTable, assign_weights, attention_output_kernel,
-                                      check_tied, identity, linear_kernel, qkv_kernel)
+                                      check_tied, identity, invert_weights, linear_kernel,
+                                      qkv_kernel, special_token_ids)
 from garden.models.t5.backbone import T5Backbone
 from garden.models.t5.seq2seq_lm import T5Seq2SeqLM
 
@@ -143,3 +144,55 @@ def from_huggingface(config: Dict, weights: Dict[str, np.ndarray]) -> Dict:
     assign_weights(lm, weights, hf_name_table(kwargs),
                    source=f"Hugging Face T5 (config {kwargs})", ignored=tied)
     return {"backbone": backbone, "pretrainer": lm}
+
+
+# --- back to Hugging Face (garden.to_huggingface) ---------------------------------------------
+
+def to_huggingface(config: Dict, weights: Dict[str, np.ndarray],
+                   tokens: Iterable[str] = ()) -> Tuple[Dict, Dict]:
+    """(config.json, state dict) of the Hugging Face T5ForConditionalGeneration equal to a
+    garden T5: the inverse of from_huggingface through the same name table. v1.0 (tied) has
+    no lm_head of its own: transformers ties it to `shared`, so it is not written; v1.1's
+    lm_head is its T5Seq2SeqLM's, written (transformers 4 reads it) when it equals the token
+    table (transformers 5 ties them: a T5 v1.1 converted from transformers 5 has them equal);
+    one that differs is refused.
+
+    Args:
+        config: the T5Backbone's get_config().
+        weights: garden weight path -> array: the T5Seq2SeqLM's (the backbone's suffices for
+            a tied, v1.0, model).
+        tokens: the vocabulary's pieces by id (<pad> pads and starts the decoder, </s> ends).
+    """
+    gated, activation = bool(config["gated_feedforward"]), config["activation"]
+    proj = ("gated-" if gated else "") + ("gelu" if gated and activation == "gelu_tanh"
+                                          else activation)
+    if _activation(proj) != (activation, gated):
+        raise ValueError(f"a T5 feed-forward of activation {activation!r} (gated={gated}) has "
+                         "no Hugging Face feed_forward_proj")
+    tied = bool(config["tie_embeddings"])
+    if not tied and "lm_head/kernel" not in weights:
+        raise ValueError("an untied T5 (v1.1) needs its T5Seq2SeqLM's lm_head: give the "
+                         "weights of the LM, not of the backbone alone")
+    # transformers 5's T5Config forces tie_word_embeddings (lm_head is `shared`; the scaling
+    # follows scale_decoder_outputs): an lm_head of its own would load as the token table.
+    if not tied and not np.array_equal(np.asarray(weights["lm_head/kernel"]).T,
+                                       weights["token_embedding/embeddings"]):
+        raise ValueError("this T5's lm_head differs from its token table, and transformers 5 "
+                         "ties T5's lm_head to `shared`: it would load with other logits")
+    hf = {"model_type": "t5", "architectures": ["T5ForConditionalGeneration"],
+          "vocab_size": config["vocab_size"], "d_model": config["hidden_size"],
+          "d_kv": config["head_size"], "d_ff": config["intermediate_size"],
+          "num_layers": config["num_layers"],
+          "num_decoder_layers": config["num_decoder_layers"] or config["num_layers"],
+          "num_heads": config["num_heads"], "feed_forward_proj": proj,
+          "relative_attention_num_buckets": config["num_buckets"],
+          "relative_attention_max_distance": config["max_distance"],
+          "dropout_rate": config["dropout"], "layer_norm_epsilon": config["layer_norm_epsilon"],
+          "initializer_factor": config["initializer_factor"],
+          # transformers 5 reads the scaling from scale_decoder_outputs, older ones from the tie
+          "tie_word_embeddings": tied, "scale_decoder_outputs": tied,
+          "is_encoder_decoder": True,
+          **special_token_ids(tokens, {"pad_token_id": "<pad>", "eos_token_id": "</s>",
+                                      "decoder_start_token_id": "<pad>"})}
+    kwargs = backbone_kwargs_from_hf_config(hf)
+    return hf, invert_weights(weights, hf_name_table(kwargs), source="Hugging Face T5")
