@@ -67,20 +67,22 @@ def build_parser():
 
 
 def garden_weights(run, backbone) -> Dict:
-    """{weight path: array} of the run's model: the family's LM when the run has one (T5
-    v1.1's lm_head is the LM's), its pretrainer when its task trains the family's pretraining
-    heads (a BERT pretraining run), else its backbone."""
+    """{weight path: array} of the model around the run's backbone that its family writes:
+    a garden.convert directory's LM (T5 v1.1's lm_head is the LM's); the task model of the
+    family's pretraining run or of a generative fine-tuning run (BERT's heads, the LM); else the
+    backbone (a classifier's head has no place in the family's Hugging Face class). Only a
+    pretraining or generative run's model is built, so no other task's files are read."""
     from garden import models, runs
+    from garden.tasks.generation import GenerativeFinetuning
+    from garden.tasks.pretraining import Pretraining
 
-    spec = models.spec(run.family)
     model = backbone
-    if spec.lm is not None:
-        try:
-            model = run.lm()
-        except runs.RunError:  # a task model around the encoder (a classifier): its backbone
-            model = backbone
-    elif run.kind == runs.MODEL_DIR and spec.pretrainer is not None \
-            and isinstance(run.task_model(), spec.pretrainer):
+    if run.kind == runs.CONVERTED and models.spec(run.family).lm is not None:
+        model = run.lm()
+    elif run.kind == runs.MODEL_DIR and (
+            isinstance(run.task, GenerativeFinetuning) or
+            # the family's own pretraining (SpanBERT's heads on a BERT backbone are not BERT's)
+            isinstance(run.task, Pretraining) and run.task.spec.name == run.family):
         model = run.task_model()
     return {v.path: v.numpy() for v in model.weights}
 
@@ -94,11 +96,9 @@ def _tokenizer_config(kind: str, lower_case: bool, max_length: Optional[int]) ->
     return config
 
 
-def write_tokenizer(run, spec, output: str, vocab_size: int, max_length: Optional[int]) -> Dict:
-    """Copies the run's vocabulary under the names the family's Hugging Face tokenizer reads
-    and writes its tokenizer_config.json; returns {file name: source path}."""
-    import shutil
-
+def tokenizer_files(run, spec) -> Dict[str, str]:
+    """{name the family's Hugging Face tokenizer reads: the run's file}; ValueError naming the
+    run or its vocabulary when it records none or one of another kind."""
     from garden import pretrained
 
     if not run.vocab:
@@ -107,11 +107,19 @@ def write_tokenizer(run, spec, output: str, vocab_size: int, max_length: Optiona
     if kind != spec.tokenizer:
         raise ValueError(f"{run.vocab} is a {kind} vocabulary, but Hugging Face's {spec.name} "
                          f"tokenizer reads {spec.tokenizer}")
-    written = dict(zip(spec.hf_tokenizer_files, files.values()))
+    return dict(zip(spec.hf_tokenizer_files, files.values()))
+
+
+def write_tokenizer(run, spec, output: str, vocab_size: int, max_length: Optional[int]) -> Dict:
+    """Copies the run's vocabulary under the names the family's Hugging Face tokenizer reads
+    and writes its tokenizer_config.json; returns {file name: source path}."""
+    import shutil
+
+    written = tokenizer_files(run, spec)
     for name, path in written.items():
         shutil.copyfile(path, os.path.join(output, name))
-    config = _tokenizer_config(kind, run.lower_case, max_length)
-    if kind == "sentencepiece":  # the sentinels the model's vocabulary has room for
+    config = _tokenizer_config(spec.tokenizer, run.lower_case, max_length)
+    if spec.tokenizer == "sentencepiece":  # the sentinels the model's vocabulary has room for
         config["extra_ids"] = max(0, min(MAX_SENTINELS, vocab_size - len(run.tokens())))
     with open(os.path.join(output, "tokenizer_config.json"), "w") as f:
         json.dump(config, f, indent=2, sort_keys=True)
@@ -131,8 +139,9 @@ def write(run, output: str) -> Dict:
         raise ValueError(f"{run.path} holds {what}: garden.to_huggingface writes the "
                          f"families {', '.join(sorted(WRITERS))}")
     spec = models.spec(run.family)
+    tokenizer_files(run, spec)  # checked before anything is written
     backbone_config = backbone.get_config()
-    tokens = run.tokens() if run.vocab else []
+    tokens = run.tokens()
     try:
         config, state = resolve(WRITERS[run.family])(backbone_config,
                                                      garden_weights(run, backbone), tokens)

@@ -26,7 +26,7 @@ transformers = pytest.importorskip("transformers")
 
 from convert_testing import (  # noqa: E402
     convert_hf_bert, max_abs_diff, random_bert_inputs, randomize_torch_, save_hf_dir,
-    write_hf_gpt2, write_sentencepiece_model)
+    write_hf_bert, write_hf_gpt2, write_sentencepiece_model)
 from testing import pretrain_args, run_tool, train_in_process  # noqa: E402
 
 TOL = 1e-4
@@ -257,25 +257,42 @@ def test_a_pretraining_run_loads_as_bert_for_pretraining(pretraining_run):
 
 # --- refusals -----------------------------------------------------------------------------------
 
-def test_another_family_and_a_written_output_are_refused_in_one_line(families, tmp_path,
-                                                                   capsys):
-    from garden import convert, to_huggingface
+def _refused(capsys, model_dir, output) -> str:
+    """garden.to_huggingface of model_dir into output exits 2 with one line (returned)."""
+    from garden import to_huggingface
 
-    root = tmp_path
-    folder = root / "hf_distilbert"
+    capsys.readouterr()
+    assert to_huggingface.main([f"--model_dir={model_dir}", f"--output={output}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    return err
+
+
+def _converted(folder, family, out):
+    from garden import convert
+
+    assert convert.main(["--source=huggingface", f"--model={family}", f"--input={folder}",
+                         f"--output={out}"]) == 0
+    return out
+
+
+def test_another_family_a_written_output_and_no_vocabulary_are_refused(families, tmp_path,
+                                                                       capsys):
     config = transformers.DistilBertConfig(vocab_size=120, dim=32, n_layers=1, n_heads=4,
                                            hidden_dim=64, max_position_embeddings=32)
-    save_hf_dir(transformers.DistilBertModel(config).eval(), str(folder))
-    out = root / "out_distilbert"
-    assert convert.main(["--source=huggingface", "--model=distilbert", f"--input={folder}",
-                         f"--output={out}"]) == 0
-    capsys.readouterr()
-    assert to_huggingface.main([f"--model_dir={out}", f"--output={root / 'x'}"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and str(out) in err
-    assert "distilbert" in err and "bert, gpt2, t5" in err
-    assert not (root / "x" / "model.safetensors").exists()
-    assert to_huggingface.main([f"--model_dir={families['bert']['out']}",
-                                f"--output={families['bert']['back']}"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "model.safetensors exists" in err
+    save_hf_dir(transformers.DistilBertModel(config).eval(), str(tmp_path / "hf_distilbert"))
+    out = _converted(tmp_path / "hf_distilbert", "distilbert", tmp_path / "out_distilbert")
+    err = _refused(capsys, out, tmp_path / "x")
+    assert str(out) in err and "distilbert" in err and "bert, gpt2, t5" in err
+    assert not (tmp_path / "x").exists()
+
+    err = _refused(capsys, families["bert"]["out"], families["bert"]["back"])
+    assert "model.safetensors exists" in err
+
+    # A BERT converted without its vocab.txt: refused before anything is written.
+    source = write_hf_bert(str(tmp_path / "hf_bert_no_vocab"))
+    os.remove(source["vocab"])
+    out = _converted(source["dir"], "bert", tmp_path / "out_no_vocab")
+    err = _refused(capsys, out, tmp_path / "y")
+    assert "records no vocabulary" in err and str(out) in err
+    assert not (tmp_path / "y").exists()
