@@ -53,8 +53,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import glob
-import html
-import json
 import os
 import sys
 import time
@@ -64,7 +62,6 @@ import numpy as np
 
 from text import onednn  # noqa: F401 - oneDNN on before TensorFlow loads
 
-INDEX = "index.html"
 PRUNE_BATCH = 32  # examples per gradient of the head importance
 
 
@@ -137,13 +134,6 @@ def _punctuation_ids(tokens: Sequence[str]) -> List[int]:
     return [i for i, t in enumerate(tokens)
             if t.strip("▁Ġ") and all(not c.isalnum() for c in t.strip("▁Ġ"))
             and not (t.startswith("[") or t.startswith("<"))]
-
-
-def _write(out_dir: str, name: str, result: Dict) -> str:
-    path = os.path.join(out_dir, f"{name}.json")
-    with open(path, "w") as f:
-        json.dump(result, f, indent=1)
-    return path
 
 
 def run_attention(opened: Opened, sentences: List[str], out_dir: str, sentence: int) -> Dict:
@@ -376,26 +366,6 @@ TABLE = {
 ANALYSES = tuple(TABLE)
 
 
-def write_index(out_dir: str) -> str:
-    """REPORT_DIR/index.html: every analysis written there, its plots and JSON."""
-    sections = []
-    for name in ANALYSES:
-        path = os.path.join(out_dir, f"{name}.json")
-        if not os.path.exists(path):
-            continue
-        with open(path) as f:
-            result = json.load(f)
-        images = "".join(f'<p><img src="{html.escape(os.path.basename(p))}" '
-                         f'style="max-width:100%"></p>' for p in result.get("plots", []))
-        sections.append(f"<h2>{name}</h2><p>{html.escape(result.get('model', ''))}</p>"
-                        f'{images}<p><a href="{name}.json">{name}.json</a></p>')
-    index = os.path.join(out_dir, INDEX)
-    with open(index, "w") as f:
-        f.write("<!doctype html><meta charset='utf-8'><title>garden.analyze</title>"
-                "<h1>garden.analyze</h1>" + "".join(sections))
-    return index
-
-
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m garden.analyze",
                                 description=__doc__.split("\n\n")[0],
@@ -494,8 +464,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def _finish(args, result: Dict, start: float) -> int:
-    path = _write(args.output, args.analysis, result)
-    index = write_index(args.output)
+    from garden.bertology import report
+
+    path = report.write_result(args.output, args.analysis, result)
+    index = report.write_index(args.output, ANALYSES)
     print(f"[garden.analyze] wrote {path} and {index} in {time.time() - start:.0f}s", flush=True)
     return 0
 
