@@ -18,9 +18,10 @@ models--{org}--{name}/refs/{revision} names the commit whose snapshots/<commit>/
 checkpoint directory; --revision (default main) is a branch, a tag or a commit hash. Nothing
 is downloaded: a model the cache lacks is one error line naming the folder and the command
 that brings it. A keras-hub preset directory (`save_to_preset`'s config.json, model.weights.h5,
-tokenizer.json and assets/tokenizer/) is --source=keras_hub (BERT; a family without a keras_hub
-converter is refused by name): the weights are read by name with h5py, vocabulary.txt is
-copied as vocab.txt and tokenizer.json's lowercase gives the casing.
+tokenizer.json and assets/tokenizer/) is --source=keras_hub (BERT and GPT-2; a family without a
+keras_hub converter is refused by name): the weights are read by name with h5py; BERT's
+vocabulary.txt is copied as vocab.txt (tokenizer.json's lowercase gives the casing), GPT-2's
+vocabulary.json + merges.txt as vocab.json + merges.txt.
 
 GPT-2's original release (openai/gpt-2: models/<size>/model.ckpt + hparams.json) is the tf1
 source: `--source=tf1 --model=gpt2 --input=models/124M/model.ckpt --config=models/124M/hparams.json`

@@ -113,6 +113,59 @@ HF_ALBERT_LAYER = LayerNames(
 HF_DISTILBERT_LAYER = LayerNames(
     "attention.q_lin", "attention.k_lin", "attention.v_lin", "attention.out_lin",
     "sa_layer_norm", "ffn.lin1", "ffn.lin2", "output_layer_norm")
+# keras-hub's TransformerEncoder and TransformerDecoder in a preset's model.weights.h5 (Keras 3
+# names a layer's variables vars/0, vars/1: kernel then bias, gamma then beta). Their attention
+# kernels are EinsumDense [H, heads, head_dim] / [heads, head_dim, H] already, which the
+# qkv / output reshapes leave as they are.
+KERAS_HUB_LAYER = LayerNames(
+    "_self_attention_layer/query_dense", "_self_attention_layer/key_dense",
+    "_self_attention_layer/value_dense", "_self_attention_layer/output_dense",
+    "_self_attention_layer_norm", "_feedforward_intermediate_dense", "_feedforward_output_dense",
+    "_feedforward_layer_norm", sep="/", kernel="vars/0", bias="vars/1", gamma="vars/0",
+    beta="vars/1", transpose=False)
+
+
+def keras_hub_layer(class_scope: str, index: int = 0) -> str:
+    """The weights-file scope of a functional model's `index`-th layer of one class: Keras 3
+    counts them by class in graph order ("layers/transformer_encoder",
+    "layers/transformer_encoder_1", ...), whatever the layers' own names."""
+    return f"layers/{class_scope}" + (f"_{index}" if index else "")
+
+
+def keras_hub_embedding(class_scope: str, garden: str) -> NameTable:
+    """An embedding layer's table (its only variable) -> the garden's `garden`/embeddings."""
+    return {f"{keras_hub_layer(class_scope)}/vars/0": (f"{garden}/embeddings", identity)}
+
+
+# keras-hub's backbone arguments -> the garden's, for the sizes every family's config holds.
+KERAS_HUB_SIZES = {"vocabulary_size": "vocab_size", "num_layers": "num_layers",
+                   "hidden_dim": "hidden_size", "num_heads": "num_heads",
+                   "intermediate_dim": "intermediate_size",
+                   "max_sequence_length": "max_sequence_length"}
+
+
+def keras_hub_backbone(config: Dict, weights: Dict[str, np.ndarray], where: str,
+                       class_name: str, backbone_class: type,
+                       names: Callable[[Dict], NameTable], renames: Dict[str, str] = None,
+                       **fixed):
+    """A garden `backbone_class` from a keras-hub preset's config.json object and
+    model.weights.h5 arrays: ValueError naming `where` (config.json's path) unless its
+    class_name is `class_name`; the constructor arguments are KERAS_HUB_SIZES (and `renames`,
+    keras-hub name -> garden name) read from its "config", its dropout, and `fixed` (what
+    keras-hub hard-codes, e.g. a LayerNorm epsilon); `names(arguments)` is the name table
+    assign_weights loads with (strict: every weight named, every name used)."""
+    found = config.get("class_name")
+    if found != class_name:
+        raise ValueError(f"{where} holds a keras-hub {found}, not a {class_name}: pass the "
+                         f"--model of its family")
+    settings = config["config"]
+    kwargs = {ours: int(settings[theirs]) for theirs, ours in
+              {**KERAS_HUB_SIZES, **(renames or {})}.items()}
+    kwargs.update(dropout=float(settings.get("dropout", 0.1)), **fixed)
+    backbone = backbone_class(**kwargs)
+    assign_weights(backbone, weights, names(kwargs),
+                   source=f"keras-hub {class_name} ({where}: {kwargs})")
+    return backbone
 
 
 def encoder_layer_names(names: LayerNames, source_prefix: str, garden_prefix: str,

@@ -46,8 +46,10 @@ HF_TOKENIZER_FILES = {"wordpiece": ("vocab.txt",), "sentencepiece": ("spiece.mod
                       "bpe": ("vocab.json", "merges.txt")}
 # The tokenizer assets a keras-hub preset holds (save_to_preset writes them under
 # assets/tokenizer/), {name written: name in the preset}, by kind: WordPieceTokenizer's
-# vocabulary.txt. A kind without a row has no keras_hub converter yet.
-KERAS_HUB_TOKENIZER_FILES = {"wordpiece": {"vocab.txt": "vocabulary.txt"}}
+# vocabulary.txt, BytePairTokenizer's vocabulary.json + merges.txt (Hugging Face's vocab.json +
+# merges.txt layout). A kind without a row has no keras_hub converter yet.
+KERAS_HUB_TOKENIZER_FILES = {"wordpiece": {"vocab.txt": "vocabulary.txt"},
+                             "bpe": {"vocab.json": "vocabulary.json", "merges.txt": "merges.txt"}}
 
 
 def resolve(reference: str):

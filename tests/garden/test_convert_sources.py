@@ -22,9 +22,12 @@ pytest.importorskip("transformers")
 
 import keras  # noqa: E402
 
-from convert_testing import max_abs_diff, random_bert_inputs, torch_forward, write_hf_bert  # noqa: E402
+from convert_testing import (  # noqa: E402
+    max_abs_diff, random_bert_inputs, torch_forward, write_bpe_tokenizer, write_hf_bert)
 from garden import convert  # noqa: E402
 from garden.models.bert import BertBackbone  # noqa: E402 - registered for load_model
+from garden.models.gpt2 import GPT2Backbone, GPT2CausalLM  # noqa: E402
+from text.tokenizers import load_tokenizer  # noqa: E402
 from testing import run_tool  # noqa: E402
 
 MODEL_ID = "test-org/tiny-bert"
@@ -132,28 +135,35 @@ def test_a_model_the_cache_lacks_is_one_error_and_nothing_is_written(hub, tmp_pa
 # --- keras-hub presets --------------------------------------------------------------------------
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(35)]
+TEXT = "w1 W2 w30 w7"  # W2: [UNK] to a cased tokenizer, w2 to one that lower-cases
+
+
+def _randomize(backbone, seed: int) -> None:
+    """Every weight random, biases and LayerNorm offsets too (keras-hub starts them at 0 and
+    1), so that any wrongly mapped array moves the outputs. At this 0.02 scale keras-hub's
+    BERT tanh GELU and the garden's exact one agree to ~1e-8."""
+    rng = np.random.default_rng(seed)
+    backbone.set_weights([
+        (1.0 if "gamma" in w.path else 0.0) + rng.normal(0, 0.02, w.shape).astype("float32")
+        for w in backbone.weights])
 
 
 @pytest.fixture(scope="module")
 def keras_hub_preset(tmp_path_factory):
-    """A tiny random keras_hub BertBackbone + a cased BertTokenizer saved by save_to_preset, and
-    keras-hub's outputs on ids. Every weight is random (biases and LayerNorm offsets too, which
-    keras-hub starts at 0 and 1) so that any wrongly mapped array moves the outputs; at this
-    0.02 scale keras-hub's tanh GELU and the garden's exact one agree to ~1e-8."""
+    """A tiny random keras_hub BertBackbone + a cased BertTokenizer saved by save_to_preset,
+    keras-hub's outputs on ids and its ids of TEXT."""
     keras_hub = pytest.importorskip("keras_hub")
     preset = str(tmp_path_factory.mktemp("keras_hub") / "bert_preset")
     backbone = keras_hub.models.BertBackbone(
         vocabulary_size=len(VOCAB), num_layers=2, num_heads=2, hidden_dim=16,
         intermediate_dim=32, max_sequence_length=24, num_segments=2)
-    rng = np.random.default_rng(7)
-    backbone.set_weights([
-        (1.0 if "gamma" in w.path else 0.0) + rng.normal(0, 0.02, w.shape).astype("float32")
-        for w in backbone.weights])
+    _randomize(backbone, seed=7)
     backbone.save_to_preset(preset)
-    keras_hub.models.BertTokenizer(vocabulary=VOCAB, lowercase=False).save_to_preset(preset)
+    tokenizer = keras_hub.models.BertTokenizer(vocabulary=VOCAB, lowercase=False)
+    tokenizer.save_to_preset(preset)
     inputs, _ = random_bert_inputs(2, 10, len(VOCAB), seed=5)
     expected = backbone(inputs, training=False)
-    return dict(dir=preset, inputs=inputs,
+    return dict(dir=preset, inputs=inputs, ids=np.asarray(tokenizer(TEXT)).tolist(),
                 expected={k: np.asarray(v) for k, v in expected.items()})
 
 
@@ -173,6 +183,9 @@ def test_a_keras_hub_preset_converts_with_its_vocabulary(keras_hub_preset, tmp_p
     info = json.loads((out / "convert_info.json").read_text())
     # lower_case comes from tokenizer.json (cased here; BERT's default is uncased)
     assert info["tokenizer"]["lower_case"] is False and info["tokenizer"]["tokenizer"] == "wordpiece"
+    garden_tokenizer = load_tokenizer("wordpiece", str(out / "vocab.txt"), lower_case=False)
+    assert garden_tokenizer.tokenize([TEXT])[0] == keras_hub_preset["ids"]
+    assert keras_hub_preset["ids"][1] == VOCAB.index("[UNK]")
     assert info["config"]["class_name"] == "BertBackbone" and info["source"] == "keras_hub"
     assert (out / "checkpoints").is_dir()
 
@@ -195,3 +208,43 @@ def test_keras_hub_refusals_name_the_culprit(keras_hub_preset, tmp_path, capsys)
                          f"--output={out}"]) == 2
     assert f"--input={other} has no model.weights.h5" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_a_keras_hub_gpt2_preset_converts_with_its_bpe_files(tmp_path):
+    keras_hub = pytest.importorskip("keras_hub")
+    size = write_bpe_tokenizer(str(tmp_path), gpt2=True)  # vocab.json + merges.txt
+    vocab = json.loads((tmp_path / "vocab.json").read_text(encoding="utf-8"))
+    merges = [m for m in (tmp_path / "merges.txt").read_text(encoding="utf-8").splitlines()
+              if m and not m.startswith("#version")]
+    preset, out = str(tmp_path / "gpt2_preset"), tmp_path / "out"
+    backbone = keras_hub.models.GPT2Backbone(
+        vocabulary_size=size, num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=32,
+        max_sequence_length=24)
+    _randomize(backbone, seed=9)
+    backbone.save_to_preset(preset)
+    tokenizer = keras_hub.models.GPT2Tokenizer(vocabulary=vocab, merges=merges)
+    tokenizer.save_to_preset(preset)
+    ids = np.random.default_rng(2).integers(0, size, (2, 9)).astype("int32")
+    mask = np.ones_like(ids)
+    mask[1, 6:] = 0
+    expected = np.asarray(backbone({"token_ids": ids, "padding_mask": mask}, training=False))
+
+    assert convert.main(["--source=keras_hub", "--model=gpt2", f"--input={preset}",
+                         f"--output={out}"]) == 0
+    lm = keras.models.load_model(out / "pretrainer.keras")
+    assert isinstance(lm, GPT2CausalLM) and isinstance(lm.backbone, GPT2Backbone)
+    got = lm.backbone({"token_ids": ids, "padding_mask": mask}, training=False)
+    real = mask.astype(bool)
+    assert max_abs_diff(got["sequence_output"].numpy()[real], expected[real]) <= 1e-5
+    # the LM's logits: the tied token table, as keras-hub's GPT2CausalLM computes them
+    logits = lm({"token_ids": ids, "padding_mask": mask}, training=False)["logits"]
+    reference = np.asarray(backbone.token_embedding(expected, reverse=True))
+    assert max_abs_diff(np.asarray(logits)[real], reference[real]) <= 1e-4
+    info = json.loads((out / "convert_info.json").read_text())
+    assert info["tokenizer"]["tokenizer"] == "bpe" and info["tokenizer"]["lower_case"] is False
+    text = "the movie was good"
+    garden_ids = load_tokenizer("bpe", str(out / "vocab.json"), lower_case=False).tokenize([text])[0]
+    assert garden_ids == np.asarray(tokenizer(text)).tolist()
+    # the merges were carried: t h e (the merges all start with \u0120, a leading space), then
+    # one piece each for " movie", " was", " good"
+    assert len(garden_ids) == 6

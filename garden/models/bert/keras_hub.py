@@ -10,9 +10,8 @@ misshapen weight) and independent of keras-hub's classes, which change between i
 
 Keras 3 names a functional model's layers in the weights file by class, counted in graph order
 (`layers/transformer_encoder`, `layers/transformer_encoder_1`, ...) and their sub-layers by
-attribute; each layer's variables are `vars/0`, `vars/1` (kernel then bias, gamma then beta).
-keras-hub's attention kernels are EinsumDense [H, heads, head_dim] and [heads, head_dim, H],
-the garden's layout, so every array is copied as it is.
+attribute (garden.models.conversion.KERAS_HUB_LAYER, keras_hub_layer); keras-hub's attention
+kernels have the garden's layout, so every array is copied as it is.
 
 keras-hub's BertBackbone computes the tanh-approximate GELU (it reproduces Google's TF1 code,
 whose checkpoints its presets are); the garden backbone computes the exact one, as for
@@ -27,57 +26,31 @@ from typing import Dict
 import numpy as np
 
 from garden.models.bert.backbone import BertBackbone
-from garden.models.conversion import NameTable, assign_weights, identity
+from garden.models.conversion import (KERAS_HUB_LAYER, NameTable, encoder_layer_names,
+                                      keras_hub_backbone, keras_hub_embedding, keras_hub_layer)
 
 CLASS_NAME = "BertBackbone"  # config.json's class_name
 # Fixed by keras-hub's BertBackbone, not in its config: its LayerNormalization epsilon.
 LAYER_NORM_EPSILON = 1e-12
-# keras-hub's sub-layer attribute -> the garden block's weight path, ((kernel, bias) or
-# (gamma, beta)).
-_BLOCK = {
-    "_self_attention_layer/query_dense": ("attention/query", ("kernel", "bias")),
-    "_self_attention_layer/key_dense": ("attention/key", ("kernel", "bias")),
-    "_self_attention_layer/value_dense": ("attention/value", ("kernel", "bias")),
-    "_self_attention_layer/output_dense": ("attention/attention_output", ("kernel", "bias")),
-    "_self_attention_layer_norm": ("attention_layer_norm", ("gamma", "beta")),
-    "_feedforward_intermediate_dense": ("intermediate_dense", ("kernel", "bias")),
-    "_feedforward_output_dense": ("output_dense", ("kernel", "bias")),
-    "_feedforward_layer_norm": ("output_layer_norm", ("gamma", "beta")),
-}
-_OUTER = {
-    "reversible_embedding": ("embeddings/token_embedding", ("embeddings",)),
-    "position_embedding": ("embeddings/position_embedding", ("embeddings",)),
-    "embedding": ("embeddings/segment_embedding", ("embeddings",)),
-    "layer_normalization": ("embeddings/layer_norm", ("gamma", "beta")),
-    "dense": ("pooler_dense", ("kernel", "bias")),
-}
 
 
-def _vars(source: str, garden: str, kinds) -> NameTable:
-    return {f"{source}/vars/{i}": (f"{garden}/{kind}", identity) for i, kind in enumerate(kinds)}
-
-
-def keras_hub_names(num_layers: int) -> NameTable:
-    """model.weights.h5 dataset path -> garden BertBackbone weight path."""
-    names: NameTable = {}
-    for source, (garden, kinds) in _OUTER.items():
-        names.update(_vars(f"layers/{source}", garden, kinds))
+def keras_hub_names(num_layers: int, num_heads: int) -> NameTable:
+    """model.weights.h5 dataset path -> garden BertBackbone weight path. keras-hub's
+    BertBackbone has one layer of each outer class: the token table (ReversibleEmbedding), the
+    positions, the segment table (Embedding), the embeddings' LayerNormalization and the
+    pooler (Dense)."""
+    L = KERAS_HUB_LAYER
+    names: NameTable = {
+        **keras_hub_embedding("reversible_embedding", "embeddings/token_embedding"),
+        **keras_hub_embedding("position_embedding", "embeddings/position_embedding"),
+        **keras_hub_embedding("embedding", "embeddings/segment_embedding"),
+        **L.layer_norm(keras_hub_layer("layer_normalization"), "embeddings/layer_norm"),
+        **L.dense(keras_hub_layer("dense"), "pooler_dense"),
+    }
     for n in range(num_layers):
-        block = "layers/transformer_encoder" + (f"_{n}" if n else "")
-        for source, (garden, kinds) in _BLOCK.items():
-            names.update(_vars(f"{block}/{source}", f"transformer_layer_{n}/{garden}", kinds))
+        names.update(encoder_layer_names(L, keras_hub_layer("transformer_encoder", n) + "/",
+                                         f"transformer_layer_{n}/", num_heads))
     return names
-
-
-def backbone_kwargs(config: Dict) -> Dict:
-    """BertBackbone arguments from keras-hub's BertBackbone config (config.json "config")."""
-    return dict(vocab_size=int(config["vocabulary_size"]), num_layers=int(config["num_layers"]),
-                hidden_size=int(config["hidden_dim"]), num_heads=int(config["num_heads"]),
-                intermediate_size=int(config["intermediate_dim"]),
-                max_sequence_length=int(config["max_sequence_length"]),
-                type_vocab_size=int(config["num_segments"]),
-                dropout=float(config.get("dropout", 0.1)),
-                layer_norm_epsilon=LAYER_NORM_EPSILON)
 
 
 def from_keras_hub(config: Dict, weights: Dict[str, np.ndarray],
@@ -98,14 +71,10 @@ def from_keras_hub(config: Dict, weights: Dict[str, np.ndarray],
         config, weights = read_keras_hub_preset("bert_tiny_en_uncased")
         backbone = from_keras_hub(config, weights)["backbone"]
     """
-    class_name = config.get("class_name")
-    if class_name != CLASS_NAME:
-        raise ValueError(f"{where} holds a keras-hub {class_name}, not a {CLASS_NAME}: pass the "
-                         f"--model of its family")
-    kwargs = backbone_kwargs(config["config"])
-    backbone = BertBackbone(**kwargs)
-    assign_weights(backbone, weights, keras_hub_names(kwargs["num_layers"]),
-                   source=f"keras-hub {CLASS_NAME} ({where}: {kwargs})")
+    backbone = keras_hub_backbone(
+        config, weights, where, CLASS_NAME, BertBackbone,
+        lambda kwargs: keras_hub_names(kwargs["num_layers"], kwargs["num_heads"]),
+        renames={"num_segments": "type_vocab_size"}, layer_norm_epsilon=LAYER_NORM_EPSILON)
     print("  note: keras-hub's BertBackbone computes the tanh-approximate GELU, the garden "
           "backbone the exact one (at most 4.7e-4 apart pointwise), as for the same weights "
           "from --source=tf1")

@@ -11,6 +11,7 @@ SPEC = FamilySpec(
     name="gpt2", backbone=GPT2Backbone,
     tokenizer="bpe", layout="gpt2", lower_case=False,
     lm=GPT2CausalLM, framing="causal",
-    converters={"huggingface": ".conversion:from_huggingface", "tf1": ".conversion:from_tf1"},
+    converters={"huggingface": ".conversion:from_huggingface", "tf1": ".conversion:from_tf1",
+                "keras_hub": ".keras_hub:from_keras_hub"},
     tf1_tokenizer_files={"vocab.json": "encoder.json", "merges.txt": "vocab.bpe"},
     pretraining="garden.tasks.pretraining.gpt2:RECORD")
