@@ -45,7 +45,8 @@ and the tokenizer (file, kind, text layout, casing). Casing: Hugging Face's toke
 do_lower_case; TF1 and Model Garden WordPiece checkpoints: --lower_case / --no-lower_case, by
 default inferred from an "uncased_" / "cased_" directory name (as google-research/bert's
 validate_case_matches_checkpoint does), else an error asking for the flag. The Python API returns the
-same models: `load_huggingface`, `load_tf1`, `load_model_garden`, each
+same models: `load_huggingface` (a directory or a cached model id), `load_tf1`,
+`load_model_garden`, `load_keras_hub`, each
 `{"backbone": keras.Model, "pretrainer": keras.Model or None}`.
 
 Every family's FamilySpec (garden/models/<family>/__init__.py) names its converters per source
