@@ -67,10 +67,10 @@ import sys
 from typing import Dict, Optional, Tuple
 
 from garden import models, pretrained
-from garden.models.conversion import (cached_huggingface_dir, huggingface_directory,
-                                      is_model_id, read_hdf5, read_huggingface_config,
-                                      read_huggingface_dir, read_json_object,
-                                      read_keras_hub_preset)
+from garden.models.checkpoint_files import (cached_huggingface_dir, huggingface_directory,
+                                           is_model_id, read_hdf5, read_huggingface_config,
+                                           read_huggingface_dir, read_json_object,
+                                           read_keras_hub_preset)
 from garden.models.family import KERAS_HUB_TOKENIZER_FILES, SOURCES
 
 GENERATE_DIR = "generate"

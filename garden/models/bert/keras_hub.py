@@ -2,7 +2,7 @@
 
 A preset (`BertBackbone.save_to_preset(dir)`, or a downloaded one such as bert_base_en) holds
 config.json (class_name "BertBackbone" and its constructor arguments) and model.weights.h5,
-Keras 3's weights file, which garden.models.conversion.read_keras_hub_preset reads by dataset
+Keras 3's weights file, which garden.models.checkpoint_files.read_keras_hub_preset reads by dataset
 path with h5py. The weights are read by name rather than by building keras-hub's model and
 copying its variables: config.json names the Python module to import, and a name table keeps
 the converter as strict as the others (assign_weights names every missing, unexpected or

@@ -25,7 +25,7 @@ from typing import Dict, Mapping
 
 import numpy as np
 
-from garden.models.conversion import read_hdf5, read_json_object
+from garden.models.checkpoint_files import read_hdf5, read_json_object
 from garden.models.elmo.backbone import ElmoBackbone
 
 
