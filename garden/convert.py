@@ -67,11 +67,12 @@ import sys
 from typing import Dict, Optional, Tuple
 
 from garden import models, pretrained
-from garden.models.checkpoint_files import (cached_huggingface_dir, huggingface_directory,
+from garden.models.checkpoint_files import (cached_huggingface_dir, find_tokenizer,
+                                           huggingface_directory, infer_lower_case,
                                            is_model_id, read_hdf5, read_huggingface_config,
                                            read_huggingface_dir, read_json_object,
                                            read_keras_hub_preset)
-from garden.models.family import KERAS_HUB_TOKENIZER_FILES, SOURCES
+from garden.models.family import SOURCES
 
 GENERATE_DIR = "generate"
 
@@ -299,101 +300,6 @@ def _write_generate_dir(args, converted: Dict, config: Dict) -> Optional[str]:
     ids = framing.frame(spec.framing, framing.config_roles(config), f"{args.input} config.json")
     return save_model_dir(os.path.join(args.output, GENERATE_DIR), converted["pretrainer"],
                           tokenizer_kind=spec.tokenizer, vocab=vocab, **ids.ids())
-
-
-# --- the tokenizer -----------------------------------------------------------------------------
-
-def _checkpoint_dir(source: str, input_path: str) -> str:
-    if source == "huggingface":
-        return huggingface_directory(input_path)
-    if source == "keras_hub":
-        return input_path  # the preset directory
-    return os.path.dirname(os.path.abspath(input_path))
-
-
-def find_tokenizer(source: str, family: str, input_path: str,
-                   vocab: Optional[str] = None) -> Optional[Tuple[str, Dict[str, str]]]:
-    """(kind, {file name in OUT: source path}) of the source's tokenizer, or None.
-
-    Hugging Face: the family's files in the checkpoint directory; keras-hub: the preset's
-    assets/tokenizer/ files of the family's kind (KERAS_HUB_TOKENIZER_FILES); TF1: vocab.txt or the
-    SentencePiece *.model next to the checkpoint (GPT-2: encoder.json + vocab.bpe, copied as
-    vocab.json + merges.txt); Model Garden: vocab.txt next to the checkpoint or in its assets/
-    or parent folder. `vocab` (--vocab) names the file instead."""
-    if vocab is not None:
-        if not os.path.exists(vocab):
-            raise FileNotFoundError(f"--vocab={vocab} does not exist")
-        return pretrained.vocab_files(vocab)
-    folder = _checkpoint_dir(source, input_path)
-    spec = models.spec(family)
-    if source == "huggingface":
-        if not spec.hf_tokenizer_files:
-            return None
-        names = spec.hf_tokenizer_files
-        files = {n: os.path.join(folder, n) for n in names}
-        if spec.tokenizer == "sentencepiece" and not os.path.exists(files[names[0]]):
-            found = sorted(n for n in os.listdir(folder) if n.endswith(".model"))
-            files = {found[0]: os.path.join(folder, found[0])} if found else files
-        return (spec.tokenizer, files) if all(map(os.path.exists, files.values())) else None
-    if source == "keras_hub":
-        assets = os.path.join(folder, "assets", "tokenizer")
-        files = {n: os.path.join(assets, r)
-                 for n, r in KERAS_HUB_TOKENIZER_FILES.get(spec.tokenizer, {}).items()}
-        return (spec.tokenizer, files) if files and all(map(os.path.exists, files.values())) \
-            else None
-    if spec.tf1_tokenizer_files:  # GPT-2's release: encoder.json + vocab.bpe
-        files = {n: os.path.join(folder, r) for n, r in spec.tf1_tokenizer_files.items()}
-        return (spec.tokenizer, files) if all(map(os.path.exists, files.values())) else None
-    for where in (folder, os.path.join(folder, "assets"), os.path.dirname(folder)):
-        if os.path.exists(os.path.join(where, "vocab.txt")):
-            return "wordpiece", {"vocab.txt": os.path.join(where, "vocab.txt")}
-        found = sorted(n for n in os.listdir(where) if n.endswith(".model")) \
-            if os.path.isdir(where) else []
-        if found:
-            return "sentencepiece", {found[0]: os.path.join(where, found[0])}
-        if source == "tf1":
-            break  # the release's files sit next to the checkpoint
-    return None
-
-
-def infer_lower_case(source: str, family: str, input_path: str, kind: Optional[str],
-                     flag: Optional[bool]) -> Optional[bool]:
-    """The casing of the source's tokenizer: --lower_case / --no-lower_case when given; Hugging
-    Face: tokenizer_config.json's do_lower_case; keras-hub: tokenizer.json's "lowercase"; else
-    an "uncased" / "cased" directory name
-    (google-research/bert's validate_case_matches_checkpoint); else the family's default
-    (FamilySpec.lower_case: Hugging Face, SentencePiece, byte-level BPE, cased families); a
-    WordPiece TF1 / Model Garden checkpoint without
-    a hint is an error asking for the flag."""
-    if flag is not None:
-        return flag
-    if source == "huggingface":
-        config_path = os.path.join(huggingface_directory(input_path), "tokenizer_config.json")
-        if os.path.exists(config_path):
-            value = read_json_object(config_path).get("do_lower_case")
-            if value is not None:
-                return bool(value)
-    if source == "keras_hub":
-        config_path = os.path.join(input_path, "tokenizer.json")
-        if os.path.exists(config_path):
-            value = (read_json_object(config_path).get("config") or {}).get("lowercase")
-            if value is not None:
-                return bool(value)
-    names = [p.lower() for p in os.path.abspath(input_path).split(os.sep)]
-    if any(p.startswith("uncased") or "_uncased" in p or "-uncased" in p for p in names):
-        return True
-    if any(p.startswith("cased") or "_cased" in p or "-cased" in p for p in names):
-        return False
-    spec = models.spec(family)
-    if kind == "bpe" or not spec.lower_case:
-        return False
-    if source in ("huggingface", "keras_hub") or kind == "sentencepiece":
-        return spec.lower_case
-    if kind is None:
-        return None
-    raise ValueError(f"cannot tell whether {input_path} is a cased or an uncased model (its "
-                     f"directory is named neither uncased_... nor cased_...): pass --lower_case "
-                     f"(an uncased model, e.g. uncased_L-12_H-768_A-12) or --no-lower_case (cased)")
 
 
 def _copy_tokenizer(args, lower_case_flag: Optional[bool]) -> Dict:

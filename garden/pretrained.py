@@ -27,7 +27,7 @@ import importlib
 import json
 import os
 import posixpath
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 INFO_FILE = "convert_info.json"
 CHECKPOINT_DIR = "checkpoints"
@@ -410,18 +410,6 @@ def write_checkpoint(output: str, family: str, backbone, lm=None) -> str:
                                          os.path.join(output, CHECKPOINT_DIR), max_to_keep=1)
     path = manager.save(checkpoint_number=0)
     return os.path.relpath(path, output)
-
-
-def vocab_files(vocab: str) -> Tuple[str, Dict[str, str]]:
-    """(kind, {file name in OUT: path}) of a vocabulary file: vocab.txt or a SentencePiece
-    *.model as itself, a byte-level BPE vocab.json with the merges.txt beside it."""
-    from text.vocab_files import bpe_files, detect_kind
-
-    kind = detect_kind(vocab)
-    if kind == "bpe":
-        vocab_json, merges = bpe_files(vocab)
-        return kind, {"vocab.json": vocab_json, "merges.txt": merges}
-    return kind, {os.path.basename(vocab): vocab}
 
 
 def copy_tokenizer(output: str, family: str, kind: str, files: Dict[str, str],

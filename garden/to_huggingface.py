@@ -40,6 +40,8 @@ import os
 import sys
 from typing import Dict, Optional, Sequence
 
+from text import vocab_files
+
 # family -> "module:function"(backbone config, {weight path: array}, tokens) -> (config.json
 # dict, {Hugging Face name: array}); resolved on use (garden.models.family.resolve).
 WRITERS = {"bert": "garden.models.bert.conversion:to_huggingface",
@@ -99,11 +101,9 @@ def _tokenizer_config(kind: str, lower_case: bool, max_length: Optional[int]) ->
 def tokenizer_files(run, spec) -> Dict[str, str]:
     """{name the family's Hugging Face tokenizer reads: the run's file}; ValueError naming the
     run or its vocabulary when it records none or one of another kind."""
-    from garden import pretrained
-
     if not run.vocab:
         raise ValueError(f"{run.path} records no vocabulary: its tokenizer cannot be written")
-    kind, files = pretrained.vocab_files(run.vocab)
+    kind, files = vocab_files.tokenizer_files(run.vocab)
     if kind != spec.tokenizer:
         raise ValueError(f"{run.vocab} is a {kind} vocabulary, but Hugging Face's {spec.name} "
                          f"tokenizer reads {spec.tokenizer}")

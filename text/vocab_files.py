@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from typing import List, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 RESERVED_TOKENS = [PAD, UNK, CLS, SEP, MASK]
@@ -129,3 +129,14 @@ def files_fingerprint(paths: Sequence[str]) -> str:
         h.update(len(data).to_bytes(8, "big"))
         h.update(data)
     return "sha256:" + h.hexdigest()
+
+
+def tokenizer_files(vocab: str) -> Tuple[str, Dict[str, str]]:
+    """(kind, {file name in a model directory: path}) of a vocabulary file: vocab.txt or a
+    SentencePiece *.model as itself, a byte-level BPE vocab.json with the merges.txt beside it
+    (what garden.convert, garden.to_huggingface and a pruned model's directory copy)."""
+    kind = detect_kind(vocab)
+    if kind == "bpe":
+        vocab_json, merges = bpe_files(vocab)
+        return kind, {"vocab.json": vocab_json, "merges.txt": merges}
+    return kind, {os.path.basename(vocab): vocab}

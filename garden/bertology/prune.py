@@ -38,6 +38,7 @@ import tensorflow as tf
 
 from garden import plots
 from garden.models.instrument import SWITCHES, layer_blocks, model_inputs
+from text import vocab_files
 
 
 def head_importance(model: keras.Model, batches: Iterable[Mapping[str, np.ndarray]],
@@ -258,7 +259,7 @@ def write_pruned(output: str, backbone: keras.Model, family: str, vocab: str,
         clone = type(backbone).from_config({**config, **plain})
         clone.set_weights(backbone.get_weights())
         backbone = clone
-    kind, files = pretrained.vocab_files(vocab)
+    kind, files = vocab_files.tokenizer_files(vocab)
     record = {"source": "pruned", "family": family, "input": pruned_from,
               "architecture": pretrained.architecture_of(family, backbone),
               "checkpoint": pretrained.write_checkpoint(output, family, backbone),
