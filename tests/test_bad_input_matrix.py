@@ -7,7 +7,7 @@ Tools: data_pipelines.make_vocab, data_pipelines.make_pretrain, data_pipelines.s
 data_pipelines.make_finetune (--task=question_answering|tagging), data_pipelines.sample_tasks,
 garden.train (the pretraining and fine-tuning tasks), garden.export, garden.convert, garden.serve,
 garden.extract_features, garden.generate, garden.fewshot, garden.analyze, garden.bertology.int8,
-garden.export_features, garden.models.cove.sample_pairs, garden.curves,
+garden.export_features, garden.models.cove.sample_pairs, garden.curves, garden.to_huggingface,
 data_pipelines.worker_requirements (TOOLS; a new tool is added there and gets rows).
 
 What each row expects (``Case.expect``):
@@ -85,7 +85,7 @@ TOOLS = ("data_pipelines.make_vocab", "data_pipelines.make_pretrain", "data_pipe
          "garden.train", "garden.export", "garden.convert", "garden.serve", "garden.extract_features",
          "garden.generate", "garden.fewshot", "garden.analyze", "garden.bertology.int8",
          "garden.export_features", "garden.models.cove.sample_pairs", "garden.curves",
-         "data_pipelines.worker_requirements")
+         "data_pipelines.worker_requirements", "garden.to_huggingface")
 ROW_WORKERS = 3  # subprocesses at once
 ROW_TIMEOUT = 240
 # What makes an output look complete, and what a refused run must not leave behind either: a
@@ -424,6 +424,7 @@ GG, GF = "garden.generate", "garden.fewshot"
 GA, GI = "garden.analyze", "garden.bertology.int8"
 GFE, GCP = "garden.export_features", "garden.models.cove.sample_pairs"
 GCU = "garden.curves"
+GTH = "garden.to_huggingface"
 _LATIN1 = "the cat sat .\ncafé .\n".encode("latin-1")  # line 2 is not UTF-8
 _QA_NO_ANSWER = '{"question": "q", "answer": "a"}\n{"question": "q"}\n'
 _out_vocab = (lambda c: str(c.dir / "vocab.txt"))
@@ -601,6 +602,16 @@ CASES = [
          "error", r"no TensorBoard event files in \S+/none/train",
          output=lambda c: str(c.dir / "curves.png")),
     Case("curves-no-model-dir", GCU, lambda c: [], "usage", r"--model_dir"),
+    # --- garden.to_huggingface
+    Case("to-huggingface-no-flags", GTH, lambda c: [], "usage", r"--model_dir, --output"),
+    Case("to-huggingface-model-dir-missing", GTH, lambda c: [
+        f"--model_dir={c.dir / 'none'}", f"--output={c.dir / 'hf'}"], "error",
+        r"\S+/none is neither a garden\.train run directory \(no operative_config\.gin\) nor "
+        r"a garden\.convert output directory", output=lambda c: str(c.dir / "hf")),
+    Case("to-huggingface-output-holds-a-model", GTH, lambda c: [
+        f"--model_dir={c.shared.trained_model_dir()}",
+        f"--output={os.path.dirname(c.write('hf/model.safetensors', b'held'))}"], "error",
+        r"\S+/hf/model\.safetensors exists: give a new --output"),
     # --- data_pipelines.worker_requirements (prints a job's worker requirements; writes nothing)
     Case("worker-requirements-no-tokenizer", "data_pipelines.worker_requirements",
          lambda c: [], "usage", r"--tokenizer"),
