@@ -11,17 +11,14 @@ import json
 import os
 import signal
 import socket
-import subprocess
-import sys
-import time
 
 import pytest
 import tensorflow as tf
 
 from garden.tasks.pretraining import Pretraining
-from testing import REPO_ROOT, LineReader, TrainingProbe, checkpoint_floats as _weights
-from testing import max_abs_diff as _max_diff, pretrain_args, python_env as _env
-from testing import read_summary, run_tool, train_in_process
+from testing import REPO_ROOT, TrainingProbe, checkpoint_floats as _weights
+from testing import max_abs_diff as _max_diff, pretrain_args
+from testing import read_summary, run_code, run_tool, train_in_process
 
 STEPS = 6
 
@@ -30,9 +27,10 @@ STEPS = 6
 # one-device reference (also the guard, by its checkpoint one step earlier, and the
 # accumulation test's negative control, watched by a probe), the accumulation run and the
 # uninterrupted SIGKILL reference. Processes of their own remain where they are the point:
-# two logical CPUs (set before TensorFlow's runtime starts) and the run that resumes after the
-# kills, forked from a server that has imported TensorFlow (_run: a TensorFlow import, ~4
-# CPU-s, less each); the two workers and the runs that are killed, fresh interpreters.
+# two logical CPUs (set before TensorFlow's runtime starts), the two workers, the runs that
+# are killed and the run that resumes after the kills, each forked from a server that has
+# imported TensorFlow and nothing else (_run, testing.run_code: a TensorFlow import, ~4
+# CPU-s, less each than a fresh interpreter).
 
 
 def _in_process(argv, model_dir, steps):
@@ -141,41 +139,46 @@ def _free_ports(count):
             s.close()
 
 
-def _start_workers(bert_data, model_dir, logs):
-    """Two workers on fresh ports; their output goes to files under logs."""
-    workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
-    procs = []
-    for index in range(2):
-        tf_config = json.dumps({"cluster": {"worker": workers},
-                                "task": {"type": "worker", "index": index}})
-        with open(logs / f"worker{index}.log", "w") as out:
-            procs.append(subprocess.Popen(
-                [sys.executable, *_args(bert_data, model_dir, "--strategy=multi_worker_mirrored")],
-                cwd=REPO_ROOT, env=_env(TF_CONFIG=tf_config), stdout=out,
-                stderr=subprocess.STDOUT))
-    return procs
+# A worker: garden.train after writing its process id to the file argv[1], so that the test
+# can kill it when its peer fails (it would wait for the peer until the deadline).
+_WORKER = """
+import os, runpy, sys
+with open(sys.argv.pop(1), "w") as f:
+    f.write(str(os.getpid()))
+runpy.run_module("garden.train", run_name="__main__", alter_sys=True)
+"""
 
 
-def _wait_for_workers(procs, logs, timeout=600):
-    """Waits for both and returns their outputs; when one fails, the other is killed (it
-    would wait for its peer). When the failure is a port taken in the meantime (the ports are
-    free when chosen, and another process may bind one before the worker does: the gRPC
+def _run_workers(bert_data, model_dir, logs, timeout=600):
+    """Two workers on fresh ports, each a process of its own forked from a server that has
+    imported TensorFlow (testing.run_code, side by side: TF_CONFIG is read when the strategy
+    starts, in the run). Returns their CompletedProcesses; when one fails, the other is killed
+    (it would wait for its peer). When the failure is a port taken in the meantime (the ports
+    are free when chosen, and another process may bind one before the worker does: the gRPC
     server then reports "Address already in use"), returns None."""
-    deadline = time.monotonic() + timeout
-    try:
-        while any(p.poll() is None for p in procs):
-            failed = [i for i, p in enumerate(procs) if p.poll() not in (None, 0)]
-            if failed:
-                if "Address already in use" in (logs / f"worker{failed[0]}.log").read_text():
-                    return None
-                break
-            assert time.monotonic() < deadline, "workers did not finish within the deadline"
-            time.sleep(0.5)
-    finally:
-        for proc in procs:
-            proc.kill()
-            proc.wait()
-    return [(logs / f"worker{i}.log").read_text() for i in range(len(procs))]
+    import concurrent.futures
+
+    workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
+    pids = [logs / f"worker{index}.pid" for index in range(2)]
+    for path in pids:
+        path.unlink(missing_ok=True)
+    argv = _args(bert_data, model_dir, "--strategy=multi_worker_mirrored")[2:]
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        runs = [pool.submit(run_code, _WORKER, str(pids[index]), *argv, check=False,
+                            timeout=timeout, TF_CONFIG=json.dumps(
+                                {"cluster": {"worker": workers},
+                                 "task": {"type": "worker", "index": index}}))
+                for index in range(2)]
+        first = next(concurrent.futures.as_completed(runs)).result()
+        if first.returncode != 0:
+            for run, path in zip(runs, pids):
+                if not run.done() and path.exists():
+                    os.kill(int(path.read_text()), signal.SIGKILL)
+        procs = [run.result() for run in runs]
+    if any(p.returncode != 0 and "Address already in use" in p.stdout + p.stderr
+           for p in procs):
+        return None
+    return procs
 
 
 def test_two_workers_match_one_device(bert_data, single_device, tmp_path):
@@ -183,12 +186,12 @@ def test_two_workers_match_one_device(bert_data, single_device, tmp_path):
     logs.mkdir()
     model_dir = tmp_path / "model"
     for attempt in range(3):  # a port taken by another process between choice and bind: again
-        procs = _start_workers(bert_data, model_dir, logs)
-        outputs = _wait_for_workers(procs, logs)
-        if outputs is not None:
+        procs = _run_workers(bert_data, model_dir, logs)
+        if procs is not None:
             break
     else:
         pytest.fail("three pairs of free ports were all taken before the workers bound them")
+    outputs = [p.stdout + p.stderr for p in procs]
     for proc in procs:
         assert proc.returncode == 0, "\n".join(f"--- worker {i} (exit {p.returncode}) ---\n{o[-3000:]}"
                                                 for i, (p, o) in enumerate(zip(procs, outputs)))
@@ -199,51 +202,40 @@ def test_two_workers_match_one_device(bert_data, single_device, tmp_path):
     assert _max_diff(single_device, _weights(model_dir)) < 2e-5
 
 
-# garden.train that stops itself (SIGSTOP) right after the log line of step argv[1], so that
-# the test's SIGKILL lands at that point and nowhere later, however slowly the test reads.
-_STOPPING_TRAIN = """
+# garden.train that kills itself (SIGKILL) right after the log line of step argv[1] (printed
+# and flushed): the kill lands at that point and nowhere later, on any machine.
+_KILLED_TRAIN = """
 import os, runpy, signal, sys
 from garden.training import progress
-stop_at, add = int(sys.argv.pop(1)), progress.Progress.add
-def add_then_stop(self, step, *args):
+kill_at, add = int(sys.argv.pop(1)), progress.Progress.add
+def add_then_kill(self, step, *args):
     line = add(self, step, *args)
-    if step == stop_at:
-        os.kill(os.getpid(), signal.SIGSTOP)
+    if step == kill_at:
+        sys.stdout.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
     return line
-progress.Progress.add = add_then_stop
+progress.Progress.add = add_then_kill
 runpy.run_module("garden.train", run_name="__main__", alter_sys=True)
 """
 
 
-def _stopped(pid) -> bool:
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()[0] in ("T", "t")
-
-
 def test_sigkill_then_resume_ends_at_the_uninterrupted_weights(bert_data, tmp_path):
     """Killed twice (mid-interval after the first checkpoint, then again in the resumed run),
-    the same command ends at the uninterrupted run's weights."""
+    the same command ends at the uninterrupted run's weights. The killed runs are processes of
+    their own forked from a server that has imported TensorFlow (testing.run_code: ~4 CPU-s
+    less each than a fresh interpreter); what is killed is the run, not the import."""
     steps, extra = 10, ["--strategy=one_device", "--gin_param=train.checkpoint_every=3"]
     reference = tmp_path / "reference"
     _in_process(_args(bert_data, reference, *extra, steps=steps, dropout=0.1), reference, steps)
 
     killed = tmp_path / "killed"
     for kill_after, kept in ((4, "ckpt-3"), (8, "ckpt-6")):
-        # e.g. checkpoint at 6, step 8 done and lost; the child stops itself after that step's
-        # line, so the kill falls between steps 8 and 9 on any machine.
+        # e.g. checkpoint at 6, step 8 done and lost: the kill falls between steps 8 and 9.
         args = _args(bert_data, killed, *extra, steps=steps, dropout=0.1)[2:]
-        proc = subprocess.Popen([sys.executable, "-c", _STOPPING_TRAIN, str(kill_after), *args],
-                                cwd=REPO_ROOT, env=_env(), stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
-        reader = LineReader(proc)
-        reader.until(f"[train] step {kill_after}/", timeout=300)
-        deadline = time.monotonic() + 60
-        while not _stopped(proc.pid):
-            assert time.monotonic() < deadline, "the child did not stop after its step line"
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGKILL)
-        reader.rest(timeout=60)
-        assert proc.returncode == -signal.SIGKILL
+        proc = run_code(_KILLED_TRAIN, str(kill_after), *args, check=False, timeout=300)
+        assert proc.returncode == -signal.SIGKILL, proc.stdout[-3000:] + proc.stderr[-3000:]
+        assert f"[train] step {kill_after}/" in proc.stdout, proc.stdout[-3000:]
+        assert f"[train] step {kill_after + 1}/" not in proc.stdout, proc.stdout[-3000:]
         assert tf.train.latest_checkpoint(str(killed / "checkpoints")).endswith(kept)
 
     resumed = _run(_args(bert_data, killed, *extra, steps=steps, dropout=0.1))
