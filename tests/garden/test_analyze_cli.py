@@ -7,6 +7,7 @@ files and `wsd` sense-labelled examples; bad models and data are one clear line.
 from __future__ import annotations
 
 import json
+import random
 
 import numpy as np
 import pytest
@@ -14,8 +15,10 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from convert_testing import convert_hf_bert, finetune_classification_from  # noqa: E402
+from convert_testing import convert_hf_bert, task_files, train_args  # noqa: E402
+from convert_testing import write_task_files  # noqa: E402
 from garden import analyze  # noqa: E402
+from testing import train_in_process  # noqa: E402
 
 SENTENCES = ["the movie was good , really .", "i liked the plot !", "the film was awful .",
              "we enjoyed the acting and the music .", "it was not dull ?"]
@@ -27,8 +30,15 @@ def setup(tmp_path_factory):
     src = convert_hf_bert(root, seed=3)
     out = src["out"]
     (root / "text.txt").write_text("\n".join(SENTENCES) + "\n\n")
-    finetune_classification_from(out, root, "--gin_param=garden.Classification."
-                                            "max_seq_length=32")
+    # The classifier fine-tuned from it for 3 steps (in process, the sample classification
+    # files under root/data). No float export: nothing here reads one (the int8 test exports
+    # from the run's checkpoint); a converted BERT's classification export answering in a fresh
+    # process is test_converted_checkpoints.py's test_finetuned_exports_answer_in_a_fresh_process.
+    data = write_task_files(root / "data", random.Random(0), ("classification",))
+    train_in_process(train_args("configs/finetune/classification_tiny.gin", out,
+                                root / "finetune", None, *task_files(data, "classification"),
+                                "--gin_param=garden.Classification.max_seq_length=32"),
+                     str(root / "finetune"), "classification", 3)
     return {"root": root, "converted": out, "run": root / "finetune",
             "layers": src["model"].config.num_hidden_layers,
             "heads": src["model"].config.num_attention_heads,
@@ -213,7 +223,11 @@ def test_int8_cli_quantizes_the_fine_tuned_run(setup, tmp_path, capsys):
 
     from garden.bertology import int8
 
-    assert int8.main([f"--model_dir={setup['run']}", f"--export_base={tmp_path}"]) == 0
+    # --no-evaluate: the scores of the float model and the export are test_int8.py's
+    # test_quantize_run_scores_float_and_int8_on_the_runs_eval_file; without them no report.
+    assert int8.main([f"--model_dir={setup['run']}", f"--export_base={tmp_path}",
+                      "--no-evaluate"]) == 0
+    assert not list(tmp_path.glob("*.json")), list(tmp_path.rglob("*"))
     exports = list((tmp_path).glob("*_int8/*/saved_model.pb"))
     assert len(exports) == 1, list(tmp_path.rglob("*"))
     answer = tf.saved_model.load(str(exports[0].parent)).signatures["serving_default"](
