@@ -11,6 +11,7 @@ inside an encoder of the garden or a released checkpoint (garden.bertology does 
     python -m garden.analyze probe --model=OUT --probe_train=train.txt --probe_dev=dev.txt \
         --output=report/
     python -m garden.analyze wsd --model=OUT [--senses=senses.jsonl] --output=report/
+    python -m garden.analyze perplexity --model=RUN_OR_OUT --input=held_out.txt --output=report/
 
 --model is a garden.convert output directory (a released checkpoint: Hugging Face, TF1, Model
 Garden) or a garden.train run directory (pretraining or fine-tuning); `heads` and `prune`
@@ -42,6 +43,12 @@ showing every analysis written there so far):
   probe            a linear probe per layer (0: the embeddings) on the CoNLL-2003 tags of
                    --probe_train, scored on --probe_dev (or a seeded 20% of --probe_train's
                    sentences): accuracy and macro-F1 beside the majority baseline.
+  perplexity       how well the model predicts --input's lines (garden.bertology.perplexity):
+                   a causal LM's perplexity (GPT, GPT-2, GPT-3-style: a garden.train LM run,
+                   a converted or garden.generate directory), else a masked LM's
+                   pseudo-perplexity (Salazar et al. 2020: each piece masked in turn; a
+                   garden.train masked-LM pretraining run, or a garden.convert directory whose
+                   source had pretraining heads); nats per piece of the model's own tokenizer.
   wsd              word sense by the nearest sense centroid per layer, beside the most
                    frequent sense: the JSON Lines examples of --senses, or without it the
                    seeded sample of garden.bertology.wsd (bank, bat, spring, plant, crane); 30%
@@ -347,7 +354,7 @@ def run_contextuality(models: Sequence[str], sentences: List[str], out_dir: str,
 class Analysis:
     """An analysis as main runs it: the flag it cannot run without (None: none) and
     (the opened --model, --input's sentences, the flags) -> its result; run is None for
-    contextuality, which opens each --model itself."""
+    contextuality and perplexity, which open --model themselves."""
 
     needs: Optional[str]
     run: Optional[Callable[[Opened, List[str], argparse.Namespace], Dict]]
@@ -362,6 +369,7 @@ TABLE = {
     "prune": Analysis("task_data", lambda o, s, a: run_prune(o, a)),
     "probe": Analysis("probe_train", lambda o, s, a: run_probe(o, a)),
     "wsd": Analysis(None, lambda o, s, a: run_wsd(o, a)),  # --senses, else the sample
+    "perplexity": Analysis("input", None),
 }
 ANALYSES = tuple(TABLE)
 
@@ -451,6 +459,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             result = run_contextuality(args.model, sentences, args.output,
                                        args.max_seq_length, args.min_contexts, args.seed)
             result["model"] = ", ".join(args.model)
+            return _finish(args, result, start)
+        if args.analysis == "perplexity":
+            from garden.bertology import perplexity
+
+            result = perplexity.score_model(args.model[0], sentences, args.max_seq_length)
+            result["model"] = args.model[0]
+            os.makedirs(args.output, exist_ok=True)
             return _finish(args, result, start)
         opened = open_model(args.model[0], args.max_seq_length)
         print(f"[garden.analyze] {args.analysis}: {opened.description}"

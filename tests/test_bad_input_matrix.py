@@ -576,6 +576,11 @@ CASES = [
                   "usage", r"prune needs --task_data"),
     _analyze_case("analyze-probe-without-probe-train", "probe", lambda c: [],
                   "usage", r"probe needs --probe_train"),
+    _analyze_case("analyze-perplexity-without-input", "perplexity", lambda c: [],
+                  "usage", r"perplexity needs --input"),
+    _analyze_case("analyze-perplexity-model-missing", "perplexity", lambda c: [
+        f"--input={c.write('t.txt', 'a b c .')}"], "error",
+        r"--model=\S+/none is neither .*garden\.convert", model="none"),
     _analyze_case("analyze-prune-threshold-above-1", "prune", lambda c: [
         f"--task_data={c.dir / 'dev.tsv'}", "--prune_threshold=1.5"],
         "usage", r"--prune_threshold=1\.5 must lie in \[0, 1\]"),

@@ -12,6 +12,7 @@ from garden.pretrained import INFO_FILE
 
 MODEL_DIR, CONVERTED, EXPORT, GENERATE = "model_dir", "converted", "export", "generate"
 CONVERTED_GENERATE_DIR = "generate"  # garden.convert's GENERATE_DIR (convert imports TensorFlow)
+CONVERTED_PRETRAINER = "pretrainer.keras"  # garden.convert's: the source's pretraining heads
 OPERATIVE_CONFIG = "operative_config.gin"  # garden.train writes it beside checkpoints/
 # garden.serving.export's METADATA_FILENAME in assets.extra/ (that module loads TensorFlow).
 EXPORT_METADATA = "assets.extra/garden_export.json"
@@ -93,6 +94,9 @@ class Run:
     def generation(self):
         raise self._refuse("generation")
 
+    def masked_lm(self):
+        raise self._refuse("masked_lm")
+
     # -- text: every kind that records a vocabulary ------------------------------------------
     def _text(self) -> TextSettings:
         if self.text is None or not self.text.vocab:
@@ -110,6 +114,19 @@ class Run:
     vocab, tokenizer_kind, lower_case, layout = (
         property(lambda self, _f=field: getattr(self.text, _f) if self.text else None)
         for field in ("vocab", "tokenizer_kind", "lower_case", "layout"))
+
+
+def masked_lm_of(model, where: str):
+    """`model` if it is a masked LM (a Keras model whose outputs include mlm_logits at its
+    masked_lm_positions input), else RunError naming `where` and what the model is."""
+    try:
+        outputs, names = model.output, [t.name for t in model.inputs]  # a functional model's
+    except (AttributeError, ValueError):  # a subclassed model (a GenerativeLM) has neither
+        outputs, names = None, []
+    if isinstance(outputs, dict) and "mlm_logits" in outputs and "masked_lm_positions" in names:
+        return model
+    raise RunError(f"{where}: its model ({type(model).__name__}) has no masked-LM head "
+                   f"(mlm_logits at masked_lm_positions); a causal LM is scored by its run.lm()")
 
 
 def switched(backbone, output_attentions: bool, use_head_mask: bool):

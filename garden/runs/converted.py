@@ -6,7 +6,8 @@ import posixpath
 from typing import Optional
 
 from garden.generate_dir import CONFIG_FILE as GENERATE_CONFIG
-from garden.runs.base import CONVERTED, CONVERTED_GENERATE_DIR, Run, TextSettings, switched
+from garden.runs.base import (CONVERTED, CONVERTED_GENERATE_DIR, CONVERTED_PRETRAINER, Run,
+                              TextSettings, masked_lm_of, switched)
 from garden.runs.generate import GenerateRun
 
 
@@ -17,7 +18,9 @@ class ConvertedRun(Run):
               "generation": "it has no generate/ model directory (garden.convert writes one "
                             "when the source had a tokenizer garden.generate reads)",
               "lm": "an encoder, which does not generate; convert a GPT, GPT-2, T5 or BART "
-                    "checkpoint"}
+                    "checkpoint",
+              "masked_lm": f"it holds no {CONVERTED_PRETRAINER}: the checkpoint it was "
+                           f"converted from had no pretraining heads"}
 
     def __init__(self, path: str, who: str):
         from garden import pretrained
@@ -53,6 +56,20 @@ class ConvertedRun(Run):
         model = pretrained.build_lm(self.converted, None, self.who)
         pretrained.restore(model, self.checkpoint, "model", self.who)
         return model
+
+    def masked_lm(self):
+        """The source's pretrainer with its masked-LM head ({CONVERTED_PRETRAINER}, as
+        garden.convert saved it), when it has one."""
+        import keras
+        import tensorflow as tf
+
+        from garden import models
+
+        path = posixpath.join(self.path, CONVERTED_PRETRAINER)
+        if not tf.io.gfile.exists(path):
+            raise self._refuse("masked_lm")
+        models.spec(self.family)  # the family's classes, registered with Keras' loader
+        return masked_lm_of(keras.saving.load_model(path), path)
 
     def generation(self):
         """The GenerationModel of its generate/ model directory (garden.convert's

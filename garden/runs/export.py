@@ -34,7 +34,8 @@ class ExportRun(Run):
                  "directory)")
     cannot = {"backbone": f"no Keras backbone: {_no_keras}",
               "lm": f"no Keras GenerativeLM: {_no_keras}",
-              "generation": f"no garden.generate model: {_no_keras}"}
+              "generation": f"no garden.generate model: {_no_keras}",
+              "masked_lm": f"no Keras masked LM: {_no_keras}"}
 
     def __init__(self, path: str, who: str):
         super().__init__(path, who)

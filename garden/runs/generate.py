@@ -14,7 +14,8 @@ from garden.runs.base import GENERATE, Run, RunError, TextSettings, family_of, r
 class GenerateRun(Run):
     kind = GENERATE
     cannot = {"backbone": "a Keras-saved GenerativeLM; take run.lm().backbone",
-              "task_model": "a GenerativeLM without a task head; use run.lm()"}
+              "task_model": "a GenerativeLM without a task head; use run.lm()",
+              "masked_lm": "a GenerativeLM, which predicts the next token; use run.lm()"}
 
     def __init__(self, path: str, who: str):
         super().__init__(path, who)

@@ -8,6 +8,7 @@ from typing import Callable, Dict, Optional, Sequence
 
 from garden.pretrained import CHECKPOINT_DIR
 from garden.runs.base import (MODEL_DIR, OPERATIVE_CONFIG, Run, RunError, TextSettings, family_of,
+                              masked_lm_of,
                               switched)
 
 
@@ -116,6 +117,10 @@ class ModelDirRun(Run):
                            f"{type(model).__name__}, not a GenerativeLM (garden.generate and "
                            f"garden.fewshot take a run of {_generative_families()})")
         return model
+
+    def masked_lm(self):
+        """The task's model when it is a masked-LM pretrainer (BERT, RoBERTa, ALBERT, ...)."""
+        return masked_lm_of(self.task_model(), f"{self.path} (task {type(self.task).__name__})")
 
     def generation(self):
         """garden.generate_dir.GenerationModel of an LM task's run: the restored GenerativeLM,
