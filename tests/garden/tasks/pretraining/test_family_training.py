@@ -53,15 +53,44 @@ def _args(family: str, fd, model_dir, steps: int, *extra: str) -> list:
 # ----------------------------------------------------------------------------------------
 
 
+def _depth(config: str) -> tuple:
+    """(the gin scope of the config's depth, its number of layers): ELECTRA's towers take
+    `electra_towers.num_layers`, the others `backbone.num_layers`; unbound, the preset's."""
+    import gin
+
+    from garden.models.factory import preset_config
+
+    scope = "electra_towers" if "/electra_" in config else "backbone"
+    train_lib.parse_config([config], [])
+    try:
+        depth = gin.query_parameter(f"{scope}.num_layers")
+    except ValueError:
+        depth = preset_config(gin.query_parameter(f"{scope}.preset"))["num_layers"]
+    gin.clear_config()
+    return scope, depth
+
+
 def test_every_config_builds_its_model_with_summary(capsys):
+    """Every config builds through `--summary` at 1 and at 2 layers (its own depth bound over
+    the config's: building the 24-layer ones cost ~3/4 of this file's test time). The layers
+    of a stack are alike, so the parameters are affine in the depth L: the config's total is
+    P(1) + (L - 1) (P(2) - P(1)), with L the config's own (bound, or its preset's); checked
+    equal to the totals of the full-depth builds for all 12 (2026-12-07). ALBERT's layers
+    share one block: P(2) = P(1)."""
     # roberta {tiny,base,large}, albert {tiny,base,large,xlarge,xxlarge}, electra {tiny,small,base,large}
     assert len(CONFIGS) == 12, CONFIGS
     totals = {}
     for config in CONFIGS:
-        totals[config] = train_lib.build_summary([config], [])
-        out = capsys.readouterr().out
-        assert "Total parameters" in out, config
-        keras.backend.clear_session()
+        scope, depth = _depth(config)
+        counts = []
+        for layers in (1, 2):
+            counts.append(train_lib.build_summary([config], [f"{scope}.num_layers = {layers}"]))
+            out = capsys.readouterr().out
+            assert "Total parameters" in out, config
+            keras.backend.clear_session()
+        per_layer = counts[1] - counts[0]
+        assert (per_layer == 0) == ("/albert_" in config), (config, counts)
+        totals[config] = counts[0] + (depth - 1) * per_layer
     # Published sizes (with the preset vocabularies, as no VOCAB is given): RoBERTa-base 124.6M
     # backbone + LM head; ALBERT-base 11.7M backbone; ELECTRA-small 13.5M discriminator + generator.
     assert 124e6 < totals["configs/roberta_base.gin"] < 127e6
