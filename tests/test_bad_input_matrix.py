@@ -625,7 +625,8 @@ CASES = [
     # --- garden.export_features and the CoVe sample pair task
     Case("features-model-dir-missing", GFE, lambda c: [
         f"--model_dir={c.dir / 'none'}", f"--export_base={c.dir / 'exports'}"], "error",
-        r"\S+/none is not a garden\.train run directory", output=lambda c: str(c.dir / "exports")),
+        r"\S+/none is neither a garden\.train run directory \(no operative_config\.gin\) nor a "
+        r"garden\.convert output directory", output=lambda c: str(c.dir / "exports")),
     Case("features-no-export-base", GFE, lambda c: [f"--model_dir={c.dir}"], "usage",
          r"--export_base"),
     Case("sample-pairs-input-missing", GCP, lambda c: [
