@@ -12,6 +12,8 @@ inside an encoder of the garden or a released checkpoint (garden.bertology does 
         --output=report/
     python -m garden.analyze wsd --model=OUT [--senses=senses.jsonl] --output=report/
     python -m garden.analyze perplexity --model=RUN_OR_OUT --input=held_out.txt --output=report/
+    python -m garden.analyze fill_mask --model=RUN_OR_OUT --input=masked.txt [--top_k=5] \
+        --output=report/
 
 --model is a garden.convert output directory (a released checkpoint: Hugging Face, TF1, Model
 Garden) or a garden.train run directory (pretraining or fine-tuning); `heads` and `prune`
@@ -49,6 +51,8 @@ showing every analysis written there so far):
                    pseudo-perplexity (Salazar et al. 2020: each piece masked in turn; a
                    garden.train masked-LM pretraining run, or a garden.convert directory whose
                    source had pretraining heads); nats per piece of the model's own tokenizer.
+  fill_mask        a masked LM's --top_k pieces and probabilities at each mask token ([MASK],
+                   <mask>) of --input's lines.
   wsd              word sense by the nearest sense centroid per layer, beside the most
                    frequent sense: the JSON Lines examples of --senses, or without it the
                    seeded sample of garden.bertology.wsd (bank, bat, spring, plant, crane); 30%
@@ -353,11 +357,20 @@ def run_contextuality(models: Sequence[str], sentences: List[str], out_dir: str,
 @dataclasses.dataclass(frozen=True)
 class Analysis:
     """An analysis as main runs it: the flag it cannot run without (None: none) and
-    (the opened --model, --input's sentences, the flags) -> its result; run is None for
-    contextuality and perplexity, which open --model themselves."""
+    (the opened --model, --input's sentences, the flags) -> its result, or `opens`: (the flags,
+    the sentences) -> its result, for the analyses that open --model themselves."""
 
     needs: Optional[str]
     run: Optional[Callable[[Opened, List[str], argparse.Namespace], Dict]]
+    opens: Optional[Callable[[argparse.Namespace, List[str]], Dict]] = None
+
+
+def _language_model(args: argparse.Namespace, sentences: List[str]) -> Dict:
+    from garden.bertology import perplexity
+
+    if args.analysis == "fill_mask":
+        return perplexity.fill_mask_model(args.model[0], sentences, args.max_seq_length, args.top_k)
+    return perplexity.score_model(args.model[0], sentences, args.max_seq_length)
 
 
 TABLE = {
@@ -365,11 +378,13 @@ TABLE = {
     "identifiability": Analysis("input", lambda o, s, a: run_identifiability(
         o, s, a.output, a.attribution_sentences)),
     "heads": Analysis("task_data", lambda o, s, a: run_heads(o, a.task_data, a.output)),
-    "contextuality": Analysis("input", None),
+    "contextuality": Analysis("input", None, lambda a, s: run_contextuality(
+        a.model, s, a.output, a.max_seq_length, a.min_contexts, a.seed)),
     "prune": Analysis("task_data", lambda o, s, a: run_prune(o, a)),
     "probe": Analysis("probe_train", lambda o, s, a: run_probe(o, a)),
     "wsd": Analysis(None, lambda o, s, a: run_wsd(o, a)),  # --senses, else the sample
-    "perplexity": Analysis("input", None),
+    "perplexity": Analysis("input", None, _language_model),
+    "fill_mask": Analysis("input", None, _language_model),
 }
 ANALYSES = tuple(TABLE)
 
@@ -390,6 +405,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--output", required=True, help="report directory (created)")
     p.add_argument("--max_sentences", type=int, default=64)
     p.add_argument("--max_seq_length", type=int, default=64)
+    p.add_argument("--top_k", type=int, default=5, help="fill_mask: the pieces per mask")
     p.add_argument("--sentence", type=int, default=0, help="attention: the sentence whose "
                                                            "maps are drawn (index in --input)")
     p.add_argument("--attribution_sentences", type=int, default=2,
@@ -455,17 +471,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.analysis == "attention" and not 0 <= args.sentence < len(sentences):
             raise ValueError(f"--sentence={args.sentence} is not one of the {len(sentences)} "
                              f"sentences read")
-        if args.analysis == "contextuality":
-            result = run_contextuality(args.model, sentences, args.output,
-                                       args.max_seq_length, args.min_contexts, args.seed)
+        if TABLE[args.analysis].opens is not None:
+            result = TABLE[args.analysis].opens(args, sentences)
             result["model"] = ", ".join(args.model)
-            return _finish(args, result, start)
-        if args.analysis == "perplexity":
-            from garden.bertology import perplexity
-
-            result = perplexity.score_model(args.model[0], sentences, args.max_seq_length)
-            result["model"] = args.model[0]
-            os.makedirs(args.output, exist_ok=True)
             return _finish(args, result, start)
         opened = open_model(args.model[0], args.max_seq_length)
         print(f"[garden.analyze] {args.analysis}: {opened.description}"

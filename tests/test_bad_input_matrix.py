@@ -578,6 +578,9 @@ CASES = [
                   "usage", r"probe needs --probe_train"),
     _analyze_case("analyze-perplexity-without-input", "perplexity", lambda c: [],
                   "usage", r"perplexity needs --input"),
+    _analyze_case("analyze-fill-mask-model-missing", "fill_mask", lambda c: [
+        f"--input={c.write('m.txt', 'a [MASK] c .')}"], "error",
+        r"--model=\S+/none is neither .*garden\.convert", model="none"),
     _analyze_case("analyze-perplexity-model-missing", "perplexity", lambda c: [
         f"--input={c.write('t.txt', 'a b c .')}"], "error",
         r"--model=\S+/none is neither .*garden\.convert", model="none"),

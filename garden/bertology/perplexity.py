@@ -13,6 +13,8 @@ pseudo_perplexity: a masked LM (a pretrainer with an `mlm_logits` output at
 Both are in nats per piece of the model's own tokenizer: figures of models with different
 vocabularies are not comparable, and a pseudo-perplexity (both sides of the context) is not a
 perplexity (left context only).
+fill_mask: a masked LM's top-k pieces, with their probabilities, at each mask token of a line
+    (the vocabulary's own spelling: [MASK], <mask>), as Hugging Face's fill-mask pipeline gives.
 """
 
 from __future__ import annotations
@@ -116,3 +118,54 @@ def score_model(path: str, sentences: Sequence[str], max_seq_length: int) -> Dic
     specials = {packer.cls_id, packer.sep_id, packer.pad_id} - {None}
     return {"measure": "pseudo-perplexity (masked LM)", "max_seq_length": max_seq_length,
             **pseudo_perplexity(mlm, packer.encode_numpy(list(sentences)), mask_id, specials)}
+
+
+def fill_mask(mlm, lines: Sequence[Sequence[int]], mask_id: int, cls_id: int, sep_id: int,
+              tokens: Sequence[str], top_k: int = 5) -> List[List[List[Dict]]]:
+    """For each line (its piece ids, mask_id where a piece is asked for), one list per mask of
+    the top_k {"token", "id", "probability"}, most probable first. A line is packed as
+    [cls] pieces [sep] (segment 0), which the BERT and RoBERTa layouts share."""
+    names = [t.name.split(":")[0] for t in mlm.inputs]
+    answers = []
+    for line in lines:
+        ids = np.array([[cls_id, *line, sep_id]], np.int32)
+        positions = np.nonzero(ids[0] == mask_id)[0].astype(np.int32)
+        if not len(positions):
+            answers.append([])
+            continue
+        inputs = {"token_ids": ids, "padding_mask": np.ones_like(ids),
+                  "segment_ids": np.zeros_like(ids), "masked_lm_positions": positions[None]}
+        logits = mlm({k: inputs[k] for k in names}, training=False)["mlm_logits"][0]
+        probs = tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1).numpy()
+        answers.append([[{"token": tokens[i], "id": int(i), "probability": float(row[i])}
+                         for i in np.argsort(-row, kind="stable")[:top_k]] for row in probs])
+    return answers
+
+
+def fill_mask_model(path: str, sentences: Sequence[str], max_seq_length: int,
+                    top_k: int) -> Dict:
+    """What `garden.analyze fill_mask` reports for --model=PATH: each line's masks filled (the
+    text around a mask token tokenized on its own, so any tokenizer keeps the mask whole);
+    ValueError naming the model when it has no masked-LM head, or a line without a mask."""
+    if top_k < 1:
+        raise ValueError(f"--top_k={top_k}: give at least 1")
+    try:
+        run = runs.open(path, who="garden.analyze")
+        mlm = run.masked_lm()
+    except runs.RunError as e:
+        raise ValueError(f"--model={e}") from None
+    tokenizer = run.text.tokenizer()
+    vocab, packer = tokenizer.vocab, run.packer(max_seq_length)
+    mask_id = vocab.special("mask", "fill_mask")
+    mask = vocab.tokens[mask_id]
+    lines = []
+    for number, sentence in enumerate(sentences, 1):
+        if mask not in sentence:
+            raise ValueError(f"--input line {number} holds no {mask}: {sentence[:80]!r}")
+        parts = tokenizer.tokenize([part.strip() for part in sentence.split(mask)])
+        ids = [i for k, part in enumerate(parts) for i in ([mask_id] if k else []) + part]
+        lines.append(ids[:max_seq_length - 2])
+    print(f"[garden.analyze] fill_mask: {run.description}; {len(lines)} lines", flush=True)
+    answers = fill_mask(mlm, lines, mask_id, packer.cls_id, packer.sep_id, vocab.tokens, top_k)
+    return {"mask_token": mask, "top_k": top_k,
+            "lines": [{"text": t, "masks": a} for t, a in zip(sentences, answers)]}

@@ -12,7 +12,8 @@ INDEX = "index.html"
 
 
 def write_result(out_dir: str, name: str, result: Dict) -> str:
-    """OUT_DIR/<name>.json; its path."""
+    """OUT_DIR/<name>.json (OUT_DIR created); its path."""
+    os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, f"{name}.json")
     with open(path, "w") as f:
         json.dump(result, f, indent=1)

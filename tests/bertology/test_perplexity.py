@@ -1,4 +1,5 @@
-"""`python -m garden.analyze perplexity` (garden.bertology.perplexity; issue 36 item 8).
+"""`python -m garden.analyze perplexity` and `fill_mask` (garden.bertology.perplexity; issue 36
+item 8).
 
 A tiny random Hugging Face GPT-2 and BERT (with its pretraining heads), converted by
 garden.convert, are scored on a text file through the command line: the causal perplexity and
@@ -6,6 +7,8 @@ the masked LM's pseudo-perplexity equal the same quantities computed here from t
 models themselves (torch, one masked copy per piece), to 1e-4 relative, with the same number of
 pieces scored. A garden.train masked-LM pretraining run is scored as a masked LM, and a
 converted encoder without pretraining heads is refused in one line saying why it is neither.
+fill_mask gives transformers' fill-mask pipeline's top-5 pieces and probabilities (1e-5) at
+every [MASK] of a line, two masks in a line included.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ def converted(tmp_path_factory):
     for name, cls in (("bert", "BertForPreTraining"), ("bert_no_heads", "BertModel")):
         made[name] = (write_hf_bert(str(root / f"hf_{name}"), seed=3, model_cls=cls)["model"],
                       root / f"hf_{name}")
-    out = {}
+    out = {"sources": {name: source for name, (_, source) in made.items()}}
     for name, (model, source) in made.items():
         family = "gpt2" if name == "gpt2" else "bert"
         target = root / f"out_{name}"
@@ -148,3 +151,39 @@ def test_an_encoder_without_pretraining_heads_is_refused_saying_why(converted, t
     assert len(error) == 1 and "Traceback" not in captured.err, captured.err
     assert "is neither a causal LM" in error[0] and "pretrainer.keras" in error[0], error
     assert not (tmp_path / "report" / "perplexity.json").exists()
+
+
+MASKED = ["the movie was [MASK] .", "[MASK] plot , the film was [MASK] !", "The [MASK] WAS good"]
+
+
+def test_fill_mask_equals_the_transformers_pipeline(converted, tmp_path, capsys):
+    (_, out), text = converted[0]["bert"], tmp_path / "masked.txt"
+    text.write_text("\n".join(MASKED) + "\n", encoding="utf-8")
+    from garden import analyze
+
+    assert analyze.main(["fill_mask", f"--model={out}", f"--input={text}", "--top_k=5",
+                         f"--output={tmp_path / 'report'}"]) == 0
+    result = json.loads((tmp_path / "report" / "fill_mask.json").read_text())
+    source = str(converted[0]["sources"]["bert"])
+    pipeline = transformers.pipeline(
+        "fill-mask", model=transformers.AutoModelForMaskedLM.from_pretrained(source),
+        tokenizer=transformers.AutoTokenizer.from_pretrained(source), top_k=5)
+    assert [line["text"] for line in result["lines"]] == MASKED
+    for line in result["lines"]:
+        theirs = pipeline(line["text"])
+        theirs = theirs if isinstance(theirs[0], list) else [theirs]  # one list per mask
+        assert len(line["masks"]) == len(theirs) == line["text"].count("[MASK]")
+        for ours_mask, their_mask in zip(line["masks"], theirs):
+            assert [a["id"] for a in ours_mask] == [b["token"] for b in their_mask], line
+            np.testing.assert_allclose([a["probability"] for a in ours_mask],
+                                       [b["score"] for b in their_mask], atol=1e-5)
+
+
+def test_fill_mask_refuses_a_line_without_a_mask(converted, tmp_path, capsys):
+    (_, out), text = converted[0]["bert"], tmp_path / "plain.txt"
+    text.write_text("the movie was [MASK] .\nno mask here\n", encoding="utf-8")
+    from garden import analyze
+
+    assert analyze.main(["fill_mask", f"--model={out}", f"--input={text}",
+                         f"--output={tmp_path / 'report'}"]) == 2
+    assert "--input line 2 holds no [MASK]" in capsys.readouterr().err
