@@ -26,7 +26,8 @@ showing every analysis written there so far):
   attention        per layer and head, the share of attention to [CLS], [SEP], punctuation,
                    self, previous and next token, and the entropy (Clark et al. 2019); the
                    head-to-head Jensen-Shannon divergences, clustered; the maps of one sentence
-                   (--sentence, default the first) as a grid of heads.
+                   (--sentence, default the first) as a grid of heads, and attention_view.html:
+                   that sentence's page, heads, layers and attention rollout selectable.
   identifiability  effective attention next to raw attention, token identifiability per layer
                    by a linear probe, hidden token attribution of a few sentences (Brunner et
                    al. 2020).
@@ -63,7 +64,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import glob
 import os
 import sys
 import time
@@ -114,33 +114,6 @@ def open_model(path: str, max_seq_length: int) -> Opened:
                   text_b=text_b, family=run.family, path=path)
 
 
-def read_sentences(pattern: str, limit: int) -> List[str]:
-    """The first `limit` non-blank lines of the files --input matches, in file order;
-    ValueError naming the file when none matches, one is not UTF-8 text, or all are blank."""
-    files = sorted(f for f in glob.glob(pattern) if os.path.isfile(f))  # not a directory
-    if not files:
-        raise ValueError(f"--input={pattern} matches no file")
-    sentences = []
-    for name in files:
-        with open(name, "rb") as f:
-            for number, raw in enumerate(f, 1):
-                try:
-                    line = raw.decode("utf-8").strip()
-                except UnicodeDecodeError:
-                    raise ValueError(f"{name}:{number} is not UTF-8 text (--input: text "
-                                     f"files, one sentence per line)") from None
-                if line:
-                    sentences.append(line)
-                    if len(sentences) == limit:
-                        return sentences
-    if not sentences:
-        where = (files[0] if len(files) == 1
-                 else f"the {len(files)} files --input={pattern} matches")
-        raise ValueError(f"no sentence in {where} (--input: text files, one sentence per "
-                         f"line; blank lines are skipped)")
-    return sentences
-
-
 def _punctuation_ids(tokens: Sequence[str]) -> List[int]:
     return [i for i, t in enumerate(tokens)
             if t.strip("▁Ġ") and all(not c.isalnum() for c in t.strip("▁Ġ"))
@@ -148,7 +121,7 @@ def _punctuation_ids(tokens: Sequence[str]) -> List[int]:
 
 
 def run_attention(opened: Opened, sentences: List[str], out_dir: str, sentence: int) -> Dict:
-    from garden.bertology import attention
+    from garden.bertology import attention, attention_view
     from garden.models import instrument
 
     packer = opened.packer
@@ -162,13 +135,17 @@ def run_attention(opened: Opened, sentences: List[str], out_dir: str, sentence: 
     n = int(batch["padding_mask"][sentence].sum())
     tokens = [opened.tokens[int(t)] for t in batch["token_ids"][sentence, :n]]
     os.makedirs(out_dir, exist_ok=True)  # only once the model answered: no empty report
+    maps = probs[:, sentence, :, :n, :n]
     plots = [attention.plot_layer_shares(shares, os.path.join(out_dir, "attention_shares.png")),
              attention.plot_head_distances(distances,
                                            os.path.join(out_dir, "attention_js.png")),
-             attention.plot_attention_maps(probs[:, sentence, :, :n, :n], tokens,
+             attention.plot_attention_maps(maps, tokens,
                                            os.path.join(out_dir, "attention_maps.png"))]
-    return {"shares": shares, "distances": distances, "plots": plots,
-            "sentence": sentences[sentence]}
+    page = attention_view.write_view(os.path.join(out_dir, "attention_view.html"), tokens, maps,
+                                     f"{opened.description}: {sentences[sentence]}")
+    return {"shares": shares, "distances": distances, "plots": plots, "pages": [page],
+            "sentence": sentences[sentence], "tokens": tokens,
+            "rollout_last_layer": attention_view.rollout(maps)[-1].round(4).tolist()}
 
 
 def run_identifiability(opened: Opened, sentences: List[str], out_dir: str,
@@ -465,9 +442,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = p.parse_args(list(argv) if argv is not None else None)
     _check_flags(p, args)
     start = time.time()
+    from garden.bertology import report
+
     try:
         _check_files(args)
-        sentences = read_sentences(args.input, args.max_sentences) if args.input else []
+        sentences = report.read_sentences(args.input, args.max_sentences) if args.input else []
         if args.analysis == "attention" and not 0 <= args.sentence < len(sentences):
             raise ValueError(f"--sentence={args.sentence} is not one of the {len(sentences)} "
                              f"sentences read")
