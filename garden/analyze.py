@@ -14,6 +14,8 @@ inside an encoder of the garden or a released checkpoint (garden.bertology does 
     python -m garden.analyze perplexity --model=RUN_OR_OUT --input=held_out.txt --output=report/
     python -m garden.analyze fill_mask --model=RUN_OR_OUT --input=masked.txt [--top_k=5] \
         --output=report/
+    python -m garden.analyze neighbours --model=RUN_OR_OUT --input=corpus.txt [--query=TEXT] \
+        [--top_k=5] --output=report/
 
 --model is a garden.convert output directory (a released checkpoint: Hugging Face, TF1, Model
 Garden) or a garden.train run directory (pretraining or fine-tuning); `heads` and `prune`
@@ -54,6 +56,8 @@ showing every analysis written there so far):
                    source had pretraining heads); nats per piece of the model's own tokenizer.
   fill_mask        a masked LM's --top_k pieces and probabilities at each mask token ([MASK],
                    <mask>) of --input's lines.
+  neighbours       each --query's (default: each line's) --top_k nearest lines of --input by
+                   the cosine of their mean-pooled embeddings (garden.bertology.neighbours).
   wsd              word sense by the nearest sense centroid per layer, beside the most
                    frequent sense: the JSON Lines examples of --senses, or without it the
                    seeded sample of garden.bertology.wsd (bank, bat, spring, plant, crane); 30%
@@ -342,11 +346,16 @@ class Analysis:
     opens: Optional[Callable[[argparse.Namespace, List[str]], Dict]] = None
 
 
-def _language_model(args: argparse.Namespace, sentences: List[str]) -> Dict:
+def _opens_its_model(args: argparse.Namespace, sentences: List[str]) -> Dict:
     from garden.bertology import perplexity
 
     if args.analysis == "fill_mask":
         return perplexity.fill_mask_model(args.model[0], sentences, args.max_seq_length, args.top_k)
+    if args.analysis == "neighbours":
+        from garden.bertology import neighbours
+
+        return neighbours.search(args.model[0], sentences, args.query or [],
+                                 args.max_seq_length, args.top_k)
     return perplexity.score_model(args.model[0], sentences, args.max_seq_length)
 
 
@@ -360,8 +369,9 @@ TABLE = {
     "prune": Analysis("task_data", lambda o, s, a: run_prune(o, a)),
     "probe": Analysis("probe_train", lambda o, s, a: run_probe(o, a)),
     "wsd": Analysis(None, lambda o, s, a: run_wsd(o, a)),  # --senses, else the sample
-    "perplexity": Analysis("input", None, _language_model),
-    "fill_mask": Analysis("input", None, _language_model),
+    "perplexity": Analysis("input", None, _opens_its_model),
+    "fill_mask": Analysis("input", None, _opens_its_model),
+    "neighbours": Analysis("input", None, _opens_its_model),
 }
 ANALYSES = tuple(TABLE)
 
@@ -382,7 +392,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--output", required=True, help="report directory (created)")
     p.add_argument("--max_sentences", type=int, default=64)
     p.add_argument("--max_seq_length", type=int, default=64)
-    p.add_argument("--top_k", type=int, default=5, help="fill_mask: the pieces per mask")
+    p.add_argument("--top_k", type=int, default=5,
+                   help="fill_mask: the pieces per mask; neighbours: the lines per query")
+    p.add_argument("--query", action="append", help="neighbours: a text (repeated)")
     p.add_argument("--sentence", type=int, default=0, help="attention: the sentence whose "
                                                            "maps are drawn (index in --input)")
     p.add_argument("--attribution_sentences", type=int, default=2,

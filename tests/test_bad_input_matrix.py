@@ -578,6 +578,8 @@ CASES = [
                   "usage", r"probe needs --probe_train"),
     _analyze_case("analyze-perplexity-without-input", "perplexity", lambda c: [],
                   "usage", r"perplexity needs --input"),
+    _analyze_case("analyze-neighbours-without-input", "neighbours", lambda c: [],
+                  "usage", r"neighbours needs --input"),
     _analyze_case("analyze-fill-mask-model-missing", "fill_mask", lambda c: [
         f"--input={c.write('m.txt', 'a [MASK] c .')}"], "error",
         r"--model=\S+/none is neither .*garden\.convert", model="none"),
