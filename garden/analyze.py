@@ -34,7 +34,8 @@ showing every analysis written there so far):
                    by a linear probe, hidden token attribution of a few sentences (Brunner et
                    al. 2020).
   heads            the task's accuracy with each head, and each whole layer, disabled: zeroed
-                   (head mask 0) and uniform attention (Michel et al. 2019; Kovaleva et al.).
+                   (head mask 0) and uniform attention (Michel et al. 2019; Kovaleva et al.),
+                   and with each head kept alone in its layer (the best single head per layer).
   contextuality    self-similarity, intra-sentence similarity and maximum explainable variance
                    per layer, raw and anisotropy-adjusted (Ethayarajh 2019), for words with
                    >= --min_contexts occurrences; --model may be repeated: one line per model

@@ -1,5 +1,6 @@
 """What each head is worth to a task: the task metric with one head, or one layer's heads,
-disabled, in the two ways the literature disables a head.
+disabled, or with one head alone kept in its layer (Michel et al.'s "one head is enough" of
+their table 2: the best single head per layer), in the two ways the literature disables a head.
 
   * "zero": the head mask is 0, so the head's attention probabilities, and with them its
     output, are zero (Michel et al., 2019, "Are Sixteen Heads Really Better than One?").
@@ -75,7 +76,10 @@ def head_ablation(model: keras.Model, batch: Mapping[str, np.ndarray],
     Returns:
         {"baseline": metric with every head on, "num_layers": L, "num_heads": A,
          "heads": {mode: [L][A] metric with that head disabled},
-         "layers": {mode: [L] metric with all heads of that layer disabled}}.
+         "layers": {mode: [L] metric with all heads of that layer disabled},
+         "only_head": {mode: [L][A] metric with every other head of that layer disabled},
+         "best_single_head": {mode: {"head": [L], "metric": [L]}}: per layer the head that,
+         kept alone, gives the highest metric (higher is better, as for accuracy)}.
     """
     unknown = sorted(set(modes) - set(MODES))
     if unknown:
@@ -93,22 +97,31 @@ def head_ablation(model: keras.Model, batch: Mapping[str, np.ndarray],
         mask[layer, heads] = 0
         return mask
 
+    def alone(layer, head):
+        mask = disabled(layer, slice(None))
+        mask[layer, head] = 1
+        return mask
+
     result = {"baseline": None, "num_layers": num_layers, "num_heads": num_heads,
-              "heads": {}, "layers": {}}
+              "heads": {}, "layers": {}, "only_head": {}, "best_single_head": {}}
     for mode in modes:
         with head_mask_mode(model, MODES[mode]):
             # Traced here, under this mode; the head mask is an input, so masks do not retrace.
             forward = tf.function(lambda x: model(x, training=False))
             if result["baseline"] is None:
                 result["baseline"] = evaluate(forward, np.ones((num_layers, num_heads)))
-            heads = np.zeros((num_layers, num_heads))
+            heads, only = np.zeros((2, num_layers, num_heads))
             layers = np.zeros(num_layers)
             for layer in range(num_layers):
                 for head in range(num_heads):
                     heads[layer, head] = evaluate(forward, disabled(layer, head))
+                    only[layer, head] = evaluate(forward, alone(layer, head))
                 layers[layer] = evaluate(forward, disabled(layer, slice(None)))
         result["heads"][mode] = heads.tolist()
         result["layers"][mode] = layers.tolist()
+        result["only_head"][mode] = only.tolist()
+        result["best_single_head"][mode] = {"head": only.argmax(axis=1).tolist(),
+                                            "metric": only.max(axis=1).tolist()}
     return result
 
 

@@ -57,6 +57,19 @@ def test_zeroed_head_equals_removing_its_output_and_uniform_differs(backbone):
                [block.attention for block in layer_blocks(backbone)])
 
 
+def test_one_head_kept_alone_in_its_layer(backbone):
+    """bert_tiny has 2 heads a layer: keeping head h alone is disabling the other one, which
+    equals zeroing the other's output rows by hand; the best single head is the larger."""
+    result = heads.head_ablation(backbone, BATCH, _metric)
+    for mode in heads.MODES:
+        only, disabled = np.asarray(result["only_head"][mode]), np.asarray(result["heads"][mode])
+        np.testing.assert_allclose(only, disabled[:, ::-1], rtol=1e-6)
+        best = result["best_single_head"][mode]
+        assert best["head"] == only.argmax(1).tolist() and best["metric"] == only.max(1).tolist()
+    kept = _metric(run(_with_output_rows_zeroed(backbone, 1, 1), BATCH))
+    assert result["only_head"]["zero"][1][0] == pytest.approx(kept, rel=1e-5)
+
+
 def test_uniform_mode_makes_the_head_attend_evenly_over_the_real_tokens(backbone):
     # The metric reads the disabled head's own probabilities: layer 0, head 1, sequence 1
     # (3 real tokens), query 0 -> key 0.
