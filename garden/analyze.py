@@ -170,7 +170,7 @@ def run_identifiability(opened: Opened, sentences: List[str], out_dir: str,
                    for s in eta.wrap(range(count))]
     os.makedirs(out_dir, exist_ok=True)
     plt = plots.pyplot()
-    figure, axes = plt.subplots(1, 2, figsize=(11, 4))
+    figure, axes = plt.subplots(1, 3, figsize=(16, 4))
     for name, values in probe["accuracy"].items():
         axes[0].plot(range(len(values)), values, marker="o", label=name)
     axes[0].set(title="token identifiability (nearest input embedding)", xlabel="layer",
@@ -185,6 +185,11 @@ def run_identifiability(opened: Opened, sentences: List[str], out_dir: str,
                      effective["effective"]["layer_means"][key], label=f"effective -> {key}")
     axes[1].set(title="attribution and effective attention", xlabel="layer")
     axes[1].legend(fontsize=7)
+    for layer, shares in enumerate(attribution[0]["by_distance"] if attribution else []):
+        axes[2].plot(range(len(shares)), shares, marker=".", label=f"layer {layer + 1}")
+    axes[2].set(title="context contribution by token distance (sentence 0)",
+                xlabel="|input - hidden| positions", ylabel="share")
+    axes[2].legend(fontsize=7)
     path = plots.save(figure, os.path.join(out_dir, "identifiability.png"))
     return {"effective_attention": effective, "token_identifiability": probe,
             "hidden_token_attribution": attribution, "plots": [path]}

@@ -191,7 +191,8 @@ def hidden_token_attribution(backbone, batch: Mapping[str, np.ndarray],
 
     Returns {"contributions": [L][n][n], row j over input tokens i, each row summing to 1,
     "own": [L] mean share of a token's own input, "own_largest": [L] share of hidden tokens
-    whose largest contributor is their own input, "tokens": n}.
+    whose largest contributor is their own input, "by_distance": [L][n] the mean share from
+    inputs d = 0 .. n-1 positions away (contribution_by_distance), "tokens": n}.
     """
     model = instrumented(backbone, output_hidden_states=True)
     n = int(np.asarray(batch["padding_mask"])[sequence].astype(bool).sum())
@@ -226,4 +227,15 @@ def hidden_token_attribution(backbone, batch: Mapping[str, np.ndarray],
     own = np.diagonal(contributions, axis1=1, axis2=2)  # [L, n]
     return {"contributions": contributions.tolist(), "own": own.mean(1).tolist(),
             "own_largest": (contributions.argmax(-1) == np.arange(n)).mean(1).tolist(),
-            "tokens": n}
+            "by_distance": contribution_by_distance(contributions).tolist(), "tokens": n}
+
+
+def contribution_by_distance(contributions: np.ndarray) -> np.ndarray:
+    """Brunner et al.'s context contribution by distance: contributions [L, n, n] (row j over
+    input tokens i) -> [L, n], entry d the mean over hidden tokens j of the share of j's
+    contributions from the inputs at |i - j| = d; each row sums to 1."""
+    contributions = np.asarray(contributions, np.float64)
+    n = contributions.shape[-1]
+    distance = np.abs(np.arange(n)[:, None] - np.arange(n)[None, :])
+    return np.stack([np.bincount(distance.ravel(), weights=layer.ravel(), minlength=n) / n
+                     for layer in contributions])

@@ -152,3 +152,14 @@ def test_hidden_token_attribution_is_own_token_only_without_attention_mixing(nar
     np.testing.assert_allclose(np.asarray(alone["contributions"]),
                                np.broadcast_to(np.eye(7), (2, 7, 7)), atol=1e-7)
     assert alone["own"] == pytest.approx([1, 1]) and alone["own_largest"] == [1, 1]
+    assert np.asarray(alone["by_distance"])[:, 0] == pytest.approx([1, 1])  # all at distance 0
+    by_distance = np.asarray(mixed["by_distance"])
+    assert by_distance.shape == (2, 4)
+    np.testing.assert_allclose(by_distance.sum(-1), 1, atol=1e-12)
+
+
+def test_contribution_by_distance_sums_each_diagonal_band():
+    contributions = np.array([[[0.5, 0.3, 0.2], [0.1, 0.6, 0.3], [0.4, 0.4, 0.2]]])
+    # distance 0: the diagonal (0.5 + 0.6 + 0.2) / 3; 1: (0.3 + 0.1 + 0.3 + 0.4) / 3; 2: 0.6 / 3
+    np.testing.assert_allclose(ident.contribution_by_distance(contributions),
+                               [[1.3 / 3, 1.1 / 3, 0.6 / 3]], atol=1e-12)
