@@ -46,9 +46,11 @@ showing every analysis written there so far):
                    -> accuracy (Michel et al. 2019); --pruned_output=DIR writes the model
                    without the pruned heads' weights as a garden.convert directory, which
                    garden.train fine-tunes (INIT_CHECKPOINT='DIR').
-  probe            a linear probe per layer (0: the embeddings) on the CoNLL-2003 tags of
-                   --probe_train, scored on --probe_dev (or a seeded 20% of --probe_train's
-                   sentences): accuracy and macro-F1 beside the majority baseline.
+  probe            a probe per layer (0: the embeddings; --probe_kind linear or mlp) on the
+                   CoNLL-2003 --probe_tasks (ner, pos, chunk) of --probe_train, scored on
+                   --probe_dev (or a seeded 20% of --probe_train's sentences): accuracy and
+                   macro-F1 beside the majority baseline, a control task's and the
+                   selectivity (Hewitt & Liang 2019), and a scalar-mix probe's layer weights.
   perplexity       how well the model predicts --input's lines (garden.bertology.perplexity):
                    a causal LM's perplexity (GPT, GPT-2, GPT-3-style: a garden.train LM run,
                    a converted or garden.generate directory), else a masked LM's
@@ -119,19 +121,13 @@ def open_model(path: str, max_seq_length: int) -> Opened:
                   text_b=text_b, family=run.family, path=path)
 
 
-def _punctuation_ids(tokens: Sequence[str]) -> List[int]:
-    return [i for i, t in enumerate(tokens)
-            if t.strip("▁Ġ") and all(not c.isalnum() for c in t.strip("▁Ġ"))
-            and not (t.startswith("[") or t.startswith("<"))]
-
-
 def run_attention(opened: Opened, sentences: List[str], out_dir: str, sentence: int) -> Dict:
     from garden.bertology import attention, attention_view
     from garden.models import instrument
 
     packer = opened.packer
     batch = packer.encode_numpy(sentences)
-    punctuation = _punctuation_ids(opened.tokens)
+    punctuation = attention.punctuation_ids(opened.tokens)
     model = instrument.instrumented(opened.backbone, output_attentions=True)
     probs = instrument.run(model, batch)["attention_probs"]
     shares = attention.attention_shares(probs, batch["token_ids"], batch["padding_mask"],
@@ -156,13 +152,14 @@ def run_attention(opened: Opened, sentences: List[str], out_dir: str, sentence: 
 def run_identifiability(opened: Opened, sentences: List[str], out_dir: str,
                         attribution_sentences: int) -> Dict:
     from garden import plots
-    from garden.bertology import identifiability
+    from garden.bertology import attention, identifiability
     from text.progress import Eta
 
     packer = opened.packer
     batch = packer.encode_numpy(sentences)
     effective = identifiability.effective_attention_stats(
-        opened.backbone, batch, packer.cls_id, packer.sep_id, _punctuation_ids(opened.tokens))
+        opened.backbone, batch, packer.cls_id, packer.sep_id,
+        attention.punctuation_ids(opened.tokens))
     probe = identifiability.token_identifiability(opened.backbone, batch)
     count = min(attribution_sentences, len(sentences))
     eta = Eta("[garden.analyze] identifiability: attribution of sentences", count)
@@ -299,11 +296,12 @@ def _label(opened: Opened) -> str:
 def run_probe(opened: Opened, args: argparse.Namespace) -> Dict:
     from garden.bertology import probe
 
-    result = probe.probe_conll(opened.backbone, opened.packer, args.probe_train,
-                               args.probe_dev, seed=args.seed)
-    os.makedirs(args.output, exist_ok=True)
-    result["plots"] = [probe.plot_probe({_label(opened): result},
-                                        os.path.join(args.output, "probe.png"))]
+    result = probe.probe_conll(opened.backbone, opened.packer, args.probe_train, args.probe_dev,
+                               seed=args.seed, tasks=args.probe_tasks, kind=args.probe_kind,
+                               control=True, scalar_mix=True)
+    lines = {name: value for task, r in result["tasks"].items() for name, value in
+             ((f"{_label(opened)} {task}", r), (f"{task} control task", r["control"]))}
+    result["plots"] = [probe.plot_probe(lines, os.path.join(args.output, "probe.png"))]
     return result
 
 
@@ -421,6 +419,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--probe_train", help="probe: a CoNLL-2003 file (word POS chunk NER)")
     p.add_argument("--probe_dev", help="probe: the CoNLL-2003 file to score on (default: 20%% "
                                        "of --probe_train's sentences, seeded)")
+    p.add_argument("--probe_tasks", default="ner", help="probe: ner, pos, chunk (comma list)")
+    p.add_argument("--probe_kind", choices=("linear", "mlp"), default="linear")
     p.add_argument("--senses", help="wsd: sense-labelled examples, JSON Lines "
                                     "(docs/bertology-formats.md); default: the seeded sample")
     return p
@@ -431,6 +431,9 @@ def _check_flags(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     needs = TABLE[args.analysis].needs
     if needs and not getattr(args, needs):
         p.error(f"{args.analysis} needs --{needs}")
+    args.probe_tasks = [t for t in args.probe_tasks.split(",") if t]
+    if not args.probe_tasks or set(args.probe_tasks) - {"ner", "pos", "chunk"}:
+        p.error(f"--probe_tasks={','.join(args.probe_tasks)}: choose among ner, pos, chunk")
     if len(args.model) > 1 and args.analysis != "contextuality":
         p.error(f"{args.analysis} takes one --model")
     if args.prune_threshold is not None and not 0 <= args.prune_threshold <= 1:

@@ -578,6 +578,9 @@ CASES = [
                   "usage", r"probe needs --probe_train"),
     _analyze_case("analyze-perplexity-without-input", "perplexity", lambda c: [],
                   "usage", r"perplexity needs --input"),
+    _analyze_case("analyze-probe-unknown-task", "probe", lambda c: [
+        f"--probe_train={c.write('train.txt', 'Paris NNP B-NP I-LOC' + chr(10))}",
+        "--probe_tasks=srl"], "usage", r"--probe_tasks=srl: choose among ner, pos, chunk"),
     _analyze_case("analyze-neighbours-without-input", "neighbours", lambda c: [],
                   "usage", r"neighbours needs --input"),
     _analyze_case("analyze-fill-mask-model-missing", "fill_mask", lambda c: [

@@ -21,7 +21,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, Iterable, Mapping, Optional, Sequence
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 
 import numpy as np
 from scipy import special
@@ -57,6 +57,14 @@ class QueryRows:
         inside = (keys >= 0) & (keys < self.key_real.shape[1])
         keys = np.clip(keys, 0, self.key_real.shape[1] - 1)
         return self.probs[:, :, rows, keys], inside & self.key_real[rows, keys]
+
+
+def punctuation_ids(tokens: Sequence[str]) -> List[int]:
+    """The ids of a vocabulary's punctuation pieces (no letter or digit once SentencePiece's
+    ▁ and byte-level BPE's Ġ are stripped; special tokens [..] and <..> left out)."""
+    return [i for i, t in enumerate(tokens)
+            if t.strip("▁Ġ") and all(not c.isalnum() for c in t.strip("▁Ġ"))
+            and not (t.startswith("[") or t.startswith("<"))]
 
 
 def query_rows(attention: np.ndarray, padding_mask: np.ndarray,

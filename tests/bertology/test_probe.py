@@ -66,3 +66,75 @@ def test_conll_files_through_a_tiny_bert(tmp_path):
     out = probe.plot_probe({"tiny": result, "types": typed}, str(tmp_path / "p" / "probe.png"))
     assert (tmp_path / "p" / "probe.png").exists() and out.endswith("probe.png")
     json.dumps(result)  # JSON-able as garden.analyze writes it
+
+
+def test_the_mlp_probe_reads_what_a_linear_one_cannot():
+    """XOR of two coordinates: no line separates it (a linear probe stays near chance, 0.5),
+    a one-hidden-layer MLP does (> 0.95)."""
+    rng = np.random.default_rng(3)
+    x = rng.uniform(-1, 1, size=(3000, 2))
+    y = np.where((x[:, 0] > 0) ^ (x[:, 1] > 0), "A", "B")
+    layers = x[None]
+    linear = probe.probe_layers(layers[:, :2000], y[:2000], layers[:, 2000:], y[2000:])
+    mlp = probe.probe_layers(layers[:, :2000], y[:2000], layers[:, 2000:], y[2000:],
+                             kind="mlp", max_iter=1000)
+    assert linear["accuracy"][0] < 0.5 + 4 * _sd(0.5, 1000)
+    assert mlp["accuracy"][0] > 0.95 and mlp["kind"] == "mlp"
+    with pytest.raises(ValueError, match="probe kind 'tree'"):
+        probe.probe_layers(layers[:, :20], y[:20], layers[:, 20:40], y[20:40], kind="tree")
+
+
+def test_control_labels_are_a_seeded_function_of_the_word_with_the_task_distribution():
+    rng = np.random.default_rng(4)
+    vocabulary = [f"w{i}" for i in range(400)]
+    train_words = list(rng.choice(vocabulary, 5000))
+    train_labels = rng.choice(["O", "X", "Y"], 5000, p=[0.7, 0.2, 0.1])
+    dev_words = list(rng.choice(vocabulary, 1000))
+    train_c, dev_c = probe.control_labels(train_words, train_labels, dev_words, seed=5)
+    seen = {}
+    for word, label in zip(train_words + dev_words, list(train_c) + list(dev_c)):
+        assert seen.setdefault(word, label) == label  # one label per word type
+    types = np.asarray([seen[w] for w in vocabulary])
+    # 400 types drawn from (0.7, 0.2, 0.1): the share of O within 4 sd of 0.7
+    assert abs(np.mean(types == "O") - 0.7) < 4 * _sd(0.7, 400)
+    again = probe.control_labels(train_words, train_labels, dev_words, seed=5)
+    assert list(again[0]) == list(train_c)
+
+
+def test_scalar_mix_weights_the_informative_layer():
+    rng = np.random.default_rng(6)
+    y = rng.choice(["A", "B", "C"], 2400)
+    centres = rng.normal(size=(3, 8)) * 2
+    informative = centres[np.searchsorted(["A", "B", "C"], y)] + rng.normal(0, 0.5, (2400, 8))
+    layers = np.stack([rng.normal(size=(2400, 8)), informative, rng.normal(size=(2400, 8))])
+    result = probe.scalar_mix_probe(layers[:, :1800], y[:1800], layers[:, 1800:], y[1800:])
+    assert result["accuracy"] > 0.9
+    assert sum(result["layer_weights"]) == pytest.approx(1, abs=1e-6)
+    assert result["layer_weights"][1] > 0.6, result["layer_weights"]
+
+
+def test_conll_tasks_with_control_and_scalar_mix(tmp_path):
+    words = ["the", "movie", "was", "good", "bad", "plot", "it", "."]
+    backbone, packer, tokenizer = tiny_bert(tmp_path, words, context_free_embeddings=True)
+    pos = {"the": "DT", "movie": "NN", "plot": "NN", "was": "VBD", "it": "PRP", ".": "."}
+    rng = np.random.default_rng(7)
+    sentences = []
+    for _ in range(60):
+        ws = tuple(rng.choice(words, 6))
+        sentences.append(tagging.ConllSentence(
+            ws, tuple("I-ORG" if w == "movie" else "O" for w in ws),
+            tuple(pos.get(w, "JJ") for w in ws), tuple("I-NP" for _ in ws)))
+    path = tmp_path / "train.txt"
+    path.write_text(tagging.format_sentences(sentences))
+    result = probe.probe_conll(backbone, packer, str(path), tokenizer=tokenizer, seed=2,
+                               tasks=("pos", "ner"), control=True, scalar_mix=True)
+    assert set(result["tasks"]) == {"pos", "ner"}
+    task = result["tasks"]["pos"]
+    assert result["accuracy"] == task["accuracy"]  # the first task's figures on top
+    assert task["accuracy"][0] == pytest.approx(1.0)  # POS is a function of the word here
+    np.testing.assert_allclose(task["selectivity"], np.asarray(task["accuracy"]) -
+                               task["control"]["accuracy"])
+    assert len(task["scalar_mix"]["layer_weights"]) == 3
+    with pytest.raises(ValueError, match="probe tasks"):
+        probe.probe_conll(backbone, packer, str(path), tokenizer=tokenizer, tasks=("srl",))
+    json.dumps(result)
