@@ -314,11 +314,11 @@ def run_wsd(opened: Opened, args: argparse.Namespace) -> Dict:
         examples = wsd.sample_senses(seed=args.seed)
         source = f"garden.bertology.wsd.sample_senses(seed={args.seed})"
     # wsd.wsd splits them with wsd.split_senses (30% of each sense to test, seeded)
-    result = wsd.wsd(opened.backbone, opened.packer, examples, seed=args.seed)
+    result = wsd.wsd(opened.backbone, opened.packer, examples, seed=args.seed,
+                     plot_dir=args.output)
     result["senses"] = source
-    os.makedirs(args.output, exist_ok=True)
-    result["plots"] = [wsd.plot_wsd({_label(opened): result},
-                                    os.path.join(args.output, "wsd.png"))]
+    result["plots"] = [wsd.plot_wsd({_label(opened): result}, os.path.join(
+        args.output, "wsd.png")), result["sense_plot"]["path"]]
     return result
 
 
@@ -421,8 +421,9 @@ def _parser() -> argparse.ArgumentParser:
                                        "of --probe_train's sentences, seeded)")
     p.add_argument("--probe_tasks", default="ner", help="probe: ner, pos, chunk (comma list)")
     p.add_argument("--probe_kind", choices=("linear", "mlp"), default="linear")
-    p.add_argument("--senses", help="wsd: sense-labelled examples, JSON Lines "
-                                    "(docs/bertology-formats.md); default: the seeded sample")
+    p.add_argument("--senses", help="wsd: sense-labelled examples, JSON Lines or a Raganato "
+                                    "et al. .data.xml (docs/bertology-formats.md); default: "
+                                    "the seeded sample")
     return p
 
 

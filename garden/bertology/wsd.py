@@ -28,6 +28,13 @@ File format (JSON Lines, UTF-8; one example per line, blank lines skipped):
   sense       the sense's id, any string (e.g. a WordNet sense key "bank%1:17:01::").
 A bad row is a ValueError naming the file, the line and what is wrong.
 
+Also read: the XML + gold-key files of Raganato, Camacho-Collados & Navigli (2017), "Word Sense
+Disambiguation: A Unified Evaluation Framework and Empirical Comparison" (SemCor, Senseval-2/3,
+SemEval-2007/13/15 all ship in it): NAME.data.xml (<corpus><text><sentence> of <wf> words and
+<instance id lemma> targets) with NAME.gold.key.txt beside it (lines "instance_id sense_key
+[more keys]"; the first key is taken). Every instance becomes one example over its sentence's
+words; an instance without a key, or a key of no instance, is a ValueError naming the id.
+
 `sample_senses` makes such examples without any download: sentences where an ambiguous word
 (bank, bat, spring, plant, crane) takes its sense from two context words of that sense,
 deterministic for a seed; `write_senses` writes them in the format above.
@@ -38,6 +45,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import xml.etree.ElementTree as ElementTree
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -101,10 +109,59 @@ def parse_row(row, where: str = "<row>") -> SenseExample:
     return SenseExample(tuple(words), index, row["lemma"], row["sense"])
 
 
+def gold_key_path(xml_path: str) -> str:
+    """NAME.gold.key.txt beside NAME.data.xml (or NAME.xml), as the framework names them."""
+    stem = xml_path[:-len(".data.xml")] if xml_path.endswith(".data.xml") else xml_path[:-4]
+    return stem + ".gold.key.txt"
+
+
+def read_raganato(xml_path: str, key_path: Optional[str] = None) -> List[SenseExample]:
+    """The examples of a unified-framework corpus (module docstring), in document order; each
+    example's `line` is its instance's position (1-based) among the corpus's instances."""
+    key_path = key_path or gold_key_path(xml_path)
+    if not os.path.isfile(key_path):
+        raise ValueError(f"{xml_path}: its gold key file {key_path} is not there")
+    keys = {}
+    with open(key_path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            fields = line.split()
+            if fields and len(fields) < 2:
+                raise ValueError(f"{key_path}:{number}: expected 'instance_id sense_key'")
+            if fields:
+                keys[fields[0]] = fields[1]
+    try:
+        root = ElementTree.parse(xml_path).getroot()
+    except ElementTree.ParseError as e:
+        raise ValueError(f"{xml_path}: not well-formed XML ({e})") from None
+    examples, used = [], set()
+    for sentence in root.iter("sentence"):
+        tokens = [t for t in sentence if t.tag in ("wf", "instance")]
+        words = tuple((t.text or "").strip() for t in tokens)
+        for index, token in enumerate(tokens):
+            if token.tag != "instance":
+                continue
+            ident = token.get("id")
+            if ident not in keys:
+                raise ValueError(f"{xml_path}: instance {ident} has no sense in {key_path}")
+            used.add(ident)
+            examples.append(SenseExample(words, index, token.get("lemma") or words[index],
+                                         keys[ident], len(examples) + 1))
+    extra = sorted(set(keys) - used)
+    if extra:
+        raise ValueError(f"{key_path}: {len(extra)} keys name no instance of {xml_path} "
+                         f"(first: {extra[0]})")
+    if not examples:
+        raise ValueError(f"{xml_path} holds no <instance>")
+    return examples
+
+
 def read_senses(path: str) -> List[SenseExample]:
-    """The examples of a sense-labelled JSON Lines file (module docstring), in file order."""
+    """The examples of a sense-labelled JSON Lines file (module docstring), in file order; a
+    .xml path is read as a unified-framework corpus with its gold key file (read_raganato)."""
     if not os.path.isfile(path):
         raise ValueError(f"sense file not found: {path}")
+    if path.endswith(".xml"):
+        return read_raganato(path)
     examples = []
     with open(path, "rb") as f:
         for number, raw in enumerate(f, 1):
@@ -205,6 +262,9 @@ def split_senses(examples: Sequence[SenseExample], test_fraction: float = 0.3,
 
 # -- the measurement -----------------------------------------------------------------------------
 
+TSNE_MAX = 2000  # occurrences of one lemma up to which plot_senses uses t-SNE, PCA above
+
+
 def _unit(x: np.ndarray) -> np.ndarray:
     return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
 
@@ -257,21 +317,59 @@ def _vectors(backbone, packer, examples: Sequence[SenseExample], tokenizer, pool
 
 def wsd(backbone, packer, train: Sequence[SenseExample],
         test: Optional[Sequence[SenseExample]] = None, *, tokenizer=None,
-        pooling: str = "first", test_fraction: float = 0.3, seed: int = 0) -> Dict:
+        pooling: str = "first", test_fraction: float = 0.3, seed: int = 0,
+        plot_dir: Optional[str] = None) -> Dict:
     """Nearest-centroid WSD of `backbone`'s layers: train and test examples (read_senses,
     sample_senses), or `train` split by split_senses(test_fraction, seed) when test is None.
-    Returns nearest_sense's dict plus the pooling and split."""
+    Returns nearest_sense's dict plus the pooling and split; with `plot_dir`, also
+    "sense_plot": {path, lemma, layer, method}, plot_senses of the lemma with the most
+    occurrences at the layer of best accuracy (train and test occurrences together)."""
     split = ("given" if test is not None
              else f"{test_fraction:.0%} of each sense to test, seed {seed}")
     if test is None:
         train, test = split_senses(train, test_fraction, seed)
-    result = nearest_sense(
-        _vectors(backbone, packer, train, tokenizer, pooling, "wsd train"),
-        [e.lemma for e in train], [e.sense for e in train],
-        _vectors(backbone, packer, test, tokenizer, pooling, "wsd test"),
-        [e.lemma for e in test], [e.sense for e in test])
+    train_vectors = _vectors(backbone, packer, train, tokenizer, pooling, "wsd train")
+    test_vectors = _vectors(backbone, packer, test, tokenizer, pooling, "wsd test")
+    result = nearest_sense(train_vectors, [e.lemma for e in train], [e.sense for e in train],
+                           test_vectors, [e.lemma for e in test], [e.sense for e in test])
     result.update(pooling=pooling, split=split)
+    if plot_dir:
+        examples = list(train) + list(test)
+        lemmas = [e.lemma for e in examples]
+        lemma = max(sorted(set(lemmas)), key=lemmas.count)
+        layer = int(np.argmax(result["accuracy"]))
+        rows = [i for i, e in enumerate(examples) if e.lemma == lemma]
+        vectors = np.concatenate([train_vectors[layer], test_vectors[layer]])[rows]
+        path, method = plot_senses(vectors, [examples[i].sense for i in rows], lemma, layer,
+                                   os.path.join(plot_dir, "wsd_senses.png"), seed)
+        result["sense_plot"] = {"path": path, "lemma": lemma, "layer": layer, "method": method}
     return result
+
+
+def plot_senses(vectors: np.ndarray, senses: Sequence[str], lemma: str, layer: int,
+                path: str, seed: int = 0) -> Tuple[str, str]:
+    """One lemma's occurrences in 2-D, coloured by sense: t-SNE (scikit-learn) for up to
+    TSNE_MAX occurrences, PCA above (t-SNE's cost grows with the square of the points); a PNG
+    at `path`. Returns (path, the method used)."""
+    from sklearn.decomposition import PCA
+    from sklearn.manifold import TSNE
+
+    vectors = np.asarray(vectors, np.float64)
+    if len(vectors) <= TSNE_MAX:
+        method = "t-SNE"
+        points = TSNE(2, perplexity=min(30.0, (len(vectors) - 1) / 3), random_state=seed,
+                      init="pca").fit_transform(vectors)
+    else:
+        method, points = "PCA", PCA(2, random_state=seed).fit_transform(vectors)
+    plt = plots.pyplot()
+    figure, axis = plt.subplots(figsize=(5, 4))
+    senses = np.asarray(senses)
+    for sense in sorted(set(senses)):
+        axis.scatter(*points[senses == sense].T, s=14, label=sense)
+    axis.set(title=f"{lemma}: its occurrences at layer {layer} ({method})")
+    axis.legend(fontsize=7)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    return plots.save(figure, path), method
 
 
 def plot_wsd(results: Mapping[str, Mapping], path: str) -> str:

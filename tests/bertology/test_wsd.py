@@ -97,3 +97,73 @@ def test_sample_senses_through_a_tiny_bert(tmp_path):
     assert result["accuracy"][0] == 0.5
     json.dumps(result)
     assert wsd.plot_wsd({"tiny": result}, str(tmp_path / "wsd.png")).endswith("wsd.png")
+
+
+RAGANATO_XML = """<?xml version="1.0" encoding="UTF-8"?>
+<corpus lang="en" source="test">
+<text id="d000">
+<sentence id="d000.s000">
+<wf lemma="we" pos="PRON">We</wf>
+<wf lemma="sit" pos="VERB">sat</wf>
+<wf lemma="by" pos="ADP">by</wf>
+<wf lemma="the" pos="DET">the</wf>
+<instance id="d000.s000.t000" lemma="bank" pos="NOUN">bank</instance>
+<wf lemma="." pos=".">.</wf>
+</sentence>
+<sentence id="d000.s001">
+<instance id="d000.s001.t000" lemma="bank" pos="NOUN">Banks</instance>
+<instance id="d000.s001.t001" lemma="lend" pos="VERB">lend</instance>
+<wf lemma="money" pos="NOUN">money</wf>
+</sentence>
+</text>
+</corpus>
+"""
+RAGANATO_KEYS = ("d000.s000.t000 bank%1:17:01::\n"
+                 "d000.s001.t000 bank%1:14:00:: bank%1:06:00::\n"
+                 "d000.s001.t001 lend%2:40:00::\n")
+
+
+def test_the_unified_framework_xml_and_its_gold_keys(tmp_path):
+    """Raganato et al. (2017)'s NAME.data.xml + NAME.gold.key.txt: one example per instance
+    over its sentence's words (wf and instance alike), its first key; read_senses takes it."""
+    (tmp_path / "test.data.xml").write_text(RAGANATO_XML)
+    (tmp_path / "test.gold.key.txt").write_text(RAGANATO_KEYS)
+    examples = wsd.read_senses(str(tmp_path / "test.data.xml"))
+    assert [(e.words, e.word_index, e.lemma, e.sense, e.line) for e in examples] == [
+        (("We", "sat", "by", "the", "bank", "."), 4, "bank", "bank%1:17:01::", 1),
+        (("Banks", "lend", "money"), 0, "bank", "bank%1:14:00::", 2),
+        (("Banks", "lend", "money"), 1, "lend", "lend%2:40:00::", 3)]
+
+
+@pytest.mark.parametrize("keys, xml, message", [
+    (None, RAGANATO_XML, r"gold key file \S+test\.gold\.key\.txt is not there"),
+    (RAGANATO_KEYS.splitlines()[0] + "\n", RAGANATO_XML,
+     r"instance d000\.s001\.t000 has no sense in"),
+    (RAGANATO_KEYS + "d000.s009.t000 x%1\n", RAGANATO_XML,
+     r"1 keys name no instance of \S+ \(first: d000\.s009\.t000\)"),
+    (RAGANATO_KEYS, RAGANATO_XML.replace("</corpus>", ""), r"not well-formed XML"),
+    ("d000.s000.t000\n", RAGANATO_XML, r"test\.gold\.key\.txt:1: expected 'instance_id"),
+])
+def test_a_bad_framework_file_names_the_file_and_record(tmp_path, keys, xml, message):
+    (tmp_path / "test.data.xml").write_text(xml)
+    if keys is not None:
+        (tmp_path / "test.gold.key.txt").write_text(keys)
+    with pytest.raises(ValueError, match=message):
+        wsd.read_raganato(str(tmp_path / "test.data.xml"))
+
+
+def test_the_senses_of_one_lemma_are_drawn(tmp_path):
+    sample = wsd.sample_senses(per_sense=8, seed=0, lemmas=["bank", "bat"])
+    words = sorted({w for e in sample for w in e.words})
+    backbone, packer, tokenizer = tiny_bert(tmp_path, words, context_free_embeddings=True)
+    result = wsd.wsd(backbone, packer, sample, tokenizer=tokenizer, test_fraction=0.25,
+                     plot_dir=str(tmp_path / "plots"))
+    plot = result["sense_plot"]
+    assert plot["method"] == "t-SNE" and plot["lemma"] in ("bank", "bat")
+    assert plot["layer"] == int(np.argmax(result["accuracy"]))
+    with open(plot["path"], "rb") as f:
+        assert f.read(4) == b"\x89PNG"
+    path, method = wsd.plot_senses(np.random.default_rng(0).normal(size=(wsd.TSNE_MAX + 1, 4)),
+                                   ["a", "b"] * ((wsd.TSNE_MAX + 1) // 2) + ["a"], "x", 0,
+                                   str(tmp_path / "pca.png"))
+    assert method == "PCA"
