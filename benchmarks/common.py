@@ -361,6 +361,13 @@ def timing_summary(warmup_s: float, wall_s: float, step_s: List[float], own_cpu_
     }
 
 
+def print_report(report: dict, path) -> dict:
+    """Prints `report` one "key: value" line each, then write_report(report, path)."""
+    for key, value in report.items():
+        print(f"{key}: {value}")
+    return write_report(report, path)
+
+
 def write_report(report: dict, path) -> dict:
     """Writes `report` as indented JSON to `path` when one is given; returns the report."""
     if path:

@@ -71,10 +71,7 @@ def main(argv=None) -> int:
                   "perplexity": scored["perplexity"], "uniform_perplexity": vocab_size,
                   "unigram_perplexity": unigram_perplexity(tokenizer, train_lines, lines,
                                                            vocab_size, 128)}
-    for key, value in result.items():
-        print(f"{key}: {value}")
-    if args.output_json:
-        common.write_report(result, args.output_json)
+    common.print_report(result, args.output_json)
     return 0
 
 

@@ -119,10 +119,7 @@ def main(argv=None) -> int:
             "same_nearest_neighbour": int((nearest(ours_sim) == nearest(theirs_sim)).sum()),
             "perplexity_exit_status": code, "perplexity_message": err.getvalue().strip(),
         }
-    for key, value in report.items():
-        print(f"{key}: {value}")
-    if args.output_json:
-        common.write_report(report, args.output_json)
+    common.print_report(report, args.output_json)
     return 0
 
 
