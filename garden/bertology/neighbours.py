@@ -14,17 +14,19 @@ from typing import Dict, List, Sequence
 import numpy as np
 
 from garden import runs
+from garden.models.instrument import run as run_model
 from garden.serving.features import pool
 
 
 def embed(backbone, packer, texts: Sequence[str], pooling: str = "mean",
           batch_size: int = 32) -> np.ndarray:
-    """[N, D] float32 embeddings of `texts`."""
+    """[N, D] float32 embeddings of `texts`. The backbone is given only the packed inputs it
+    takes (instrument.run): the "bert" layout packs segment_ids, which DistilBERT and the
+    recurrent families do not read."""
     rows = []
     for start in range(0, len(texts), batch_size):
         inputs = packer.encode_numpy(list(texts[start:start + batch_size]))
-        features = backbone({k: inputs[k] for k in packer.input_names},
-                            training=False)["sequence_output"]
+        features = run_model(backbone, inputs)["sequence_output"]
         rows.append(pool(features, inputs["padding_mask"], pooling).numpy())
     return np.concatenate(rows).astype(np.float32)
 

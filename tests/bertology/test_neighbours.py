@@ -56,3 +56,23 @@ def test_neighbours_equal_transformers_mean_pooling(queries, tmp_path):
         np.testing.assert_allclose([n["cosine"] for n in entry["neighbours"]],
                                    cosines[q, expected], atol=1e-5)
         assert all(n["text"] == LINES[n["line"]] for n in entry["neighbours"])
+
+
+def test_a_backbone_without_segment_ids_embeds_what_it_reads(tmp_path):
+    """DistilBERT takes no segment_ids, which the "bert" layout packs: its embeddings are those
+    of its own inputs alone (a functional model handed the extra key reads the wrong tensors)."""
+    from representation_testing import tiny_bert
+
+    from garden.bertology import neighbours
+    from garden.models.distilbert.backbone import DistilBertBackbone
+
+    _, packer, _ = tiny_bert(tmp_path, ["the", "movie", "was", "good", "bad"])
+    backbone = DistilBertBackbone(vocab_size=packer.vocab_size, num_layers=1, hidden_size=16,
+                                  num_heads=2, intermediate_size=32, dropout=0.0)
+    texts = ["the movie was good", "bad"]
+    inputs = packer.encode_numpy(texts)
+    states = backbone({"token_ids": inputs["token_ids"], "padding_mask": inputs["padding_mask"]},
+                      training=False)["sequence_output"].numpy()
+    mask = inputs["padding_mask"][:, :, None]
+    expected = (states * mask).sum(1) / mask.sum(1)
+    np.testing.assert_allclose(neighbours.embed(backbone, packer, texts), expected, atol=1e-6)
