@@ -26,6 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 from garden import runs
+from garden.models.instrument import run as run_model
 
 
 def _log_probs_of(logits, targets: np.ndarray) -> np.ndarray:
@@ -77,7 +78,6 @@ def pseudo_perplexity(mlm, inputs: Dict[str, np.ndarray], mask_id: int,
     one copy of a line per scored piece, that piece replaced by `mask_id` and named in
     masked_lm_positions; `mlm` returns {"mlm_logits": [B, 1, V], ...}."""
     pairs = masked_positions(inputs, special_ids)
-    names = [t.name.split(":")[0] for t in mlm.inputs]
     nll = 0.0
     for start in range(0, len(pairs), batch_size):
         rows, positions = map(np.array, zip(*pairs[start:start + batch_size]))
@@ -85,7 +85,7 @@ def pseudo_perplexity(mlm, inputs: Dict[str, np.ndarray], mask_id: int,
         targets = batch["token_ids"][np.arange(len(rows)), positions].copy()
         batch["token_ids"][np.arange(len(rows)), positions] = mask_id
         batch["masked_lm_positions"] = positions[:, None].astype(np.int32)
-        logits = mlm({k: batch[k] for k in names}, training=False)["mlm_logits"]
+        logits = run_model(mlm, batch)["mlm_logits"]  # the inputs it takes, inference mode
         nll -= float(_log_probs_of(logits[:, 0], targets).sum())
     lines = len({row for row, _ in pairs})
     return _summary(nll, len(pairs), lines, "a masked LM (one piece besides the specials)")
@@ -125,7 +125,6 @@ def fill_mask(mlm, lines: Sequence[Sequence[int]], mask_id: int, cls_id: int, se
     """For each line (its piece ids, mask_id where a piece is asked for), one list per mask of
     the top_k {"token", "id", "probability"}, most probable first. A line is packed as
     [cls] pieces [sep] (segment 0), which the BERT and RoBERTa layouts share."""
-    names = [t.name.split(":")[0] for t in mlm.inputs]
     answers = []
     for line in lines:
         ids = np.array([[cls_id, *line, sep_id]], np.int32)
@@ -135,7 +134,7 @@ def fill_mask(mlm, lines: Sequence[Sequence[int]], mask_id: int, cls_id: int, se
             continue
         inputs = {"token_ids": ids, "padding_mask": np.ones_like(ids),
                   "segment_ids": np.zeros_like(ids), "masked_lm_positions": positions[None]}
-        logits = mlm({k: inputs[k] for k in names}, training=False)["mlm_logits"][0]
+        logits = run_model(mlm, inputs)["mlm_logits"][0]
         probs = tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1).numpy()
         answers.append([[{"token": tokens[i], "id": int(i), "probability": float(row[i])}
                          for i in np.argsort(-row, kind="stable")[:top_k]] for row in probs])
