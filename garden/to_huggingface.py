@@ -110,20 +110,20 @@ def tokenizer_files(run, spec) -> Dict[str, str]:
     return dict(zip(spec.hf_tokenizer_files, files.values()))
 
 
-def write_tokenizer(run, spec, output: str, vocab_size: int, max_length: Optional[int]) -> Dict:
-    """Copies the run's vocabulary under the names the family's Hugging Face tokenizer reads
-    and writes its tokenizer_config.json; returns {file name: source path}."""
+def write_tokenizer(run, spec, output: str, files: Dict[str, str], pieces: int,
+                    vocab_size: int, max_length: Optional[int]) -> Dict:
+    """Copies `files` (tokenizer_files) into `output` and writes its tokenizer_config.json;
+    `pieces` is the vocabulary's size, `vocab_size` the model's. Returns `files`."""
     import shutil
 
-    written = tokenizer_files(run, spec)
-    for name, path in written.items():
+    for name, path in files.items():
         shutil.copyfile(path, os.path.join(output, name))
     config = _tokenizer_config(spec.tokenizer, run.lower_case, max_length)
     if spec.tokenizer == "sentencepiece":  # the sentinels the model's vocabulary has room for
-        config["extra_ids"] = max(0, min(MAX_SENTINELS, vocab_size - len(run.tokens())))
+        config["extra_ids"] = max(0, min(MAX_SENTINELS, vocab_size - pieces))
     with open(os.path.join(output, "tokenizer_config.json"), "w") as f:
         json.dump(config, f, indent=2, sort_keys=True)
-    return written
+    return files
 
 
 def write(run, output: str) -> Dict:
@@ -139,7 +139,7 @@ def write(run, output: str) -> Dict:
         raise ValueError(f"{run.path} holds {what}: garden.to_huggingface writes the "
                          f"families {', '.join(sorted(WRITERS))}")
     spec = models.spec(run.family)
-    tokenizer_files(run, spec)  # checked before anything is written
+    files = tokenizer_files(run, spec)  # checked before anything is written
     backbone_config = backbone.get_config()
     tokens = run.tokens()
     try:
@@ -150,7 +150,8 @@ def write(run, output: str) -> Dict:
     os.makedirs(output, exist_ok=True)
     with open(os.path.join(output, "config.json"), "w") as f:
         json.dump(config, f, indent=2, sort_keys=True)
-    tokenizer = write_tokenizer(run, spec, output, int(backbone_config["vocab_size"]),
+    tokenizer = write_tokenizer(run, spec, output, files, len(tokens),
+                                int(backbone_config["vocab_size"]),
                                 backbone_config.get("max_sequence_length"))
     # Last: a directory with model.safetensors is complete (main() never writes over one).
     save_file({name: value.astype("float32") for name, value in state.items()},
