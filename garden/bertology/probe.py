@@ -151,7 +151,7 @@ def word_labels(sentences: Sequence[tagging.ConllSentence], found, types: bool,
     ValueError when the file has no such column (the CoNLL-2003 columns: word POS chunk NER)."""
     column = {"ner": "tags", "pos": "pos", "chunk": "chunks"}[task]
     pairs = list(zip(found.sentence_ids, found.word_index))
-    if any(not getattr(sentences[s], column) for s, _ in pairs[:1]):
+    if pairs and not getattr(sentences[pairs[0][0]], column):  # a file has the column or not
         raise ValueError(f"the CoNLL sentences carry no {task} column")
     tags = [getattr(sentences[s], column)[k] for s, k in pairs]
     if types and task == "ner":
@@ -211,7 +211,7 @@ def probe_conll(backbone, packer, train_path: str, dev_path: Optional[str] = Non
                                      result["control"]["accuracy"]).tolist()
         if scalar_mix:
             result["scalar_mix"] = scalar_mix_probe(train_x, train_y, dev_x, dev_y, seed=seed)
-    first = {k: v for k, v in results[tasks[0]].items()}
+    first = dict(results[tasks[0]])
     first.update(train=train_path, dev=dev_path or f"{dev_fraction:.0%} of {train_path}",
                  pooling=pooling, labelling="entity types" if types else "tags", seed=seed,
                  tasks=results)
