@@ -5,7 +5,8 @@ A tiny random Hugging Face BERT, converted, embeds 100 sentences (short, long en
 at 32 pieces, cased, accented, empty) as transformers does with its own tokenizer and
 sentence-transformers' mean pooling (the sum of the last hidden states over the attention mask
 divided by its count): embeddings and the 100 x 100 cosine similarities equal to 1e-5; the
-"cls" export gives the first piece's hidden state.
+"cls" export gives the first piece's hidden state. A request that is not a batch of texts is an
+InvalidArgumentError naming the input.
 """
 
 from __future__ import annotations
@@ -31,6 +32,14 @@ import tensorflow_text  # noqa: F401 - the export's tokenizer ops
 
 texts = json.loads(sys.argv[2])
 embed = tf.saved_model.load(sys.argv[1]).signatures["embed"]
+bad = {}
+for case, value in (("scalar", "one text"), ("matrix", [["a"], ["b"]])):
+    try:
+        embed(text=tf.constant(value))
+        bad[case] = "answered"
+    except tf.errors.InvalidArgumentError as e:
+        bad[case] = e.message
+print("BAD " + json.dumps(bad))
 print("RESULT " + json.dumps(embed(text=tf.constant(texts))["embedding"].numpy().tolist()))
 """
 
@@ -60,12 +69,14 @@ def exported(tmp_path_factory):
                                      f"--model_name={pooling}", f"--max_seq_length={SEQ}",
                                      f"--pooling={pooling}"]) == 0
     texts = _sentences()
-    served = {}
+    served, bad = {}, {}
     for pooling in ("mean", "cls"):
         stdout = run_code(_EMBED, str(root / "exports" / pooling / "1"), json.dumps(texts)).stdout
         line = next(l for l in stdout.splitlines() if l.startswith("RESULT "))
         served[pooling] = np.asarray(json.loads(line[len("RESULT "):]), np.float32)
-    return hf, texts, served
+        bad[pooling] = json.loads(next(l for l in stdout.splitlines()
+                                       if l.startswith("BAD "))[len("BAD "):])
+    return hf, texts, served, bad
 
 
 def _transformers_states(hf, texts):
@@ -82,7 +93,7 @@ def _cosines(x):
 
 
 def test_mean_pooled_embeddings_and_similarities_equal_transformers(exported):
-    hf, texts, served = exported
+    hf, texts, served, _ = exported
     states, mask = _transformers_states(hf, texts)
     weights = mask[:, :, None].float()
     expected = ((states * weights).sum(1) / weights.sum(1).clamp(min=1e-9)).numpy()
@@ -92,7 +103,17 @@ def test_mean_pooled_embeddings_and_similarities_equal_transformers(exported):
 
 
 def test_cls_pooling_is_the_first_piece(exported):
-    hf, texts, served = exported
+    hf, texts, served, _ = exported
     states, _ = _transformers_states(hf, texts)
     np.testing.assert_allclose(served["cls"], states[:, 0].numpy(), atol=1e-5)
     assert np.abs(served["cls"] - served["mean"]).max() > 1e-2  # the two poolings differ
+
+
+def test_a_request_that_is_not_a_batch_of_texts_is_an_invalid_argument(exported):
+    """A single string or a nested list sent to `embed`: InvalidArgumentError naming the input
+    and the shape it takes, as serving_default answers; the export goes on serving (the good
+    request after them answered above)."""
+    for pooling, cases in exported[3].items():
+        for case, message in cases.items():
+            assert "text must be a batch of strings, shape [batch]" in message, (pooling, case,
+                                                                                 message)
