@@ -17,7 +17,8 @@ from convert_testing import write_hf_bert  # noqa: E402
 
 LINES = ["the movie was good .", "the film was great !", "the plot was dull .",
          "acting was awful , music was boring", "i really liked the story",
-         "we hated the acting", "a very fun film", "the music was not good"]
+         "we hated the acting", "a very fun film", "the music was not good",
+         "Ελληνικά 日本語 🙂 café", " ".join(["movie"] * 40)]
 QUERIES = ["a great movie", "boring plot"]
 
 

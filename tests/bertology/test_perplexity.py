@@ -26,7 +26,8 @@ from convert_testing import write_hf_bert, write_hf_gpt2  # noqa: E402
 from testing import pretrain_args, train_in_process  # noqa: E402
 
 LINES = ["the movie was good , the plot was great .", "The film was DULL!",
-         "good", "bad bad plot , movie was not great"]
+         "good", "bad bad plot , movie was not great", "Ελληνικά 日本語 🙂 café ½",
+         " ".join(["movie was good"] * 20)]
 SEQ = 32
 
 
@@ -153,7 +154,8 @@ def test_an_encoder_without_pretraining_heads_is_refused_saying_why(converted, t
     assert not (tmp_path / "report" / "perplexity.json").exists()
 
 
-MASKED = ["the movie was [MASK] .", "[MASK] plot , the film was [MASK] !", "The [MASK] WAS good"]
+MASKED = ["the movie was [MASK] .", "[MASK] plot , the film was [MASK] !", "The [MASK] WAS good",
+          "Ελληνικά [MASK] 日本語 🙂 café"]
 
 
 def test_fill_mask_equals_the_transformers_pipeline(converted, tmp_path, capsys):

@@ -30,7 +30,9 @@ from convert_testing import (  # noqa: E402
 from testing import pretrain_args, run_tool, train_in_process  # noqa: E402
 
 TOL = 1e-4
-TEXTS = ["The movie was GOOD, really!", "the plot was dull , the film great ."]
+# English, other scripts and symbols, an accent, empty and a long run.
+TEXTS = ["The movie was GOOD, really!", "the plot was dull , the film great .",
+         "Ελληνικά 日本語 テキスト 🙂 café ½ ∑", "", " ".join(["movie"] * 60)]
 
 
 def _write_back(source, output):

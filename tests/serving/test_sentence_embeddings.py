@@ -2,7 +2,7 @@
 on a garden.convert directory, the export's `embed` signature called in a process of its own.
 
 A tiny random Hugging Face BERT, converted, embeds 100 sentences (short, long enough to be cut
-at 32 pieces, cased, accented, empty) as transformers does with its own tokenizer and
+at 32 pieces, cased, accented, other scripts and symbols, empty) as transformers does with its own tokenizer and
 sentence-transformers' mean pooling (the sum of the last hidden states over the attention mask
 divided by its count): embeddings and the 100 x 100 cosine similarities equal to 1e-5; the
 "cls" export gives the first piece's hidden state. A request that is not a batch of texts is an
@@ -50,7 +50,8 @@ def _sentences():
     texts = [" ".join(rng.choice(words) for _ in range(rng.randint(1, 12))) for _ in range(90)]
     texts += [" ".join(rng.choice(words) for _ in range(60)),  # cut at 32 pieces
               "The MOVIE was Good!", "café naïve résumé", "", "good ,bad.plot?",
-              "a" * 120, "the  plot\twas\ngood", "GOOD GOOD good", "movie", "Plot: dull."]
+              "a" * 120, "the  plot\twas\ngood", "GOOD GOOD good", "Ελληνικά 日本語 🙂 ½",
+              "Plot: dull."]
     assert len(texts) == 100
     return texts
 
