@@ -65,28 +65,17 @@ class CausalLMFinetuning(GenerativeFinetuning):
         self.eos_id, self.pad_id = framed.eos_id, framed.pad_id
         self.prefix = list(framed.prompt_prefix_ids)
         self.separator_ids = eager.tokenize([self.separator])[0] if self.separator else []
-        if self.source_room < 1:
-            raise ValueError(f"{self.name}.max_prompt_length {self.max_prompt_length} leaves no "
-                             f"room for a source token beside {self.prefix} and the separator "
-                             f"{self.separator!r} ({len(self.separator_ids)} tokens)")
-
-    @property
-    def source_room(self) -> int:
-        return self.max_prompt_length - len(self.prefix) - len(self.separator_ids)
+        self._frame_sources(self.max_prompt_length, self.prefix, self.separator_ids,
+                            "max_prompt_length", f"{self.prefix} and the separator "
+                            f"{self.separator!r} ({len(self.separator_ids)} tokens)")
 
     @property
     def train_decoder_length(self) -> int:
         return self.max_prompt_length + self.max_target_length - 1
 
-    def serving_layout(self) -> dict:
-        """make_generation_serving's prompt layout: prefix, source, separator (as _encode)."""
-        return {"max_prompt_length": self.max_prompt_length, "prompt_prefix_ids": self.prefix,
-                "prompt_suffix_ids": self.separator_ids}
-
     def _encode(self, source, target, for_generation):
         batch = source.nrows()
-        prompt = tf.concat([fill(batch, self.prefix), source[:, :self.source_room],
-                            fill(batch, self.separator_ids)], axis=1)
+        prompt = self._framed_sources(source)  # prefix, source, separator
         if for_generation:  # the prompt, left-padded
             ids, mask = dense(prompt, self.max_prompt_length, self.pad_id)
             ids, mask = left_pad(ids, mask)

@@ -120,7 +120,8 @@ class GenerativeFinetuning(Task):
     tokenizer (`tokenizer_kind`; the gin parameter is `tokenizer`), the prompt framing of the
     vocabulary (garden/models/framing.py), loss, evaluation, export. A subclass sets
     `encoder_decoder`, `prompt_names`, and implements _set_specials (its ids from
-    `self.prompt_framing(vocab)`), source_room, train_decoder_length, serving_layout and _encode."""
+    `self.prompt_framing(vocab)`, the source's frame through `_frame_sources`),
+    train_decoder_length and _encode (the framed source from `_framed_sources`)."""
 
     encoder_decoder: bool = False
 
@@ -222,6 +223,30 @@ class GenerativeFinetuning(Task):
 
     def _target_text(self, target: str) -> str:
         return target
+
+    def _frame_sources(self, max_length: int, prefix: Sequence[int], suffix: Sequence[int],
+                       length_argument: str, beside: str) -> None:
+        """Every source goes in as prefix + its first `source_room` tokens + suffix, within
+        `max_length` tokens (the gin argument `length_argument`); ValueError when not even one
+        source token fits beside the ids (`beside` says what they are)."""
+        self._source_frame = (int(max_length), list(prefix), list(suffix))
+        self.source_room = int(max_length) - len(prefix) - len(suffix)
+        if self.source_room < 1:
+            raise ValueError(f"{self.name}.{length_argument} {max_length} leaves no room for a "
+                             f"source token beside {beside}")
+
+    def _framed_sources(self, source: tf.RaggedTensor) -> tf.RaggedTensor:
+        """The sources (ragged ids [B, None]) cut to source_room and framed (_frame_sources)."""
+        _, prefix, suffix = self._source_frame
+        batch = source.nrows()
+        return tf.concat([fill(batch, prefix), source[:, :self.source_room], fill(batch, suffix)],
+                         axis=1)
+
+    def serving_layout(self) -> dict:
+        """make_generation_serving's prompt layout: the source's frame, as _encode lays it out."""
+        max_length, prefix, suffix = self._source_frame
+        return {"max_prompt_length": max_length, "prompt_prefix_ids": prefix,
+                "prompt_suffix_ids": suffix}
 
     def prompt_framing(self, vocab) -> framing.Framing:
         """The prompt framing of this task's model shape and vocabulary (T5 for SentencePiece

@@ -71,14 +71,8 @@ class TextToText(GenerativeFinetuning):
         if bad:
             raise ValueError(f"{self.name}.decoder_start_ids {self.start_ids}: ids {bad} are not "
                              f"in {self.vocab} ({vocab.size} ids)")
-        if self.source_room < 1:
-            raise ValueError(f"{self.name}.max_source_length {self.max_source_length} leaves no "
-                             f"room for a source token beside {self.source_prefix} and "
-                             f"{self.source_suffix}")
-
-    @property
-    def source_room(self) -> int:
-        return self.max_source_length - len(self.source_prefix) - len(self.source_suffix)
+        self._frame_sources(self.max_source_length, self.source_prefix, self.source_suffix,
+                            "max_source_length", f"{self.source_prefix} and {self.source_suffix}")
 
     @property
     def decoder_length(self) -> int:
@@ -87,15 +81,13 @@ class TextToText(GenerativeFinetuning):
     train_decoder_length = decoder_length
 
     def serving_layout(self) -> dict:
-        """make_generation_serving's prompt layout: as _encode lays out a source."""
-        return {"max_prompt_length": self.max_source_length,
-                "prompt_prefix_ids": self.source_prefix, "prompt_suffix_ids": self.source_suffix,
-                "decoder_start_ids": self.start_ids}
+        """make_generation_serving's prompt layout: the source's frame, then the decoder's
+        start ids."""
+        return {**super().serving_layout(), "decoder_start_ids": self.start_ids}
 
     def _encode(self, source, target, for_generation):
         batch = source.nrows()
-        source = tf.concat([fill(batch, self.source_prefix), source[:, :self.source_room],
-                            fill(batch, self.source_suffix)], axis=1)
+        source = self._framed_sources(source)
         encoder_ids, encoder_mask = dense(source, self.max_source_length, self.pad_id)
         out = {"encoder_token_ids": encoder_ids, "encoder_padding_mask": encoder_mask}
         if for_generation:  # the prompt: the encoder inputs and the start tokens
