@@ -1,6 +1,7 @@
 """What every family's heads-on-a-backbone model shares: the config (the serialized backbone plus
 the model's own arguments), the tied masked-LM head built from the backbone's config, the graph
-of a masked-LM pretrainer, and the sentence-level head.
+of a masked-LM pretrainer, the sentence-level head, and the masked LM + sentence-pair pretrainer
+with its loss (BERT's NSP, ALBERT's SOP).
 """
 
 from __future__ import annotations
@@ -8,9 +9,11 @@ from __future__ import annotations
 from typing import Dict, Sequence, Tuple
 
 import keras
+import tensorflow as tf
 
 from garden.layers.embeddings import truncated_normal
 from garden.layers.heads import MaskedLMHead
+from garden.losses import masked_lm_metrics, sentence_metrics, with_total_loss
 from garden.models.backbone import backbone_inputs
 
 
@@ -79,3 +82,67 @@ def sentence_head(backbone, name: str, num_classes: int = 2) -> keras.layers.Den
         num_classes, kernel_initializer=truncated_normal(getattr(backbone, "initializer_range",
                                                                  0.02)),
         dtype="float32", name=name)
+
+
+# The inputs of a sentence-pair backbone (BERT's order).
+PAIR_INPUTS = ("token_ids", "segment_ids", "padding_mask")
+
+
+class SentencePairPretrainer(Pretrainer):
+    """A masked LM head and a sentence-pair head (sentence_head: dense(2) on the pooled output)
+    on a backbone with segment inputs: BertPretrainer (next sentence prediction) and
+    AlbertPretrainer (sentence order prediction).
+
+    Inputs (dict, int32): token_ids, segment_ids, padding_mask [B, T]; masked_lm_positions
+    [B, P]. Outputs (dict, float32): mlm_logits [B, P, V], `<sentence>`_logits [B, 2].
+
+    A subclass names the pair task (`sentence`: the output's and the loss's prefix, "nsp") and
+    the pair head (`sentence_head_name`: its attribute and layer name, which checkpoints and the
+    converters know), and may change the MLM head (`masked_lm_head_for`) or how the graph reaches
+    the masked rows and the pooled output (`masked_lm_and_pooled`).
+    """
+
+    sentence: str = ""
+    sentence_head_name: str = ""
+
+    def __init__(self, backbone, **kwargs):
+        # === Layers ===
+        masked_lm_head = self.masked_lm_head_for(backbone)
+        pair_head = sentence_head(backbone, self.sentence_head_name)
+
+        # === Functional graph ===
+        inputs, mlm_logits, pooled_output = self.masked_lm_and_pooled(backbone, masked_lm_head)
+        pair_logits = pair_head(pooled_output)
+        super().__init__(inputs=inputs, outputs={"mlm_logits": mlm_logits,
+                                                 f"{self.sentence}_logits": pair_logits},
+                         **kwargs)
+
+        # === Config ===
+        self.backbone = backbone
+        self.masked_lm_head = masked_lm_head
+        setattr(self, self.sentence_head_name, pair_head)
+
+    @staticmethod
+    def masked_lm_head_for(backbone) -> MaskedLMHead:
+        """BERT's tied MLM head (GELU transform)."""
+        return tied_masked_lm_head(backbone)
+
+    @staticmethod
+    def masked_lm_and_pooled(backbone, masked_lm_head: MaskedLMHead):
+        """(inputs, mlm_logits, pooled_output): masked_lm_graph on the pair inputs."""
+        inputs, backbone_outputs, mlm_logits = masked_lm_graph(backbone, masked_lm_head,
+                                                               PAIR_INPUTS)
+        return inputs, mlm_logits, backbone_outputs["pooled_output"]
+
+
+def sentence_pair_loss(outputs: Dict[str, tf.Tensor], masked_lm_ids, masked_lm_weights,
+                       sentence_labels, sentence: str,
+                       mlm_denominator=None) -> Dict[str, tf.Tensor]:
+    """MLM + sentence-pair loss and accuracies of one (per-replica) batch, in plain TF ops:
+    bert_pretrain_loss with the pair task named `sentence` ("nsp", "sop": the logits are
+    outputs[f"{sentence}_logits"], the metrics f"{sentence}_loss", f"{sentence}_accuracy")."""
+    return with_total_loss(
+        {**masked_lm_metrics(outputs["mlm_logits"], masked_lm_ids, masked_lm_weights,
+                             mlm_denominator),
+         **sentence_metrics(outputs[f"{sentence}_logits"], sentence_labels, sentence)},
+        **{"mlm": 1.0, sentence: 1.0})

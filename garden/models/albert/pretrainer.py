@@ -13,14 +13,13 @@ from typing import Dict
 import keras
 import tensorflow as tf
 
-from garden.losses import masked_lm_metrics, sentence_metrics, with_total_loss
 from garden.models.albert.backbone import get_activation
-from garden.models.pretrainer import (Pretrainer, masked_lm_graph, sentence_head,
+from garden.models.pretrainer import (SentencePairPretrainer, sentence_pair_loss,
                                       tied_masked_lm_head)
 
 
 @keras.saving.register_keras_serializable(package="garden")
-class AlbertPretrainer(Pretrainer):
+class AlbertPretrainer(SentencePairPretrainer):
     """An ALBERT backbone with the masked LM and sentence order heads of Lan et al. (2020,
     "ALBERT: A Lite BERT for Self-supervised Learning of Language Representations", section 3.1).
 
@@ -40,29 +39,20 @@ class AlbertPretrainer(Pretrainer):
         metrics = albert_pretrain_loss(outputs, masked_lm_ids, masked_lm_weights, labels)
     """
 
-    def __init__(self, backbone, **kwargs):
-        # === Layers ===
-        masked_lm_head = tied_masked_lm_head(backbone, get_activation(backbone.activation))
-        sentence_order_head = sentence_head(backbone, "sentence_order_head")
+    sentence = "sop"
+    sentence_head_name = "sentence_order_head"
 
-        # === Functional graph ===
-        inputs, backbone_outputs, mlm_logits = masked_lm_graph(
-            backbone, masked_lm_head, ("token_ids", "segment_ids", "padding_mask"))
-        sop_logits = sentence_order_head(backbone_outputs["pooled_output"])
-        super().__init__(inputs=inputs,
-                         outputs={"mlm_logits": mlm_logits, "sop_logits": sop_logits}, **kwargs)
-
-        # === Config ===
-        self.backbone = backbone
-        self.masked_lm_head = masked_lm_head
-        self.sentence_order_head = sentence_order_head
+    @staticmethod
+    def masked_lm_head_for(backbone):
+        # ALBERT's transform uses the backbone's activation (v2: tanh-approximate GELU).
+        return tied_masked_lm_head(backbone, get_activation(backbone.activation))
 
 
 def albert_pretrain_loss(outputs: Dict[str, tf.Tensor], masked_lm_ids, masked_lm_weights,
                          sentence_order_labels, mlm_denominator=None) -> Dict[str, tf.Tensor]:
     """MLM + SOP loss and accuracies of one (per-replica) batch, in plain TF ops.
 
-    The formulas are BERT's (`bert_pretrain_loss`, which this calls): mlm_loss =
+    The formulas are BERT's (`bert_pretrain_loss`; both call `sentence_pair_loss`): mlm_loss =
     sum(w * nll) / (sum(w) + 1e-5), sop_loss = mean cross-entropy over the batch; SOP takes
     NSP's place. Runs inside `strategy.run` (no Keras metric objects).
 
@@ -78,8 +68,5 @@ def albert_pretrain_loss(outputs: Dict[str, tf.Tensor], masked_lm_ids, masked_lm
         dict of float32 scalars: loss (= mlm_loss + sop_loss), mlm_loss, sop_loss,
         mlm_accuracy (weighted by masked_lm_weights), sop_accuracy.
     """
-    return with_total_loss(
-        {**masked_lm_metrics(outputs["mlm_logits"], masked_lm_ids, masked_lm_weights,
-                             mlm_denominator),
-         **sentence_metrics(outputs["sop_logits"], sentence_order_labels, "sop")},
-        mlm=1.0, sop=1.0)
+    return sentence_pair_loss(outputs, masked_lm_ids, masked_lm_weights, sentence_order_labels,
+                              "sop", mlm_denominator)

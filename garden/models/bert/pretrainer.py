@@ -12,15 +12,13 @@ from typing import Dict
 import keras
 import tensorflow as tf
 
-from garden.losses import masked_lm_metrics, sentence_metrics, with_total_loss
-from garden.models.bert.backbone import BertBackbone
 from garden.models.backbone import backbone_inputs
-from garden.models.pretrainer import (Pretrainer, masked_lm_graph, sentence_head,
-                                      tied_masked_lm_head)
+from garden.models.bert.backbone import BertBackbone
+from garden.models.pretrainer import PAIR_INPUTS, SentencePairPretrainer, sentence_pair_loss
 
 
 @keras.saving.register_keras_serializable(package="garden")
-class BertPretrainer(Pretrainer):
+class BertPretrainer(SentencePairPretrainer):
     """A BERT backbone with the masked LM and next sentence heads of Devlin et al. (2019).
 
     Inputs (dict, int32): token_ids, segment_ids, padding_mask [B, T]; masked_lm_positions
@@ -39,32 +37,19 @@ class BertPretrainer(Pretrainer):
         metrics = bert_pretrain_loss(outputs, masked_lm_ids, masked_lm_weights, labels)
     """
 
-    def __init__(self, backbone, **kwargs):
-        # === Layers ===
-        masked_lm_head = tied_masked_lm_head(backbone)
-        next_sentence_head = sentence_head(backbone, "next_sentence_head")
+    sentence = "nsp"
+    sentence_head_name = "next_sentence_head"
 
-        # === Functional graph ===
-        encoder_inputs = ("token_ids", "segment_ids", "padding_mask")
-        if isinstance(backbone, BertBackbone):
-            # The heads read [CLS] and the masked positions only: the last block computes
-            # just those rows (BertBackbone.outputs_at). Same outputs, less work.
-            inputs = backbone_inputs((*encoder_inputs, "masked_lm_positions"))
-            masked_rows, pooled_output = backbone.outputs_at(
-                {k: inputs[k] for k in encoder_inputs}, inputs["masked_lm_positions"])
-            mlm_logits = masked_lm_head(masked_rows)
-        else:
-            inputs, backbone_outputs, mlm_logits = masked_lm_graph(backbone, masked_lm_head,
-                                                                   encoder_inputs)
-            pooled_output = backbone_outputs["pooled_output"]
-        nsp_logits = next_sentence_head(pooled_output)
-        super().__init__(inputs=inputs,
-                         outputs={"mlm_logits": mlm_logits, "nsp_logits": nsp_logits}, **kwargs)
-
-        # === Config ===
-        self.backbone = backbone
-        self.masked_lm_head = masked_lm_head
-        self.next_sentence_head = next_sentence_head
+    @staticmethod
+    def masked_lm_and_pooled(backbone, masked_lm_head):
+        if not isinstance(backbone, BertBackbone):
+            return SentencePairPretrainer.masked_lm_and_pooled(backbone, masked_lm_head)
+        # The heads read [CLS] and the masked positions only: the last block computes just
+        # those rows (BertBackbone.outputs_at). Same outputs, less work.
+        inputs = backbone_inputs((*PAIR_INPUTS, "masked_lm_positions"))
+        masked_rows, pooled_output = backbone.outputs_at(
+            {k: inputs[k] for k in PAIR_INPUTS}, inputs["masked_lm_positions"])
+        return inputs, masked_lm_head(masked_rows), pooled_output
 
 
 def bert_pretrain_loss(outputs: Dict[str, tf.Tensor], masked_lm_ids, masked_lm_weights,
@@ -90,8 +75,5 @@ def bert_pretrain_loss(outputs: Dict[str, tf.Tensor], masked_lm_ids, masked_lm_w
         dict of float32 scalars: loss (= mlm_loss + nsp_loss), mlm_loss, nsp_loss,
         mlm_accuracy (weighted by masked_lm_weights), nsp_accuracy.
     """
-    return with_total_loss(
-        {**masked_lm_metrics(outputs["mlm_logits"], masked_lm_ids, masked_lm_weights,
-                             mlm_denominator),
-         **sentence_metrics(outputs["nsp_logits"], next_sentence_labels, "nsp")},
-        mlm=1.0, nsp=1.0)
+    return sentence_pair_loss(outputs, masked_lm_ids, masked_lm_weights, next_sentence_labels,
+                              "nsp", mlm_denominator)
