@@ -128,10 +128,11 @@ def run_attention(opened: Opened, sentences: List[str], out_dir: str, sentence: 
     packer = opened.packer
     batch = packer.encode_numpy(sentences)
     punctuation = attention.punctuation_ids(opened.tokens)
+    causal = instrument.require_attention(opened.backbone, "attention").causal
     model = instrument.instrumented(opened.backbone, output_attentions=True)
     probs = instrument.run(model, batch)["attention_probs"]
     shares = attention.attention_shares(probs, batch["token_ids"], batch["padding_mask"],
-                                        packer.cls_id, packer.sep_id, punctuation)
+                                        packer.cls_id, packer.sep_id, punctuation, causal)
     distances = attention.head_distances(probs, batch["padding_mask"])
     n = int(batch["padding_mask"][sentence].sum())
     tokens = [opened.tokens[int(t)] for t in batch["token_ids"][sentence, :n]]
@@ -151,45 +152,13 @@ def run_attention(opened: Opened, sentences: List[str], out_dir: str, sentence: 
 
 def run_identifiability(opened: Opened, sentences: List[str], out_dir: str,
                         attribution_sentences: int) -> Dict:
-    from garden import plots
     from garden.bertology import attention, identifiability
-    from text.progress import Eta
 
     packer = opened.packer
-    batch = packer.encode_numpy(sentences)
-    effective = identifiability.effective_attention_stats(
-        opened.backbone, batch, packer.cls_id, packer.sep_id,
-        attention.punctuation_ids(opened.tokens))
-    probe = identifiability.token_identifiability(opened.backbone, batch)
-    count = min(attribution_sentences, len(sentences))
-    eta = Eta("[garden.analyze] identifiability: attribution of sentences", count)
-    attribution = [identifiability.hidden_token_attribution(opened.backbone, batch, s)
-                   for s in eta.wrap(range(count))]
-    os.makedirs(out_dir, exist_ok=True)
-    plt = plots.pyplot()
-    figure, axes = plt.subplots(1, 3, figsize=(16, 4))
-    for name, values in probe["accuracy"].items():
-        axes[0].plot(range(len(values)), values, marker="o", label=name)
-    axes[0].set(title="token identifiability (nearest input embedding)", xlabel="layer",
-                ylabel="accuracy", ylim=(0, 1.05))
-    axes[0].legend()
-    own = np.mean([a["own"] for a in attribution], axis=0)
-    axes[1].plot(range(1, len(own) + 1), own, marker="o", label="own token's share")
-    for key in ("cls", "sep"):
-        axes[1].plot(range(len(effective["raw"]["layer_means"][key])),
-                     effective["raw"]["layer_means"][key], ls="--", label=f"raw -> {key}")
-        axes[1].plot(range(len(effective["effective"]["layer_means"][key])),
-                     effective["effective"]["layer_means"][key], label=f"effective -> {key}")
-    axes[1].set(title="attribution and effective attention", xlabel="layer")
-    axes[1].legend(fontsize=7)
-    for layer, shares in enumerate(attribution[0]["by_distance"] if attribution else []):
-        axes[2].plot(range(len(shares)), shares, marker=".", label=f"layer {layer + 1}")
-    axes[2].set(title="context contribution by token distance (sentence 0)",
-                xlabel="|input - hidden| positions", ylabel="share")
-    axes[2].legend(fontsize=7)
-    path = plots.save(figure, os.path.join(out_dir, "identifiability.png"))
-    return {"effective_attention": effective, "token_identifiability": probe,
-            "hidden_token_attribution": attribution, "plots": [path]}
+    return identifiability.report(opened.backbone, packer.encode_numpy(sentences),
+                                  packer.cls_id, packer.sep_id,
+                                  attention.punctuation_ids(opened.tokens),
+                                  attribution_sentences, out_dir)
 
 
 @dataclasses.dataclass
@@ -343,11 +312,13 @@ def run_contextuality(models: Sequence[str], sentences: List[str], out_dir: str,
 class Analysis:
     """An analysis as main runs it: the flag it cannot run without (None: none) and
     (the opened --model, --input's sentences, the flags) -> its result, or `opens`: (the flags,
-    the sentences) -> its result, for the analyses that open --model themselves."""
+    the sentences) -> its result, for the analyses that open --model themselves; `attention`:
+    it reads attention, so a backbone without any (ELMo) is refused, saying why."""
 
     needs: Optional[str]
     run: Optional[Callable[[Opened, List[str], argparse.Namespace], Dict]]
     opens: Optional[Callable[[argparse.Namespace, List[str]], Dict]] = None
+    attention: bool = False
 
 
 def _opens_its_model(args: argparse.Namespace, sentences: List[str]) -> Dict:
@@ -364,13 +335,15 @@ def _opens_its_model(args: argparse.Namespace, sentences: List[str]) -> Dict:
 
 
 TABLE = {
-    "attention": Analysis("input", lambda o, s, a: run_attention(o, s, a.output, a.sentence)),
+    "attention": Analysis("input", lambda o, s, a: run_attention(o, s, a.output, a.sentence),
+                          attention=True),
     "identifiability": Analysis("input", lambda o, s, a: run_identifiability(
         o, s, a.output, a.attribution_sentences)),
-    "heads": Analysis("task_data", lambda o, s, a: run_heads(o, a.task_data, a.output)),
+    "heads": Analysis("task_data", lambda o, s, a: run_heads(o, a.task_data, a.output),
+                      attention=True),
     "contextuality": Analysis("input", None, lambda a, s: run_contextuality(
         a.model, s, a.output, a.max_seq_length, a.min_contexts, a.seed)),
-    "prune": Analysis("task_data", lambda o, s, a: run_prune(o, a)),
+    "prune": Analysis("task_data", lambda o, s, a: run_prune(o, a), attention=True),
     "probe": Analysis("probe_train", lambda o, s, a: run_probe(o, a)),
     "wsd": Analysis(None, lambda o, s, a: run_wsd(o, a)),  # --senses, else the sample
     "perplexity": Analysis("input", None, _opens_its_model),
@@ -477,14 +450,24 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             result["model"] = ", ".join(args.model)
             return _finish(args, result, start)
         opened = open_model(args.model[0], args.max_seq_length)
-        print(f"[garden.analyze] {args.analysis}: {opened.description}"
-              + (f"; {len(sentences)} sentences" if sentences else ""), flush=True)
-        result = TABLE[args.analysis].run(opened, sentences, args)
+        result = run_analysis(args, opened, sentences)
     except (ValueError, FileNotFoundError, FileExistsError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     result["model"] = opened.description
     return _finish(args, result, start)
+
+
+def run_analysis(args: argparse.Namespace, opened: Opened, sentences: List[str]) -> Dict:
+    """TABLE[args.analysis] on the opened --model; ValueError (one line, naming the family and
+    why) for an attention analysis of a backbone without attention."""
+    from garden.models import instrument
+
+    if TABLE[args.analysis].attention:
+        instrument.require_attention(opened.backbone, args.analysis)
+    print(f"[garden.analyze] {args.analysis}: {opened.description}"
+          + (f"; {len(sentences)} sentences" if sentences else ""), flush=True)
+    return TABLE[args.analysis].run(opened, sentences, args)
 
 
 def _finish(args, result: Dict, start: float) -> int:

@@ -6,6 +6,11 @@ Per layer and head, averaged over the real (not padding) query tokens of a batch
     previous and to the next token (previous / next averaged over the queries that have a real
     previous / next token, so a head that always looks one token back scores exactly 1);
   * the entropy of the attention distribution, in nats (uniform over n keys: ln n).
+A causal model's (GPT, GPT-2: causal=True) query sees only itself and the tokens before it,
+so every statistic is taken over those keys: there is no "next" share, the [CLS] and [SEP]
+shares count only the ones a query can see, and the entropy of uniform attention (reported as
+uniform_entropy) is ln(position + 1), not ln n. A layout without a [CLS] (GPT-2's: cls_id None)
+has no "cls" share. What was left out is named, with the reason, under "not_applicable".
 Head-to-head distances are the Jensen-Shannon divergence of two heads' distributions, in nats
 (identical heads 0, heads that attend to disjoint tokens ln 2), averaged over the query tokens;
 the paper's figure 6 embeds the same matrix. Which ids are [CLS], [SEP] and punctuation is the
@@ -29,7 +34,7 @@ from scipy.cluster import hierarchy
 from scipy.spatial import distance
 
 from garden import plots
-from garden.models.instrument import instrumented, run
+from garden.models.instrument import instrumented, require_attention, run
 
 # The targets of attention_shares, in the order the plots draw them.
 SHARES = ("cls", "sep", "punctuation", "self", "previous", "next")
@@ -40,7 +45,8 @@ class QueryRows:
     """The attention rows of the real query tokens of a batch, every sequence's rows together.
 
     probs: float [L, A, Q, T], row q over the keys of its own sequence (padding included).
-    key_ids: int [Q, T] or None, the token ids of those keys; key_real: bool [Q, T], keys not padding.
+    key_ids: int [Q, T] or None, the token ids of those keys; key_real: bool [Q, T], the keys
+    the query can see: real tokens (not padding), and with causal attention not after it.
     position: int [Q], each query's position in its sequence; sequence: int [Q], its batch row.
     """
     probs: np.ndarray
@@ -68,10 +74,10 @@ def punctuation_ids(tokens: Sequence[str]) -> List[int]:
 
 
 def query_rows(attention: np.ndarray, padding_mask: np.ndarray,
-               token_ids: Optional[np.ndarray] = None) -> QueryRows:
+               token_ids: Optional[np.ndarray] = None, causal: bool = False) -> QueryRows:
     """QueryRows of `attention` [L, B, A, T, T] (a backbone's attention_probs, or any matrices
     of that shape such as effective attention) for the tokens where padding_mask [B, T] is 1;
-    key_ids is None without `token_ids` [B, T]."""
+    key_ids is None without `token_ids` [B, T]; causal: a query sees no key after it."""
     attention = np.asarray(attention, np.float64)
     padding_mask = np.asarray(padding_mask).astype(bool)
     batch, length = padding_mask.shape
@@ -81,9 +87,12 @@ def query_rows(attention: np.ndarray, padding_mask: np.ndarray,
                          f"batch of padding_mask shape {padding_mask.shape}")
     sequence, position = np.nonzero(padding_mask)
     probs = np.transpose(attention[:, sequence, :, position, :], (1, 2, 0, 3))  # [L, A, Q, T]
+    visible = padding_mask[sequence]
+    if causal:
+        visible = visible & (np.arange(length)[None, :] <= position[:, None])
     return QueryRows(probs=probs,
                      key_ids=None if token_ids is None else np.asarray(token_ids)[sequence],
-                     key_real=padding_mask[sequence], position=position, sequence=sequence)
+                     key_real=visible, position=position, sequence=sequence)
 
 
 def _per_head(values: np.ndarray) -> list:
@@ -91,31 +100,68 @@ def _per_head(values: np.ndarray) -> list:
     return np.asarray(values, np.float64).tolist()
 
 
-def attention_shares(attention: np.ndarray, token_ids: np.ndarray, padding_mask: np.ndarray,
-                     cls_id: int, sep_id: int,
-                     punctuation_ids: Iterable[int] = ()) -> Dict:
-    """Clark et al.'s per-head statistics of `attention` [L, B, A, T, T].
+def not_applicable(causal: bool, cls_id: Optional[int]) -> Dict[str, str]:
+    """The SHARES that have no meaning for this attention and text layout, with why."""
+    reasons = {}
+    if causal:
+        reasons["next"] = "a causal model's query cannot see the next token"
+    if cls_id is None:
+        reasons["cls"] = "the text layout has no [CLS] token"
+    return reasons
 
-    Returns {"shares": {name: [L][A] floats for name in SHARES}, "entropy": [L][A] (nats),
-    "layer_means": {name: [L] (mean over heads), "entropy": [L]}, "queries": Q (real query
-    tokens averaged over), "entropy_unit": "nats"}. For matrices that are not distributions
-    (effective attention) the "shares" are the mean weights and the entropy means nothing.
-    """
-    rows = query_rows(attention, padding_mask, token_ids)
+
+def query_statistics(rows: QueryRows, cls_id: Optional[int], sep_id: Optional[int],
+                     punctuation_ids: Iterable[int] = ()) -> Dict[str, np.ndarray]:
+    """Each real query's statistics over the keys it can see: {name: [L, A, Q]} for the
+    SHARES (NaN where a query has no such key: no previous token at position 0, no visible
+    next token) and "entropy" (nats); "uniform_entropy": [Q], ln(keys the query sees)."""
     punctuation = np.isin(rows.key_ids, np.fromiter(punctuation_ids, np.int64, -1))
     targets = {"cls": rows.key_ids == cls_id, "sep": rows.key_ids == sep_id,
                "punctuation": punctuation}
-    shares = {name: (rows.probs * (mask & rows.key_real)).sum(-1).mean(-1)
-              for name, mask in targets.items()}
+    stats = {name: (rows.probs * (mask & rows.key_real)).sum(-1)
+             for name, mask in targets.items()}
     for name, offset in (("self", 0), ("previous", -1), ("next", 1)):
         mass, valid = rows.offset_mass(offset)
-        shares[name] = mass[:, :, valid].mean(-1) if valid.any() else np.zeros(mass.shape[:2])
-    entropy = special.entr(np.clip(rows.probs, 0, None)).sum(-1).mean(-1)
-    return {"shares": {name: _per_head(shares[name]) for name in SHARES},
+        stats[name] = np.where(valid, mass, np.nan)
+    stats["entropy"] = special.entr(np.clip(rows.probs * rows.key_real, 0, None)).sum(-1)
+    stats["uniform_entropy"] = np.log(np.maximum(rows.key_real.sum(-1), 1))
+    return stats
+
+
+def attention_shares(attention: np.ndarray, token_ids: np.ndarray, padding_mask: np.ndarray,
+                     cls_id: Optional[int], sep_id: Optional[int],
+                     punctuation_ids: Iterable[int] = (), causal: bool = False) -> Dict:
+    """Clark et al.'s per-head statistics of `attention` [L, B, A, T, T], each query over the
+    keys it can see (causal: itself and those before it; query_statistics).
+
+    Returns {"shares": {name: [L][A] floats for each applicable name of SHARES}, "entropy":
+    [L][A] (nats), "layer_means": {name: [L] (mean over heads), "entropy": [L]}, "queries": Q
+    (real query tokens averaged over), "entropy_unit": "nats", "uniform_entropy": the mean
+    entropy of uniform attention over the visible keys, "attention": "causal" or
+    "bidirectional", "keys": the rule in words, "not_applicable": {name: why}}. For matrices
+    that are not distributions (effective attention) the "shares" are the mean weights and the
+    entropy means nothing.
+    """
+    rows = query_rows(attention, padding_mask, token_ids, causal)
+    stats = query_statistics(rows, cls_id, sep_id, punctuation_ids)
+    skipped = not_applicable(causal, cls_id)
+    names = [name for name in SHARES if name not in skipped]
+    shares = {}
+    for name in names:
+        valid = ~np.isnan(stats[name][0, 0])
+        shares[name] = (stats[name][:, :, valid].mean(-1) if valid.any()
+                        else np.zeros(stats[name].shape[:2]))
+    entropy = stats["entropy"].mean(-1)
+    keys = ("causal: each query over itself and the tokens before it" if causal else
+            "bidirectional: each query over every real token")
+    return {"shares": {name: _per_head(shares[name]) for name in names},
             "entropy": _per_head(entropy),
-            "layer_means": {**{name: shares[name].mean(-1).tolist() for name in SHARES},
+            "layer_means": {**{name: shares[name].mean(-1).tolist() for name in names},
                             "entropy": entropy.mean(-1).tolist()},
-            "queries": int(len(rows.position)), "entropy_unit": "nats"}
+            "queries": int(len(rows.position)), "entropy_unit": "nats",
+            "uniform_entropy": float(stats["uniform_entropy"].mean()),
+            "attention": "causal" if causal else "bidirectional", "keys": keys,
+            "not_applicable": skipped}
 
 
 def head_distances(attention: np.ndarray, padding_mask: np.ndarray) -> Dict:
@@ -145,13 +191,15 @@ def head_distances(attention: np.ndarray, padding_mask: np.ndarray) -> Dict:
             "order": order.tolist(), "unit": "nats"}
 
 
-def analyze_attention(backbone, batch: Mapping[str, np.ndarray], cls_id: int, sep_id: int,
-                      punctuation_ids: Iterable[int] = ()) -> Dict:
+def analyze_attention(backbone, batch: Mapping[str, np.ndarray], cls_id: Optional[int],
+                      sep_id: Optional[int], punctuation_ids: Iterable[int] = ()) -> Dict:
     """attention_shares and head_distances of `backbone` on `batch` (a packer's token_ids,
-    segment_ids, padding_mask), with the attention probabilities switched on if need be."""
+    segment_ids, padding_mask), with the attention probabilities switched on if need be;
+    causal as the backbone's Readout says (garden.models.instrument)."""
+    causal = require_attention(backbone, "attention").causal
     attention = run(instrumented(backbone, output_attentions=True), batch)["attention_probs"]
     return {"shares": attention_shares(attention, batch["token_ids"], batch["padding_mask"],
-                                       cls_id, sep_id, punctuation_ids),
+                                       cls_id, sep_id, punctuation_ids, causal),
             "distances": head_distances(attention, batch["padding_mask"])}
 
 
@@ -162,7 +210,7 @@ def plot_layer_shares(stats: Mapping, path: str, names: Sequence[str] = SHARES) 
     head a dot, as Clark et al.'s figure 2), and the entropy beside it; writes a PNG at `path`."""
     pyplot = plots.pyplot()
     figure, (left, right) = pyplot.subplots(1, 2, figsize=(11, 4))
-    for name in names:
+    for name in [n for n in names if n in stats["shares"]]:  # not the not_applicable ones
         per_head = np.asarray(stats["shares"][name])
         layers = np.arange(len(per_head))
         line, = left.plot(layers, per_head.mean(-1), marker="o", label=name)

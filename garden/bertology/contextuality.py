@@ -14,6 +14,13 @@ drawn at random (seeded) across words - mean cosine of random pairs for self- an
 intra-sentence similarity, the MEV of random occurrence sets of the same sizes for MEV.
 A context-free layer has self-similarity 1; isotropic random vectors have baseline ~0.
 
+A causal model's word (GPT, GPT-2) sees only itself and the words before it, so its
+intra-sentence similarity is taken over what it sees: the cosine of each word to the mean of
+the words up to it (the sentence's first word, which sees only itself, left out); the
+whole-sentence figure Ethayarajh reports for GPT-2 is kept beside it
+(whole_sentence_intra_sentence_similarity), and "context" states the rule. A sentence cut into
+several rows (longer than the row) counts its words' prefixes from the sentence's start.
+
 A word's vector is its first word piece's by default (Ethayarajh's ELMo had whole-word tokens;
 for BERT and GPT-2 he took one vector per token), or the mean of its pieces (pooling="mean");
 words are split on whitespace and punctuation (punctuation marks are words of their own) and
@@ -28,6 +35,7 @@ import numpy as np
 
 from garden import plots
 from garden.bertology import representations
+from garden.models.instrument import readout
 
 METRICS = ("self_similarity", "intra_sentence_similarity", "max_explainable_variance")
 
@@ -50,21 +58,30 @@ def max_explainable_variance(vectors: np.ndarray) -> float:
     return float(s[0] ** 2 / np.maximum(np.square(s).sum(), 1e-24))
 
 
-def intra_sentence_similarity(vectors: np.ndarray, sentence_ids: np.ndarray) -> float:
-    """Mean over sentences of the mean cosine of its rows to the sentence's mean row."""
+def intra_sentence_similarity(vectors: np.ndarray, sentence_ids: np.ndarray,
+                              causal: bool = False) -> float:
+    """Mean over sentences of the mean cosine of its rows to the sentence's mean row; causal:
+    of each row but the first to the mean of the rows up to it (rows in word order)."""
     scores = []
     for s in np.unique(sentence_ids):
         rows = vectors[sentence_ids == s].astype(np.float64)
         if len(rows) < 2:
             continue
-        scores.append(float(np.mean(_unit(rows) @ _unit(rows.mean(0)))))
+        if causal:
+            prefix_means = np.cumsum(rows, axis=0) / np.arange(1, len(rows) + 1)[:, None]
+            cosines = np.sum(_unit(rows[1:]) * _unit(prefix_means[1:]), axis=1)
+        else:
+            cosines = _unit(rows) @ _unit(rows.mean(0))
+        scores.append(float(np.mean(cosines)))
     return float(np.mean(scores)) if scores else float("nan")
 
 
 def layer_metrics(vectors: np.ndarray, words: np.ndarray, sentence_ids: np.ndarray,
-                  min_contexts: int = 5, seed: int = 0, baseline_pairs: int = 2000) -> Dict:
+                  min_contexts: int = 5, seed: int = 0, baseline_pairs: int = 2000,
+                  causal: bool = False) -> Dict:
     """The metrics of one layer's occurrence vectors [N, H] with their word and sentence ids
-    (self-similarity and MEV over words with >= min_contexts occurrences), raw and adjusted."""
+    (self-similarity and MEV over words with >= min_contexts occurrences), raw and adjusted;
+    causal: the intra-sentence similarity over what each word sees (module docstring)."""
     rng = np.random.default_rng(seed)
     kept = [w for w, n in zip(*np.unique(words, return_counts=True)) if n >= min_contexts]
     if not kept:
@@ -72,7 +89,7 @@ def layer_metrics(vectors: np.ndarray, words: np.ndarray, sentence_ids: np.ndarr
     groups = [np.flatnonzero(words == w) for w in kept]
     self_sim = float(np.mean([self_similarity(vectors[g]) for g in groups]))
     mev = float(np.mean([max_explainable_variance(vectors[g]) for g in groups]))
-    intra = intra_sentence_similarity(vectors, sentence_ids)
+    intra = intra_sentence_similarity(vectors, sentence_ids, causal)
     unit = _unit(vectors.astype(np.float64))
     i, j = rng.integers(0, len(vectors), (2, baseline_pairs))
     keep = words[i] != words[j]
@@ -85,7 +102,9 @@ def layer_metrics(vectors: np.ndarray, words: np.ndarray, sentence_ids: np.ndarr
             "adjusted_self_similarity": self_sim - baseline,
             "adjusted_intra_sentence_similarity": intra - baseline,
             "adjusted_max_explainable_variance": mev - baseline_mev,
-            "words": len(kept), "occurrences": int(sum(len(g) for g in groups))}
+            "words": len(kept), "occurrences": int(sum(len(g) for g in groups)),
+            **({"whole_sentence_intra_sentence_similarity":
+                intra_sentence_similarity(vectors, sentence_ids)} if causal else {})}
 
 
 def contextuality(backbone, packer, sentences: Sequence[str], min_contexts: int = 5,
@@ -93,14 +112,21 @@ def contextuality(backbone, packer, sentences: Sequence[str], min_contexts: int 
                   pooling: str = "first") -> Dict:
     """Every layer's metrics (index 0: the embeddings), as lists over the layers, of raw
     sentences (max_sentences of them drawn with `seed` when given; words grouped lower-cased
-    when the packer lower-cases). See garden.bertology.representations for the vectors."""
+    when the packer lower-cases). See garden.bertology.representations for the vectors.
+    "context" says what a word's context is (causal for GPT and GPT-2: the words before it),
+    "layers" what layer 0..L is (the backbone's garden.models.instrument.Readout)."""
     chosen = representations.sample(len(sentences), max_sentences, seed)
     words = [representations.words_of(sentences[i], packer.lower_case) for i in chosen]
     found = representations.collect(backbone, packer, words, tokenizer=tokenizer,
                                     pooling=pooling, name="contextuality")
-    per_layer = [layer_metrics(v, found.words, found.sentence_ids, min_contexts, seed)
-                 for v in found.vectors]
-    return {key: [layer[key] for layer in per_layer] for key in per_layer[0]}
+    view = readout(backbone)
+    per_layer = [layer_metrics(v, found.words, found.sentence_ids, min_contexts, seed,
+                               causal=view.causal) for v in found.vectors]
+    context = ("causal: a word sees itself and the words before it; intra-sentence "
+               "similarity to the mean of those" if view.causal else
+               "the whole sentence; intra-sentence similarity to its mean")
+    return {"context": context, "layers": view.layers,
+            **{key: [layer[key] for layer in per_layer] for key in per_layer[0]}}
 
 
 def plot_contextuality(results: Mapping[str, Mapping], out_dir: str) -> List[str]:

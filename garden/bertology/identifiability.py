@@ -8,6 +8,9 @@ the rank argument unchanged). T has rank at most the head width d, so when n > d
 space is not empty and any component of A's rows in it changes nothing. Effective attention is
 A with that component removed: A_eff = A U U^T, U the left singular vectors of T with non-zero
 singular values. Then A_eff T = A T, and A_eff = A when T has full rank n (n <= d).
+A causal model's (GPT, GPT-2) query i reads only the rows 0..i of T, so its effective row is
+taken over the keys it can see: A_eff[i, :i+1] = A[i, :i+1] U_i U_i^T with U_i from T[:i+1]
+(A_eff = A for the first d queries when T has full rank).
 
 Token identifiability (sec. 4). A probe g (linear, or a one-hidden-layer MLP; scikit-learn)
 is fitted on held-in sentences to map each layer's hidden token e_i^l back to its input
@@ -32,7 +35,8 @@ import numpy as np
 import tensorflow as tf
 
 from garden.bertology.attention import attention_shares, query_rows
-from garden.models.instrument import instrumented, layer_blocks, run
+from garden.models.instrument import (instrumented, layer_blocks, readout, require_attention, run,
+                                      run_layers, self_attention)
 
 # The [B, T] entries of a packer's batch that hidden_token_attribution cuts to one sentence.
 SEQUENCE_INPUTS = ("token_ids", "segment_ids", "padding_mask")
@@ -62,9 +66,8 @@ def value_transforms(block, layer_input: np.ndarray) -> np.ndarray:
     """T of each head: (X W_v + b_v) W_o, [B, A, T, H] for layer_input X [B, T, H] (what the
     block's attention reads: after its LayerNorm in a pre-LN block). The block's attention
     output is then sum_h A_h T_h + b_o."""
-    attention = block.attention
-    x = np.asarray(block.attention_layer_norm(layer_input) if block.normalize_first
-                   else layer_input, np.float64)
+    attention, norm = self_attention(block)
+    x = np.asarray(layer_input if norm is None else norm(layer_input), np.float64)
     values = np.einsum("btc,cad->batd", x, attention.value_dense.kernel.numpy())
     if attention.use_bias:
         values = values + attention.value_dense.bias.numpy()[None, :, None, :]
@@ -75,7 +78,9 @@ def effective_attention(backbone, batch: Mapping[str, np.ndarray],
                         rtol: Optional[float] = None) -> Dict[str, np.ndarray]:
     """Raw and effective attention of `backbone` on `batch`, each [L, B, A, T, T] (effective
     attention is computed over each sequence's real tokens; padding rows and columns are 0),
-    and "rank" [L, B, A], the rank of each head's T."""
+    and "rank" [L, B, A], the rank of each head's T. Causal models: each query over the keys
+    it can see (module docstring)."""
+    causal = require_attention(backbone, "effective attention").causal
     model = instrumented(backbone, output_attentions=True, output_hidden_states=True)
     outputs = run(model, batch)
     raw, states = outputs["attention_probs"].astype(np.float64), outputs["hidden_states"]
@@ -89,6 +94,10 @@ def effective_attention(backbone, batch: Mapping[str, np.ndarray],
                 projection = column_space_projection(transforms[b, head, :n], rtol)
                 effective[layer, b, head, :n, :n] = raw[layer, b, head, :n, :n] @ projection
                 rank[layer, b, head] = int(round(np.trace(projection)))
+                for i in range(n if causal else 0):  # row i over keys 0..i
+                    seen = column_space_projection(transforms[b, head, :i + 1], rtol)
+                    effective[layer, b, head, i, :n] = 0
+                    effective[layer, b, head, i, :i + 1] = raw[layer, b, head, i, :i + 1] @ seen
     return {"attention": raw, "effective": effective, "rank": rank}
 
 
@@ -104,12 +113,13 @@ def effective_attention_stats(backbone, batch: Mapping[str, np.ndarray], cls_id:
     """
     punctuation_ids = list(punctuation_ids)
     result = effective_attention(backbone, batch, rtol)
+    causal = readout(backbone).causal
     token_ids, padding = batch["token_ids"], batch["padding_mask"]
     effective = attention_shares(result["effective"], token_ids, padding, cls_id, sep_id,
-                                 punctuation_ids)
+                                 punctuation_ids, causal)
     removed = query_rows(result["attention"] - result["effective"], padding).probs
     return {"raw": attention_shares(result["attention"], token_ids, padding, cls_id, sep_id,
-                                    punctuation_ids),
+                                    punctuation_ids, causal),
             "effective": {"shares": effective["shares"],
                           "layer_means": {k: v for k, v in effective["layer_means"].items()
                                           if k != "entropy"}},
@@ -209,10 +219,7 @@ def hidden_token_attribution(backbone, batch: Mapping[str, np.ndarray],
     for j in range(n):
         with tf.GradientTape(persistent=True) as tape:
             tape.watch(copies)
-            states, h = [], copies
-            for block in layer_blocks(model):
-                h = block(h, padding_mask=padding_mask, training=False)
-                states.append(h)
+            states = run_layers(model, copies, padding_mask)
             picked = [tf.reduce_sum(state[:, j, :] * picks) for state in states]
         # The blocks alone must be the backbone (no step of its own between them).
         if j == 0 and not np.allclose(states[-1][0].numpy(), hidden_states[-1][0], atol=1e-4):
@@ -239,3 +246,82 @@ def contribution_by_distance(contributions: np.ndarray) -> np.ndarray:
     distance = np.abs(np.arange(n)[:, None] - np.arange(n)[None, :])
     return np.stack([np.bincount(distance.ravel(), weights=layer.ravel(), minlength=n) / n
                      for layer in contributions])
+
+
+# === The report of garden.analyze identifiability ===
+
+def report(backbone, batch: Mapping[str, np.ndarray], cls_id: Optional[int],
+           sep_id: Optional[int], punctuation_ids: Iterable[int], attribution_sentences: int,
+           out_dir: str) -> Dict:
+    """The three analyses on `batch` (a packer's rows), each where it applies, and their plot
+    out_dir/identifiability.png: effective attention needs attention read block by block (not
+    ELMo's LSTMs, not XLNet's relative attention), token identifiability only hidden states,
+    hidden token attribution the blocks alone (garden.models.instrument.run_layers). What does
+    not apply is named under "not_applicable" with why; "layers" says what layer 0..L is."""
+    from garden.models.instrument import family_name
+    from text.progress import Eta
+
+    view = readout(backbone)
+    skipped = {}
+    if view.attention is None:
+        skipped["effective_attention"] = view.no_attention
+    if not view.blocks:
+        why = (f"the {family_name(backbone)} backbone's layers are not garden's Transformer "
+               f"blocks, which this runs one by one")
+        skipped.setdefault("effective_attention", why)
+        skipped["hidden_token_attribution"] = why
+    result = {"layers": view.layers, "attention": view.attention, "not_applicable": skipped,
+              "effective_attention": None, "hidden_token_attribution": []}
+    if "effective_attention" not in skipped:
+        result["effective_attention"] = effective_attention_stats(
+            backbone, batch, cls_id, sep_id, punctuation_ids)
+    result["token_identifiability"] = token_identifiability(backbone, batch)
+    if "hidden_token_attribution" not in skipped:
+        count = min(attribution_sentences, len(batch["token_ids"]))
+        eta = Eta("[garden.analyze] identifiability: attribution of sentences", count)
+        result["hidden_token_attribution"] = [hidden_token_attribution(backbone, batch, s)
+                                              for s in eta.wrap(range(count))]
+    result["plots"] = [plot_report(result, out_dir)]
+    return result
+
+
+def plot_report(result: Mapping, out_dir: str) -> str:
+    """report()'s figure: token identifiability per layer; the own token's attribution share
+    beside raw and effective attention to [CLS] and [SEP]; context contribution by distance
+    (sentence 0). A panel whose analysis did not apply says so. Returns the PNG's path."""
+    import os
+
+    from garden import plots
+
+    os.makedirs(out_dir, exist_ok=True)
+    plt = plots.pyplot()
+    figure, axes = plt.subplots(1, 3, figsize=(16, 4))
+    for name, values in result["token_identifiability"]["accuracy"].items():
+        axes[0].plot(range(len(values)), values, marker="o", label=name)
+    axes[0].set(title="token identifiability (nearest input embedding)", xlabel="layer",
+                ylabel="accuracy", ylim=(0, 1.05))
+    axes[0].legend()
+    attribution, effective = result["hidden_token_attribution"], result["effective_attention"]
+    if attribution:
+        own = np.mean([a["own"] for a in attribution], axis=0)
+        axes[1].plot(range(1, len(own) + 1), own, marker="o", label="own token's share")
+    for key in ("cls", "sep") if effective else ():
+        if key in effective["raw"]["layer_means"]:
+            axes[1].plot(range(len(effective["raw"]["layer_means"][key])),
+                         effective["raw"]["layer_means"][key], ls="--", label=f"raw -> {key}")
+            axes[1].plot(range(len(effective["effective"]["layer_means"][key])),
+                         effective["effective"]["layer_means"][key],
+                         label=f"effective -> {key}")
+    axes[1].set(title="attribution and effective attention", xlabel="layer")
+    for layer, shares in enumerate(attribution[0]["by_distance"] if attribution else []):
+        axes[2].plot(range(len(shares)), shares, marker=".", label=f"layer {layer + 1}")
+    axes[2].set(title="context contribution by token distance (sentence 0)",
+                xlabel="|input - hidden| positions", ylabel="share")
+    for axis in axes[1:]:
+        if axis.get_legend_handles_labels()[0]:
+            axis.legend(fontsize=7)
+        else:
+            axis.text(0.5, 0.5, "\n".join(result["not_applicable"].values()) or "no data",
+                      ha="center", va="center", wrap=True, fontsize=7,
+                      transform=axis.transAxes)
+    return plots.save(figure, os.path.join(out_dir, "identifiability.png"))

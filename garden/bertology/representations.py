@@ -3,11 +3,13 @@ word-sense analyses read.
 
 A sentence is a list of words (raw text is split by `words_of`: runs of letters, digits and
 underscores, and every other non-space character alone, so punctuation marks are words of
-their own). Words are packed exactly as the tagging task packs them for fine-tuning
-(text.finetune.tagging.example_features): each word tokenized on its own (byte-level
+their own). Words are packed as the tagging task packs them for fine-tuning
+(text.finetune.tagging's word_pieces and split_pieces): each word tokenized on its own (byte-level
 BPE with a space before every word but the first), a word without pieces gets the unknown
-token, `[CLS] pieces [SEP]` rows ("bert" and "roberta" layouts), and a sentence longer than
-max_seq_length - 2 pieces cut at word boundaries into several rows, so no word is dropped.
+token, each row framed as the packer frames one text (garden.serving.text's layouts:
+`[CLS] pieces [SEP]` for "bert" and "roberta", `pieces <sep> <cls>` for "xlnet", the bare pieces
+for "gpt2"), and a sentence longer than max_seq_length minus those special tokens cut at word
+boundaries into several rows, so no word is dropped.
 
 A word's vector is, per layer (index 0: the embeddings), its FIRST piece's hidden state
 (pooling="first", the default: the piece the tagging task labels; Ethayarajh 2019 had whole-word
@@ -33,8 +35,11 @@ from text.finetune import tagging
 from garden.models import instrument
 
 POOLINGS = ("first", "mean")
-# The layouts whose single-text rows are [CLS] pieces [SEP] (RoBERTa: <s> pieces </s>).
-LAYOUTS = ("bert", "roberta")
+# How each garden.serving.text layout frames one text: the special tokens before and after
+# the pieces, as packer attributes.
+FRAMES = {"bert": (("cls_id",), ("sep_id",)), "roberta": (("cls_id",), ("sep_id",)),
+          "xlnet": ((), ("sep_id", "cls_id")), "gpt2": ((), ())}
+LAYOUTS = tuple(FRAMES)
 _WORD = re.compile(r"\w+|[^\w\s]")
 
 
@@ -99,7 +104,7 @@ def collect(backbone, packer, sentences: Sequence[Sequence[str]], *, tokenizer=N
     Args:
         backbone: an encoder of garden.models.backbone.Backbone (its hidden states are
             switched on with the same weights).
-        packer: its TextPacker (layout "bert" or "roberta"; max_seq_length is the row length).
+        packer: its TextPacker (a LAYOUTS layout; max_seq_length is the row length).
         tokenizer: the packer's Python tokenizer; default tokenizer_of(packer).
         keep: per sentence, the indices of the words to return (None: all of its words).
         pooling: "first" (first piece) or "mean" (mean of the word's pieces).
@@ -108,35 +113,32 @@ def collect(backbone, packer, sentences: Sequence[Sequence[str]], *, tokenizer=N
     if pooling not in POOLINGS:
         raise ValueError(f"unknown pooling {pooling!r}; choose from {POOLINGS}")
     if packer.layout not in LAYOUTS:
-        raise ValueError(f"word representations read the {LAYOUTS} text layouts ([CLS] pieces "
-                         f"[SEP]); the model packs {packer.layout!r}")
+        raise ValueError(f"word representations read the {LAYOUTS} text layouts; the model "
+                         f"packs {packer.layout!r}")
     if keep is not None and len(keep) != len(sentences):
         raise ValueError(f"keep has {len(keep)} entries for {len(sentences)} sentences")
     tokenizer = tokenizer if tokenizer is not None else tokenizer_of(packer)
     if tokenizer.fingerprint != packer.fingerprint:
         raise ValueError(f"the tokenizer's vocabulary ({tokenizer.fingerprint}) is not the "
                          f"packer's ({packer.fingerprint})")
-    # Label "O" on every word: the records' label_ids >= 0 mark each word's first piece.
-    options = tagging.ConllOptions(packer.max_seq_length, label_names=("O",))
     model = instrument.instrumented(backbone, output_hidden_states=True)
     vectors, words, sentence_ids, word_index = [], [], [], []
     start = last = time.time()
     for b in range(0, len(sentences), batch_size):
         records, owners = [], []
         for s in range(b, min(b + batch_size, len(sentences))):
-            example = tagging.ConllSentence(tuple(sentences[s]), ("O",) * len(sentences[s]))
-            for record in tagging.example_features(example, tokenizer, options, s):
+            for record in word_rows(sentences[s], tokenizer, packer):
                 records.append(record)
                 owners.append(s)
         if not records:
             continue
         batch = {k: np.asarray([r[k] for r in records], np.int32)
-                 for k in ("token_ids", "segment_ids", "padding_mask", "label_ids")}
+                 for k in ("token_ids", "segment_ids", "padding_mask", "first_piece")}
         states = instrument.run(model, batch)["hidden_states"]  # [L+1, R, T, H]
         counter = {}
         for r, s in enumerate(owners):
-            starts = np.flatnonzero(batch["label_ids"][r] >= 0)
-            ends = np.append(starts[1:], batch["padding_mask"][r].sum() - 1)  # [SEP] ends
+            starts = np.flatnonzero(batch["first_piece"][r])
+            ends = np.append(starts[1:], records[r]["pieces_end"])
             if pooling == "mean":
                 summed = np.concatenate([np.zeros_like(states[:, r, :1]),
                                          np.cumsum(states[:, r], axis=1)], axis=1)
@@ -160,3 +162,43 @@ def collect(backbone, packer, sentences: Sequence[Sequence[str]], *, tokenizer=N
     return Occurrences(np.stack(vectors, axis=1).astype(np.float32), np.asarray(words),
                        np.asarray(sentence_ids, np.int64), np.asarray(word_index, np.int64),
                        pooling)
+
+
+def word_rows(words: Sequence[str], tokenizer, packer) -> List[dict]:
+    """The packed rows of one sentence's words: each word's pieces (tokenized alone, as
+    text.finetune.tagging's word_pieces; the unknown token for a word without pieces), rows cut at
+    word boundaries (tagging.split_pieces) to fit max_seq_length with the layout's special
+    tokens (FRAMES), a word longer than a row cut to it. Each row: token_ids, segment_ids,
+    padding_mask, first_piece (1 at each word's first piece) as lists of max_seq_length, and
+    pieces_end (the position after its last word piece)."""
+    before, after = (tuple(getattr(packer, name) for name in names)
+                     for names in FRAMES[packer.layout])
+    length = packer.max_seq_length
+    budget = length - len(before) - len(after)
+    pieces = tokenizer.tokenize(tagging.word_texts(words, tokenizer.kind))
+    if not all(pieces):  # a byte-level BPE vocabulary (GPT-2's) has no unknown token
+        unk = tokenizer.vocab.specials.get("unk")
+        if unk is None:
+            raise ValueError(f"the word {words[[bool(p) for p in pieces].index(False)]!r} has "
+                             f"no pieces in {tokenizer.vocab.name}, which has no unknown token")
+        pieces = [p or [unk] for p in pieces]
+    chunk_of = tagging.split_pieces([len(p) for p in pieces], budget)
+    rows = []
+    for chunk in range(chunk_of[-1] + 1 if chunk_of else 0):
+        ids, first = list(before), [0] * len(before)
+        for word, c in zip(pieces, chunk_of):
+            if c == chunk:
+                word = word[:budget]
+                ids.extend(word)
+                first.extend([1] + [0] * (len(word) - 1))
+        end = len(ids)
+        ids.extend(after)
+        real = len(ids)
+        pad = length - real
+        segments = [0] * length
+        if packer.layout == "xlnet":
+            segments[real - 1] = 2  # <cls>'s own segment, as garden.serving.text.combine's
+        rows.append({"token_ids": ids + [packer.pad_id] * pad, "segment_ids": segments,
+                     "padding_mask": [1] * real + [0] * pad,
+                     "first_piece": first + [0] * (length - len(first)), "pieces_end": end})
+    return rows

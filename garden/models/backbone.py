@@ -22,6 +22,7 @@ from keras import ops
 
 from garden.layers.embeddings import TransformerEmbeddings, truncated_normal
 from garden.layers.transformer_encoder import TransformerEncoderBlock
+from garden.models.instrument import ENCODER
 
 # Keras' own Layer arguments: get_config adds name and trainable itself; a
 # `dtype` attribute would shadow Layer.dtype, so the policy is kept as dtype_policy.
@@ -70,6 +71,9 @@ class Backbone(keras.Model):
 
     presets_module: str = ""
     non_config_args: Sequence[str] = ()
+    # What garden.bertology reads from it (garden.models.instrument.Readout); families that
+    # are not the shared encoder state their own.
+    readout = ENCODER
 
     def __new__(cls, *args, **kwargs):
         instance = super().__new__(cls, *args, **kwargs)
@@ -256,8 +260,11 @@ def input_names(backbone) -> tuple:
 
 
 def run_encoder(x, layer_blocks: List[keras.layers.Layer], padding_mask, head_mask=None,
-                output_hidden_states: bool = False, output_attentions: bool = False):
-    """Applies `layer_blocks` (one entry per layer, so a shared block may repeat) to `x`.
+                output_hidden_states: bool = False, output_attentions: bool = False,
+                mask_argument: str = "padding_mask"):
+    """Applies `layer_blocks` (one entry per layer, so a shared block may repeat) to `x`;
+    each block takes `padding_mask` as its `mask_argument` (TransformerDecoderBlock's:
+    "decoder_padding_mask", for GPT's and GPT-2's causal blocks).
 
     Returns (sequence_output, extra outputs dict). With every option off this is the plain
     loop `x = block(x, padding_mask=padding_mask)`: no other op enters the graph.
@@ -275,13 +282,13 @@ def run_encoder(x, layer_blocks: List[keras.layers.Layer], padding_mask, head_ma
             block_kwargs["head_mask"] = (head_mask[i] if head_mask.shape[-1] == heads
                                          else head_mask[i, :heads])
         if output_attentions:
-            x, scores = block(x, padding_mask=padding_mask, return_attention_scores=True,
-                              **block_kwargs)
+            x, scores = block(x, **{mask_argument: padding_mask},
+                              return_attention_scores=True, **block_kwargs)
             if heads < most_heads:
                 scores = ops.pad(scores, [[0, 0], [0, most_heads - heads], [0, 0], [0, 0]])
             attention_probs.append(scores)
         else:
-            x = block(x, padding_mask=padding_mask, **block_kwargs)
+            x = block(x, **{mask_argument: padding_mask}, **block_kwargs)
         hidden_states.append(x)
     extras = {}
     if output_hidden_states:

@@ -5,20 +5,85 @@ from a backbone.
 The encoder families (BERT, RoBERTa, ALBERT, ELECTRA, SpanBERT, DistilBERT, ERNIE) share
 garden.models.backbone: `hidden_states` [L+1, B, T, H], `attention_probs` [L, B, A, T, T] and the
 `head_mask` [L, A] input are constructor switches, so `instrumented` rebuilds a backbone with
-them on and copies its weights (the switches add outputs, never change the weights).
+them on and copies its weights (the switches add outputs, never change the weights). GPT and
+GPT-2 take the same switches over their causal blocks, XLNet the first two over its content
+stream; ELMo gives its hidden states always and has no attention.
+
+Each Backbone class states what the analyses may read from it as its `readout` (a Readout:
+bidirectional or causal attention, or none and why; what hidden_states[0..L] are; the
+attribute listing its layers' blocks). Backbone's own is ENCODER.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Dict, List, Mapping, Optional
 
 import keras
 import numpy as np
 
 from garden.layers.attention import MultiHeadAttention
+from garden.layers.transformer_decoder import TransformerDecoderBlock
 
 # The backbone constructor switches of the optional outputs and the head mask input.
 SWITCHES = ("output_hidden_states", "output_attentions", "use_head_mask")
+# Which keys a query sees: every real token, or itself and those before it.
+ATTENTION_KINDS = ("bidirectional", "causal")
+
+
+@dataclasses.dataclass(frozen=True)
+class Readout:
+    """What garden.bertology reads from a family's backbone (its class attribute `readout`).
+
+    attention: ATTENTION_KINDS, or None for a backbone without attention (an LSTM's).
+    layers: what hidden_states[0], ..., [L] are, as the reports state it.
+    no_attention: why there is no attention, one sentence naming the family (the analyses
+        that need attention are refused with it); required when attention is None.
+    blocks: the backbone attribute listing its distinct Transformer blocks in order ("" when
+        it has none).
+    """
+
+    attention: Optional[str]
+    layers: str
+    no_attention: str = ""
+    blocks: str = "encoder_blocks"
+
+    def __post_init__(self):
+        if self.attention not in ATTENTION_KINDS + (None,):
+            raise ValueError(f"Readout attention {self.attention!r}: choose one of "
+                             f"{ATTENTION_KINDS} or None")
+        if self.attention is None and not self.no_attention:
+            raise ValueError("a Readout without attention says why (no_attention)")
+
+    @property
+    def causal(self) -> bool:
+        return self.attention == "causal"
+
+
+ENCODER = Readout("bidirectional", "0: the embeddings; 1..L: the Transformer layers' outputs")
+CAUSAL = Readout("causal", "0: the embeddings; 1..L: the causal Transformer layers' outputs",
+                 blocks="decoder_blocks")
+
+
+class NoAttention(ValueError):
+    """An analysis that needs attention asked of a backbone without any (Readout.no_attention)."""
+
+
+def readout(backbone: keras.Model) -> Readout:
+    """The Readout the backbone's class states (garden.models.backbone.Backbone: ENCODER)."""
+    return type(backbone).readout
+
+
+def family_name(backbone: keras.Model) -> str:
+    return backbone.family() if hasattr(backbone, "family") else type(backbone).__name__
+
+
+def require_attention(backbone: keras.Model, what: str) -> Readout:
+    """The backbone's Readout; NoAttention "<what>: <why>" when it has no attention."""
+    found = readout(backbone)
+    if found.attention is None:
+        raise NoAttention(f"{what}: {found.no_attention}")
+    return found
 
 
 def instrumented(backbone: keras.Model, **switches: bool) -> keras.Model:
@@ -30,15 +95,20 @@ def instrumented(backbone: keras.Model, **switches: bool) -> keras.Model:
     unknown = sorted(set(switches) - set(SWITCHES))
     if unknown:
         raise ValueError(f"unknown backbone switches {unknown}; choose from {SWITCHES}")
+    if switches.get("output_attentions") or switches.get("use_head_mask"):
+        require_attention(backbone, "attention probabilities and head masks")
     config = backbone.get_config()
-    missing = [name for name in SWITCHES if name not in config]
-    if missing:
-        family = backbone.family() if hasattr(backbone, "family") else "?"
-        raise ValueError(
-            f"the {family} backbone ({type(backbone).__name__}) has no {missing} in its config: "
-            "the analyses need an encoder built on garden.models.backbone's shared encoder "
-            "(bert, roberta, albert, electra, spanbert, distilbert)")
-    wanted = {name: True for name, on in switches.items() if on and not config[name]}
+    wanted = {}
+    for name, on in switches.items():
+        if not on or config.get(name):
+            continue
+        if name in config:
+            wanted[name] = True
+        elif not (name == "output_hidden_states" and "hidden_states" in backbone.output):
+            raise ValueError(
+                f"the {family_name(backbone)} backbone ({type(backbone).__name__}) takes no "
+                f"{name} switch: garden.bertology cannot read its "
+                f"{'hidden states' if name == 'output_hidden_states' else 'attention'} yet")
     if not wanted:
         return backbone
     clone = type(backbone).from_config({**config, **wanted})
@@ -47,12 +117,19 @@ def instrumented(backbone: keras.Model, **switches: bool) -> keras.Model:
 
 
 def layer_blocks(backbone: keras.Model) -> List[keras.layers.Layer]:
-    """The TransformerEncoderBlock each of the backbone's `num_layers` layers runs, in order.
+    """The Transformer block each of the backbone's `num_layers` layers runs, in order (its
+    Readout's `blocks`: TransformerEncoderBlocks, GPT's and GPT-2's TransformerDecoderBlocks).
 
     A family with fewer distinct blocks than layers shares them in equal, consecutive groups
     (ALBERT's share="all": 12 layers over 1 block, or over num_groups blocks of 12 / groups).
     """
-    blocks, num_layers = list(backbone.encoder_blocks), int(backbone.num_layers)
+    attribute = readout(backbone).blocks
+    if not attribute:
+        raise ValueError(f"the {family_name(backbone)} backbone's layers are not garden's "
+                         f"Transformer blocks (its Readout names none): what is computed "
+                         f"block by block (effective attention, attribution) is not read "
+                         f"from it")
+    blocks, num_layers = list(getattr(backbone, attribute)), int(backbone.num_layers)
     if num_layers % len(blocks):
         raise ValueError(f"{backbone.name}: {len(blocks)} encoder blocks cannot run "
                          f"{num_layers} layers in equal groups")
@@ -89,3 +166,31 @@ def run(model: keras.Model, batch: Mapping[str, np.ndarray],
     """The model's outputs on `batch` (inference: no dropout) as NumPy arrays."""
     outputs = model(model_inputs(batch, model, head_mask), training=False)
     return keras.tree.map_structure(lambda x: np.asarray(keras.ops.convert_to_numpy(x)), outputs)
+
+
+def self_attention(block: keras.layers.Layer):
+    """A Transformer block's self-attention layer and the LayerNorm its input goes through
+    first (pre-LN), or None (post-LN): TransformerEncoderBlock's attention, or
+    TransformerDecoderBlock's self_attention (GPT, GPT-2)."""
+    if isinstance(block, TransformerDecoderBlock):
+        attention, norm = block.self_attention, block.self_attention_layer_norm
+    else:
+        attention, norm = block.attention, block.attention_layer_norm
+    return attention, norm if block.normalize_first else None
+
+
+def run_layers(backbone: keras.Model, x, padding_mask, training: bool = False) -> List:
+    """hidden_states[1..L] of `backbone` computed from hidden_states[0] `x` [B, T, H] by its
+    layer_blocks alone, so that gradients can be taken with respect to x. A causal backbone's
+    last entry goes through its `finish` (GPT-2's final LayerNorm, GPT's identity), as its
+    hidden_states' last entry does."""
+    states = []
+    for block in layer_blocks(backbone):
+        if isinstance(block, TransformerDecoderBlock):
+            x = block(x, decoder_padding_mask=padding_mask, training=training)
+        else:
+            x = block(x, padding_mask=padding_mask, training=training)
+        states.append(x)
+    if readout(backbone).causal:
+        states[-1] = backbone.finish(states[-1])
+    return states

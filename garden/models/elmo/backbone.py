@@ -36,6 +36,7 @@ from keras import ops
 
 from garden.layers.recurrent import ProjectedLSTM, ScalarMix
 from garden.models.backbone import Backbone
+from garden.models.instrument import Readout
 
 # The published character CNN: (width, filters) pairs, 2048 filters in all.
 ELMO_FILTERS = ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024))
@@ -140,6 +141,10 @@ class ElmoBackbone(Backbone):
     """
 
     presets_module = "garden.models.elmo.presets"
+    readout = Readout(None, "0: the character CNN's token vectors [x; x]; 1..L: the biLSTM "
+                      "layers [forward; backward]",
+                      no_attention="ELMo has no attention: its layers are a character CNN and "
+                                   "LSTMs, which read the sequence in order", blocks="")
 
     def __init__(self, num_characters: int = 262, max_characters: int = 50,
                  char_embedding_size: int = 16, filters=ELMO_FILTERS, num_highway: int = 2,

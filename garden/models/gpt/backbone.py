@@ -32,8 +32,9 @@ from keras import ops
 
 from garden.layers.embeddings import truncated_normal
 from garden.layers.transformer_decoder import TransformerDecoderBlock
-from garden.models.backbone import Backbone, backbone_inputs
+from garden.models.backbone import Backbone, backbone_inputs, optional_outputs, run_encoder
 from garden.models.gpt.causal_lm import CachedCausalLM, position_ids
+from garden.models.instrument import CAUSAL
 
 
 @keras.saving.register_keras_serializable(package="garden")
@@ -98,7 +99,11 @@ class GPTBackbone(Backbone):
     """GPT (2018) as a Keras functional model (see the module docstring).
 
     Inputs (dict, int32 [B, T]): token_ids, padding_mask (1 = real token; left or right
-    padding). Outputs (dict): sequence_output [B, T, H], the last block's output.
+    padding). Outputs (dict): sequence_output [B, T, H], the last block's output; with
+    output_hidden_states=True also hidden_states [L+1, B, T, H] (the embeddings, then each
+    block's output), with output_attentions=True attention_probs [L, B, A, T, T] (zero on
+    later positions and padding); use_head_mask=True adds the input head_mask [L, A]
+    (garden.models.backbone.Backbone's switches, for garden.bertology).
 
     Args:
         vocab_size: int, BPE tokens (40,478 for the released model).
@@ -112,6 +117,7 @@ class GPTBackbone(Backbone):
         activation: str, feed-forward activation ("gelu_tanh": OpenAI's and Hugging Face's
             "gelu" for this model).
         dtype: None, str or keras.DTypePolicy.
+        output_hidden_states, output_attentions, use_head_mask: bool (see Outputs).
 
     Example:
         backbone = GPTBackbone.untrained("gpt_tiny", vocab_size=1000)
@@ -119,12 +125,15 @@ class GPTBackbone(Backbone):
     """
 
     presets_module = "garden.models.gpt.presets"
+    readout = CAUSAL
 
     def __init__(self, vocab_size: int, num_layers: int, hidden_size: int, num_heads: int,
                  intermediate_size: int, max_sequence_length: int = 512,
                  num_special_tokens: int = 0, dropout: float = 0.1,
                  initializer_range: float = 0.02, layer_norm_epsilon: float = 1e-5,
-                 activation: str = "gelu_tanh", dtype=None, **kwargs):
+                 activation: str = "gelu_tanh", dtype=None,
+                 output_hidden_states: bool = False, output_attentions: bool = False,
+                 use_head_mask: bool = False, **kwargs):
         # === Layers ===
         embeddings = GPTEmbedding(vocab_size, num_special_tokens, max_sequence_length,
                                   hidden_size, dropout=dropout,
@@ -137,11 +146,16 @@ class GPTBackbone(Backbone):
             for i in range(num_layers)]
 
         # === Functional graph ===
-        inputs = backbone_inputs(("token_ids", "padding_mask"))
+        inputs = backbone_inputs(("token_ids", "padding_mask"), use_head_mask, num_layers,
+                                 num_heads)
         x = embeddings(inputs["token_ids"], position_ids(inputs["padding_mask"]))
-        for block in decoder_blocks:
-            x = block(x, decoder_padding_mask=inputs["padding_mask"])
-        super().__init__(inputs=inputs, outputs={"sequence_output": x}, dtype=dtype, **kwargs)
+        x, extras = run_encoder(x, decoder_blocks, inputs["padding_mask"],
+                                inputs.get("head_mask"),
+                                **optional_outputs(output_hidden_states, output_attentions,
+                                                   use_head_mask),
+                                mask_argument="decoder_padding_mask")
+        super().__init__(inputs=inputs, outputs={"sequence_output": x, **extras}, dtype=dtype,
+                         **kwargs)
 
         # === Config === (recorded by Backbone from the arguments above)
         self.embeddings = embeddings

@@ -14,10 +14,11 @@ import keras
 from keras import ops
 
 from garden.layers.transformer_decoder import TransformerDecoderBlock
-from garden.models.backbone import Backbone, backbone_inputs
+from garden.models.backbone import Backbone, backbone_inputs, optional_outputs, run_encoder
 # Left-padding-aware positions, max(cumsum(mask) - 1, 0) (Hugging Face's GPT-2 generate): a
 # row's first real token is position 0 however many pads precede it.
 from garden.models.gpt.causal_lm import position_ids
+from garden.models.instrument import CAUSAL
 
 
 @keras.saving.register_keras_serializable(package="garden")
@@ -30,7 +31,10 @@ class GPT2Backbone(Backbone):
     Outputs (dict): sequence_output float [B, T, H], after the final LayerNorm (ln_f);
         with output_hidden_states=True also hidden_states [L+1, B, T, H] as Hugging Face's
         GPT2Model returns them: the embeddings, the outputs of blocks 0..L-2, then
-        sequence_output (the last block's raw output is not exposed, ln_f follows it).
+        sequence_output (the last block's raw output is not exposed, ln_f follows it);
+        with output_attentions=True also attention_probs [L, B, A, T, T] (zero on the keys a
+        query cannot see: later positions, padding); use_head_mask=True adds the input
+        head_mask [L, A] (garden.models.backbone.Backbone's switches, for garden.bertology).
 
     Numerics (checked against Hugging Face's GPT2LMHeadModel in tests/models/test_gpt2.py):
     pre-LN blocks (garden.layers.TransformerDecoderBlock, normalize_first=True), LayerNorm
@@ -59,6 +63,8 @@ class GPT2Backbone(Backbone):
         initializer_range: float (0.02).
         dtype: None, str or keras.DTypePolicy.
         output_hidden_states: bool, add hidden_states (see Outputs).
+        output_attentions: bool, add attention_probs (see Outputs).
+        use_head_mask: bool, take a head_mask input (see Outputs).
 
     Example:
         backbone = GPT2Backbone(vocab_size=1000, num_layers=2, hidden_size=64, num_heads=2)
@@ -67,6 +73,7 @@ class GPT2Backbone(Backbone):
     """
 
     presets_module = "garden.models.gpt2.presets"
+    readout = CAUSAL
 
     def __init__(
         self,
@@ -81,6 +88,8 @@ class GPT2Backbone(Backbone):
         initializer_range: float = 0.02,
         dtype=None,
         output_hidden_states: bool = False,
+        output_attentions: bool = False,
+        use_head_mask: bool = False,
         **kwargs,
     ):
         # === Layers ===
@@ -102,18 +111,21 @@ class GPT2Backbone(Backbone):
                                                      name="layer_norm")
 
         # === Functional graph ===
-        inputs = backbone_inputs(("token_ids", "padding_mask"))
+        inputs = backbone_inputs(("token_ids", "padding_mask"), use_head_mask, num_layers,
+                                 num_heads)
         mask = inputs["padding_mask"]
         x = token_embedding(inputs["token_ids"]) + position_embedding(position_ids(mask))
         x = embeddings_dropout(x)
-        hidden_states = [x]
-        for block in blocks:
-            x = block(x, decoder_padding_mask=mask)
-            hidden_states.append(x)
+        x, extras = run_encoder(x, blocks, mask, inputs.get("head_mask"),
+                                **optional_outputs(output_hidden_states, output_attentions,
+                                                   use_head_mask),
+                                mask_argument="decoder_padding_mask")
         x = final_norm(x)
-        outputs = {"sequence_output": x}
-        if output_hidden_states:
-            outputs["hidden_states"] = ops.stack(hidden_states[:-1] + [x], axis=0)
+        outputs = {"sequence_output": x, **extras}
+        if output_hidden_states:  # the last entry after ln_f, as Hugging Face's
+            outputs["hidden_states"] = ops.concatenate(
+                [ops.take(extras["hidden_states"], list(range(num_layers)), axis=0),
+                 ops.expand_dims(x, 0)], axis=0)
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
 
         # === Config === (recorded by Backbone from the arguments above)

@@ -47,6 +47,7 @@ from keras import ops
 from garden.layers import activations
 from garden.layers.attention import softmax_in_float32
 from garden.models.backbone import Backbone, backbone_inputs
+from garden.models.instrument import Readout
 
 
 def _normal(stddev: float) -> keras.initializers.Initializer:
@@ -103,7 +104,8 @@ class XLNetRelativeAttention(keras.layers.Layer):
         self.layer_norm.build(input_shape)
         self.built = True
 
-    def _core(self, q_head, k_head, v_head, k_head_r, seg_onehot, mask, training):
+    def _core(self, q_head, k_head, v_head, k_head_r, seg_onehot, mask, training,
+              return_probs=False):
         klen = ops.shape(k_head)[1]
         ac = ops.einsum("bind,bjnd->bnij", q_head + self.r_w_bias, k_head)
         bd = rel_shift(ops.einsum("bind,brnd->bnir", q_head + self.r_r_bias, k_head_r), klen)
@@ -112,23 +114,32 @@ class XLNetRelativeAttention(keras.layers.Layer):
                         seg_onehot)
         score = (ac + bd + ef) * (1.0 / math.sqrt(self.head_size))
         score = score - _blocked_value(score.dtype) * mask[:, None, :, :]
-        probs = self.dropout(softmax_in_float32(score), training=training)
-        return ops.einsum("bnij,bjnd->bind", probs, v_head)
+        probs = softmax_in_float32(score)
+        vec = ops.einsum("bnij,bjnd->bind", self.dropout(probs, training=training), v_head)
+        return (vec, probs) if return_probs else vec
 
     def _post(self, x, attn_vec, training):
         out = self.dropout(ops.einsum("bind,hnd->bih", attn_vec, self.o), training=training)
         return self.layer_norm(out + x)
 
     def call(self, h, pos_emb, seg_onehot, mask_h, g=None, mask_g=None, target_mapping=None,
-             mem=None, training=None):
+             mem=None, return_attention_scores=False, training=None):
         """h [B, T, H]; pos_emb [B, klen + T, H]; seg_onehot [B, T, klen, 2]; mask_h, mask_g
         [B, T, klen] (1 = blocked); g [B, P, H] with target_mapping [B, P, T]; mem [B, M, H].
-        Returns h' without g, else (h', g')."""
+        Returns h' without g, else (h', g'); return_attention_scores (content stream only,
+        without g): (h', the content stream's probabilities [B, N, T, klen])."""
         cat = h if mem is None else ops.concatenate([ops.cast(mem, h.dtype), h], axis=1)
         k_head = ops.einsum("bjh,hnd->bjnd", cat, self.k)
         v_head = ops.einsum("bjh,hnd->bjnd", cat, self.v)
         k_head_r = ops.einsum("brh,hnd->brnd", ops.cast(pos_emb, h.dtype), self.r)
         q_head_h = ops.einsum("bih,hnd->bind", h, self.q)
+        if return_attention_scores:
+            if g is not None:
+                raise ValueError(f"{self.name}: attention scores of the content stream only "
+                                 "(call without g)")
+            vec, probs = self._core(q_head_h, k_head, v_head, k_head_r, seg_onehot, mask_h,
+                                    training, return_probs=True)
+            return self._post(h, vec, training), probs
         out_h = self._post(h, self._core(q_head_h, k_head, v_head, k_head_r, seg_onehot, mask_h,
                                          training), training)
         if g is None:
@@ -187,8 +198,13 @@ class XLNetLayer(keras.layers.Layer):
         return self.ff_layer_norm(y + x)
 
     def call(self, h, pos_emb, seg_onehot, mask_h, g=None, mask_g=None, target_mapping=None,
-             mem=None, training=None):
-        """Returns h' without g (a functional graph takes no None output), else (h', g')."""
+             mem=None, return_attention_scores=False, training=None):
+        """Returns h' without g (a functional graph takes no None output), else (h', g');
+        return_attention_scores (without g): (h', the probabilities [B, N, T, klen])."""
+        if return_attention_scores:
+            h, probs = self.rel_attn(h, pos_emb, seg_onehot, mask_h, mem=mem,
+                                     return_attention_scores=True, training=training)
+            return self._ff(h, training), probs
         if g is None:
             return self._ff(self.rel_attn(h, pos_emb, seg_onehot, mask_h, mem=mem,
                                           training=training), training)
@@ -316,9 +332,16 @@ def last_real_state(h, padding_mask):
 
 
 def run_xlnet(parts, token_ids, segment_ids, padding_mask, perm_mask=None, target_mapping=None,
-              mems: Optional[Sequence] = None, training=None) -> Dict:
+              mems: Optional[Sequence] = None, training=None,
+              output_attentions: bool = False) -> Dict:
     """Both streams through `parts` (an XLNetBackbone or the namespace of its layers):
-    {"content" [B, T, H], "query" [B, P, H] or None, "mems": list of [B, M', H] or None}."""
+    {"content" [B, T, H], "query" [B, P, H] or None, "mems": list of [B, M', H] or None,
+    "layers": the content stream's input to each layer then the last layer's output (L + 1),
+    "attention": with output_attentions (no query stream), each layer's content-stream
+    probabilities [B, N, T, klen]}."""
+    if output_attentions and target_mapping is not None:
+        raise ValueError("XLNet's attention probabilities are the content stream's: ask for "
+                         "them without target_mapping")
     mems = list(mems) if mems is not None else [None] * len(parts.xlnet_layers)
     pos_emb, seg_onehot, mask_h, mask_g = parts.attention_inputs(
         token_ids, segment_ids, padding_mask, perm_mask=perm_mask, mem=mems[0] if mems else None)
@@ -329,17 +352,23 @@ def run_xlnet(parts, token_ids, segment_ids, padding_mask, perm_mask=None, targe
         target_mapping = ops.cast(target_mapping, h.dtype)
         g = parts.embedding_dropout(parts.mask_embedding(target_mapping), training=training)
     new_mems: List = []
+    layers, attention = [h], []
     for layer, memory, mem in zip(parts.xlnet_layers, parts.memories or [None] * len(mems), mems):
         if memory is not None:
             new_mems.append(memory(h, mem))
-        if g is None:
+        if output_attentions:
+            h, probs = layer(h, pos_emb, seg_onehot, mask_h, mem=mem,
+                             return_attention_scores=True, training=training)
+            attention.append(probs)
+        elif g is None:
             h = layer(h, pos_emb, seg_onehot, mask_h, mem=mem, training=training)
         else:
             h, g = layer(h, pos_emb, seg_onehot, mask_h, g=g, mask_g=mask_g,
                          target_mapping=target_mapping, mem=mem, training=training)
+        layers.append(h)
     return {"content": parts.embedding_dropout(h, training=training),
             "query": None if g is None else parts.embedding_dropout(g, training=training),
-            "mems": new_mems or None}
+            "mems": new_mems or None, "layers": layers, "attention": attention}
 
 
 class _Parts:
@@ -354,7 +383,10 @@ class XLNetBackbone(Backbone):
 
     Inputs (dict, int32 [B, T]): token_ids, segment_ids, padding_mask (1 = real token).
     Outputs: sequence_output [B, T, H] (content stream), pooled_output [B, H] (the last real
-    position, <cls>, whichever side the padding is on).
+    position, <cls>, whichever side the padding is on); with output_hidden_states=True also
+    hidden_states [L+1, B, T, H] (the word embeddings, then each layer's content stream), with
+    output_attentions=True attention_probs [L, B, N, T, T] (the content stream's, without
+    memory: every real token sees every real token), for garden.bertology.
     `streams(inputs, perm_mask=..., target_mapping=..., mems=...)` gives both streams and the
     new memory. The constructor arguments are the config.
 
@@ -372,6 +404,7 @@ class XLNetBackbone(Backbone):
         bi_data: forward and backward relative positions in the two batch halves.
         clamp_len: clip relative distances to +-clamp_len (-1: no clipping).
         dtype: dtype policy.
+        output_hidden_states, output_attentions: bool (see Outputs).
 
     Example:
         backbone = XLNetBackbone(vocab_size=1000, num_layers=2, hidden_size=64, num_heads=2, intermediate_size=128)
@@ -380,6 +413,10 @@ class XLNetBackbone(Backbone):
     """
 
     presets_module = "garden.models.xlnet.presets"
+    # Bidirectional at analysis time (no perm_mask: the content stream sees every real token);
+    # its relative attention is XLNet's own, not garden's blocks (no head mask, no block list).
+    readout = Readout("bidirectional", "0: the word embeddings; 1..L: the content stream's "
+                      "layers", blocks="")
 
     def __init__(
         self,
@@ -398,6 +435,8 @@ class XLNetBackbone(Backbone):
         bi_data: bool = False,
         clamp_len: int = -1,
         dtype=None,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
         **kwargs,
     ):
         head_size = head_size or hidden_size // num_heads
@@ -421,12 +460,16 @@ class XLNetBackbone(Backbone):
 
         # === Functional graph ===
         inputs = backbone_inputs(("token_ids", "segment_ids", "padding_mask"))
-        h = run_xlnet(parts, inputs["token_ids"], inputs["segment_ids"],
-                      inputs["padding_mask"])["content"]
-        super().__init__(inputs=inputs, outputs={
-                             "sequence_output": h,
-                             "pooled_output": last_real_state(h, inputs["padding_mask"])},
-                         dtype=dtype, **kwargs)
+        run = run_xlnet(parts, inputs["token_ids"], inputs["segment_ids"],
+                        inputs["padding_mask"], output_attentions=output_attentions)
+        h = run["content"]
+        outputs = {"sequence_output": h,
+                   "pooled_output": last_real_state(h, inputs["padding_mask"])}
+        if output_hidden_states:
+            outputs["hidden_states"] = ops.stack(run["layers"], axis=0)
+        if output_attentions:
+            outputs["attention_probs"] = ops.stack(run["attention"], axis=0)
+        super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
 
         # === Config === (recorded by Backbone from the arguments above)
         self.word_embedding = word_embedding

@@ -1,0 +1,212 @@
+"""garden.analyze beyond the bidirectional encoders, on tiny backbones built here: GPT-2 and
+GPT (causal: every statistic over the keys a query sees, and the report says so), ELMo (its
+character CNN and biLSTM layers read; attention refused by name) and XLNet (its content
+stream's states and attention)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from convert_testing import write_bpe_tokenizer
+from garden import analyze
+from garden.bertology import attention, contextuality, identifiability, probe, representations
+from garden.models import instrument
+from garden.serving.text import TextPacker
+from text import tokenizers
+from text.finetune import tagging
+
+SIZE = dict(num_layers=2, hidden_size=16, num_heads=2, dropout=0.0)
+WORDS = ["the", "movie", "film", "was", "good", "bad", "plot", "great", "dull", "."]
+SENTENCES = ["the movie was good .", "the film was bad .", "the plot was great .",
+             "the movie was dull .", "the film was good ."]
+
+
+def _shaken(backbone, seed=0, scale=0.3):
+    """The backbone with its weights moved far from their init, so that layers mix context."""
+    rng = np.random.default_rng(seed)
+    backbone.set_weights([w + rng.normal(scale=scale, size=w.shape).astype(w.dtype)
+                          for w in backbone.get_weights()])
+    return backbone
+
+
+@pytest.fixture(scope="module")
+def gpt2(tmp_path_factory):
+    from garden.models.gpt2.backbone import GPT2Backbone
+
+    folder = tmp_path_factory.mktemp("gpt2")
+    size = write_bpe_tokenizer(str(folder), gpt2=True)
+    tokenizer = tokenizers.load_tokenizer("bpe", str(folder / "vocab.json"), lower_case=False)
+    backbone = _shaken(GPT2Backbone(vocab_size=size, intermediate_size=32, **SIZE))
+    return backbone, TextPacker(tokenizer, 12, layout="gpt2"), tokenizer
+
+
+@pytest.fixture(scope="module")
+def elmo(tmp_path_factory):
+    from garden.models.elmo.backbone import ElmoBackbone
+
+    vocab = tmp_path_factory.mktemp("elmo") / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS) + "\n")
+    tokenizer = tokenizers.load_tokenizer("wordpiece", str(vocab), lower_case=True)
+    backbone = ElmoBackbone.untrained("elmo_tiny", vocab=str(vocab), dropout=0.0)
+    return _shaken(backbone, scale=0.1), TextPacker(tokenizer, 12), tokenizer
+
+
+def _opened(model, description):
+    backbone, packer, tokenizer = model
+    return analyze.Opened(backbone, packer, list(tokenizer.vocab.tokens), description,
+                          path=description)
+
+
+def _analyze(monkeypatch, tmp_path, model, description, *args):
+    """garden.analyze main on `model` (open_model answers it): exit code, its JSON or None."""
+    monkeypatch.setattr(analyze, "open_model", lambda path, length: _opened(model, description))
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    text = tmp_path / "text.txt"
+    text.write_text("\n".join(SENTENCES) + "\n")
+    out = tmp_path / "report"
+    code = analyze.main([args[0], f"--model={description}", f"--input={text}",
+                         f"--output={out}", *args[1:]])
+    path = out / f"{args[0]}.json"
+    return code, json.loads(path.read_text()) if path.exists() else None
+
+
+def test_gpt2_query_statistics_do_not_see_later_tokens(gpt2, monkeypatch, tmp_path):
+    backbone, packer, _ = gpt2
+    batch = packer.encode_numpy(["the movie was good", "the film was bad"])
+    changed = {k: v.copy() for k, v in batch.items()}
+    last = int(batch["padding_mask"][0].sum()) - 1
+    changed["token_ids"][0, last] = batch["token_ids"][1, 3]  # the last piece of row 0
+    model = instrument.instrumented(backbone, output_attentions=True)
+
+    def per_query(b):
+        probs = instrument.run(model, b)["attention_probs"]
+        rows = attention.query_rows(probs, b["padding_mask"], b["token_ids"], causal=True)
+        return attention.query_statistics(rows, packer.cls_id, packer.sep_id, [])
+
+    before, after = per_query(batch), per_query(changed)
+    for name in ("self", "previous", "entropy"):
+        np.testing.assert_allclose(after[name][:, :, :last], before[name][:, :, :last],
+                                   atol=1e-6, equal_nan=True)
+        assert np.abs(after[name][:, :, last] - before[name][:, :, last]).max() > 1e-4
+    assert np.isnan(before["next"]).all()  # no query sees the token after it
+    # A query at position p sees p + 1 keys: uniform attention over them has entropy ln(p + 1).
+    positions = np.nonzero(batch["padding_mask"])[1]
+    np.testing.assert_allclose(before["uniform_entropy"], np.log(positions + 1))
+    # Through garden.analyze attention: the report states the rule and leaves "next" out.
+    code, report = _analyze(monkeypatch, tmp_path, gpt2, "tiny gpt2", "attention")
+    assert code == 0
+    shares = report["shares"]
+    assert shares["attention"] == "causal" and shares["keys"].startswith("causal")
+    assert set(shares["not_applicable"]) == {"next", "cls"}  # GPT-2 packs no [CLS]
+    assert "next" not in shares["shares"] and len(shares["shares"]["self"]) == 2
+    assert (tmp_path / "report" / "attention_shares.png").exists()
+
+
+def test_gpt2_effective_attention_and_attribution_stay_causal(gpt2):
+    backbone, packer, _ = gpt2
+    batch = packer.encode_numpy(["the film was bad and dull", "the plot was great"])
+    result = identifiability.effective_attention(backbone, batch)
+    n = int(batch["padding_mask"][0].sum())  # 11 pieces > head width 8: a null space
+    assert n > 8
+    future = np.triu(np.ones((n, n), bool), 1)
+    assert np.all(result["effective"][:, 0, :, :n, :n][..., future] == 0)
+    # Each query's effective row gives its head the same output over the keys it sees.
+    states = instrument.run(instrument.instrumented(backbone, output_hidden_states=True),
+                            batch)["hidden_states"]
+    block = instrument.layer_blocks(backbone)[1]
+    transform = identifiability.value_transforms(block, states[1])[0, 0, :n]
+    np.testing.assert_allclose(result["effective"][1, 0, 0, :n, :n] @ transform,
+                               result["attention"][1, 0, 0, :n, :n] @ transform, atol=1e-4)
+    assert np.abs(result["effective"] - result["attention"])[:, 0, :, 8:n].max() > 1e-3
+    attribution = identifiability.hidden_token_attribution(backbone, batch, sequence=1)
+    contributions = np.asarray(attribution["contributions"])  # [L, n, n], row j over inputs i
+    m = contributions.shape[-1]
+    assert np.all(contributions[:, np.triu(np.ones((m, m), bool), 1)] == 0)
+    np.testing.assert_allclose(contributions.sum(-1), 1, atol=1e-9)
+
+
+def test_gpt2_contextuality_is_over_the_words_before(gpt2):
+    backbone, packer, tokenizer = gpt2
+    sentences = [["the", "movie", "was", "good"], ["the", "movie", "was", "bad"]]
+    found = representations.collect(backbone, packer, sentences, tokenizer=tokenizer)
+    # The first three words' vectors do not depend on the fourth; the fourth's do.
+    np.testing.assert_allclose(found.vectors[:, :3], found.vectors[:, 4:7], atol=1e-6)
+    assert np.abs(found.vectors[1:, 3] - found.vectors[1:, 7]).max() > 1e-3
+    # Causal intra-sentence similarity: each word but the first against the mean up to it.
+    a, b, c = np.eye(3)[[0, 1, 2]] + 0.5
+    cos = lambda u, v: u @ v / np.linalg.norm(u) / np.linalg.norm(v)  # noqa: E731
+    expected = np.mean([cos(b, (a + b) / 2), cos(c, (a + b + c) / 3)])
+    vectors, ids = np.stack([a, b, c]), np.zeros(3, int)
+    assert contextuality.intra_sentence_similarity(vectors, ids, causal=True) == \
+        pytest.approx(expected)
+    assert contextuality.intra_sentence_similarity(vectors, ids) != pytest.approx(expected)
+    result = contextuality.contextuality(backbone, packer, SENTENCES * 2, min_contexts=3,
+                                         tokenizer=tokenizer)
+    assert result["context"].startswith("causal") and len(result["self_similarity"]) == 3
+    assert len(result["whole_sentence_intra_sentence_similarity"]) == 3
+
+
+def test_elmo_layers_are_read_and_its_attention_refused_by_name(elmo, monkeypatch, tmp_path,
+                                                                capsys):
+    backbone, packer, tokenizer = elmo
+    result = contextuality.contextuality(backbone, packer, SENTENCES * 2, min_contexts=3,
+                                         tokenizer=tokenizer)
+    assert "character CNN" in result["layers"] and len(result["self_similarity"]) == 3
+    # Layer 0 is the character CNN: a word's vector whatever its context; the LSTMs mix it in.
+    assert result["self_similarity"][0] == pytest.approx(1.0, abs=1e-5)
+    assert result["self_similarity"][2] < 0.999
+    # A probe of a tag that is a function of the word reads layer 0 perfectly.
+    tag = {"movie": "I-ORG", "plot": "I-MISC"}
+    rng = np.random.default_rng(1)
+    rows = [tuple(rng.choice(WORDS, 5)) for _ in range(40)]
+    conll = tmp_path / "train.txt"
+    conll.write_text(tagging.format_sentences(
+        [tagging.ConllSentence(ws, tuple(tag.get(w, "O") for w in ws)) for ws in rows]))
+    probed = probe.probe_conll(backbone, packer, str(conll), tokenizer=tokenizer, seed=2)
+    assert len(probed["accuracy"]) == 3 and probed["accuracy"][0] == pytest.approx(1.0)
+    # identifiability: token identifiability runs, the attention parts say why they do not.
+    report = identifiability.report(backbone, packer.encode_numpy(SENTENCES), packer.cls_id,
+                                    packer.sep_id, [], 1, str(tmp_path / "ident"))
+    assert len(report["token_identifiability"]["accuracy"]["linear"]) == 3
+    assert report["not_applicable"]["effective_attention"].startswith("ELMo has no attention")
+    for name in ("attention", "heads", "prune"):
+        flags = ["--task_data=x.tsv"] if name in ("heads", "prune") else []
+        code, written = _analyze(monkeypatch, tmp_path / name, elmo, "tiny elmo", name, *flags)
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and written is None
+        assert err == [f"error: {name}: ELMo has no attention: its layers are a character "
+                       f"CNN and LSTMs, which read the sequence in order"]
+
+
+def test_xlnet_content_stream_states_and_attention(tmp_path):
+    from garden.models.xlnet.backbone import XLNetBackbone
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS) + "\n")
+    tokenizer = tokenizers.load_tokenizer("wordpiece", str(vocab), lower_case=True)
+    packer = TextPacker(tokenizer, 10, layout="xlnet")  # pieces <sep> <cls>
+    backbone = _shaken(XLNetBackbone(vocab_size=15, intermediate_size=32, **SIZE))
+    words = [["the", "movie", "was", "good"], ["the", "plot"]]
+    rows = representations.word_rows(words[0], tokenizer, packer)
+    assert rows[0]["token_ids"][4:7] == [packer.sep_id, packer.cls_id, packer.pad_id]
+    assert rows[0]["segment_ids"][:6] == [0, 0, 0, 0, 0, 2]  # as the packer gives <cls> 2
+    batch = packer.encode_numpy([" ".join(w) for w in words])
+    assert batch["segment_ids"][0, :6].tolist() == [0, 0, 0, 0, 0, 2]
+    plain = instrument.run(backbone, batch)
+    full = instrument.run(instrument.instrumented(backbone, output_hidden_states=True,
+                                                  output_attentions=True), batch)
+    np.testing.assert_array_equal(full["sequence_output"], plain["sequence_output"])
+    np.testing.assert_allclose(full["hidden_states"][-1], plain["sequence_output"], atol=1e-6)
+    probs = full["attention_probs"]  # [L, B, N, T, T]: every real key, padding none
+    np.testing.assert_allclose(probs[:, 1, :, :4].sum(-1), 1, atol=1e-5)
+    assert probs[:, 1, :, :4, 4:].max() == 0 and probs[:, 1, :, 0, 3].min() > 0
+    stats = attention.analyze_attention(backbone, batch, packer.cls_id, packer.sep_id)
+    assert stats["shares"]["attention"] == "bidirectional" and "next" in stats["shares"]["shares"]
+    found = representations.collect(backbone, packer, words, tokenizer=tokenizer)
+    np.testing.assert_allclose(found.vectors[:, 4:6], full["hidden_states"][:, 1, :2],
+                               atol=1e-5)
+    with pytest.raises(ValueError, match="xlnet backbone's layers are not garden's"):
+        identifiability.effective_attention(backbone, batch)
