@@ -21,7 +21,11 @@ inside an encoder of the garden or a released checkpoint (garden.bertology does 
 Garden) or a garden.train run directory (pretraining or fine-tuning); `heads` and `prune`
 need a fine-tuned sentence-classification run (its classifier scores the heads). --input: text
 files, one sentence per line (blank lines skipped); --max_sentences of them, in file order.
-The files probe and wsd read: docs/bertology-formats.md.
+The files probe and wsd read: docs/bertology-formats.md. Families: the encoders, XLNet (its
+content stream), GPT and GPT-2 (causal: each query and word over what it sees, as the reports
+state), ELMo (layer 0 its character CNN; no attention, so attention, heads and prune are
+refused), T5 and BART one stack at a time (--stack; the decoder reads the text, causal); the
+table of what runs on which family: docs/bertology.md.
 
 Analyses (each writes <analysis>.json with its figures, PNG plots, and REPORT_DIR/index.html
 showing every analysis written there so far):
@@ -99,11 +103,13 @@ class Opened:
     path: str = ""
 
 
-def open_model(path: str, max_seq_length: int) -> Opened:
+def open_model(path: str, max_seq_length: int, stack: str = "") -> Opened:
     """A garden.convert directory or a garden.train run directory, opened by garden.runs (a
     run's task model is built and restored: `heads` scores with its classifier); ValueError
-    naming the path when it is neither."""
+    naming the path when it is neither. An encoder-decoder (T5, BART) is analysed one stack
+    at a time: `stack` ("encoder" when not given) as a garden.models.stack_view.StackView."""
     from garden import runs
+    from garden.models import instrument, stack_view
 
     try:
         run = runs.open(path, [runs.CONVERTED, runs.MODEL_DIR], who="garden.analyze")
@@ -116,7 +122,11 @@ def open_model(path: str, max_seq_length: int) -> Opened:
         text_b = bool(getattr(run.task, "text_b", False))
     packer = run.packer(max_seq_length)
     backbone = run.backbone(max_seq_length=max_seq_length)  # sets run.family when unknown
-    return Opened(backbone, packer, run.tokens(), run.description,
+    description = run.description
+    if instrument.readout(backbone).stacks or stack:
+        backbone = stack_view.view(backbone, stack or "encoder")
+        description += f", its {stack or 'encoder'}"
+    return Opened(backbone, packer, run.tokens(), description,
                   classifier=getattr(model, "classifier_dense", None), labels=labels,
                   text_b=text_b, family=run.family, path=path)
 
@@ -292,14 +302,15 @@ def run_wsd(opened: Opened, args: argparse.Namespace) -> Dict:
 
 
 def run_contextuality(models: Sequence[str], sentences: List[str], out_dir: str,
-                      max_seq_length: int, min_contexts: int, seed: int) -> Dict:
+                      max_seq_length: int, min_contexts: int, seed: int,
+                      stack: str = "") -> Dict:
     from garden.bertology import contextuality
 
     from text.progress import Eta
 
     results = {}
     for path in Eta("[garden.analyze] contextuality: models", len(models)).wrap(models):
-        opened = open_model(path, max_seq_length)
+        opened = open_model(path, max_seq_length, stack)
         print(f"[garden.analyze] contextuality of {opened.description}", flush=True)
         results[path] = contextuality.contextuality(opened.backbone, opened.packer, sentences,
                                                     min_contexts, seed)
@@ -342,7 +353,7 @@ TABLE = {
     "heads": Analysis("task_data", lambda o, s, a: run_heads(o, a.task_data, a.output),
                       attention=True),
     "contextuality": Analysis("input", None, lambda a, s: run_contextuality(
-        a.model, s, a.output, a.max_seq_length, a.min_contexts, a.seed)),
+        a.model, s, a.output, a.max_seq_length, a.min_contexts, a.seed, a.stack)),
     "prune": Analysis("task_data", lambda o, s, a: run_prune(o, a), attention=True),
     "probe": Analysis("probe_train", lambda o, s, a: run_probe(o, a)),
     "wsd": Analysis(None, lambda o, s, a: run_wsd(o, a)),  # --senses, else the sample
@@ -367,6 +378,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--task_data", help="heads, prune: a classification file (.tsv / .csv "
                                        "with a header, or .jsonl) with text_a, (text_b), label")
     p.add_argument("--output", required=True, help="report directory (created)")
+    p.add_argument("--stack", choices=("encoder", "decoder"),
+                   help="T5, BART: the stack analysed (default: the encoder; the decoder reads "
+                        "the text as its input, causal)")
     p.add_argument("--max_sentences", type=int, default=64)
     p.add_argument("--max_seq_length", type=int, default=64)
     p.add_argument("--top_k", type=int, default=5,
@@ -449,7 +463,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             result = TABLE[args.analysis].opens(args, sentences)
             result["model"] = ", ".join(args.model)
             return _finish(args, result, start)
-        opened = open_model(args.model[0], args.max_seq_length)
+        opened = open_model(args.model[0], args.max_seq_length, args.stack)
         result = run_analysis(args, opened, sentences)
     except (ValueError, FileNotFoundError, FileExistsError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -20,6 +20,8 @@ the words up to it (the sentence's first word, which sees only itself, left out)
 whole-sentence figure Ethayarajh reports for GPT-2 is kept beside it
 (whole_sentence_intra_sentence_similarity), and "context" states the rule. A sentence cut into
 several rows (longer than the row) counts its words' prefixes from the sentence's start.
+A T5 or BART decoder (garden.models.stack_view) is causal in its self-attention but reads the
+whole text through its cross-attention: its context is the whole sentence.
 
 A word's vector is its first word piece's by default (Ethayarajh's ELMo had whole-word tokens;
 for BERT and GPT-2 he took one vector per token), or the mean of its pieces (pooling="mean");
@@ -121,9 +123,9 @@ def contextuality(backbone, packer, sentences: Sequence[str], min_contexts: int 
                                     pooling=pooling, name="contextuality")
     view = readout(backbone)
     per_layer = [layer_metrics(v, found.words, found.sentence_ids, min_contexts, seed,
-                               causal=view.causal) for v in found.vectors]
+                               causal=view.causal_states) for v in found.vectors]
     context = ("causal: a word sees itself and the words before it; intra-sentence "
-               "similarity to the mean of those" if view.causal else
+               "similarity to the mean of those" if view.causal_states else
                "the whole sentence; intra-sentence similarity to its mean")
     return {"context": context, "layers": view.layers,
             **{key: [layer[key] for layer in per_layer] for key in per_layer[0]}}

@@ -81,6 +81,7 @@ def effective_attention(backbone, batch: Mapping[str, np.ndarray],
     and "rank" [L, B, A], the rank of each head's T. Causal models: each query over the keys
     it can see (module docstring)."""
     causal = require_attention(backbone, "effective attention").causal
+    layer_blocks(backbone)  # refused before any rebuilding when its layers are not blocks
     model = instrumented(backbone, output_attentions=True, output_hidden_states=True)
     outputs = run(model, batch)
     raw, states = outputs["attention_probs"].astype(np.float64), outputs["hidden_states"]
@@ -266,8 +267,8 @@ def report(backbone, batch: Mapping[str, np.ndarray], cls_id: Optional[int],
     if view.attention is None:
         skipped["effective_attention"] = view.no_attention
     if not view.blocks:
-        why = (f"the {family_name(backbone)} backbone's layers are not garden's Transformer "
-               f"blocks, which this runs one by one")
+        why = (f"the {family_name(backbone)} backbone's layers do not run one by one as "
+               f"garden's Transformer blocks, which this needs")
         skipped.setdefault("effective_attention", why)
         skipped["hidden_token_attribution"] = why
     result = {"layers": view.layers, "attention": view.attention, "not_applicable": skipped,

@@ -17,7 +17,7 @@ attribute listing its layers' blocks). Backbone's own is ENCODER.
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List, Mapping, Optional
+from typing import Dict, List, Mapping, Optional, Tuple
 
 import keras
 import numpy as np
@@ -41,12 +41,19 @@ class Readout:
         that need attention are refused with it); required when attention is None.
     blocks: the backbone attribute listing its distinct Transformer blocks in order ("" when
         it has none).
+    stacks: an encoder-decoder's stacks ("encoder", "decoder"), analysed one at a time through
+        garden.models.stack_view.StackView; () for a single stack.
+    cross_attends: the layers also read another stack's states of the whole text (a
+        decoder's cross-attention), so a state's context is the whole text even when its
+        self-attention is causal.
     """
 
     attention: Optional[str]
     layers: str
     no_attention: str = ""
     blocks: str = "encoder_blocks"
+    stacks: Tuple[str, ...] = ()
+    cross_attends: bool = False
 
     def __post_init__(self):
         if self.attention not in ATTENTION_KINDS + (None,):
@@ -57,7 +64,14 @@ class Readout:
 
     @property
     def causal(self) -> bool:
+        """Self-attention over a query's own position and those before it."""
         return self.attention == "causal"
+
+    @property
+    def causal_states(self) -> bool:
+        """A position's state has read only the text up to it (GPT, GPT-2; not a decoder that
+        cross-attends to its encoder's states of the whole text)."""
+        return self.causal and not self.cross_attends
 
 
 ENCODER = Readout("bidirectional", "0: the embeddings; 1..L: the Transformer layers' outputs")
@@ -70,11 +84,15 @@ class NoAttention(ValueError):
 
 
 def readout(backbone: keras.Model) -> Readout:
-    """The Readout the backbone's class states (garden.models.backbone.Backbone: ENCODER)."""
-    return type(backbone).readout
+    """The Readout the backbone states (its class's; garden.models.backbone.Backbone: ENCODER;
+    a StackView's depends on its stack)."""
+    return backbone.readout
 
 
 def family_name(backbone: keras.Model) -> str:
+    """The family as errors name it ("gpt2"; a StackView: "bart decoder")."""
+    if hasattr(backbone, "seq2seq_backbone"):
+        return f"{backbone.seq2seq_backbone.family()} {backbone.stack}"
     return backbone.family() if hasattr(backbone, "family") else type(backbone).__name__
 
 
@@ -125,10 +143,9 @@ def layer_blocks(backbone: keras.Model) -> List[keras.layers.Layer]:
     """
     attribute = readout(backbone).blocks
     if not attribute:
-        raise ValueError(f"the {family_name(backbone)} backbone's layers are not garden's "
-                         f"Transformer blocks (its Readout names none): what is computed "
-                         f"block by block (effective attention, attribution) is not read "
-                         f"from it")
+        raise ValueError(f"the {family_name(backbone)} backbone's layers do not run one by "
+                         f"one as garden's Transformer blocks (its Readout names none), which "
+                         f"effective attention and attribution need")
     blocks, num_layers = list(getattr(backbone, attribute)), int(backbone.num_layers)
     if num_layers % len(blocks):
         raise ValueError(f"{backbone.name}: {len(blocks)} encoder blocks cannot run "

@@ -39,7 +39,9 @@ def gpt2(tmp_path_factory):
     folder = tmp_path_factory.mktemp("gpt2")
     size = write_bpe_tokenizer(str(folder), gpt2=True)
     tokenizer = tokenizers.load_tokenizer("bpe", str(folder / "vocab.json"), lower_case=False)
-    backbone = _shaken(GPT2Backbone(vocab_size=size, intermediate_size=32, **SIZE))
+    # Its readouts on from the start: every instrumented() below is the backbone itself.
+    backbone = _shaken(GPT2Backbone(vocab_size=size, intermediate_size=32,
+                                    output_hidden_states=True, output_attentions=True, **SIZE))
     return backbone, TextPacker(tokenizer, 12, layout="gpt2"), tokenizer
 
 
@@ -62,7 +64,8 @@ def _opened(model, description):
 
 def _analyze(monkeypatch, tmp_path, model, description, *args):
     """garden.analyze main on `model` (open_model answers it): exit code, its JSON or None."""
-    monkeypatch.setattr(analyze, "open_model", lambda path, length: _opened(model, description))
+    monkeypatch.setattr(analyze, "open_model",
+                        lambda path, length, stack="": _opened(model, description))
     tmp_path.mkdir(parents=True, exist_ok=True)
     text = tmp_path / "text.txt"
     text.write_text("\n".join(SENTENCES) + "\n")
@@ -79,10 +82,10 @@ def test_gpt2_query_statistics_do_not_see_later_tokens(gpt2, monkeypatch, tmp_pa
     changed = {k: v.copy() for k, v in batch.items()}
     last = int(batch["padding_mask"][0].sum()) - 1
     changed["token_ids"][0, last] = batch["token_ids"][1, 3]  # the last piece of row 0
-    model = instrument.instrumented(backbone, output_attentions=True)
+    assert instrument.instrumented(backbone, output_attentions=True) is backbone
 
     def per_query(b):
-        probs = instrument.run(model, b)["attention_probs"]
+        probs = instrument.run(backbone, b)["attention_probs"]
         rows = attention.query_rows(probs, b["padding_mask"], b["token_ids"], causal=True)
         return attention.query_statistics(rows, packer.cls_id, packer.sep_id, [])
 
@@ -196,8 +199,9 @@ def test_xlnet_content_stream_states_and_attention(tmp_path):
     batch = packer.encode_numpy([" ".join(w) for w in words])
     assert batch["segment_ids"][0, :6].tolist() == [0, 0, 0, 0, 0, 2]
     plain = instrument.run(backbone, batch)
-    full = instrument.run(instrument.instrumented(backbone, output_hidden_states=True,
-                                                  output_attentions=True), batch)
+    backbone = instrument.instrumented(backbone, output_hidden_states=True,
+                                       output_attentions=True)  # the same weights
+    full = instrument.run(backbone, batch)
     np.testing.assert_array_equal(full["sequence_output"], plain["sequence_output"])
     np.testing.assert_allclose(full["hidden_states"][-1], plain["sequence_output"], atol=1e-6)
     probs = full["attention_probs"]  # [L, B, N, T, T]: every real key, padding none
@@ -208,5 +212,49 @@ def test_xlnet_content_stream_states_and_attention(tmp_path):
     found = representations.collect(backbone, packer, words, tokenizer=tokenizer)
     np.testing.assert_allclose(found.vectors[:, 4:6], full["hidden_states"][:, 1, :2],
                                atol=1e-5)
-    with pytest.raises(ValueError, match="xlnet backbone's layers are not garden's"):
+    with pytest.raises(ValueError, match="xlnet backbone's layers do not run one by one"):
         identifiability.effective_attention(backbone, batch)
+
+
+def test_t5_and_bart_stacks_one_at_a_time(gpt2):
+    from garden.models import stack_view
+    from garden.models.bart.backbone import BartBackbone
+    from garden.models.t5.backbone import T5Backbone
+
+    ids = np.array([[5, 6, 7, 8, 9, 0], [10, 11, 12, 0, 0, 0]], "int32")
+    batch = {"token_ids": ids, "padding_mask": (ids > 0).astype("int32")}
+    later = {"token_ids": ids.copy(), "padding_mask": batch["padding_mask"]}
+    later["token_ids"][0, 4] = 13  # row 0's last token
+    t5 = T5Backbone(vocab_size=20, intermediate_size=32, head_size=8, **SIZE)
+    bart = BartBackbone(vocab_size=20, intermediate_size=32, max_sequence_length=8, **SIZE)
+    encoders = {}
+    for seq2seq in (_shaken(t5), _shaken(bart)):
+        plain = instrument.run(seq2seq, {f"{side}_{k}": v for side in ("encoder", "decoder")
+                                         for k, v in batch.items()})
+        for stack in ("encoder", "decoder"):
+            full = stack_view.view(seq2seq, stack, output_hidden_states=True,
+                                   output_attentions=True)
+            encoders[seq2seq.family()] = full if stack == "encoder" else encoders.get(
+                seq2seq.family())
+            out = instrument.run(full, batch)
+            np.testing.assert_array_equal(out["sequence_output"],
+                                          plain[f"{stack}_sequence_output"])
+            np.testing.assert_allclose(out["hidden_states"][-1], out["sequence_output"],
+                                       atol=1e-6)
+            moved = instrument.run(full, later)
+            # The decoder's first four queries do not see the changed fifth token in their
+            # first layer's self-attention, the encoder's do (above it the decoder reads the
+            # encoder's states of the whole text: its context is the whole sentence).
+            change = np.abs(moved["attention_probs"][0, 0, :, :4] -
+                            out["attention_probs"][0, 0, :, :4]).max()
+            assert (change < 1e-6) if stack == "decoder" else (change > 1e-4)
+            stats = attention.analyze_attention(full, batch, None, None)["shares"]
+            assert stats["attention"] == ("causal" if stack == "decoder" else "bidirectional")
+            assert instrument.readout(full).causal_states is False
+    # BART's encoder blocks are garden's: effective attention runs; T5's are its own.
+    assert identifiability.effective_attention(encoders["bart"], batch)["rank"].shape == \
+        (2, 2, 2)
+    with pytest.raises(ValueError, match="t5 encoder backbone's layers do not run"):
+        identifiability.effective_attention(encoders["t5"], batch)
+    with pytest.raises(ValueError, match="--stack=decoder: the gpt2 backbone has one stack"):
+        stack_view.view(gpt2[0], "decoder")

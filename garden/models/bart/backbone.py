@@ -25,7 +25,8 @@ from garden.layers import TransformerDecoderBlock
 from garden.layers.attention import empty_caches
 from garden.layers.transformer_decoder import cached_decoder_stack
 from garden.layers.embeddings import truncated_normal
-from garden.models.backbone import Backbone, backbone_inputs, encoder_block_list
+from garden.models.backbone import Backbone, backbone_inputs, encoder_block_list, run_encoder
+from garden.models.instrument import Readout
 from garden.models.generative import SEQ2SEQ_INPUTS, BackboneLM, tied_step_logits
 
 POSITION_OFFSET = 2  # fairseq's learned positions start after the <pad> row (padding_idx + 1)
@@ -47,10 +48,13 @@ def embed(backbone_layers, stack: str, token_ids, positions, training=None):
     return layers.embeddings_dropout(x, training=training)
 
 
-def encode(backbone_layers, token_ids, padding_mask, training=None):
-    """The encoder stack: float [B, S, H]."""
+def encode(backbone_layers, token_ids, padding_mask, training=None, **outputs):
+    """The encoder stack: float [B, S, H]; with run_encoder's output_hidden_states /
+    output_attentions switched on, (that, {"hidden_states", "attention_probs"})."""
     mask = ops.cast(padding_mask, "int32")
     x = embed(backbone_layers, "encoder", token_ids, bart_positions(mask), training)
+    if any(outputs.values()):
+        return run_encoder(x, backbone_layers.encoder_blocks, mask, **outputs)
     for block in backbone_layers.encoder_blocks:
         x = block(x, padding_mask=mask, training=training)
     return x
@@ -70,7 +74,12 @@ class BartBackbone(Backbone):
     Inputs (dict, int32): encoder_token_ids, encoder_padding_mask [B, S]; decoder_token_ids,
     decoder_padding_mask [B, T] (1 = real token; decoder_token_ids are the targets shifted
     right behind </s>).
-    Outputs (dict): encoder_sequence_output [B, S, H], decoder_sequence_output [B, T, H].
+    Outputs (dict): encoder_sequence_output [B, S, H], decoder_sequence_output [B, T, H];
+        with output_hidden_states=True also encoder_hidden_states [L+1, B, S, H] and
+        decoder_hidden_states [L'+1, B, T, H] (each stack's embeddings, then each layer's
+        output), with output_attentions=True encoder_attention_probs [L, B, A, S, S] and
+        decoder_attention_probs [L', B, A, T, T] (self-attention; the decoder's causal), for
+        garden.bertology (garden.models.stack_view.StackView reads one stack).
 
     Args:
         vocab_size: int, byte-level BPE vocabulary (50265 with fairseq's 4 specials).
@@ -89,6 +98,7 @@ class BartBackbone(Backbone):
             BARTs whose stacks differ (distilbart-cnn-12-6: 12 + 6, distilbart-xsum-12-3:
             12 + 3). Recorded in get_config, so a saved model reloads with its depths.
         dtype: None, str or keras.DTypePolicy.
+        output_hidden_states, output_attentions: bool (see Outputs).
 
     Example:
         backbone = BartBackbone.untrained("bart_tiny", vocab_size=1000)
@@ -97,6 +107,11 @@ class BartBackbone(Backbone):
     """
 
     presets_module = "garden.models.bart.presets"
+    # Analysed one stack at a time (garden.models.stack_view.StackView, which states its own).
+    # Its encoder's blocks are garden's TransformerEncoderBlocks (the StackView of the encoder
+    # reads them block by block).
+    readout = Readout("bidirectional", "the encoder's or the decoder's layers (StackView)",
+                      blocks="encoder_blocks", stacks=("encoder", "decoder"))
 
     def __init__(
         self,
@@ -112,6 +127,8 @@ class BartBackbone(Backbone):
         layer_norm_epsilon: float = 1e-5,
         num_decoder_layers=None,
         dtype=None,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
         **kwargs,
     ):
         # === Layers ===
@@ -147,13 +164,30 @@ class BartBackbone(Backbone):
 
         # === Functional graph ===
         inputs = backbone_inputs(SEQ2SEQ_INPUTS)
-        encoded = encode(layers, inputs["encoder_token_ids"], inputs["encoder_padding_mask"])
+        switches = dict(output_hidden_states=output_hidden_states,
+                        output_attentions=output_attentions)
+        encoded = encode(layers, inputs["encoder_token_ids"], inputs["encoder_padding_mask"],
+                         **switches)
+        outputs = {}
+        if any(switches.values()):
+            encoded, extras = encoded
+            outputs.update({f"encoder_{name}": value for name, value in extras.items()})
         decoder_mask = inputs["decoder_padding_mask"]
         x = embed(layers, "decoder", inputs["decoder_token_ids"], bart_positions(decoder_mask))
+        states, scores = [x], []
         for block in layers.decoder_blocks:
             x = block(x, encoded, decoder_padding_mask=decoder_mask,
-                      encoder_padding_mask=inputs["encoder_padding_mask"])
-        outputs = {"encoder_sequence_output": encoded, "decoder_sequence_output": x}
+                      encoder_padding_mask=inputs["encoder_padding_mask"],
+                      return_attention_scores=output_attentions)
+            if output_attentions:
+                x, self_scores, _ = x  # the cross-attention's probabilities are not kept
+                scores.append(self_scores)
+            states.append(x)
+        if output_hidden_states:
+            outputs["decoder_hidden_states"] = ops.stack(states, axis=0)
+        if output_attentions:
+            outputs["decoder_attention_probs"] = ops.stack(scores, axis=0)
+        outputs = {"encoder_sequence_output": encoded, "decoder_sequence_output": x, **outputs}
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
 
         # === Config === (recorded by Backbone from the arguments above)

@@ -32,6 +32,7 @@ from garden.layers.masks import causal_mask, merge_masks, padding_mask_to_attent
 from garden.layers.norms import RMSNorm
 from garden.layers.position_bias import RelativePositionBias
 from garden.models.backbone import Backbone, backbone_inputs
+from garden.models.instrument import Readout
 
 
 def _normal(stddev: float):
@@ -64,8 +65,10 @@ class T5Block(keras.layers.Layer):
         [B or 1, T, Tk]; encoder_sequence [B, S, d_model] and encoder_attention_mask
         [B, 1, S] (decoder); self_cache: a (keys, values) pair of [B, A, T_max, d_kv]
         (garden.layers.MultiHeadAttention's cache) with cache_index; cross_cache: a pair of
-        [B, A, S, d_kv], filled from encoder_sequence when fill_cross_cache, else read as is.
-    Returns: y, or (y, self_cache, cross_cache or None) with a self_cache.
+        [B, A, S, d_kv], filled from encoder_sequence when fill_cross_cache, else read as is;
+        return_attention_scores (without a cache): also the self-attention probabilities.
+    Returns: y, or (y, self_cache, cross_cache or None) with a self_cache, or (y, probabilities
+    [B, A, T, Tk]) with return_attention_scores.
     """
 
     def __init__(self, num_heads: int, head_size: int, intermediate_size: int,
@@ -144,13 +147,16 @@ class T5Block(keras.layers.Layer):
 
     def call(self, x, position_bias=None, attention_mask=None, encoder_sequence=None,
              encoder_attention_mask=None, self_cache=None, cache_index=None, cross_cache=None,
-             fill_cross_cache=False, training=None):
+             fill_cross_cache=False, return_attention_scores=False, training=None):
         h = self.self_attention_norm(x)
         out = self.self_attention(h, h, attention_mask=attention_mask, attention_bias=position_bias,
                                   cache=self_cache, cache_update_index=cache_index,
+                                  return_attention_scores=return_attention_scores,
                                   training=training)
         if self_cache is not None:
             out, self_cache = out
+        elif return_attention_scores:
+            out, probabilities = out
         x = x + self.dropout_layer(out, training=training)
         if self.is_decoder:
             h = self.cross_attention_norm(x)
@@ -165,6 +171,8 @@ class T5Block(keras.layers.Layer):
             x = x + self.dropout_layer(out, training=training)
         x = x + self.dropout_layer(self._feedforward(self.feedforward_norm(x), training),
                                    training=training)
+        if return_attention_scores and self_cache is None:
+            return x, probabilities
         return x if self_cache is None else (x, self_cache, cross_cache)
 
     def get_config(self):
@@ -193,8 +201,13 @@ class T5Stack(keras.layers.Layer):
             the bias's query offset and the causal mask's); cross_cache: L pairs of
             [B, A, S, d_kv], filled when fill_cross_cache, else read as is. Never stacked
             over layers: a step writes each block's pair and copies no other.
+        outputs: () or among "hidden_states", "attention_probs" (without a cache): also return
+            {name: the stack's input (after dropout) then each block's output, the last after
+            the final norm [L+1, B, T, d_model]; each block's self-attention probabilities
+            [L, B, A, T, T]} (garden.bertology).
     Returns: y [B, T, d_model], or (y, self_cache, cross_cache) with a self_cache, the caches
-        as lists of L (keys, values) tuples (cross_cache None when none was given).
+        as lists of L (keys, values) tuples (cross_cache None when none was given), or
+        (y, {name: tensor}) with outputs.
     """
 
     def __init__(self, num_layers: int, is_decoder: bool = False, **block_args):
@@ -232,7 +245,7 @@ class T5Stack(keras.layers.Layer):
 
     def call(self, x, padding_mask=None, encoder_sequence=None, encoder_padding_mask=None,
              self_cache=None, cache_index=None, cross_cache=None, fill_cross_cache=False,
-             training=None):
+             outputs=(), training=None):
         length = ops.shape(x)[1]
         key_length = length if self_cache is None else ops.shape(self_cache[0][0])[2]
         offset = 0 if cache_index is None else cache_index
@@ -244,11 +257,17 @@ class T5Stack(keras.layers.Layer):
         encoder_mask = padding_mask_to_attention(encoder_padding_mask)
         x = self.dropout_layer(x, training=training)
         self_caches, cross_caches = [], []
+        states, scores = [x], []
         for i, block in enumerate(self.blocks):
             if self_cache is None:
                 x = block(x, position_bias=bias, attention_mask=mask,
                           encoder_sequence=encoder_sequence, encoder_attention_mask=encoder_mask,
+                          return_attention_scores="attention_probs" in outputs,
                           training=training)
+                if "attention_probs" in outputs:
+                    x, probabilities = x
+                    scores.append(probabilities)
+                states.append(x)
                 continue
             x, layer_self, layer_cross = block(
                 x, position_bias=bias, attention_mask=mask, encoder_sequence=encoder_sequence,
@@ -259,6 +278,10 @@ class T5Stack(keras.layers.Layer):
             self_caches.append(layer_self)
             cross_caches.append(layer_cross)
         x = self.dropout_layer(self.final_norm(x), training=training)
+        if outputs and self_cache is None:
+            extras = {"hidden_states": ops.stack(states[:-1] + [x], axis=0),
+                      "attention_probs": ops.stack(scores, axis=0) if scores else None}
+            return x, {name: extras[name] for name in outputs}
         if self_cache is None:
             return x
         return x, self_caches, None if cross_cache is None else cross_caches
@@ -301,6 +324,11 @@ class T5Backbone(Backbone):
         initializer_factor: float (1.0).
         dtype: None, str or keras.DTypePolicy (T5 trained in "mixed_bfloat16"; float16
             overflows).
+        output_hidden_states: bool, add encoder_hidden_states and decoder_hidden_states, each
+            [L+1, B, T, d_model]: the stack's embedded input, then each block's output, the last
+            after the final norm (as Hugging Face's), for garden.bertology.
+        output_attentions: bool, add encoder_attention_probs and decoder_attention_probs
+            [L, B, A, T, T], each stack's self-attention (the decoder's causal).
 
     Example:
         backbone = T5Backbone(vocab_size=1000, num_layers=2, hidden_size=64, num_heads=2, intermediate_size=128)
@@ -309,6 +337,9 @@ class T5Backbone(Backbone):
     """
 
     presets_module = "garden.models.t5.presets"
+    # Analysed one stack at a time (garden.models.stack_view.StackView, which states its own).
+    readout = Readout("bidirectional", "the encoder's or the decoder's layers (StackView)",
+                      blocks="", stacks=("encoder", "decoder"))
 
     def __init__(
         self,
@@ -328,6 +359,8 @@ class T5Backbone(Backbone):
         layer_norm_epsilon: float = 1e-6,
         initializer_factor: float = 1.0,
         dtype=None,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
         **kwargs,
     ):
         # === Layers ===
@@ -347,12 +380,19 @@ class T5Backbone(Backbone):
         # === Functional graph ===
         inputs = backbone_inputs(("encoder_token_ids", "encoder_padding_mask",
                                   "decoder_token_ids", "decoder_padding_mask"))
+        extra = tuple(name for name, on in (("hidden_states", output_hidden_states),
+                                            ("attention_probs", output_attentions)) if on)
         encoded = encoder(token_embedding(inputs["encoder_token_ids"]),
-                          padding_mask=inputs["encoder_padding_mask"])
+                          padding_mask=inputs["encoder_padding_mask"], outputs=extra)
         decoded = decoder(token_embedding(inputs["decoder_token_ids"]),
-                          padding_mask=inputs["decoder_padding_mask"], encoder_sequence=encoded,
-                          encoder_padding_mask=inputs["encoder_padding_mask"])
-        outputs = {"encoder_sequence_output": encoded, "decoder_sequence_output": decoded}
+                          padding_mask=inputs["decoder_padding_mask"],
+                          encoder_sequence=encoded[0] if extra else encoded,
+                          encoder_padding_mask=inputs["encoder_padding_mask"], outputs=extra)
+        outputs = {}
+        for stack, result in (("encoder", encoded), ("decoder", decoded)):
+            outputs[f"{stack}_sequence_output"] = result[0] if extra else result
+            for name in extra:
+                outputs[f"{stack}_{name}"] = result[1][name]
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
 
         # === Config === (recorded by Backbone from the arguments above)
