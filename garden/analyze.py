@@ -101,6 +101,7 @@ class Opened:
     text_b: bool = False  # the classification task reads sentence pairs
     family: Optional[str] = None  # garden.models' family name (prune writes it)
     path: str = ""
+    task_model: Optional[object] = None  # the run's classifier (its head is put back on)
 
 
 def open_model(path: str, max_seq_length: int, stack: str = "") -> Opened:
@@ -128,6 +129,7 @@ def open_model(path: str, max_seq_length: int, stack: str = "") -> Opened:
         description += f", its {stack or 'encoder'}"
     return Opened(backbone, packer, run.tokens(), description,
                   classifier=getattr(model, "classifier_dense", None), labels=labels,
+                  task_model=model,
                   text_b=text_b, family=run.family, path=path)
 
 
@@ -171,49 +173,10 @@ def run_identifiability(opened: Opened, sentences: List[str], out_dir: str,
                                   attribution_sentences, out_dir)
 
 
-@dataclasses.dataclass
-class Scored:
-    """A fine-tuned classifier made to take a head mask, the packed task data and its gold
-    label ids (heads and prune score the heads with it)."""
-
-    model: object  # Keras: the backbone's inputs and head_mask [L, A] -> the class logits
-    batch: Dict[str, np.ndarray]  # every example, with its gold id under "label"
-    gold: np.ndarray
-
-    def accuracy(self, logits: np.ndarray) -> float:
-        return float(np.mean(np.asarray(logits).argmax(-1) == self.gold))
-
-
-def scored_classifier(opened: Opened, task_data: str, analysis: str) -> Scored:
-    """The run's classifier on its backbone with a head mask input, and --task_data packed;
-    ValueError when --model is no fine-tuned classification run or a label is not its."""
-    import keras
-
-    from garden.models import instrument
-    from garden.tasks.text_files import read_examples
-
-    if opened.classifier is None or not opened.labels:
-        raise ValueError(f"{analysis} needs a fine-tuned sentence-classification run as "
-                         f"--model (its classifier scores the heads)")
-    rows = read_examples(task_data, text_b=opened.text_b)
-    texts_a, labels = [r["text_a"] for r in rows], [r["label"] for r in rows]
-    texts_b = [r["text_b"] for r in rows] if opened.text_b else None
-    unknown = sorted(set(labels) - set(opened.labels))
-    if unknown:
-        raise ValueError(f"--task_data={task_data}: labels {unknown} are not the model's "
-                         f"{opened.labels}")
-    batch = opened.packer.encode_numpy(texts_a, texts_b)
-    masked = instrument.instrumented(opened.backbone, use_head_mask=True)
-    if "pooled_output" not in masked.output:
-        raise ValueError(f"{analysis}: {type(opened.backbone).__name__} has no pooled_output")
-    model = keras.Model(masked.input,
-                        opened.classifier(masked(masked.input)["pooled_output"]))
-    gold = np.array([opened.labels.index(label) for label in labels])
-    return Scored(model, {**batch, "label": gold}, gold)
-
-
 def run_heads(opened: Opened, task_data: str, out_dir: str) -> Dict:
     from garden.bertology import heads
+
+    from garden.bertology.scoring import scored_classifier
 
     scored = scored_classifier(opened, task_data, "heads")
     result = heads.head_ablation(scored.model, scored.batch, scored.accuracy)
@@ -230,6 +193,8 @@ def run_prune(opened: Opened, args: argparse.Namespace) -> Dict:
 
     from garden.bertology import prune
     from garden.models import instrument
+
+    from garden.bertology.scoring import scored_classifier
 
     scored = scored_classifier(opened, args.task_data, "prune")
     batches = [{k: v[i:i + PRUNE_BATCH] for k, v in scored.batch.items()}

@@ -259,13 +259,15 @@ def report(backbone, batch: Mapping[str, np.ndarray], cls_id: Optional[int],
     ELMo's LSTMs, not XLNet's relative attention), token identifiability only hidden states,
     hidden token attribution the blocks alone (garden.models.instrument.run_layers). What does
     not apply is named under "not_applicable" with why; "layers" says what layer 0..L is."""
-    from garden.models.instrument import family_name
+    from garden.models.instrument import cannot_switch, family_name
     from text.progress import Eta
 
     view = readout(backbone)
     skipped = {}
     if view.attention is None:
         skipped["effective_attention"] = view.no_attention
+    elif cannot_switch(backbone, "output_attentions"):
+        skipped["effective_attention"] = cannot_switch(backbone, "output_attentions")
     if not view.blocks:
         why = (f"the {family_name(backbone)} backbone's layers do not run one by one as "
                f"garden's Transformer blocks, which this needs")

@@ -4,7 +4,8 @@ Each line is embedded as the features export's `embed` signature embeds it
 (garden.serving.features.pool: the mean of the backbone's last layer over the line's real
 pieces, specials included, as sentence-transformers pools; or the first piece's), and lines are
 ranked by cosine similarity. Without queries every line is a query and is left out of its own
-neighbours; with queries (--query, repeated) the file's lines are the candidates.
+neighbours; with queries (--query, repeated) the file's lines are the candidates. An
+encoder-decoder (T5, BART) embeds a line by its encoder's states.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from typing import Dict, List, Sequence
 import numpy as np
 
 from garden import runs
-from garden.models.instrument import run as run_model
+from garden.models import stack_view
+from garden.models.instrument import readout, run as run_model
 from garden.serving.features import pool
 
 
@@ -58,6 +60,8 @@ def search(path: str, sentences: Sequence[str], queries: Sequence[str], max_seq_
         backbone = run.backbone(max_seq_length=max_seq_length)
     except runs.RunError as e:
         raise ValueError(f"--model={e}") from None
+    if readout(backbone).stacks:  # T5, BART: the encoder's states embed a line
+        backbone = stack_view.view(backbone, "encoder")
     packer = run.packer(max_seq_length)
     print(f"[garden.analyze] neighbours: {run.description}; {len(sentences)} lines, "
           f"{len(queries) or 'every line as'} queries", flush=True)

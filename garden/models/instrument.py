@@ -120,18 +120,29 @@ def instrumented(backbone: keras.Model, **switches: bool) -> keras.Model:
     for name, on in switches.items():
         if not on or config.get(name):
             continue
-        if name in config:
+        why = cannot_switch(backbone, name)
+        if why:
+            raise ValueError(why)
+        if name in config:  # (not ELMo's hidden_states: given without a switch)
             wanted[name] = True
-        elif not (name == "output_hidden_states" and "hidden_states" in backbone.output):
-            raise ValueError(
-                f"the {family_name(backbone)} backbone ({type(backbone).__name__}) takes no "
-                f"{name} switch: garden.bertology cannot read its "
-                f"{'hidden states' if name == 'output_hidden_states' else 'attention'} yet")
     if not wanted:
         return backbone
     clone = type(backbone).from_config({**config, **wanted})
     clone.set_weights(backbone.get_weights())
     return clone
+
+
+def cannot_switch(backbone: keras.Model, name: str) -> str:
+    """Why `backbone` cannot give what switch `name` (SWITCHES) adds, or "" when it can (it
+    takes the switch, or, for output_hidden_states, gives hidden_states anyway)."""
+    if name in backbone.get_config() or (name == "output_hidden_states"
+                                         and "hidden_states" in backbone.output):
+        return ""
+    what = {"output_hidden_states": "read its hidden states",
+            "output_attentions": "read its attention probabilities",
+            "use_head_mask": "mask its heads"}[name]
+    return (f"the {family_name(backbone)} backbone ({type(backbone).__name__}) takes no "
+            f"{name} switch: garden.bertology cannot {what} yet")
 
 
 def layer_blocks(backbone: keras.Model) -> List[keras.layers.Layer]:

@@ -258,3 +258,24 @@ def test_t5_and_bart_stacks_one_at_a_time(gpt2):
         identifiability.effective_attention(encoders["t5"], batch)
     with pytest.raises(ValueError, match="--stack=decoder: the gpt2 backbone has one stack"):
         stack_view.view(gpt2[0], "decoder")
+
+
+def test_gpt2_heads_are_scored_through_its_last_token_classifier(gpt2, tmp_path):
+    from garden.bertology.scoring import scored_classifier
+    from garden.models.gpt.classifier import LastTokenClassifier
+
+    backbone, packer, tokenizer = gpt2
+    classifier = LastTokenClassifier(backbone, num_classes=2, dropout=0.0)
+    data = tmp_path / "dev.tsv"
+    data.write_text("text_a\tlabel\n" + "".join(f"{s}\t{'pos' if 'good' in s else 'neg'}\n"
+                                                 for s in SENTENCES))
+    opened = analyze.Opened(backbone, packer, list(tokenizer.vocab.tokens), "tiny gpt2",
+                            classifier=classifier.classifier_dense, labels=["neg", "pos"],
+                            task_model=classifier)
+    scored = scored_classifier(opened, str(data), "heads")
+    logits = instrument.run(scored.model, scored.batch)
+    np.testing.assert_allclose(logits, instrument.run(classifier, scored.batch)["logits"],
+                               atol=1e-5)  # all heads on: the run's own logits
+    mask = np.ones((2, 2), "float32")
+    mask[1, 0] = 0
+    assert np.abs(instrument.run(scored.model, scored.batch, mask) - logits).max() > 1e-4

@@ -30,6 +30,7 @@ from keras import ops
 
 from garden.layers.recurrent import ProjectedLSTM
 from garden.models.backbone import Backbone, backbone_inputs
+from garden.models.instrument import Readout
 
 
 def read_glove(path: str, pieces, width: int, table: np.ndarray, lower_case: bool = False):
@@ -84,6 +85,10 @@ class CoveBackbone(Backbone):
     """
 
     presets_module = "garden.models.cove.presets"
+    readout = Readout(None, "0: the GloVe word vectors [x; x]; 1..L: the biLSTM layers "
+                      "[forward; backward]",
+                      no_attention="CoVe has no attention: its layers are LSTMs, which read "
+                                   "the sequence in order", blocks="")
 
     def __init__(self, vocab_size: int, embedding_size: int = 300, lstm_units: int = 300,
                  num_layers: int = 2, dropout: float = 0.2, glove: Optional[str] = None,

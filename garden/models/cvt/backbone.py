@@ -18,6 +18,7 @@ from keras import ops
 
 from garden.layers.recurrent import ProjectedLSTM
 from garden.models.backbone import Backbone, backbone_inputs
+from garden.models.instrument import Readout
 
 
 @keras.saving.register_keras_serializable(package="garden")
@@ -37,6 +38,9 @@ class CvtBackbone(Backbone):
     """
 
     presets_module = "garden.models.cvt.presets"
+    readout = Readout(None, "the word vectors, then the biLSTM layers",
+                      no_attention="CVT has no attention: its layers are LSTMs, which read the "
+                                   "sequence in order", blocks="")
 
     def __init__(self, vocab_size: int, embedding_size: int = 300,
                  layer_units: Sequence[int] = (1024, 512), dropout: float = 0.5, dtype=None,

@@ -31,6 +31,7 @@ from garden.layers.masks import padding_mask_to_attention
 from garden.layers.transformer_decoder import TransformerDecoderBlock
 from garden.models.backbone import Backbone, backbone_inputs
 from garden.models.gpt.causal_lm import CachedCausalLM, position_ids
+from garden.models.instrument import CAUSAL
 
 
 @keras.saving.register_keras_serializable(package="garden")
@@ -78,7 +79,10 @@ class GPT3Backbone(Backbone):
     """GPT-3-style decoder as a Keras functional model (see the module docstring).
 
     Inputs (dict, int32 [B, T]): token_ids, padding_mask (1 = real; left or right padding).
-    Outputs (dict): sequence_output [B, T, H], after the final LayerNorm.
+    Outputs (dict): sequence_output [B, T, H], after the final LayerNorm; with
+    output_hidden_states=True also hidden_states [L+1, B, T, H] (the embeddings, the outputs of
+    blocks 0..L-2, then sequence_output, as GPT-2's), for garden.bertology. Its attention is
+    not read out (the banded layers' LocalMultiHeadAttention gives no [T, T] probabilities).
 
     Args:
         vocab_size, num_layers, hidden_size, num_heads, intermediate_size: ints.
@@ -88,18 +92,20 @@ class GPT3Backbone(Backbone):
         initializer_range: float (0.02).
         layer_norm_epsilon: float (1e-5).
         dtype: None, str or keras.DTypePolicy.
+        output_hidden_states: bool (see Outputs).
 
     Example:
         backbone = GPT3Backbone.untrained("gpt3_tiny", vocab_size=1000)
     """
 
     presets_module = "garden.models.gpt3.presets"
+    readout = CAUSAL
 
     def __init__(self, vocab_size: int, num_layers: int, hidden_size: int, num_heads: int,
                  intermediate_size: int, max_sequence_length: int = 2048,
                  band_width: Optional[int] = 256, dropout: float = 0.1,
                  initializer_range: float = 0.02, layer_norm_epsilon: float = 1e-5,
-                 dtype=None, **kwargs):
+                 dtype=None, output_hidden_states: bool = False, **kwargs):
         # === Layers ===
         token_embedding = keras.layers.Embedding(
             vocab_size, hidden_size, dtype=dtype, name="token_embedding",
@@ -120,10 +126,15 @@ class GPT3Backbone(Backbone):
         positions = position_ids(inputs["padding_mask"])
         x = token_embedding(inputs["token_ids"])
         x = embedding_dropout(x + position_embedding(x, position_ids=positions))
+        hidden_states = [x]
         for block in decoder_blocks:
             x = block(x, decoder_padding_mask=inputs["padding_mask"])
+            hidden_states.append(x)
         x = final_norm(x)
-        super().__init__(inputs=inputs, outputs={"sequence_output": x}, dtype=dtype, **kwargs)
+        outputs = {"sequence_output": x}
+        if output_hidden_states:  # the last entry after the final norm, as GPT-2's
+            outputs["hidden_states"] = ops.stack(hidden_states[:-1] + [x], axis=0)
+        super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
 
         # === Config === (recorded by Backbone from the arguments above)
         self.token_embedding_layer = token_embedding

@@ -23,6 +23,7 @@ import keras
 from garden.layers.recurrent import (ConcatPooling, ProjectedLSTM, RowDroppedEmbedding,
                                      VariationalDropout)
 from garden.models.backbone import Backbone, backbone_inputs
+from garden.models.instrument import Readout
 
 
 @keras.saving.register_keras_serializable(package="garden")
@@ -50,6 +51,9 @@ class AwdLstmBackbone(Backbone):
     """
 
     presets_module = "garden.models.ulmfit.presets"
+    readout = Readout(None, "the word vectors, then the LSTM layers",
+                      no_attention="ULMFiT (AWD-LSTM) has no attention: its layers are LSTMs, "
+                                   "which read the sequence in order", blocks="")
 
     def __init__(self, vocab_size: int, embedding_size: int = 400, hidden_size: int = 1152,
                  num_layers: int = 3, embedding_dropout: float = 0.02,
