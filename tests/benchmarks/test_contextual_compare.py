@@ -1,5 +1,7 @@
 """contextual_compare's CVT data: the unlabelled sentences leave out the sentences CVT is
-scored on, and each seed's gain is paired with its own baselines."""
+scored on, and each seed's gain is paired with its own baselines; --contextuality's table
+and plot (from synthetic analyses: no training here), and how bertology_report splices a
+section into the report."""
 
 from benchmarks.contextual_compare import cvt_gain, unlabeled_sentences
 
@@ -46,3 +48,62 @@ def test_cvt_gain_without_spread_has_no_t():
             for kind in ("cvt_tagging", "cvt_labels_only", "cvt_labels_only_2x")}
     for line in cvt_gain(runs):
         assert "ahead in 0 of 2, sd 0: no t" in line
+
+
+def _metrics(layers, start, causal=False):
+    """Synthetic garden.bertology.contextuality output: value = start + layer / 100."""
+    out = {key: [start + i / 100 for i in range(layers)] for key in (
+        "self_similarity", "adjusted_self_similarity", "intra_sentence_similarity",
+        "adjusted_intra_sentence_similarity", "max_explainable_variance",
+        "adjusted_max_explainable_variance", "anisotropy_mev")}
+    out["anisotropy"] = [0.5] * layers
+    if causal:
+        out["whole_sentence_intra_sentence_similarity"] = [0.9] * layers
+    return out
+
+
+def _result():
+    return {"budget": {"steps": 3, "batch_size": 2, "seq_length": 8, "tokens": 48},
+            "sentences": 10, "contextuality": {"elmo": _metrics(3, 0.1),
+                                               "gpt2": _metrics(3, 0.3, causal=True),
+                                               "minilm": _metrics(7, 0.6)}}
+
+
+def test_contextuality_table_has_a_column_per_layer_and_gpt2_whole_sentence_rows():
+    from benchmarks.contextual_compare import contextuality_table
+
+    rows = contextuality_table(_result()).split("\n")
+    assert rows[0] == "| measure | model | L0 | L1 | L2 | L3 | L4 | L5 | L6 |"
+    # The 3-layer ELMo leaves L3..L6 empty; MiniLM fills all seven.
+    assert "| self similarity | ELMo (tiny) | 0.10 | 0.11 | 0.12 |  |  |  |  |" in rows
+    assert ("| self similarity | all-MiniLM-L6-v2 | 0.60 | 0.61 | 0.62 | 0.63 | 0.64 | 0.65 "
+            "| 0.66 |") in rows
+    # GPT-2's whole-sentence figure, raw and less the anisotropy baseline (0.9 - 0.5).
+    assert ("| intra sentence similarity (whole sentence) | GPT-2 (tiny) | 0.90 | 0.90 | "
+            "0.90 |  |  |  |  |") in rows
+    assert ("| adjusted intra sentence similarity (whole sentence) | GPT-2 (tiny) | 0.40 | "
+            "0.40 | 0.40 |  |  |  |  |") in rows
+    assert not any("whole sentence" in r and "ELMo" in r for r in rows)
+    assert sum("| anisotropy |" in r for r in rows) == 3
+
+
+def test_contextuality_plot_writes_a_png(tmp_path):
+    from benchmarks.contextual_compare import contextuality_plot
+
+    path = contextuality_plot(_result(), str(tmp_path / "figures" / "families.png"))
+    with open(path, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_report_section_replaces_its_block_or_follows_its_anchor():
+    from benchmarks.bertology_report import Section, splice
+
+    text = "# R\n\nintro\n\n## A\n\na\n\n## Old\n\nold text\n\n## B\n\nb\n"
+    new = Section("x", "Old", "A", None)
+    assert splice(text, [(new, ["new text"])]) == (
+        "# R\n\nintro\n\n## A\n\na\n\n## Old\n\nnew text\n\n## B\n\nb\n")
+    after_a = Section("y", "New", "A", None)
+    assert splice(text, [(after_a, ["n"]), None]) == (
+        "# R\n\nintro\n\n## A\n\na\n\n## New\n\nn\n\n## Old\n\nold text\n\n## B\n\nb\n")
+    at_end = Section("z", "Last", "Missing", None)
+    assert splice(text, [(at_end, ["z"])]).endswith("## B\n\nb\n\n## Last\n\nz\n")
