@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import keras
 import numpy as np
 import pytest
 
@@ -52,8 +53,12 @@ def elmo(tmp_path_factory):
     vocab = tmp_path_factory.mktemp("elmo") / "vocab.txt"
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS) + "\n")
     tokenizer = tokenizers.load_tokenizer("wordpiece", str(vocab), lower_case=True)
+    # Its init seeded: the LSTMs' mixing (below) must not depend on what ran before in this
+    # process. Shaken at 0.5, layer 2's self-similarity was 0.91-0.98 over init seeds 0-5 (at
+    # 0.1 it reached 0.9995, above the bar, for some seeds and test orders).
+    keras.utils.set_random_seed(0)
     backbone = ElmoBackbone.untrained("elmo_tiny", vocab=str(vocab), dropout=0.0)
-    return _shaken(backbone, scale=0.1), TextPacker(tokenizer, 12), tokenizer
+    return _shaken(backbone, scale=0.5), TextPacker(tokenizer, 12), tokenizer
 
 
 def _opened(model, description):
@@ -160,7 +165,7 @@ def test_elmo_layers_are_read_and_its_attention_refused_by_name(elmo, monkeypatc
     assert "character CNN" in result["layers"] and len(result["self_similarity"]) == 3
     # Layer 0 is the character CNN: a word's vector whatever its context; the LSTMs mix it in.
     assert result["self_similarity"][0] == pytest.approx(1.0, abs=1e-5)
-    assert result["self_similarity"][2] < 0.999
+    assert result["self_similarity"][2] < 0.99
     # A probe of a tag that is a function of the word reads layer 0 perfectly.
     tag = {"movie": "I-ORG", "plot": "I-MISC"}
     rng = np.random.default_rng(1)
