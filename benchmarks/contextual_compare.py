@@ -397,11 +397,8 @@ MIN_CONTEXTS = 5  # Ethayarajh's: words seen in at least 5 contexts
 def analyse(models: dict, text: str, args) -> dict:
     """garden.analyze contextuality of each model (its open_model and
     garden.bertology.contextuality, as `python -m garden.analyze contextuality` runs them)
-    over the first --analysis_sentences sentences of `text`. An ELMo LM run's backbone takes
-    the characters its data held (char_ids), which garden.analyze's text packer does not give
-    (it stops at "the batch has no ['char_ids']"): its weights are read in the same backbone
-    built to look each piece's characters up in the vocabulary (token_ids in), as ELMo's
-    fine-tuning reads them."""
+    over the first --analysis_sentences sentences of `text` (an ELMo LM run's backbone, which
+    reads characters, is opened reading pieces: garden.analyze.reading_pieces)."""
     from garden import analyze as garden_analyze
     from garden.bertology import contextuality, report
 
@@ -409,14 +406,8 @@ def analyse(models: dict, text: str, args) -> dict:
     results = {}
     for family, path in models.items():
         opened = garden_analyze.open_model(path, args.seq_length)
-        backbone = opened.backbone
-        if getattr(backbone, "input_name", None) == "char_ids":
-            looked_up = type(backbone).from_config({**backbone.get_config(),
-                                                    "vocab": opened.packer.vocab_path})
-            looked_up.set_weights(backbone.get_weights())
-            backbone = looked_up
         common.log(f"contextuality of {family}: {opened.description}")
-        results[family] = contextuality.contextuality(backbone, opened.packer, sentences,
+        results[family] = contextuality.contextuality(opened.backbone, opened.packer, sentences,
                                                       MIN_CONTEXTS, seed=0)
     return results
 

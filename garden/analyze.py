@@ -122,7 +122,8 @@ def open_model(path: str, max_seq_length: int, stack: str = "") -> Opened:
         labels = list(getattr(run.task, "label_names", None) or []) or None
         text_b = bool(getattr(run.task, "text_b", False))
     packer = run.packer(max_seq_length)
-    backbone = run.backbone(max_seq_length=max_seq_length)  # sets run.family when unknown
+    backbone = reading_pieces(run.backbone(max_seq_length=max_seq_length),  # sets run.family
+                              packer.vocab_path)
     description = run.description
     if instrument.readout(backbone).stacks or stack:
         backbone = stack_view.view(backbone, stack or "encoder")
@@ -131,6 +132,17 @@ def open_model(path: str, max_seq_length: int, stack: str = "") -> Opened:
                   classifier=getattr(model, "classifier_dense", None), labels=labels,
                   task_model=model,
                   text_b=text_b, family=run.family, path=path)
+
+
+def reading_pieces(backbone, vocab: str):
+    """The backbone, or where it reads characters (an ELMo LM run's: char_ids in) the same
+    backbone built to look each piece's characters up in `vocab` (token_ids in, as ELMo's
+    fine-tuning reads them), with the same weights: the analyses feed a text packer's pieces."""
+    if getattr(backbone, "input_name", None) != "char_ids":
+        return backbone
+    looked_up = type(backbone).from_config({**backbone.get_config(), "vocab": vocab})
+    looked_up.set_weights(backbone.get_weights())
+    return looked_up
 
 
 def run_attention(opened: Opened, sentences: List[str], out_dir: str, sentence: int) -> Dict:

@@ -189,6 +189,25 @@ def test_elmo_layers_are_read_and_its_attention_refused_by_name(elmo, monkeypatc
                        f"CNN and LSTMs, which read the sequence in order"]
 
 
+def test_an_elmo_lm_run_that_reads_characters_is_analysed_through_its_pieces(elmo):
+    """An ELMo LM run's backbone reads characters (char_ids in, as make_pretrain --characters
+    wrote them); garden.analyze opens it reading the packer's pieces, same weights: the same
+    hidden states as the vocabulary-built backbone, where the character backbone itself has
+    no input for the packer's batch."""
+    backbone, packer, tokenizer = elmo
+    characters = type(backbone).from_config({**backbone.get_config(), "vocab": None})
+    characters.set_weights(backbone.get_weights())
+    assert characters.input_name == "char_ids"
+    with pytest.raises(Exception, match="char_ids"):
+        contextuality.contextuality(characters, packer, SENTENCES * 2, min_contexts=3,
+                                    tokenizer=tokenizer)
+    pieces = analyze.reading_pieces(characters, packer.vocab_path)
+    assert pieces.input_name == "token_ids" and analyze.reading_pieces(pieces, "x") is pieces
+    batch = packer.encode_numpy(SENTENCES)
+    want = instrument.run(backbone, batch)["hidden_states"]
+    np.testing.assert_allclose(instrument.run(pieces, batch)["hidden_states"], want, atol=1e-6)
+
+
 def test_xlnet_content_stream_states_and_attention(tmp_path):
     from garden.models.xlnet.backbone import XLNetBackbone
 
