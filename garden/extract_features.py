@@ -185,6 +185,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except (ValueError, FileNotFoundError, AttributeError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if "hidden_states" not in backbone.output:  # an encoder-decoder: one stack a key
+        print(f"error: {type(backbone).__name__} gives no single stack of hidden_states (it "
+              f"gives {sorted(backbone.output)}): extract features of an encoder or a "
+              f"decoder-only family", file=sys.stderr)
+        return 2
     depth = int(backbone.output["hidden_states"].shape[0]) - 1
     bad = [i for i in layers if not -depth <= i <= depth]
     if bad:

@@ -229,8 +229,9 @@ def test_extract_features_opens_the_run_directory(trained, tmp_path):
 
 
 def test_analyze_opens_the_run_directory(trained, tmp_path):
-    """garden.analyze's loader restores the run's backbone; its analyses need the shared
-    encoder's attention switches, which GPT-2 and T5 lack: refused by name in one line."""
+    """garden.analyze's loader restores the run's backbone, and `attention` runs on the run
+    directory of GPT-2 (causal: a query's keys are itself and the tokens before it, and the
+    report says which shares have no meaning) and of T5 (its encoder, bidirectional)."""
     from garden import analyze
 
     sentences = tmp_path / "s.txt"
@@ -242,4 +243,7 @@ def test_analyze_opens_the_run_directory(trained, tmp_path):
         proc = run_tool("garden.analyze", "attention", f"--model={t.run_dir}",
                         f"--input={sentences}", f"--output={tmp_path / family}",
                         "--max_seq_length=16", check=False)
-        _refused_in_one_line(proc, {"gpt2": "GPT2Backbone", "t5": "T5Backbone"}[family])
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        report = json.loads((tmp_path / family / "attention.json").read_text())
+        causal_rule = "cannot see the next token" in json.dumps(report)
+        assert causal_rule == (family == "gpt2"), (family, report.get("shares", {}).keys())

@@ -74,10 +74,14 @@ GROUPS = {
             "lstm_layer_1_backward lstm_layer_1_forward"],
     "ulmfit": ["embeddings", "lstm_layer_0", "lstm_layer_1", "lstm_layer_2"],
 }
-HIDDEN_STATES = {"bert", "spanbert", "roberta", "albert", "electra", "distilbert", "gpt2",
-                 "elmo", "cove"}
-HEAD_MASK = {"bert", "spanbert", "roberta", "albert", "electra", "distilbert"}
-HEAD_PRUNING = HEAD_MASK - {"albert"}  # ALBERT shares its block: a head cannot leave one layer
+HIDDEN_STATES = {"bert", "spanbert", "roberta", "albert", "electra", "distilbert", "gpt", "gpt2",
+                 "gpt3", "xlnet", "elmo", "cove"}
+# T5 and BART give each stack's hidden states (garden.analyze reads them), but a token tagger
+# on an encoder-decoder is refused (test_a_token_tagger_on_an_encoder_decoder_is_refused).
+ENCODER_DECODERS = {"t5", "bart"}
+ENCODERS = {"bert", "spanbert", "roberta", "albert", "electra", "distilbert"}
+HEAD_MASK = ENCODERS | {"gpt", "gpt2"}
+HEAD_PRUNING = ENCODERS - {"albert"}  # ALBERT shares its block: a head cannot leave one layer
 # AdamW at 0.01 with no warmup, as the trainer's build_optimizer takes it.
 _ADAMW = Optimization(optimizer="adamw", learning_rate=0.01, lr_schedule="linear", warmup_steps=0,
                       lr_power=1.0, end_learning_rate=0.0, weight_decay=0.01, adam_beta_1=0.9,
@@ -188,6 +192,12 @@ def test_feature_layers_and_scalar_mix_or_refusal(family, tmp_path):
 
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"]) + "\n")
+    if family in ENCODER_DECODERS:
+        with pytest.raises(ValueError, match=rf"the {family} backbone .*'decoder_sequence_output'"
+                                             r".*tag with an encoder family"):
+            TokenTagger(_build(family, output_hidden_states=True), 3, feature_layers=2,
+                        scalar_mix=True)
+        return
     if family not in HIDDEN_STATES:
         with pytest.raises(UnsupportedArgument, match=rf"the {family} backbone .*hidden_states.*"
                                                       r"feature_layers"):
