@@ -264,10 +264,9 @@ def report(backbone, batch: Mapping[str, np.ndarray], cls_id: Optional[int],
 
     view = readout(backbone)
     skipped = {}
-    if view.attention is None:
-        skipped["effective_attention"] = view.no_attention
-    elif cannot_switch(backbone, "output_attentions"):
-        skipped["effective_attention"] = cannot_switch(backbone, "output_attentions")
+    unreadable = cannot_switch(backbone, "output_attentions")
+    if view.attention is None or unreadable:
+        skipped["effective_attention"] = view.no_attention if view.attention is None else unreadable
     if not view.blocks:
         why = (f"the {family_name(backbone)} backbone's layers do not run one by one as "
                f"garden's Transformer blocks, which this needs")
