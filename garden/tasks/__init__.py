@@ -16,6 +16,7 @@ from text import kinds
 TASKS: Dict[str, str] = {
     "Pretraining": "garden.tasks.pretraining:Pretraining",
     "Distillation": "garden.tasks.distillation:Distillation",
+    "ClassifierDistillation": "garden.tasks.task_distillation:ClassifierDistillation",
     "Classification": "garden.tasks.classification:Classification",
     "Tagging": "garden.tasks.tagging:Tagging",
     "MultipleChoice": "garden.tasks.multiple_choice:MultipleChoice",
