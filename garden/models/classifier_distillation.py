@@ -1,6 +1,6 @@
 """Task-specific distillation of a fine-tuned classifier into a smaller one: the losses, the
 layer maps and the model that holds student, frozen teacher and learned projections
-(garden.tasks.task_distillation trains it; docs/bertology.md "Task-specific distillation").
+(garden.tasks.task_distillation trains it; docs/tasks.md "Task-specific distillation").
 
 Three objectives, each as its paper states it (z: logits, T: temperature, y: gold labels):
   pkd         BERT-PKD (Sun et al., 2019): (1 - alpha) CE(z_s, y)

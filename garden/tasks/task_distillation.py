@@ -348,8 +348,11 @@ class ClassifierDistillation(Classification):
         return result
 
     def serving_module(self, model):
-        """The student's ClassificationServing: it serves as any classification run."""
-        return super().serving_module(model.student)
+        """The student's ClassificationServing: it serves as any classification run. `model`
+        is the trainer's ClassifierDistiller, or the student itself (what the checkpoint saves
+        as "model": garden.runs' task_model(), e.g. garden.bertology.int8)."""
+        student = model.student if isinstance(model, ClassifierDistiller) else model
+        return super().serving_module(student)
 
 
 def init_from_teacher(student_backbone, teacher_backbone, layers: Sequence[int]) -> None:

@@ -1,10 +1,10 @@
 """garden.ClassifierDistillation (issue 36 item 6): PKD, TinyBERT and Tang et al.'s logits MSE
 from a fine-tuned teacher to a smaller student.
 
-Each loss is computed again here with NumPy from its formula (docs/bertology.md) on small
-tensors and must equal the module's (1e-5); the layer losses are 0 where the student is a copy
-of the teacher; the attention scores the TinyBERT loss reads give the backbone's own attention
-probabilities after the softmax; a short garden.train run of each loss (one_device, in this
+Each loss is computed again here with NumPy from its formula (docs/tasks.md, "Task-specific
+distillation") on small tensors and must equal the module's (1e-5); the layer losses are 0
+where the student is a copy of the teacher; the attention scores the TinyBERT loss reads give
+the backbone's own attention probabilities after the softmax; a short garden.train run of each loss (one_device, in this
 process) from a tiny classification teacher trained here lowers the training loss and the
 student exports; what cannot be honoured is refused in one line naming it.
 """
@@ -236,6 +236,10 @@ def test_layer_losses_vanish_when_the_student_is_the_teacher(teacher, loss):
     inputs = {k: batch[k] for k in task.packer.input_names}
     z = cd.classifier_forward(model.teacher, inputs)[0].numpy()
     if loss == "pkd":
+        # The export serves the student, from the trainer's distiller or from the student a
+        # run directory's task_model() restores (garden.bertology.int8).
+        for given in (model, model.student):
+            assert task.serving_module(given).model is model.student
         assert metrics["patient"] < 1e-10, metrics
         assert metrics["soft_ce"] == pytest.approx(_soft_ce(z, z, 10.0), abs=1e-6)
     else:
