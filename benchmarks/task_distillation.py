@@ -80,7 +80,8 @@ def _tool(work: str, name: str, args: List[str]) -> None:
     """`python ARGS` from the repository root, its output in WORK/NAME.log."""
     with open(os.path.join(work, f"{name}.log"), "wb") as out:
         rc = subprocess.call([sys.executable, *args], cwd=common.REPO_ROOT, stdout=out,
-                             stderr=subprocess.STDOUT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+                             stderr=subprocess.STDOUT,
+                             env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     if rc != 0:
         raise RuntimeError(f"{name} exited with {rc}; see {os.path.join(work, name + '.log')}")
 

@@ -385,7 +385,8 @@ def _saved_weights(prefix: str, key: str) -> int:
     from tensorflow.core.protobuf import trackable_object_graph_pb2
 
     graph = trackable_object_graph_pb2.TrackableObjectGraph()
-    graph.ParseFromString(tf.train.load_checkpoint(prefix).get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+    reader = tf.train.load_checkpoint(prefix)
+    graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
     stack = [c.node_id for c in graph.nodes[0].children if c.local_name == key]
     seen, count = set(), 0
     while stack:

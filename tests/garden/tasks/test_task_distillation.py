@@ -4,9 +4,9 @@ from a fine-tuned teacher to a smaller student.
 Each loss is computed again here with NumPy from its formula (docs/tasks.md, "Task-specific
 distillation") on small tensors and must equal the module's (1e-5); the layer losses are 0
 where the student is a copy of the teacher; the attention scores the TinyBERT loss reads give
-the backbone's own attention probabilities after the softmax; a short garden.train run of each loss (one_device, in this
-process) from a tiny classification teacher trained here lowers the training loss and the
-student exports; what cannot be honoured is refused in one line naming it.
+the backbone's own attention probabilities after the softmax; a short garden.train run of each
+loss (one_device, in this process) from a tiny classification teacher trained here lowers the
+training loss and the student exports; what cannot be honoured is refused in one line naming it.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from garden import train as train_lib
 from garden.models import classifier_distillation as cd
-from testing import read_summary, train_in_process, train_refused
+from testing import train_in_process, train_refused
 
 WORDS = {"pos": ["good", "great", "fine", "nice", "superb"],
          "neg": ["bad", "awful", "poor", "sad", "worse"]}
