@@ -28,6 +28,7 @@ import fcntl
 import glob
 import json
 import os
+import pathlib
 import shutil
 import sys
 
@@ -97,9 +98,52 @@ LONG_FILES = {
 }
 
 
+DOCS_AND_INSTALLS = "tests/test_docs_and_installs.py"
+_PIP_DRY_RUNS = []  # the background pip dry runs this process started (pytest_configure)
+
+
 def pytest_configure(config):
     if hasattr(config.option, "loadscopereorder"):  # pytest-xdist's; the order is set below
         config.option.loadscopereorder = False
+    _start_pip_dry_runs(config)
+
+
+def _selects(config, relpath: str) -> bool:
+    """Whether the command line's paths include the file at `relpath` (from the rootdir)."""
+    target = os.path.join(str(config.rootpath), relpath)
+    for arg in config.args:
+        path = os.path.abspath(os.path.join(config.invocation_params.dir, arg.split("::")[0]))
+        if target == path or target.startswith(path.rstrip(os.sep) + os.sep):
+            return True
+    return False
+
+
+def _start_pip_dry_runs(config) -> None:
+    """The PyPI dry runs of tests/test_docs_and_installs.py (tests/pip_dry_runs.py), started
+    now by the process that starts the session (the xdist controller, or the only process), so
+    that they wait on the index while the suite runs, not while a worker waits for them: about
+    100 s of a worker's time otherwise. Not under a worker (it inherits the directory's name),
+    nor when the docs test file is not selected, nor when PyPI cannot be reached."""
+    import tempfile
+
+    import pip_dry_runs
+
+    if (os.environ.get("PYTEST_XDIST_WORKER") or os.environ.get(pip_dry_runs.ENV_VAR)
+            or not _selects(config, DOCS_AND_INSTALLS) or not pip_dry_runs.pypi_reachable()):
+        return
+    directory = tempfile.mkdtemp(prefix="garden-pip-dry-runs-")
+    os.environ[pip_dry_runs.ENV_VAR] = directory  # read by the workers, which inherit it
+    _PIP_DRY_RUNS.append((directory, pip_dry_runs.start(pathlib.Path(directory))))
+
+
+def pytest_unconfigure(config):
+    import pip_dry_runs
+
+    while _PIP_DRY_RUNS:
+        directory, procs = _PIP_DRY_RUNS.pop()
+        pip_dry_runs.stop(procs)
+        shutil.rmtree(directory, ignore_errors=True)
+        os.environ.pop(pip_dry_runs.ENV_VAR, None)
 
 
 def pytest_collection_modifyitems(session, config, items):

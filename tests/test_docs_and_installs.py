@@ -19,19 +19,18 @@ from __future__ import annotations
 
 import configparser
 import importlib.util
-import json
 import os
 import pathlib
 import re
-import socket
 import subprocess
 import sys
 
 import pytest
 
+import pip_dry_runs as pip_dry_runs_lib
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 THIS = pathlib.Path(__file__).resolve().relative_to(ROOT).as_posix()
-PYPI = "https://pypi.org/simple"
 
 # Bench/test packages a Dataflow worker must never install (setup.cfg's extras, plus opencv,
 # which tf-models-official pulls in).
@@ -308,63 +307,25 @@ def test_worker_requirements_are_what_the_script_writes():
                                 "`python tools/worker_requirements.py > requirements-workers.txt`")
 
 
-def pypi_reachable() -> bool:
-    try:
-        socket.create_connection(("pypi.org", 443), timeout=5).close()
-        return True
-    except OSError:
-        return False
-
-
-needs_pypi = pytest.mark.skipif(not pypi_reachable(), reason="https://pypi.org is not reachable "
+needs_pypi = pytest.mark.skipif(not pip_dry_runs_lib.pypi_reachable(),
+                                reason="https://pypi.org is not reachable "
                                 "(the offline checks above still run)")
-
-
-DRY_RUNS = {"workers": ("-r", "requirements-workers.txt"),
-            "extras": ("-c", "constraints.txt", "-e", ".[test,bench]")}
 
 
 @pytest.fixture(scope="module")
 def pip_dry_runs(tmp_path_factory):
-    """name -> a function returning {package: version} that `pip install --dry-run --report`
-    resolves for DRY_RUNS[name] against plain PyPI only (this machine's pip.conf, local wheel
-    folders and extra indexes switched off, so a local-only pin cannot resolve). Both runs
-    start together on first use: each mostly waits on the index, so side by side they take
-    about as long as the slower one alone.
-
-    `--use-feature=fast-deps` reads each wheel's metadata with HTTP range requests instead of
-    downloading it: a dry run otherwise fetches every wheel whole (pip 26.3 here; PyPI's
-    PEP 658 metadata files are not used for it), about 2.5 GB at once for the two runs
-    (TensorFlow twice, torch once), and CI failed with "No space left on device" on a shared
-    disk. Measured here: same resolution (181 and 245 packages), 0 downloads instead of 417,
-    about 10 s slower per run."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
-    env["PIP_CONFIG_FILE"] = os.devnull
-    started = {}
-    for name, args in DRY_RUNS.items():
-        report = tmp_path_factory.mktemp(f"pip-{name}") / "report.json"
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "pip", "install", "--isolated", "--dry-run",
-             "--ignore-installed", "--disable-pip-version-check", "--use-feature=fast-deps",
-             "--no-cache-dir", "--index-url", PYPI,
-             "--report", str(report), *args],
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-        started[name] = (proc, report)
-
-    def result(name: str) -> dict:
-        from packaging.utils import canonicalize_name
-
-        proc, report = started[name]
-        stdout, stderr = proc.communicate(timeout=900)
-        assert proc.returncode == 0, stdout[-2000:] + stderr[-3000:]
-        return {canonicalize_name(item["metadata"]["name"]): item["metadata"]["version"]
-                for item in json.loads(report.read_text())["install"]}
-
-    yield result
-    for proc, _ in started.values():
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    """name -> {package: version} that `pip install --dry-run --report` resolves for
+    tests/pip_dry_runs.py's DRY_RUNS[name] against plain PyPI. The runs were started when the
+    session started (tests/conftest.py) where the directory of ENV_VAR exists; otherwise both
+    start here, side by side (each mostly waits on the index)."""
+    shared = os.environ.get(pip_dry_runs_lib.ENV_VAR)
+    if shared and pathlib.Path(shared).is_dir():
+        yield lambda name: pip_dry_runs_lib.result(pathlib.Path(shared), name)
+        return
+    directory = tmp_path_factory.mktemp("pip-dry-runs")
+    procs = pip_dry_runs_lib.start(directory)
+    yield lambda name: pip_dry_runs_lib.result(directory, name)
+    pip_dry_runs_lib.stop(procs)
 
 
 @needs_pypi
