@@ -224,9 +224,10 @@ def build_summary(config_files, bindings) -> int:
     task_cls = reference.configurable.wrapped
     # The factory the task's summary_model builds on: `backbone` (the encoder tasks) or the
     # task's own (the LM tasks take the whole GenerativeLM as `model`).
-    backbone_fn = gin.query_parameter(
-        f"{reference.selector}.{getattr(task_cls, 'summary_factory', 'backbone')}"
-    ).scoped_configurable_fn
+    factory = gin.query_parameter(
+        f"{reference.selector}.{getattr(task_cls, 'summary_factory', 'backbone')}")
+    # None: the task builds its model without that factory (ClassifierDistillation's BiLSTM).
+    backbone_fn = None if factory is None else factory.scoped_configurable_fn
     vocab_size = None
     try:
         vocab = gin.query_parameter(f"{reference.selector}.vocab")
@@ -248,8 +249,8 @@ def build_summary(config_files, bindings) -> int:
     # Keras defers every variable (shape and initializer kept, no values drawn), so a large
     # config prints without drawing its weights (roberta_large: 14.0 -> 5.5 CPU-seconds).
     with keras.StatelessScope(initialize_variables=False):
-        backbone = backbone_fn(default_vocab_size=vocab_size)
-        model = task_cls.summary_model_from(backbone, literal)
+        backbone = None if backbone_fn is None else backbone_fn(default_vocab_size=vocab_size)
+        model = task_cls.summary_model_from(backbone, literal, vocab_size=vocab_size)
         model.summary(line_length=110)
         total = model.count_params()
         backbone = getattr(model, "backbone", None)

@@ -89,9 +89,11 @@ class Task:
         raise NotImplementedError
 
     @classmethod
-    def summary_model_from(cls, backbone, bindings: Dict[str, Any]):
+    def summary_model_from(cls, backbone, bindings: Dict[str, Any],
+                           vocab_size: Optional[int] = None):
         """summary_model for `garden.train --summary`, given the task's literal gin bindings
-        (e.g. Pretraining's family); the default ignores them."""
+        (e.g. Pretraining's family) and the bound vocabulary's size (None: none readable);
+        the default ignores both."""
         return cls.summary_model(backbone)
 
     # -- the data ---------------------------------------------------------------------------

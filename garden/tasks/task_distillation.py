@@ -263,6 +263,19 @@ class ClassifierDistillation(Classification):
         """The model `garden.train --summary` prints: the student (a two-class head)."""
         return SequenceClassifier(backbone, num_classes=2)
 
+    @classmethod
+    def summary_model_from(cls, backbone, bindings, vocab_size=None):
+        """The encoder student, or the BiLSTM (student='bilstm', no backbone bound) sized by
+        the `bilstm` binding and the bound vocabulary (which it needs: its table is sized by
+        the teacher's vocabulary)."""
+        if bindings.get("student", "encoder") != "bilstm":
+            return cls.summary_model(backbone)
+        if vocab_size is None:
+            raise ConfigError("garden.ClassifierDistillation with student='bilstm': the summary "
+                              "needs the vocabulary (bind VOCAB to the teacher's) to size the "
+                              "BiLSTM's embedding table")
+        return BiLstmClassifier(vocab_size, 2, **dict(bindings.get("bilstm") or {}))
+
     # -- the data ---------------------------------------------------------------------------
     def schedule(self, train_steps: int) -> List[Stage]:
         """One stage, or TinyBERT's two: intermediate layers first, then the prediction."""

@@ -273,7 +273,8 @@ class Pretraining(Task):
                              f"max_sequence_length {config['max_sequence_length']}")
 
     @classmethod
-    def summary_model_from(cls, backbone, bindings: Mapping[str, Any]):
+    def summary_model_from(cls, backbone, bindings: Mapping[str, Any],
+                           vocab_size: Optional[int] = None):
         spec, record = family_record(bindings.get("family", "bert"))
         return record.summary(spec, backbone)
 

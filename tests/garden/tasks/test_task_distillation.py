@@ -313,3 +313,21 @@ def test_a_teacher_that_is_no_classification_run_is_refused(teacher, capsys, tmp
                              str(tmp_path / "run"), 2)
         line = train_refused(args, capsys)
         assert expected in line, line
+
+
+def test_summary_of_the_bilstm_student_counts_tang_et_al_s_layers(tmp_path, capsys):
+    # bilstm_tiny.gin binds no backbone (the BiLSTM is sized by `bilstm` and the vocabulary):
+    # --summary builds that model; its count is the architecture's, written out by hand.
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("".join(f"{t}\n" for t in ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
+                                                 *[f"w{i}" for i in range(95)]]))
+    keras.backend.clear_session()
+    assert train_lib.main(["--summary", "--config=configs/distill/bilstm_tiny.gin",
+                           f"--gin_param=VOCAB='{vocab}'"]) == 0
+    out = capsys.readouterr().out
+    v, e, u, h, c = 100, 64, 32, 64, 2  # vocabulary, embedding, LSTM units, ReLU layer, classes
+    expected = v * e + 2 * 4 * (e * u + u * u + u) + (2 * u * h + h) + (h * c + c)
+    assert f"Total parameters: {expected:,} (" in out, out[-1500:]
+    # Without a vocabulary the table cannot be sized: one line, no traceback.
+    line = train_refused(["--summary", "--config=configs/distill/bilstm_tiny.gin"], capsys)
+    assert "student='bilstm'" in line and "VOCAB" in line, line
