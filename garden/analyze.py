@@ -16,12 +16,15 @@ inside an encoder of the garden or a released checkpoint (garden.bertology does 
         --output=report/
     python -m garden.analyze neighbours --model=RUN_OR_OUT --input=corpus.txt [--query=TEXT] \
         [--top_k=5] --output=report/
+    python -m garden.analyze attributions --model=FINETUNED_RUN --input=sentences.txt \
+        [--steps=50] [--target=predicted|LABEL] --output=report/
 
 --model is a garden.convert output directory (a released checkpoint: Hugging Face, TF1, Model
-Garden) or a garden.train run directory (pretraining or fine-tuning); `heads` and `prune`
-need a fine-tuned sentence-classification run (its classifier scores the heads). --input: text
-files, one sentence per line (blank lines skipped); --max_sentences of them, in file order.
-The files probe and wsd read: docs/bertology-formats.md. Families: the encoders, XLNet (its
+Garden) or a garden.train run directory (pretraining or fine-tuning); `heads`, `prune` and
+`attributions` need a fine-tuned sentence-classification run (its classifier scores the heads,
+or is attributed). --input: text files, one sentence per line (blank lines skipped);
+--max_sentences of them, in file order. The files probe and wsd read:
+docs/bertology-formats.md. Families: the encoders, XLNet (its
 content stream), GPT and GPT-2 (causal: each query and word over what it sees, as the reports
 state), ELMo (layer 0 its character CNN; no attention, so attention, heads and prune are
 refused), T5 and BART one stack at a time (--stack; the decoder reads the text, causal); the
@@ -65,6 +68,13 @@ showing every analysis written there so far):
                    <mask>) of --input's lines.
   neighbours       each --query's (default: each line's) --top_k nearest lines of --input by
                    the cosine of their mean-pooled embeddings (garden.bertology.neighbours).
+  attributions     integrated gradients per token (Sundararajan et al. 2017) of the run's
+                   classifier: the --target class's logit (default each sentence's predicted
+                   label) from a baseline of [PAD] word vectors ([CLS], [SEP] kept) to the
+                   sentence's word-piece vectors over --steps trapezoid intervals; per sentence
+                   the tokens' scores, F(x), F(x') and the completeness gap, and a page
+                   attributions_<i>.html with the tokens shaded (garden.bertology.attributions;
+                   the BERT-kind encoders: a family without their embeddings layer is refused).
   wsd              word sense by the nearest sense centroid per layer, beside the most
                    frequent sense: the JSON Lines examples of --senses, or without it the
                    seeded sample of garden.bertology.wsd (bank, bat, spring, plant, crane); 30%
@@ -245,6 +255,12 @@ def write_pruned(opened: Opened, result: Dict, output: str) -> Dict:
             "unpruned_parameters": int(opened.backbone.count_params())}
 
 
+def run_attributions(opened: Opened, sentences: List[str], args: argparse.Namespace) -> Dict:
+    from garden.bertology import attributions
+
+    return attributions.report(opened, sentences, args.output, args.steps, args.target)
+
+
 def _label(opened: Opened) -> str:
     return os.path.basename(os.path.normpath(opened.path)) or opened.path
 
@@ -337,6 +353,7 @@ TABLE = {
     "perplexity": Analysis("input", None, _opens_its_model),
     "fill_mask": Analysis("input", None, _opens_its_model),
     "neighbours": Analysis("input", None, _opens_its_model),
+    "attributions": Analysis("input", run_attributions),
 }
 ANALYSES = tuple(TABLE)
 
@@ -363,6 +380,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--top_k", type=int, default=5,
                    help="fill_mask: the pieces per mask; neighbours: the lines per query")
     p.add_argument("--query", action="append", help="neighbours: a text (repeated)")
+    p.add_argument("--steps", type=int, default=50,
+                   help="attributions: the trapezoid intervals of the path integral (the "
+                        "paper: 20 to 300 bring the completeness gap within 5%%)")
+    p.add_argument("--target", default="predicted",
+                   help="attributions: the label whose logit is attributed, or 'predicted' "
+                        "(each sentence's predicted label)")
     p.add_argument("--sentence", type=int, default=0, help="attention: the sentence whose "
                                                            "maps are drawn (index in --input)")
     p.add_argument("--attribution_sentences", type=int, default=2,
@@ -404,6 +427,8 @@ def _check_flags(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     if args.prune_threshold is not None and not 0 <= args.prune_threshold <= 1:
         p.error(f"--prune_threshold={args.prune_threshold} must lie in [0, 1] (a share of the "
                 f"unpruned accuracy)")
+    if args.steps < 1:
+        p.error(f"--steps={args.steps} must be at least 1 (attributions' path intervals)")
     if args.prune_step is not None and not 0 < args.prune_step < 1:
         p.error(f"--prune_step={args.prune_step} must lie in (0, 1) (a share of all heads)")
 

@@ -583,6 +583,9 @@ CASES = [
         "--probe_tasks=srl"], "usage", r"--probe_tasks=srl: choose among ner, pos, chunk"),
     _analyze_case("analyze-neighbours-without-input", "neighbours", lambda c: [],
                   "usage", r"neighbours needs --input"),
+    _analyze_case("analyze-attributions-zero-steps", "attributions", lambda c: [
+        f"--input={c.write('t.txt', 'a b c .')}", "--steps=0"],
+        "usage", r"--steps=0 must be at least 1"),
     _analyze_case("analyze-fill-mask-model-missing", "fill_mask", lambda c: [
         f"--input={c.write('m.txt', 'a [MASK] c .')}"], "error",
         r"--model=\S+/none is neither .*garden\.convert", model="none"),

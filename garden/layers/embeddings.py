@@ -161,8 +161,11 @@ class TransformerEmbeddings(keras.layers.Layer):
             self.projection.build(x_shape)
         self.built = True
 
-    def call(self, token_ids, segment_ids=None, training=None, position_ids=None):
-        x = self.token_embedding(token_ids)
+    def call(self, token_ids, segment_ids=None, training=None, position_ids=None,
+             token_vectors=None):
+        # token_vectors [B, T, E]: the word-piece vectors to use instead of the table's rows
+        # of token_ids (garden.bertology.attributions interpolates them); None in every model.
+        x = self.token_embedding(token_ids) if token_vectors is None else token_vectors
         # position_ids None: rows 0..T-1 (BERT); RoBERTa passes its padding-offset positions.
         x = x + self.position_embedding(x, position_ids=position_ids)
         if self.segment_embedding is not None:
