@@ -36,10 +36,6 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-# Before anything imports TensorFlow: oneDNN on unless TF_ENABLE_ONEDNN_OPTS is set, as in
-# every garden entry point (text/onednn.py), so the suite runs what users run.
-import text  # noqa: E402,F401
-
 # Under pytest-xdist (`make test`: one worker per core) each worker's TensorFlow, and each tool
 # process a test starts (they inherit the environment), runs its ops on one intra-op and one
 # inter-op thread instead of a pool per core: two workers with a pool of two threads each on
@@ -48,9 +44,18 @@ import text  # noqa: E402,F401
 # one intra-op thread, 86 s with one inter-op thread, 80 s with both (2026-12-07). What the
 # tests check does not depend on the pools' sizes; the tests of garden.generate's thread flags
 # set them through tf.config, which takes precedence. A variable set by the caller is kept.
+# The same for the OpenMP pools of torch (the reference models of the parity tests) and of the
+# BLAS under numpy, set before either loads: six torch-heavy model files under -n 2 on the
+# quiet Xeon, 74.5 s wall with the defaults, 72.3 s with one thread each (2026-12-07; with
+# another process busy beside them, 125 s against 92 s).
 if os.environ.get("PYTEST_XDIST_WORKER"):
-    os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
-    os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
+    for variable in ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "OMP_NUM_THREADS",
+                     "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(variable, "1")
+
+# Before anything imports TensorFlow: oneDNN on unless TF_ENABLE_ONEDNN_OPTS is set, as in
+# every garden entry point (text/onednn.py), so the suite runs what users run.
+import text  # noqa: E402,F401
 
 from testing import close_fixture_tools, run_fixture_tool  # noqa: E402
 
