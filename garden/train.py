@@ -226,7 +226,7 @@ def build_summary(config_files, bindings) -> int:
     # task's own (the LM tasks take the whole GenerativeLM as `model`).
     factory = gin.query_parameter(
         f"{reference.selector}.{getattr(task_cls, 'summary_factory', 'backbone')}")
-    # None: the task builds its model without that factory (ClassifierDistillation's BiLSTM).
+    # None: the task builds its summary model without that factory (from its other bindings).
     backbone_fn = None if factory is None else factory.scoped_configurable_fn
     vocab_size = None
     try:
