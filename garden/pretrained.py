@@ -139,14 +139,38 @@ def open_converted(path: Optional[str]) -> Optional[Converted]:
 
 # --- checkpoint paths ------------------------------------------------------------------------
 
-def checkpoint_objects(path: str) -> List[str]:
-    """Names of the top-level objects of a tf.train.Checkpoint (model, backbone, ...)."""
+def _object_graph(path: str):
+    """The object graph a tf.train.Checkpoint saved with its variables."""
     import tensorflow as tf
     from tensorflow.core.protobuf import trackable_object_graph_pb2
 
     graph = trackable_object_graph_pb2.TrackableObjectGraph()
     graph.ParseFromString(tf.train.load_checkpoint(path).get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
-    return [child.local_name for child in graph.nodes[0].children]
+    return graph
+
+
+def checkpoint_objects(path: str) -> List[str]:
+    """Names of the top-level objects of a tf.train.Checkpoint (model, backbone, ...)."""
+    return [child.local_name for child in _object_graph(path).nodes[0].children]
+
+
+def saved_variable_count(path: str, key: str) -> Optional[int]:
+    """How many variables a tf.train.Checkpoint holds under its top-level object `key` (a
+    variable reachable twice counts once); None: no such object. A restore checks only that
+    what was built exists in the checkpoint, so comparing this count with the built model's
+    finds a checkpoint of a deeper or larger model."""
+    graph = _object_graph(path)
+    stack = [c.node_id for c in graph.nodes[0].children if c.local_name == key]
+    if not stack:
+        return None
+    seen, count = set(), 0
+    while stack:
+        node = stack.pop()
+        if node not in seen:
+            seen.add(node)
+            count += any(a.name == "VARIABLE_VALUE" for a in graph.nodes[node].attributes)
+            stack.extend(c.node_id for c in graph.nodes[node].children)
+    return count
 
 
 def resolve_checkpoint(path: str, wanted_object: str) -> str:

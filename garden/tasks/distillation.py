@@ -30,7 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 from text import tokenizers
-from garden import data
+from garden import data, pretrained
 from garden.models.bert.pretrainer import BertPretrainer
 from garden.models.distilbert.distiller import (TEACHER_LAYERS, DistilBertDistiller,
                                                 distillation_loss, init_student_from_teacher)
@@ -138,28 +138,6 @@ def teacher_checkpoint(path: str) -> str:
     return path
 
 
-def _saved_variables(prefix: str, key: str) -> Optional[int]:
-    """How many variables an object-based checkpoint holds under its root's `key` (None: no
-    such object), read from the checkpoint's object graph."""
-    from tensorflow.core.protobuf import trackable_object_graph_pb2
-
-    graph = trackable_object_graph_pb2.TrackableObjectGraph()
-    graph.ParseFromString(tf.train.load_checkpoint(prefix).get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
-    roots = [c.node_id for c in graph.nodes[0].children if c.local_name == key]
-    if not roots:
-        return None
-    seen, stack, variables = set(), roots, 0
-    while stack:
-        node_id = stack.pop()
-        if node_id in seen:
-            continue
-        seen.add(node_id)
-        node = graph.nodes[node_id]
-        variables += any(a.name == "VARIABLE_VALUE" for a in node.attributes)
-        stack.extend(c.node_id for c in node.children)
-    return variables
-
-
 def load_teacher(path: str, backbone) -> BertPretrainer:
     """A BertPretrainer on `backbone` with every weight restored from `path`: a garden.train
     model_dir or checkpoint prefix (the pretrainer saved under "model"), or a saved
@@ -190,7 +168,7 @@ def load_teacher(path: str, backbone) -> BertPretrainer:
                          f"backbone {backbone.get_config()}: {str(e)[:300]}") from None
     # A shallower configured teacher would restore without complaint (its layers all exist in
     # the checkpoint): compare the number of variables saved under "model" with the teacher's.
-    saved = _saved_variables(prefix, "model")
+    saved = pretrained.saved_variable_count(prefix, "model")
     if saved is not None and saved != len(teacher.weights):
         raise ValueError(f"teacher checkpoint {prefix} does not fit the configured teacher "
                          f"backbone {backbone.get_config()}: its model has {saved} variables, "

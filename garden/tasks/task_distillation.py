@@ -44,6 +44,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Union
 import numpy as np
 import tensorflow as tf
 
+from garden import pretrained
 from garden.models.bilstm_classifier import BiLstmClassifier
 from garden.models.classification import SequenceClassifier
 from garden.models.classifier_distillation import (
@@ -181,7 +182,7 @@ class ClassifierDistillation(Classification):
         except AssertionError as e:
             raise ConfigError(f"{who} does not fit teacher_backbone {backbone.get_config()}: "
                               f"{str(e).splitlines()[0][:300]}") from None
-        saved = _saved_weights(self.teacher_checkpoint, "model")
+        saved = pretrained.saved_variable_count(self.teacher_checkpoint, "model")
         if saved != len(teacher.weights):
             raise ConfigError(f"{who} holds {saved} model weights, the teacher built from "
                               f"teacher_backbone {len(teacher.weights)}: another architecture "
@@ -391,21 +392,3 @@ def init_from_teacher(student_backbone, teacher_backbone, layers: Sequence[int])
                               f"width or family); unbind init_layers")
         s.set_weights(t.get_weights())
 
-
-def _saved_weights(prefix: str, key: str) -> int:
-    """How many variables the checkpoint saves under its root's object `key` (walking the
-    object graph; a variable reachable twice counts once)."""
-    from tensorflow.core.protobuf import trackable_object_graph_pb2
-
-    graph = trackable_object_graph_pb2.TrackableObjectGraph()
-    reader = tf.train.load_checkpoint(prefix)
-    graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
-    stack = [c.node_id for c in graph.nodes[0].children if c.local_name == key]
-    seen, count = set(), 0
-    while stack:
-        node = stack.pop()
-        if node not in seen:
-            seen.add(node)
-            count += any(a.name == "VARIABLE_VALUE" for a in graph.nodes[node].attributes)
-            stack.extend(c.node_id for c in graph.nodes[node].children)
-    return count
