@@ -28,6 +28,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 import keras
 import tensorflow as tf
 
+from garden import losses
 from garden.layers.transformer_encoder import TransformerEncoderBlock
 
 LOSSES = ("pkd", "tinybert", "logits_mse")
@@ -48,8 +49,7 @@ def soft_cross_entropy(student_logits, teacher_logits, temperature: float = 1.0)
 
 def gold_cross_entropy(logits, labels):
     """Softmax cross-entropy with the gold labels, mean over the batch."""
-    return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=tf.cast(labels, tf.int64), logits=tf.cast(logits, tf.float32)))
+    return losses.sentence_cross_entropy(logits, labels)[0]
 
 
 def patient_loss(student_cls, teacher_cls):
