@@ -5,6 +5,7 @@ command parses its flags before TensorFlow and Keras load: this module imports b
 
 from __future__ import annotations
 
+import contextlib
 import json
 import posixpath
 import tempfile
@@ -80,14 +81,14 @@ class Int8Weights(tf.Module):
                         "quantized_bytes": int(quantized_bytes)}
 
     def scope(self) -> keras.StatelessScope:
-        return _DequantizingScope(self._reads)
+        return DequantizingScope(self._reads)
 
 
 def _name(variable) -> str:
     return variable.path.replace("/", "_")
 
 
-class _DequantizingScope(keras.StatelessScope):
+class DequantizingScope(keras.StatelessScope):
     """A StatelessScope whose variable values are made on first read in each graph (a value
     made outside a tf.function would be captured into it as a float constant)."""
 
@@ -170,21 +171,39 @@ def tflite_model(model: keras.Model, input_names: Sequence[str], max_seq_length:
 
     quantize: dynamic-range quantization (tf.lite.Optimize.DEFAULT: int8 weights, integer
     kernels with activations quantized at run time); False gives the float32 model."""
+    with litert_saved_model(model, input_names, max_seq_length, output) as saved:
+        converter = tf.lite.TFLiteConverter.from_saved_model(saved)
+        if quantize:
+            converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        return converter.convert()
+
+
+@contextlib.contextmanager
+def litert_saved_model(model: keras.Model, input_names: Sequence[str], max_seq_length: int,
+                       output: str = "logits", scope=None, track: Sequence = ()):
+    """A temporary SavedModel directory of `model` on int32 [B, max_seq_length] ids ->
+    `output`, for TFLiteConverter.from_saved_model. scope: a context (e.g. a
+    keras.StatelessScope) the endpoint is traced in; track: more trackables whose variables
+    that trace reads (saved beside the model's)."""
     names = tuple(input_names)
+
+    def serve(*ids):
+        with scope if scope is not None else contextlib.nullcontext():
+            return {output: model(dict(zip(names, ids)), training=False)[output]}
+
     # Through Keras' own SavedModel export, which the converter freezes into constants (a
     # tf.Module tracking the Keras model, or a concrete function, converted with its weights
     # left as resource variables without values: NaN logits).
     archive = keras.export.ExportArchive()
     archive.track(model)
+    for trackable in track:
+        archive.track(trackable)
     archive.add_endpoint(
-        "serve", lambda *ids: {output: model(dict(zip(names, ids)), training=False)[output]},
+        "serve", serve,
         input_signature=[tf.TensorSpec([None, max_seq_length], tf.int32, name=n) for n in names])
     with tempfile.TemporaryDirectory() as saved:
         archive.write_out(saved, verbose=False)
-        converter = tf.lite.TFLiteConverter.from_saved_model(saved)
-        if quantize:
-            converter.optimizations = [tf.lite.Optimize.DEFAULT]
-        return converter.convert()
+        yield saved
 
 
 def tflite_runner(flatbuffer: bytes, num_threads: Optional[int] = None):
