@@ -76,19 +76,14 @@ def run(args, settings: QatSettings, work: str) -> dict:
     for name in ("ptq_dynamic", "ptq_int8", "qat_int8"):
         with tf.io.gfile.GFile(report["rows"][name]["tflite"], "rb") as f:
             flatbuffers[name] = f.read()
-    batch = max(args.latency_batches)
-    ids = packer.encode_numpy([r["text_a"] for r in task.eval_rows[:batch]],
-                              [r["text_b"] for r in task.eval_rows[:batch]] if task.text_b
-                              else None)
+    ids = quantization_aware.packed(task, task.eval_rows[:max(args.latency_batches)])
     timed = latencies(flatbuffers, ids, args.latency_batches, args.threads, args.reps)
     sizes = {name: len(fb) for name, fb in flatbuffers.items()}
     report.update(table=quantization_aware.table(report), litert_bytes=sizes,
                   latency_ms=timed, latency_settings={
                       "threads": args.threads, "reps": args.reps, "warmup": 3,
                       "max_seq_length": packer.max_seq_length,
-                      "what": "tf.lite.Interpreter signature runner, first dev texts, median"},
-                  machine=dict(common.machine_info(["tensorflow", "keras"]),
-                               load_average=os.getloadavg()))
+                      "what": "tf.lite.Interpreter signature runner, first dev texts, median"})
     return report
 
 
@@ -117,10 +112,14 @@ def main(argv=None) -> int:
         settings = options_from_args(QatSettings, args)
     except ValueError as e:
         p.error(str(e))
+    machine = common.machine_info(["tensorflow", "keras"])
+    header = common.hardware_line(machine, "float32, LiteRT int8 fully connected layers")
+    print(header, flush=True)
     started = time.time()
     with common.work_dir(args.work_dir, "qat_") as work:
         report = run(args, settings, work)
-    report["seconds"] = round(time.time() - started)
+    report.update(seconds=round(time.time() - started), header=header,
+                  machine=dict(machine, load_average=os.getloadavg()))
     print(report["table"])
     print(latency_table(report))
     common.write_report(report, args.output_json)
