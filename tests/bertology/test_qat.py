@@ -65,7 +65,7 @@ def test_the_forward_pass_is_rounded_by_a_bounded_amount_and_only_in_the_scope(t
         model(ids, training=False)
     # 2 x (attention, intermediate, output) + pooler + classifier: every one was called.
     assert len(fake_quant.ranges) == 8
-    assert all(r.numpy() > 0 for r in fake_quant.ranges)
+    assert all(r.numpy()[0] < 0 < r.numpy()[1] for r in fake_quant.ranges)  # [low, high]
     with fake_quant.scope():
         rounded = model(ids, training=False)["logits"].numpy()
     np.testing.assert_array_equal(model(ids, training=False)["logits"].numpy(), expected)
@@ -79,7 +79,7 @@ def test_the_gradient_passes_straight_through(tiny):
     x = tf.constant([-3.0, -0.5, 0.2, 0.9, 2.5])
     with tf.GradientTape() as tape:
         tape.watch(x)
-        y = tf.reduce_sum(qa.fake_quant_activation(x, tf.constant(1.0)))
+        y = tf.reduce_sum(qa.fake_quant_activation(x, tf.constant(-1.0), tf.constant(1.0)))
     # 1 inside [-1, 1], 0 where the value was clipped.
     np.testing.assert_array_equal(tape.gradient(y, x).numpy(), [0, 1, 1, 1, 0])
 
@@ -114,15 +114,16 @@ def test_the_input_range_is_a_moving_average_and_clips_at_evaluation():
     (r,) = fake_quant.ranges
     with fake_quant.scope(training=True):
         model(tf.constant([[2.0, -1, 0, 0]]))
-    assert r.numpy() == pytest.approx(2.0)  # started at the first batch's abs-max
+    np.testing.assert_allclose(r.numpy(), [-1.0, 2.0])  # the first batch's [min, max]
     with fake_quant.scope(training=True):
         model(tf.constant([[0.5, -4.0, 0, 0]]))
-    assert r.numpy() == pytest.approx(0.9 * 2.0 + 0.1 * 4.0)
+    expected = [0.9 * -1.0 + 0.1 * -4.0, 0.9 * 2.0 + 0.1 * 0.5]  # [-1.3, 1.85]
+    np.testing.assert_allclose(r.numpy(), expected, rtol=1e-6)
     with fake_quant.scope():  # evaluation reads the range and clips to it
-        clipped = model(tf.constant([[10.0, 0, 0, 0]])).numpy()
-        at_range = model(tf.constant([[r.numpy(), 0, 0, 0]])).numpy()
-    assert r.numpy() == pytest.approx(2.2)
-    np.testing.assert_allclose(clipped, at_range, rtol=1e-6)
+        clipped = model(tf.constant([[10.0, -10.0, 0, 0]])).numpy()
+        at_range = model(tf.constant([[expected[1], expected[0], 0, 0]])).numpy()
+    np.testing.assert_allclose(r.numpy(), expected, rtol=1e-6)
+    np.testing.assert_allclose(clipped, at_range, rtol=1e-5)
 
 
 def test_dropout_masks_change_from_step_to_step_in_the_scope():
@@ -195,7 +196,8 @@ def test_the_qat_run_is_a_trainer_run_with_its_ranges_checkpointed(qat_run):
     reader = tf.train.load_checkpoint(str(qat_dir / "checkpoints"))
     ranges = [k for k in reader.get_variable_to_shape_map() if k.startswith("fake_quant/ranges")
               and k.endswith("VARIABLE_VALUE")]
-    assert len(ranges) == 8 and all(reader.get_tensor(k) > 0 for k in ranges)
+    assert len(ranges) == 8
+    assert all(reader.get_tensor(k)[0] < 0 < reader.get_tensor(k)[1] for k in ranges)
     assert "train.train_steps = 20" in (qat_dir / "operative_config.gin").read_text()
 
 
