@@ -98,6 +98,34 @@ class TransformerDecoderBlock(TransformerBlockBase):
         self._build_feedforward_layers(shape)
         self.built = True
 
+    def compute_output_spec(self, decoder_sequence, encoder_sequence=None, decoder_padding_mask=None,
+                            decoder_attention_mask=None, encoder_padding_mask=None,
+                            encoder_attention_mask=None, self_attention_cache=None,
+                            self_attention_cache_update_index=None, cross_attention_cache=None,
+                            cross_attention_cache_update_index=None, use_causal_mask=True,
+                            head_mask=None, cross_head_mask=None, return_attention_scores=False,
+                            training=None):
+        # What call() returns, from the shapes alone, as TransformerEncoderBlock's (why there);
+        # a call with a cache is traced, as Keras does by default.
+        if self_attention_cache is not None or cross_attention_cache is not None:
+            return super().compute_output_spec(
+                decoder_sequence, encoder_sequence, decoder_padding_mask, decoder_attention_mask,
+                encoder_padding_mask, encoder_attention_mask, self_attention_cache,
+                self_attention_cache_update_index, cross_attention_cache,
+                cross_attention_cache_update_index, use_causal_mask, head_mask, cross_head_mask,
+                return_attention_scores, training)
+        self._check_call(encoder_sequence, None, None)
+        batch, length, width = decoder_sequence.shape
+        outputs = [keras.KerasTensor((batch, length, width), dtype=self.compute_dtype)]
+        if return_attention_scores:
+            outputs.append(keras.KerasTensor((batch, self.num_heads, length, length),
+                                             dtype=self.compute_dtype))
+            if self.cross_attention is not None:
+                outputs.append(keras.KerasTensor(
+                    (batch, self.num_heads, length, encoder_sequence.shape[1]),
+                    dtype=self.compute_dtype))
+        return tuple(outputs) if len(outputs) > 1 else outputs[0]
+
     def _residual(self, attention, norm, dropout, x, value, training, **attention_kwargs):
         """x + Dropout(attention(LN?(x), value)), LN after unless pre-LN -> (y, scores, cache),
         scores and cache None when not asked for."""
