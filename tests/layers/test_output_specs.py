@@ -90,3 +90,52 @@ def test_t5_stack_specs_match_the_traced_call(policy):
             out = _same(stack, x, padding_mask=padding, outputs=outputs, **extra)
             if outputs:
                 assert sorted(out[1]) == sorted(outputs)
+
+
+def _xlnet(policy):
+    from garden.models.xlnet.backbone import XLNetBackbone
+    return XLNetBackbone(vocab_size=50, num_layers=2, hidden_size=16, num_heads=2,
+                         intermediate_size=32, dtype=policy, output_hidden_states=True,
+                         output_attentions=True)
+
+
+def _gpt2(policy):
+    from garden.models.gpt2.backbone import GPT2Backbone
+    return GPT2Backbone(vocab_size=50, num_layers=2, hidden_size=16, num_heads=2,
+                        intermediate_size=32, max_sequence_length=16, dtype=policy,
+                        output_hidden_states=True, output_attentions=True)
+
+
+def _t5(policy):
+    from garden.models.t5.backbone import T5Backbone
+    return T5Backbone(vocab_size=50, num_layers=2, hidden_size=16, num_heads=2,
+                      intermediate_size=32, dtype=policy, output_hidden_states=True,
+                      output_attentions=True)
+
+
+def _bert(policy):
+    from garden.models.bert.backbone import BertBackbone
+    return BertBackbone(vocab_size=50, num_layers=2, hidden_size=16, num_heads=2,
+                        intermediate_size=32, max_sequence_length=16, dtype=policy,
+                        output_hidden_states=True, output_attentions=True)
+
+
+@pytest.mark.parametrize("build", (_bert, _gpt2, _xlnet, _t5))
+def test_functional_outputs_declare_what_the_model_computes(build):
+    """A functional model built from these specs declares, for each output, the shape and
+    dtype that running it gives (a wrong spec would show here, or break the build)."""
+    import numpy as np
+
+    model = build("mixed_bfloat16")
+    names = model.input if isinstance(model.input, dict) else None
+    assert names, "these backbones take a dict of inputs"
+    length = 8
+    real = model({name: np.ones((2, length), "int32") for name in names})
+    declared = model.output
+    assert sorted(real) == sorted(declared)
+    for name, tensor in real.items():
+        spec = declared[name]
+        assert str(spec.dtype) == keras.backend.standardize_dtype(tensor.dtype), name
+        assert len(spec.shape) == len(tensor.shape), name
+        for want, got in zip(spec.shape, tensor.shape):
+            assert want is None or want == got, (name, spec.shape, tensor.shape)

@@ -212,6 +212,23 @@ class XLNetLayer(keras.layers.Layer):
                              target_mapping=target_mapping, mem=mem, training=training)
         return self._ff(h, training), self._ff(g, training)
 
+    def compute_output_spec(self, h, pos_emb, seg_onehot, mask_h, g=None, mask_g=None,
+                            target_mapping=None, mem=None, return_attention_scores=False,
+                            training=None):
+        # What call() returns, from the shapes alone, as garden.layers' blocks do (why there);
+        # with a memory or the query stream the call is traced, as Keras does by default.
+        if mem is not None or g is not None:
+            return super().compute_output_spec(h, pos_emb, seg_onehot, mask_h, g, mask_g,
+                                               target_mapping, mem, return_attention_scores,
+                                               training)
+        dtype = self.compute_dtype
+        out_h = keras.KerasTensor(h.shape, dtype=dtype)
+        if return_attention_scores:
+            batch, length = h.shape[0], h.shape[1]
+            return out_h, keras.KerasTensor((batch, self.config["num_heads"], length, length),
+                                            dtype=dtype)
+        return out_h
+
     def get_config(self):
         return {**super().get_config(), **self.config}
 
