@@ -23,6 +23,11 @@ It prints the table and writes QAT_RUN/qat.json and the three .tflite files. The
 take int32 ids [B, max_seq_length] (token_ids, segment_ids, padding_mask) and give the logits,
 as garden.bertology.int8's does (the text is packed outside: TextPacker.encode_numpy).
 
+Measured on the real all-MiniLM-L6-v2 fine-tuned on the sample task (docs/bertology.md,
+"Quantization-aware fine-tuning (Q8BERT)"): float 428 of 451 dev texts right, post-training
+dynamic range 427, post-training int8 fully connected 425, QAT int8 427, 427 and 425 in three
+runs of 300 steps; the int8 LiteRT models about 3x faster than float32 LiteRT at batch 32.
+
 The optimizer, clipping, weight decay and schedule are the run's (its operative config); the
 step count, batch, peak learning rate and warmup are these flags (Q8BERT fine-tunes its
 quantized model with the float recipe; a run that is already fine-tuned needs fewer steps and
