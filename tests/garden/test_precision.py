@@ -197,7 +197,7 @@ def test_xlnet_and_cove_attention_softmax_is_taken_in_float32(family, monkeypatc
     if family == "xlnet":
         from keras.src.backend import AutocastScope
 
-        from garden.models.xlnet import backbone as module
+        from garden.models.xlnet import layers as module
 
         layer = module.XLNetRelativeAttention(num_heads=2, head_size=8, dtype="mixed_bfloat16")
         layer.build((1, queries, 16))
