@@ -398,7 +398,24 @@ def _graph_module_class():
 def graph_module(vocab: Sequence[str], lower_case: bool, unk: str = "[UNK]"):
     """A tf.Module whose ``__call__`` maps a tf.string batch [batch] to int64 ids, ragged
     [batch, (pieces)], with ``tokenize`` and ``tokenize_with_char_offsets`` for use inside
-    other tf.functions and SavedModel signatures."""
+    other tf.functions and SavedModel signatures.
+
+    Made eagerly, one module serves every caller in the process with the same vocabulary,
+    casing and unknown token: it holds no state that a call changes, and building its two
+    tf_text tokenizers and tracing its functions is what a new one costs (a fine-tuning run
+    makes one for its training data, its evaluation and its export: in three of the test
+    suite's files, the tokenizers' construction and traces were 19% of the Python time, py-spy,
+    2026-12-07). Made inside a graph (a tf.data map), the module's tensors belong to that graph,
+    so it is made afresh there and not kept."""
+    import tensorflow as tf
+
+    if not tf.executing_eagerly():
+        return _graph_module_class()(list(vocab), lower_case, unk)
+    return _shared_graph_module(tuple(vocab), bool(lower_case), unk)
+
+
+@functools.lru_cache(maxsize=8)
+def _shared_graph_module(vocab: Tuple[str, ...], lower_case: bool, unk: str):
     return _graph_module_class()(list(vocab), lower_case, unk)
 
 

@@ -212,3 +212,27 @@ def test_eager_byte_offsets_follow_char_offsets(setup):
         assert i == ci
         assert [text.encode("utf-8")[a:b].decode("utf-8") for a, b in zip(s, e)] == \
             [text[a:b] for a, b in zip(cs, ce)]
+
+
+def test_one_graph_module_serves_a_vocabulary_and_casing_in_the_process():
+    """Made eagerly, the same vocabulary, casing and unknown token give the same module (its
+    tokenizers built and its functions traced once); another casing or vocabulary its own; made
+    inside a graph (a tf.data map), a module of that graph's own, never the shared one."""
+    import tensorflow as tf
+
+    vocab = ["[PAD]", "[UNK]", "the", "cat", "##s"]
+    first = wordpiece.graph_module(vocab, True)
+    assert wordpiece.graph_module(list(vocab), True) is first
+    assert wordpiece.graph_module(vocab, False) is not first
+    assert wordpiece.graph_module(vocab + ["dog"], True) is not first
+    made = []
+
+    @tf.function
+    def in_graph(text):
+        module = wordpiece.graph_module(vocab, True)
+        made.append(module)
+        return module(text).flat_values
+
+    ids = in_graph(tf.constant(["the cats"]))
+    assert made[0] is not first
+    assert ids.numpy().tolist() == first(tf.constant(["the cats"])).flat_values.numpy().tolist() == [2, 3, 4]
