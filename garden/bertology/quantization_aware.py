@@ -92,10 +92,7 @@ class FakeQuant(tf.Module):
     def __init__(self, model: keras.Model, backbone: Optional[keras.Model] = None,
                  decay: float = DECAY):
         super().__init__(name="fake_quant")
-        if backbone is not None and not _rounded_layers(backbone):
-            raise ValueError(f"{WHO}: the backbone {type(backbone).__name__} has no Dense, "
-                             f"EinsumDense or attention layer: Q8BERT rounds fully connected "
-                             f"products, and it has none to round")
+        check_backbone(backbone)
         self.decay = float(decay)
         # Not tracked (the model saves them): id -> the Keras variable read as int8: the
         # kernels and embedding tables (not the attention's [heads, width] biases).
@@ -159,6 +156,14 @@ class FakeQuant(tf.Module):
                 "activation_ranges": {p: [round(float(v), 6) for v in r.numpy()]
                                       for p, r in zip(self.layer_paths, self.ranges)},
                 "decay": self.decay}
+
+
+def check_backbone(backbone: Optional[keras.Model]) -> None:
+    """Refuses a backbone with no fully connected product to round (an LSTM family)."""
+    if backbone is not None and not _rounded_layers(backbone):
+        raise ValueError(f"{WHO}: the backbone {type(backbone).__name__} has no Dense, "
+                         f"EinsumDense or attention layer: Q8BERT rounds fully connected "
+                         f"products, and it has none to round")
 
 
 def _rounded_layers(model: keras.Model) -> list:
@@ -379,9 +384,7 @@ def run_qat(model_dir: str, output_dir: str, settings) -> Dict:
     check_task(run.task, model_dir)
     task = run.task
     float_model = run.task_model()
-    backbone = run.objects.get("backbone")
-    if backbone is not None and not _rounded_layers(backbone):
-        FakeQuant(float_model, backbone)  # refuses, naming the backbone
+    check_backbone(run.objects.get("backbone"))
     packer = task.packer
     names, length = packer.input_names, packer.max_seq_length
     # Calibration: the first train rows, 8 a batch; the eval file packed once for every model.
