@@ -85,6 +85,10 @@ def test_the_gradient_passes_straight_through(tiny):
 
     model, fake_quant, ids = tiny["model"], tiny["fake_quant"], tiny["ids"]
     labels = tf.constant([0, 1] * 16)
+    # The ranges from this batch, whatever ran before: at [0, 0] (a fresh FakeQuant) every
+    # input would round to 0 and the gradient would be the all-zero one.
+    with fake_quant.scope(training=True):
+        model(ids, training=False)
 
     def gradients(scope):
         with tf.GradientTape() as tape:
