@@ -7,7 +7,7 @@ Tools: data_pipelines.make_vocab, data_pipelines.make_pretrain, data_pipelines.s
 data_pipelines.make_finetune (--task=question_answering|tagging), data_pipelines.sample_tasks,
 garden.train (the pretraining and fine-tuning tasks), garden.export, garden.convert, garden.serve,
 garden.extract_features, garden.generate, garden.fewshot, garden.analyze, garden.bertology.int8,
-garden.export_features, garden.models.cove.sample_pairs, garden.curves, garden.to_huggingface,
+garden.bertology.qat, garden.export_features, garden.models.cove.sample_pairs, garden.curves, garden.to_huggingface,
 data_pipelines.worker_requirements (TOOLS; a new tool is added there and gets rows).
 
 What each row expects (``Case.expect``):
@@ -84,7 +84,7 @@ TOOLS = ("data_pipelines.make_vocab", "data_pipelines.make_pretrain", "data_pipe
          "data_pipelines.make_finetune", "data_pipelines.sample_tasks",
          "garden.train", "garden.export", "garden.convert", "garden.serve", "garden.extract_features",
          "garden.generate", "garden.fewshot", "garden.analyze", "garden.bertology.int8",
-         "garden.export_features", "garden.models.cove.sample_pairs", "garden.curves",
+         "garden.bertology.qat", "garden.export_features", "garden.models.cove.sample_pairs", "garden.curves",
          "data_pipelines.worker_requirements", "garden.to_huggingface")
 ROW_WORKERS = 3  # subprocesses at once
 ROW_TIMEOUT = 240
@@ -421,7 +421,7 @@ GT, GE, GC = "garden.train", "garden.export", "garden.convert"
 MF, ST = "data_pipelines.make_finetune", "data_pipelines.sample_tasks"
 GS, GX = "garden.serve", "garden.extract_features"
 GG, GF = "garden.generate", "garden.fewshot"
-GA, GI = "garden.analyze", "garden.bertology.int8"
+GA, GI, GQ = "garden.analyze", "garden.bertology.int8", "garden.bertology.qat"
 GFE, GCP = "garden.export_features", "garden.models.cove.sample_pairs"
 GCU = "garden.curves"
 GTH = "garden.to_huggingface"
@@ -564,7 +564,7 @@ CASES = [
          r"--rest_api_port=\d+ on 127\.0\.0\.1: Address already in use"),
     Case("serve-grpc-port-in-use", GS, _port_in_use("--port"), "error",
          r"--port=\d+ \(gRPC\) on 127\.0\.0\.1: Address already in use"),
-    # --- garden.analyze and garden.bertology.int8
+    # --- garden.analyze, garden.bertology.int8 and garden.bertology.qat
     _analyze_case("analyze-model-missing", "attention", lambda c: [
         f"--input={c.write('t.txt', 'a b c .')}"], "error",
         r"--model=\S+/none is neither .*garden\.convert", model="none"),
@@ -612,6 +612,16 @@ CASES = [
     Case("int8-model-dir-missing", GI, lambda c: [f"--model_dir={c.dir / 'none'}"],
          "error", r"\S+/none is not a garden\.train run directory"),
     Case("int8-no-model-dir", GI, lambda c: [], "usage", r"--model_dir"),
+    Case("qat-model-dir-missing", GQ, lambda c: [f"--model_dir={c.dir / 'none'}",
+                                                f"--output_dir={c.dir / 'qat'}"],
+         "error", r"\S+/none is not a garden\.train run directory",
+         output=lambda c: str(c.dir / "qat")),
+    Case("qat-output-is-the-run", GQ, lambda c: [f"--model_dir={c.dir / 'run'}",
+                                               f"--output_dir={c.dir / 'run'}"],
+         "error", r"--output_dir is the float run \S+/run; the QAT run needs a directory of its own"),
+    Case("qat-zero-steps", GQ, lambda c: [f"--model_dir={c.dir / 'run'}",
+                                        f"--output_dir={c.dir / 'qat'}", "--train_steps=0"],
+         "usage", r"--train_steps must be at least 1, got 0"),
     # --- garden.curves
     Case("curves-no-events", GCU, lambda c: [f"--model_dir={c.dir / 'none'}",
                                              f"--output={c.dir / 'curves.png'}"],
