@@ -11,6 +11,16 @@ Classification") fine-tune it.
     sequence_output [B, T, embedding_size]; pooled_output [B, 3 x embedding_size]: ULMFiT's
     concat pooling [last real step, max, mean] that its classifier reads.
 
+With output_hidden_states=True, hidden_states [L + 1, B, T, H_max] for garden.bertology and
+feature-based tagging: index 0 the word vectors (the embedding's output, before the input
+dropout), index i the i-th LSTM layer's output (before the dropout between layers;
+hidden_states[-1] is sequence_output's value). The widths differ (the paper's: 400, 1152, 1152,
+400), so each is zero-padded on the last axis to the widest (H_max = max(embedding_size,
+hidden_size)) before stacking. Zeros add nothing to a dot product or a norm, so cosine
+similarities, norms and singular values are those of the unpadded vectors, and a linear probe
+gains nothing from them (a constant column; StandardScaler leaves a zero-variance column at
+zero). Slice hidden_states[i, ..., :width_i] for the layer's own vectors.
+
 The layers are named embeddings and lstm_layer_{i}, which garden.optimization's layer-wise
 rates (train.layer_decay = 1 / 2.6: ULMFiT's discriminative fine-tuning) and gradual
 unfreezing (train.unfreeze_every) read as depths 0 and i + 1.
@@ -19,6 +29,7 @@ unfreezing (train.unfreeze_every) read as depths 0 and i + 1.
 from __future__ import annotations
 
 import keras
+from keras import ops
 
 from garden.layers.recurrent import (ConcatPooling, ProjectedLSTM, RowDroppedEmbedding,
                                      VariationalDropout)
@@ -39,6 +50,8 @@ class AwdLstmBackbone(Backbone):
         input_dropout: variational dropout on the embeddings (0.25).
         hidden_dropout: variational dropout between LSTM layers (0.15).
         weight_dropout: DropConnect on the hidden-to-hidden weights (0.2).
+        output_hidden_states: add `hidden_states` [L + 1, B, T, H_max], every layer
+            zero-padded to the widest (module docstring); off, the graph is the plain encoder.
         dtype: None, str or keras.DTypePolicy.
 
     The "ulmfit" preset has 44,262,464 parameters with a 60,000-word vocabulary (fastai's
@@ -51,14 +64,18 @@ class AwdLstmBackbone(Backbone):
     """
 
     presets_module = "garden.models.ulmfit.presets"
-    readout = Readout(None, "the word vectors, then the LSTM layers",
+    readout = Readout(None, "0: the word vectors (before dropout); 1..L: the LSTM layers; "
+                      "each zero-padded on the last axis to the widest (zeros change no "
+                      "cosine similarity, norm, singular value or linear probe: they add "
+                      "nothing to dot products or norms)",
                       no_attention="ULMFiT (AWD-LSTM) has no attention: its layers are LSTMs, "
                                    "which read the sequence in order", blocks="")
 
     def __init__(self, vocab_size: int, embedding_size: int = 400, hidden_size: int = 1152,
                  num_layers: int = 3, embedding_dropout: float = 0.02,
                  input_dropout: float = 0.25, hidden_dropout: float = 0.15,
-                 weight_dropout: float = 0.2, dtype=None, **kwargs):
+                 weight_dropout: float = 0.2, output_hidden_states: bool = False, dtype=None,
+                 **kwargs):
         # === Layers ===
         embeddings = RowDroppedEmbedding(
             vocab_size, embedding_size, row_dropout=embedding_dropout,
@@ -75,14 +92,22 @@ class AwdLstmBackbone(Backbone):
         # === Functional graph ===
         inputs = backbone_inputs(("token_ids", "padding_mask"))
         mask = inputs["padding_mask"]
-        x = input_drop(embeddings(inputs["token_ids"]))
+        x = embeddings(inputs["token_ids"])
+        states = [x]
+        x = input_drop(x)
         for i, lstm in enumerate(lstm_layers):
             x = lstm(x, padding_mask=mask)
+            states.append(x)
             if i < num_layers - 1:
                 x = hidden_drops[i](x)
         pooled = ConcatPooling(dtype=dtype, name="concat_pooling")(x, mask)
-        super().__init__(inputs=inputs, outputs={"sequence_output": x, "pooled_output": pooled},
-                         dtype=dtype, **kwargs)
+        outputs = {"sequence_output": x, "pooled_output": pooled}
+        if output_hidden_states:
+            widest = max(state.shape[-1] for state in states)
+            outputs["hidden_states"] = ops.stack(
+                [ops.pad(state, [[0, 0], [0, 0], [0, widest - state.shape[-1]]])
+                 for state in states], axis=0)
+        super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
         self.embeddings, self.lstm_layers = embeddings, lstm_layers
 
     @property
