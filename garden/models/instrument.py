@@ -7,7 +7,8 @@ garden.models.backbone: `hidden_states` [L+1, B, T, H], `attention_probs` [L, B,
 `head_mask` [L, A] input are constructor switches, so `instrumented` rebuilds a backbone with
 them on and copies its weights (the switches add outputs, never change the weights). GPT and
 GPT-2 take the same switches over their causal blocks, XLNet the first two over its content
-stream; ELMo gives its hidden states always and has no attention.
+stream; ELMo gives its hidden states always and has no attention; CVT and ULMFiT take
+output_hidden_states (their LSTM layers zero-padded to the widest) and have no attention.
 
 Each Backbone class states what the analyses may read from it as its `readout` (a Readout:
 bidirectional or causal attention, or none and why; what hidden_states[0..L] are; the
@@ -46,6 +47,8 @@ class Readout:
     cross_attends: the layers also read another stack's states of the whole text (a
         decoder's cross-attention), so a state's context is the whole text even when its
         self-attention is causal.
+    left_to_right: without attention, the layers read the text left to right only (ULMFiT's
+        forward LSTMs), so a state has seen the text up to it, as under causal attention.
     """
 
     attention: Optional[str]
@@ -54,6 +57,7 @@ class Readout:
     blocks: str = "encoder_blocks"
     stacks: Tuple[str, ...] = ()
     cross_attends: bool = False
+    left_to_right: bool = False
 
     def __post_init__(self):
         if self.attention not in ATTENTION_KINDS + (None,):
@@ -69,9 +73,9 @@ class Readout:
 
     @property
     def causal_states(self) -> bool:
-        """A position's state has read only the text up to it (GPT, GPT-2; not a decoder that
-        cross-attends to its encoder's states of the whole text)."""
-        return self.causal and not self.cross_attends
+        """A position's state has read only the text up to it (GPT, GPT-2, ULMFiT; not a
+        decoder that cross-attends to its encoder's states of the whole text)."""
+        return (self.causal and not self.cross_attends) or self.left_to_right
 
 
 ENCODER = Readout("bidirectional", "0: the embeddings; 1..L: the Transformer layers' outputs")

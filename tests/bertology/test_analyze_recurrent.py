@@ -1,7 +1,8 @@
 """garden.analyze on the recurrent families whose layers were not read before: CVT's biLSTM
 encoder and ULMFiT's AWD-LSTM. Their output_hidden_states switch stacks the word vectors and
 every LSTM layer, each zero-padded to the widest; the analyses of hidden states run through
-garden.analyze main, and those of attention stay refused by name."""
+garden.analyze main (ULMFiT's left to right: a word's context is the words before it), and those
+of attention stay refused by name."""
 
 from __future__ import annotations
 
@@ -106,6 +107,15 @@ def test_hidden_states_are_every_layer_zero_padded_to_the_widest(model):
     np.testing.assert_array_equal(
         states[0, ..., :widths[0]],
         backbone.token_embedding.embeddings.numpy()[batch["token_ids"]])
+    # ULMFiT's LSTMs read left to right: a later word changes no state before it (its
+    # Readout says so, and contextuality follows); CVT's backward LSTMs carry it back.
+    changed = {k: v.copy() for k, v in batch.items()}
+    changed["token_ids"][0, 4] = batch["token_ids"][0, 2]  # "good" -> "movie"
+    moved = instrument.run(full_model, changed)["hidden_states"]
+    before = np.abs(moved[1:, 0, :4] - states[1:, 0, :4]).max()
+    assert (before == 0) if family == "ulmfit" else (before > 1e-3)
+    assert np.abs(moved[1:, 0, 4] - states[1:, 0, 4]).max() > 1e-3
+    assert instrument.readout(backbone).causal_states is (family == "ulmfit")
 
 
 def _analyze(monkeypatch, tmp_path, model, *args):
@@ -136,6 +146,11 @@ def test_contextuality_probe_and_identifiability_read_every_layer(model, monkeyp
     # Layer 0 is the word table: a word's vector whatever its context; the LSTMs mix it in.
     assert result["self_similarity"][0] == pytest.approx(1.0, abs=1e-5)
     assert result["self_similarity"][-1] < 0.999
+    if family == "ulmfit":  # a word's context is the words before it
+        assert result["context"].startswith("causal")
+        assert len(result["whole_sentence_intra_sentence_similarity"]) == layers
+    else:
+        assert result["context"].startswith("the whole sentence")
 
     # A probe of a tag that is a function of the word reads layer 0 perfectly.
     tag = {"movie": "I-ORG", "plot": "I-MISC"}

@@ -69,7 +69,8 @@ class AwdLstmBackbone(Backbone):
                       "cosine similarity, norm, singular value or linear probe: they add "
                       "nothing to dot products or norms)",
                       no_attention="ULMFiT (AWD-LSTM) has no attention: its layers are LSTMs, "
-                                   "which read the sequence in order", blocks="")
+                                   "which read the sequence in order", blocks="",
+                      left_to_right=True)
 
     def __init__(self, vocab_size: int, embedding_size: int = 400, hidden_size: int = 1152,
                  num_layers: int = 3, embedding_dropout: float = 0.02,
