@@ -115,8 +115,40 @@ def create_schedule(name, learning_rate, train_steps, warmup_steps, end_learning
     raise ValueError(f"unknown learning-rate schedule {name!r}; expected one of {SCHEDULES}")
 
 
+class _OneRatePerStep:
+    """Mixin: the learning-rate schedule evaluated once per step for the decoupled weight decay.
+
+    Keras' TensorFlow optimizer reads `self.learning_rate` (the schedule's whole graph at the
+    current step) once for each decayed variable, and `update_step` gets it once more. Traced
+    into a train step that is a copy of the schedule per variable: in a tiny BERT's train step
+    (39 variables) the schedule's copies and the per-variable Adam constants were most of the
+    step's tracing time (py-spy over tests/garden/test_train.py, 2026-12-08). The value is the
+    same; the decay reads the rate computed here."""
+
+    _rate_of_this_step = None
+
+    def _apply_weight_decay(self, variables):
+        if self.weight_decay is None:
+            return
+        self._rate_of_this_step = self.learning_rate
+        try:
+            super()._apply_weight_decay(variables)
+        finally:
+            self._rate_of_this_step = None
+
+    def _get_current_learning_rate(self):
+        if self._rate_of_this_step is not None:
+            return self._rate_of_this_step
+        return super()._get_current_learning_rate()
+
+
 @keras.saving.register_keras_serializable(package="garden")
-class AdamW(keras.optimizers.AdamW):
+class Lamb(_OneRatePerStep, keras.optimizers.Lamb):
+    """Keras' LAMB, its schedule evaluated once per step for the weight decay (_OneRatePerStep)."""
+
+
+@keras.saving.register_keras_serializable(package="garden")
+class AdamW(_OneRatePerStep, keras.optimizers.AdamW):
     """Keras' AdamW whose Adam update runs as TensorFlow's fused `ResourceApplyAdam` kernel.
 
     Same arithmetic as keras.optimizers.AdamW (m += (g - m)(1 - b1), v += (g^2 - v)(1 - b2),
@@ -131,6 +163,36 @@ class AdamW(keras.optimizers.AdamW):
         opt.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
     """
 
+    # The step's constants of the fused kernel (beta powers, rates, epsilon) by dtype, made once
+    # per step while the update runs instead of once per variable (see _OneRatePerStep).
+    _constants_of_this_step = None
+
+    def _backend_update_step(self, grads, trainable_variables, learning_rate):
+        self._constants_of_this_step = {}
+        try:
+            super()._backend_update_step(grads, trainable_variables, learning_rate)
+        finally:
+            self._constants_of_this_step = None
+
+    def _step_constants(self, dtype, learning_rate) -> dict:
+        import tensorflow as tf
+
+        cache = self._constants_of_this_step
+        # By graph too: a tensor made inside a branch (tf.cond of gradual unfreezing) is not
+        # reachable from the step's graph or another branch.
+        graph = tf.compat.v1.get_default_graph()
+        key = (dtype, id(learning_rate), id(graph))
+        if cache is not None and key in cache:
+            return cache[key][-1]
+        step = tf.cast(self.iterations + 1, dtype)
+        beta_1, beta_2 = tf.cast(self.beta_1, dtype), tf.cast(self.beta_2, dtype)
+        constants = dict(beta1_power=tf.pow(beta_1, step), beta2_power=tf.pow(beta_2, step),
+                         lr=tf.cast(learning_rate, dtype), beta1=beta_1, beta2=beta_2,
+                         epsilon=tf.cast(self.epsilon, dtype))
+        if cache is not None:
+            cache[key] = (learning_rate, graph, constants)  # held: their ids stay theirs
+        return constants
+
     def update_step(self, gradient, variable, learning_rate):
         handle = getattr(variable, "handle", None)
         if self.amsgrad or handle is None or keras.backend.backend() != "tensorflow":
@@ -140,13 +202,9 @@ class AdamW(keras.optimizers.AdamW):
         dtype = variable.dtype
         index = self._get_variable_index(variable)
         m, v = self._momentums[index], self._velocities[index]
-        step = tf.cast(self.iterations + 1, dtype)
-        beta_1, beta_2 = tf.cast(self.beta_1, dtype), tf.cast(self.beta_2, dtype)
         tf.raw_ops.ResourceApplyAdam(
             var=handle, m=m.value.handle, v=v.value.handle,
-            beta1_power=tf.pow(beta_1, step), beta2_power=tf.pow(beta_2, step),
-            lr=tf.cast(learning_rate, dtype), beta1=beta_1, beta2=beta_2,
-            epsilon=tf.cast(self.epsilon, dtype), grad=tf.convert_to_tensor(gradient, dtype))
+            grad=tf.convert_to_tensor(gradient, dtype), **self._step_constants(dtype, learning_rate))
 
 
 def group_depths(layer_groups: Sequence[Sequence], variables: Sequence) -> List[int]:
@@ -239,10 +297,10 @@ def _per_layer(cls, layer_groups: Sequence[Sequence], decay: Optional[float],
         def _apply_weight_decay(self, variables):
             if self.weight_decay is None:
                 return
+            rate = self.learning_rate  # once per step (_OneRatePerStep)
             for variable in variables:
                 if self._use_weight_decay(variable):
-                    lr = keras.ops.cast(self.learning_rate, variable.dtype) * \
-                        self.rate_multiplier(variable)
+                    lr = keras.ops.cast(rate, variable.dtype) * self.rate_multiplier(variable)
                     wd = keras.ops.cast(self.weight_decay, variable.dtype)
                     unfrozen = self.trains_now(variable)
                     if unfrozen is not None:
@@ -273,7 +331,7 @@ def create_optimizer(name, learning_rate, train_steps, warmup_steps, weight_deca
     """
     schedule = create_schedule(schedule, learning_rate, train_steps, warmup_steps,
                                end_learning_rate=end_learning_rate, power=power)
-    classes = {"adamw": AdamW, "lamb": keras.optimizers.Lamb}
+    classes = {"adamw": AdamW, "lamb": Lamb}
     if name not in classes:
         raise ValueError(f"unknown optimizer {name!r}; expected 'adamw' or 'lamb'")
     cls = classes[name]
