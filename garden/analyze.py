@@ -24,11 +24,11 @@ Garden) or a garden.train run directory (pretraining or fine-tuning); `heads`, `
 `attributions` need a fine-tuned sentence-classification run (its classifier scores the heads,
 or is attributed). --input: text files, one sentence per line (blank lines skipped);
 --max_sentences of them, in file order. The files probe and wsd read:
-docs/bertology-formats.md. Families: the encoders, XLNet (its
-content stream), GPT and GPT-2 (causal: each query and word over what it sees, as the reports
-state), ELMo (layer 0 its character CNN; no attention, so attention, heads and prune are
-refused), T5 and BART one stack at a time (--stack; the decoder reads the text, causal); the
-table of what runs on which family: docs/bertology.md.
+docs/bertology-formats.md. Families: the encoders, XLNet (its content stream), GPT, GPT-2
+and GPT-3-style (causal: each query and word over what it sees, as the reports state; a
+banded layer's query sees its band), ELMo (layer 0 its character CNN; no attention, so
+attention, heads and prune are refused), T5 and BART one stack at a time (--stack; the
+decoder reads the text, causal); the table of what runs on which family: docs/bertology.md.
 
 Analyses (each writes <analysis>.json with its figures, PNG plots, and REPORT_DIR/index.html
 showing every analysis written there so far):
@@ -218,6 +218,8 @@ def run_prune(opened: Opened, args: argparse.Namespace) -> Dict:
 
     from garden.bertology.scoring import scored_classifier
 
+    if args.pruned_output:  # refused before the scoring, not after it
+        prune.check_removable(opened.backbone)
     scored = scored_classifier(opened, args.task_data, "prune")
     batches = [{k: v[i:i + PRUNE_BATCH] for k, v in scored.batch.items()}
                for i in range(0, len(scored.gold), PRUNE_BATCH)]

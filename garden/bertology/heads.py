@@ -6,7 +6,9 @@ their table 2: the best single head per layer), in the two ways the literature d
     output, are zero (Michel et al., 2019, "Are Sixteen Heads Really Better than One?").
     Removing the head's rows of the attention output kernel gives the same model.
   * "uniform": the head attends evenly over the real tokens instead (Kovaleva et al., 2019,
-    "Revealing the Dark Secrets of BERT"): MultiHeadAttention's head_mask_mode "uniform".
+    "Revealing the Dark Secrets of BERT"): MultiHeadAttention's head_mask_mode "uniform" (and
+    that of the layers that apply the same head mask: GPT-3's banded attention, XLNet's
+    relative attention).
 
 The metric is a callback from the model's outputs to a float, so any task fits: a backbone's
 outputs, or a task model built on a backbone that takes the `head_mask` input.
@@ -27,17 +29,24 @@ import numpy as np
 import tensorflow as tf
 
 from garden import plots
-from garden.models.instrument import attention_layers, instrumented, model_inputs
+from garden.models.instrument import instrumented, model_inputs
 
 # How a disabled head is disabled -> MultiHeadAttention's head_mask_mode that does it.
 MODES = {"zero": "scale", "uniform": "uniform"}
+
+
+def masked_attention_layers(model: keras.Model):
+    """Every layer inside `model` that applies a head mask (it has a `head_mask_mode`):
+    garden's MultiHeadAttention, its banded subclass, XLNet's relative attention; each once."""
+    return [layer for layer in model._flatten_layers(include_self=False)
+            if hasattr(layer, "head_mask_mode")]
 
 
 @contextlib.contextmanager
 def head_mask_mode(model: keras.Model, mode: str):
     """Within the block, every attention layer of `model` applies its head mask as `mode`
     ("scale" or "uniform", garden.layers.attention.HEAD_MASK_MODES); restored after."""
-    layers = attention_layers(model)
+    layers = masked_attention_layers(model)
     saved = [layer.head_mask_mode for layer in layers]
     try:
         for layer in layers:

@@ -193,17 +193,25 @@ def plot_pruning_curve(results: Mapping[str, Mapping] | Mapping, path: str) -> s
 
 # --- the smaller model -----------------------------------------------------------------------
 
+def check_removable(backbone: keras.Model) -> None:
+    """ValueError naming the family when its heads' weights cannot be removed: it takes no
+    num_heads_per_layer (a head mask still silences its heads: prune_heads runs)."""
+    if "num_heads_per_layer" in backbone.get_config():
+        return
+    family = backbone.family() if hasattr(backbone, "family") else "?"
+    raise ValueError(f"the {family} backbone ({type(backbone).__name__}) takes no "
+                     "num_heads_per_layer: its heads cannot be removed (bert, roberta, "
+                     "electra, spanbert and distilbert's can); run prune without "
+                     "--pruned_output to score and mask them")
+
+
 def pruned_backbone(backbone: keras.Model, head_mask: np.ndarray) -> keras.Model:
     """A backbone without the heads `head_mask` [L, A] sets to 0 (1 keeps a head; a backbone
     already pruned reads the first num_heads_per_layer[i] entries of row i): the same config
     with num_heads_per_layer, every weight copied, the attention's query/key/value kernels
     [H, A, d] and biases [A, d] and output kernel [A, d, H] cut to the kept heads."""
     config = backbone.get_config()
-    if "num_heads_per_layer" not in config:
-        family = backbone.family() if hasattr(backbone, "family") else "?"
-        raise ValueError(f"the {family} backbone ({type(backbone).__name__}) takes no "
-                         "num_heads_per_layer: its heads cannot be removed (bert, roberta, "
-                         "electra, spanbert and distilbert's can)")
+    check_removable(backbone)
     blocks = layer_blocks(backbone)
     if len({id(block) for block in blocks}) != len(blocks):
         raise ValueError(f"{backbone.name} shares blocks between layers: a head cannot be "

@@ -12,6 +12,12 @@ probabilities are [B, A, n, w, 2w]: 2 T w entries instead of T^2 (at T = 4096, w
 eighth of the dense scores). T need not be a multiple of w (the padded keys are masked, the
 padded queries dropped).
 
+For analysis (garden.bertology) the layer takes MultiHeadAttention's `head_mask` (each head's
+probabilities multiplied, or in head_mask_mode "uniform" blended with even attention over the
+band) and `return_attention_scores`: the band's probabilities scattered into a full
+[B, A, T, T] tensor, zero outside what a query sees (the scatter costs the O(T^2) the blocks
+save, so only when asked for).
+
 Decoding with a KV cache, MultiHeadAttention's (keys, values) pair of head-major
 [B, A, T_max, d] tensors: a one-token step at `cache_update_index` i writes its key and value
 at slot i and attends to the w slots i-w+1 .. i only (a dynamic slice of the cache's slot
@@ -46,7 +52,41 @@ def _negative(dtype):
     return -3e4 if keras.backend.standardize_dtype(dtype) == "float16" else -1e9
 
 
-def blocked_local_attention(q, k, v, key_mask, width, dropout=None, training=None):
+def masked_heads(probabilities, allowed, head_mask, mode="scale"):
+    """probabilities [B, A, ..., K] with head_mask [A] or [B, A] applied as
+    MultiHeadAttention applies it (`mode`: garden.layers.attention.HEAD_MASK_MODES); `allowed`
+    (bool, broadcastable to them) marks the keys a query sees, which "uniform" spreads over."""
+    rank = len(probabilities.shape)
+    heads = probabilities.shape[1]
+    head_mask = ops.reshape(ops.cast(head_mask, probabilities.dtype),
+                            (-1, heads) + (1,) * (rank - 2))
+    if mode == "uniform":
+        zero = ops.zeros((), probabilities.dtype)
+        negative = ops.cast(_negative(probabilities.dtype), probabilities.dtype)
+        uniform = ops.softmax(ops.where(allowed, zero, negative), axis=-1)
+        return probabilities * head_mask + uniform * (1 - head_mask)
+    return probabilities * head_mask
+
+
+def full_probabilities(blocked, length, width):
+    """The blocked probabilities [B, A, n, w, 2w] as the dense layer's [B, A, T, T]: query t's
+    row holds its band's keys t-w+1 .. t in place and zeros everywhere else."""
+    batch, heads, blocks = ops.shape(blocked)[0], ops.shape(blocked)[1], ops.shape(blocked)[2]
+    rows = ops.reshape(blocked, (batch, heads, blocks * width, 2 * width))[:, :, :length]
+    query = ops.arange(length, dtype="int32")[:, None]
+    key = ops.arange(length, dtype="int32")[None, :]
+    # Block j's 2w keys start at (j - 1) w: key s of query t sits at column s - (t//w - 1) w.
+    column = key - (query // width - 1) * width
+    inside = ops.logical_and(query - key >= 0, query - key < width)  # band_mask's [T, T]
+    column = ops.where(inside, column, ops.zeros_like(column))
+    index = ops.broadcast_to(column[None, None], (batch, heads, length, length))
+    full = ops.take_along_axis(rows, index, axis=3)
+    return ops.where(inside[None, None], full, ops.zeros_like(full))
+
+
+def blocked_local_attention(q, k, v, key_mask, width, dropout=None, training=None,
+                            head_mask=None, head_mask_mode="scale",
+                            return_probabilities=False):
     """Causal band attention in blocks of `width` (see the module docstring).
 
     Args:
@@ -54,9 +94,12 @@ def blocked_local_attention(q, k, v, key_mask, width, dropout=None, training=Non
         key_mask: bool [B, T] (True = real key) or None.
         width: int, the band width w (the token itself included).
         dropout: a Dropout layer for the probabilities, or None.
+        head_mask: float [A] or [B, A] or None (masked_heads, as `head_mask_mode`).
+        return_probabilities: also return the probabilities as [B, A, T, T]
+            (full_probabilities: after the head mask, before dropout).
 
     Returns:
-        context [B, A, T, d].
+        context [B, A, T, d], or (context, probabilities).
     """
     batch, heads, length, depth = (ops.shape(q)[0], ops.shape(q)[1], ops.shape(q)[2],
                                    ops.shape(q)[3])
@@ -84,10 +127,14 @@ def blocked_local_attention(q, k, v, key_mask, width, dropout=None, training=Non
     allowed = ops.logical_and(allowed, real)
     scores = ops.where(allowed, scores, ops.cast(_negative(scores.dtype), scores.dtype))
     probabilities = softmax_in_float32(scores)
+    if head_mask is not None:
+        probabilities = masked_heads(probabilities, allowed, head_mask, head_mask_mode)
+    full = full_probabilities(probabilities, length, width) if return_probabilities else None
     if dropout is not None:
         probabilities = dropout(probabilities, training=training)
     context = ops.matmul(probabilities, values)  # [B, A, n, w, d]
-    return ops.reshape(context, (batch, heads, blocks * width, depth))[:, :, :length]
+    context = ops.reshape(context, (batch, heads, blocks * width, depth))[:, :, :length]
+    return (context, full) if return_probabilities else context
 
 
 @keras.saving.register_keras_serializable(package="garden")
@@ -110,12 +157,15 @@ class LocalMultiHeadAttention(MultiHeadAttention):
             masks.padding_mask_to_attention(padding_mask)) or None; the causal band is built
             in, so a [B, Tq, Tk] causal mask must not be passed (it would be dense O(T^2)).
         cache, cache_update_index: as MultiHeadAttention (see the module docstring).
-        attention_bias, head_mask, return_attention_scores: not supported (ValueError), taken
-            so that TransformerDecoderBlock can call the layer as its MultiHeadAttention.
+        head_mask: float [A] or [B, A], as MultiHeadAttention (its head_mask_mode too).
+        return_attention_scores: bool, also return the probabilities [B, A, T, T] (after the
+            head mask, before dropout; zero outside the band); not with a cache.
+        attention_bias: not supported (ValueError), taken so that TransformerDecoderBlock can
+            call the layer as its MultiHeadAttention.
         training: bool.
 
     Returns:
-        output [B, T, H], or (output, cache) with a cache.
+        output [B, T, H], (output, scores), or (output, cache) with a cache.
     """
 
     def __init__(self, num_heads: int, key_dim: int, band_width: int, **kwargs):
@@ -142,7 +192,7 @@ class LocalMultiHeadAttention(MultiHeadAttention):
             out = out + self.output_dense.bias
         return ops.reshape(out, (batch, length, ops.shape(out)[-1]))
 
-    def _window_step(self, q, keys, values, key_mask, index):
+    def _window_step(self, q, keys, values, key_mask, index, head_mask=None):
         """One query [B, A, 1, d] at slot `index` over the w cache slots index-w+1..index of
         head-major keys and values [B, A, T_max, d]."""
         slots = keys.shape[2]
@@ -159,16 +209,20 @@ class LocalMultiHeadAttention(MultiHeadAttention):
             allowed = ops.logical_and(allowed, window_mask[:, None, None, :])
         scores = ops.matmul(q, ops.transpose(keys, (0, 1, 3, 2)))  # [B, A, 1, w]
         scores = ops.where(allowed, scores, ops.cast(_negative(scores.dtype), scores.dtype))
-        return ops.matmul(softmax_in_float32(scores), values)
+        probabilities = softmax_in_float32(scores)
+        if head_mask is not None:
+            probabilities = masked_heads(probabilities, allowed, head_mask, self.head_mask_mode)
+        return ops.matmul(probabilities, values)
 
     def call(self, query, value=None, key=None, attention_mask=None, attention_bias=None,
              head_mask=None, cache=None, cache_update_index=None,
              return_attention_scores=False, training=None):
-        unsupported = [name for name, given in (
-            ("attention_bias", attention_bias is not None), ("head_mask", head_mask is not None),
-            ("return_attention_scores", return_attention_scores)) if given]
-        if unsupported:
-            raise ValueError(f"{self.name}: LocalMultiHeadAttention does not take {unsupported}")
+        if attention_bias is not None:
+            raise ValueError(f"{self.name}: LocalMultiHeadAttention does not take "
+                             "attention_bias")
+        if return_attention_scores and cache is not None:
+            raise ValueError(f"{self.name}: attention scores are given without a cache only "
+                             "(a decode step sees a window of the cache, not [T, T])")
         value = query if value is None else value
         key = value if key is None else key
         if value.shape[1] != query.shape[1] or key.shape[1] != query.shape[1]:
@@ -184,7 +238,7 @@ class LocalMultiHeadAttention(MultiHeadAttention):
                              "writes the new keys and values)")
         k, v, cache = self._keys_and_values(key, value, cache, cache_update_index)
         if cache is not None and query.shape[1] == 1:
-            context = self._window_step(q, k, v, key_mask, cache_update_index)
+            context = self._window_step(q, k, v, key_mask, cache_update_index, head_mask)
             return self._output(context, batch, length), cache
         if cache is not None:  # the prompt fill: attends to its own slots 0..T-1 only
             tf.debugging.assert_equal(cache_update_index, 0, message=(
@@ -192,7 +246,11 @@ class LocalMultiHeadAttention(MultiHeadAttention):
             k, v = k[:, :, :length], v[:, :, :length]
             key_mask = None if key_mask is None else key_mask[:, :length]
         context = blocked_local_attention(q, k, v, key_mask, self.band_width,
-                                          self.dropout_layer, training)
+                                          self.dropout_layer, training, head_mask,
+                                          self.head_mask_mode, return_attention_scores)
+        if return_attention_scores:
+            context, probabilities = context
+            return self._output(context, batch, length), probabilities
         out = self._output(context, batch, length)
         return (out, cache) if cache is not None else out
 

@@ -29,7 +29,7 @@ from garden.layers.embeddings import PositionEmbedding
 from garden.layers.local_attention import LocalMultiHeadAttention
 from garden.layers.masks import padding_mask_to_attention
 from garden.layers.transformer_decoder import TransformerDecoderBlock
-from garden.models.backbone import Backbone, backbone_inputs
+from garden.models.backbone import Backbone, backbone_inputs, optional_outputs, run_encoder
 from garden.models.gpt.causal_lm import CachedCausalLM, position_ids
 from garden.models.instrument import CAUSAL
 
@@ -81,8 +81,11 @@ class GPT3Backbone(Backbone):
     Inputs (dict, int32 [B, T]): token_ids, padding_mask (1 = real; left or right padding).
     Outputs (dict): sequence_output [B, T, H], after the final LayerNorm; with
     output_hidden_states=True also hidden_states [L+1, B, T, H] (the embeddings, the outputs of
-    blocks 0..L-2, then sequence_output, as GPT-2's), for garden.bertology. Its attention is
-    not read out (the banded layers' LocalMultiHeadAttention gives no [T, T] probabilities).
+    blocks 0..L-2, then sequence_output, as GPT-2's); with output_attentions=True also
+    attention_probs [L, B, A, T, T] (zero on the keys a query cannot see: later positions,
+    padding, and in a banded layer the keys before its band); use_head_mask=True adds the
+    input head_mask [L, A] (garden.models.backbone.Backbone's switches, for garden.bertology;
+    a banded layer applies it as the dense layers do).
 
     Args:
         vocab_size, num_layers, hidden_size, num_heads, intermediate_size: ints.
@@ -92,7 +95,7 @@ class GPT3Backbone(Backbone):
         initializer_range: float (0.02).
         layer_norm_epsilon: float (1e-5).
         dtype: None, str or keras.DTypePolicy.
-        output_hidden_states: bool (see Outputs).
+        output_hidden_states, output_attentions, use_head_mask: bool (see Outputs).
 
     Example:
         backbone = GPT3Backbone.untrained("gpt3_tiny", vocab_size=1000)
@@ -105,7 +108,8 @@ class GPT3Backbone(Backbone):
                  intermediate_size: int, max_sequence_length: int = 2048,
                  band_width: Optional[int] = 256, dropout: float = 0.1,
                  initializer_range: float = 0.02, layer_norm_epsilon: float = 1e-5,
-                 dtype=None, output_hidden_states: bool = False, **kwargs):
+                 dtype=None, output_hidden_states: bool = False,
+                 output_attentions: bool = False, use_head_mask: bool = False, **kwargs):
         # === Layers ===
         token_embedding = keras.layers.Embedding(
             vocab_size, hidden_size, dtype=dtype, name="token_embedding",
@@ -122,18 +126,22 @@ class GPT3Backbone(Backbone):
                                                      name="final_layer_norm")
 
         # === Functional graph ===
-        inputs = backbone_inputs(("token_ids", "padding_mask"))
+        inputs = backbone_inputs(("token_ids", "padding_mask"), use_head_mask, num_layers,
+                                 num_heads)
         positions = position_ids(inputs["padding_mask"])
         x = token_embedding(inputs["token_ids"])
         x = embedding_dropout(x + position_embedding(x, position_ids=positions))
-        hidden_states = [x]
-        for block in decoder_blocks:
-            x = block(x, decoder_padding_mask=inputs["padding_mask"])
-            hidden_states.append(x)
+        x, extras = run_encoder(x, decoder_blocks, inputs["padding_mask"],
+                                inputs.get("head_mask"),
+                                **optional_outputs(output_hidden_states, output_attentions,
+                                                   use_head_mask),
+                                mask_argument="decoder_padding_mask")
         x = final_norm(x)
-        outputs = {"sequence_output": x}
+        outputs = {"sequence_output": x, **extras}
         if output_hidden_states:  # the last entry after the final norm, as GPT-2's
-            outputs["hidden_states"] = ops.stack(hidden_states[:-1] + [x], axis=0)
+            outputs["hidden_states"] = ops.concatenate(
+                [ops.take(extras["hidden_states"], list(range(num_layers)), axis=0),
+                 ops.expand_dims(x, 0)], axis=0)
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
 
         # === Config === (recorded by Backbone from the arguments above)

@@ -51,7 +51,10 @@ class XLNetBackbone(Backbone):
     position, <cls>, whichever side the padding is on); with output_hidden_states=True also
     hidden_states [L+1, B, T, H] (the word embeddings, then each layer's content stream), with
     output_attentions=True attention_probs [L, B, N, T, T] (the content stream's, without
-    memory: every real token sees every real token), for garden.bertology.
+    memory: every real token sees every real token, after the head mask); use_head_mask=True
+    adds the input head_mask float [L, N] (garden.models.backbone.Backbone's: 1 keeps a head,
+    0 zeroes its attention probabilities, in the content stream and, in `streams`, the query
+    stream), for garden.bertology.
     `streams(inputs, perm_mask=..., target_mapping=..., mems=...)` gives both streams and the
     new memory. The constructor arguments are the config.
 
@@ -69,7 +72,7 @@ class XLNetBackbone(Backbone):
         bi_data: forward and backward relative positions in the two batch halves.
         clamp_len: clip relative distances to +-clamp_len (-1: no clipping).
         dtype: dtype policy.
-        output_hidden_states, output_attentions: bool (see Outputs).
+        output_hidden_states, output_attentions, use_head_mask: bool (see Outputs).
 
     Example:
         backbone = XLNetBackbone(vocab_size=1000, num_layers=2, hidden_size=64, num_heads=2, intermediate_size=128)
@@ -79,7 +82,7 @@ class XLNetBackbone(Backbone):
 
     presets_module = "garden.models.xlnet.presets"
     # Bidirectional at analysis time (no perm_mask: the content stream sees every real token);
-    # its relative attention is XLNet's own, not garden's blocks (no head mask, no block list).
+    # its relative attention is XLNet's own, not garden's blocks (no block list to run alone).
     readout = Readout("bidirectional", "0: the word embeddings; 1..L: the content stream's "
                       "layers", blocks="")
 
@@ -102,6 +105,7 @@ class XLNetBackbone(Backbone):
         dtype=None,
         output_hidden_states: bool = False,
         output_attentions: bool = False,
+        use_head_mask: bool = False,
         **kwargs,
     ):
         head_size = head_size or hidden_size // num_heads
@@ -124,9 +128,11 @@ class XLNetBackbone(Backbone):
                        xlnet_layers=xlnet_layers, memories=None)
 
         # === Functional graph ===
-        inputs = backbone_inputs(("token_ids", "segment_ids", "padding_mask"))
+        inputs = backbone_inputs(("token_ids", "segment_ids", "padding_mask"), use_head_mask,
+                                 num_layers, num_heads)
         run = run_xlnet(parts, inputs["token_ids"], inputs["segment_ids"],
-                        inputs["padding_mask"], output_attentions=output_attentions)
+                        inputs["padding_mask"], output_attentions=output_attentions,
+                        head_mask=inputs.get("head_mask"))
         h = run["content"]
         outputs = {"sequence_output": h,
                    "pooled_output": last_real_state(h, inputs["padding_mask"])}
@@ -164,14 +170,16 @@ class XLNetBackbone(Backbone):
         mem_len is 0)}.
 
         Args:
-            inputs: token_ids, segment_ids, padding_mask [B, T] (1 = real).
+            inputs: token_ids, segment_ids, padding_mask [B, T] (1 = real); head_mask [L, N]
+                (optional, both streams).
             perm_mask: [B, T, T], 1 = position i cannot attend to j (the data's perm_mask).
             target_mapping: [B, P, T], row k one-hot at the k-th target's position.
             mems: None or one [B, M, H] per layer (a previous call's "mems").
         """
         return run_xlnet(self, inputs["token_ids"], inputs["segment_ids"],
                          inputs["padding_mask"], perm_mask=perm_mask,
-                         target_mapping=target_mapping, mems=mems, training=training)
+                         target_mapping=target_mapping, mems=mems, training=training,
+                         head_mask=inputs.get("head_mask"))
 
 
 @keras.saving.register_keras_serializable(package="garden")

@@ -20,6 +20,11 @@ Two streams share every weight:
     its own position's content, so it can predict the token there.
 Both streams then go through the same post-LN feed-forward (eps 1e-12).
 
+Head mask (garden.bertology): a float [N] per layer multiplies each head's probabilities after
+the softmax, in both streams (Michel et al., 2019; Hugging Face's XLNet head_mask), or with
+head_mask_mode "uniform" moves the masked share to even attention over the keys the stream may
+see, as garden.layers.attention.MultiHeadAttention does.
+
 Memory (Transformer-XL): each layer's input h (the embeddings for layer 0) is cached as
 new_mem = stop_gradient(concat(mem, h[:, :reuse_len])[:, -mem_len:]) (reuse_len 0 = all of h),
 and the next segment's keys are concat(mem, h). bi_data: the first half of the batch gets the
@@ -73,6 +78,9 @@ class XLNetRelativeAttention(keras.layers.Layer):
     def __init__(self, num_heads: int, head_size: int, dropout: float = 0.1,
                  layer_norm_epsilon: float = 1e-12, initializer_range: float = 0.02, **kwargs):
         super().__init__(**kwargs)
+        # What a head mask does, garden.layers.attention.HEAD_MASK_MODES: an analysis-time
+        # attribute that garden.bertology.heads switches, not part of the config.
+        self.head_mask_mode = "scale"
         self.num_heads, self.head_size = int(num_heads), int(head_size)
         self.dropout_rate = float(dropout)
         self.layer_norm_epsilon = float(layer_norm_epsilon)
@@ -96,7 +104,7 @@ class XLNetRelativeAttention(keras.layers.Layer):
         self.built = True
 
     def _core(self, q_head, k_head, v_head, k_head_r, seg_onehot, mask, training,
-              return_probs=False):
+              return_probs=False, head_mask=None):
         klen = ops.shape(k_head)[1]
         ac = ops.einsum("bind,bjnd->bnij", q_head + self.r_w_bias, k_head)
         bd = rel_shift(ops.einsum("bind,brnd->bnir", q_head + self.r_r_bias, k_head_r), klen)
@@ -104,21 +112,35 @@ class XLNetRelativeAttention(keras.layers.Layer):
                         ops.einsum("bind,snd->bins", q_head + self.r_s_bias, self.seg_embed),
                         seg_onehot)
         score = (ac + bd + ef) * (1.0 / math.sqrt(self.head_size))
-        score = score - _blocked_value(score.dtype) * mask[:, None, :, :]
-        probs = softmax_in_float32(score)
+        blocked = _blocked_value(score.dtype) * mask[:, None, :, :]
+        probs = softmax_in_float32(score - blocked)
+        if head_mask is not None:
+            probs = self._masked(probs, head_mask, blocked)
         vec = ops.einsum("bnij,bjnd->bind", self.dropout(probs, training=training), v_head)
         return (vec, probs) if return_probs else vec
+
+    def _masked(self, probs, head_mask, blocked):
+        """probs [B, N, T, klen] with head_mask [N] applied (self.head_mask_mode)."""
+        head_mask = ops.reshape(ops.cast(head_mask, probs.dtype), (1, self.num_heads, 1, 1))
+        if self.head_mask_mode == "uniform":
+            # Even over the keys the stream sees: the softmax of 0 there, -1e30 where blocked
+            # (a row with every key blocked is uniform over all, as its probabilities are).
+            uniform = softmax_in_float32(-blocked)
+            return probs * head_mask + uniform * (1 - head_mask)
+        return probs * head_mask
 
     def _post(self, x, attn_vec, training):
         out = self.dropout(ops.einsum("bind,hnd->bih", attn_vec, self.o), training=training)
         return self.layer_norm(out + x)
 
     def call(self, h, pos_emb, seg_onehot, mask_h, g=None, mask_g=None, target_mapping=None,
-             mem=None, return_attention_scores=False, training=None):
+             mem=None, return_attention_scores=False, head_mask=None, training=None):
         """h [B, T, H]; pos_emb [B, klen + T, H]; seg_onehot [B, T, klen, 2]; mask_h, mask_g
-        [B, T, klen] (1 = blocked); g [B, P, H] with target_mapping [B, P, T]; mem [B, M, H].
+        [B, T, klen] (1 = blocked); g [B, P, H] with target_mapping [B, P, T]; mem [B, M, H];
+        head_mask [N] (both streams) or None.
         Returns h' without g, else (h', g'); return_attention_scores (content stream only,
-        without g): (h', the content stream's probabilities [B, N, T, klen])."""
+        without g): (h', the content stream's probabilities [B, N, T, klen], after the head
+        mask)."""
         cat = h if mem is None else ops.concatenate([ops.cast(mem, h.dtype), h], axis=1)
         k_head = ops.einsum("bjh,hnd->bjnd", cat, self.k)
         v_head = ops.einsum("bjh,hnd->bjnd", cat, self.v)
@@ -129,16 +151,17 @@ class XLNetRelativeAttention(keras.layers.Layer):
                 raise ValueError(f"{self.name}: attention scores of the content stream only "
                                  "(call without g)")
             vec, probs = self._core(q_head_h, k_head, v_head, k_head_r, seg_onehot, mask_h,
-                                    training, return_probs=True)
+                                    training, return_probs=True, head_mask=head_mask)
             return self._post(h, vec, training), probs
         out_h = self._post(h, self._core(q_head_h, k_head, v_head, k_head_r, seg_onehot, mask_h,
-                                         training), training)
+                                         training, head_mask=head_mask), training)
         if g is None:
             return out_h
         q_head_g = ops.einsum("bmh,hnd->bmnd", g, self.q)
         # Each target's query at its position, attention under mask_g, back to target order.
         q_head_g = ops.einsum("bmnd,bml->blnd", q_head_g, target_mapping)
-        vec_g = self._core(q_head_g, k_head, v_head, k_head_r, seg_onehot, mask_g, training)
+        vec_g = self._core(q_head_g, k_head, v_head, k_head_r, seg_onehot, mask_g, training,
+                           head_mask=head_mask)
         vec_g = ops.einsum("blnd,bml->bmnd", vec_g, target_mapping)
         return out_h, self._post(g, vec_g, training)
 
@@ -189,29 +212,32 @@ class XLNetLayer(keras.layers.Layer):
         return self.ff_layer_norm(y + x)
 
     def call(self, h, pos_emb, seg_onehot, mask_h, g=None, mask_g=None, target_mapping=None,
-             mem=None, return_attention_scores=False, training=None):
+             mem=None, return_attention_scores=False, head_mask=None, training=None):
         """Returns h' without g (a functional graph takes no None output), else (h', g');
-        return_attention_scores (without g): (h', the probabilities [B, N, T, klen])."""
+        return_attention_scores (without g): (h', the probabilities [B, N, T, klen]);
+        head_mask [N] or None: this layer's head mask (XLNetRelativeAttention)."""
         if return_attention_scores:
             h, probs = self.rel_attn(h, pos_emb, seg_onehot, mask_h, mem=mem,
-                                     return_attention_scores=True, training=training)
+                                     return_attention_scores=True, head_mask=head_mask,
+                                     training=training)
             return self._ff(h, training), probs
         if g is None:
             return self._ff(self.rel_attn(h, pos_emb, seg_onehot, mask_h, mem=mem,
-                                          training=training), training)
+                                          head_mask=head_mask, training=training), training)
         h, g = self.rel_attn(h, pos_emb, seg_onehot, mask_h, g=g, mask_g=mask_g,
-                             target_mapping=target_mapping, mem=mem, training=training)
+                             target_mapping=target_mapping, mem=mem, head_mask=head_mask,
+                             training=training)
         return self._ff(h, training), self._ff(g, training)
 
     def compute_output_spec(self, h, pos_emb, seg_onehot, mask_h, g=None, mask_g=None,
                             target_mapping=None, mem=None, return_attention_scores=False,
-                            training=None):
+                            head_mask=None, training=None):
         # What call() returns, from the shapes alone, as garden.layers' blocks do (why there);
         # with a memory or the query stream the call is traced, as Keras does by default.
         if mem is not None or g is not None:
             return super().compute_output_spec(h, pos_emb, seg_onehot, mask_h, g, mask_g,
                                                target_mapping, mem, return_attention_scores,
-                                               training)
+                                               head_mask, training)
         dtype = self.compute_dtype
         out_h = keras.KerasTensor(h.shape, dtype=dtype)
         if return_attention_scores:
@@ -331,12 +357,13 @@ class XLNetMemory(keras.layers.Layer):
 
 def run_xlnet(parts, token_ids, segment_ids, padding_mask, perm_mask=None, target_mapping=None,
               mems: Optional[Sequence] = None, training=None,
-              output_attentions: bool = False) -> Dict:
+              output_attentions: bool = False, head_mask=None) -> Dict:
     """Both streams through `parts` (an XLNetBackbone or the namespace of its layers):
     {"content" [B, T, H], "query" [B, P, H] or None, "mems": list of [B, M', H] or None,
     "layers": the content stream's input to each layer then the last layer's output (L + 1),
     "attention": with output_attentions (no query stream), each layer's content-stream
-    probabilities [B, N, T, klen]}."""
+    probabilities [B, N, T, klen]}. head_mask: float [L, N] or None, row i layer i's (both
+    streams)."""
     if output_attentions and target_mapping is not None:
         raise ValueError("XLNet's attention probabilities are the content stream's: ask for "
                          "them without target_mapping")
@@ -351,18 +378,21 @@ def run_xlnet(parts, token_ids, segment_ids, padding_mask, perm_mask=None, targe
         g = parts.embedding_dropout(parts.mask_embedding(target_mapping), training=training)
     new_mems: List = []
     layers, attention = [h], []
-    for layer, memory, mem in zip(parts.xlnet_layers, parts.memories or [None] * len(mems), mems):
+    for i, (layer, memory, mem) in enumerate(
+            zip(parts.xlnet_layers, parts.memories or [None] * len(mems), mems)):
         if memory is not None:
             new_mems.append(memory(h, mem))
+        # Only when given: without a head mask the layer call is the plain one.
+        masked = {} if head_mask is None else {"head_mask": head_mask[i]}
         if output_attentions:
             h, probs = layer(h, pos_emb, seg_onehot, mask_h, mem=mem,
-                             return_attention_scores=True, training=training)
+                             return_attention_scores=True, training=training, **masked)
             attention.append(probs)
         elif g is None:
-            h = layer(h, pos_emb, seg_onehot, mask_h, mem=mem, training=training)
+            h = layer(h, pos_emb, seg_onehot, mask_h, mem=mem, training=training, **masked)
         else:
             h, g = layer(h, pos_emb, seg_onehot, mask_h, g=g, mask_g=mask_g,
-                         target_mapping=target_mapping, mem=mem, training=training)
+                         target_mapping=target_mapping, mem=mem, training=training, **masked)
         layers.append(h)
     return {"content": parts.embedding_dropout(h, training=training),
             "query": None if g is None else parts.embedding_dropout(g, training=training),

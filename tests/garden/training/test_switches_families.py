@@ -75,12 +75,12 @@ GROUPS = {
     "ulmfit": ["embeddings", "lstm_layer_0", "lstm_layer_1", "lstm_layer_2"],
 }
 HIDDEN_STATES = {"bert", "spanbert", "roberta", "albert", "electra", "distilbert", "gpt", "gpt2",
-                 "gpt3", "xlnet", "elmo", "cove"}
+                 "gpt3", "xlnet", "elmo", "cove", "cvt", "ulmfit"}
 # T5 and BART give each stack's hidden states (garden.analyze reads them), but a token tagger
 # on an encoder-decoder is refused (test_a_token_tagger_on_an_encoder_decoder_is_refused).
 ENCODER_DECODERS = {"t5", "bart"}
 ENCODERS = {"bert", "spanbert", "roberta", "albert", "electra", "distilbert"}
-HEAD_MASK = ENCODERS | {"gpt", "gpt2"}
+HEAD_MASK = ENCODERS | {"gpt", "gpt2", "gpt3", "xlnet"}
 HEAD_PRUNING = ENCODERS - {"albert"}  # ALBERT shares its block: a head cannot leave one layer
 # AdamW at 0.01 with no warmup, as the trainer's build_optimizer takes it.
 _ADAMW = Optimization(optimizer="adamw", learning_rate=0.01, lr_schedule="linear", warmup_steps=0,
