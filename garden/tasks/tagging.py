@@ -110,7 +110,8 @@ class Tagging(EncoderFinetuning):
         feature_layers: 0 fine-tunes; 4 freezes the backbone and tags from its last four
             hidden states concatenated (the BERT paper's feature-based setting). The families
             whose backbone gives hidden states: the BERT-kind encoders, GPT-2, ELMo and CoVe
-            (embedding_size = lstm_units); the others refuse output_hidden_states by name.
+            (embedding_size = lstm_units), CVT and ULMFiT (their narrower layers zero-padded to
+            the widest); the others refuse output_hidden_states by name.
         lstm_units: a BiLSTM of this many units per direction over those features (0: none).
         scalar_mix: mix those layers with ELMo's trained scalar weights instead of
             concatenating them (any family: BERT's layers as ELMo's).
