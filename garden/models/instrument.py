@@ -6,9 +6,10 @@ The encoder families (BERT, RoBERTa, ALBERT, ELECTRA, SpanBERT, DistilBERT, ERNI
 garden.models.backbone: `hidden_states` [L+1, B, T, H], `attention_probs` [L, B, A, T, T] and the
 `head_mask` [L, A] input are constructor switches, so `instrumented` rebuilds a backbone with
 them on and copies its weights (the switches add outputs, never change the weights). GPT and
-GPT-2 take the same switches over their causal blocks, XLNet the first two over its content
-stream; ELMo gives its hidden states always and has no attention; CVT and ULMFiT take
-output_hidden_states (their LSTM layers zero-padded to the widest) and have no attention.
+GPT-2 take the same switches over their causal blocks, GPT-3-style over its dense and banded
+ones, XLNet over its content stream (the head mask in its query stream too); ELMo gives its
+hidden states always and has no attention; CVT and ULMFiT take output_hidden_states (their
+LSTM layers zero-padded to the widest) and have no attention.
 
 Each Backbone class states what the analyses may read from it as its `readout` (a Readout:
 bidirectional or causal attention, or none and why; what hidden_states[0..L] are; the
