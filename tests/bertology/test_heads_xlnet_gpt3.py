@@ -304,3 +304,30 @@ def test_garden_analyze_attention_on_gpt3_is_causal(gpt3, monkeypatch, tmp_path)
     assert shares["attention"] == "causal" and shares["keys"].startswith("causal")
     assert "next" not in shares["shares"] and len(shares["shares"]["self"]) == 2
     assert (out / "attention_maps.png").exists()
+
+
+def test_gpt3_heads_are_scored_through_its_last_token_classifier(gpt3, tmp_path):
+    from garden.bertology.scoring import scored_classifier
+    from garden.models.gpt.classifier import LastTokenClassifier
+
+    backbone, packer, tokenizer = gpt3
+    keras.utils.set_random_seed(1)
+    classifier = LastTokenClassifier(backbone, num_classes=2, dropout=0.0)
+    data = tmp_path / "dev.tsv"
+    data.write_text("text_a\tlabel\n" + "".join(f"{s}\t{'pos' if 'good' in s else 'neg'}\n"
+                                                 for s in SENTENCES))
+    opened = analyze.Opened(backbone, packer, list(tokenizer.vocab.tokens), "tiny gpt3",
+                            classifier=classifier.classifier_dense, labels=["neg", "pos"],
+                            task_model=classifier)
+    scored = scored_classifier(opened, str(data), "heads")
+    logits = instrument.run(scored.model, scored.batch)
+    np.testing.assert_allclose(logits, instrument.run(classifier, scored.batch)["logits"],
+                               atol=1e-5)
+    result = heads.head_ablation(scored.model, scored.batch,
+                                 lambda out: float(np.asarray(out)[:, 1].mean()))
+    assert result["baseline"] == pytest.approx(float(logits[:, 1].mean()), abs=1e-5)
+    # Each head of the banded layer 1 moves the logit; uniform differs from zeroed.
+    changes = np.abs(np.asarray(result["heads"]["zero"])[1] - result["baseline"])
+    assert changes.min() > 1e-5
+    assert np.abs(np.asarray(result["heads"]["zero"]) -
+                  np.asarray(result["heads"]["uniform"])).max() > 1e-5
