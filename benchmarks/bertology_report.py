@@ -742,8 +742,8 @@ what layer 0..L is, and whether its layers run one by one as garden's Transforme
   (attention statistics as GPT-2's), but through the cross-attention every position has read
   the whole text, so contextuality keeps the whole-sentence context for it.
 - Heads and pruning score with the run's own classifier head put back on the backbone with a
-  head mask: the pooled output (BERT, ALBERT, ELECTRA), DistilBERT's pre-classifier, GPT's
-  and GPT-2's last real token.
+  head mask: the pooled output (BERT, ALBERT, ELECTRA; XLNet's is its last real token, <cls>),
+  DistilBERT's pre-classifier, GPT's, GPT-2's and GPT-3-style's last real token.
 
 What runs on which family. Checked on a tiny backbone of each family through
 `garden.analyze.run_analysis` (the function `main` calls; tests/bertology/test_analyze_families.py
@@ -754,11 +754,11 @@ themselves and are read from garden/bertology/perplexity.py and neighbours.py.
 |---|---|---|---|---|---|---|---|
 | BERT, RoBERTa, ALBERT, ELECTRA, SpanBERT, ERNIE | runs | runs | runs | runs | pseudo-perplexity (with an MLM head) | runs (with an MLM head) | runs |
 | DistilBERT | runs | runs | runs | runs | pseudo-perplexity (with an MLM head) | runs (with an MLM head) | runs |
-| XLNet | runs | token identifiability; (c) | refused (d) | runs | refused (f) | refused (g) | runs |
+| XLNet | runs | token identifiability; (c) | runs (d) | runs | refused (f) | refused (g) | runs |
 | GPT, GPT-2 | runs, causal | runs, causal | runs | runs, causal context | causal perplexity | refused (h) | runs |
-| GPT-3-style | refused (e) | token identifiability, attribution; (e) | refused (e) | runs, causal context | causal perplexity | refused (h) | runs |
+| GPT-3-style | runs, causal (e) | runs, causal (e) | runs (e) | runs, causal context | causal perplexity | refused (h) | runs |
 | ELMo, CoVe | refused (a) | token identifiability; (a), (c) | refused (a) | runs | refused (f) | refused (g) | runs |
-| CVT, ULMFiT | refused (a) | refused (b) | refused (a) | refused (b) | refused (f) | refused (g) | runs |
+| CVT, ULMFiT | refused (a) | token identifiability; (a), (c) | refused (a) | runs (b); ULMFiT: causal context | refused (f) | refused (g) | runs |
 | T5 encoder | runs | token identifiability; (c) | refused (i) | runs | refused (j) | refused (g) | runs (the encoder) |
 | T5 decoder | runs, causal | token identifiability; (c) | refused (i) | runs | refused (j) | refused (g) | - |
 | BART encoder | runs | runs | refused (i) | runs | refused (j) | refused (g) | runs (the encoder) |
@@ -767,19 +767,32 @@ themselves and are read from garden/bertology/perplexity.py and neighbours.py.
 Refusals, each one line naming the family:
 - (a) no meaning: the family has no attention (`ELMo has no attention: its layers are a
   character CNN and LSTMs, which read the sequence in order`; CoVe, CVT, ULMFiT alike).
-- (b) not read yet: `the cvt backbone (CvtBackbone) takes no output_hidden_states switch:
-  garden.bertology cannot read its hidden states yet` (ULMFiT alike).
+- (b) their layers differ in width (CVT: 300, 2 x 1024, 2 x 512; ULMFiT: 400, 1152, 1152, 400):
+  output_hidden_states=True zero-pads each layer on the last axis to the widest before stacking
+  them as hidden_states [L + 1, B, T, H_max] (layer 0: the word vectors, before dropout; then
+  each (bi)LSTM layer, CVT's as [forward; backward]). Zeros add nothing to a dot product or a
+  norm, so no cosine similarity, norm or singular value changes, and a linear probe gains
+  nothing from a constant-zero column (StandardScaler leaves it at zero); hidden_states[i, ...,
+  :width_i] is layer i's own vectors. ULMFiT's LSTMs read left to right: a word's context is the
+  words before it (contextuality reports the causal intra-sentence similarity and the
+  whole-sentence one, as for GPT-2; in wsd an occurrence has not seen the words after it).
 - (c) the parts that run layer by layer (effective attention, hidden token attribution) are
   left out and named in identifiability.json's `not_applicable`: XLNet's relative attention
   and T5's blocks are not garden's Transformer blocks, a decoder's blocks need its encoder's
-  states, ELMo has no attention; token identifiability runs.
-- (d) not read yet: XLNet's relative attention takes no head mask (`the xlnet backbone
-  (XLNetBackbone) takes no use_head_mask switch: garden.bertology cannot mask its heads yet`).
-- (e) not read yet: the GPT-3-style banded layers (LocalMultiHeadAttention) give no [T, T]
-  probabilities and take no head mask (`the gpt3 backbone (GPT3Backbone) takes no
-  output_attentions switch: garden.bertology cannot read its attention probabilities yet`);
-  its hidden states are read (a banded layer sees only its last band_width tokens: the causal
-  prefix of contextuality is an upper bound of what it sees in sentences longer than that).
+  states, ELMo, CoVe, CVT and ULMFiT have no attention and no Transformer blocks; token
+  identifiability runs.
+- (d) XLNet: heads and prune mask its relative attention's heads (use_head_mask: each head's
+  probabilities times its mask after the softmax, as the shared encoder's, in the content
+  stream and, in pretraining, the query stream), scored by the run's classifier on what it
+  pools: the last real token, <cls>. `prune --pruned_output` is refused before scoring
+  (`the xlnet backbone (XLNetBackbone) takes no num_heads_per_layer: its heads cannot be
+  removed ...`): the pruning curve runs, the weights stay.
+- (e) GPT-3-style: a banded layer gives its probabilities as the dense layers do, [T, T] with
+  its band's keys in place and zero elsewhere (before the band as after the query); the head
+  mask applies to both kinds of layer, and heads and prune score a last-token classifier run
+  as for GPT-2. Effective attention projects a banded layer's row on the value transforms of
+  the keys in its band only. A banded layer sees only its last band_width tokens: the causal
+  prefix of contextuality is an upper bound of what it sees in sentences longer than that.
 - (f) not implemented: only causal LMs and masked LMs are scored (ELMo's and ULMFiT's LM
   perplexity, XLNet's permutation LM are not).
 - (g) fill_mask reads a masked-LM head (mlm_logits at masked_lm_positions), which these

@@ -90,15 +90,20 @@ def effective_attention(backbone, batch: Mapping[str, np.ndarray],
     rank = np.zeros(raw.shape[:3], np.int64)
     for layer, block in enumerate(layer_blocks(model)):
         transforms = value_transforms(block, states[layer])  # [B, A, T, H]
+        # A banded layer (GPT-3-style LocalMultiHeadAttention) sees only its last band_width
+        # keys: a row is projected on the value transforms of those keys alone.
+        band = getattr(self_attention(block)[0], "band_width", None)
         for b, n in enumerate(lengths):
             for head in range(raw.shape[2]):
                 projection = column_space_projection(transforms[b, head, :n], rtol)
                 effective[layer, b, head, :n, :n] = raw[layer, b, head, :n, :n] @ projection
                 rank[layer, b, head] = int(round(np.trace(projection)))
-                for i in range(n if causal else 0):  # row i over keys 0..i
-                    seen = column_space_projection(transforms[b, head, :i + 1], rtol)
+                for i in range(n if causal or band else 0):  # row i over the keys it sees
+                    first = 0 if band is None else max(0, i - band + 1)
+                    seen = column_space_projection(transforms[b, head, first:i + 1], rtol)
                     effective[layer, b, head, i, :n] = 0
-                    effective[layer, b, head, i, :i + 1] = raw[layer, b, head, i, :i + 1] @ seen
+                    effective[layer, b, head, i, first:i + 1] = (
+                        raw[layer, b, head, i, first:i + 1] @ seen)
     return {"attention": raw, "effective": effective, "rank": rank}
 
 

@@ -5,7 +5,7 @@ The classifier's own head is put back on the backbone rebuilt with a `head_mask`
 (garden.models.instrument.instrumented, same weights), reading what it read in fine-tuning:
   * the pooled output (BERT, ALBERT, ELECTRA's first token, XLNet's last),
   * the first token through the pre-classifier (DistilBERT; garden.models.classification),
-  * the last real token (GPT, GPT-2: garden.models.gpt.classifier.LastTokenClassifier).
+  * the last real token (GPT, GPT-2, GPT-3-style: garden.models.gpt.classifier.LastTokenClassifier).
 """
 
 from __future__ import annotations

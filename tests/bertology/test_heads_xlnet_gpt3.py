@@ -290,6 +290,30 @@ def test_gpt3_attention_probs_and_head_mask(gpt3):
     assert np.abs(off["sequence_output"] - ones["sequence_output"]).max() > 1e-3
 
 
+def test_gpt3_effective_attention_stays_inside_each_layers_band(gpt3):
+    """Effective attention of a banded layer projects each row on the value transforms of the
+    keys the layer sees (its band), so it is zero wherever the raw attention is, and
+    A_eff T = A T over those keys (Brunner et al.'s identity)."""
+    from garden.bertology import identifiability
+
+    backbone, packer, _ = gpt3
+    batch = packer.encode_numpy(["the movie was good and great and the plot was dull"])
+    result = identifiability.effective_attention(backbone, batch)
+    n = int(batch["padding_mask"][0].sum())
+    assert n > 6
+    raw, effective = result["attention"][:, 0, :, :n, :n], result["effective"][:, 0, :, :n, :n]
+    outside = ~np.asarray(band_mask(n, n, 3))[0]  # layer 1 is banded over 3 keys
+    assert np.all(raw[1][:, outside] == 0)
+    assert np.abs(effective[1][:, outside]).max() == 0
+    assert np.abs(effective[0][:, ~np.tril(np.ones((n, n), bool))]).max() == 0
+    model = instrument.instrumented(backbone, output_hidden_states=True)
+    states = instrument.run(model, batch)["hidden_states"]
+    block = instrument.layer_blocks(model)[1]
+    transforms = identifiability.value_transforms(block, states[1])[0, :, :n]  # [A, n, H]
+    np.testing.assert_allclose(np.einsum("aij,ajh->aih", effective[1], transforms),
+                               np.einsum("aij,ajh->aih", raw[1], transforms), atol=1e-4)
+
+
 def test_garden_analyze_attention_on_gpt3_is_causal(gpt3, monkeypatch, tmp_path):
     backbone, packer, tokenizer = gpt3
     opened = analyze.Opened(backbone, packer, list(tokenizer.vocab.tokens), "tiny gpt3",
