@@ -8,9 +8,12 @@ the rank argument unchanged). T has rank at most the head width d, so when n > d
 space is not empty and any component of A's rows in it changes nothing. Effective attention is
 A with that component removed: A_eff = A U U^T, U the left singular vectors of T with non-zero
 singular values. Then A_eff T = A T, and A_eff = A when T has full rank n (n <= d).
-A causal model's (GPT, GPT-2) query i reads only the rows 0..i of T, so its effective row is
-taken over the keys it can see: A_eff[i, :i+1] = A[i, :i+1] U_i U_i^T with U_i from T[:i+1]
-(A_eff = A for the first d queries when T has full rank).
+Each family's T is read by garden.models.instrument.layer_value_transforms: garden's blocks,
+XLNet's content stream, each stack of T5 and BART (X through the pre-attention norm of a pre-LN
+block, T5's RMSNorm included). A causal model's (GPT, GPT-2, a T5 or BART decoder's
+self-attention) query i reads only the rows 0..i of T, so its effective row is taken over the
+keys it can see: A_eff[i, :i+1] = A[i, :i+1] U_i U_i^T with U_i from T[:i+1] (A_eff = A for
+the first d queries when T has full rank).
 
 Token identifiability (sec. 4). A probe g (linear, or a one-hidden-layer MLP; scikit-learn)
 is fitted on held-in sentences to map each layer's hidden token e_i^l back to its input
@@ -35,8 +38,9 @@ import numpy as np
 import tensorflow as tf
 
 from garden.bertology.attention import attention_shares, query_rows
-from garden.models.instrument import (instrumented, layer_blocks, readout, require_attention, run,
-                                      run_layers, self_attention)
+from garden.models.instrument import (ValueTransform, instrumented, layer_value_transforms,
+                                      readout, require_attention, run, run_layers,
+                                      self_attention)
 
 # The [B, T] entries of a packer's batch that hidden_token_attribution cuts to one sentence.
 SEQUENCE_INPUTS = ("token_ids", "segment_ids", "padding_mask")
@@ -63,15 +67,10 @@ def effective_attention_matrix(attention: np.ndarray, transform: np.ndarray,
 
 
 def value_transforms(block, layer_input: np.ndarray) -> np.ndarray:
-    """T of each head: (X W_v + b_v) W_o, [B, A, T, H] for layer_input X [B, T, H] (what the
-    block's attention reads: after its LayerNorm in a pre-LN block). The block's attention
-    output is then sum_h A_h T_h + b_o."""
-    attention, norm = self_attention(block)
-    x = np.asarray(layer_input if norm is None else norm(layer_input), np.float64)
-    values = np.einsum("btc,cad->batd", x, attention.value_dense.kernel.numpy())
-    if attention.use_bias:
-        values = values + attention.value_dense.bias.numpy()[None, :, None, :]
-    return np.einsum("batd,adh->bath", values, attention.output_dense.kernel.numpy())
+    """T of each head of a garden Transformer block, [B, A, T, H] for layer_input X [B, T, H]
+    (the block's input; a pre-LN block's LayerNorm is applied here): its ValueTransform's
+    (garden.models.instrument). The block's attention output is then sum_h A_h T_h + b_o."""
+    return ValueTransform.of(*self_attention(block))(layer_input)
 
 
 def effective_attention(backbone, batch: Mapping[str, np.ndarray],
@@ -79,20 +78,25 @@ def effective_attention(backbone, batch: Mapping[str, np.ndarray],
     """Raw and effective attention of `backbone` on `batch`, each [L, B, A, T, T] (effective
     attention is computed over each sequence's real tokens; padding rows and columns are 0),
     and "rank" [L, B, A], the rank of each head's T. Causal models: each query over the keys
-    it can see (module docstring)."""
+    it can see (module docstring).
+
+    Each layer's T comes from its self-attention's ValueTransform (layer_value_transforms):
+    garden's blocks, XLNet's content stream, either stack of T5 and BART (a StackView). A
+    decoder's T is its self-attention's alone: the cross-attention is another sublayer, which
+    reads the encoder's states and adds its own term after it."""
     causal = require_attention(backbone, "effective attention").causal
-    layer_blocks(backbone)  # refused before any rebuilding when its layers are not blocks
+    layer_value_transforms(backbone)  # refused before any rebuilding when there are none
     model = instrumented(backbone, output_attentions=True, output_hidden_states=True)
     outputs = run(model, batch)
     raw, states = outputs["attention_probs"].astype(np.float64), outputs["hidden_states"]
     lengths = np.asarray(batch["padding_mask"]).astype(bool).sum(1)
     effective = np.zeros_like(raw)
     rank = np.zeros(raw.shape[:3], np.int64)
-    for layer, block in enumerate(layer_blocks(model)):
-        transforms = value_transforms(block, states[layer])  # [B, A, T, H]
+    for layer, value_transform in enumerate(layer_value_transforms(model)):
+        transforms = value_transform(states[layer])  # [B, A, T, H]
         # A banded layer (GPT-3-style LocalMultiHeadAttention) sees only its last band_width
         # keys: a row is projected on the value transforms of those keys alone.
-        band = getattr(self_attention(block)[0], "band_width", None)
+        band = value_transform.band_width
         for b, n in enumerate(lengths):
             for head in range(raw.shape[2]):
                 projection = column_space_projection(transforms[b, head, :n], rtol)
@@ -260,10 +264,12 @@ def report(backbone, batch: Mapping[str, np.ndarray], cls_id: Optional[int],
            sep_id: Optional[int], punctuation_ids: Iterable[int], attribution_sentences: int,
            out_dir: str) -> Dict:
     """The three analyses on `batch` (a packer's rows), each where it applies, and their plot
-    out_dir/identifiability.png: effective attention needs attention read block by block (not
-    ELMo's LSTMs, not XLNet's relative attention), token identifiability only hidden states,
-    hidden token attribution the blocks alone (garden.models.instrument.run_layers). What does
-    not apply is named under "not_applicable" with why; "layers" says what layer 0..L is."""
+    out_dir/identifiability.png: effective attention needs each layer's self-attention
+    probabilities and value transform (not ELMo's LSTMs; XLNet's content stream and T5's and
+    BART's stacks have them), token identifiability only hidden states, hidden token
+    attribution the blocks alone (garden.models.instrument.run_layers: not XLNet's layers, T5's
+    blocks or a decoder's). What does not apply is named under "not_applicable" with why;
+    "layers" says what layer 0..L is."""
     from garden.models.instrument import cannot_switch, family_name
     from text.progress import Eta
 
@@ -273,10 +279,11 @@ def report(backbone, batch: Mapping[str, np.ndarray], cls_id: Optional[int],
     if view.attention is None or unreadable:
         skipped["effective_attention"] = view.no_attention if view.attention is None else unreadable
     if not view.blocks:
-        why = (f"the {family_name(backbone)} backbone's layers do not run one by one as "
-               f"garden's Transformer blocks, which this needs")
-        skipped.setdefault("effective_attention", why)
+        why = view.no_blocks or (f"the {family_name(backbone)} backbone's layers do not run "
+                                 f"one by one as garden's Transformer blocks, which this needs")
         skipped["hidden_token_attribution"] = why
+        if not hasattr(backbone, "value_transforms"):
+            skipped.setdefault("effective_attention", why)
     result = {"layers": view.layers, "attention": view.attention, "not_applicable": skipped,
               "effective_attention": None, "hidden_token_attribution": []}
     if "effective_attention" not in skipped:

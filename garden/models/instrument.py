@@ -13,13 +13,16 @@ LSTM layers zero-padded to the widest) and have no attention.
 
 Each Backbone class states what the analyses may read from it as its `readout` (a Readout:
 bidirectional or causal attention, or none and why; what hidden_states[0..L] are; the
-attribute listing its layers' blocks). Backbone's own is ENCODER.
+attribute listing its layers' blocks). Backbone's own is ENCODER. A family whose layers are not
+garden's blocks but whose self-attention effective attention can read (XLNet's content stream,
+either stack of T5 and BART through a StackView) lists each layer's ValueTransform itself
+(`value_transforms()`, read by layer_value_transforms).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 import keras
 import numpy as np
@@ -43,6 +46,8 @@ class Readout:
         that need attention are refused with it); required when attention is None.
     blocks: the backbone attribute listing its distinct Transformer blocks in order ("" when
         it has none).
+    no_blocks: when blocks is "", why its layers cannot be re-run one by one from
+        hidden_states[0] (hidden token attribution is refused with it).
     stacks: an encoder-decoder's stacks ("encoder", "decoder"), analysed one at a time through
         garden.models.stack_view.StackView; () for a single stack.
     cross_attends: the layers also read another stack's states of the whole text (a
@@ -56,6 +61,7 @@ class Readout:
     layers: str
     no_attention: str = ""
     blocks: str = "encoder_blocks"
+    no_blocks: str = ""
     stacks: Tuple[str, ...] = ()
     cross_attends: bool = False
     left_to_right: bool = False
@@ -210,6 +216,62 @@ def self_attention(block: keras.layers.Layer):
     else:
         attention, norm = block.attention, block.attention_layer_norm
     return attention, norm if block.normalize_first else None
+
+
+@dataclasses.dataclass(frozen=True)
+class ValueTransform:
+    """What one layer's self-attention adds to its output, for effective attention
+    (garden.bertology.identifiability): head h adds A_h T_h, T_h = (norm(X) W_v + b_v) W_o of
+    the layer input X, and the output bias is added once.
+
+    value_kernel: W_v [H, A, d]; output_kernel: W_o [A, d, H].
+    value_bias: b_v [A, d], output_bias: b_o [H]; None where the layer has none (T5, XLNet).
+    norm: the norm the attention reads X through first (pre-LN: GPT-2's LayerNorm, T5's
+        RMSNorm), None when X goes in as it is (post-LN: BERT, BART, XLNet).
+    band_width: a banded layer's query sees only its last band_width keys (GPT-3-style);
+        None: every key it may see.
+    """
+
+    value_kernel: np.ndarray
+    output_kernel: np.ndarray
+    value_bias: Optional[np.ndarray] = None
+    output_bias: Optional[np.ndarray] = None
+    norm: Optional[Callable] = None
+    band_width: Optional[int] = None
+
+    @classmethod
+    def of(cls, attention: MultiHeadAttention, norm: Optional[Callable] = None):
+        """The transform of a garden MultiHeadAttention read through `norm` (pre-LN) or not."""
+        biases = ((attention.value_dense.bias.numpy(), attention.output_dense.bias.numpy())
+                  if attention.use_bias else (None, None))
+        return cls(attention.value_dense.kernel.numpy(), attention.output_dense.kernel.numpy(),
+                   *biases, norm=norm, band_width=getattr(attention, "band_width", None))
+
+    def __call__(self, layer_input) -> np.ndarray:
+        """T of each head, [B, A, T, H] for the layer input X [B, T, H]."""
+        x = layer_input if self.norm is None else self.norm(layer_input)
+        x = np.asarray(keras.ops.convert_to_numpy(x), np.float64)
+        values = np.einsum("btc,cad->batd", x, self.value_kernel)
+        if self.value_bias is not None:
+            values = values + self.value_bias[None, :, None, :]
+        return np.einsum("batd,adh->bath", values, self.output_kernel)
+
+    def output(self, probabilities: np.ndarray, layer_input) -> np.ndarray:
+        """The attention's output before the residual, [B, T, H]: sum_h A_h T_h + b_o for the
+        probabilities A [B, A, T, T] over the same keys as X."""
+        out = np.einsum("baij,bajh->bih", np.asarray(probabilities, np.float64),
+                        self(layer_input))
+        return out if self.output_bias is None else out + self.output_bias
+
+
+def layer_value_transforms(backbone: keras.Model) -> List[ValueTransform]:
+    """Each of the backbone's num_layers layers' self-attention ValueTransform: the family's own
+    listing where its layers are not garden's blocks (XLNetBackbone's and StackView's
+    `value_transforms()`), else that of its layer_blocks."""
+    own = getattr(backbone, "value_transforms", None)
+    if own is not None:
+        return list(own())
+    return [ValueTransform.of(*self_attention(block)) for block in layer_blocks(backbone)]
 
 
 def run_layers(backbone: keras.Model, x, padding_mask, training: bool = False) -> List:

@@ -73,10 +73,16 @@ class StackView(Backbone):
         # The encoder's blocks when they are garden's (BART's; T5's are its own), read by the
         # analyses that run blocks one by one; the decoder's need the encoder's states.
         self._blocks = cls.readout.blocks if stack == "encoder" else ""
+        no_blocks = (f"a decoder's blocks need its encoder's states besides hidden_states[0] "
+                     f"(their cross-attention reads them)" if stack == "decoder" else
+                     f"the {cls.family()} encoder's blocks are its own (one relative position "
+                     f"bias per stack, from its first block), not garden's Transformer blocks "
+                     f"that run from hidden_states[0] alone")
         self._readout = Readout(
             "bidirectional" if stack == "encoder" else "causal",
             f"0: the {cls.family()} {stack}'s embeddings; 1..L: its layers' outputs",
-            blocks="encoder_blocks" if self._blocks else "", cross_attends=stack == "decoder")
+            blocks="encoder_blocks" if self._blocks else "",
+            no_blocks="" if self._blocks else no_blocks, cross_attends=stack == "decoder")
 
     @property
     def readout(self) -> Readout:
@@ -87,6 +93,11 @@ class StackView(Backbone):
     def encoder_blocks(self):
         """The encoder's garden blocks (BART's), for Readout.blocks."""
         return list(getattr(self.seq2seq_backbone, self._blocks))
+
+    def value_transforms(self):
+        """The stack's self-attention value transforms (garden.models.instrument), from the
+        encoder-decoder's `value_transforms(stack)`."""
+        return self.seq2seq_backbone.value_transforms(self.stack)
 
     @property
     def token_embedding(self):

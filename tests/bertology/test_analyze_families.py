@@ -236,8 +236,11 @@ def test_xlnet_content_stream_states_and_attention(tmp_path):
     found = representations.collect(backbone, packer, words, tokenizer=tokenizer)
     np.testing.assert_allclose(found.vectors[:, 4:6], full["hidden_states"][:, 1, :2],
                                atol=1e-5)
+    # Effective attention reads its value transforms (tests/bertology/
+    # test_effective_attention_families.py); its layers are not blocks to re-run alone.
+    assert identifiability.effective_attention(backbone, batch)["rank"].shape == (2, 2, 2)
     with pytest.raises(ValueError, match="xlnet backbone's layers do not run one by one"):
-        identifiability.effective_attention(backbone, batch)
+        identifiability.hidden_token_attribution(backbone, batch)
 
 
 def test_t5_and_bart_stacks_one_at_a_time(gpt2):
@@ -275,11 +278,13 @@ def test_t5_and_bart_stacks_one_at_a_time(gpt2):
             stats = attention.analyze_attention(full, batch, None, None)["shares"]
             assert stats["attention"] == ("causal" if stack == "decoder" else "bidirectional")
             assert instrument.readout(full).causal_states is False
-    # BART's encoder blocks are garden's: effective attention runs; T5's are its own.
-    assert identifiability.effective_attention(encoders["bart"], batch)["rank"].shape == \
-        (2, 2, 2)
+    # Effective attention runs on both encoders; only BART's blocks are garden's, which
+    # hidden token attribution re-runs, T5's are its own.
+    for family in ("bart", "t5"):
+        assert identifiability.effective_attention(encoders[family], batch)["rank"].shape == \
+            (2, 2, 2)
     with pytest.raises(ValueError, match="t5 encoder backbone's layers do not run"):
-        identifiability.effective_attention(encoders["t5"], batch)
+        identifiability.hidden_token_attribution(encoders["t5"], batch)
     with pytest.raises(ValueError, match="--stack=decoder: the gpt2 backbone has one stack"):
         stack_view.view(gpt2[0], "decoder")
 

@@ -18,6 +18,8 @@ cross-attention keys and values once; decode_step reads them as is.
 
 from __future__ import annotations
 
+from typing import List
+
 import keras
 from keras import ops
 
@@ -26,7 +28,7 @@ from garden.layers.attention import empty_caches
 from garden.layers.transformer_decoder import cached_decoder_stack
 from garden.layers.embeddings import truncated_normal
 from garden.models.backbone import Backbone, backbone_inputs, encoder_block_list, run_encoder
-from garden.models.instrument import Readout
+from garden.models.instrument import Readout, ValueTransform, self_attention
 from garden.models.generative import SEQ2SEQ_INPUTS, BackboneLM, tied_step_logits
 
 POSITION_OFFSET = 2  # fairseq's learned positions start after the <pad> row (padding_idx + 1)
@@ -201,6 +203,13 @@ class BartBackbone(Backbone):
     @token_embedding.setter
     def token_embedding(self, layer):
         self._token_embedding = layer
+
+    def value_transforms(self, stack: str) -> List[ValueTransform]:
+        """Each block's self-attention value transform in `stack` ("encoder" or "decoder";
+        garden.models.instrument); post-LN. The decoder's cross-attention is another
+        sublayer, not part of it."""
+        return [ValueTransform.of(*self_attention(block))
+                for block in getattr(self, f"{stack}_blocks")]
 
     def layer_groups(self):
         """Backbone.layer_groups: every table and embedding norm (the token table is shared

@@ -21,7 +21,7 @@ garden.models.t5.seq2seq_lm.T5Seq2SeqLM's, the GenerativeLM that trains, decodes
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import List, Optional
 
 import keras
 from keras import ops
@@ -32,7 +32,7 @@ from garden.layers.masks import causal_mask, merge_masks, padding_mask_to_attent
 from garden.layers.norms import RMSNorm
 from garden.layers.position_bias import RelativePositionBias
 from garden.models.backbone import Backbone, backbone_inputs
-from garden.models.instrument import Readout
+from garden.models.instrument import Readout, ValueTransform
 
 
 def _normal(stddev: float):
@@ -424,6 +424,13 @@ class T5Backbone(Backbone):
     def token_embedding(self) -> keras.layers.Embedding:
         """The one table of the encoder, the decoder and (v1.0) the logits."""
         return self.shared_embedding
+
+    def value_transforms(self, stack: str) -> List[ValueTransform]:
+        """Each block's self-attention value transform in `stack` ("encoder" or "decoder";
+        garden.models.instrument): no biases, read through the block's pre-attention RMSNorm.
+        The decoder's cross-attention is another sublayer, not part of it."""
+        return [ValueTransform.of(block.self_attention, block.self_attention_norm)
+                for block in getattr(self, stack).blocks]
 
     def layer_groups(self):
         """Backbone.layer_groups: the shared table; the encoder's blocks, its final norm with

@@ -14,13 +14,14 @@ target_mapping and memory; XLNetPretrainer scores the query stream against the t
 
 from __future__ import annotations
 
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 import keras
+import numpy as np
 from keras import ops
 
 from garden.models.backbone import Backbone, backbone_inputs
-from garden.models.instrument import Readout
+from garden.models.instrument import Readout, ValueTransform
 from garden.models.xlnet.layers import (XLNetAttentionInputs, XLNetLayer, XLNetMaskEmbedding,
                                         XLNetMemory, normal_initializer, run_xlnet)
 
@@ -84,7 +85,10 @@ class XLNetBackbone(Backbone):
     # Bidirectional at analysis time (no perm_mask: the content stream sees every real token);
     # its relative attention is XLNet's own, not garden's blocks (no block list to run alone).
     readout = Readout("bidirectional", "0: the word embeddings; 1..L: the content stream's "
-                      "layers", blocks="")
+                      "layers", blocks="", no_blocks=(
+                          "XLNet's layers are its own relative-attention layers, which also "
+                          "read the position encodings and segment relations, not garden's "
+                          "Transformer blocks that run from hidden_states[0] alone"))
 
     def __init__(
         self,
@@ -156,6 +160,14 @@ class XLNetBackbone(Backbone):
     @property
     def token_embedding(self) -> keras.layers.ReversibleEmbedding:
         return self.word_embedding
+
+    def value_transforms(self) -> List[ValueTransform]:
+        """Each layer's content-stream value transform (garden.models.instrument): v and o, no
+        biases; post-LN, so the layer input goes in as it is. The relative position and
+        segment terms change only the scores, never what a head adds."""
+        return [ValueTransform(layer.rel_attn.v.numpy(),
+                               np.transpose(layer.rel_attn.o.numpy(), (1, 2, 0)))
+                for layer in self.xlnet_layers]
 
     def layer_groups(self):
         """Backbone.layer_groups: the word table and the query stream's start vector (a
