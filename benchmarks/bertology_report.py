@@ -754,15 +754,15 @@ themselves and are read from garden/bertology/perplexity.py and neighbours.py.
 |---|---|---|---|---|---|---|---|
 | BERT, RoBERTa, ALBERT, ELECTRA, SpanBERT, ERNIE | runs | runs | runs | runs | pseudo-perplexity (with an MLM head) | runs (with an MLM head) | runs |
 | DistilBERT | runs | runs | runs | runs | pseudo-perplexity (with an MLM head) | runs (with an MLM head) | runs |
-| XLNet | runs | token identifiability; (c) | runs (d) | runs | refused (f) | refused (g) | runs |
+| XLNet | runs | effective attention, token identifiability; (c) | runs (d) | runs | refused (f) | refused (g) | runs |
 | GPT, GPT-2 | runs, causal | runs, causal | runs | runs, causal context | causal perplexity | refused (h) | runs |
 | GPT-3-style | runs, causal (e) | runs, causal (e) | runs (e) | runs, causal context | causal perplexity | refused (h) | runs |
 | ELMo, CoVe | refused (a) | token identifiability; (a), (c) | refused (a) | runs | refused (f) | refused (g) | runs |
 | CVT, ULMFiT | refused (a) | token identifiability; (a), (c) | refused (a) | runs (b); ULMFiT: causal context | refused (f) | refused (g) | runs |
-| T5 encoder | runs | token identifiability; (c) | refused (i) | runs | refused (j) | refused (g) | runs (the encoder) |
-| T5 decoder | runs, causal | token identifiability; (c) | refused (i) | runs | refused (j) | refused (g) | - |
+| T5 encoder | runs | effective attention, token identifiability; (c) | refused (i) | runs | refused (j) | refused (g) | runs (the encoder) |
+| T5 decoder | runs, causal | effective attention (causal self-attention), token identifiability; (c) | refused (i) | runs | refused (j) | refused (g) | - |
 | BART encoder | runs | runs | refused (i) | runs | refused (j) | refused (g) | runs (the encoder) |
-| BART decoder | runs, causal | token identifiability; (c) | refused (i) | runs | refused (j) | refused (g) | - |
+| BART decoder | runs, causal | effective attention (causal self-attention), token identifiability; (c) | refused (i) | runs | refused (j) | refused (g) | - |
 
 Refusals, each one line naming the family:
 - (a) no meaning: the family has no attention (`ELMo has no attention: its layers are a
@@ -776,11 +776,16 @@ Refusals, each one line naming the family:
   :width_i] is layer i's own vectors. ULMFiT's LSTMs read left to right: a word's context is the
   words before it (contextuality reports the causal intra-sentence similarity and the
   whole-sentence one, as for GPT-2; in wsd an occurrence has not seen the words after it).
-- (c) the parts that run layer by layer (effective attention, hidden token attribution) are
-  left out and named in identifiability.json's `not_applicable`: XLNet's relative attention
-  and T5's blocks are not garden's Transformer blocks, a decoder's blocks need its encoder's
-  states, ELMo, CoVe, CVT and ULMFiT have no attention and no Transformer blocks; token
-  identifiability runs.
+- (c) effective attention needs each layer's self-attention probabilities and the value
+  transform T = (X W_v + b_v) W_o of its input (X through the layer's pre-attention norm when
+  pre-LN, T5's RMSNorm included): it runs on XLNet's content stream and both stacks of T5 and
+  BART; a decoder's is over its self-attention alone, each query over the keys it sees (the
+  cross-attention is a separate sublayer and adds its own term). Hidden token attribution
+  re-runs garden's Transformer blocks from hidden_states[0], so it is left out and named in
+  identifiability.json's `not_applicable`: XLNet's layers also read position encodings and
+  segment relations, T5's blocks are its own (one relative position bias per stack), and a
+  decoder's blocks need its encoder's states. ELMo, CoVe, CVT and ULMFiT have no attention
+  and no Transformer blocks, so both parts are left out. Token identifiability runs.
 - (d) XLNet: heads and prune mask its relative attention's heads (use_head_mask: each head's
   probabilities times its mask after the softmax, as the shared encoder's, in the content
   stream and, in pretraining, the query stream), scored by the run's classifier on what it
