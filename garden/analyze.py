@@ -60,10 +60,12 @@ showing every analysis written there so far):
                    selectivity (Hewitt & Liang 2019), and a scalar-mix probe's layer weights.
   perplexity       how well the model predicts --input's lines (garden.bertology.perplexity):
                    a causal LM's perplexity (GPT, GPT-2, GPT-3-style: a garden.train LM run,
-                   a converted or garden.generate directory), else a masked LM's
-                   pseudo-perplexity (Salazar et al. 2020: each piece masked in turn; a
-                   garden.train masked-LM pretraining run, or a garden.convert directory whose
-                   source had pretraining heads); nats per piece of the model's own tokenizer.
+                   a converted or garden.generate directory; ULMFiT: its LM run), ELMo's
+                   forward, backward and mean (in log space) perplexities (its biLM run),
+                   else a masked LM's pseudo-perplexity (Salazar et al. 2020: each piece
+                   masked in turn; a garden.train masked-LM pretraining run, or a
+                   garden.convert directory whose source had pretraining heads); nats per
+                   piece of the model's own tokenizer.
   fill_mask        a masked LM's --top_k pieces and probabilities at each mask token ([MASK],
                    <mask>) of --input's lines.
   neighbours       each --query's (default: each line's) --top_k nearest lines of --input by

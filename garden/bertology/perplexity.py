@@ -1,16 +1,25 @@
-"""How well a language model predicts a text: causal perplexity and masked-LM pseudo-perplexity.
+"""How well a language model predicts a text: causal perplexity, ELMo's biLM perplexities and
+masked-LM pseudo-perplexity.
 
-causal_perplexity: a decoder-only GenerativeLM (GPT, GPT-2, GPT-3-style) on each line's pieces
-    (no special tokens): every piece after the first is scored given the pieces before it, and
-    perplexity = exp(total negative log-likelihood / pieces scored), over the whole file (the
-    quantity Hugging Face's `model(ids, labels=ids).loss` averages per line).
+causal_perplexity: a decoder-only GenerativeLM (GPT, GPT-2, GPT-3-style) or ULMFiT's AWD-LSTM
+    LM (its tied softmax) on each line's pieces (no special tokens): every piece after the
+    first is scored given the pieces before it, and perplexity = exp(total negative
+    log-likelihood / pieces scored), over the whole file (the quantity Hugging Face's
+    `model(ids, labels=ids).loss` averages per line).
+bilm_perplexity: ELMo's biLM (Peters et al. 2018, section 3.1) on the same pieces: the
+    forward LM scores every piece after a line's first from its top layer at the piece
+    before, the backward LM every piece before the last from its top layer at the piece
+    after, both through the one shared softmax, with the pretraining loss's own code
+    (garden.tasks.pretraining.elmo.bilm_metrics); each direction's perplexity, and the biLM's
+    = exp(the mean of the two directions' nats per piece): the average of their
+    log-perplexities. Both directions score n - 1 pieces of a line of n.
 pseudo_perplexity: a masked LM (a pretrainer with an `mlm_logits` output at
     `masked_lm_positions`), Salazar et al. (2020), "Masked Language Model Scoring": each piece
     of a line, one at a time, is replaced by the mask token and scored from the rest of the
     line; PPPL = exp(-sum of those log-probabilities / pieces scored). The layout's special
     tokens ([CLS], [SEP], <s>, </s>) are inputs, never scored. It costs one forward per piece.
 
-Both are in nats per piece of the model's own tokenizer: figures of models with different
+All are in nats per piece of the model's own tokenizer: figures of models with different
 vocabularies are not comparable, and a pseudo-perplexity (both sides of the context) is not a
 perplexity (left context only).
 fill_mask: a masked LM's top-k pieces, with their probabilities, at each mask token of a line
@@ -43,25 +52,60 @@ def _summary(nll: float, count: int, lines: int, what: str) -> Dict:
 
 
 def causal_perplexity(lm, rows: Sequence[Sequence[int]], batch_size: int = 8) -> Dict:
-    """Perplexity of a decoder-only GenerativeLM over `rows` (each a line's piece ids, at most
-    the model's positions long); rows of one piece give nothing to score and are skipped."""
+    """Perplexity of a decoder-only GenerativeLM, or of any model taking token_ids and
+    padding_mask whose "logits" at t score piece t + 1 (ULMFiT's AwdLstmLM), over `rows` (each
+    a line's piece ids, at most the model's positions long); rows of one piece give nothing to
+    score and are skipped."""
     if getattr(lm, "is_encoder_decoder", False):
         raise ValueError(f"{type(lm).__name__} is an encoder-decoder model: a text file gives "
                          f"it no source and target, so its perplexity is not defined here")
     rows = [list(r) for r in rows if len(r) >= 2]
     nll, count = 0.0, 0
     for start in range(0, len(rows), batch_size):
-        batch = rows[start:start + batch_size]
-        width = max(map(len, batch))
-        ids = np.zeros((len(batch), width), np.int32)
-        mask = np.zeros_like(ids)
-        for i, row in enumerate(batch):  # right-padded: a causal model never sees the pads
-            ids[i, :len(row)], mask[i, :len(row)] = row, 1
+        # right-padded: a causal model never sees the pads
+        ids, mask = _right_padded(rows[start:start + batch_size])
         logits = lm({"token_ids": ids, "padding_mask": mask}, training=False)["logits"]
         scored = _log_probs_of(logits[:, :-1], ids[:, 1:]) * mask[:, 1:]
         nll -= float(scored.sum())
         count += int(mask[:, 1:].sum())
     return _summary(nll, count, len(rows), "a causal LM (two pieces)")
+
+
+def _right_padded(batch: Sequence[Sequence[int]]):
+    """(ids, padding_mask) int32 [B, longest] of `batch`'s rows, pads (0) on the right."""
+    width = max(map(len, batch))
+    ids = np.zeros((len(batch), width), np.int32)
+    mask = np.zeros_like(ids)
+    for i, row in enumerate(batch):
+        ids[i, :len(row)], mask[i, :len(row)] = row, 1
+    return ids, mask
+
+
+def bilm_perplexity(bilm, char_table: np.ndarray, rows: Sequence[Sequence[int]],
+                    batch_size: int = 8) -> Dict:
+    """Perplexities of ELMo's biLM (an ElmoBiLM, char_ids in) over `rows` (each a line's piece
+    ids; char_table [vocab size, max_characters] gives each piece's characters, as
+    make_pretrain --characters wrote them for training): {"forward": ..., "backward": ...}
+    and, at the top level, the mean of the two in log space; rows of one piece are skipped."""
+    from garden.tasks.pretraining.elmo import bilm_metrics
+
+    rows = [list(r) for r in rows if len(r) >= 2]
+    nll = {"forward": 0.0, "backward": 0.0}
+    count = 0
+    for start in range(0, len(rows), batch_size):
+        ids, mask = _right_padded(rows[start:start + batch_size])
+        # The backward LSTMs read each row from its last real piece, so right pads are unseen.
+        outputs = bilm({"char_ids": char_table[ids], "padding_mask": mask}, training=False)
+        # The training loss with denominator 1: each direction's summed NLL over the pairs
+        # where a piece and its neighbour are both real.
+        summed = bilm_metrics(outputs, ids, mask, denominator=1.0)
+        for direction in nll:
+            nll[direction] += float(summed[f"{direction}_loss"])
+        count += int((mask[:, 1:] * mask[:, :-1]).sum())
+    what = "a biLM (two pieces)"
+    directions = {d: _summary(v, count, len(rows), what) for d, v in nll.items()}
+    return {**_summary((nll["forward"] + nll["backward"]) / 2, count, len(rows), what),
+            **directions}
 
 
 def masked_positions(inputs: Dict[str, np.ndarray], special_ids: Iterable[int]) -> List:
@@ -91,33 +135,78 @@ def pseudo_perplexity(mlm, inputs: Dict[str, np.ndarray], mask_id: int,
     return _summary(nll, len(pairs), lines, "a masked LM (one piece besides the specials)")
 
 
-def score_model(path: str, sentences: Sequence[str], max_seq_length: int) -> Dict:
-    """What `garden.analyze perplexity` reports for --model=PATH: its causal perplexity when it
-    opens as a causal LM (run.lm()), else its pseudo-perplexity as a masked LM
-    (run.masked_lm()), each line cut to `max_seq_length` pieces; ValueError naming the model
-    when it is neither, and why."""
+# Why XLNet's pretrainer is not scored, in the refusal that names it.
+PERMUTATION_LM = ("XLNet's permutation LM predicts each piece under a sampled factorization "
+                  "order, so a text has no one left-to-right likelihood to take a perplexity of")
+
+
+def recurrent_lm(run):
+    """The run's ELMo biLM (ElmoBiLM) or ULMFiT AWD-LSTM LM (AwdLstmLM): the task model of a
+    garden.train run of their pretraining; RunError saying why not otherwise."""
+    from garden.models.elmo.bilm import ElmoBiLM
+    from garden.models.ulmfit.lm import AwdLstmLM
+
+    if run.kind != runs.MODEL_DIR:  # a converted ELMo release ships no softmax
+        raise runs.RunError("ELMo's biLM and ULMFiT's LM are read from a garden.train run "
+                            "of their pretraining")
+    model = run.task_model()
+    if isinstance(model, (ElmoBiLM, AwdLstmLM)):
+        return model
+    raise runs.RunError(f"its model ({type(model).__name__}) is not ELMo's biLM (ElmoBiLM) or "
+                        f"ULMFiT's LM (AwdLstmLM)")
+
+
+def _open_scored(path: str):
+    """(run, "causal" | "bilm" | "masked", its model) of --model=PATH: the first of run.lm(),
+    recurrent_lm(run), run.masked_lm() that it has; ValueError in one line saying why none."""
     try:
         run = runs.open(path, who="garden.analyze")
-        try:
-            lm, mlm = run.lm(), None
-        except runs.RunError as not_causal:
+        reasons = []
+        for kind, opener in (("causal", run.lm), ("recurrent", lambda: recurrent_lm(run)),
+                             ("masked", run.masked_lm)):
             try:
-                lm, mlm = None, run.masked_lm()
-            except runs.RunError as not_masked:
-                raise runs.RunError(f"{path} is neither a causal LM ({not_causal}) nor a "
-                                    f"masked LM ({not_masked})") from None
+                model = opener()
+            except runs.RunError as e:
+                reasons.append(str(e))
+                continue
+            if kind == "recurrent":
+                from garden.models.elmo.bilm import ElmoBiLM
+
+                kind = "bilm" if isinstance(model, ElmoBiLM) else "causal"
+            return run, kind, model
+        task_model = getattr(run, "objects", {}).get("model")  # a garden.train run's, if built
+        if run.family == "xlnet" or type(task_model).__name__ == "XLNetPretrainer":
+            raise runs.RunError(f"{path} is an XLNet model: {PERMUTATION_LM}")
+        raise runs.RunError(f"{path} is neither a causal LM ({reasons[0]}), ELMo's or "
+                            f"ULMFiT's LM ({reasons[1]}) nor a masked LM ({reasons[2]})")
     except runs.RunError as e:
         raise ValueError(f"--model={e}") from None
+
+
+def score_model(path: str, sentences: Sequence[str], max_seq_length: int) -> Dict:
+    """What `garden.analyze perplexity` reports for --model=PATH: its causal perplexity when it
+    opens as a causal LM (run.lm()) or is ULMFiT's LM, its forward, backward and mean
+    perplexities when it is ELMo's biLM (recurrent_lm), else its pseudo-perplexity as a masked
+    LM (run.masked_lm()), each line cut to `max_seq_length` pieces; ValueError naming the
+    model when it is none of them, and why."""
+    run, kind, model = _open_scored(path)
     print(f"[garden.analyze] perplexity: {run.description}; {len(sentences)} lines", flush=True)
-    if lm is not None:
-        rows = [ids[:max_seq_length] for ids in run.text.tokenizer().tokenize(list(sentences))]
-        return {"measure": "perplexity (causal)", "max_pieces": max_seq_length,
-                **causal_perplexity(lm, rows)}
+    if kind in ("causal", "bilm"):
+        tokenizer = run.text.tokenizer()
+        rows = [ids[:max_seq_length] for ids in tokenizer.tokenize(list(sentences))]
+        if kind == "causal":
+            return {"measure": "perplexity (causal)", "max_pieces": max_seq_length,
+                    **causal_perplexity(model, rows)}
+        from text.char_ids import char_table
+
+        table = char_table(tokenizer.vocab, model.backbone.max_characters)
+        return {"measure": "perplexity (biLM: forward, backward and their mean in log space)",
+                "max_pieces": max_seq_length, **bilm_perplexity(model, table, rows)}
     packer = run.packer(max_seq_length)
     mask_id = run.text.tokenizer().vocab.special("mask", "pseudo-perplexity")
     specials = {packer.cls_id, packer.sep_id, packer.pad_id} - {None}
     return {"measure": "pseudo-perplexity (masked LM)", "max_seq_length": max_seq_length,
-            **pseudo_perplexity(mlm, packer.encode_numpy(list(sentences)), mask_id, specials)}
+            **pseudo_perplexity(model, packer.encode_numpy(list(sentences)), mask_id, specials)}
 
 
 def fill_mask(mlm, lines: Sequence[Sequence[int]], mask_id: int, cls_id: int, sep_id: int,
