@@ -757,8 +757,8 @@ themselves and are read from garden/bertology/perplexity.py and neighbours.py.
 | XLNet | runs | effective attention, token identifiability; (c) | runs (d) | runs | refused (f) | refused (g) | runs |
 | GPT, GPT-2 | runs, causal | runs, causal | runs | runs, causal context | causal perplexity | refused (h) | runs |
 | GPT-3-style | runs, causal (e) | runs, causal (e) | runs (e) | runs, causal context | causal perplexity | refused (h) | runs |
-| ELMo, CoVe | refused (a) | token identifiability; (a), (c) | refused (a) | runs | refused (f) | refused (g) | runs |
-| CVT, ULMFiT | refused (a) | token identifiability; (a), (c) | refused (a) | runs (b); ULMFiT: causal context | refused (f) | refused (g) | runs |
+| ELMo, CoVe | refused (a) | token identifiability; (a), (c) | refused (a) | runs | ELMo: forward, backward and mean perplexity (its biLM run); CoVe: refused (f) | refused (g) | runs |
+| CVT, ULMFiT | refused (a) | token identifiability; (a), (c) | refused (a) | runs (b); ULMFiT: causal context | ULMFiT: causal perplexity (its LM run); CVT: refused (f) | refused (g) | runs |
 | T5 encoder | runs | effective attention, token identifiability; (c) | refused (i) | runs | refused (j) | refused (g) | runs (the encoder) |
 | T5 decoder | runs, causal | effective attention (causal self-attention), token identifiability; (c) | refused (i) | runs | refused (j) | refused (g) | - |
 | BART encoder | runs | runs | refused (i) | runs | refused (j) | refused (g) | runs (the encoder) |
@@ -798,8 +798,16 @@ Refusals, each one line naming the family:
   as for GPT-2. Effective attention projects a banded layer's row on the value transforms of
   the keys in its band only. A banded layer sees only its last band_width tokens: the causal
   prefix of contextuality is an upper bound of what it sees in sentences longer than that.
-- (f) not implemented: only causal LMs and masked LMs are scored (ELMo's and ULMFiT's LM
-  perplexity, XLNet's permutation LM are not).
+- (f) XLNet: `XLNet's permutation LM predicts each piece under a sampled factorization order,
+  so a text has no one left-to-right likelihood to take a perplexity of`. CoVe's model is a
+  translator (a text file gives it no source and target, as in (j)) and CVT has no language
+  model. ELMo is scored from its biLM pretraining run: the forward LM (each piece after a
+  line's first, from the forward top layer at the piece before), the backward LM (each piece
+  before the last, from the backward top layer at the piece after), both through the shared
+  softmax as the pretraining loss computes them, and their mean in log space. ULMFiT is scored
+  from its LM run as GPT-2 is. A classifier run of ELMo or ULMFiT has no LM head and is
+  refused in one line, as a masked-LM family without its head is; so is a converted ELMo
+  release, which ships no softmax.
 - (g) fill_mask reads a masked-LM head (mlm_logits at masked_lm_positions), which these
   families do not have; BART's and T5's infilling is generation (garden.generate).
 - (h) no meaning: a causal LM has no mask token.
