@@ -41,10 +41,10 @@ def _hugging_face_counts(**sizes) -> tuple:
 def _summary_counts(capsys, *args: str) -> tuple:
     """(backbone, total) parameter counts printed by garden.train --summary."""
     # Fresh layer names: models built earlier in this process would suffix the model name.
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     assert train_lib.main(["--summary", *args]) == 0
     out = capsys.readouterr().out
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     assert 'Model: "bert_pretrainer"' in out  # the model summary table itself is printed
 
     def number(label):
@@ -85,7 +85,7 @@ def test_bert_base_summary_matches_hugging_face(capsys):
 def _summary_lines(capsys, config: str) -> str:
     assert train_lib.main(["--summary", f"--config={config}"]) == 0
     out = capsys.readouterr().out
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     return out
 
 
@@ -123,10 +123,10 @@ def test_finetuning_summary_without_a_vocabulary(capsys):
     # The fine-tuning run files default VOCAB to None (a converted checkpoint brings its own):
     # --summary then sizes the word table from the preset (BERT-tiny with 30,522 pieces), and
     # the count equals Hugging Face's BertModel of that shape.
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     assert train_lib.main(["--summary", "--config=configs/finetune/classification_tiny.gin"]) == 0
     out = capsys.readouterr().out
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     match = re.search(r"^Backbone parameters: ([\d,]+) \(", out, re.MULTILINE)
     assert match, out[-2000:]
     hf_backbone, _ = _hugging_face_counts(vocab_size=30522, hidden_size=128,

@@ -35,7 +35,7 @@ def _drawn_during(monkeypatch, fn):
 
 
 def test_summary_of_a_large_config_draws_no_weights(monkeypatch, capsys):
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     total, drawn = _drawn_during(
         monkeypatch, lambda: train_lib.build_summary(["configs/bert_large.gin"], []))
     out = capsys.readouterr().out
@@ -52,7 +52,7 @@ def test_summary_of_a_large_config_draws_no_weights(monkeypatch, capsys):
 
 
 def test_xlnet_summary_prints_its_head(capsys):
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     assert train_lib.main(["--summary", "--config=configs/xlnet_base.gin"]) == 0
     out = capsys.readouterr().out
     # XLNet-base: the published 116,718,336 in the backbone + the 32,000 LM bias.

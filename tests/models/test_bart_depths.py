@@ -5,7 +5,6 @@ and decoder outputs and logits, and its greedy `generate` tokens through the cac
 the saved .keras files reload with both depths; the distilbart presets have Hugging Face's
 parameter counts (both built for shapes only)."""
 
-import gc
 
 import keras
 import numpy as np
@@ -112,7 +111,6 @@ def test_distilbart_presets_have_hugging_face_counts(name, decoder_layers, publi
         hf = transformers.BartModel(config)
     expected = sum(p.numel() for p in hf.parameters())
     del hf
-    gc.collect()
     preset = PRESETS[name]
     kwargs = backbone_config_from_huggingface(config.to_dict())
     assert {k: kwargs[k] for k in preset} == preset

@@ -53,7 +53,7 @@ def test_released_sizes_have_their_exact_parameter_counts():
                    dict(vocab_size=37, num_layers=3, hidden_size=24, num_heads=3,
                         intermediate_size=40, max_sequence_length=16)):
         assert GPT2Backbone(**config).count_params() == parameter_count(config)
-        keras.backend.clear_session()
+        keras.backend.clear_session(free_memory=False)
 
 
 # -- Hugging Face and OpenAI parity ------------------------------------------------------------

@@ -78,7 +78,7 @@ def pretrained(request, serving_corpus, tmp_path_factory):
         "--gin_param=train.global_batch_size=16", "--gin_param=train.warmup_steps=1",
         "--gin_param=train.log_every=1", "--gin_param=train.peak_flops=1e12",
         f"--gin_param=garden.{spec.task}.shuffle_buffer=200"]) == 0
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     return family, vocab, model_dir, _pair_task(serving_corpus, root)
 
 
@@ -115,7 +115,7 @@ def test_finetune_from_pretraining_and_serve_raw_text(pretrained, tmp_path):
     with open(os.path.join(export_dir, "assets.extra", "garden_export.json")) as f:
         meta = json.load(f)
     assert (meta["tokenizer"], meta["layout"]) == FAMILIES[family] and meta["text_b"] is True
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
 
     # 2. Built from the config, before any step: the backbone holds the pretraining values
     # (every non-constant weight equals a tensor of the pretraining checkpoint, exactly).
@@ -144,4 +144,4 @@ def test_finetune_from_pretraining_and_serve_raw_text(pretrained, tmp_path):
                          if l.startswith("RESULT")][-1][len("RESULT"):])
     np.testing.assert_allclose(served["logits"], expected, atol=1e-5)
     assert served["label_id"] == expected.argmax(-1).tolist()
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)

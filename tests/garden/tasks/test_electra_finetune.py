@@ -74,7 +74,7 @@ def pretrained(bert_data, family_data, tmp_path_factory) -> Pretrained:
             "--gin_param=garden.Pretraining.shuffle_buffer=200",
             *(f"--gin_param={b}" for b in SAME_SIZE_GENERATOR)]
     assert train_lib.main(args) == 0
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     checkpoint = tf.train.latest_checkpoint(os.path.join(model_dir, "checkpoints"))
     return Pretrained(vocab=vocab, task_dir=task_dir, eval_file=eval_file, model_dir=model_dir,
                       checkpoint=checkpoint)
@@ -139,7 +139,7 @@ def test_finetuning_starts_from_the_discriminator_then_trains_and_exports(pretra
         assert not any(w.shape == v.shape and np.array_equal(w, v) for w in weights)
     # The [CLS] state is what the classifier reads (no pooler dense in ELECTRA).
     assert not [w.path for w in model.weights if "pool" in w.path]
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
 
     # 2. Fine-tuning runs through the CLI entry point, then exports.
     ft_dir, export_base = tmp_path / "ft", tmp_path / "export"

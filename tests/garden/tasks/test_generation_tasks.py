@@ -140,7 +140,7 @@ def _finetune(seq2seq, tmp_path, config, task, toy):
         f"--gin_param=garden.{task}.eval_batch_size=64",
         f"--gin_param=garden.{task}.max_target_length=24", "--gin_param=train.log_every=50"],
         model_dir, steps=STEPS)
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     return model_dir, summary
 
 

@@ -122,7 +122,7 @@ def _finetune(data, tmp_path, twin, *extra):
         "--gin_param=train.log_every=1", f"--gin_param=garden.{task}.eval_batch_size=4",
         f"--gin_param=garden.{task}.max_target_length={TARGET}", *extra],
         model_dir, steps=STEPS)
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     with open(os.path.join(model_dir, "predictions.jsonl"), encoding="utf-8") as f:
         predictions = [json.loads(line) for line in f]
     return model_dir, summary, predictions
@@ -138,7 +138,7 @@ def _check_run(data, twin, summary, predictions, capsys):
     assert train_lib.main(["--summary", f"--config={config}",
                            f"--gin_param=VOCAB='{data[kind]}'"]) == 0, twin
     out = capsys.readouterr().out
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     total = re.search(r"^Total parameters: ([\d,]+) \(", out, re.MULTILINE)
     assert total and int(total.group(1).replace(",", "")) == summary["parameters"], out[-2000:]
     first, last = summary["first_logged_metrics"], summary["last_logged_metrics"]

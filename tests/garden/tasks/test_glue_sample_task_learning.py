@@ -58,7 +58,7 @@ def pretrained(bert_data, tmp_path_factory):
         "--gin_param=train.learning_rate=1e-3", "--gin_param=train.warmup_steps=30",
         "--gin_param=train.log_every=100", "--gin_param=garden.Pretraining.shuffle_buffer=1000"],
         model_dir, steps=PRETRAIN_STEPS)
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     return model_dir
 
 
@@ -70,7 +70,7 @@ def _finetune(bert_data, model_dir, config, task, files, steps, seq, init=None, 
             f"--gin_param=garden.{task}.max_seq_length={seq}", "--gin_param=train.log_every=50",
             *(f"--gin_param=garden.{task}.{k}={v!r}" for k, v in bindings.items())]
     summary = train_in_process(args, model_dir, steps=steps)
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     return summary
 
 

@@ -65,7 +65,7 @@ def teacher(tmp_path_factory):
          "--gin_param=INIT_CHECKPOINT=None",
          f"--gin_param=garden.Classification.max_seq_length={SEQ}"],
         paths["teacher"], steps=TEACHER_STEPS)
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     return paths, summary
 
 
@@ -247,7 +247,7 @@ def test_layer_losses_vanish_when_the_student_is_the_teacher(teacher, loss):
             assert metrics[part] < 1e-10, metrics
         assert metrics["loss"] < 1e-10  # the intermediate stage: the layers alone
         assert metrics["prediction"] == pytest.approx(_soft_ce(z, z, 1.0), abs=1e-6)
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
 
 
 @pytest.mark.parametrize("config", ["pkd_tiny", "tinybert_tiny", "bilstm_tiny"])
@@ -277,7 +277,7 @@ def test_short_run_lowers_the_loss_and_the_student_exports(teacher, config, tmp_
         labels = [x.decode() for x in out["label"].numpy()]
         accuracy = np.mean([p == r[1] for p, r in zip(labels, rows)])
         assert accuracy == pytest.approx(summary["eval_accuracy"])
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
 
 
 @pytest.mark.parametrize("config, bindings, expected", [
@@ -299,7 +299,7 @@ def test_refusals_name_what_cannot_be_honoured(teacher, config, bindings, expect
     line = train_refused(_distill_args(paths, config, str(tmp_path / "run"), 2,
                                        *(f"--gin_param={b}" for b in bindings)), capsys)
     assert expected in line, line
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
 
 
 def test_a_teacher_that_is_no_classification_run_is_refused(teacher, capsys, tmp_path):
@@ -321,7 +321,7 @@ def test_summary_of_the_bilstm_student_counts_tang_et_al_s_layers(tmp_path, caps
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("".join(f"{t}\n" for t in ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
                                                  *[f"w{i}" for i in range(95)]]))
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
     assert train_lib.main(["--summary", "--config=configs/distill/bilstm_tiny.gin",
                            f"--gin_param=VOCAB='{vocab}'"]) == 0
     out = capsys.readouterr().out
