@@ -242,3 +242,13 @@ class ConcatPooling(keras.layers.Layer):
 
     def compute_output_shape(self, input_shape):
         return (input_shape[0], 3 * input_shape[-1])
+
+
+def stacked_states(states: Sequence) -> "keras.KerasTensor":
+    """Layer states [B, T, H_i] of different widths as one hidden_states tensor
+    [L + 1, B, T, max H_i]: each zero-padded on the last axis to the widest. Zeros add nothing
+    to a dot product or a norm, so what the analyses compute per layer (cosines, norms,
+    singular values, linear probes) is that of the layer's own vectors."""
+    widest = max(state.shape[-1] for state in states)
+    return ops.stack([ops.pad(state, [[0, 0], [0, 0], [0, widest - state.shape[-1]]])
+                      for state in states], axis=0)

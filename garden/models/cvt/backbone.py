@@ -25,7 +25,7 @@ from typing import Sequence
 import keras
 from keras import ops
 
-from garden.layers.recurrent import ProjectedLSTM
+from garden.layers.recurrent import ProjectedLSTM, stacked_states
 from garden.models.backbone import Backbone, backbone_inputs
 from garden.models.instrument import Readout
 
@@ -83,10 +83,7 @@ class CvtBackbone(Backbone):
         outputs = {"sequence_output": x, "pooled_output": pooled, "first_forward": firsts[0],
                    "first_backward": firsts[1]}
         if output_hidden_states:
-            widest = max(state.shape[-1] for state in states)
-            outputs["hidden_states"] = ops.stack(
-                [ops.pad(state, [[0, 0], [0, 0], [0, widest - state.shape[-1]]])
-                 for state in states], axis=0)
+            outputs["hidden_states"] = stacked_states(states)
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
         self.embeddings = embeddings
 

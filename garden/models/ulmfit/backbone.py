@@ -29,10 +29,9 @@ unfreezing (train.unfreeze_every) read as depths 0 and i + 1.
 from __future__ import annotations
 
 import keras
-from keras import ops
 
 from garden.layers.recurrent import (ConcatPooling, ProjectedLSTM, RowDroppedEmbedding,
-                                     VariationalDropout)
+                                     VariationalDropout, stacked_states)
 from garden.models.backbone import Backbone, backbone_inputs
 from garden.models.instrument import Readout
 
@@ -104,10 +103,7 @@ class AwdLstmBackbone(Backbone):
         pooled = ConcatPooling(dtype=dtype, name="concat_pooling")(x, mask)
         outputs = {"sequence_output": x, "pooled_output": pooled}
         if output_hidden_states:
-            widest = max(state.shape[-1] for state in states)
-            outputs["hidden_states"] = ops.stack(
-                [ops.pad(state, [[0, 0], [0, 0], [0, widest - state.shape[-1]]])
-                 for state in states], axis=0)
+            outputs["hidden_states"] = stacked_states(states)
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
         self.embeddings, self.lstm_layers = embeddings, lstm_layers
 
