@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from convert_testing import write_bpe_tokenizer
+from analysis_testing import SENTENCES, shaken, TINY as SIZE, WORDS, write_vocab
 from garden import analyze
 from garden.bertology import attention, contextuality, identifiability, probe, representations
 from garden.models import instrument
@@ -19,18 +20,7 @@ from garden.serving.text import TextPacker
 from text import tokenizers
 from text.finetune import tagging
 
-SIZE = dict(num_layers=2, hidden_size=16, num_heads=2, dropout=0.0)
-WORDS = ["the", "movie", "film", "was", "good", "bad", "plot", "great", "dull", "."]
-SENTENCES = ["the movie was good .", "the film was bad .", "the plot was great .",
-             "the movie was dull .", "the film was good ."]
 
-
-def _shaken(backbone, seed=0, scale=0.3):
-    """The backbone with its weights moved far from their init, so that layers mix context."""
-    rng = np.random.default_rng(seed)
-    backbone.set_weights([w + rng.normal(scale=scale, size=w.shape).astype(w.dtype)
-                          for w in backbone.get_weights()])
-    return backbone
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +31,7 @@ def gpt2(tmp_path_factory):
     size = write_bpe_tokenizer(str(folder), gpt2=True)
     tokenizer = tokenizers.load_tokenizer("bpe", str(folder / "vocab.json"), lower_case=False)
     # Its readouts on from the start: every instrumented() below is the backbone itself.
-    backbone = _shaken(GPT2Backbone(vocab_size=size, intermediate_size=32,
+    backbone = shaken(GPT2Backbone(vocab_size=size, intermediate_size=32,
                                     output_hidden_states=True, output_attentions=True, **SIZE))
     return backbone, TextPacker(tokenizer, 12, layout="gpt2"), tokenizer
 
@@ -51,14 +41,14 @@ def elmo(tmp_path_factory):
     from garden.models.elmo.backbone import ElmoBackbone
 
     vocab = tmp_path_factory.mktemp("elmo") / "vocab.txt"
-    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS) + "\n")
+    write_vocab(vocab)
     tokenizer = tokenizers.load_tokenizer("wordpiece", str(vocab), lower_case=True)
     # Its init seeded: the LSTMs' mixing (below) must not depend on what ran before in this
     # process. Shaken at 0.5, layer 2's self-similarity was 0.91-0.98 over init seeds 0-5 (at
     # 0.1 it reached 0.9995, above the bar, for some seeds and test orders).
     keras.utils.set_random_seed(0)
     backbone = ElmoBackbone.untrained("elmo_tiny", vocab=str(vocab), dropout=0.0)
-    return _shaken(backbone, scale=0.5), TextPacker(tokenizer, 12), tokenizer
+    return shaken(backbone, scale=0.5), TextPacker(tokenizer, 12), tokenizer
 
 
 def _opened(model, description):
@@ -212,10 +202,10 @@ def test_xlnet_content_stream_states_and_attention(tmp_path):
     from garden.models.xlnet.backbone import XLNetBackbone
 
     vocab = tmp_path / "vocab.txt"
-    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS) + "\n")
+    write_vocab(vocab)
     tokenizer = tokenizers.load_tokenizer("wordpiece", str(vocab), lower_case=True)
     packer = TextPacker(tokenizer, 10, layout="xlnet")  # pieces <sep> <cls>
-    backbone = _shaken(XLNetBackbone(vocab_size=15, intermediate_size=32, **SIZE))
+    backbone = shaken(XLNetBackbone(vocab_size=15, intermediate_size=32, **SIZE))
     words = [["the", "movie", "was", "good"], ["the", "plot"]]
     rows = representations.word_rows(words[0], tokenizer, packer)
     assert rows[0]["token_ids"][4:7] == [packer.sep_id, packer.cls_id, packer.pad_id]
@@ -255,7 +245,7 @@ def test_t5_and_bart_stacks_one_at_a_time(gpt2):
     t5 = T5Backbone(vocab_size=20, intermediate_size=32, head_size=8, **SIZE)
     bart = BartBackbone(vocab_size=20, intermediate_size=32, max_sequence_length=8, **SIZE)
     encoders = {}
-    for seq2seq in (_shaken(t5), _shaken(bart)):
+    for seq2seq in (shaken(t5), shaken(bart)):
         plain = instrument.run(seq2seq, {f"{side}_{k}": v for side in ("encoder", "decoder")
                                          for k, v in batch.items()})
         for stack in ("encoder", "decoder"):

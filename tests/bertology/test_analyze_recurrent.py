@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from keras import ops
 
+from analysis_testing import SENTENCES, shaken, WORDS, write_vocab
 from garden import analyze
 from garden.bertology import neighbours
 from garden.models import instrument
@@ -22,9 +23,6 @@ from garden.serving.text import TextPacker
 from text import tokenizers
 from text.finetune import tagging
 
-WORDS = ["the", "movie", "film", "was", "good", "bad", "plot", "great", "dull", "."]
-SENTENCES = ["the movie was good .", "the film was bad .", "the plot was great .",
-             "the movie was dull .", "the film was good ."]
 # Widths that differ and whose widest is not the last layer: CVT 12, 2 x 10, 2 x 7 (the
 # widest, 20, is layer 1); ULMFiT 12, 20, 20, 12.
 BUILD = {
@@ -39,18 +37,11 @@ WIDTHS = {"cvt": [12, 20, 14], "ulmfit": [12, 20, 20, 12]}
 NAMES = {"cvt": "CVT", "ulmfit": "ULMFiT (AWD-LSTM)"}
 
 
-def _shaken(backbone, seed=0, scale=0.5):
-    """The backbone with its weights moved far from their init, so that layers mix context."""
-    rng = np.random.default_rng(seed)
-    backbone.set_weights([w + rng.normal(scale=scale, size=w.shape).astype(w.dtype)
-                          for w in backbone.get_weights()])
-    return backbone
-
 
 @pytest.fixture(scope="module")
 def tokenizer(tmp_path_factory):
     vocab = tmp_path_factory.mktemp("recurrent") / "vocab.txt"
-    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS) + "\n")
+    write_vocab(vocab)
     return tokenizers.load_tokenizer("wordpiece", str(vocab), lower_case=True)
 
 
@@ -59,7 +50,7 @@ def model(request, tokenizer):
     """(family, plain backbone (switch off), its TextPacker, tokenizer); init seeded so that
     the layers' mixing does not depend on what ran before in this process."""
     keras.utils.set_random_seed(0)
-    backbone = _shaken(BUILD[request.param]())
+    backbone = shaken(BUILD[request.param](), scale=0.5)
     return request.param, backbone, TextPacker(tokenizer, 12), tokenizer
 
 

@@ -16,6 +16,7 @@ import keras
 import numpy as np
 import pytest
 
+from analysis_testing import shaken, write_vocab
 from garden import analyze
 from garden.bertology import identifiability
 from garden.models import instrument, stack_view
@@ -26,24 +27,16 @@ from text import tokenizers
 SIZE = dict(num_layers=2, hidden_size=16, num_heads=4, dropout=0.0)
 IDS = np.array([[5, 6, 7, 8, 9, 10, 11, 12, 13, 0],
                 [14, 15, 16, 17, 18, 0, 0, 0, 0, 0]], "int32")
-WORDS = ["the", "movie", "film", "was", "good", "bad", "plot", "great", "dull", "."]
 SENTENCES = ["the movie was good and the plot was great .", "the film was bad .",
              "the plot was dull .", "the movie was good ."]
 
-
-def _shaken(backbone, seed=0, scale=0.3):
-    """The backbone with its weights moved far from their init, so that heads differ."""
-    rng = np.random.default_rng(seed)
-    backbone.set_weights([w + rng.normal(scale=scale, size=w.shape).astype(w.dtype)
-                          for w in backbone.get_weights()])
-    return backbone
 
 
 def _xlnet():
     from garden.models.xlnet.backbone import XLNetBackbone
 
     keras.utils.set_random_seed(0)
-    return _shaken(XLNetBackbone(vocab_size=20, intermediate_size=32, **SIZE))
+    return shaken(XLNetBackbone(vocab_size=20, intermediate_size=32, **SIZE))
 
 
 def _seq2seq(family):
@@ -52,8 +45,8 @@ def _seq2seq(family):
 
     keras.utils.set_random_seed(0)
     if family == "t5":
-        return _shaken(T5Backbone(vocab_size=20, intermediate_size=32, head_size=4, **SIZE))
-    return _shaken(BartBackbone(vocab_size=20, intermediate_size=32, max_sequence_length=12,
+        return shaken(T5Backbone(vocab_size=20, intermediate_size=32, head_size=4, **SIZE))
+    return shaken(BartBackbone(vocab_size=20, intermediate_size=32, max_sequence_length=12,
                                 **SIZE))
 
 
@@ -182,7 +175,7 @@ def test_t5_decoder_effective_attention_stats():
 
 def test_analyze_identifiability_runs_effective_attention_on_xlnet(monkeypatch, tmp_path):
     vocab = tmp_path / "vocab.txt"
-    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS) + "\n")
+    write_vocab(vocab)
     tokenizer = tokenizers.load_tokenizer("wordpiece", str(vocab), lower_case=True)
     packer = TextPacker(tokenizer, 14, layout="xlnet")
     opened = analyze.Opened(_xlnet(), packer, list(tokenizer.vocab.tokens), "tiny xlnet",

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from convert_testing import write_bpe_tokenizer
+from analysis_testing import SENTENCES, shaken, TINY as SIZE, write_vocab
 from garden import analyze
 from garden.bertology import heads
 from garden.layers.attention import MultiHeadAttention
@@ -20,18 +21,7 @@ from garden.models import instrument
 from garden.serving.text import TextPacker
 from text import tokenizers
 
-SIZE = dict(num_layers=2, hidden_size=16, num_heads=2, dropout=0.0)
-WORDS = ["the", "movie", "film", "was", "good", "bad", "plot", "great", "dull", "."]
-SENTENCES = ["the movie was good .", "the film was bad .", "the plot was great .",
-             "the movie was dull .", "the film was good ."]
 
-
-def _shaken(backbone, seed=0, scale=0.3):
-    """The backbone with its weights moved far from their init, so that heads differ."""
-    rng = np.random.default_rng(seed)
-    backbone.set_weights([w + rng.normal(scale=scale, size=w.shape).astype(w.dtype)
-                          for w in backbone.get_weights()])
-    return backbone
 
 
 def _without_head(backbone, kernel_of, layer, head, axis):
@@ -53,10 +43,10 @@ def xlnet(tmp_path_factory):
     from garden.models.xlnet.backbone import XLNetBackbone
 
     vocab = tmp_path_factory.mktemp("xlnet") / "vocab.txt"
-    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS) + "\n")
+    write_vocab(vocab)
     tokenizer = tokenizers.load_tokenizer("wordpiece", str(vocab), lower_case=True)
     keras.utils.set_random_seed(0)
-    backbone = _shaken(XLNetBackbone(vocab_size=15, intermediate_size=32, **SIZE))
+    backbone = shaken(XLNetBackbone(vocab_size=15, intermediate_size=32, **SIZE))
     return backbone, TextPacker(tokenizer, 10, layout="xlnet"), tokenizer
 
 
@@ -253,7 +243,7 @@ def gpt3(tmp_path_factory):
     tokenizer = tokenizers.load_tokenizer("bpe", str(folder / "vocab.json"), lower_case=False)
     keras.utils.set_random_seed(0)
     # Layer 0 dense, layer 1 banded over 3 tokens (sentences are 5-12 pieces).
-    backbone = _shaken(GPT3Backbone(vocab_size=size, intermediate_size=32,
+    backbone = shaken(GPT3Backbone(vocab_size=size, intermediate_size=32,
                                     max_sequence_length=16, band_width=3, **SIZE))
     return backbone, TextPacker(tokenizer, 12, layout="gpt2"), tokenizer
 
