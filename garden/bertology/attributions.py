@@ -5,9 +5,10 @@ F is the target class's logit (not its probability: the logit is what the classi
 layer computes, and a saturated softmax would leave little to attribute). The input x is the
 word-piece vectors of a sentence, the rows of the backbone's word table (before the position
 and segment embeddings are added, which stay as in the input, and before the LayerNorm). The
-baseline x' is the [PAD] piece's vector at every position except the special tokens ([CLS],
-[SEP], <s>, </s>: the packer's cls, sep and pad ids), which keep their own vectors, so that the
-baseline is still a well-formed packed sentence with the words taken out.
+baseline x' is the pad piece's vector at every position except the special tokens ([CLS],
+[SEP], <s>, </s>, <sep>, <cls>, <|endoftext|>: the packer's cls, sep and pad ids), which keep
+their own vectors, so that the baseline is still a well-formed packed sentence with the words
+taken out.
 
     attribution_i = sum over the embedding width of
                     (x_i - x'_i) * mean over alpha of dF/dx_i at x' + alpha (x - x')
@@ -17,13 +18,26 @@ alpha = 0, 1/steps, ..., 1; error O(1/steps^2)), whose end points are F(x') and 
 Completeness: sum_i attribution_i = F(x) - F(x') up to that error; each sentence reports its
 gap (the paper asks for steps enough to bring it within 5%; it suggests 20 to 300).
 
-The classifier on word vectors reuses the backbone's own graph: its embeddings layer (a
-garden.layers.embeddings.TransformerEmbeddings: BERT, RoBERTa, ALBERT, ELECTRA, DistilBERT,
-SpanBERT, ERNIE) is called again with `token_vectors`, and the layers after it are the
-backbone's graph from the embeddings' output on (a Keras functional model cut there), then the
-run's own head (garden.bertology.scoring.head_features and its classifier dense). A family whose
-word vectors do not enter through that layer (GPT, GPT-2, XLNet, ELMo, T5, BART) is refused by
-name.
+The classifier on word vectors reuses the backbone's own graph, cut where the word vectors
+enter (`embeddings_node`): either its embeddings layer, called again with `token_vectors`
+(garden.layers.embeddings.TransformerEmbeddings: BERT, RoBERTa, ALBERT, ELECTRA, DistilBERT,
+SpanBERT, ERNIE; GPT's GPTEmbedding, whose one table also holds the positions), or, where the
+word table is a layer of its own in the graph (GPT-2, GPT-3, XLNet), that table's lookup of the
+token ids, whose output simply becomes the vectors input. The layers after the cut are the
+backbone's graph from there on (a Keras functional model cut at an intermediate tensor), then
+the run's own head (garden.bertology.scoring.head_features and its classifier dense: the pooled
+output, or the last real token for GPT's and GPT-2's LastTokenClassifier; XLNet's pooled output
+is its last real token, <cls>).
+
+Baselines by layout (garden.serving.text): "bert" keeps [CLS] [SEP]; "roberta" <s> </s>;
+"xlnet" keeps <sep> <cls> and puts <pad> at the words, so the pooled <cls> still closes a
+well-formed sentence; "gpt2" has no start token and its separator <|endoftext|> is also its
+pad (when the vocabulary has no <pad>), so its baseline is every word replaced by
+<|endoftext|>, positions kept: the last-token classifier then reads <|endoftext|>, the piece
+GPT-2 saw between documents, at the last word's position (with a <pad> in the vocabulary the
+words become <pad> and a pair's <|endoftext|> keeps its row).
+
+ELMo, T5 and BART are refused by name, with the reason in REFUSED.
 
 write_view: a self-contained HTML page per sentence (nothing fetched), tokens shaded by their
 attribution (blue: for the target, red: against), its data as JSON in
@@ -75,28 +89,62 @@ def integrated_gradients(function: Callable, x: np.ndarray, baseline: np.ndarray
             "f_baseline": f_baseline, "gap": float(scores.sum() - (f_x - f_baseline))}
 
 
+# Families where integrated gradients over word vectors has no meaning here: the reason each.
+REFUSED = {
+    "elmo": "ELMo builds its token vectors from characters by a CNN: it has no word table whose "
+            "rows integrated gradients could move along",
+    "t5": "T5 classifies by generating the label's text: there is no classifier logit to "
+          "attribute, only the decoder's next-piece scores",
+    "bart": "BART classifies by generating the label's text here: there is no classifier "
+            "logit to attribute, only the decoder's next-piece scores",
+}
+
+
+def _takes_vectors(layer) -> bool:
+    call = getattr(layer, "call", None)
+    return call is not None and "token_vectors" in inspect.signature(call).parameters
+
+
 def embeddings_node(backbone: keras.Model, what: str = "attributions"):
-    """The backbone's one call of its embeddings layer, where the word-piece vectors enter
-    (module docstring); ValueError naming the family when it has none that takes them."""
+    """The node of the backbone's graph where the word-piece vectors enter (module docstring):
+    the call of its embeddings layer that takes `token_vectors`, or else its word table's lookup
+    of the token ids; ValueError naming the family when it refuses (REFUSED) or has neither."""
     from garden.models import instrument
 
+    family = instrument.family_name(backbone)
+    if family.split()[0] in REFUSED:
+        raise ValueError(f"{what}: the {family} backbone is refused: "
+                         f"{REFUSED[family.split()[0]]}")
     layer = getattr(backbone, "embeddings", None)
-    call = getattr(layer, "call", None)
-    if call is None or "token_vectors" not in inspect.signature(call).parameters:
-        raise ValueError(f"{what}: the {instrument.family_name(backbone)} backbone "
-                         f"({type(backbone).__name__}) does not take its word-piece vectors "
-                         f"through garden.layers' TransformerEmbeddings, which integrated "
-                         f"gradients interpolate (the BERT-kind encoders do)")
+    if not _takes_vectors(layer):
+        # ELMo's property raises (no table): getattr's default covers it.
+        layer = getattr(backbone, "token_embedding", None)
+        if not isinstance(layer, keras.layers.Embedding):
+            raise ValueError(f"{what}: the {family} backbone ({type(backbone).__name__}) "
+                             f"has neither an embeddings layer that takes token_vectors nor a "
+                             f"word table called on its token_ids, where integrated gradients "
+                             f"put their word vectors")
+    token_ids = backbone.input.get("token_ids") if isinstance(backbone.input, dict) else None
     # The call on this backbone's own token_ids input (ELECTRA's generator and discriminator
-    # may share the layer, and vectors_classifier calls it again).
-    token_ids = backbone.input["token_ids"]
+    # may share the layer, a tied softmax calls the table in reverse, and vectors_classifier
+    # calls the embeddings layer again).
     nodes = [node for node in layer._inbound_nodes
-             if node.arguments.args and node.arguments.args[0] is token_ids
+             if token_ids is not None and node.arguments.args
+             and node.arguments.args[0] is token_ids
              and "token_vectors" not in node.arguments.kwargs]
     if len(nodes) != 1:
-        raise ValueError(f"{what}: {backbone.name} calls its embeddings layer on its token_ids "
-                         f"{len(nodes)} times; integrated gradients needs the one call")
+        raise ValueError(f"{what}: {backbone.name} calls its {layer.name} layer on its "
+                         f"token_ids {len(nodes)} times; integrated gradients needs the one call")
     return nodes[0]
+
+
+def word_table(backbone: keras.Model) -> np.ndarray:
+    """[V, E]: the rows the vectors model reads for each token id (x = table[token_ids])."""
+    layer = embeddings_node(backbone).operation
+    if hasattr(layer, "token_rows"):  # GPT: tokens, special tokens, then the position rows
+        return keras.ops.convert_to_numpy(layer.token_rows())
+    table = getattr(layer, "token_embedding", layer)  # TransformerEmbeddings' or the table
+    return keras.ops.convert_to_numpy(table.embeddings)
 
 
 def vectors_classifier(backbone: keras.Model, task_model, classifier) -> keras.Model:
@@ -108,12 +156,14 @@ def vectors_classifier(backbone: keras.Model, task_model, classifier) -> keras.M
     node = embeddings_node(backbone)
     inputs = dict(backbone.input)
     names = list(inputs)
-    width = backbone.embeddings.token_embedding.output_dim
-    vectors = keras.Input((None, width), name="token_vectors")
-    embedded = node.operation(*node.arguments.args, **{**node.arguments.kwargs,
-                                                        "token_vectors": vectors})
-    # The backbone's graph after its embeddings layer (Keras cuts the functional graph at an
-    # intermediate tensor given as an input), fed with the new embeddings.
+    vectors = keras.Input((None, word_table(backbone).shape[1]), name="token_vectors")
+    if _takes_vectors(node.operation):
+        embedded = node.operation(*node.arguments.args, **{**node.arguments.kwargs,
+                                                            "token_vectors": vectors})
+    else:  # the node is the word table's lookup: its output is the vectors themselves
+        embedded = vectors
+    # The backbone's graph after the node (Keras cuts the functional graph at an intermediate
+    # tensor given as an input), fed with the new embeddings.
     after = keras.Model([node.outputs[0], *[inputs[n] for n in names]], backbone.output)
     outputs = after([embedded, *[inputs[n] for n in names]])
     logits = classifier(head_features(task_model, outputs, inputs["padding_mask"],
@@ -143,7 +193,7 @@ def attribute(opened, sentences: List[str], steps: int, target: str = "predicted
         raise ValueError(f"--target={target} is not one of the run's labels {list(labels)} "
                          f"(or 'predicted')")
     model = vectors_classifier(opened.backbone, opened.task_model, opened.classifier)
-    table = keras.ops.convert_to_numpy(opened.backbone.embeddings.token_embedding.embeddings)
+    table = word_table(opened.backbone)
     packer = opened.packer
     keep = [i for i in (packer.cls_id, packer.sep_id, packer.pad_id) if i is not None]
     batch = packer.encode_numpy(sentences)

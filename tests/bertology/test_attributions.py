@@ -10,7 +10,8 @@ completeness holds within 5% at 64 steps and the gap shrinks from 2 to 64 steps.
 BERT, RoBERTa, ALBERT, ELECTRA and DistilBERT classifiers the model on vectors gives the
 classifier's own logits at the table's rows. The command
 writes attributions.json, a page per sentence and the index entry; a run without a classifier,
-an unknown --target and a family without garden's embeddings layer are one line each.
+an unknown --target and a refused family (T5) are one line each; GPT-2, GPT and XLNet
+in tests/bertology/test_attributions_families.py.
 """
 
 from __future__ import annotations
@@ -176,16 +177,15 @@ def test_refusals_are_one_line(run, tmp_path, capsys, case):
     assert not (tmp_path / "out").exists()
 
 
-def test_a_family_without_the_embeddings_layer_is_refused_by_name():
-    from garden.models.gpt2.backbone import GPT2Backbone
+def test_a_refused_family_is_refused_by_name():
+    from garden.models.t5.backbone import T5Backbone
 
-    backbone = GPT2Backbone(vocab_size=40, num_layers=1, hidden_size=8, num_heads=2,
-                            intermediate_size=16, dropout=0.0)
+    backbone = T5Backbone.untrained("t5_tiny", vocab_size=40)
     with pytest.raises(ValueError) as e:
         attributions.vectors_classifier(backbone, None, None)
     assert "\n" not in str(e.value)
-    assert str(e.value).startswith("attributions: the gpt2 backbone (GPT2Backbone) does not "
-                                   "take its word-piece vectors")
+    assert str(e.value).startswith("attributions: the t5 backbone is refused: T5 classifies "
+                                   "by generating the label's text")
 
 
 @pytest.mark.parametrize("family", ["bert", "roberta", "albert", "electra", "distilbert"])

@@ -77,10 +77,13 @@ class GPTEmbedding(keras.layers.Layer):
     def token_rows(self):
         return self.embeddings[:self.num_tokens]
 
-    def call(self, token_ids, position_ids, training=None):
+    def call(self, token_ids, position_ids, training=None, token_vectors=None):
+        # token_vectors [B, T, H]: the token rows to use instead of table[token_ids]
+        # (garden.bertology.attributions interpolates them); None in every model.
         table = self.embeddings
-        x = ops.take(table, ops.cast(token_ids, "int32"), axis=0) + ops.take(
-            table, ops.cast(position_ids, "int32") + self.num_tokens, axis=0)
+        tokens = (ops.take(table, ops.cast(token_ids, "int32"), axis=0)
+                  if token_vectors is None else token_vectors)
+        x = tokens + ops.take(table, ops.cast(position_ids, "int32") + self.num_tokens, axis=0)
         return self.dropout_layer(ops.cast(x, self.compute_dtype), training=training)
 
     def compute_output_shape(self, token_ids_shape, position_ids_shape=None):
