@@ -748,21 +748,22 @@ what layer 0..L is, and whether its layers run one by one as garden's Transforme
 What runs on which family. Checked on a tiny backbone of each family through
 `garden.analyze.run_analysis` (the function `main` calls; tests/bertology/test_analyze_families.py
 holds the checks that can fail) except the last three columns, which open their model
-themselves and are read from garden/bertology/perplexity.py and neighbours.py.
+themselves and are read from garden/bertology/perplexity.py and neighbours.py, and attributions
+(tests/bertology/test_attributions.py and test_attributions_families.py).
 
-| family | attention | identifiability | heads, prune | contextuality, probe, wsd | perplexity | fill_mask | neighbours |
-|---|---|---|---|---|---|---|---|
-| BERT, RoBERTa, ALBERT, ELECTRA, SpanBERT, ERNIE | runs | runs | runs | runs | pseudo-perplexity (with an MLM head) | runs (with an MLM head) | runs |
-| DistilBERT | runs | runs | runs | runs | pseudo-perplexity (with an MLM head) | runs (with an MLM head) | runs |
-| XLNet | runs | effective attention, token identifiability; (c) | runs (d) | runs | refused (f) | refused (g) | runs |
-| GPT, GPT-2 | runs, causal | runs, causal | runs | runs, causal context | causal perplexity | refused (h) | runs |
-| GPT-3-style | runs, causal (e) | runs, causal (e) | runs (e) | runs, causal context | causal perplexity | refused (h) | runs |
-| ELMo, CoVe | refused (a) | token identifiability; (a), (c) | refused (a) | runs | ELMo: forward, backward and mean perplexity (its biLM run); CoVe: refused (f) | refused (g) | runs |
-| CVT, ULMFiT | refused (a) | token identifiability; (a), (c) | refused (a) | runs (b); ULMFiT: causal context | ULMFiT: causal perplexity (its LM run); CVT: refused (f) | refused (g) | runs |
-| T5 encoder | runs | effective attention, token identifiability; (c) | refused (i) | runs | refused (j) | refused (g) | runs (the encoder) |
-| T5 decoder | runs, causal | effective attention (causal self-attention), token identifiability; (c) | refused (i) | runs | refused (j) | refused (g) | - |
-| BART encoder | runs | runs | refused (i) | runs | refused (j) | refused (g) | runs (the encoder) |
-| BART decoder | runs, causal | effective attention (causal self-attention), token identifiability; (c) | refused (i) | runs | refused (j) | refused (g) | - |
+| family | attention | identifiability | heads, prune | contextuality, probe, wsd | perplexity | fill_mask | neighbours | attributions |
+|---|---|---|---|---|---|---|---|---|
+| BERT, RoBERTa, ALBERT, ELECTRA, SpanBERT, ERNIE | runs | runs | runs | runs | pseudo-perplexity (with an MLM head) | runs (with an MLM head) | runs | runs |
+| DistilBERT | runs | runs | runs | runs | pseudo-perplexity (with an MLM head) | runs (with an MLM head) | runs | runs |
+| XLNet | runs | effective attention, token identifiability; (c) | runs (d) | runs | refused (f) | refused (g) | runs | runs (its <cls>) |
+| GPT, GPT-2 | runs, causal | runs, causal | runs | runs, causal context | causal perplexity | refused (h) | runs | runs (the last real token) |
+| GPT-3-style | runs, causal (e) | runs, causal (e) | runs (e) | runs, causal context | causal perplexity | refused (h) | runs | runs (the last real token) |
+| ELMo, CoVe | refused (a) | token identifiability; (a), (c) | refused (a) | runs | ELMo: forward, backward and mean perplexity (its biLM run); CoVe: refused (f) | refused (g) | runs | ELMo: refused (k); CoVe: not checked |
+| CVT, ULMFiT | refused (a) | token identifiability; (a), (c) | refused (a) | runs (b); ULMFiT: causal context | ULMFiT: causal perplexity (its LM run); CVT: refused (f) | refused (g) | runs | not checked |
+| T5 encoder | runs | effective attention, token identifiability; (c) | refused (i) | runs | refused (j) | refused (g) | runs (the encoder) | refused (k) |
+| T5 decoder | runs, causal | effective attention (causal self-attention), token identifiability; (c) | refused (i) | runs | refused (j) | refused (g) | - | refused (k) |
+| BART encoder | runs | runs | refused (i) | runs | refused (j) | refused (g) | runs (the encoder) | refused (k) |
+| BART decoder | runs, causal | effective attention (causal self-attention), token identifiability; (c) | refused (i) | runs | refused (j) | refused (g) | - | refused (k) |
 
 Refusals, each one line naming the family:
 - (a) no meaning: the family has no attention (`ELMo has no attention: its layers are a
@@ -815,6 +816,12 @@ Refusals, each one line naming the family:
   (and their stacks take no head mask).
 - (j) no meaning here: `an encoder-decoder model: a text file gives it no source and target, so
   its perplexity is not defined here`.
+- (k) integrated gradients moves the word-piece vectors of a classifier's input: `ELMo builds
+  its token vectors from characters by a CNN: it has no word table whose rows integrated
+  gradients could move along`; `T5 classifies by generating the label's text: there is no
+  classifier logit to attribute, only the decoder's next-piece scores` (BART alike). For GPT,
+  GPT-2 and GPT-3-style the baseline puts <|endoftext|> (their separator and pad) in place of
+  every word; for XLNet <pad>, with <sep> and <cls> kept.
 
 `prune --pruned_output` (removing the pruned heads' weights) stays with the families whose
 backbone takes num_heads_per_layer (BERT, RoBERTa, ELECTRA, SpanBERT, DistilBERT); the

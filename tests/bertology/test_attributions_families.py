@@ -1,5 +1,5 @@
 """Integrated gradients (garden.bertology.attributions) on the decoder and XLNet classifiers:
-GPT-2's and GPT's last-token classifiers and XLNet's <cls> classifier, tiny and built here
+GPT-2's, GPT's and GPT-3-style's last-token classifiers and XLNet's <cls> classifier, tiny and built here
 (weights shaken far from their init, as tests/bertology/test_analyze_families.py does, so that
 F(x) - F(x') is not 1e-5), with the packers of their layouts ("gpt2": no start token,
 <|endoftext|> the separator and the pad; "xlnet": A <sep> <cls>, right-padded).
@@ -13,9 +13,11 @@ BART are refused by name with their reason, on one line.
 
 from __future__ import annotations
 
+import keras
 import numpy as np
 import pytest
 
+from analysis_testing import shaken, TINY as SIZE, write_vocab
 from convert_testing import write_bpe_tokenizer
 from garden import analyze
 from garden.bertology import attributions
@@ -23,17 +25,8 @@ from garden.models import instrument
 from garden.serving.text import TextPacker
 from text import tokenizers
 
-SIZE = dict(num_layers=2, hidden_size=16, num_heads=2, dropout=0.0)
-WORDS = ["the", "movie", "film", "was", "good", "bad", "plot", "great", "dull", "."]
 SENTENCES = ["the movie was good .", "the film was bad", "the plot was great dull ."]
 LABELS = ["a", "b", "c"]
-
-
-def _shaken(model, seed=0, scale=0.3):
-    rng = np.random.default_rng(seed)
-    model.set_weights([w + rng.normal(scale=scale, size=w.shape).astype(w.dtype)
-                       for w in model.get_weights()])
-    return model
 
 
 def _gpt2(folder):
@@ -59,25 +52,40 @@ def _gpt(folder):
         tokenizer
 
 
+def _gpt3(folder):
+    from garden.models.gpt.classifier import LastTokenClassifier
+    from garden.models.gpt3.backbone import GPT3Backbone
+
+    size = write_bpe_tokenizer(str(folder), gpt2=True)
+    tokenizer = tokenizers.load_tokenizer("bpe", str(folder / "vocab.json"), lower_case=False)
+    # Layer 0 dense, layer 1 banded over 3 pieces.
+    backbone = GPT3Backbone(vocab_size=size, intermediate_size=32, max_sequence_length=16,
+                            band_width=3, **SIZE)
+    return LastTokenClassifier(backbone, 3, dropout=0.0), TextPacker(tokenizer, 12, "gpt2"), \
+        tokenizer
+
+
 def _xlnet(folder):
     from garden.models.classification import SequenceClassifier
     from garden.models.xlnet.backbone import XLNetBackbone
 
-    vocab = folder / "vocab.txt"
-    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS) + "\n")
-    tokenizer = tokenizers.load_tokenizer("wordpiece", str(vocab), lower_case=True)
+    tokenizer = tokenizers.load_tokenizer("wordpiece", write_vocab(folder / "vocab.txt"),
+                                          lower_case=True)
     backbone = XLNetBackbone(vocab_size=15, intermediate_size=32, **SIZE)
     return SequenceClassifier(backbone, 3, dropout=0.0), TextPacker(tokenizer, 10, "xlnet"), \
         tokenizer
 
 
-@pytest.fixture(scope="module", params=["gpt2", "gpt", "xlnet"])
+@pytest.fixture(scope="module", params=["gpt2", "gpt", "gpt3", "xlnet"])
 def family(request, tmp_path_factory):
-    build = {"gpt2": _gpt2, "gpt": _gpt, "xlnet": _xlnet}[request.param]
+    build = {"gpt2": _gpt2, "gpt": _gpt, "gpt3": _gpt3, "xlnet": _xlnet}[request.param]
+    # Seeded: the weights (not the test order) decide F(x) - F(x'), which the completeness
+    # test divides by.
+    keras.utils.set_random_seed(0)
     classifier, packer, tokenizer = build(tmp_path_factory.mktemp(request.param))
     backbone = classifier.backbone
     batch = packer.encode_numpy(SENTENCES)
-    _shaken(classifier)
+    shaken(classifier)
     plain = instrument.run(backbone, batch)  # before any vectors model is built
     opened = analyze.Opened(backbone, packer, list(tokenizer.vocab.tokens),
                             f"tiny {request.param}", classifier=classifier.classifier_dense,
@@ -156,7 +164,7 @@ def test_elmo_t5_and_bart_are_refused_with_their_reason(tmp_path):
     from garden.models.t5.backbone import T5Backbone
 
     vocab = tmp_path / "vocab.txt"
-    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS) + "\n")
+    write_vocab(vocab)
     backbones = {"elmo": ElmoBackbone.untrained("elmo_tiny", vocab=str(vocab), dropout=0.0),
                  "t5": T5Backbone.untrained("t5_tiny", vocab_size=40),
                  "bart": BartBackbone.untrained("bart_tiny", vocab_size=40)}
