@@ -758,8 +758,8 @@ themselves and are read from garden/bertology/perplexity.py and neighbours.py, a
 | XLNet | runs | effective attention, token identifiability; (c) | runs (d) | runs | refused (f) | refused (g) | runs | runs (its <cls>) |
 | GPT, GPT-2 | runs, causal | runs, causal | runs | runs, causal context | causal perplexity | refused (h) | runs | runs (the last real token) |
 | GPT-3-style | runs, causal (e) | runs, causal (e) | runs (e) | runs, causal context | causal perplexity | refused (h) | runs | runs (the last real token) |
-| ELMo, CoVe | refused (a) | token identifiability; (a), (c) | refused (a) | runs | ELMo: forward, backward and mean perplexity (its biLM run); CoVe: refused (f) | refused (g) | runs | ELMo: refused (k); CoVe: not checked |
-| CVT, ULMFiT | refused (a) | token identifiability; (a), (c) | refused (a) | runs (b); ULMFiT: causal context | ULMFiT: causal perplexity (its LM run); CVT: refused (f) | refused (g) | runs | not checked |
+| ELMo, CoVe | refused (a) | token identifiability; (a), (c) | refused (a) | runs | ELMo: forward, backward and mean perplexity (its biLM run); CoVe: refused (f) | refused (g) | runs | ELMo: refused (k); CoVe: runs |
+| CVT, ULMFiT | refused (a) | token identifiability; (a), (c) | refused (a) | runs (b); ULMFiT: causal context | ULMFiT: causal perplexity (its LM run); CVT: refused (f) | refused (g) | runs | runs |
 | T5 encoder | runs | effective attention, token identifiability; (c) | refused (i) | runs | refused (j) | refused (g) | runs (the encoder) | refused (k) |
 | T5 decoder | runs, causal | effective attention (causal self-attention), token identifiability; (c) | refused (i) | runs | refused (j) | refused (g) | - | refused (k) |
 | BART encoder | runs | runs | refused (i) | runs | refused (j) | refused (g) | runs (the encoder) | refused (k) |

@@ -76,8 +76,8 @@ showing every analysis written there so far):
                    sentence's word-piece vectors over --steps trapezoid intervals; per sentence
                    the tokens' scores, F(x), F(x') and the completeness gap, and a page
                    attributions_<i>.html with the tokens shaded (garden.bertology.attributions;
-                   the BERT-kind encoders, GPT, GPT-2, GPT-3-style and XLNet; ELMo, T5 and
-                   BART are refused with the reason).
+                   the BERT-kind encoders, GPT, GPT-2, GPT-3-style, XLNet, CoVe, CVT and
+                   ULMFiT; ELMo, T5 and BART are refused with the reason).
   wsd              word sense by the nearest sense centroid per layer, beside the most
                    frequent sense: the JSON Lines examples of --senses, or without it the
                    seeded sample of garden.bertology.wsd (bank, bat, spring, plant, crane); 30%

@@ -22,8 +22,9 @@ The classifier on word vectors reuses the backbone's own graph, cut where the wo
 enter (`embeddings_node`): either its embeddings layer, called again with `token_vectors`
 (garden.layers.embeddings.TransformerEmbeddings: BERT, RoBERTa, ALBERT, ELECTRA, DistilBERT,
 SpanBERT, ERNIE; GPT's GPTEmbedding, whose one table also holds the positions), or, where the
-word table is a layer of its own in the graph (GPT-2, GPT-3, XLNet), that table's lookup of the
-token ids, whose output simply becomes the vectors input. The layers after the cut are the
+word table is a layer of its own in the graph (GPT-2, GPT-3, XLNet; CoVe, CVT and ULMFiT's
+embedding tables), that table's lookup of the token ids, whose output simply becomes the
+vectors input. The layers after the cut are the
 backbone's graph from there on (a Keras functional model cut at an intermediate tensor), then
 the run's own head (garden.bertology.scoring.head_features and its classifier dense: the pooled
 output, or the last real token for GPT's and GPT-2's LastTokenClassifier; XLNet's pooled output

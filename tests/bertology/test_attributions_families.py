@@ -174,3 +174,46 @@ def test_elmo_t5_and_bart_are_refused_with_their_reason(tmp_path):
         assert "\n" not in str(e.value)
         assert str(e.value) == (f"attributions: the {name} backbone is refused: "
                                 f"{attributions.REFUSED[name]}")
+
+
+@pytest.mark.parametrize("name", ["cove", "cvt", "ulmfit"])
+def test_the_recurrent_families_word_tables_are_attributed(name, tmp_path):
+    """CoVe, CVT and ULMFiT take their word vectors from a plain embedding table: the vectors
+    model cuts there, gives the classifier's logits at the table's rows and meets completeness
+    (their classification runs put garden.models.classification's SequenceClassifier on the
+    pooled output)."""
+    from garden.models.classification import SequenceClassifier
+    from garden.models.cove.backbone import CoveBackbone
+    from garden.models.cvt.backbone import CvtBackbone
+    from garden.models.ulmfit.backbone import AwdLstmBackbone
+
+    keras.utils.set_random_seed(0)
+    build = {
+        "cove": lambda: CoveBackbone.untrained("cove_tiny", vocab_size=15),
+        "cvt": lambda: CvtBackbone(vocab_size=15, embedding_size=12, layer_units=(10, 7),
+                                   dropout=0.0),
+        "ulmfit": lambda: AwdLstmBackbone(vocab_size=15, embedding_size=12, hidden_size=20,
+                                          num_layers=3, embedding_dropout=0.0,
+                                          input_dropout=0.0, hidden_dropout=0.0,
+                                          weight_dropout=0.0)}[name]
+    backbone = build()
+    classifier = shaken(SequenceClassifier(backbone, 3, dropout=0.0))
+    tokenizer = tokenizers.load_tokenizer("wordpiece", write_vocab(tmp_path / "vocab.txt"),
+                                          lower_case=True)
+    packer = TextPacker(tokenizer, 10)
+    opened = analyze.Opened(backbone, packer, list(tokenizer.vocab.tokens), f"tiny {name}",
+                            classifier=classifier.classifier_dense, labels=LABELS,
+                            task_model=classifier)
+    batch = packer.encode_numpy(SENTENCES)
+    logits = instrument.run(classifier, batch)["logits"]
+    model = attributions.vectors_classifier(backbone, classifier, classifier.classifier_dense)
+    table = attributions.word_table(backbone)
+    ours = np.asarray(model({**_inputs(model, batch), "token_vectors": table[batch["token_ids"]]}))
+    np.testing.assert_allclose(ours, logits, atol=1e-5)
+    moved = np.asarray(model({**_inputs(model, batch),
+                              "token_vectors": table[batch["token_ids"]] + 0.5}))
+    assert np.abs(moved - logits).max() > 1e-3  # the vectors, not the ids, are read
+    for i, sentence in enumerate(attributions.attribute(opened, SENTENCES, 64)["sentences"]):
+        assert sentence["f_x"] == pytest.approx(float(logits[i].max()), abs=1e-5)
+        assert abs(sentence["f_x"] - sentence["f_baseline"]) > 1e-3
+        assert sentence["relative_gap"] < 0.05, sentence
