@@ -50,6 +50,32 @@ def softmax_in_float32(scores):
 HEAD_MASK_MODES = ("scale", "uniform")
 
 
+def negative_score(dtype) -> float:
+    """The score that masks a key out before the softmax: -1e9, or -3e4 in float16 (whose
+    range ends at 65504)."""
+    return -3e4 if keras.backend.standardize_dtype(dtype) == "float16" else -1e9
+
+
+def apply_head_mask(probabilities, head_mask, mode: str = "scale", allowed=None):
+    """probabilities [B, A, ..., K] with head_mask [A] or [B, A] applied as `mode`
+    (HEAD_MASK_MODES): "scale" multiplies head h's by m_h (Hugging Face's head_mask: 0 silences
+    a head); "uniform" gives m p + (1 - m) u, u even over the keys `allowed` marks (bool,
+    broadcastable to the probabilities; None: every key). Every layer that takes a head mask
+    applies it here (MultiHeadAttention, the banded LocalMultiHeadAttention, XLNet's relative
+    attention), so that garden.bertology.heads' modes mean the same in each."""
+    dtype = probabilities.dtype
+    head_mask = ops.reshape(ops.cast(head_mask, dtype),
+                            (-1, probabilities.shape[1]) + (1,) * (len(probabilities.shape) - 2))
+    if mode != "uniform":
+        return probabilities * head_mask
+    if allowed is None:
+        uniform = ops.ones_like(probabilities) / ops.cast(ops.shape(probabilities)[-1], dtype)
+    else:  # the softmax of 0 on the allowed keys and a masking score elsewhere
+        uniform = ops.softmax(ops.where(allowed, ops.cast(0, dtype),
+                                        ops.cast(negative_score(dtype), dtype)), axis=-1)
+    return probabilities * head_mask + uniform * (1 - head_mask)
+
+
 def swap_heads(x):
     """[B, T, A, d] <-> [B, A, T, d]: heads before time for the per-head score products, and
     back."""
@@ -226,26 +252,15 @@ class MultiHeadAttention(keras.layers.Layer):
         scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))
         if attention_bias is not None:
             scores = scores + ops.cast(attention_bias, scores.dtype)
+        mask = None
         if attention_mask is not None:
             mask = ops.cast(attention_mask, "bool")
             if len(mask.shape) == 3:
                 mask = ops.expand_dims(mask, 1)  # [B, 1, Tq|1, Tk]: the same for every head
-            negative = -3e4 if keras.backend.standardize_dtype(scores.dtype) == "float16" else -1e9
-            scores = ops.where(mask, scores, ops.cast(negative, scores.dtype))
+            scores = ops.where(mask, scores, ops.cast(negative_score(scores.dtype), scores.dtype))
         probabilities = softmax_in_float32(scores)
         if head_mask is not None:
-            # [A] or [B, A] -> [1 or B, A, 1, 1]: Hugging Face's head_mask, 0 silences a head.
-            head_mask = ops.reshape(ops.cast(head_mask, probabilities.dtype),
-                                    (-1, self.num_heads, 1, 1))
-            if self.head_mask_mode == "uniform":
-                # Even over the allowed keys: the softmax of 0 there and `negative` elsewhere.
-                uniform = (ops.ones_like(scores) / ops.cast(ops.shape(scores)[-1], scores.dtype)
-                           if attention_mask is None else
-                           ops.softmax(ops.where(mask, ops.cast(0, scores.dtype),
-                                                 ops.cast(negative, scores.dtype)), axis=-1))
-                probabilities = probabilities * head_mask + uniform * (1 - head_mask)
-            else:
-                probabilities = probabilities * head_mask
+            probabilities = apply_head_mask(probabilities, head_mask, self.head_mask_mode, mask)
         return probabilities
 
     def call(self, query, value, key=None, attention_mask=None, attention_bias=None,

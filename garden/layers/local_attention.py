@@ -36,7 +36,8 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from garden.layers.attention import MultiHeadAttention, softmax_in_float32, swap_heads
+from garden.layers.attention import (MultiHeadAttention, apply_head_mask, negative_score,
+                                     softmax_in_float32, swap_heads)
 
 
 def band_mask(query_length, key_length, width, offset=0):
@@ -46,26 +47,6 @@ def band_mask(query_length, key_length, width, offset=0):
     columns = ops.expand_dims(ops.arange(key_length, dtype="int32"), 0)
     distance = rows - columns
     return ops.expand_dims(ops.logical_and(distance >= 0, distance < width), 0)
-
-
-def _negative(dtype):
-    return -3e4 if keras.backend.standardize_dtype(dtype) == "float16" else -1e9
-
-
-def masked_heads(probabilities, allowed, head_mask, mode="scale"):
-    """probabilities [B, A, ..., K] with head_mask [A] or [B, A] applied as
-    MultiHeadAttention applies it (`mode`: garden.layers.attention.HEAD_MASK_MODES); `allowed`
-    (bool, broadcastable to them) marks the keys a query sees, which "uniform" spreads over."""
-    rank = len(probabilities.shape)
-    heads = probabilities.shape[1]
-    head_mask = ops.reshape(ops.cast(head_mask, probabilities.dtype),
-                            (-1, heads) + (1,) * (rank - 2))
-    if mode == "uniform":
-        zero = ops.zeros((), probabilities.dtype)
-        negative = ops.cast(_negative(probabilities.dtype), probabilities.dtype)
-        uniform = ops.softmax(ops.where(allowed, zero, negative), axis=-1)
-        return probabilities * head_mask + uniform * (1 - head_mask)
-    return probabilities * head_mask
 
 
 def full_probabilities(blocked, length, width):
@@ -94,7 +75,8 @@ def blocked_local_attention(q, k, v, key_mask, width, dropout=None, training=Non
         key_mask: bool [B, T] (True = real key) or None.
         width: int, the band width w (the token itself included).
         dropout: a Dropout layer for the probabilities, or None.
-        head_mask: float [A] or [B, A] or None (masked_heads, as `head_mask_mode`).
+        head_mask: float [A] or [B, A] or None (garden.layers.attention.apply_head_mask, as
+            `head_mask_mode`).
         return_probabilities: also return the probabilities as [B, A, T, T]
             (full_probabilities: after the head mask, before dropout).
 
@@ -125,10 +107,10 @@ def blocked_local_attention(q, k, v, key_mask, width, dropout=None, training=Non
                        (batch, 1, blocks, width, 1))  # the first block's "previous" is padding
     real = ops.reshape(with_previous(real), (batch, 1, blocks, 1, 2 * width))
     allowed = ops.logical_and(allowed, real)
-    scores = ops.where(allowed, scores, ops.cast(_negative(scores.dtype), scores.dtype))
+    scores = ops.where(allowed, scores, ops.cast(negative_score(scores.dtype), scores.dtype))
     probabilities = softmax_in_float32(scores)
     if head_mask is not None:
-        probabilities = masked_heads(probabilities, allowed, head_mask, head_mask_mode)
+        probabilities = apply_head_mask(probabilities, head_mask, head_mask_mode, allowed)
     full = full_probabilities(probabilities, length, width) if return_probabilities else None
     if dropout is not None:
         probabilities = dropout(probabilities, training=training)
@@ -208,10 +190,10 @@ class LocalMultiHeadAttention(MultiHeadAttention):
             window_mask = ops.slice(key_mask, [0, start], [ops.shape(key_mask)[0], window])
             allowed = ops.logical_and(allowed, window_mask[:, None, None, :])
         scores = ops.matmul(q, ops.transpose(keys, (0, 1, 3, 2)))  # [B, A, 1, w]
-        scores = ops.where(allowed, scores, ops.cast(_negative(scores.dtype), scores.dtype))
+        scores = ops.where(allowed, scores, ops.cast(negative_score(scores.dtype), scores.dtype))
         probabilities = softmax_in_float32(scores)
         if head_mask is not None:
-            probabilities = masked_heads(probabilities, allowed, head_mask, self.head_mask_mode)
+            probabilities = apply_head_mask(probabilities, head_mask, self.head_mask_mode, allowed)
         return ops.matmul(probabilities, values)
 
     def call(self, query, value=None, key=None, attention_mask=None, attention_bias=None,

@@ -43,7 +43,7 @@ import tensorflow as tf
 from keras import ops
 
 from garden.layers import activations
-from garden.layers.attention import softmax_in_float32
+from garden.layers.attention import apply_head_mask, softmax_in_float32
 
 
 def normal_initializer(stddev: float) -> keras.initializers.Initializer:
@@ -112,22 +112,12 @@ class XLNetRelativeAttention(keras.layers.Layer):
                         ops.einsum("bind,snd->bins", q_head + self.r_s_bias, self.seg_embed),
                         seg_onehot)
         score = (ac + bd + ef) * (1.0 / math.sqrt(self.head_size))
-        blocked = _blocked_value(score.dtype) * mask[:, None, :, :]
-        probs = softmax_in_float32(score - blocked)
-        if head_mask is not None:
-            probs = self._masked(probs, head_mask, blocked)
+        probs = softmax_in_float32(score - _blocked_value(score.dtype) * mask[:, None, :, :])
+        if head_mask is not None:  # "uniform": even over the keys the stream sees
+            probs = apply_head_mask(probs, head_mask, self.head_mask_mode,
+                                    allowed=ops.less_equal(mask[:, None, :, :], 0))
         vec = ops.einsum("bnij,bjnd->bind", self.dropout(probs, training=training), v_head)
         return (vec, probs) if return_probs else vec
-
-    def _masked(self, probs, head_mask, blocked):
-        """probs [B, N, T, klen] with head_mask [N] applied (self.head_mask_mode)."""
-        head_mask = ops.reshape(ops.cast(head_mask, probs.dtype), (1, self.num_heads, 1, 1))
-        if self.head_mask_mode == "uniform":
-            # Even over the keys the stream sees: the softmax of 0 there, -1e30 where blocked
-            # (a row with every key blocked is uniform over all, as its probabilities are).
-            uniform = softmax_in_float32(-blocked)
-            return probs * head_mask + uniform * (1 - head_mask)
-        return probs * head_mask
 
     def _post(self, x, attn_vec, training):
         out = self.dropout(ops.einsum("bind,hnd->bih", attn_vec, self.o), training=training)
