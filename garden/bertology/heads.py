@@ -29,24 +29,17 @@ import numpy as np
 import tensorflow as tf
 
 from garden import plots
-from garden.models.instrument import instrumented, model_inputs
+from garden.models.instrument import attention_layers, instrumented, model_inputs
 
 # How a disabled head is disabled -> MultiHeadAttention's head_mask_mode that does it.
 MODES = {"zero": "scale", "uniform": "uniform"}
-
-
-def masked_attention_layers(model: keras.Model):
-    """Every layer inside `model` that applies a head mask (it has a `head_mask_mode`):
-    garden's MultiHeadAttention, its banded subclass, XLNet's relative attention; each once."""
-    return [layer for layer in model._flatten_layers(include_self=False)
-            if hasattr(layer, "head_mask_mode")]
 
 
 @contextlib.contextmanager
 def head_mask_mode(model: keras.Model, mode: str):
     """Within the block, every attention layer of `model` applies its head mask as `mode`
     ("scale" or "uniform", garden.layers.attention.HEAD_MASK_MODES); restored after."""
-    layers = masked_attention_layers(model)
+    layers = attention_layers(model)
     saved = [layer.head_mask_mode for layer in layers]
     try:
         for layer in layers:

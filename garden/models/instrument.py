@@ -176,11 +176,12 @@ def layer_blocks(backbone: keras.Model) -> List[keras.layers.Layer]:
     return [blocks[i // per_block] for i in range(num_layers)]
 
 
-def attention_layers(model: keras.Model) -> List[MultiHeadAttention]:
-    """Every garden MultiHeadAttention inside `model` (a backbone or a task model around one),
-    each once."""
+def attention_layers(model: keras.Model) -> List[keras.layers.Layer]:
+    """Every attention layer inside `model` (a backbone or a task model around one) that
+    applies a head mask, each once: garden's MultiHeadAttention (the banded one too) and
+    XLNet's relative attention, each with its `head_mask_mode`."""
     return [layer for layer in model._flatten_layers(include_self=False)
-            if isinstance(layer, MultiHeadAttention)]
+            if hasattr(layer, "head_mask_mode")]
 
 
 def model_inputs(batch: Mapping[str, np.ndarray], model: keras.Model,

@@ -95,8 +95,8 @@ def test_xlnet_uniform_mode_attends_evenly_over_the_real_tokens(xlnet):
     mask[0, 1] = 0
     with heads.head_mask_mode(masked, "uniform"):
         probs = instrument.run(masked, batch, mask)["attention_probs"]
-    assert len(heads.masked_attention_layers(masked)) == 2
-    assert [layer.head_mask_mode for layer in heads.masked_attention_layers(masked)] == \
+    assert len(instrument.attention_layers(masked)) == 2
+    assert [layer.head_mask_mode for layer in instrument.attention_layers(masked)] == \
         ["scale", "scale"]  # restored
     n = int(batch["padding_mask"][1].sum())  # "the plot <sep> <cls>": 4 real of 10
     np.testing.assert_allclose(probs[0, 1, 1, :n, :n], 1 / n, atol=1e-6)
