@@ -298,6 +298,14 @@ def run_encoder(x, layer_blocks: List[keras.layers.Layer], padding_mask, head_ma
     return x, extras
 
 
+def ending_after_final_norm(hidden_states, output):
+    """A pre-LN causal stack's hidden_states [L+1, B, T, H] with the last entry replaced by
+    `output`, the top layer after the stack's final LayerNorm (as Hugging Face's GPT-2 gives
+    them: hidden_states[-1] is sequence_output)."""
+    earlier = ops.take(hidden_states, list(range(hidden_states.shape[0] - 1)), axis=0)
+    return ops.concatenate([earlier, ops.expand_dims(output, 0)], axis=0)
+
+
 def check_head_mask_support(output_attentions: bool, use_head_mask: bool):
     """Attention probabilities and head masks need garden.layers' block arguments."""
     params = inspect.signature(TransformerEncoderBlock.call).parameters

@@ -14,7 +14,8 @@ import keras
 from keras import ops
 
 from garden.layers.transformer_decoder import TransformerDecoderBlock
-from garden.models.backbone import Backbone, backbone_inputs, optional_outputs, run_encoder
+from garden.models.backbone import (Backbone, backbone_inputs, ending_after_final_norm,
+                                    optional_outputs, run_encoder)
 # Left-padding-aware positions, max(cumsum(mask) - 1, 0) (Hugging Face's GPT-2 generate): a
 # row's first real token is position 0 however many pads precede it.
 from garden.models.gpt.causal_lm import position_ids
@@ -122,10 +123,8 @@ class GPT2Backbone(Backbone):
                                 mask_argument="decoder_padding_mask")
         x = final_norm(x)
         outputs = {"sequence_output": x, **extras}
-        if output_hidden_states:  # the last entry after ln_f, as Hugging Face's
-            outputs["hidden_states"] = ops.concatenate(
-                [ops.take(extras["hidden_states"], list(range(num_layers)), axis=0),
-                 ops.expand_dims(x, 0)], axis=0)
+        if output_hidden_states:
+            outputs["hidden_states"] = ending_after_final_norm(extras["hidden_states"], x)
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
 
         # === Config === (recorded by Backbone from the arguments above)

@@ -23,13 +23,13 @@ import math
 from typing import Optional
 
 import keras
-from keras import ops
 
 from garden.layers.embeddings import PositionEmbedding
 from garden.layers.local_attention import LocalMultiHeadAttention
 from garden.layers.masks import padding_mask_to_attention
 from garden.layers.transformer_decoder import TransformerDecoderBlock
-from garden.models.backbone import Backbone, backbone_inputs, optional_outputs, run_encoder
+from garden.models.backbone import (Backbone, backbone_inputs, ending_after_final_norm,
+                                    optional_outputs, run_encoder)
 from garden.models.gpt.causal_lm import CachedCausalLM, position_ids
 from garden.models.instrument import CAUSAL
 
@@ -138,10 +138,8 @@ class GPT3Backbone(Backbone):
                                 mask_argument="decoder_padding_mask")
         x = final_norm(x)
         outputs = {"sequence_output": x, **extras}
-        if output_hidden_states:  # the last entry after the final norm, as GPT-2's
-            outputs["hidden_states"] = ops.concatenate(
-                [ops.take(extras["hidden_states"], list(range(num_layers)), axis=0),
-                 ops.expand_dims(x, 0)], axis=0)
+        if output_hidden_states:
+            outputs["hidden_states"] = ending_after_final_norm(extras["hidden_states"], x)
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
 
         # === Config === (recorded by Backbone from the arguments above)
