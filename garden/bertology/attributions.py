@@ -139,13 +139,18 @@ def embeddings_node(backbone: keras.Model, what: str = "attributions"):
     return nodes[0]
 
 
+def _token_rows(layer):
+    """[V, E] (a tensor or variable) of the embeddings node's layer: the rows it reads for each
+    token id."""
+    if hasattr(layer, "token_rows"):  # GPT: tokens, special tokens, then the position rows
+        return layer.token_rows()
+    # TransformerEmbeddings' word table, or the node's layer is the table itself
+    return getattr(layer, "token_embedding", layer).embeddings
+
+
 def word_table(backbone: keras.Model) -> np.ndarray:
     """[V, E]: the rows the vectors model reads for each token id (x = table[token_ids])."""
-    layer = embeddings_node(backbone).operation
-    if hasattr(layer, "token_rows"):  # GPT: tokens, special tokens, then the position rows
-        return keras.ops.convert_to_numpy(layer.token_rows())
-    table = getattr(layer, "token_embedding", layer)  # TransformerEmbeddings' or the table
-    return keras.ops.convert_to_numpy(table.embeddings)
+    return keras.ops.convert_to_numpy(_token_rows(embeddings_node(backbone).operation))
 
 
 def vectors_classifier(backbone: keras.Model, task_model, classifier) -> keras.Model:
@@ -157,7 +162,7 @@ def vectors_classifier(backbone: keras.Model, task_model, classifier) -> keras.M
     node = embeddings_node(backbone)
     inputs = dict(backbone.input)
     names = list(inputs)
-    vectors = keras.Input((None, word_table(backbone).shape[1]), name="token_vectors")
+    vectors = keras.Input((None, _token_rows(node.operation).shape[1]), name="token_vectors")
     if _takes_vectors(node.operation):
         embedded = node.operation(*node.arguments.args, **{**node.arguments.kwargs,
                                                             "token_vectors": vectors})
