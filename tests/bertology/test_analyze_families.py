@@ -5,20 +5,17 @@ stream's states and attention)."""
 
 from __future__ import annotations
 
-import json
-
 import keras
 import numpy as np
 import pytest
 
 from convert_testing import write_bpe_tokenizer
-from analysis_testing import SENTENCES, shaken, TINY as SIZE, WORDS, write_vocab
+from analysis_testing import analyze_with, labelled_dev, SENTENCES, shaken, TINY as SIZE, word_tag_conll, write_vocab
 from garden import analyze
 from garden.bertology import attention, contextuality, identifiability, probe, representations
 from garden.models import instrument
 from garden.serving.text import TextPacker
 from text import tokenizers
-from text.finetune import tagging
 
 
 
@@ -59,16 +56,7 @@ def _opened(model, description):
 
 def _analyze(monkeypatch, tmp_path, model, description, *args):
     """garden.analyze main on `model` (open_model answers it): exit code, its JSON or None."""
-    monkeypatch.setattr(analyze, "open_model",
-                        lambda path, length, stack="": _opened(model, description))
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    text = tmp_path / "text.txt"
-    text.write_text("\n".join(SENTENCES) + "\n")
-    out = tmp_path / "report"
-    code = analyze.main([args[0], f"--model={description}", f"--input={text}",
-                         f"--output={out}", *args[1:]])
-    path = out / f"{args[0]}.json"
-    return code, json.loads(path.read_text()) if path.exists() else None
+    return analyze_with(monkeypatch, tmp_path, _opened(model, description), *args)
 
 
 def test_gpt2_query_statistics_do_not_see_later_tokens(gpt2, monkeypatch, tmp_path):
@@ -157,12 +145,7 @@ def test_elmo_layers_are_read_and_its_attention_refused_by_name(elmo, monkeypatc
     assert result["self_similarity"][0] == pytest.approx(1.0, abs=1e-5)
     assert result["self_similarity"][2] < 0.99
     # A probe of a tag that is a function of the word reads layer 0 perfectly.
-    tag = {"movie": "I-ORG", "plot": "I-MISC"}
-    rng = np.random.default_rng(1)
-    rows = [tuple(rng.choice(WORDS, 5)) for _ in range(40)]
-    conll = tmp_path / "train.txt"
-    conll.write_text(tagging.format_sentences(
-        [tagging.ConllSentence(ws, tuple(tag.get(w, "O") for w in ws)) for ws in rows]))
+    conll = word_tag_conll(tmp_path / "train.txt")
     probed = probe.probe_conll(backbone, packer, str(conll), tokenizer=tokenizer, seed=2)
     assert len(probed["accuracy"]) == 3 and probed["accuracy"][0] == pytest.approx(1.0)
     # identifiability: token identifiability runs, the attention parts say why they do not.
@@ -285,9 +268,7 @@ def test_gpt2_heads_are_scored_through_its_last_token_classifier(gpt2, tmp_path)
 
     backbone, packer, tokenizer = gpt2
     classifier = LastTokenClassifier(backbone, num_classes=2, dropout=0.0)
-    data = tmp_path / "dev.tsv"
-    data.write_text("text_a\tlabel\n" + "".join(f"{s}\t{'pos' if 'good' in s else 'neg'}\n"
-                                                 for s in SENTENCES))
+    data = labelled_dev(tmp_path / "dev.tsv")
     opened = analyze.Opened(backbone, packer, list(tokenizer.vocab.tokens), "tiny gpt2",
                             classifier=classifier.classifier_dense, labels=["neg", "pos"],
                             task_model=classifier)

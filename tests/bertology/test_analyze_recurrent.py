@@ -6,14 +6,12 @@ of attention stay refused by name."""
 
 from __future__ import annotations
 
-import json
-
 import keras
 import numpy as np
 import pytest
 from keras import ops
 
-from analysis_testing import SENTENCES, shaken, WORDS, write_vocab
+from analysis_testing import analyze_with, SENTENCES, shaken, word_tag_conll, write_vocab
 from garden import analyze
 from garden.bertology import neighbours
 from garden.models import instrument
@@ -21,7 +19,6 @@ from garden.models.cvt.backbone import CvtBackbone
 from garden.models.ulmfit.backbone import AwdLstmBackbone
 from garden.serving.text import TextPacker
 from text import tokenizers
-from text.finetune import tagging
 
 # Widths that differ and whose widest is not the last layer: CVT 12, 2 x 10, 2 x 7 (the
 # widest, 20, is layer 1); ULMFiT 12, 20, 20, 12.
@@ -114,15 +111,7 @@ def _analyze(monkeypatch, tmp_path, model, *args):
     family, backbone, packer, tokenizer = model
     opened = analyze.Opened(backbone, packer, list(tokenizer.vocab.tokens), f"tiny {family}",
                             path=f"tiny {family}")
-    monkeypatch.setattr(analyze, "open_model", lambda path, length, stack="": opened)
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    text = tmp_path / "text.txt"
-    text.write_text("\n".join(SENTENCES * 2) + "\n")
-    out = tmp_path / "report"
-    code = analyze.main([args[0], f"--model=tiny {family}", f"--input={text}",
-                         f"--output={out}", *args[1:]])
-    path = out / f"{args[0]}.json"
-    return code, json.loads(path.read_text()) if path.exists() else None
+    return analyze_with(monkeypatch, tmp_path, opened, *args, sentences=SENTENCES * 2)
 
 
 def test_contextuality_probe_and_identifiability_read_every_layer(model, monkeypatch,
@@ -144,12 +133,7 @@ def test_contextuality_probe_and_identifiability_read_every_layer(model, monkeyp
         assert result["context"].startswith("the whole sentence")
 
     # A probe of a tag that is a function of the word reads layer 0 perfectly.
-    tag = {"movie": "I-ORG", "plot": "I-MISC"}
-    rng = np.random.default_rng(1)
-    rows = [tuple(rng.choice(WORDS, 5)) for _ in range(40)]
-    conll = tmp_path / "train.txt"
-    conll.write_text(tagging.format_sentences(
-        [tagging.ConllSentence(ws, tuple(tag.get(w, "O") for w in ws)) for ws in rows]))
+    conll = word_tag_conll(tmp_path / "train.txt")
     code, report = _analyze(monkeypatch, tmp_path / "probe", model, "probe",
                             f"--probe_train={conll}", "--seed=2")
     assert code == 0

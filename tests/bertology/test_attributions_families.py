@@ -13,6 +13,8 @@ BART are refused by name with their reason, on one line.
 
 from __future__ import annotations
 
+import functools
+
 import keras
 import numpy as np
 import pytest
@@ -29,38 +31,20 @@ SENTENCES = ["the movie was good .", "the film was bad", "the plot was great dul
 LABELS = ["a", "b", "c"]
 
 
-def _gpt2(folder):
-    from garden.models.gpt.classifier import LastTokenClassifier
-    from garden.models.gpt2.backbone import GPT2Backbone
-
-    size = write_bpe_tokenizer(str(folder), gpt2=True)
-    tokenizer = tokenizers.load_tokenizer("bpe", str(folder / "vocab.json"), lower_case=False)
-    backbone = GPT2Backbone(vocab_size=size, intermediate_size=32, **SIZE)
-    return LastTokenClassifier(backbone, 3, dropout=0.0), TextPacker(tokenizer, 12, "gpt2"), \
-        tokenizer
-
-
-def _gpt(folder):
+def _decoder(folder, family):
+    """The tiny last-token classifier of GPT-2, GPT or GPT-3-style on a GPT-2 layout BPE."""
     from garden.models.gpt.backbone import GPTBackbone
     from garden.models.gpt.classifier import LastTokenClassifier
-
-    size = write_bpe_tokenizer(str(folder), gpt2=True)
-    tokenizer = tokenizers.load_tokenizer("bpe", str(folder / "vocab.json"), lower_case=False)
-    backbone = GPTBackbone(vocab_size=size, intermediate_size=32, max_sequence_length=16,
-                           **SIZE)
-    return LastTokenClassifier(backbone, 3, dropout=0.0), TextPacker(tokenizer, 12, "gpt2"), \
-        tokenizer
-
-
-def _gpt3(folder):
-    from garden.models.gpt.classifier import LastTokenClassifier
+    from garden.models.gpt2.backbone import GPT2Backbone
     from garden.models.gpt3.backbone import GPT3Backbone
 
+    backbone_class, extra = {
+        "gpt2": (GPT2Backbone, {}), "gpt": (GPTBackbone, dict(max_sequence_length=16)),
+        # Layer 0 dense, layer 1 banded over 3 pieces.
+        "gpt3": (GPT3Backbone, dict(max_sequence_length=16, band_width=3))}[family]
     size = write_bpe_tokenizer(str(folder), gpt2=True)
     tokenizer = tokenizers.load_tokenizer("bpe", str(folder / "vocab.json"), lower_case=False)
-    # Layer 0 dense, layer 1 banded over 3 pieces.
-    backbone = GPT3Backbone(vocab_size=size, intermediate_size=32, max_sequence_length=16,
-                            band_width=3, **SIZE)
+    backbone = backbone_class(vocab_size=size, intermediate_size=32, **extra, **SIZE)
     return LastTokenClassifier(backbone, 3, dropout=0.0), TextPacker(tokenizer, 12, "gpt2"), \
         tokenizer
 
@@ -78,7 +62,8 @@ def _xlnet(folder):
 
 @pytest.fixture(scope="module", params=["gpt2", "gpt", "gpt3", "xlnet"])
 def family(request, tmp_path_factory):
-    build = {"gpt2": _gpt2, "gpt": _gpt, "gpt3": _gpt3, "xlnet": _xlnet}[request.param]
+    build = _xlnet if request.param == "xlnet" else functools.partial(
+        _decoder, family=request.param)
     # Seeded: the weights (not the test order) decide F(x) - F(x'), which the completeness
     # test divides by.
     keras.utils.set_random_seed(0)

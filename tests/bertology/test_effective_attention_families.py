@@ -10,13 +10,12 @@ the self-attention sublayer's output recorded while the model runs."""
 from __future__ import annotations
 
 import functools
-import json
 
 import keras
 import numpy as np
 import pytest
 
-from analysis_testing import shaken, write_vocab
+from analysis_testing import analyze_with, shaken, write_vocab
 from garden import analyze
 from garden.bertology import identifiability
 from garden.models import instrument, stack_view
@@ -180,13 +179,9 @@ def test_analyze_identifiability_runs_effective_attention_on_xlnet(monkeypatch, 
     packer = TextPacker(tokenizer, 14, layout="xlnet")
     opened = analyze.Opened(_xlnet(), packer, list(tokenizer.vocab.tokens), "tiny xlnet",
                             path="tiny xlnet")
-    monkeypatch.setattr(analyze, "open_model", lambda path, length, stack="": opened)
-    text = tmp_path / "text.txt"
-    text.write_text("\n".join(SENTENCES) + "\n")
-    out = tmp_path / "report"
-    assert analyze.main(["identifiability", "--model=tiny xlnet", f"--input={text}",
-                         f"--output={out}"]) == 0
-    report = json.loads((out / "identifiability.json").read_text())
+    code, report = analyze_with(monkeypatch, tmp_path, opened, "identifiability",
+                                sentences=SENTENCES)
+    assert code == 0
     assert set(report["not_applicable"]) == {"hidden_token_attribution"}
     assert report["not_applicable"]["hidden_token_attribution"].startswith(
         "XLNet's layers are its own relative-attention layers")

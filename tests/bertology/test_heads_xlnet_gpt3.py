@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from convert_testing import write_bpe_tokenizer
-from analysis_testing import SENTENCES, shaken, TINY as SIZE, write_vocab
+from analysis_testing import analyze_with, labelled_dev, SENTENCES, shaken, TINY as SIZE, write_vocab
 from garden import analyze
 from garden.bertology import heads
 from garden.layers.attention import MultiHeadAttention
@@ -110,9 +110,7 @@ def _xlnet_opened(xlnet, tmp_path):
     backbone, packer, tokenizer = xlnet
     keras.utils.set_random_seed(1)
     classifier = SequenceClassifier(backbone, num_classes=2, dropout=0.0)
-    data = tmp_path / "dev.tsv"
-    data.write_text("text_a\tlabel\n" + "".join(f"{s}\t{'pos' if 'good' in s else 'neg'}\n"
-                                                 for s in SENTENCES * 2))
+    data = labelled_dev(tmp_path / "dev.tsv", SENTENCES * 2)
     opened = analyze.Opened(backbone, packer, list(tokenizer.vocab.tokens), "tiny xlnet",
                             classifier=classifier.classifier_dense, labels=["neg", "pos"],
                             task_model=classifier, family="xlnet", path="tiny xlnet")
@@ -308,16 +306,12 @@ def test_garden_analyze_attention_on_gpt3_is_causal(gpt3, monkeypatch, tmp_path)
     backbone, packer, tokenizer = gpt3
     opened = analyze.Opened(backbone, packer, list(tokenizer.vocab.tokens), "tiny gpt3",
                             path="tiny gpt3")
-    monkeypatch.setattr(analyze, "open_model", lambda path, length, stack="": opened)
-    text = tmp_path / "text.txt"
-    text.write_text("\n".join(SENTENCES) + "\n")
-    out = tmp_path / "report"
-    assert analyze.main(["attention", "--model=tiny gpt3", f"--input={text}",
-                         f"--output={out}"]) == 0
-    shares = json.loads((out / "attention.json").read_text())["shares"]
+    code, report = analyze_with(monkeypatch, tmp_path, opened, "attention")
+    assert code == 0
+    shares = report["shares"]
     assert shares["attention"] == "causal" and shares["keys"].startswith("causal")
     assert "next" not in shares["shares"] and len(shares["shares"]["self"]) == 2
-    assert (out / "attention_maps.png").exists()
+    assert (tmp_path / "report" / "attention_maps.png").exists()
 
 
 def test_gpt3_heads_are_scored_through_its_last_token_classifier(gpt3, tmp_path):
@@ -327,9 +321,7 @@ def test_gpt3_heads_are_scored_through_its_last_token_classifier(gpt3, tmp_path)
     backbone, packer, tokenizer = gpt3
     keras.utils.set_random_seed(1)
     classifier = LastTokenClassifier(backbone, num_classes=2, dropout=0.0)
-    data = tmp_path / "dev.tsv"
-    data.write_text("text_a\tlabel\n" + "".join(f"{s}\t{'pos' if 'good' in s else 'neg'}\n"
-                                                 for s in SENTENCES))
+    data = labelled_dev(tmp_path / "dev.tsv")
     opened = analyze.Opened(backbone, packer, list(tokenizer.vocab.tokens), "tiny gpt3",
                             classifier=classifier.classifier_dense, labels=["neg", "pos"],
                             task_model=classifier)
