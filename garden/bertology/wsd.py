@@ -350,12 +350,17 @@ def plot_senses(vectors: np.ndarray, senses: Sequence[str], lemma: str, layer: i
                 path: str, seed: int = 0) -> Tuple[str, str]:
     """One lemma's occurrences in 2-D, coloured by sense: t-SNE (scikit-learn) for up to
     TSNE_MAX occurrences, PCA above (t-SNE's cost grows with the square of the points); a PNG
-    at `path`. Returns (path, the method used)."""
+    at `path`. Returns (path, the method used). Occurrences whose vectors are all the same
+    (a layer that reads the word alone, e.g. a word table's) have no layout: they are drawn at
+    one point, and the method says why (t-SNE's PCA start divides by their zero spread, and
+    scikit-learn's Barnes-Hut t-SNE crashed the process on the NaNs, 2026-12-08)."""
     from sklearn.decomposition import PCA
     from sklearn.manifold import TSNE
 
     vectors = np.asarray(vectors, np.float64)
-    if len(vectors) <= TSNE_MAX:
+    if len(vectors) and np.ptp(vectors, axis=0).max() == 0:
+        method, points = "none: the occurrences' vectors are identical", np.zeros((len(vectors), 2))
+    elif len(vectors) <= TSNE_MAX:
         method = "t-SNE"
         points = TSNE(2, perplexity=min(30.0, (len(vectors) - 1) / 3), random_state=seed,
                       init="pca").fit_transform(vectors)

@@ -167,3 +167,10 @@ def test_the_senses_of_one_lemma_are_drawn(tmp_path):
                                    ["a", "b"] * ((wsd.TSNE_MAX + 1) // 2) + ["a"], "x", 0,
                                    str(tmp_path / "pca.png"))
     assert method == "PCA"
+    # Identical vectors (a word table's layer): one point, said so, and no crash (t-SNE on
+    # them killed the process with a segmentation fault).
+    path, method = wsd.plot_senses(np.ones((12, 4)), ["a", "b"] * 6, "x", 0,
+                                   str(tmp_path / "same.png"))
+    assert method == "none: the occurrences' vectors are identical"
+    with open(path, "rb") as f:
+        assert f.read(4) == b"\x89PNG"
